@@ -1,0 +1,13 @@
+//! Pure domain logic: calendars, business-time maths, silence evaluation and
+//! the alert state machine. Nothing in here does I/O or reads a clock; every
+//! instant is an argument. Adapters and the service depend on this module,
+//! never the other way round.
+
+pub mod alert;
+pub mod calendar;
+pub mod duration;
+pub mod event_filter;
+pub mod holidays;
+pub mod ics;
+pub mod silence;
+pub mod weekly;
