@@ -1,1 +1,19 @@
+//! hushwatch: a sidecar that pages people when identity events go quiet.
+//!
+//! Layout (see ARCHITECTURE.md):
+//! - `domain`: pure calendars, business time, silence evaluation, alert states.
+//! - `ingest`: signature verification and payload facts (pure).
+//! - `config`: reads and validates the TOML file into domain objects.
+//! - `service`: the running sidecar, wiring adapters together.
+//! - `commands`, `cli`: the command line.
+
+pub mod cli;
+pub mod clock;
+pub mod commands;
+pub mod config;
 pub mod domain;
+pub mod http;
+pub mod ingest;
+pub mod metrics;
+pub mod service;
+pub mod store;

@@ -1,0 +1,63 @@
+//! Command-line interface: argument parsing and dispatch only. Each command
+//! lives in `commands/`.
+
+use crate::commands;
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Exit code for invalid configuration or arguments (clap uses 2 as well).
+pub const EXIT_CONFIG: u8 = 2;
+/// Exit code for a runtime failure.
+pub const EXIT_FAILURE: u8 = 1;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "hushwatch",
+    version,
+    about = "Pages people when identity events go quiet"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Validate a config file; prints a summary, or every error with its key path.
+    Check {
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+    },
+    /// Show when a stream would fire after a given last event, as JSON.
+    Explain {
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+        #[arg(long, value_name = "NAME")]
+        stream: String,
+        /// RFC 3339 instant of the last event, e.g. 2026-12-04T15:00:00+09:00
+        #[arg(long, value_name = "TIME")]
+        last_event: String,
+        /// RFC 3339 instant to evaluate at (default: now)
+        #[arg(long, value_name = "TIME")]
+        now: Option<String>,
+    },
+    /// Run the sidecar.
+    Serve {
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+    },
+}
+
+pub fn run(cli: Cli) -> ExitCode {
+    match cli.command {
+        Command::Check { config } => commands::check::run(&config),
+        Command::Explain {
+            config,
+            stream,
+            last_event,
+            now,
+        } => commands::explain::run(&config, &stream, &last_event, now.as_deref()),
+        Command::Serve { config } => commands::serve::run(&config),
+    }
+}

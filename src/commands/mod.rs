@@ -1,0 +1,32 @@
+//! One module per CLI command. Commands load config, call the domain or the
+//! service, and turn results into output and exit codes.
+
+pub mod check;
+pub mod explain;
+pub mod serve;
+
+use crate::cli::EXIT_CONFIG;
+use crate::config::{self, Config};
+use std::path::Path;
+use std::process::ExitCode;
+
+/// Loads config or prints every error to stderr and gives exit code 2.
+pub fn load_or_exit(path: &Path) -> Result<Config, ExitCode> {
+    config::load(path).map_err(|errors| {
+        eprintln!("{}: invalid configuration:", path.display());
+        for e in &errors.0 {
+            eprintln!("  {e}");
+        }
+        ExitCode::from(EXIT_CONFIG)
+    })
+}
+
+/// Parses an RFC 3339 command-line time.
+pub fn parse_time(flag: &str, text: &str) -> Result<chrono::DateTime<chrono::Utc>, ExitCode> {
+    chrono::DateTime::parse_from_rfc3339(text)
+        .map(|t| t.with_timezone(&chrono::Utc))
+        .map_err(|_| {
+            eprintln!("{flag}: {text:?} is not an RFC 3339 time (e.g. 2026-12-04T15:00:00+09:00)");
+            ExitCode::from(EXIT_CONFIG)
+        })
+}

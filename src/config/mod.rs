@@ -1,0 +1,502 @@
+//! Configuration: reads the TOML file, expands `${VAR}`, validates every
+//! key and cross-reference, and builds the domain objects (calendars,
+//! policies) the service runs on. A `Config` that exists is valid.
+
+mod env;
+mod reader;
+pub mod secret;
+
+use crate::domain::calendar::Calendar;
+use crate::domain::event_filter::EventFilter;
+use crate::domain::holidays::{parse_holiday, Holidays};
+use crate::domain::ics::{parse_ics_bytes, IcsCalendar};
+use crate::domain::silence::SilencePolicy;
+use crate::domain::weekly::WeeklyHours;
+use crate::ingest::signature::{SecretKey, Verifier};
+use chrono::TimeDelta;
+use reader::{join, valid_name, Reader};
+use secret::SecretString;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use toml::Table;
+
+/// The calendar every config has without declaring it: 24x7, UTC.
+pub const ALWAYS: &str = "always";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    pub path: String,
+    pub reason: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.path.is_empty() {
+            f.write_str(&self.reason)
+        } else {
+            write!(f, "{}: {}", self.path, self.reason)
+        }
+    }
+}
+
+/// All problems found in one pass, one per line.
+#[derive(Debug, Clone)]
+pub struct ConfigErrors(pub Vec<ConfigError>);
+
+impl fmt::Display for ConfigErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, e) in self.0.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigErrors {}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub server: ServerConfig,
+    pub calendars: BTreeMap<String, CalendarConfig>,
+    pub streams: BTreeMap<String, StreamConfig>,
+    pub notifiers: BTreeMap<String, NotifierConfig>,
+    /// Things that are allowed but probably not intended.
+    pub warnings: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub listen: SocketAddr,
+    /// Absolute, or relative to the process's working directory: already
+    /// resolved against the config file's folder.
+    pub data_dir: PathBuf,
+}
+
+#[derive(Debug, Clone)]
+pub struct CalendarConfig {
+    pub name: String,
+    pub calendar: Arc<Calendar>,
+    pub weekly_lines: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct StreamConfig {
+    pub name: String,
+    pub calendar: String,
+    pub policy: SilencePolicy,
+    pub notify: Vec<String>,
+    pub ingest: IngestConfig,
+    pub event_filter: EventFilter,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct IngestConfig {
+    /// Present when `webhook_secret` is set: verifies signed webhooks.
+    pub verifier: Option<Arc<Verifier>>,
+    pub tokens: Vec<SecretString>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotifierKind {
+    /// One JSON line on stdout.
+    Log,
+}
+
+#[derive(Debug, Clone)]
+pub struct NotifierConfig {
+    pub name: String,
+    pub kind: NotifierKind,
+}
+
+impl Config {
+    pub fn calendar_of(&self, stream: &StreamConfig) -> Arc<Calendar> {
+        self.calendars
+            .get(&stream.calendar)
+            .map(|c| Arc::clone(&c.calendar))
+            .unwrap_or_else(|| Arc::new(Calendar::always()))
+    }
+}
+
+/// Reads and validates the config file; `${VAR}` comes from the process
+/// environment.
+pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        ConfigErrors(vec![ConfigError {
+            path: String::new(),
+            reason: format!("cannot read config file {}: {e}", path.display()),
+        }])
+    })?;
+    let base = path.parent().unwrap_or(Path::new("."));
+    parse(&text, base, &|name| std::env::var(name).ok())
+}
+
+/// Validates config text. Relative paths are resolved against `base_dir`.
+pub fn parse(
+    text: &str,
+    base_dir: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Config, ConfigErrors> {
+    let root: Table = text.parse().map_err(|e: toml::de::Error| {
+        ConfigErrors(vec![ConfigError {
+            path: String::new(),
+            reason: format!("not valid TOML: {}", e.message().trim()),
+        }])
+        .with_span(text, e.span())
+    })?;
+    let mut r = Reader::new(env);
+    r.reject_unknown("", &root, &["server", "calendars", "streams", "notifiers"]);
+    let server = read_server(&mut r, &root, base_dir);
+    let calendars = read_named(&mut r, &root, "calendars", |r, path, name, t| {
+        read_calendar(r, path, name, t, base_dir)
+    });
+    let notifiers = read_named(&mut r, &root, "notifiers", read_notifier);
+    let streams = read_named(&mut r, &root, "streams", read_stream);
+    let mut config = Config {
+        server,
+        calendars,
+        streams,
+        notifiers,
+        warnings: std::mem::take(&mut r.warnings),
+    };
+    // Names declared but invalid are already reported; referring to them is
+    // not a second error.
+    let declared = |section: &str| -> Vec<String> {
+        root.get(section)
+            .and_then(toml::Value::as_table)
+            .map(|t| t.keys().cloned().collect())
+            .unwrap_or_default()
+    };
+    let declared = Declared {
+        calendars: declared("calendars"),
+        notifiers: declared("notifiers"),
+    };
+    check_references(&mut r, &mut config, &declared);
+    if r.errors.is_empty() {
+        Ok(config)
+    } else {
+        Err(ConfigErrors(r.errors))
+    }
+}
+
+impl ConfigErrors {
+    fn with_span(mut self, text: &str, span: Option<std::ops::Range<usize>>) -> ConfigErrors {
+        if let (Some(span), Some(first)) = (span, self.0.first_mut()) {
+            let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
+            first.reason = format!("line {line}: {}", first.reason);
+        }
+        self
+    }
+}
+
+fn read_server(r: &mut Reader<'_>, root: &Table, base_dir: &Path) -> ServerConfig {
+    let empty = Table::new();
+    let t = r.sub_table("", root, "server").unwrap_or(&empty);
+    r.reject_unknown("server", t, &["listen", "data_dir"]);
+    let listen_text = r
+        .opt_string("server", t, "listen")
+        .unwrap_or_else(|| "127.0.0.1:9477".to_string());
+    let listen = listen_text.parse().unwrap_or_else(|_| {
+        r.error(
+            "server.listen",
+            format!("{listen_text:?} is not an address (use HOST:PORT, e.g. \"127.0.0.1:9477\")"),
+        );
+        SocketAddr::from(([127, 0, 0, 1], 9477))
+    });
+    let data_dir = r
+        .opt_string("server", t, "data_dir")
+        .unwrap_or_else(|| "data".to_string());
+    if data_dir.is_empty() {
+        r.error("server.data_dir", "must not be empty");
+    }
+    ServerConfig {
+        listen,
+        data_dir: base_dir.join(data_dir),
+    }
+}
+
+/// Reads `[section.NAME]` tables in name order.
+fn read_named<T>(
+    r: &mut Reader<'_>,
+    root: &Table,
+    section: &str,
+    mut read: impl FnMut(&mut Reader<'_>, &str, &str, &Table) -> Option<T>,
+) -> BTreeMap<String, T> {
+    let mut out = BTreeMap::new();
+    let Some(entries) = r.sub_table("", root, section) else {
+        return out;
+    };
+    for (name, value) in entries {
+        let path = join(section, name);
+        if !valid_name(name) {
+            r.error(
+                &path,
+                "names may use letters, digits, '_', '-' and '.', up to 64 characters",
+            );
+            continue;
+        }
+        if let Some(t) = r.table(&path, value) {
+            if let Some(item) = read(r, &path, name, t) {
+                out.insert(name.clone(), item);
+            }
+        }
+    }
+    out
+}
+
+fn read_calendar(
+    r: &mut Reader<'_>,
+    path: &str,
+    name: &str,
+    t: &Table,
+    base_dir: &Path,
+) -> Option<CalendarConfig> {
+    r.reject_unknown(
+        path,
+        t,
+        &["timezone", "weekly", "holidays", "holiday_files"],
+    );
+    if name == ALWAYS {
+        r.error(
+            path,
+            "\"always\" is built in (24x7, UTC); choose another name",
+        );
+        return None;
+    }
+    let tz = r.req_string(path, t, "timezone").and_then(|zone| {
+        zone.parse::<chrono_tz::Tz>().map_err(|_| {
+            r.error(
+                &join(path, "timezone"),
+                format!("{zone:?} is not an IANA time zone (e.g. \"Asia/Tokyo\", \"Europe/London\")"),
+            )
+        })
+        .ok()
+    });
+    let weekly_lines = r.string_list(path, t, "weekly", false);
+    if !t.contains_key("weekly") || weekly_lines.is_empty() {
+        r.error(
+            &join(path, "weekly"),
+            "needs at least one line such as \"mon-fri 09:00-18:00\"",
+        );
+    }
+    let mut weekly = WeeklyHours::default();
+    for (i, line) in weekly_lines.iter().enumerate() {
+        match WeeklyHours::parse_lines(std::slice::from_ref(line)) {
+            Ok(_) => {}
+            Err(e) => r.error(&format!("{path}.weekly[{i}]"), e.to_string()),
+        }
+    }
+    if let Ok(all) = WeeklyHours::parse_lines(&weekly_lines) {
+        weekly = all;
+    }
+    let mut ranges = Vec::new();
+    for (i, text) in r.string_list(path, t, "holidays", false).iter().enumerate() {
+        match parse_holiday(text) {
+            Ok(range) => ranges.push(range),
+            Err(e) => r.error(&format!("{path}.holidays[{i}]"), e.to_string()),
+        }
+    }
+    let mut files = Vec::new();
+    for (i, file) in r
+        .string_list(path, t, "holiday_files", false)
+        .iter()
+        .enumerate()
+    {
+        if let Some(ics) = read_ics(
+            r,
+            &format!("{path}.holiday_files[{i}]"),
+            &base_dir.join(file),
+        ) {
+            files.push(ics);
+        }
+    }
+    Some(CalendarConfig {
+        name: name.to_string(),
+        calendar: Arc::new(Calendar::new(tz?, weekly, Holidays::new(ranges, files))),
+        weekly_lines,
+    })
+}
+
+fn read_ics(r: &mut Reader<'_>, path: &str, file: &Path) -> Option<IcsCalendar> {
+    // Bytes, not a String: some exporters fold lines inside a UTF-8 character.
+    let bytes = std::fs::read(file)
+        .map_err(|e| r.error(path, format!("cannot read {}: {e}", file.display())))
+        .ok()?;
+    let ics = parse_ics_bytes(&bytes)
+        .map_err(|e| r.error(path, format!("{}: {e}", file.display())))
+        .ok()?;
+    if ics.skipped_timed_events > 0 {
+        r.warnings.push(format!(
+            "{path}: {} timed event(s) in {} ignored; only all-day events are holidays",
+            ics.skipped_timed_events,
+            file.display()
+        ));
+    }
+    Some(ics)
+}
+
+fn read_notifier(r: &mut Reader<'_>, path: &str, name: &str, t: &Table) -> Option<NotifierConfig> {
+    r.reject_unknown(path, t, &["kind"]);
+    let kind = match r.req_string(path, t, "kind")?.as_str() {
+        "log" => NotifierKind::Log,
+        other => {
+            r.error(
+                &join(path, "kind"),
+                format!("{other:?} is not a notifier kind (supported: \"log\")"),
+            );
+            return None;
+        }
+    };
+    Some(NotifierConfig {
+        name: name.to_string(),
+        kind,
+    })
+}
+
+fn read_stream(r: &mut Reader<'_>, path: &str, name: &str, t: &Table) -> Option<StreamConfig> {
+    r.reject_unknown(
+        path,
+        t,
+        &[
+            "calendar",
+            "silence_threshold",
+            "max_silence",
+            "notify",
+            "ingest",
+            "event_types",
+        ],
+    );
+    let calendar = r.req_string(path, t, "calendar");
+    let threshold = if t.contains_key("silence_threshold") {
+        r.opt_duration(path, t, "silence_threshold")
+    } else {
+        r.error(
+            &join(path, "silence_threshold"),
+            "is required (e.g. \"6h\")",
+        );
+        None
+    };
+    let max_silence = r.opt_duration(path, t, "max_silence");
+    for (key, value) in [
+        ("silence_threshold", threshold),
+        ("max_silence", max_silence),
+    ] {
+        if value.is_some_and(|d| d <= TimeDelta::zero()) {
+            r.error(&join(path, key), "must be longer than zero");
+        }
+    }
+    let notify = r.string_list(path, t, "notify", false);
+    let ingest = read_ingest(r, path, t);
+    let event_types = r.string_list(path, t, "event_types", false);
+    Some(StreamConfig {
+        name: name.to_string(),
+        calendar: calendar?,
+        policy: SilencePolicy {
+            threshold: threshold?,
+            max_silence,
+        },
+        notify,
+        ingest,
+        event_filter: EventFilter::new(event_types),
+    })
+}
+
+fn read_ingest(r: &mut Reader<'_>, stream_path: &str, stream: &Table) -> IngestConfig {
+    let path = join(stream_path, "ingest");
+    let Some(t) = r.sub_table(stream_path, stream, "ingest") else {
+        return IngestConfig::default();
+    };
+    r.reject_unknown(&path, t, &["webhook_secret", "token"]);
+    let mut keys = Vec::new();
+    for (i, secret) in r
+        .string_list(&path, t, "webhook_secret", true)
+        .iter()
+        .enumerate()
+    {
+        // An empty value (e.g. `${VAR:-}` with VAR unset) switches the
+        // method off; the stream then fires, which is the safe direction.
+        if secret.trim().is_empty() {
+            r.warnings.push(format!(
+                "{path}.webhook_secret[{i}] is empty; signed webhooks are off"
+            ));
+            continue;
+        }
+        match SecretKey::parse(secret) {
+            Ok(key) => keys.push(key),
+            // The error text never echoes the secret itself.
+            Err(e) => r.error(&format!("{path}.webhook_secret[{i}]"), e.to_string()),
+        }
+    }
+    let mut tokens = Vec::new();
+    for (i, token) in r
+        .string_list(&path, t, "token", true)
+        .into_iter()
+        .enumerate()
+    {
+        if token.trim().is_empty() {
+            r.warnings
+                .push(format!("{path}.token[{i}] is empty; app reports are off"));
+        } else {
+            tokens.push(SecretString::new(token));
+        }
+    }
+    IngestConfig {
+        verifier: (!keys.is_empty()).then(|| Arc::new(Verifier::new(keys))),
+        tokens,
+    }
+}
+
+struct Declared {
+    calendars: Vec<String>,
+    notifiers: Vec<String>,
+}
+
+fn check_references(r: &mut Reader<'_>, config: &mut Config, declared: &Declared) {
+    for stream in config.streams.values() {
+        let path = join("streams", &stream.name);
+        if stream.calendar != ALWAYS && !declared.calendars.contains(&stream.calendar) {
+            let known: Vec<&str> = std::iter::once(ALWAYS)
+                .chain(config.calendars.keys().map(String::as_str))
+                .collect();
+            r.error(
+                &join(&path, "calendar"),
+                format!(
+                    "no calendar named {:?} (defined: {})",
+                    stream.calendar,
+                    known.join(", ")
+                ),
+            );
+        }
+        for (i, notifier) in stream.notify.iter().enumerate() {
+            if !declared.notifiers.contains(notifier) {
+                r.error(
+                    &format!("{path}.notify[{i}]"),
+                    format!("no notifier named {notifier:?} (define [notifiers.{notifier}])"),
+                );
+            }
+        }
+        if stream.notify.is_empty() {
+            config.warnings.push(format!(
+                "{path}: no notifiers; it will only show in metrics and /v1/status"
+            ));
+        }
+        if stream.ingest.verifier.is_none() && stream.ingest.tokens.is_empty() {
+            config.warnings.push(format!(
+                "{path}.ingest: no webhook_secret or token, so nothing can report to it and it will fire"
+            ));
+        }
+    }
+    if config.streams.is_empty() {
+        config
+            .warnings
+            .push("no [streams.NAME] defined: nothing is watched".to_string());
+    }
+}
+
+#[cfg(test)]
+mod tests;

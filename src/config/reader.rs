@@ -1,0 +1,188 @@
+//! A small typed reader over a parsed TOML tree that remembers the key path
+//! of every value, so each error can say exactly where it is
+//! (`streams.identity.silence_threshold: …`) and all errors are collected in
+//! one pass instead of stopping at the first.
+
+use super::env::expand;
+use super::ConfigError;
+use crate::domain::duration::parse_duration;
+use chrono::TimeDelta;
+use toml::{Table, Value};
+
+pub struct Reader<'e> {
+    pub errors: Vec<ConfigError>,
+    /// Allowed but probably unintended settings, shown by `check` and logged.
+    pub warnings: Vec<String>,
+    env: &'e dyn Fn(&str) -> Option<String>,
+}
+
+pub fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+impl<'e> Reader<'e> {
+    pub fn new(env: &'e dyn Fn(&str) -> Option<String>) -> Reader<'e> {
+        Reader {
+            errors: Vec::new(),
+            warnings: Vec::new(),
+            env,
+        }
+    }
+
+    pub fn error(&mut self, path: &str, reason: impl Into<String>) {
+        self.errors.push(ConfigError {
+            path: path.to_string(),
+            reason: reason.into(),
+        });
+    }
+
+    /// Reports keys that are not in `allowed`, with a spelling suggestion.
+    pub fn reject_unknown(&mut self, path: &str, table: &Table, allowed: &[&str]) {
+        for key in table.keys() {
+            if !allowed.contains(&key.as_str()) {
+                let reason = match closest(key, allowed) {
+                    Some(near) => format!("unknown key (did you mean {near:?}?)"),
+                    None => format!("unknown key (expected one of: {})", allowed.join(", ")),
+                };
+                self.error(&join(path, key), reason);
+            }
+        }
+    }
+
+    pub fn table<'t>(&mut self, path: &str, value: &'t Value) -> Option<&'t Table> {
+        match value {
+            Value::Table(t) => Some(t),
+            other => {
+                self.error(
+                    path,
+                    format!("expected a table, found {}", other.type_str()),
+                );
+                None
+            }
+        }
+    }
+
+    /// An optional sub-table; a missing key gives an empty table.
+    pub fn sub_table<'t>(&mut self, path: &str, parent: &'t Table, key: &str) -> Option<&'t Table> {
+        parent
+            .get(key)
+            .and_then(|v| self.table(&join(path, key), v))
+    }
+
+    pub fn string(&mut self, path: &str, value: &Value) -> Option<String> {
+        match value {
+            Value::String(s) => match expand(s, self.env) {
+                Ok(expanded) => Some(expanded),
+                Err(reason) => {
+                    self.error(path, reason);
+                    None
+                }
+            },
+            other => {
+                self.error(
+                    path,
+                    format!("expected a string, found {}", other.type_str()),
+                );
+                None
+            }
+        }
+    }
+
+    pub fn opt_string(&mut self, path: &str, table: &Table, key: &str) -> Option<String> {
+        table
+            .get(key)
+            .and_then(|v| self.string(&join(path, key), v))
+    }
+
+    pub fn req_string(&mut self, path: &str, table: &Table, key: &str) -> Option<String> {
+        if !table.contains_key(key) {
+            self.error(&join(path, key), "is required");
+            return None;
+        }
+        self.opt_string(path, table, key)
+    }
+
+    /// A list of strings; a single string is accepted as a one-item list
+    /// where `single_ok` (e.g. one webhook secret, or several for rotation).
+    pub fn string_list(
+        &mut self,
+        path: &str,
+        table: &Table,
+        key: &str,
+        single_ok: bool,
+    ) -> Vec<String> {
+        let path = join(path, key);
+        match table.get(key) {
+            None => Vec::new(),
+            Some(Value::String(_)) if single_ok => {
+                self.string(&path, &table[key]).into_iter().collect()
+            }
+            Some(Value::Array(items)) => items
+                .iter()
+                .enumerate()
+                .filter_map(|(i, v)| self.string(&format!("{path}[{i}]"), v))
+                .collect(),
+            Some(other) => {
+                let want = if single_ok {
+                    "a string or a list of strings"
+                } else {
+                    "a list of strings"
+                };
+                self.error(
+                    &path,
+                    format!("expected {want}, found {}", other.type_str()),
+                );
+                Vec::new()
+            }
+        }
+    }
+
+    pub fn opt_duration(&mut self, path: &str, table: &Table, key: &str) -> Option<TimeDelta> {
+        let text = self.opt_string(path, table, key)?;
+        match parse_duration(&text) {
+            Ok(d) => Some(d),
+            Err(e) => {
+                self.error(&join(path, key), e.to_string());
+                None
+            }
+        }
+    }
+}
+
+/// The allowed key closest to `key` by edit distance, if it is a likely typo.
+fn closest<'a>(key: &str, allowed: &[&'a str]) -> Option<&'a str> {
+    allowed
+        .iter()
+        .map(|a| (edit_distance(key, a), *a))
+        .filter(|(d, a)| *d <= 2.max(a.len() / 4))
+        .min()
+        .map(|(_, a)| a)
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
+/// Names used in URLs and metric labels.
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+}

@@ -1,0 +1,241 @@
+//! Config validation: every rule has a test that names it.
+
+use super::*;
+
+fn env(name: &str) -> Option<String> {
+    match name {
+        "CLERK_WEBHOOK_SECRET" => Some("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into()),
+        "HUSHWATCH_TOKEN" => Some("s3cr3t-token".into()),
+        _ => None,
+    }
+}
+
+fn parse_ok(text: &str) -> Config {
+    match parse(text, Path::new("/etc/hw"), &env) {
+        Ok(c) => c,
+        Err(e) => panic!("expected valid config, got:\n{e}"),
+    }
+}
+
+fn errors(text: &str) -> Vec<String> {
+    match parse(text, Path::new("/etc/hw"), &env) {
+        Ok(_) => panic!("expected errors"),
+        Err(e) => e.0.iter().map(ToString::to_string).collect(),
+    }
+}
+
+const FULL: &str = r#"
+[server]
+listen = "127.0.0.1:9477"
+data_dir = "data"
+
+[calendars.tokyo]
+timezone = "Asia/Tokyo"
+weekly = ["mon-fri 09:00-18:00"]
+holidays = ["2026-12-31", "2027-01-01..2027-01-03"]
+
+[streams.identity]
+calendar = "tokyo"
+silence_threshold = "6h"
+max_silence = "72h"
+notify = ["oncall"]
+event_types = ["user.*", "session.*"]
+[streams.identity.ingest]
+webhook_secret = "${CLERK_WEBHOOK_SECRET}"
+token = "${HUSHWATCH_TOKEN}"
+
+[notifiers.oncall]
+kind = "log"
+"#;
+
+#[test]
+fn the_documented_example_is_valid() {
+    let c = parse_ok(FULL);
+    let s = &c.streams["identity"];
+    assert_eq!(s.policy.threshold, TimeDelta::hours(6));
+    assert_eq!(s.policy.max_silence, Some(TimeDelta::hours(72)));
+    assert!(s.ingest.verifier.is_some());
+    assert!(s.ingest.tokens[0].matches("s3cr3t-token"));
+    assert!(!s.event_filter.feeds_clock("email.created"));
+    assert_eq!(c.server.data_dir, Path::new("/etc/hw/data"));
+    assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+}
+
+#[test]
+fn wrong_duration_names_the_key_and_suggests() {
+    let text = FULL.replace("\"6h\"", "\"six hours\"");
+    assert_eq!(
+        errors(&text),
+        [r#"streams.identity.silence_threshold: "six hours" is not a duration (try "6h")"#]
+    );
+}
+
+#[test]
+fn unknown_keys_are_typos() {
+    let text = FULL.replace("max_silence", "max_silense");
+    assert_eq!(
+        errors(&text),
+        [r#"streams.identity.max_silense: unknown key (did you mean "max_silence"?)"#]
+    );
+}
+
+#[test]
+fn missing_calendar_and_notifier_are_errors() {
+    let text = FULL
+        .replace("calendar = \"tokyo\"", "calendar = \"osaka\"")
+        .replace("notify = [\"oncall\"]", "notify = [\"oncall\", \"pager\"]");
+    let errs = errors(&text);
+    assert!(
+        errs.contains(
+            &r#"streams.identity.calendar: no calendar named "osaka" (defined: always, tokyo)"#
+                .to_string()
+        ),
+        "{errs:?}"
+    );
+    assert!(
+        errs.contains(
+            &r#"streams.identity.notify[1]: no notifier named "pager" (define [notifiers.pager])"#
+                .to_string()
+        ),
+        "{errs:?}"
+    );
+}
+
+#[test]
+fn unset_environment_variable_is_an_error_without_leaking() {
+    let text = FULL.replace("${HUSHWATCH_TOKEN}", "${NOT_SET_ANYWHERE}");
+    assert_eq!(
+        errors(&text),
+        ["streams.identity.ingest.token: environment variable NOT_SET_ANYWHERE is not set"]
+    );
+}
+
+#[test]
+fn bad_secret_does_not_echo_it() {
+    let text = FULL.replace("${CLERK_WEBHOOK_SECRET}", "whsec_!!notbase64!!");
+    let errs = errors(&text);
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(
+        errs[0].starts_with("streams.identity.ingest.webhook_secret[0]: "),
+        "{errs:?}"
+    );
+    assert!(!errs[0].contains("notbase64"), "{errs:?}");
+}
+
+#[test]
+fn all_errors_are_reported_at_once() {
+    let text = r#"
+[calendars.bad]
+timezone = "Mars/Olympus"
+weekly = ["mon-fri 9-17", "sat 10:00-12:00"]
+holidays = ["2026-02-30"]
+
+[streams.x]
+calendar = "bad"
+silence_threshold = "0s"
+
+[notifiers.n]
+kind = "carrier-pigeon"
+"#;
+    let errs = errors(text);
+    let expected = [
+        "calendars.bad.timezone: \"Mars/Olympus\" is not an IANA time zone",
+        "calendars.bad.weekly[0]: \"9\" is not a time of day",
+        "calendars.bad.holidays[0]: \"2026-02-30\" is not a date",
+        "notifiers.n.kind: \"carrier-pigeon\" is not a notifier kind",
+        "streams.x.silence_threshold: must be longer than zero",
+    ];
+    for e in expected {
+        assert!(
+            errs.iter().any(|got| got.starts_with(e)),
+            "missing {e:?} in {errs:?}"
+        );
+    }
+    // A calendar that is declared but broken is not reported again as missing.
+    assert_eq!(errs.len(), expected.len(), "{errs:?}");
+}
+
+#[test]
+fn calendar_named_always_is_reserved_and_builtin_works() {
+    let text = "[calendars.always]\ntimezone = \"UTC\"\nweekly = [\"mon 09:00-10:00\"]\n";
+    assert!(errors(text)[0].starts_with("calendars.always: \"always\" is built in"));
+    let c = parse_ok("[streams.s]\ncalendar = \"always\"\nsilence_threshold = \"1h\"\n");
+    assert_eq!(c.warnings.len(), 2, "{:?}", c.warnings);
+}
+
+#[test]
+fn invalid_toml_names_the_line() {
+    let errs = errors("[server]\nlisten = \n");
+    assert!(errs[0].starts_with("line 2: not valid TOML"), "{errs:?}");
+}
+
+#[test]
+fn wrong_types_are_named() {
+    let errs = errors("[server]\nlisten = 9477\n");
+    assert_eq!(errs, ["server.listen: expected a string, found integer"]);
+    let errs = errors("[server]\nlisten = \"localhost\"\n");
+    assert!(errs[0].starts_with("server.listen: \"localhost\" is not an address"));
+}
+
+#[test]
+fn stream_names_must_be_url_safe() {
+    let errs = errors("[streams.\"a b\"]\ncalendar = \"always\"\nsilence_threshold = \"1h\"\n");
+    assert!(
+        errs[0].starts_with("streams.a b: names may use"),
+        "{errs:?}"
+    );
+}
+
+#[test]
+fn several_webhook_secrets_for_rotation() {
+    let text = FULL.replace(
+        "webhook_secret = \"${CLERK_WEBHOOK_SECRET}\"",
+        "webhook_secret = [\"${CLERK_WEBHOOK_SECRET}\", \"whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD\"]",
+    );
+    assert!(parse_ok(&text).streams["identity"]
+        .ingest
+        .verifier
+        .is_some());
+}
+
+#[test]
+fn shipped_configs_are_valid() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+    for file in ["hushwatch.toml", "example.toml"] {
+        let text = std::fs::read_to_string(root.join(file)).unwrap();
+        // Every variable gets a well-formed secret, so only structure is tested.
+        let example_env = |_: &str| Some("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".to_string());
+        if let Err(e) = parse(&text, &root, &example_env) {
+            panic!("{file} is invalid:\n{e}");
+        }
+    }
+}
+
+#[test]
+fn holiday_files_are_read_relative_to_the_config() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+    let text = std::fs::read_to_string(root.join("example.toml")).unwrap();
+    let c = parse(&text, &root, &|_| {
+        Some("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into())
+    })
+    .unwrap();
+    let holidays = c.calendars["tokyo"].calendar.holidays().clone();
+    let date = |s: &str| chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").unwrap();
+    // 成人の日 is the second Monday of January (BYDAY=2MO): 2028-01-10.
+    assert!(holidays.contains(date("2028-01-10")));
+    assert!(!holidays.contains(date("2028-01-11")));
+    // Golden Week from the file, every year.
+    assert!(holidays.contains(date("2029-05-04")));
+
+    let missing = text.replace("holidays/jp.ics", "holidays/nope.ics");
+    let errs = parse(&missing, &root, &|_| {
+        Some("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into())
+    })
+    .unwrap_err();
+    assert!(
+        errs.0[0]
+            .to_string()
+            .starts_with("calendars.tokyo.holiday_files[0]: cannot read"),
+        "{errs}"
+    );
+}

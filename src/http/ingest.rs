@@ -1,0 +1,260 @@
+//! The two ingest routes. Order of checks: route and stream (404), size
+//! (413), credentials (401), timestamp (400); the body is parsed only after
+//! its signature verified, and 2xx is answered only after the store
+//! committed (503 otherwise, so the sender retries).
+
+use super::reply::{self, Reply};
+use super::MAX_BODY;
+use crate::config::StreamConfig;
+use crate::ingest::payload::{app_reports, webhook_facts};
+use crate::ingest::signature::SignedHeaders;
+use crate::service::app::App;
+use crate::store::{EventOutcome, NewEvent};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use hyper::header::{AUTHORIZATION, CONTENT_LENGTH};
+use hyper::http::request::Parts;
+use hyper::{Request, StatusCode};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+use std::time::Duration;
+
+/// Upper bound on waiting for the store; past it the sender retries.
+const STORE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Event types are labels for people, not payloads.
+const MAX_TYPE_LEN: usize = 200;
+/// Recorded for a verified body that has no recognisable type.
+const UNKNOWN_TYPE: &str = "unknown";
+
+pub async fn webhook(app: &App, stream_name: &str, req: Request<Incoming>) -> Reply {
+    let config = app.config();
+    let Some(stream) = config.streams.get(stream_name) else {
+        return unknown_stream(stream_name);
+    };
+    let (parts, body) = req.into_parts();
+    let body = match read_body(&parts, body).await {
+        Ok(b) => b,
+        Err(status) => {
+            return reject(
+                app,
+                stream,
+                status,
+                "too_large",
+                "request body is larger than 1 MiB",
+            )
+        }
+    };
+    let Some(verifier) = &stream.ingest.verifier else {
+        return reject(
+            app,
+            stream,
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "signed webhooks are not configured for this stream (set ingest.webhook_secret)",
+        );
+    };
+    let lookup = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
+    let verified = SignedHeaders::find(lookup).and_then(|headers| {
+        verifier
+            .verify(&headers, &body, app.clock.now().timestamp())
+            .map(|()| headers.id.to_string())
+    });
+    let delivery_id = match verified {
+        Ok(id) => id,
+        Err(e) => {
+            let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::UNAUTHORIZED);
+            return reject(app, stream, status, e.outcome(), &e.to_string());
+        }
+    };
+    // The sender proved who it is, so even an unparseable body is an
+    // arrival: refusing it would make Svix retry and eventually disable us.
+    let facts = webhook_facts(&body).ok();
+    let event_type = facts
+        .as_ref()
+        .and_then(|f| f.event_type.clone())
+        .unwrap_or_else(|| UNKNOWN_TYPE.to_string());
+    let event = NewEvent {
+        stream: stream.name.clone(),
+        delivery_id: Some(delivery_id),
+        feeds_clock: stream.event_filter.feeds_clock(&event_type),
+        event_type: clip(event_type),
+        event_time: facts.and_then(|f| f.event_time),
+        received_at: app.clock.now(),
+        body_sha256: Some(Sha256::digest(&body).into()),
+    };
+    store(app, stream, vec![event]).await
+}
+
+pub async fn app_report(app: &App, stream_name: &str, req: Request<Incoming>) -> Reply {
+    let config = app.config();
+    let Some(stream) = config.streams.get(stream_name) else {
+        return unknown_stream(stream_name);
+    };
+    let (parts, body) = req.into_parts();
+    if let Err(reason) = check_bearer(stream, &parts) {
+        return reject(
+            app,
+            stream,
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            reason,
+        );
+    }
+    let body = match read_body(&parts, body).await {
+        Ok(b) => b,
+        Err(status) => {
+            return reject(
+                app,
+                stream,
+                status,
+                "too_large",
+                "request body is larger than 1 MiB",
+            )
+        }
+    };
+    let reports = match app_reports(&body) {
+        Ok(r) => r,
+        Err(e) => {
+            return reject(
+                app,
+                stream,
+                StatusCode::BAD_REQUEST,
+                "error",
+                &e.to_string(),
+            )
+        }
+    };
+    let now = app.clock.now();
+    let events = reports
+        .into_iter()
+        .map(|r| NewEvent {
+            stream: stream.name.clone(),
+            delivery_id: r.id,
+            feeds_clock: stream.event_filter.feeds_clock(&r.event_type),
+            event_type: clip(r.event_type),
+            event_time: r.occurred_at,
+            received_at: now,
+            body_sha256: None,
+        })
+        .collect();
+    store(app, stream, events).await
+}
+
+fn check_bearer(stream: &StreamConfig, parts: &Parts) -> Result<(), &'static str> {
+    if stream.ingest.tokens.is_empty() {
+        return Err("app reports are not configured for this stream (set ingest.token)");
+    }
+    let presented = parts
+        .headers
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .ok_or("missing \"Authorization: Bearer <token>\" header")?;
+    // Check every token (no early exit) so timing does not tell which matched.
+    let matched = stream
+        .ingest
+        .tokens
+        .iter()
+        .fold(false, |acc, t| t.matches(presented.trim()) | acc);
+    if matched {
+        Ok(())
+    } else {
+        Err("token does not match")
+    }
+}
+
+async fn read_body(parts: &Parts, body: Incoming) -> Result<Bytes, StatusCode> {
+    let declared = parts
+        .headers
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY as u64) {
+        return Err(StatusCode::PAYLOAD_TOO_LARGE);
+    }
+    match Limited::new(body, MAX_BODY).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(StatusCode::PAYLOAD_TOO_LARGE),
+        Err(_) => Err(StatusCode::BAD_REQUEST),
+    }
+}
+
+async fn store(app: &App, stream: &StreamConfig, events: Vec<crate::store::NewEvent>) -> Reply {
+    match tokio::time::timeout(STORE_TIMEOUT, app.ingest(events)).await {
+        Ok(Ok(outcomes)) => {
+            let accepted = outcomes
+                .iter()
+                .filter(|o| **o == EventOutcome::Accepted)
+                .count();
+            let duplicate = outcomes.len() - accepted;
+            for o in &outcomes {
+                let label = if *o == EventOutcome::Accepted {
+                    "accepted"
+                } else {
+                    "duplicate"
+                };
+                app.metrics.count_event(&stream.name, label);
+            }
+            let status = if accepted > 0 {
+                "accepted"
+            } else {
+                "duplicate"
+            };
+            reply::json(
+                StatusCode::OK,
+                &json!({ "status": status, "accepted": accepted, "duplicate": duplicate }),
+            )
+        }
+        Ok(Err(e)) => {
+            tracing::error!(stream = %stream.name, error = %e, "event not stored; answered 503");
+            app.metrics.count_event(&stream.name, "error");
+            reply::error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "event could not be stored; retry later",
+            )
+        }
+        Err(_) => {
+            app.metrics.count_event(&stream.name, "error");
+            app.metrics.storage_errors.inc();
+            tracing::error!(stream = %stream.name, "storage did not answer in time; answered 503");
+            reply::error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "storage is slow; retry later",
+            )
+        }
+    }
+}
+
+/// Counts and logs a rejected request (one line, no body, no secrets).
+fn reject(
+    app: &App,
+    stream: &StreamConfig,
+    status: StatusCode,
+    outcome: &str,
+    reason: &str,
+) -> Reply {
+    app.metrics.count_event(&stream.name, outcome);
+    tracing::warn!(stream = %stream.name, status = status.as_u16(), outcome, reason, "rejected request");
+    reply::error(status, reason)
+}
+
+fn unknown_stream(name: &str) -> Reply {
+    // Not counted per stream: labels only come from config.
+    tracing::warn!(stream = %name.chars().take(64).collect::<String>(), status = 404, "rejected request: unknown stream");
+    reply::error(
+        StatusCode::NOT_FOUND,
+        "no such stream (check [streams.NAME] in the config)",
+    )
+}
+
+fn clip(mut event_type: String) -> String {
+    if event_type.len() > MAX_TYPE_LEN {
+        let mut cut = MAX_TYPE_LEN;
+        while !event_type.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        event_type.truncate(cut);
+    }
+    event_type
+}

@@ -1,0 +1,74 @@
+//! The HTTP adapter: a hyper HTTP/1.1 server on one listener. It owns
+//! connection handling (limits, timeouts, graceful shutdown); routing and
+//! handlers live in `routes` and `ingest`.
+
+mod ingest;
+mod reply;
+mod routes;
+
+use crate::service::app::App;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::{watch, Semaphore};
+
+/// Largest accepted request body (webhooks are a few KiB).
+pub const MAX_BODY: usize = 1024 * 1024;
+/// A client must send its complete headers within this time (slowloris).
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// Open connections beyond this wait in the accept queue.
+const MAX_CONNECTIONS: usize = 4096;
+/// How long shutdown waits for in-flight requests.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub async fn serve(listener: TcpListener, app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
+    let graceful = GracefulShutdown::new();
+    let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    loop {
+        let permit = tokio::select! {
+            p = Arc::clone(&permits).acquire_owned() => match p { Ok(p) => p, Err(_) => break },
+            _ = shutdown.changed() => break,
+        };
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            _ = shutdown.changed() => break,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                // Usually EMFILE: back off briefly instead of spinning.
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let app = Arc::clone(&app);
+        let conn = http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(HEADER_TIMEOUT)
+            .serve_connection(
+                TokioIo::new(stream),
+                service_fn(move |req| {
+                    let app = Arc::clone(&app);
+                    async move { Ok::<_, std::convert::Infallible>(routes::handle(app, req).await) }
+                }),
+            );
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            let _ = conn.await;
+            drop(permit);
+        });
+    }
+    drop(listener);
+    if tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("shutdown: some connections did not finish in time");
+    }
+}

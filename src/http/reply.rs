@@ -1,0 +1,34 @@
+//! Response builders. Every answer is JSON (or text for metrics) and never
+//! carries a `webhook-delivery` header: Svix reads that header (and 410) as
+//! "disable this endpoint".
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::{Response, StatusCode};
+use serde_json::{json, Value};
+
+pub type Reply = Response<Full<Bytes>>;
+
+pub fn json(status: StatusCode, body: &Value) -> Reply {
+    build(status, "application/json", body.to_string())
+}
+
+pub fn error(status: StatusCode, message: &str) -> Reply {
+    debug_assert_ne!(status, StatusCode::GONE, "410 disables Svix endpoints");
+    json(status, &json!({ "error": message }))
+}
+
+pub fn text(status: StatusCode, content_type: &str, body: String) -> Reply {
+    build(status, content_type, body)
+}
+
+fn build(status: StatusCode, content_type: &str, body: String) -> Reply {
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    if let Ok(value) = content_type.parse() {
+        response
+            .headers_mut()
+            .insert(hyper::header::CONTENT_TYPE, value);
+    }
+    response
+}

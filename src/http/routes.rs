@@ -1,0 +1,60 @@
+//! Routing and the small read-only endpoints.
+
+use super::ingest;
+use super::reply::{self, Reply};
+use crate::service::app::App;
+use hyper::body::Incoming;
+use hyper::{Method, Request, StatusCode};
+use std::sync::Arc;
+use std::time::Duration;
+
+const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+
+pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Reply {
+    let path = req.uri().path().to_string();
+    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    match (req.method(), segments.as_slice()) {
+        (&Method::GET, ["healthz"]) => reply::text(StatusCode::OK, "text/plain", "ok\n".into()),
+        (&Method::GET, ["readyz"]) => readyz(&app).await,
+        (&Method::GET, ["metrics"]) => {
+            app.refresh_metrics();
+            reply::text(
+                StatusCode::OK,
+                "text/plain; version=0.0.4",
+                app.metrics.encode(),
+            )
+        }
+        (&Method::GET, ["v1", "status"]) => reply::json(StatusCode::OK, &app.status()),
+        (&Method::POST, ["v1", "streams", stream, "webhook"]) => {
+            let stream = stream.to_string();
+            ingest::webhook(&app, &stream, req).await
+        }
+        (&Method::POST, ["v1", "streams", stream, "events"]) => {
+            let stream = stream.to_string();
+            ingest::app_report(&app, &stream, req).await
+        }
+        (_, ["healthz"] | ["readyz"] | ["metrics"] | ["v1", "status"]) => {
+            reply::error(StatusCode::METHOD_NOT_ALLOWED, "use GET")
+        }
+        (_, ["v1", "streams", _, "webhook" | "events"]) => {
+            reply::error(StatusCode::METHOD_NOT_ALLOWED, "use POST")
+        }
+        _ => reply::error(StatusCode::NOT_FOUND, "no such route"),
+    }
+}
+
+/// Ready means: config loaded and the state file accepts a real write now.
+async fn readyz(app: &App) -> Reply {
+    match tokio::time::timeout(PROBE_TIMEOUT, app.store.probe()).await {
+        Ok(Ok(())) => reply::text(StatusCode::OK, "text/plain", "ready\n".into()),
+        Ok(Err(e)) => {
+            app.metrics.storage_errors.inc();
+            tracing::error!(error = %e, "readiness probe: storage is not writable");
+            reply::error(StatusCode::SERVICE_UNAVAILABLE, "storage is not writable")
+        }
+        Err(_) => reply::error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "storage did not answer in time",
+        ),
+    }
+}

@@ -1,0 +1,342 @@
+//! The sidecar's shared state and its operations: ingest, evaluation of
+//! every stream's silence, status. HTTP handlers and the timer task call
+//! into this; it calls the pure domain and the store.
+
+use crate::clock::Clock;
+use crate::config::{Config, StreamConfig};
+use crate::domain::alert::{next_transition, AlertStatus, Transition as DomainTransition};
+use crate::domain::duration::format_duration;
+use crate::domain::silence::{evaluate, Evaluation};
+use crate::metrics::Metrics;
+use crate::store::{AlertState, EventOutcome, NewEvent, Store, StoreError, StreamRow, Transition};
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use tokio::sync::Notify;
+
+pub struct App {
+    config: RwLock<Arc<Config>>,
+    pub store: Store,
+    pub metrics: Metrics,
+    pub clock: Arc<dyn Clock>,
+    /// Mirror of the store's stream rows. The store is the truth (it is
+    /// loaded from there at start and updated only after a commit); the
+    /// mirror saves a database round trip on every evaluation and scrape.
+    streams: Mutex<BTreeMap<String, StreamRow>>,
+    /// Wakes the silence timer to re-plan (new event, reload).
+    pub replan: Notify,
+    /// Wakes the delivery worker (new pages in the outbox).
+    pub outbox_wake: Notify,
+    /// False after a failed write, until a write succeeds again.
+    storage_ok: AtomicBool,
+}
+
+impl App {
+    /// Loads persisted state and starts watching every configured stream
+    /// (a stream seen for the first time starts its clock now).
+    pub async fn new(
+        config: Config,
+        store: Store,
+        clock: Arc<dyn Clock>,
+    ) -> Result<App, StoreError> {
+        let app = App {
+            config: RwLock::new(Arc::new(config)),
+            store,
+            metrics: Metrics::new(),
+            clock,
+            streams: Mutex::new(BTreeMap::new()),
+            replan: Notify::new(),
+            outbox_wake: Notify::new(),
+            storage_ok: AtomicBool::new(true),
+        };
+        app.watch_configured().await?;
+        app.metrics.reload_successful.set(1);
+        app.metrics
+            .reload_timestamp
+            .set(app.clock.now().timestamp() as f64);
+        Ok(app)
+    }
+
+    pub fn config(&self) -> Arc<Config> {
+        Arc::clone(&self.config.read().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Swaps in a validated config. Clocks of streams that still exist are
+    /// kept (they live in the store, keyed by name).
+    pub async fn reload(&self, config: Config) -> Result<(), StoreError> {
+        *self.config.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(config);
+        self.watch_configured().await?;
+        self.metrics.reload_successful.set(1);
+        self.metrics
+            .reload_timestamp
+            .set(self.clock.now().timestamp() as f64);
+        self.replan.notify_one();
+        Ok(())
+    }
+
+    async fn watch_configured(&self) -> Result<(), StoreError> {
+        let config = self.config();
+        let names: Vec<String> = config.streams.keys().cloned().collect();
+        let rows = self
+            .store
+            .watch_streams(names.clone(), self.clock.now())
+            .await?;
+        let mut cache = self.lock_streams();
+        cache.clear();
+        for row in rows {
+            cache.insert(row.name.clone(), row);
+        }
+        drop(cache);
+        let calendars: Vec<&str> = config.calendars.keys().map(String::as_str).collect();
+        let notifiers: Vec<&str> = config.notifiers.keys().map(String::as_str).collect();
+        let streams: Vec<&str> = names.iter().map(String::as_str).collect();
+        self.metrics.declare(&streams, &calendars, &notifiers);
+        for s in config.streams.values() {
+            self.metrics
+                .threshold
+                .with_label_values(&[s.name.as_str()])
+                .set(s.policy.threshold.num_milliseconds() as f64 / 1000.0);
+        }
+        Ok(())
+    }
+
+    fn lock_streams(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, StreamRow>> {
+        self.streams.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn storage_ok(&self) -> bool {
+        self.storage_ok.load(Ordering::Relaxed)
+    }
+
+    fn note_storage(&self, result: &Result<impl Sized, StoreError>) {
+        match result {
+            Ok(_) => self.storage_ok.store(true, Ordering::Relaxed),
+            Err(e) => {
+                self.storage_ok.store(false, Ordering::Relaxed);
+                self.metrics.storage_errors.inc();
+                tracing::error!(error = %e, "hushwatch cannot write its state: ingest answers 503 until storage recovers");
+            }
+        }
+    }
+
+    /// Durably records events, then moves the in-memory clock and wakes the
+    /// timer. Returns only after the commit.
+    pub async fn ingest(&self, events: Vec<NewEvent>) -> Result<Vec<EventOutcome>, StoreError> {
+        let result = self.store.record_events(events.clone()).await;
+        self.note_storage(&result);
+        let outcomes = result?;
+        let mut moved = false;
+        let mut cache = self.lock_streams();
+        for (event, outcome) in events.iter().zip(&outcomes) {
+            if *outcome != EventOutcome::Accepted || !event.feeds_clock {
+                continue;
+            }
+            if let Some(row) = cache.get_mut(&event.stream) {
+                apply_arrival(row, event);
+                moved = true;
+                if let Some(t) = event.event_time {
+                    let lag = (event.received_at - t).num_milliseconds() as f64 / 1000.0;
+                    self.metrics
+                        .event_lag
+                        .with_label_values(&[event.stream.as_str()])
+                        .set(lag);
+                }
+            }
+        }
+        drop(cache);
+        if moved {
+            self.replan.notify_one();
+        }
+        Ok(outcomes)
+    }
+
+    /// Where a stream's silence starts: its last arrival, or when watching
+    /// began if nothing ever arrived (so a never-wired webhook still fires).
+    fn silent_since(row: &StreamRow) -> DateTime<Utc> {
+        row.last_arrival_at.unwrap_or(row.watch_started_at)
+    }
+
+    fn evaluate_row(
+        config: &Config,
+        stream: &StreamConfig,
+        row: &StreamRow,
+        now: DateTime<Utc>,
+    ) -> Evaluation {
+        evaluate(
+            &config.calendar_of(stream),
+            &stream.policy,
+            Self::silent_since(row),
+            now,
+        )
+    }
+
+    /// Evaluates every stream, persists any alert transition (with its
+    /// pages, in one transaction), and returns the next instant at which a
+    /// stream that is quiet now would fire.
+    pub async fn evaluate_all(&self) -> Result<Option<DateTime<Utc>>, StoreError> {
+        let config = self.config();
+        let now = self.clock.now();
+        let mut next: Option<DateTime<Utc>> = None;
+        let rows: Vec<StreamRow> = self.lock_streams().values().cloned().collect();
+        for row in rows {
+            let Some(stream) = config.streams.get(&row.name) else {
+                continue;
+            };
+            let eval = Self::evaluate_row(&config, stream, &row, now);
+            let status = match row.alert_state {
+                AlertState::Ok => AlertStatus::Ok,
+                AlertState::Firing => AlertStatus::Firing,
+            };
+            if let Some(t) = next_transition(status, &eval, now) {
+                self.record(stream, &eval, t).await?;
+            }
+            if !eval.firing {
+                next = match (next, eval.fires_at) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+            }
+        }
+        Ok(next)
+    }
+
+    async fn record(
+        &self,
+        stream: &StreamConfig,
+        eval: &Evaluation,
+        t: DomainTransition,
+    ) -> Result<(), StoreError> {
+        let (to, at) = match t {
+            DomainTransition::Fire { at } => (AlertState::Firing, at),
+            DomainTransition::Resolve { at } => (AlertState::Ok, at),
+        };
+        let transition = Transition {
+            stream: stream.name.clone(),
+            to: to.clone(),
+            at,
+            reason: summary(stream, eval),
+            notifiers: stream.notify.clone(),
+        };
+        let result = self.store.record_transition(transition).await;
+        self.note_storage(&result);
+        result?;
+        if let Some(row) = self.lock_streams().get_mut(&stream.name) {
+            if to == AlertState::Firing {
+                row.firing_since = Some(at);
+                row.cleared_at = None;
+            } else {
+                row.cleared_at = Some(at);
+            }
+            row.alert_state = to.clone();
+        }
+        let firing = i64::from(to == AlertState::Firing);
+        self.metrics
+            .silence_alert
+            .with_label_values(&[stream.name.as_str()])
+            .set(firing);
+        tracing::warn!(stream = %stream.name, state = if firing == 1 { "firing" } else { "resolved" }, at = %at, "silence alert transition");
+        self.outbox_wake.notify_one();
+        Ok(())
+    }
+
+    /// Brings the per-stream gauges up to `now` (called on every scrape).
+    pub fn refresh_metrics(&self) {
+        let config = self.config();
+        let now = self.clock.now();
+        let m = &self.metrics;
+        for row in self.lock_streams().values() {
+            let Some(stream) = config.streams.get(&row.name) else {
+                continue;
+            };
+            let eval = Self::evaluate_row(&config, stream, row, now);
+            let label = [row.name.as_str()];
+            let secs =
+                |t: Option<DateTime<Utc>>| t.map_or(0.0, |t| t.timestamp_millis() as f64 / 1000.0);
+            m.last_event_timestamp
+                .with_label_values(&label)
+                .set(secs(row.last_arrival_at));
+            m.business_silence
+                .with_label_values(&label)
+                .set(eval.business_silence.num_milliseconds() as f64 / 1000.0);
+            m.fires_at
+                .with_label_values(&label)
+                .set(secs(eval.fires_at));
+            m.silence_alert
+                .with_label_values(&label)
+                .set(i64::from(row.alert_state == AlertState::Firing));
+        }
+        for c in config.calendars.values() {
+            m.in_business_hours
+                .with_label_values(&[c.name.as_str()])
+                .set(i64::from(c.calendar.in_business_hours(now)));
+        }
+    }
+
+    /// The `/v1/status` document.
+    pub fn status(&self) -> Value {
+        let config = self.config();
+        let now = self.clock.now();
+        let rfc =
+            |t: Option<DateTime<Utc>>| t.map(|t| t.to_rfc3339_opts(SecondsFormat::Millis, true));
+        let streams: Vec<Value> = self
+            .lock_streams()
+            .values()
+            .filter_map(|row| {
+                let stream = config.streams.get(&row.name)?;
+                let eval = Self::evaluate_row(&config, stream, row, now);
+                Some(json!({
+                    "name": row.name,
+                    "calendar": stream.calendar,
+                    "last_event_at": rfc(row.last_arrival_at),
+                    "last_event_type": row.last_event_type,
+                    "last_event_id": row.last_event_id,
+                    "newest_event_time": rfc(row.newest_event_at),
+                    "watching_since": rfc(Some(row.watch_started_at)),
+                    "business_silence_seconds": eval.business_silence.num_seconds(),
+                    "threshold_seconds": stream.policy.threshold.num_seconds(),
+                    "max_silence_seconds": stream.policy.max_silence.map(|d| d.num_seconds()),
+                    "fires_at": rfc(eval.fires_at),
+                    "reason": eval.reason.map(|r| r.as_str()),
+                    "state": if row.alert_state == AlertState::Firing { "firing" } else { "ok" },
+                    "firing_since": rfc(row.firing_since.filter(|_| row.alert_state == AlertState::Firing)),
+                }))
+            })
+            .collect();
+        json!({
+            "now": rfc(Some(now)),
+            "storage_ok": self.storage_ok(),
+            "streams": streams,
+        })
+    }
+}
+
+/// Moves a cached row the same way the store moved the persisted one.
+fn apply_arrival(row: &mut StreamRow, event: &NewEvent) {
+    let newer = row.last_arrival_at.is_none_or(|t| event.received_at >= t);
+    if newer {
+        row.last_arrival_at = Some(event.received_at);
+        row.last_event_type = Some(event.event_type.clone());
+        row.last_event_id = event.delivery_id.clone();
+    }
+    if let Some(t) = event.event_time {
+        row.newest_event_at = Some(row.newest_event_at.map_or(t, |old| old.max(t)));
+    }
+}
+
+/// One line a person reads in a page: what is silent and for how long.
+fn summary(stream: &StreamConfig, eval: &Evaluation) -> String {
+    match eval.reason {
+        Some(crate::domain::silence::FireReason::MaxSilence) => format!(
+            "no {} events for {} (wall-clock backstop)",
+            stream.name,
+            format_duration(stream.policy.max_silence.unwrap_or_default())
+        ),
+        _ => format!(
+            "no {} events for {} of business time",
+            stream.name,
+            format_duration(stream.policy.threshold)
+        ),
+    }
+}

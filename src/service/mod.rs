@@ -1,0 +1,188 @@
+//! The running sidecar: the one place that wires config, store, clock, HTTP
+//! server, silence timer and delivery worker together, and owns their
+//! lifecycle (start, reload, graceful shutdown).
+
+pub mod app;
+mod delivery;
+mod timer;
+
+use crate::clock::{Clock, SystemClock};
+use crate::config::{self, Config};
+use crate::store::{Store, StoreError};
+use app::App;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// Name of the state file inside `data_dir`.
+pub const STATE_FILE: &str = "hushwatch.sqlite3";
+
+/// A started sidecar. Tests hold one of these; `serve` waits for signals.
+pub struct Running {
+    pub addr: SocketAddr,
+    pub app: Arc<App>,
+    shutdown: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+/// Opens the store, restores every clock and starts serving on `listener`.
+pub async fn start(
+    config: Config,
+    clock: Arc<dyn Clock>,
+    listener: TcpListener,
+) -> Result<Running, StartError> {
+    let data_dir = config.server.data_dir.clone();
+    std::fs::create_dir_all(&data_dir).map_err(|e| {
+        StartError(format!(
+            "cannot create data_dir {}: {e}",
+            data_dir.display()
+        ))
+    })?;
+    let path = data_dir.join(STATE_FILE);
+    let store = tokio::task::spawn_blocking(move || Store::open(&path))
+        .await
+        .map_err(|e| StartError(format!("store open panicked: {e}")))?
+        .map_err(StartError::store)?;
+    let app = Arc::new(
+        App::new(config, store, clock)
+            .await
+            .map_err(StartError::store)?,
+    );
+    let addr = listener
+        .local_addr()
+        .map_err(|e| StartError(format!("listener: {e}")))?;
+    let (shutdown, rx) = watch::channel(false);
+    let tasks = vec![
+        tokio::spawn(crate::http::serve(listener, Arc::clone(&app), rx.clone())),
+        tokio::spawn(timer::run(Arc::clone(&app), rx.clone())),
+        tokio::spawn(delivery::run(Arc::clone(&app), rx)),
+    ];
+    Ok(Running {
+        addr,
+        app,
+        shutdown,
+        tasks,
+    })
+}
+
+impl Running {
+    /// Stops accepting, lets in-flight requests finish, then closes the store.
+    pub async fn shutdown(self) {
+        let _ = self.shutdown.send(true);
+        for task in self.tasks {
+            let _ = task.await;
+        }
+        if let Err(e) = self.app.store.clone().close().await {
+            tracing::error!(error = %e, "closing the store failed");
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct StartError(pub String);
+
+impl StartError {
+    fn store(e: StoreError) -> StartError {
+        StartError(format!("cannot open state: {e}"))
+    }
+}
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// `hushwatch serve`: runs until SIGTERM or SIGINT; SIGHUP reloads config.
+pub fn run_blocking(config_path: &Path, config: Config) -> ExitCode {
+    init_logging();
+    for w in &config.warnings {
+        tracing::warn!("config: {w}");
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("cannot start the runtime: {e}");
+            return ExitCode::from(crate::cli::EXIT_FAILURE);
+        }
+    };
+    match runtime.block_on(serve(config_path, config)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e}");
+            eprintln!("hushwatch: {e}");
+            ExitCode::from(crate::cli::EXIT_FAILURE)
+        }
+    }
+}
+
+async fn serve(config_path: &Path, config: Config) -> Result<(), StartError> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let listen = config.server.listen;
+    let listener = TcpListener::bind(listen)
+        .await
+        .map_err(|e| StartError(format!("cannot listen on {listen}: {e}")))?;
+    let running = start(config, Arc::new(SystemClock), listener).await?;
+    // Tests and operators look for this exact line to learn the port.
+    tracing::info!(addr = %running.addr, "hushwatch listening on {}", running.addr);
+    let sig =
+        |kind| signal(kind).map_err(|e| StartError(format!("cannot install signal handler: {e}")));
+    let (mut term, mut int, mut hup) = (
+        sig(SignalKind::terminate())?,
+        sig(SignalKind::interrupt())?,
+        sig(SignalKind::hangup())?,
+    );
+    loop {
+        tokio::select! {
+            _ = term.recv() => break,
+            _ = int.recv() => break,
+            _ = hup.recv() => reload(config_path, &running.app).await,
+        }
+    }
+    tracing::info!("shutting down: draining requests and closing the store");
+    running.shutdown().await;
+    Ok(())
+}
+
+/// Validates first; on any error keeps the running config.
+async fn reload(config_path: &Path, app: &App) {
+    match config::load(config_path) {
+        Ok(new) => {
+            for w in &new.warnings {
+                tracing::warn!("config: {w}");
+            }
+            match app.reload(new).await {
+                Ok(()) => tracing::info!("config reloaded"),
+                Err(e) => {
+                    app.metrics.reload_successful.set(0);
+                    tracing::error!(error = %e, "config reload could not update state; new config is active, state writes failing");
+                }
+            }
+        }
+        Err(errors) => {
+            app.metrics.reload_successful.set(0);
+            for e in &errors.0 {
+                tracing::error!(key = %e.path, reason = %e.reason, "config reload rejected; keeping the running config");
+            }
+        }
+    }
+}
+
+fn init_logging() {
+    use tracing_subscriber::EnvFilter;
+    let filter =
+        EnvFilter::try_from_env("HUSHWATCH_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    // Logs go to stderr: stdout carries the `log` notifier's pages.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .try_init();
+}

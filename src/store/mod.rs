@@ -1,0 +1,284 @@
+//! Durable storage for hushwatch: one SQLite file, one writer thread.
+//!
+//! Fail-closed contract: every `async fn` here resolves `Ok` only after the
+//! transaction holding its work has committed with `synchronous=FULL`, i.e.
+//! after the WAL has been fsynced. Callers may therefore answer an HTTP 2xx
+//! as soon as `record_events` returns `Ok`.
+//!
+//! Reads go through the same writer thread as writes. That costs little (the
+//! workload is a trickle of webhooks plus a periodic evaluator) and buys
+//! read-your-writes ordering for free: a read queued after an acknowledged
+//! write always sees it, with no second connection, no mutex and no
+//! `spawn_blocking`. It also means a read fails when the writer's connection
+//! fails, which is what `/v1/status` should report anyway.
+//!
+//! All times are stored as INTEGER milliseconds since the Unix epoch, so
+//! sub-millisecond precision of the `DateTime`s passed in is dropped.
+
+mod ops;
+mod schema;
+mod writer;
+
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use rusqlite::Connection;
+use tokio::sync::{mpsc, oneshot};
+
+use writer::{Control, Msg, Task};
+
+/// Jobs that may wait for the writer before callers feel backpressure. Each
+/// in-flight HTTP request holds at most one slot, so this is far above normal
+/// load; past it, `send` waits instead of growing memory without bound.
+const QUEUE_CAPACITY: usize = 4096;
+
+/// Why a storage call failed. `Display` is one line naming what failed and
+/// never includes event bodies (the store never sees them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreError {
+    /// The file or its parent directory could not be opened or configured.
+    Open(String),
+    /// A schema migration step failed; the file was left at the last good version.
+    Migration(String),
+    /// The file was written by a newer hushwatch; it is left untouched.
+    TooNew { file: u32, binary: u32 },
+    /// A statement or the commit failed; nothing of that job was acknowledged.
+    Sql(String),
+    /// The writer thread has shut down (after `close` or a crash).
+    Closed,
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreError::Open(msg) => write!(f, "storage open failed: {msg}"),
+            StoreError::Migration(msg) => write!(f, "storage migration failed: {msg}"),
+            StoreError::TooNew { file, binary } => write!(
+                f,
+                "storage file has schema version {file}, newer than this binary's {binary}; refusing to touch it"
+            ),
+            StoreError::Sql(msg) => write!(f, "storage write failed: {msg}"),
+            StoreError::Closed => write!(f, "storage is closed"),
+        }
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> Self {
+        StoreError::Sql(e.to_string())
+    }
+}
+
+/// One received webhook event, as the HTTP layer hands it to the store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewEvent {
+    pub stream: String,
+    /// Raw id from the sender. Only SHA-256(stream + "\0" + id) is kept for
+    /// dedup (and the raw id of the latest arrival on the stream row).
+    pub delivery_id: Option<String>,
+    pub event_type: String,
+    pub event_time: Option<DateTime<Utc>>,
+    pub received_at: DateTime<Utc>,
+    /// false: recorded, but does not move the stream's clock (filtered type).
+    pub feeds_clock: bool,
+    pub body_sha256: Option<[u8; 32]>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventOutcome {
+    Accepted,
+    Duplicate,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AlertState {
+    Ok,
+    Firing,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamRow {
+    pub name: String,
+    /// When hushwatch first watched it; never changes once set.
+    pub watch_started_at: DateTime<Utc>,
+    /// Max received_at of clock-feeding events; never moves backwards.
+    pub last_arrival_at: Option<DateTime<Utc>>,
+    /// Max event_time seen on clock-feeding events.
+    pub newest_event_at: Option<DateTime<Utc>>,
+    /// Of the latest arrival.
+    pub last_event_type: Option<String>,
+    /// Raw id of the latest arrival: our own state, for /v1/status.
+    pub last_event_id: Option<String>,
+    pub alert_state: AlertState,
+    pub firing_since: Option<DateTime<Utc>>,
+    pub cleared_at: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Transition {
+    pub stream: String,
+    pub to: AlertState,
+    pub at: DateTime<Utc>,
+    pub reason: String,
+    pub notifiers: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutboxRow {
+    pub id: i64,
+    pub stream: String,
+    pub notifier: String,
+    pub state: AlertState,
+    pub at: DateTime<Utc>,
+    pub reason: String,
+    pub created_at: DateTime<Utc>,
+}
+
+/// Counters the writer updates and handles read, for tests and metrics.
+#[derive(Debug, Default)]
+struct Shared {
+    commits: AtomicU64,
+}
+
+/// Cheap, cloneable handle to the writer thread. The thread exits once every
+/// handle is dropped or `close` is called, after finishing queued work.
+#[derive(Debug, Clone)]
+pub struct Store {
+    tx: mpsc::Sender<Msg>,
+    shared: Arc<Shared>,
+}
+
+impl Store {
+    /// Opens (creating if needed) the database at `path`, migrates it, and
+    /// starts the writer thread. Blocking: call it at startup, not per request.
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        let conn = schema::open(path)?;
+        Self::start(conn)
+    }
+
+    fn start(conn: Connection) -> Result<Store, StoreError> {
+        let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
+        let shared = Arc::new(Shared::default());
+        writer::spawn(conn, rx, Arc::clone(&shared))?;
+        Ok(Store { tx, shared })
+    }
+
+    /// Number of transactions the writer has committed. With concurrent
+    /// callers this grows slower than the number of calls (group commit).
+    pub fn commits(&self) -> u64 {
+        self.shared.commits.load(Ordering::Relaxed)
+    }
+
+    /// Jobs queued for the writer and not yet picked up; a gauge for metrics.
+    pub fn queue_depth(&self) -> usize {
+        self.tx.max_capacity() - self.tx.capacity()
+    }
+
+    /// Insert missing streams with watch_started_at = now; existing rows
+    /// untouched. Returns the rows for `names` in that order.
+    pub async fn watch_streams(
+        &self,
+        names: Vec<String>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<StreamRow>, StoreError> {
+        self.call(move |c| ops::watch_streams(c, &names, now)).await
+    }
+
+    /// Store one request's worth of events; see `ops::record_event` for the
+    /// per-event rules. Either all of them are committed or the call fails.
+    pub async fn record_events(
+        &self,
+        events: Vec<NewEvent>,
+    ) -> Result<Vec<EventOutcome>, StoreError> {
+        self.call(move |c| ops::record_events(c, &events)).await
+    }
+
+    /// Persist an alert transition plus one pending outbox row per notifier,
+    /// atomically. Returns Ok(false), writing nothing, when the stream is
+    /// already in `t.to`, so re-evaluating after a crash is idempotent.
+    pub async fn record_transition(&self, t: Transition) -> Result<bool, StoreError> {
+        let created_at = Utc::now();
+        self.call(move |c| ops::record_transition(c, &t, created_at))
+            .await
+    }
+
+    /// All stream rows, ordered by name.
+    pub async fn streams(&self) -> Result<Vec<StreamRow>, StoreError> {
+        self.call(ops::streams).await
+    }
+
+    /// Outbox rows not yet marked done, oldest first.
+    pub async fn pending_outbox(&self) -> Result<Vec<OutboxRow>, StoreError> {
+        self.call(ops::pending_outbox).await
+    }
+
+    /// Marks an outbox row delivered. Idempotent: a row already done keeps
+    /// its first done time, and an unknown id is a no-op.
+    pub async fn mark_outbox_done(&self, id: i64, at: DateTime<Utc>) -> Result<(), StoreError> {
+        self.call(move |c| ops::mark_outbox_done(c, id, at)).await
+    }
+
+    /// Delete seen_deliveries older than `before` (callers pass now - 7
+    /// days); returns rows deleted.
+    pub async fn prune_seen(&self, before: DateTime<Utc>) -> Result<usize, StoreError> {
+        self.call(move |c| ops::prune_seen(c, before)).await
+    }
+
+    /// A real write through the normal commit path, for /readyz: proves the
+    /// disk still accepts writes and fsyncs.
+    pub async fn probe(&self) -> Result<(), StoreError> {
+        let now = Utc::now();
+        self.call(move |c| ops::probe(c, now)).await
+    }
+
+    /// Number of stored events (including non-clock-feeding ones) on `stream`.
+    pub async fn event_count(&self, stream: &str) -> Result<u64, StoreError> {
+        let stream = stream.to_owned();
+        self.call(move |c| ops::event_count(c, &stream)).await
+    }
+
+    /// Graceful shutdown: stops accepting jobs, lets the writer finish
+    /// everything already queued, closes the connection (checkpointing the
+    /// WAL) and waits for that. Other clones get `Closed` afterwards.
+    /// Closing an already closed store is Ok; a writer that had crashed is `Closed`.
+    pub async fn close(self) -> Result<(), StoreError> {
+        let (reply, done) = oneshot::channel();
+        if self
+            .tx
+            .send(Msg::Control(Control::Shutdown(reply)))
+            .await
+            .is_err()
+        {
+            return Ok(());
+        }
+        // A dropped reply means the writer died mid-work rather than shutting down.
+        done.await.unwrap_or(Err(StoreError::Closed))
+    }
+
+    /// Runs `work` on the writer thread inside the next group-commit batch
+    /// and resolves once that batch has committed (or failed).
+    ///
+    /// If the caller stops waiting, the job still runs and may commit; that
+    /// is safe because a retried delivery is then reported as Duplicate.
+    async fn call<T, F>(&self, work: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        let (reply, answer) = oneshot::channel();
+        let job = Box::new(Task::new(work, reply));
+        self.tx
+            .send(Msg::Job(job))
+            .await
+            .map_err(|_| StoreError::Closed)?;
+        answer.await.map_err(|_| StoreError::Closed)?
+    }
+}

@@ -1,0 +1,166 @@
+//! Opening the database file: connection settings and versioned migrations.
+//!
+//! The schema version lives in `PRAGMA user_version`. `MIGRATIONS[i]` takes
+//! a file from version `i` to `i + 1`; each step runs in its own transaction
+//! together with the version bump, so a crash mid-migration leaves the file
+//! at the last fully applied version. Steps are append-only: never edit one
+//! that has shipped, add a new one instead.
+
+use std::path::Path;
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+
+use super::StoreError;
+
+/// How long a statement waits for a lock held by another connection (a
+/// backup tool, an operator's sqlite3 shell) before failing.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// v1: event tracking. v2: alert state, notification outbox, readiness probe.
+pub(super) const MIGRATIONS: &[&str] = &[
+    // v1
+    "CREATE TABLE streams (
+        name             TEXT PRIMARY KEY NOT NULL,
+        watch_started_at INTEGER NOT NULL,
+        last_arrival_at  INTEGER,
+        newest_event_at  INTEGER,
+        last_event_type  TEXT,
+        last_event_id    TEXT
+    );
+    CREATE TABLE events (
+        id            INTEGER PRIMARY KEY,
+        stream        TEXT NOT NULL REFERENCES streams(name),
+        delivery_hash TEXT,
+        event_type    TEXT NOT NULL,
+        event_time    INTEGER,
+        received_at   INTEGER NOT NULL,
+        feeds_clock   INTEGER NOT NULL CHECK (feeds_clock IN (0, 1)),
+        body_sha256   BLOB CHECK (body_sha256 IS NULL OR length(body_sha256) = 32)
+    );
+    CREATE INDEX events_by_stream ON events(stream, received_at);
+    CREATE TABLE seen_deliveries (
+        hash    TEXT PRIMARY KEY NOT NULL,
+        stream  TEXT NOT NULL REFERENCES streams(name),
+        seen_at INTEGER NOT NULL
+    );
+    CREATE INDEX seen_deliveries_by_age ON seen_deliveries(seen_at);",
+    // v2
+    "ALTER TABLE streams ADD COLUMN alert_state TEXT NOT NULL DEFAULT 'ok'
+        CHECK (alert_state IN ('ok', 'firing'));
+    ALTER TABLE streams ADD COLUMN firing_since INTEGER;
+    ALTER TABLE streams ADD COLUMN cleared_at INTEGER;
+    CREATE TABLE outbox (
+        id          INTEGER PRIMARY KEY,
+        stream      TEXT NOT NULL REFERENCES streams(name),
+        notifier    TEXT NOT NULL,
+        alert_state TEXT NOT NULL CHECK (alert_state IN ('ok', 'firing')),
+        at          INTEGER NOT NULL,
+        reason      TEXT NOT NULL,
+        created_at  INTEGER NOT NULL,
+        status      TEXT NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'done')),
+        done_at     INTEGER
+    );
+    CREATE INDEX outbox_pending ON outbox(id) WHERE status = 'pending';
+    CREATE TABLE probe (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        at INTEGER NOT NULL
+    );",
+];
+
+/// The schema version this binary writes.
+pub(super) fn binary_version() -> u32 {
+    // MIGRATIONS is a short literal list; the length always fits.
+    u32::try_from(MIGRATIONS.len()).unwrap_or(u32::MAX)
+}
+
+/// Opens `path` ready for the writer: version checked, configured, migrated.
+pub(super) fn open(path: &Path) -> Result<Connection, StoreError> {
+    create_parent_dir(path)?;
+    let conn = Connection::open_with_flags(path, OpenFlags::default()).map_err(open_err)?;
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(open_err)?;
+    // Checked before any setting that writes to the file, so a file from a
+    // newer binary is left exactly as it was.
+    let file_version = user_version(&conn).map_err(open_err)?;
+    if file_version > binary_version() {
+        return Err(StoreError::TooNew {
+            file: file_version,
+            binary: binary_version(),
+        });
+    }
+    configure(&conn)?;
+    let mut conn = conn;
+    migrate(&mut conn)?;
+    Ok(conn)
+}
+
+fn create_parent_dir(path: &Path) -> Result<(), StoreError> {
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => std::fs::create_dir_all(dir)
+            .map_err(|e| StoreError::Open(format!("cannot create {}: {e}", dir.display()))),
+        _ => Ok(()),
+    }
+}
+
+fn open_err(e: rusqlite::Error) -> StoreError {
+    StoreError::Open(e.to_string())
+}
+
+fn user_version(conn: &Connection) -> rusqlite::Result<u32> {
+    conn.pragma_query_value(None, "user_version", |row| row.get(0))
+}
+
+/// Durability settings. Each is read back because SQLite ignores some pragmas
+/// silently (e.g. WAL on a filesystem that cannot do it), and running with a
+/// weaker setting than we believe would break the fail-closed promise.
+fn configure(conn: &Connection) -> Result<(), StoreError> {
+    let mode: String = conn
+        .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
+        .map_err(open_err)?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(StoreError::Open(format!(
+            "journal_mode is {mode}, WAL is required"
+        )));
+    }
+    // FULL: fsync the WAL at every commit, so an acknowledged event survives
+    // power loss (NORMAL would only survive a process crash).
+    set_and_verify(conn, "synchronous", 2)?;
+    set_and_verify(conn, "foreign_keys", 1)?;
+    Ok(())
+}
+
+fn set_and_verify(conn: &Connection, pragma: &str, value: i64) -> Result<(), StoreError> {
+    conn.pragma_update(None, pragma, value).map_err(open_err)?;
+    let actual: i64 = conn
+        .pragma_query_value(None, pragma, |row| row.get(0))
+        .map_err(open_err)?;
+    if actual != value {
+        return Err(StoreError::Open(format!(
+            "PRAGMA {pragma} is {actual}, expected {value}"
+        )));
+    }
+    Ok(())
+}
+
+fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
+    for (to, sql) in (1..).zip(MIGRATIONS) {
+        apply_step(conn, to, sql)?;
+    }
+    Ok(())
+}
+
+/// Applies the step that produces version `to` unless the file already has
+/// it. The version is re-read inside the write transaction so two processes
+/// racing to open a fresh file cannot both apply a step.
+fn apply_step(conn: &mut Connection, to: u32, sql: &str) -> Result<(), StoreError> {
+    let fail = |e: rusqlite::Error| StoreError::Migration(format!("to v{to}: {e}"));
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(fail)?;
+    if user_version(&tx).map_err(fail)? >= to {
+        return Ok(());
+    }
+    tx.execute_batch(sql).map_err(fail)?;
+    tx.pragma_update(None, "user_version", to).map_err(fail)?;
+    tx.commit().map_err(fail)
+}

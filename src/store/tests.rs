@@ -1,0 +1,765 @@
+//! Store tests. All use real SQLite files in temp dirs, because durability
+//! across reopen is the property under test.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use rusqlite::Connection;
+use tempfile::TempDir;
+use tokio::sync::oneshot;
+
+use super::ops::delivery_hash;
+use super::schema::binary_version;
+use super::writer::{Control, Msg};
+use super::*;
+
+fn at(ms: i64) -> DateTime<Utc> {
+    DateTime::from_timestamp_millis(ms).expect("valid test time")
+}
+
+fn event(stream: &str, id: Option<&str>, event_type: &str, received_ms: i64) -> NewEvent {
+    NewEvent {
+        stream: stream.to_owned(),
+        delivery_id: id.map(str::to_owned),
+        event_type: event_type.to_owned(),
+        event_time: None,
+        received_at: at(received_ms),
+        feeds_clock: true,
+        body_sha256: None,
+    }
+}
+
+fn names(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| (*s).to_owned()).collect()
+}
+
+fn temp_db() -> (TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("hushwatch.db");
+    (dir, path)
+}
+
+fn open(path: &Path) -> Store {
+    Store::open(path).expect("open store")
+}
+
+async fn stream(store: &Store, name: &str) -> StreamRow {
+    let rows = store.streams().await.expect("streams");
+    rows.into_iter()
+        .find(|row| row.name == name)
+        .expect("stream row exists")
+}
+
+/// Parks the writer between batches; it resumes when the returned sender is
+/// dropped. Lets tests queue an exact backlog without sleeping.
+async fn pause(store: &Store) -> oneshot::Sender<()> {
+    let (parked, is_parked) = oneshot::channel();
+    let (resume_tx, resume) = oneshot::channel();
+    let control = Control::Pause { parked, resume };
+    assert!(store.tx.send(Msg::Control(control)).await.is_ok());
+    is_parked.await.expect("writer parked");
+    resume_tx
+}
+
+async fn wait_for_queue_depth(store: &Store, depth: usize) {
+    let waiting = async {
+        while store.queue_depth() < depth {
+            tokio::task::yield_now().await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), waiting)
+        .await
+        .expect("jobs were queued");
+}
+
+#[test]
+fn store_handle_is_clone_send_sync() {
+    fn assert_traits<T: Clone + Send + Sync + 'static>() {}
+    assert_traits::<Store>();
+}
+
+#[test]
+fn error_display_is_one_line_naming_the_failure() {
+    let e = StoreError::Sql("disk I/O error".to_owned());
+    assert_eq!(e.to_string(), "storage write failed: disk I/O error");
+    let too_new = StoreError::TooNew { file: 9, binary: 2 }.to_string();
+    assert!(too_new.contains('9') && too_new.contains('2'), "{too_new}");
+    assert!(!too_new.contains('\n'));
+}
+
+#[tokio::test]
+async fn accepted_then_duplicate_per_stream() {
+    let (_dir, path) = temp_db();
+    let store = open(&path);
+    let first = store.record_events(vec![event("a", Some("d1"), "login", 1_000)]);
+    assert_eq!(first.await.unwrap(), vec![EventOutcome::Accepted]);
+    let again = store.record_events(vec![event("a", Some("d1"), "login", 2_000)]);
+    assert_eq!(again.await.unwrap(), vec![EventOutcome::Duplicate]);
+    assert_eq!(store.event_count("a").await.unwrap(), 1);
+    // A duplicate does not touch the clock either.
+    assert_eq!(stream(&store, "a").await.last_arrival_at, Some(at(1_000)));
+
+    let other = store.record_events(vec![event("b", Some("d1"), "login", 3_000)]);
+    assert_eq!(other.await.unwrap(), vec![EventOutcome::Accepted]);
+    assert_eq!(store.event_count("b").await.unwrap(), 1);
+    store.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn duplicates_inside_one_batch_count() {
+    let (_dir, path) = temp_db();
+    let store = open(&path);
+    let batch = vec![
+        event("a", Some("x"), "login", 1_000),
+        event("a", Some("x"), "login", 1_001),
+        event("a", Some("y"), "login", 1_002),
+    ];
+    let outcomes = store.record_events(batch).await.unwrap();
+    use EventOutcome::{Accepted, Duplicate};
+    assert_eq!(outcomes, vec![Accepted, Duplicate, Accepted]);
+    assert_eq!(store.event_count("a").await.unwrap(), 2);
+    store.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn events_without_delivery_id_are_never_duplicates() {
+    let (_dir, path) = temp_db();
+    let store = open(&path);
+    let same = event("a", None, "login", 1_000);
+    let outcomes = store.record_events(vec![same.clone(), same.clone()]);
+    assert_eq!(outcomes.await.unwrap(), vec![EventOutcome::Accepted; 2]);
+    let later = store.record_events(vec![same]).await.unwrap();
+    assert_eq!(later, vec![EventOutcome::Accepted]);
+    assert_eq!(store.event_count("a").await.unwrap(), 3);
+    store.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn raw_delivery_ids_are_stored_only_as_the_latest_arrival() {
+    let (_dir, path) = temp_db();
+    let store = open(&path);
+    let mut e = event("a", Some("secret-id"), "login", 1_000);
+    e.body_sha256 = Some([7u8; 32]);
+    store.record_events(vec![e]).await.unwrap();
+    let stored = store
+        .call(|c| {
+            let row = c.query_row(
+                "SELECT e.delivery_hash, e.body_sha256, s.hash FROM events e
+                 JOIN seen_deliveries s ON s.hash = e.delivery_hash",
+                [],
+                |r| Ok((r.get::<_, String>(0)?, r.get::<_, Vec<u8>>(1)?, r.get(2)?)),
+            )?;
+            Ok(row)
+        })
+        .await
+        .unwrap();
+    let (event_hash, body, seen_hash): (String, Vec<u8>, String) = stored;
+    assert_eq!(event_hash, delivery_hash("a", "secret-id"));
+    assert_eq!(event_hash.len(), 64);
+    assert_eq!(seen_hash, event_hash);
+    assert_eq!(body, vec![7u8; 32]);
+    let row = stream(&store, "a").await;
+    assert_eq!(row.last_event_id.as_deref(), Some("secret-id"));
+    store.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn clock_never_moves_backwards() {
+    let (_dir, path) = temp_db();
+    let store = open(&path);
+    store.watch_streams(names(&["a"]), at(0)).await.unwrap();
+    let mut newer = event("a", Some("n"), "newer", 2_000);
+    newer.event_time = Some(at(1_500));
+    let mut older = event("a", Some("o"), "older", 1_000);
+    older.event_time = Some(at(1_800));
+    store.record_events(vec![newer]).await.unwrap();
+    store.record_events(vec![older]).await.unwrap();
+
+    let row = stream(&store, "a").await;
+    assert_eq!(row.last_arrival_at, Some(at(2_000)));
+    assert_eq!(row.last_event_type.as_deref(), Some("newer"));
+    assert_eq!(row.last_event_id.as_deref(), Some("n"));
+    assert_eq!(row.newest_event_at, Some(at(1_800)));
+    assert_eq!(store.event_count("a").await.unwrap(), 2);
+    store.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn filtered_event_is_stored_but_leaves_clock_alone() {
+    let (_dir, path) = temp_db();
+    let store = open(&path);
+    store.watch_streams(names(&["a"]), at(0)).await.unwrap();
+    let mut filtered = event("a", Some("f"), "noise", 5_000);
+    filtered.feeds_clock = false;
+    filtered.event_time = Some(at(4_000));
+    let outcomes = store.record_events(vec![filtered]).await.unwrap();
+    assert_eq!(outcomes, vec![EventOutcome::Accepted]);
+    assert_eq!(store.event_count("a").await.unwrap(), 1);
+
+    let row = stream(&store, "a").await;
+    assert_eq!(row.last_arrival_at, None);
+    assert_eq!(row.newest_event_at, None);
+    assert_eq!(row.last_event_type, None);
+    assert_eq!(row.last_event_id, None);
+    store.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn unwatched_stream_starts_its_watch_at_first_event() {
+    let (_dir, path) = temp_db();
+    let store = open(&path);
+    store
+        .record_events(vec![event("new", None, "login", 7_000)])
+        .await
+        .unwrap();
+    let row = stream(&store, "new").await;
+    assert_eq!(row.watch_started_at, at(7_000));
+    assert_eq!(row.alert_state, AlertState::Ok);
+    store.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn watch_started_at_survives_rewatch_and_reopen() {
+    let (_dir, path) = temp_db();
+    let store = open(&path);
+    let first = store.watch_streams(names(&["b", "a"]), at(1_000)).await;
+    let first = first.unwrap();
+    assert_eq!(first[0].name, "b");
+    assert_eq!(first[1].name, "a");
+    assert!(first.iter().all(|r| r.watch_started_at == at(1_000)));
+    let again = store.watch_streams(names(&["a", "c"]), at(2_000)).await;
+    let again = again.unwrap();
+    assert_eq!(again[0].watch_started_at, at(1_000));
+    assert_eq!(again[1].watch_started_at, at(2_000));
+    let before = store.streams().await.unwrap();
+    store.close().await.unwrap();
+
+    let store = open(&path);
+    let reopened = store.watch_streams(names(&["a", "b", "c"]), at(9_000));
+    let reopened = reopened.await.unwrap();
+    assert_eq!(reopened, before);
+    store.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn events_streams_and_outbox_survive_reopen() {
+    let (_dir, path) = temp_db();
+    let store = open(&path);
+    store.watch_streams(names(&["a"]), at(0)).await.unwrap();
+    let mut e = event("a", Some("d1"), "login", 1_000);
+    e.event_time = Some(at(900));
+    store.record_events(vec![e.clone()]).await.unwrap();
+    let firing = Transition {
+        stream: "a".to_owned(),
+        to: AlertState::Firing,
+        at: at(5_000),
+        reason: "quiet for 4s".to_owned(),
+        notifiers: names(&["pager"]),
+    };
+    assert!(store.record_transition(firing).await.unwrap());
+    let rows_before = store.streams().await.unwrap();
+    let outbox_before = store.pending_outbox().await.unwrap();
+    store.close().await.unwrap();
+
+    let store = open(&path);
+    assert_eq!(store.event_count("a").await.unwrap(), 1);
+    assert_eq!(store.streams().await.unwrap(), rows_before);
+    assert_eq!(store.pending_outbox().await.unwrap(), outbox_before);
+    assert_eq!(outbox_before.len(), 1);
+    // Dedup memory is durable too: a redelivery after restart is caught.
+    let again = store.record_events(vec![e]).await.unwrap();
+    assert_eq!(again, vec![EventOutcome::Duplicate]);
+    store.close().await.unwrap();
+}
+
+fn transition(to: AlertState, at_ms: i64, notifiers: &[&str]) -> Transition {
+    Transition {
+        stream: "a".to_owned(),
+        to,
+        at: at(at_ms),
+        reason: "test".to_owned(),
+        notifiers: names(notifiers),
+    }
+}
+
+#[tokio::test]
+async fn transitions_are_idempotent_and_fan_out_to_the_outbox() {
+    let (_dir, path) = temp_db();
+    let store = open(&path);
+    store.watch_streams(names(&["a"]), at(0)).await.unwrap();
+    let to_ok = transition(AlertState::Ok, 500, &["slack"]);
+    assert!(!store.record_transition(to_ok).await.unwrap());
+    assert!(store.pending_outbox().await.unwrap().is_empty());
+
+    let fire = transition(AlertState::Firing, 1_000, &["slack", "pager"]);
+    assert!(store.record_transition(fire.clone()).await.unwrap());
+    assert!(!store.record_transition(fire).await.unwrap());
+    let pending = store.pending_outbox().await.unwrap();
+    let notifiers: Vec<&str> = pending.iter().map(|r| r.notifier.as_str()).collect();
+    assert_eq!(notifiers, ["slack", "pager"]);
+    assert!(pending.iter().all(|r| r.state == AlertState::Firing));
+    assert!(pending.iter().all(|r| r.at == at(1_000) && r.stream == "a"));
+    let row = stream(&store, "a").await;
+    assert_eq!(row.alert_state, AlertState::Firing);
+    assert_eq!((row.firing_since, row.cleared_at), (Some(at(1_000)), None));
+
+    let clear = transition(AlertState::Ok, 3_000, &["slack", "pager"]);
+    assert!(store.record_transition(clear).await.unwrap());
+    let row = stream(&store, "a").await;
+    assert_eq!(row.alert_state, AlertState::Ok);
+    assert_eq!(row.firing_since, Some(at(1_000)));
+    assert_eq!(row.cleared_at, Some(at(3_000)));
+    assert_eq!(store.pending_outbox().await.unwrap().len(), 4);
+
+    let first_id = pending[0].id;
+    store.mark_outbox_done(first_id, at(4_000)).await.unwrap();
+    store.mark_outbox_done(first_id, at(4_001)).await.unwrap();
+    let left = store.pending_outbox().await.unwrap();
+    assert_eq!(left.len(), 3);
+    assert!(left.iter().all(|r| r.id != first_id));
+    store.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn transition_for_unknown_stream_is_an_error() {
+    let (_dir, path) = temp_db();
+    let store = open(&path);
+    let result = store
+        .record_transition(transition(AlertState::Firing, 1, &["x"]))
+        .await;
+    assert!(matches!(result, Err(StoreError::Sql(_))), "{result:?}");
+    assert!(store.pending_outbox().await.unwrap().is_empty());
+    store.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn prune_seen_forgets_old_deliveries_only() {
+    let (_dir, path) = temp_db();
+    let store = open(&path);
+    let old = event("a", Some("old"), "login", 1_000);
+    let new = event("a", Some("new"), "login", 9_000);
+    store
+        .record_events(vec![old.clone(), new.clone()])
+        .await
+        .unwrap();
+    assert_eq!(store.prune_seen(at(5_000)).await.unwrap(), 1);
+    let outcomes = store.record_events(vec![old, new]).await.unwrap();
+    use EventOutcome::{Accepted, Duplicate};
+    assert_eq!(outcomes, vec![Accepted, Duplicate]);
+    store.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn probe_writes() {
+    let (_dir, path) = temp_db();
+    let store = open(&path);
+    let before = store.commits();
+    store.probe().await.unwrap();
+    store.probe().await.unwrap();
+    assert_eq!(store.commits(), before + 2);
+    let rows: i64 = store
+        .call(|c| Ok(c.query_row("SELECT count(*) FROM probe", [], |r| r.get(0))?))
+        .await
+        .unwrap();
+    assert_eq!(rows, 1);
+    store.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn writer_connection_is_durable_and_strict() {
+    let (_dir, path) = temp_db();
+    let store = open(&path);
+    let settings = store
+        .call(|c| {
+            let mode: String = c.query_row("PRAGMA journal_mode", [], |r| r.get(0))?;
+            let sync: i64 = c.query_row("PRAGMA synchronous", [], |r| r.get(0))?;
+            let fk: i64 = c.query_row("PRAGMA foreign_keys", [], |r| r.get(0))?;
+            Ok((mode, sync, fk))
+        })
+        .await
+        .unwrap();
+    assert_eq!(settings, ("wal".to_owned(), 2, 1));
+    store.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_calls_share_one_commit() {
+    let (_dir, path) = temp_db();
+    let store = open(&path);
+    let commits_before = store.commits();
+    let resume = pause(&store).await;
+    let calls: Vec<_> = (0..200)
+        .map(|i| {
+            let store = store.clone();
+            let id = format!("d{i}");
+            let stream = format!("s{}", i % 4);
+            let e = event(&stream, Some(&id), "login", 1_000 + i);
+            tokio::spawn(async move { store.record_events(vec![e]).await })
+        })
+        .collect();
+    // Everything is queued before the writer drains, so one batch must
+    // carry all 200 calls (MAX_BATCH is 512).
+    wait_for_queue_depth(&store, 200).await;
+    drop(resume);
+    for call in calls {
+        let outcome = call.await.expect("task").expect("record_events");
+        assert_eq!(outcome, vec![EventOutcome::Accepted]);
+    }
+    assert_eq!(store.commits() - commits_before, 1);
+    for s in 0..4 {
+        let count = store.event_count(&format!("s{s}")).await.unwrap();
+        assert_eq!(count, 50);
+    }
+    store.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failing_job_rolls_back_alone_in_its_batch() {
+    let (_dir, path) = temp_db();
+    let store = open(&path);
+    let commits_before = store.commits();
+    let resume = pause(&store).await;
+    let good = |id: &'static str| {
+        let store = store.clone();
+        let e = event("a", Some(id), "login", 1_000);
+        tokio::spawn(async move { store.record_events(vec![e]).await })
+    };
+    let first = good("first");
+    wait_for_queue_depth(&store, 1).await;
+    let bad_store = store.clone();
+    let bad = tokio::spawn(async move {
+        bad_store
+            .call(|c| {
+                // Writes something, then fails: the write must be undone.
+                let e = event("a", Some("bad"), "login", 1_000);
+                super::ops::record_events(c, &[e])?;
+                c.execute("INSERT INTO no_such_table VALUES (1)", [])?;
+                Ok(())
+            })
+            .await
+    });
+    wait_for_queue_depth(&store, 2).await;
+    let last = good("last");
+    wait_for_queue_depth(&store, 3).await;
+    drop(resume);
+
+    assert!(first.await.unwrap().is_ok());
+    let bad = bad.await.unwrap();
+    assert!(matches!(&bad, Err(StoreError::Sql(m)) if m.contains("no_such_table")));
+    assert!(last.await.unwrap().is_ok());
+    assert_eq!(store.commits() - commits_before, 1);
+    assert_eq!(store.event_count("a").await.unwrap(), 2);
+    // The failed job's dedup entry was rolled back with it.
+    let retry = store.record_events(vec![event("a", Some("bad"), "login", 2_000)]);
+    assert_eq!(retry.await.unwrap(), vec![EventOutcome::Accepted]);
+    store.close().await.unwrap();
+}
+
+fn filler_batch(call: usize) -> Vec<NewEvent> {
+    (0..50)
+        .map(|i| {
+            let id = format!("call-{call}-event-{i}");
+            let ms = i64::try_from(call * 50 + i).unwrap();
+            let mut e = event("a", Some(&id), "a-rather-long-event-type-name", ms);
+            e.body_sha256 = Some([1u8; 32]);
+            e
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn full_disk_answers_err_and_keeps_acknowledged_events() {
+    let (_dir, path) = temp_db();
+    let store = open(&path);
+    store.watch_streams(names(&["a"]), at(0)).await.unwrap();
+    // Cap the file a few pages above its size so writes soon hit SQLITE_FULL,
+    // as a full disk would, without needing a tiny filesystem.
+    store
+        .call(|c| {
+            let pages: i64 = c.query_row("PRAGMA page_count", [], |r| r.get(0))?;
+            c.pragma_update(None, "max_page_count", pages + 16)?;
+            Ok(())
+        })
+        .await
+        .unwrap();
+    let mut acknowledged = 0u64;
+    let mut failure = None;
+    for call in 0..1_000 {
+        match store.record_events(filler_batch(call)).await {
+            Ok(outcomes) => acknowledged += u64::try_from(outcomes.len()).unwrap(),
+            Err(e) => {
+                failure = Some(e);
+                break;
+            }
+        }
+    }
+    let failure = failure.expect("writes eventually fail");
+    assert!(
+        matches!(&failure, StoreError::Sql(m) if m.contains("full")),
+        "{failure}"
+    );
+    assert!(acknowledged >= 100, "only {acknowledged} events fit");
+    let last_acked = at(i64::try_from(acknowledged).unwrap() - 1);
+    store.close().await.unwrap();
+
+    let store = open(&path);
+    assert_eq!(store.event_count("a").await.unwrap(), acknowledged);
+    assert_eq!(stream(&store, "a").await.last_arrival_at, Some(last_acked));
+    store.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn full_disk_mid_batch_fails_every_job_in_that_batch() {
+    let (_dir, path) = temp_db();
+    let store = open(&path);
+    store
+        .watch_streams(names(&["a", "b"]), at(0))
+        .await
+        .unwrap();
+    store
+        .call(|c| {
+            let pages: i64 = c.query_row("PRAGMA page_count", [], |r| r.get(0))?;
+            c.pragma_update(None, "max_page_count", pages + 2)?;
+            Ok(())
+        })
+        .await
+        .unwrap();
+    let resume = pause(&store).await;
+    let small = {
+        let store = store.clone();
+        tokio::spawn(async move { store.record_events(vec![event("b", None, "x", 1)]).await })
+    };
+    wait_for_queue_depth(&store, 1).await;
+    let huge: Vec<NewEvent> = (0..40).flat_map(filler_batch).collect();
+    let big = {
+        let store = store.clone();
+        tokio::spawn(async move { store.record_events(huge).await })
+    };
+    wait_for_queue_depth(&store, 2).await;
+    drop(resume);
+
+    let big = big.await.unwrap();
+    assert!(
+        matches!(&big, Err(StoreError::Sql(m)) if m.contains("full")),
+        "{big:?}"
+    );
+    // SQLite rolled the whole transaction back, so the small job's write is
+    // gone too: it must hear the error rather than a false acknowledgement.
+    assert_eq!(small.await.unwrap(), big.map(|_| Vec::new()));
+    store.close().await.unwrap();
+
+    let store = open(&path);
+    assert_eq!(store.event_count("b").await.unwrap(), 0);
+    assert_eq!(store.event_count("a").await.unwrap(), 0);
+    store.close().await.unwrap();
+}
+
+/// The v1 schema exactly as a v1 binary created it. Frozen here on purpose:
+/// if someone edits the shipped v1 migration, this test still checks that
+/// real v1 files upgrade.
+const V1_SCHEMA: &str = "
+    CREATE TABLE streams (
+        name TEXT PRIMARY KEY NOT NULL, watch_started_at INTEGER NOT NULL,
+        last_arrival_at INTEGER, newest_event_at INTEGER,
+        last_event_type TEXT, last_event_id TEXT);
+    CREATE TABLE events (
+        id INTEGER PRIMARY KEY, stream TEXT NOT NULL REFERENCES streams(name),
+        delivery_hash TEXT, event_type TEXT NOT NULL, event_time INTEGER,
+        received_at INTEGER NOT NULL,
+        feeds_clock INTEGER NOT NULL CHECK (feeds_clock IN (0, 1)),
+        body_sha256 BLOB CHECK (body_sha256 IS NULL OR length(body_sha256) = 32));
+    CREATE INDEX events_by_stream ON events(stream, received_at);
+    CREATE TABLE seen_deliveries (
+        hash TEXT PRIMARY KEY NOT NULL, stream TEXT NOT NULL REFERENCES streams(name),
+        seen_at INTEGER NOT NULL);
+    CREATE INDEX seen_deliveries_by_age ON seen_deliveries(seen_at);
+    PRAGMA user_version = 1;";
+
+fn write_v1_file(path: &Path) {
+    let conn = Connection::open(path).unwrap();
+    conn.execute_batch(V1_SCHEMA).unwrap();
+    conn.execute(
+        "INSERT INTO streams VALUES ('okta', 100, 2000, 1900, 'user.login', 'evt-9')",
+        [],
+    )
+    .unwrap();
+    let hash = delivery_hash("okta", "evt-9");
+    conn.execute(
+        "INSERT INTO events (stream, delivery_hash, event_type, event_time, received_at, feeds_clock)
+         VALUES ('okta', ?1, 'user.login', 1900, 2000, 1)",
+        [&hash],
+    )
+    .unwrap();
+    conn.execute(
+        "INSERT INTO seen_deliveries VALUES (?1, 'okta', 2000)",
+        [&hash],
+    )
+    .unwrap();
+}
+
+#[tokio::test]
+async fn v1_file_is_migrated_keeping_its_data() {
+    let (_dir, path) = temp_db();
+    write_v1_file(&path);
+    let store = open(&path);
+    let row = stream(&store, "okta").await;
+    let expected = StreamRow {
+        name: "okta".to_owned(),
+        watch_started_at: at(100),
+        last_arrival_at: Some(at(2_000)),
+        newest_event_at: Some(at(1_900)),
+        last_event_type: Some("user.login".to_owned()),
+        last_event_id: Some("evt-9".to_owned()),
+        alert_state: AlertState::Ok,
+        firing_since: None,
+        cleared_at: None,
+    };
+    assert_eq!(row, expected);
+    assert_eq!(store.event_count("okta").await.unwrap(), 1);
+    let redelivery = event("okta", Some("evt-9"), "user.login", 3_000);
+    let outcome = store.record_events(vec![redelivery]).await.unwrap();
+    assert_eq!(outcome, vec![EventOutcome::Duplicate]);
+    // New v2 tables work on the migrated file.
+    let fire = Transition {
+        stream: "okta".to_owned(),
+        ..transition(AlertState::Firing, 5_000, &["pager"])
+    };
+    assert!(store.record_transition(fire).await.unwrap());
+    store.close().await.unwrap();
+
+    let conn = Connection::open(&path).unwrap();
+    let version: u32 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, binary_version());
+    assert_eq!(version, 2);
+}
+
+#[tokio::test]
+async fn reopening_a_current_file_reapplies_nothing() {
+    let (_dir, path) = temp_db();
+    open(&path).close().await.unwrap();
+    let store = open(&path);
+    store.probe().await.unwrap();
+    store.close().await.unwrap();
+}
+
+#[test]
+fn newer_file_is_refused_and_left_untouched() {
+    let (_dir, path) = temp_db();
+    {
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch("CREATE TABLE future (x); PRAGMA user_version = 999;")
+            .unwrap();
+    }
+    let before = std::fs::read(&path).unwrap();
+    let result = Store::open(&path);
+    let expected = StoreError::TooNew {
+        file: 999,
+        binary: binary_version(),
+    };
+    assert_eq!(result.err(), Some(expected));
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+}
+
+#[tokio::test]
+async fn open_creates_missing_parent_directories() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state").join("nested").join("hw.db");
+    let store = open(&path);
+    store.probe().await.unwrap();
+    store.close().await.unwrap();
+    assert!(path.exists());
+}
+
+#[test]
+fn garbage_file_is_an_open_error() {
+    let (_dir, path) = temp_db();
+    std::fs::write(&path, vec![b'x'; 8192]).unwrap();
+    let result = Store::open(&path);
+    assert!(
+        matches!(result, Err(StoreError::Open(_))),
+        "{:?}",
+        result.err()
+    );
+}
+
+#[tokio::test]
+async fn close_finishes_queued_work_then_refuses_more() {
+    let (_dir, path) = temp_db();
+    let store = open(&path);
+    let other = store.clone();
+    let resume = pause(&store).await;
+    let queued = {
+        let store = store.clone();
+        tokio::spawn(async move { store.record_events(vec![event("a", None, "x", 1)]).await })
+    };
+    wait_for_queue_depth(&store, 1).await;
+    let closing = tokio::spawn(store.clone().close());
+    wait_for_queue_depth(&store, 2).await;
+    drop(resume);
+    assert!(queued.await.unwrap().is_ok());
+    assert_eq!(closing.await.unwrap(), Ok(()));
+    assert_eq!(other.streams().await, Err(StoreError::Closed));
+    assert_eq!(other.clone().close().await, Ok(()));
+    drop(store);
+
+    let store = open(&path);
+    assert_eq!(store.event_count("a").await.unwrap(), 1);
+    store.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_every_handle_still_finishes_queued_work() {
+    let (_dir, path) = temp_db();
+    let store = open(&path);
+    let resume = pause(&store).await;
+    let queued = {
+        let store = store.clone();
+        tokio::spawn(async move { store.record_events(vec![event("a", None, "x", 1)]).await })
+    };
+    wait_for_queue_depth(&store, 1).await;
+    drop(store);
+    drop(resume);
+    assert!(queued.await.unwrap().is_ok());
+
+    let store = open(&path);
+    assert_eq!(store.event_count("a").await.unwrap(), 1);
+    store.close().await.unwrap();
+}
+
+/// Throughput check, not a pass/fail test: run with
+/// `cargo test --release -- --ignored --nocapture throughput`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "benchmark; prints events/s"]
+async fn throughput_10k_events_from_16_tasks() {
+    let (_dir, path) = temp_db();
+    let store = open(&path);
+    let commits_before = store.commits();
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..16)
+        .map(|task| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                for i in 0..625 {
+                    let id = format!("{task}-{i}");
+                    let e = event("bench", Some(&id), "login", 1_000 + i);
+                    store.record_events(vec![e]).await.expect("record");
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("task");
+    }
+    let elapsed = started.elapsed();
+    let commits = store.commits() - commits_before;
+    assert_eq!(store.event_count("bench").await.unwrap(), 10_000);
+    println!(
+        "10000 events, 16 tasks: {:.2?}, {:.0} events/s, {commits} commits",
+        elapsed,
+        10_000.0 / elapsed.as_secs_f64()
+    );
+    store.close().await.unwrap();
+}
