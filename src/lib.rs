@@ -15,5 +15,6 @@ pub mod domain;
 pub mod http;
 pub mod ingest;
 pub mod metrics;
+pub mod notify;
 pub mod service;
 pub mod store;

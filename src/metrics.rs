@@ -6,9 +6,13 @@
 //! request input, so a caller cannot grow the series count.
 
 use prometheus::{
-    Encoder, Gauge, GaugeVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
-    TextEncoder,
+    Encoder, Gauge, GaugeVec, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry, TextEncoder,
 };
+
+/// Outcomes of a delivery attempt, as counted in
+/// `hushwatch_notifications_total`.
+pub const NOTIFY_OUTCOMES: [&str; 3] = ["delivered", "retry", "failed"];
 
 /// Outcomes of an ingest request, as counted in `hushwatch_events_total`.
 pub const OUTCOMES: [&str; 7] = [
@@ -35,6 +39,8 @@ pub struct Metrics {
     pub reload_timestamp: Gauge,
     pub storage_errors: IntCounter,
     pub outbox_pending: IntGaugeVec,
+    pub notifications: IntCounterVec,
+    pub notification_latency: HistogramVec,
 }
 
 fn gauge_vec(registry: &Registry, name: &str, help: &str, label: &str) -> GaugeVec {
@@ -99,6 +105,31 @@ impl Metrics {
         )
         .unwrap_or_else(|e| unreachable_metric("storage_errors", e));
         register(&r, "storage_errors", Box::new(storage_errors.clone()));
+        let notifications = IntCounterVec::new(
+            Opts::new(
+                "hushwatch_notifications_total",
+                "Delivery attempts by notifier and outcome (delivered, retry, failed).",
+            ),
+            &["notifier", "outcome"],
+        )
+        .unwrap_or_else(|e| unreachable_metric("hushwatch_notifications_total", e));
+        register(&r, "notifications", Box::new(notifications.clone()));
+        let notification_latency = HistogramVec::new(
+            HistogramOpts::new(
+                "hushwatch_notification_latency_seconds",
+                "From the alert transition to the page being delivered.",
+            )
+            .buckets(vec![
+                0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0, 14400.0, 86400.0,
+            ]),
+            &["notifier"],
+        )
+        .unwrap_or_else(|e| unreachable_metric("hushwatch_notification_latency_seconds", e));
+        register(
+            &r,
+            "notification_latency",
+            Box::new(notification_latency.clone()),
+        );
         Metrics {
             silence_alert: int_gauge_vec(
                 &r,
@@ -148,6 +179,8 @@ impl Metrics {
                 "Pages waiting to be delivered.",
                 "notifier",
             ),
+            notifications,
+            notification_latency,
             events,
             reload_successful,
             reload_timestamp,
@@ -186,6 +219,10 @@ impl Metrics {
         }
         for notifier in notifiers {
             self.outbox_pending.with_label_values(&[*notifier]);
+            for outcome in NOTIFY_OUTCOMES {
+                self.notifications.with_label_values(&[*notifier, outcome]);
+            }
+            self.notification_latency.with_label_values(&[*notifier]);
         }
     }
 
@@ -216,6 +253,8 @@ mod tests {
             "hushwatch_events_total{outcome=\"bad_signature\",stream=\"identity\"} 0",
             "hushwatch_in_business_hours{calendar=\"tokyo\"} 0",
             "hushwatch_outbox_pending{notifier=\"oncall\"} 0",
+            "hushwatch_notifications_total{notifier=\"oncall\",outcome=\"failed\"} 0",
+            "hushwatch_notification_latency_seconds_count{notifier=\"oncall\"} 0",
             "hushwatch_storage_errors_total 0",
         ] {
             assert!(text.contains(line), "missing {line}\n{text}");

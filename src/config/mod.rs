@@ -93,6 +93,9 @@ pub struct StreamConfig {
     pub notify: Vec<String>,
     pub ingest: IngestConfig,
     pub event_filter: EventFilter,
+    /// Business time between reminders while firing; None: no reminders.
+    pub repeat_interval: Option<TimeDelta>,
+    pub escalate: Vec<EscalationStep>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -102,17 +105,105 @@ pub struct IngestConfig {
     pub tokens: Vec<SecretString>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum NotifierKind {
     /// One JSON line on stdout.
     Log,
+    Email(EmailConfig),
+    Webhook(WebhookConfig),
+    PagerDuty(PagerDutyConfig),
+    Slack(SlackConfig),
+    Alertmanager(AlertmanagerConfig),
+}
+
+impl NotifierKind {
+    /// The `kind = "…"` word, also used in logs.
+    pub fn name(&self) -> &'static str {
+        match self {
+            NotifierKind::Log => "log",
+            NotifierKind::Email(_) => "email",
+            NotifierKind::Webhook(_) => "webhook",
+            NotifierKind::PagerDuty(_) => "pagerduty",
+            NotifierKind::Slack(_) => "slack",
+            NotifierKind::Alertmanager(_) => "alertmanager",
+        }
+    }
+}
+
+/// SMTP delivery. `smtp_url` may carry credentials, so it is a secret.
+#[derive(Debug, Clone)]
+pub struct EmailConfig {
+    pub smtp_url: SecretString,
+    pub username: Option<String>,
+    pub password: Option<SecretString>,
+    pub from: String,
+    pub to: Vec<String>,
+    /// Extra trusted root (PEM) for relays with a private CA.
+    pub ca_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone)]
+pub struct WebhookConfig {
+    /// May embed a token in its path or query: never logged.
+    pub url: SecretString,
+    pub secret: Option<SecretKey>,
+}
+
+#[derive(Debug, Clone)]
+pub struct PagerDutyConfig {
+    pub routing_key: SecretString,
+    pub url: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct SlackConfig {
+    /// An incoming-webhook URL embeds its token.
+    pub url: SecretString,
+}
+
+#[derive(Debug, Clone)]
+pub struct AlertmanagerConfig {
+    /// Base URLs of every cluster member; `/api/v2/alerts` is appended.
+    pub urls: Vec<String>,
+}
+
+/// Retry and timeout settings shared by every kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeliveryPolicy {
+    pub backoff_initial: TimeDelta,
+    pub backoff_max: TimeDelta,
+    pub give_up_after: TimeDelta,
+    pub timeout: TimeDelta,
+}
+
+impl Default for DeliveryPolicy {
+    fn default() -> Self {
+        DeliveryPolicy {
+            backoff_initial: TimeDelta::seconds(5),
+            backoff_max: TimeDelta::minutes(10),
+            give_up_after: TimeDelta::hours(72),
+            timeout: TimeDelta::seconds(10),
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
 pub struct NotifierConfig {
     pub name: String,
     pub kind: NotifierKind,
+    pub policy: DeliveryPolicy,
 }
+
+/// One `escalate = [{ after = "2h", notify = [...] }]` step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EscalationStep {
+    /// Business time after the alert started firing.
+    pub after: TimeDelta,
+    pub notify: Vec<String>,
+}
+
+/// The PagerDuty Events API v2 endpoint (US region).
+pub const PAGERDUTY_URL: &str = "https://events.pagerduty.com/v2/enqueue";
 
 impl Config {
     pub fn calendar_of(&self, stream: &StreamConfig) -> Arc<Calendar> {
@@ -340,22 +431,230 @@ fn read_ics(r: &mut Reader<'_>, path: &str, file: &Path) -> Option<IcsCalendar> 
     Some(ics)
 }
 
+const NOTIFIER_KINDS: &str =
+    "\"email\", \"webhook\", \"pagerduty\", \"slack\", \"alertmanager\", \"log\"";
+const COMMON_NOTIFIER_KEYS: [&str; 5] = [
+    "kind",
+    "backoff_initial",
+    "backoff_max",
+    "give_up_after",
+    "timeout",
+];
+
 fn read_notifier(r: &mut Reader<'_>, path: &str, name: &str, t: &Table) -> Option<NotifierConfig> {
-    r.reject_unknown(path, t, &["kind"]);
-    let kind = match r.req_string(path, t, "kind")?.as_str() {
-        "log" => NotifierKind::Log,
+    let kind_word = r.req_string(path, t, "kind")?;
+    let own: &[&str] = match kind_word.as_str() {
+        "log" => &[],
+        "email" => &["smtp_url", "username", "password", "from", "to", "ca_file"],
+        "webhook" => &["url", "secret"],
+        "pagerduty" => &["routing_key", "url"],
+        "slack" => &["url"],
+        "alertmanager" => &["urls"],
         other => {
             r.error(
                 &join(path, "kind"),
-                format!("{other:?} is not a notifier kind (supported: \"log\")"),
+                format!("{other:?} is not a notifier kind (supported: {NOTIFIER_KINDS})"),
             );
             return None;
         }
     };
+    let allowed: Vec<&str> = COMMON_NOTIFIER_KEYS.iter().chain(own).copied().collect();
+    r.reject_unknown(path, t, &allowed);
+    let policy = read_delivery_policy(r, path, t);
+    let kind = match kind_word.as_str() {
+        "email" => NotifierKind::Email(read_email(r, path, t)?),
+        "webhook" => {
+            let url = read_url(r, path, t, "url")?;
+            let secret = match r.opt_string(path, t, "secret") {
+                Some(s) => match SecretKey::parse(&s) {
+                    Ok(k) => Some(k),
+                    Err(e) => {
+                        r.error(&join(path, "secret"), e.to_string());
+                        return None;
+                    }
+                },
+                None => None,
+            };
+            NotifierKind::Webhook(WebhookConfig {
+                url: SecretString::new(url),
+                secret,
+            })
+        }
+        "pagerduty" => {
+            let key = r.req_string(path, t, "routing_key");
+            if key.as_deref().is_some_and(|k| k.trim().is_empty()) {
+                r.error(&join(path, "routing_key"), "must not be empty");
+            }
+            let url = if t.contains_key("url") {
+                read_url(r, path, t, "url")
+            } else {
+                Some(PAGERDUTY_URL.to_string())
+            };
+            NotifierKind::PagerDuty(PagerDutyConfig {
+                routing_key: SecretString::new(key?),
+                url: url?,
+            })
+        }
+        "slack" => NotifierKind::Slack(SlackConfig {
+            url: SecretString::new(read_url(r, path, t, "url")?),
+        }),
+        "alertmanager" => {
+            let urls = r.string_list(path, t, "urls", true);
+            if urls.is_empty() {
+                r.error(
+                    &join(path, "urls"),
+                    "is required: the base URL of every Alertmanager (e.g. [\"http://alertmanager:9093\"])",
+                );
+                return None;
+            }
+            let mut ok = true;
+            for (i, u) in urls.iter().enumerate() {
+                if let Err(reason) = check_http_url(u) {
+                    r.error(&format!("{path}.urls[{i}]"), reason);
+                    ok = false;
+                }
+            }
+            ok.then_some(())?;
+            NotifierKind::Alertmanager(AlertmanagerConfig { urls })
+        }
+        _ => NotifierKind::Log,
+    };
     Some(NotifierConfig {
         name: name.to_string(),
         kind,
+        policy,
     })
+}
+
+fn read_delivery_policy(r: &mut Reader<'_>, path: &str, t: &Table) -> DeliveryPolicy {
+    let d = DeliveryPolicy::default();
+    let mut get = |key: &str, default: TimeDelta| -> TimeDelta {
+        match r.opt_duration(path, t, key) {
+            Some(v) if v <= TimeDelta::zero() => {
+                r.error(&join(path, key), "must be longer than zero");
+                default
+            }
+            Some(v) => v,
+            None => default,
+        }
+    };
+    let policy = DeliveryPolicy {
+        backoff_initial: get("backoff_initial", d.backoff_initial),
+        backoff_max: get("backoff_max", d.backoff_max),
+        give_up_after: get("give_up_after", d.give_up_after),
+        timeout: get("timeout", d.timeout),
+    };
+    if policy.backoff_max < policy.backoff_initial {
+        r.error(
+            &join(path, "backoff_max"),
+            "must not be shorter than backoff_initial",
+        );
+    }
+    policy
+}
+
+/// A required http(s) URL. The error never echoes the value, which may
+/// embed a token (Slack, webhook query strings).
+fn read_url(r: &mut Reader<'_>, path: &str, t: &Table, key: &str) -> Option<String> {
+    let url = r.req_string(path, t, key)?;
+    match check_http_url(&url) {
+        Ok(()) => Some(url),
+        Err(reason) => {
+            r.error(&join(path, key), reason);
+            None
+        }
+    }
+}
+
+fn check_http_url(url: &str) -> Result<(), String> {
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"))
+        .ok_or("must start with http:// or https://")?;
+    if rest.is_empty() || rest.starts_with('/') {
+        return Err("has no host".to_string());
+    }
+    Ok(())
+}
+
+fn read_email(r: &mut Reader<'_>, path: &str, t: &Table) -> Option<EmailConfig> {
+    let smtp_url = r.req_string(path, t, "smtp_url");
+    if let Some(u) = &smtp_url {
+        if !(u.starts_with("smtp://") || u.starts_with("smtps://")) {
+            r.error(
+                &join(path, "smtp_url"),
+                "must start with smtp:// (optionally ?tls=required for STARTTLS) or smtps://",
+            );
+        }
+    }
+    let username = r.opt_string(path, t, "username");
+    let password = r.opt_string(path, t, "password").map(SecretString::new);
+    if username.is_some() != password.is_some() {
+        r.error(path, "username and password go together");
+    }
+    let from = r.req_string(path, t, "from");
+    if from.as_deref().is_some_and(|f| !f.contains('@')) {
+        r.error(&join(path, "from"), "is not an email address");
+    }
+    let to = r.string_list(path, t, "to", true);
+    if t.contains_key("to") && to.is_empty() {
+        r.error(&join(path, "to"), "needs at least one address");
+    } else if !t.contains_key("to") {
+        r.error(&join(path, "to"), "is required");
+    }
+    for (i, addr) in to.iter().enumerate() {
+        if !addr.contains('@') {
+            r.error(&format!("{path}.to[{i}]"), "is not an email address");
+        }
+    }
+    let ca_file = r.opt_string(path, t, "ca_file").map(PathBuf::from);
+    Some(EmailConfig {
+        smtp_url: SecretString::new(smtp_url?),
+        username,
+        password,
+        from: from?,
+        to,
+        ca_file,
+    })
+}
+
+fn read_escalate(r: &mut Reader<'_>, path: &str, t: &Table) -> Vec<EscalationStep> {
+    let key_path = join(path, "escalate");
+    let Some(value) = t.get("escalate") else {
+        return Vec::new();
+    };
+    let Some(items) = value.as_array() else {
+        r.error(
+            &key_path,
+            "expected a list of { after = \"2h\", notify = [\"NAME\"] }",
+        );
+        return Vec::new();
+    };
+    let mut steps = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let step_path = format!("{key_path}[{i}]");
+        let Some(st) = r.table(&step_path, item) else {
+            continue;
+        };
+        r.reject_unknown(&step_path, st, &["after", "notify"]);
+        let after = if st.contains_key("after") {
+            r.opt_duration(&step_path, st, "after")
+        } else {
+            r.error(&join(&step_path, "after"), "is required (e.g. \"2h\")");
+            None
+        };
+        if after.is_some_and(|d| d <= TimeDelta::zero()) {
+            r.error(&join(&step_path, "after"), "must be longer than zero");
+        }
+        let notify = r.string_list(&step_path, st, "notify", false);
+        if notify.is_empty() {
+            r.error(&join(&step_path, "notify"), "needs at least one notifier");
+        }
+        if let Some(after) = after {
+            steps.push(EscalationStep { after, notify });
+        }
+    }
+    steps
 }
 
 fn read_stream(r: &mut Reader<'_>, path: &str, name: &str, t: &Table) -> Option<StreamConfig> {
@@ -369,6 +668,8 @@ fn read_stream(r: &mut Reader<'_>, path: &str, name: &str, t: &Table) -> Option<
             "notify",
             "ingest",
             "event_types",
+            "repeat_interval",
+            "escalate",
         ],
     );
     let calendar = r.req_string(path, t, "calendar");
@@ -393,6 +694,10 @@ fn read_stream(r: &mut Reader<'_>, path: &str, name: &str, t: &Table) -> Option<
     let notify = r.string_list(path, t, "notify", false);
     let ingest = read_ingest(r, path, t);
     let event_types = r.string_list(path, t, "event_types", false);
+    let repeat_interval = r
+        .opt_duration(path, t, "repeat_interval")
+        .filter(|d| *d > TimeDelta::zero());
+    let escalate = read_escalate(r, path, t);
     Some(StreamConfig {
         name: name.to_string(),
         calendar: calendar?,
@@ -403,6 +708,8 @@ fn read_stream(r: &mut Reader<'_>, path: &str, name: &str, t: &Table) -> Option<
         notify,
         ingest,
         event_filter: EventFilter::new(event_types),
+        repeat_interval,
+        escalate,
     })
 }
 
@@ -478,6 +785,16 @@ fn check_references(r: &mut Reader<'_>, config: &mut Config, declared: &Declared
                     &format!("{path}.notify[{i}]"),
                     format!("no notifier named {notifier:?} (define [notifiers.{notifier}])"),
                 );
+            }
+        }
+        for (i, step) in stream.escalate.iter().enumerate() {
+            for (j, notifier) in step.notify.iter().enumerate() {
+                if !declared.notifiers.contains(notifier) {
+                    r.error(
+                        &format!("{path}.escalate[{i}].notify[{j}]"),
+                        format!("no notifier named {notifier:?} (define [notifiers.{notifier}])"),
+                    );
+                }
             }
         }
         if stream.notify.is_empty() {

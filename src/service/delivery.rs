@@ -1,33 +1,43 @@
-//! Delivers pages from the durable outbox. Only the `log` notifier exists
-//! so far: one JSON line per page on standard output.
+//! Delivers pages from the durable outbox.
 //!
-//! A page is marked delivered only after it was written, so a crash in
-//! between prints it again on restart (at least once, never lost).
+//! Rules (see issue "Paging"):
+//! - A page is marked delivered only after the receiver accepted it, so a
+//!   crash in between sends it again on restart, under the same key (at
+//!   least once, never lost; receivers collapse duplicates by key).
+//! - Per (stream, notifier) only the oldest pending page is attempted, so a
+//!   resolve never overtakes its firing page.
+//! - Retryable failures back off exponentially with jitter (`notify::retry`)
+//!   on the injectable clock; `give_up_after` past the first attempt, or a
+//!   permanent failure, marks the page failed: counted, logged at error
+//!   level, and listed in `/v1/status` — never silently dropped.
+//! - The worker is its own task; ingest never waits for it.
 
 use super::app::App;
-use crate::config::NotifierKind;
-use crate::store::{AlertState, OutboxRow};
-use chrono::SecondsFormat;
-use serde_json::json;
-use std::io::Write;
+use crate::config::{Config, NotifierConfig, NotifierKind};
+use crate::notify::{alertmanager, retry, Outcome, Page, Sender};
+use crate::store::{Attempt, OutboxRow, OutboxSummary, StoreError};
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::sync::watch;
 
-const RETRY: Duration = Duration::from_secs(5);
+/// Pause after a failed store call before trying again.
+const STORE_RETRY: chrono::TimeDelta = chrono::TimeDelta::seconds(5);
 
 pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
+    let worker = Worker::new();
     loop {
-        let pause = match deliver_pending(&app).await {
-            Ok(()) => None,
+        let next = match worker.round(&app).await {
+            Ok(next) => next,
             Err(e) => {
-                tracing::error!(error = %e, "outbox delivery failed; retrying");
-                Some(RETRY)
+                tracing::error!(error = %e, "outbox delivery could not read or update the outbox; retrying");
+                Some(app.clock.now() + STORE_RETRY)
             }
         };
         let sleep = async {
-            match pause {
-                Some(d) => tokio::time::sleep(d).await,
+            match next {
+                Some(t) => app.clock.sleep_until(t).await,
                 None => std::future::pending().await,
             }
         };
@@ -39,50 +49,298 @@ pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
     }
 }
 
-async fn deliver_pending(app: &App) -> Result<(), crate::store::StoreError> {
-    let config = app.config();
-    let pending = app.store.pending_outbox().await?;
+struct Worker {
+    sender: Sender,
+    /// Last Alertmanager re-post per (stream, notifier), on the app clock.
+    reposted: std::sync::Mutex<BTreeMap<(String, String), DateTime<Utc>>>,
+}
+
+impl Worker {
+    fn new() -> Worker {
+        Worker {
+            sender: Sender::new(),
+            reposted: std::sync::Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// Attempts every due page, then returns when the next one is due.
+    async fn round(&self, app: &App) -> Result<Option<DateTime<Utc>>, StoreError> {
+        loop {
+            let config = app.config();
+            let now = app.clock.now();
+            let pending = app.store.pending_outbox().await?;
+            set_pending_gauges(app, &config, &pending);
+            let heads = heads(&pending);
+            let due: Vec<&OutboxRow> = heads
+                .iter()
+                .copied()
+                .filter(|r| r.next_attempt_at.is_none_or(|t| t <= now))
+                .collect();
+            let mut attempts = Vec::new();
+            for row in due {
+                match config.notifiers.get(&row.notifier) {
+                    Some(n) => attempts.push(self.attempt(app, &config, n, row)),
+                    None => tracing::error!(
+                        notifier = %row.notifier,
+                        stream = %row.stream,
+                        page = %row.page_key,
+                        "a page is waiting for a notifier that is no longer configured; it stays in the outbox"
+                    ),
+                }
+            }
+            let attempted = !attempts.is_empty();
+            for result in join_all(attempts).await {
+                result?;
+            }
+            if attempted {
+                // Results changed the outbox (delivered heads unblock the
+                // next page of the same stream and notifier): look again.
+                continue;
+            }
+            let mut next = heads
+                .iter()
+                .filter(|r| config.notifiers.contains_key(&r.notifier))
+                .filter_map(|r| r.next_attempt_at)
+                .min();
+            if let Some(repost) = self.repost_alertmanager(app, &config).await? {
+                next = Some(next.map_or(repost, |n| n.min(repost)));
+            }
+            return Ok(next);
+        }
+    }
+
+    async fn attempt(
+        &self,
+        app: &App,
+        config: &Config,
+        notifier: &NotifierConfig,
+        row: &OutboxRow,
+    ) -> Result<(), StoreError> {
+        let page = Page::from_row(row, config);
+        let started = app.clock.now();
+        let outcome = self.sender.send(notifier, &page, started).await;
+        let now = app.clock.now();
+        let name = row.notifier.as_str();
+        let attempts = row.attempts.saturating_add(1);
+        let first = row.first_attempt_at.unwrap_or(started);
+        let (attempt, label) = match outcome {
+            Outcome::Delivered => {
+                let latency = (now - row.at).num_milliseconds().max(0) as f64 / 1000.0;
+                app.metrics
+                    .notification_latency
+                    .with_label_values(&[name])
+                    .observe(latency);
+                tracing::info!(notifier = name, stream = %row.stream, page = %row.page_key, attempts, "page delivered");
+                (Attempt::Delivered { at: now }, "delivered")
+            }
+            Outcome::Retry {
+                reason,
+                retry_after,
+                ambiguous,
+            } if !retry::gave_up(&notifier.policy, first, now) => {
+                let next = retry::next_attempt(
+                    &notifier.policy,
+                    &row.page_key,
+                    attempts,
+                    retry_after,
+                    now,
+                );
+                tracing::warn!(notifier = name, stream = %row.stream, page = %row.page_key, attempts, ambiguous, next = %next, error = %reason, "page not delivered yet; will retry under the same key");
+                (
+                    Attempt::Retry {
+                        at: now,
+                        next,
+                        error: reason,
+                    },
+                    "retry",
+                )
+            }
+            Outcome::Retry { reason, .. } => {
+                let error = format!(
+                    "gave up after {attempts} attempts over {}: {reason}",
+                    crate::domain::duration::format_duration(notifier.policy.give_up_after)
+                );
+                log_failed(name, row, &error);
+                (Attempt::Failed { at: now, error }, "failed")
+            }
+            Outcome::Permanent { reason } => {
+                log_failed(name, row, &reason);
+                (
+                    Attempt::Failed {
+                        at: now,
+                        error: reason,
+                    },
+                    "failed",
+                )
+            }
+        };
+        app.metrics
+            .notifications
+            .with_label_values(&[name, label])
+            .inc();
+        app.store.record_attempt(row.id, attempt).await
+    }
+
+    /// Re-posts firing alerts to Alertmanagers before their
+    /// `resolve_timeout` runs out; returns when the next re-post is due.
+    async fn repost_alertmanager(
+        &self,
+        app: &App,
+        config: &Config,
+    ) -> Result<Option<DateTime<Utc>>, StoreError> {
+        let has_am = config
+            .notifiers
+            .values()
+            .any(|n| matches!(n.kind, NotifierKind::Alertmanager(_)));
+        if !has_am {
+            return Ok(None);
+        }
+        let active = app.store.active_firing_pages().await?;
+        let now = app.clock.now();
+        let mut next: Option<DateTime<Utc>> = None;
+        let mut seen = BTreeSet::new();
+        for row in active {
+            let Some(n) = config.notifiers.get(&row.notifier) else {
+                continue;
+            };
+            if !matches!(n.kind, NotifierKind::Alertmanager(_)) {
+                continue;
+            }
+            let key = (row.stream.clone(), row.notifier.clone());
+            seen.insert(key.clone());
+            let last = self.lock_reposted().get(&key).copied();
+            let due = last.map_or(now, |t| t + alertmanager::REPOST_EVERY);
+            if due <= now {
+                let page = Page::from_row(&row, config);
+                let outcome = self.sender.send(n, &page, now).await;
+                if outcome != Outcome::Delivered {
+                    tracing::warn!(notifier = %row.notifier, stream = %row.stream, outcome = ?outcome, "re-posting a firing alert to Alertmanager failed; trying again next round");
+                }
+                self.lock_reposted().insert(key, now);
+                let t = now + alertmanager::REPOST_EVERY;
+                next = Some(next.map_or(t, |n| n.min(t)));
+            } else {
+                next = Some(next.map_or(due, |n| n.min(due)));
+            }
+        }
+        self.lock_reposted().retain(|k, _| seen.contains(k));
+        Ok(next)
+    }
+
+    fn lock_reposted(
+        &self,
+    ) -> std::sync::MutexGuard<'_, BTreeMap<(String, String), DateTime<Utc>>> {
+        self.reposted.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+fn log_failed(notifier: &str, row: &OutboxRow, error: &str) {
+    tracing::error!(
+        notifier,
+        stream = %row.stream,
+        page = %row.page_key,
+        alert_id = %row.alert_id,
+        error,
+        "PAGE FAILED: this page will not be delivered; see /v1/status and hushwatch_notifications_total{{outcome=\"failed\"}}"
+    );
+}
+
+/// The oldest pending page per (stream, notifier): the only one that may
+/// be attempted, so pages of one alert go out in order.
+fn heads(pending: &[OutboxRow]) -> Vec<&OutboxRow> {
+    let mut seen = BTreeSet::new();
+    pending
+        .iter()
+        .filter(|r| seen.insert((r.stream.as_str(), r.notifier.as_str())))
+        .collect()
+}
+
+fn set_pending_gauges(app: &App, config: &Config, pending: &[OutboxRow]) {
     for n in config.notifiers.keys() {
         let count = pending.iter().filter(|p| &p.notifier == n).count();
         app.metrics
             .outbox_pending
             .with_label_values(&[n.as_str()])
-            .set(count as i64);
+            .set(i64::try_from(count).unwrap_or(i64::MAX));
     }
-    for page in pending {
-        match config.notifiers.get(&page.notifier).map(|n| &n.kind) {
-            Some(NotifierKind::Log) => {
-                write_log_line(&page);
-                app.store.mark_outbox_done(page.id, app.clock.now()).await?;
-                app.metrics
-                    .outbox_pending
-                    .with_label_values(&[page.notifier.as_str()])
-                    .dec();
-            }
-            None => tracing::error!(
-                notifier = %page.notifier,
-                stream = %page.stream,
-                "a page is waiting for a notifier that is no longer configured; it stays in the outbox"
-            ),
-        }
-    }
-    Ok(())
 }
 
-fn write_log_line(page: &OutboxRow) {
-    let status = match page.state {
-        AlertState::Firing => "firing",
-        AlertState::Ok => "resolved",
-    };
-    let line = json!({
-        "page": format!("outbox-{}", page.id),
-        "status": status,
-        "stream": page.stream,
-        "notifier": page.notifier,
-        "at": page.at.to_rfc3339_opts(SecondsFormat::Millis, true),
-        "summary": page.reason,
-    });
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{line}");
-    let _ = out.flush();
+/// Runs the attempts concurrently (one slow receiver must not hold up
+/// the others for its whole timeout) and collects their results.
+async fn join_all<F>(futs: Vec<F>) -> Vec<F::Output>
+where
+    F: std::future::Future,
+{
+    let mut futs: Vec<_> = futs.into_iter().map(Box::pin).collect();
+    let mut out: Vec<Option<F::Output>> = futs.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut done = true;
+        for (f, slot) in futs.iter_mut().zip(out.iter_mut()) {
+            if slot.is_none() {
+                match f.as_mut().poll(cx) {
+                    std::task::Poll::Ready(v) => *slot = Some(v),
+                    std::task::Poll::Pending => done = false,
+                }
+            }
+        }
+        if done {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    })
+    .await;
+    out.into_iter().flatten().collect()
+}
+
+fn rfc(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+impl App {
+    /// The `notifications` section of `/v1/status`: per-notifier counts and
+    /// the newest failed pages with their (redacted) reasons.
+    pub async fn notifications_status(&self) -> Result<Value, StoreError> {
+        let summary: OutboxSummary = self.store.outbox_summary().await?;
+        let config = self.config();
+        let notifiers: BTreeMap<&str, Value> = config
+            .notifiers
+            .iter()
+            .map(|(name, n)| {
+                let c = summary.by_notifier.get(name).cloned().unwrap_or_default();
+                (
+                    name.as_str(),
+                    json!({
+                        "kind": n.kind.name(),
+                        "pending": c.pending,
+                        "delivered": c.delivered,
+                        "failed": c.failed,
+                    }),
+                )
+            })
+            .collect();
+        let failed: Vec<Value> = summary
+            .recent_failures
+            .iter()
+            .map(|r| {
+                json!({
+                    "page": r.page_key,
+                    "alert_id": r.alert_id,
+                    "stream": r.stream,
+                    "notifier": r.notifier,
+                    "status": if r.state == crate::store::AlertState::Firing { "firing" } else { "resolved" },
+                    "kind": r.kind.as_str(),
+                    "at": rfc(r.at),
+                    "attempts": r.attempts,
+                    "error": r.last_error,
+                })
+            })
+            .collect();
+        let failed_total: u64 = summary.by_notifier.values().map(|c| c.failed).sum();
+        Ok(json!({
+            "notifiers": notifiers,
+            "failed_total": failed_total,
+            "recent_failures": failed,
+        }))
+    }
 }

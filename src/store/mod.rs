@@ -131,15 +131,81 @@ pub struct Transition {
     pub notifiers: Vec<String>,
 }
 
+/// Why a page exists: the transition itself, a `repeat_interval`
+/// reminder, or an `escalate` step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PageKind {
+    Page,
+    Reminder,
+    Escalation,
+}
+
+impl PageKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PageKind::Page => "page",
+            PageKind::Reminder => "reminder",
+            PageKind::Escalation => "escalation",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct OutboxRow {
     pub id: i64,
+    /// Idempotency key / webhook-id / Message-ID of this page: the same on
+    /// every retry, never reused by another page.
+    pub page_key: String,
     pub stream: String,
     pub notifier: String,
     pub state: AlertState,
+    /// When the transition happened (or the reminder/escalation was due).
     pub at: DateTime<Utc>,
     pub reason: String,
     pub created_at: DateTime<Utc>,
+    pub kind: PageKind,
+    /// Stable per alert episode: firing and resolved pages share it.
+    pub alert_id: String,
+    /// When this episode started firing.
+    pub started_at: Option<DateTime<Utc>>,
+    /// The last event (or start of watching) the silence is counted from.
+    pub silent_since: Option<DateTime<Utc>>,
+    pub attempts: u32,
+    pub first_attempt_at: Option<DateTime<Utc>>,
+    pub next_attempt_at: Option<DateTime<Utc>>,
+    /// Redacted reason of the last failed attempt.
+    pub last_error: Option<String>,
+}
+
+/// Outcome of one delivery attempt, as persisted.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Attempt {
+    Delivered {
+        at: DateTime<Utc>,
+    },
+    Retry {
+        at: DateTime<Utc>,
+        next: DateTime<Utc>,
+        error: String,
+    },
+    Failed {
+        at: DateTime<Utc>,
+        error: String,
+    },
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NotifierCounts {
+    pub pending: u64,
+    pub delivered: u64,
+    pub failed: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OutboxSummary {
+    pub by_notifier: std::collections::BTreeMap<String, NotifierCounts>,
+    /// Newest first.
+    pub recent_failures: Vec<OutboxRow>,
 }
 
 /// Counters the writer updates and handles read, for tests and metrics.
@@ -224,6 +290,36 @@ impl Store {
     /// its first done time, and an unknown id is a no-op.
     pub async fn mark_outbox_done(&self, id: i64, at: DateTime<Utc>) -> Result<(), StoreError> {
         self.call(move |c| ops::mark_outbox_done(c, id, at)).await
+    }
+
+    /// Records one delivery attempt's outcome on a pending outbox row.
+    pub async fn record_attempt(&self, id: i64, attempt: Attempt) -> Result<(), StoreError> {
+        self.call(move |c| ops::record_attempt(c, id, &attempt))
+            .await
+    }
+
+    /// Queues reminder or escalation pages for the stream's current firing
+    /// episode; Ok(false) if it is no longer firing.
+    pub async fn enqueue_extra(
+        &self,
+        stream: String,
+        kind: PageKind,
+        notifiers: Vec<String>,
+        at: DateTime<Utc>,
+        reason: String,
+    ) -> Result<bool, StoreError> {
+        self.call(move |c| ops::enqueue_extra(c, &stream, kind, &notifiers, at, &reason))
+            .await
+    }
+
+    /// Counts per notifier and the newest failed pages.
+    pub async fn outbox_summary(&self) -> Result<OutboxSummary, StoreError> {
+        self.call(|c| ops::outbox_summary(c, 20)).await
+    }
+
+    /// Delivered firing pages of episodes still firing (for re-posting).
+    pub async fn active_firing_pages(&self) -> Result<Vec<OutboxRow>, StoreError> {
+        self.call(ops::active_firing_pages).await
     }
 
     /// Delete seen_deliveries older than `before` (callers pass now - 7

@@ -9,7 +9,10 @@ use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSqlOutput, ValueRe
 use rusqlite::{params, Connection, OptionalExtension, Row, ToSql};
 use sha2::{Digest, Sha256};
 
-use super::{AlertState, EventOutcome, NewEvent, OutboxRow, StoreError, StreamRow, Transition};
+use super::{
+    AlertState, Attempt, EventOutcome, NewEvent, OutboxRow, OutboxSummary, PageKind, StoreError,
+    StreamRow, Transition,
+};
 
 const STREAM_COLUMNS: &str = "name, watch_started_at, last_arrival_at, newest_event_at, \
      last_event_type, last_event_id, alert_state, firing_since, cleared_at";
@@ -72,16 +75,112 @@ fn stream_from_row(row: &Row<'_>) -> rusqlite::Result<StreamRow> {
     })
 }
 
+const OUTBOX_COLUMNS: &str = "o.id, o.stream, o.notifier, o.alert_state, o.at, o.reason, \
+     o.created_at, o.page_kind, o.alert_id, o.started_at, o.silent_since, o.attempts, \
+     o.first_attempt_at, o.next_attempt_at, o.last_error, \
+     (SELECT value FROM meta WHERE key = 'salt')";
+
 fn outbox_from_row(row: &Row<'_>) -> rusqlite::Result<OutboxRow> {
+    let id: i64 = row.get(0)?;
+    let stream: String = row.get(1)?;
+    let at = time_at(row, 4)?;
+    let salt: String = row.get(15)?;
+    let started_at = opt_time_at(row, 9)?;
+    let alert_id: Option<String> = row.get(8)?;
+    // Rows written before v3 carry no alert id: derive one from what they
+    // have, stable across restarts.
+    let alert_id =
+        alert_id.unwrap_or_else(|| alert_id_for(&salt, &stream, started_at.unwrap_or(at)));
+    let attempts: i64 = row.get(11)?;
     Ok(OutboxRow {
-        id: row.get(0)?,
-        stream: row.get(1)?,
+        id,
+        page_key: page_key_for(&salt, id),
+        stream,
         notifier: row.get(2)?,
         state: row.get(3)?,
-        at: time_at(row, 4)?,
+        at,
         reason: row.get(5)?,
         created_at: time_at(row, 6)?,
+        kind: row.get(7)?,
+        alert_id,
+        started_at,
+        silent_since: opt_time_at(row, 10)?,
+        attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
+        first_attempt_at: opt_time_at(row, 12)?,
+        next_attempt_at: opt_time_at(row, 13)?,
+        last_error: row.get(14)?,
     })
+}
+
+impl ToSql for PageKind {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(ToSqlOutput::from(self.as_str()))
+    }
+}
+
+impl FromSql for PageKind {
+    fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+        match value.as_str()? {
+            "page" => Ok(PageKind::Page),
+            "reminder" => Ok(PageKind::Reminder),
+            "escalation" => Ok(PageKind::Escalation),
+            other => Err(FromSqlError::Other(
+                format!("unknown page kind {other:?}").into(),
+            )),
+        }
+    }
+}
+
+fn hex32(parts: &[&[u8]]) -> String {
+    let mut h = Sha256::new();
+    for p in parts {
+        h.update((p.len() as u64).to_be_bytes());
+        h.update(p);
+    }
+    let digest = h.finalize();
+    let mut hex = String::with_capacity(32);
+    for byte in &digest[..16] {
+        let _ = write!(hex, "{byte:02x}");
+    }
+    hex
+}
+
+/// UUID-shaped text from 32 hex digits.
+fn uuid_like(hex: &str) -> String {
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
+}
+
+/// The idempotency key of one page: the same for every retry of it (it
+/// depends only on the row id and the database's salt), and never reused
+/// by another page, even in a recreated database (new salt).
+pub(super) fn page_key_for(salt: &str, id: i64) -> String {
+    format!(
+        "hw-{}",
+        uuid_like(&hex32(&[b"page", salt.as_bytes(), &id.to_be_bytes()]))
+    )
+}
+
+/// The id of one alert episode, shared by its firing and resolved pages
+/// (PagerDuty dedup_key, webhook alert.id, Alertmanager label).
+pub(super) fn alert_id_for(salt: &str, stream: &str, started_at: DateTime<Utc>) -> String {
+    uuid_like(&hex32(&[
+        b"alert",
+        salt.as_bytes(),
+        stream.as_bytes(),
+        &millis(started_at).to_be_bytes(),
+    ]))
+}
+
+fn salt(conn: &Connection) -> rusqlite::Result<String> {
+    conn.prepare_cached("SELECT value FROM meta WHERE key = 'salt'")?
+        .query_row([], |row| row.get(0))
 }
 
 /// Dedup key: the stream is part of the hash so equal ids from different
@@ -275,9 +374,22 @@ fn insert_outbox(
     notifier: &str,
     created_at: DateTime<Utc>,
 ) -> rusqlite::Result<()> {
+    // Runs after set_alert_state, so firing_since is this episode's start
+    // for both the firing and the resolving transition.
+    let (started_at, silent_since): (Option<i64>, i64) = conn
+        .prepare_cached(
+            "SELECT firing_since, coalesce(last_arrival_at, watch_started_at)
+             FROM streams WHERE name = ?1",
+        )?
+        .query_row([&t.stream], |row| Ok((row.get(0)?, row.get(1)?)))?;
+    let started = started_at
+        .and_then(DateTime::from_timestamp_millis)
+        .unwrap_or(t.at);
+    let alert_id = alert_id_for(&salt(conn)?, &t.stream, started);
     conn.prepare_cached(
-        "INSERT INTO outbox (stream, notifier, alert_state, at, reason, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        "INSERT INTO outbox (stream, notifier, alert_state, at, reason, created_at,
+                             page_kind, alert_id, started_at, silent_since)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'page', ?7, ?8, ?9)",
     )?
     .execute(params![
         t.stream,
@@ -286,8 +398,143 @@ fn insert_outbox(
         millis(t.at),
         t.reason,
         millis(created_at),
+        alert_id,
+        millis(started),
+        silent_since,
     ])?;
     Ok(())
+}
+
+/// Queues extra pages (reminders, escalations) for the stream's current
+/// firing episode. Returns false, writing nothing, if the stream is not
+/// firing any more (the resolve won the race).
+pub(super) fn enqueue_extra(
+    conn: &Connection,
+    stream: &str,
+    kind: PageKind,
+    notifiers: &[String],
+    at: DateTime<Utc>,
+    reason: &str,
+) -> Result<bool, StoreError> {
+    let row: Option<(AlertState, Option<i64>, i64)> = conn
+        .query_row(
+            "SELECT alert_state, firing_since, coalesce(last_arrival_at, watch_started_at)
+             FROM streams WHERE name = ?1",
+            [stream],
+            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+        )
+        .optional()?;
+    let Some((AlertState::Firing, Some(started), silent_since)) = row else {
+        return Ok(false);
+    };
+    let started_at = DateTime::from_timestamp_millis(started).unwrap_or(at);
+    let alert_id = alert_id_for(&salt(conn)?, stream, started_at);
+    for notifier in notifiers {
+        conn.prepare_cached(
+            "INSERT INTO outbox (stream, notifier, alert_state, at, reason, created_at,
+                                 page_kind, alert_id, started_at, silent_since)
+             VALUES (?1, ?2, 'firing', ?3, ?4, ?3, ?5, ?6, ?7, ?8)",
+        )?
+        .execute(params![
+            stream,
+            notifier,
+            millis(at),
+            reason,
+            kind,
+            alert_id,
+            started,
+            silent_since,
+        ])?;
+    }
+    Ok(true)
+}
+
+/// Records the outcome of one delivery attempt on a pending row.
+pub(super) fn record_attempt(
+    conn: &Connection,
+    id: i64,
+    attempt: &Attempt,
+) -> Result<(), StoreError> {
+    match attempt {
+        Attempt::Delivered { at } => conn.execute(
+            "UPDATE outbox SET attempts = attempts + 1,
+                 first_attempt_at = coalesce(first_attempt_at, ?2),
+                 status = 'done', outcome = 'delivered', done_at = ?2,
+                 next_attempt_at = NULL, last_error = NULL
+             WHERE id = ?1 AND status = 'pending'",
+            params![id, millis(*at)],
+        )?,
+        Attempt::Retry { at, next, error } => conn.execute(
+            "UPDATE outbox SET attempts = attempts + 1,
+                 first_attempt_at = coalesce(first_attempt_at, ?2),
+                 next_attempt_at = ?3, last_error = ?4
+             WHERE id = ?1 AND status = 'pending'",
+            params![id, millis(*at), millis(*next), error],
+        )?,
+        Attempt::Failed { at, error } => conn.execute(
+            "UPDATE outbox SET attempts = attempts + 1,
+                 first_attempt_at = coalesce(first_attempt_at, ?2),
+                 status = 'done', outcome = 'failed', done_at = ?2,
+                 next_attempt_at = NULL, last_error = ?3
+             WHERE id = ?1 AND status = 'pending'",
+            params![id, millis(*at), error],
+        )?,
+    };
+    Ok(())
+}
+
+/// What /v1/status shows about notifications.
+pub(super) fn outbox_summary(
+    conn: &Connection,
+    failed_limit: usize,
+) -> Result<OutboxSummary, StoreError> {
+    let mut summary = OutboxSummary::default();
+    let mut stmt = conn.prepare_cached(
+        "SELECT notifier, coalesce(outcome, 'pending'), count(*) FROM outbox GROUP BY 1, 2",
+    )?;
+    let counts = stmt.query_map([], |row| {
+        Ok((
+            row.get::<_, String>(0)?,
+            row.get::<_, String>(1)?,
+            row.get::<_, i64>(2)?,
+        ))
+    })?;
+    for c in counts {
+        let (notifier, outcome, n) = c?;
+        let n = u64::try_from(n).unwrap_or(0);
+        let entry = summary.by_notifier.entry(notifier).or_default();
+        match outcome.as_str() {
+            "delivered" => entry.delivered = n,
+            "failed" => entry.failed = n,
+            _ => entry.pending = n,
+        }
+    }
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {OUTBOX_COLUMNS} FROM outbox o WHERE o.outcome = 'failed'
+         ORDER BY o.done_at DESC, o.id DESC LIMIT ?1"
+    ))?;
+    summary.recent_failures = stmt
+        .query_map([failed_limit as i64], outbox_from_row)?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(summary)
+}
+
+/// The newest delivered firing page per (stream, notifier) whose stream is
+/// still firing in that same episode: what an Alertmanager needs re-posted.
+pub(super) fn active_firing_pages(conn: &Connection) -> Result<Vec<OutboxRow>, StoreError> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {OUTBOX_COLUMNS} FROM outbox o JOIN streams s ON s.name = o.stream
+         WHERE s.alert_state = 'firing' AND o.alert_state = 'firing'
+           AND o.outcome = 'delivered' AND o.started_at = s.firing_since
+           AND o.id = (SELECT max(o2.id) FROM outbox o2
+                       WHERE o2.stream = o.stream AND o2.notifier = o.notifier
+                         AND o2.outcome = 'delivered')
+         ORDER BY o.id"
+    ))?;
+    let rows = stmt
+        .query_map([], outbox_from_row)?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(rows)
 }
 
 pub(super) fn streams(conn: &Connection) -> Result<Vec<StreamRow>, StoreError> {
@@ -301,10 +548,9 @@ pub(super) fn streams(conn: &Connection) -> Result<Vec<StreamRow>, StoreError> {
 }
 
 pub(super) fn pending_outbox(conn: &Connection) -> Result<Vec<OutboxRow>, StoreError> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT id, stream, notifier, alert_state, at, reason, created_at
-         FROM outbox WHERE status = 'pending' ORDER BY id",
-    )?;
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {OUTBOX_COLUMNS} FROM outbox o WHERE o.status = 'pending' ORDER BY o.id"
+    ))?;
     let rows = stmt
         .query_map([], outbox_from_row)?
         .collect::<rusqlite::Result<_>>()?;
@@ -317,7 +563,8 @@ pub(super) fn mark_outbox_done(
     at: DateTime<Utc>,
 ) -> Result<(), StoreError> {
     conn.execute(
-        "UPDATE outbox SET status = 'done', done_at = ?2 WHERE id = ?1 AND status = 'pending'",
+        "UPDATE outbox SET status = 'done', outcome = 'delivered', done_at = ?2
+         WHERE id = ?1 AND status = 'pending'",
         params![id, millis(at)],
     )?;
     Ok(())

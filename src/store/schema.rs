@@ -18,6 +18,9 @@ use super::StoreError;
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// v1: event tracking. v2: alert state, notification outbox, readiness probe.
+/// v3: delivery bookkeeping on the outbox (attempts, backoff, outcome, the
+/// alert episode id and what the page says) plus a per-database random
+/// salt, so page keys never repeat even if the file is recreated.
 pub(super) const MIGRATIONS: &[&str] = &[
     // v1
     "CREATE TABLE streams (
@@ -66,6 +69,25 @@ pub(super) const MIGRATIONS: &[&str] = &[
         id INTEGER PRIMARY KEY CHECK (id = 1),
         at INTEGER NOT NULL
     );",
+    // v3
+    "CREATE TABLE meta (
+        key   TEXT PRIMARY KEY NOT NULL,
+        value TEXT NOT NULL
+    );
+    INSERT INTO meta (key, value) VALUES ('salt', lower(hex(randomblob(16))));
+    ALTER TABLE outbox ADD COLUMN page_kind TEXT NOT NULL DEFAULT 'page'
+        CHECK (page_kind IN ('page', 'reminder', 'escalation'));
+    ALTER TABLE outbox ADD COLUMN alert_id TEXT;
+    ALTER TABLE outbox ADD COLUMN started_at INTEGER;
+    ALTER TABLE outbox ADD COLUMN silent_since INTEGER;
+    ALTER TABLE outbox ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE outbox ADD COLUMN first_attempt_at INTEGER;
+    ALTER TABLE outbox ADD COLUMN next_attempt_at INTEGER;
+    ALTER TABLE outbox ADD COLUMN last_error TEXT;
+    ALTER TABLE outbox ADD COLUMN outcome TEXT
+        CHECK (outcome IS NULL OR outcome IN ('delivered', 'failed'));
+    UPDATE outbox SET outcome = 'delivered' WHERE status = 'done';
+    CREATE INDEX outbox_by_outcome ON outbox(outcome, done_at);",
 ];
 
 /// The schema version this binary writes.

@@ -633,7 +633,7 @@ async fn v1_file_is_migrated_keeping_its_data() {
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
     assert_eq!(version, binary_version());
-    assert_eq!(version, 2);
+    assert_eq!(version, 3);
 }
 
 #[tokio::test]
@@ -760,6 +760,186 @@ async fn throughput_10k_events_from_16_tasks() {
         "10000 events, 16 tasks: {:.2?}, {:.0} events/s, {commits} commits",
         elapsed,
         10_000.0 / elapsed.as_secs_f64()
+    );
+    store.close().await.unwrap();
+}
+
+// ---- v3: delivery bookkeeping ----
+
+#[tokio::test]
+async fn page_keys_are_stable_unique_and_alert_ids_span_an_episode() {
+    let (_dir, path) = temp_db();
+    let store = open(&path);
+    store.watch_streams(names(&["a"]), at(0)).await.unwrap();
+    let fire = transition(AlertState::Firing, 1_000, &["slack", "pager"]);
+    store.record_transition(fire).await.unwrap();
+    let clear = transition(AlertState::Ok, 3_000, &["slack", "pager"]);
+    store.record_transition(clear).await.unwrap();
+    let again = transition(AlertState::Firing, 5_000, &["slack"]);
+    store.record_transition(again).await.unwrap();
+    let rows = store.pending_outbox().await.unwrap();
+    assert_eq!(rows.len(), 5);
+    let keys: std::collections::BTreeSet<&str> = rows.iter().map(|r| r.page_key.as_str()).collect();
+    assert_eq!(keys.len(), 5, "every page has its own key");
+    assert!(rows.iter().all(|r| r.page_key.starts_with("hw-")));
+    // Firing and resolved pages of one episode share the alert id; the next
+    // episode gets a new one.
+    assert_eq!(rows[0].alert_id, rows[2].alert_id);
+    assert_eq!(rows[1].alert_id, rows[3].alert_id);
+    assert_eq!(rows[0].alert_id, rows[1].alert_id);
+    assert_ne!(rows[4].alert_id, rows[0].alert_id);
+    assert_eq!(rows[2].started_at, Some(at(1_000)));
+    assert_eq!(rows[0].silent_since, Some(at(0)));
+    assert_eq!(rows[0].kind, PageKind::Page);
+    store.close().await.unwrap();
+
+    // Same keys after reopening.
+    let store = open(&path);
+    let again = store.pending_outbox().await.unwrap();
+    assert_eq!(again, rows);
+    store.close().await.unwrap();
+
+    // A recreated database never reuses a key (new salt).
+    std::fs::remove_file(&path).unwrap();
+    let store = open(&path);
+    store.watch_streams(names(&["a"]), at(0)).await.unwrap();
+    store
+        .record_transition(transition(AlertState::Firing, 1_000, &["slack"]))
+        .await
+        .unwrap();
+    let fresh = store.pending_outbox().await.unwrap();
+    assert_eq!(fresh[0].id, rows[0].id);
+    assert_ne!(fresh[0].page_key, rows[0].page_key);
+    assert_ne!(fresh[0].alert_id, rows[0].alert_id);
+    store.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn attempts_are_recorded_and_summarised() {
+    let (_dir, path) = temp_db();
+    let store = open(&path);
+    store.watch_streams(names(&["a"]), at(0)).await.unwrap();
+    store
+        .record_transition(transition(AlertState::Firing, 1_000, &["n1", "n2"]))
+        .await
+        .unwrap();
+    let rows = store.pending_outbox().await.unwrap();
+    let retry = Attempt::Retry {
+        at: at(2_000),
+        next: at(7_000),
+        error: "HTTP 503".into(),
+    };
+    store.record_attempt(rows[0].id, retry).await.unwrap();
+    let after = store.pending_outbox().await.unwrap();
+    assert_eq!(after[0].attempts, 1);
+    assert_eq!(after[0].first_attempt_at, Some(at(2_000)));
+    assert_eq!(after[0].next_attempt_at, Some(at(7_000)));
+    assert_eq!(after[0].last_error.as_deref(), Some("HTTP 503"));
+    assert_eq!(after[0].page_key, rows[0].page_key);
+    store
+        .record_attempt(rows[0].id, Attempt::Delivered { at: at(8_000) })
+        .await
+        .unwrap();
+    store
+        .record_attempt(
+            rows[1].id,
+            Attempt::Failed {
+                at: at(9_000),
+                error: "HTTP 404".into(),
+            },
+        )
+        .await
+        .unwrap();
+    // A late duplicate result for a finished row changes nothing.
+    store
+        .record_attempt(rows[1].id, Attempt::Delivered { at: at(9_500) })
+        .await
+        .unwrap();
+    assert!(store.pending_outbox().await.unwrap().is_empty());
+    let summary = store.outbox_summary().await.unwrap();
+    assert_eq!(summary.by_notifier["n1"].delivered, 1);
+    assert_eq!(summary.by_notifier["n2"].failed, 1);
+    assert_eq!(summary.recent_failures.len(), 1);
+    assert_eq!(
+        summary.recent_failures[0].last_error.as_deref(),
+        Some("HTTP 404")
+    );
+    assert_eq!(summary.recent_failures[0].attempts, 1);
+    let active = store.active_firing_pages().await.unwrap();
+    assert_eq!(active.len(), 1);
+    assert_eq!(active[0].notifier, "n1");
+    store.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn extra_pages_only_while_firing() {
+    let (_dir, path) = temp_db();
+    let store = open(&path);
+    store.watch_streams(names(&["a"]), at(0)).await.unwrap();
+    let queued = store
+        .enqueue_extra(
+            "a".into(),
+            PageKind::Reminder,
+            names(&["n"]),
+            at(1),
+            "r".into(),
+        )
+        .await
+        .unwrap();
+    assert!(!queued);
+    store
+        .record_transition(transition(AlertState::Firing, 1_000, &["n"]))
+        .await
+        .unwrap();
+    let queued = store
+        .enqueue_extra(
+            "a".into(),
+            PageKind::Escalation,
+            names(&["boss"]),
+            at(9_000),
+            "e".into(),
+        )
+        .await
+        .unwrap();
+    assert!(queued);
+    let rows = store.pending_outbox().await.unwrap();
+    assert_eq!(rows[1].kind, PageKind::Escalation);
+    assert_eq!(rows[1].alert_id, rows[0].alert_id);
+    assert_eq!(rows[1].state, AlertState::Firing);
+    assert_ne!(rows[1].page_key, rows[0].page_key);
+    store.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn v2_pending_pages_survive_the_v3_migration() {
+    let (_dir, path) = temp_db();
+    {
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch(V1_SCHEMA).unwrap();
+        conn.execute_batch(super::schema::MIGRATIONS[1]).unwrap();
+        conn.execute_batch(
+            "PRAGMA user_version = 2;
+             INSERT INTO streams (name, watch_started_at, alert_state, firing_since)
+                 VALUES ('a', 0, 'firing', 1000);
+             INSERT INTO outbox (stream, notifier, alert_state, at, reason, created_at)
+                 VALUES ('a', 'n', 'firing', 1000, 'old', 1000);
+             INSERT INTO outbox (stream, notifier, alert_state, at, reason, created_at, status, done_at)
+                 VALUES ('a', 'n', 'firing', 900, 'older', 900, 'done', 950);",
+        )
+        .unwrap();
+    }
+    let store = open(&path);
+    let rows = store.pending_outbox().await.unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].reason, "old");
+    assert_eq!(rows[0].attempts, 0);
+    let key = rows[0].page_key.clone();
+    store.close().await.unwrap();
+    let store = open(&path);
+    assert_eq!(store.pending_outbox().await.unwrap()[0].page_key, key);
+    assert_eq!(
+        store.outbox_summary().await.unwrap().by_notifier["n"].delivered,
+        1
     );
     store.close().await.unwrap();
 }

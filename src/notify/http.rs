@@ -1,0 +1,134 @@
+//! The one HTTP client every HTTP notifier uses: a POST with a hard
+//! timeout around the whole exchange, classified into an `Outcome`.
+//!
+//! hyper-util's legacy client with hyper-rustls (webpki roots, ring): the
+//! server side already uses hyper, so this adds only a TLS connector.
+//! Connections are not pooled: pages are rare, and a fresh connection per
+//! attempt means a half-closed pooled socket can never turn a good attempt
+//! into an ambiguous one.
+
+use super::{redact_url, retry, Outcome};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::header::{HeaderName, HeaderValue, CONTENT_TYPE, USER_AGENT};
+use hyper::{Method, Request};
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use std::time::Duration;
+
+/// How much of a response body is read (and at most 200 chars shown).
+const MAX_RESPONSE: usize = 64 * 1024;
+
+pub struct Client {
+    inner: hyper_util::client::legacy::Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+}
+
+impl Default for Client {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Client {
+    pub fn new() -> Client {
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        http.set_connect_timeout(Some(Duration::from_secs(10)));
+        // rustls' default provider: only the `ring` backend is compiled in.
+        let https = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_webpki_roots()
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(http);
+        let inner = hyper_util::client::legacy::Client::builder(TokioExecutor::new())
+            .pool_max_idle_per_host(0)
+            .build(https);
+        Client { inner }
+    }
+
+    /// POSTs `body` as JSON to `url` and classifies the answer. Errors name
+    /// the URL only as `scheme://host:port`.
+    pub async fn post_json(
+        &self,
+        url: &str,
+        headers: &[(&str, String)],
+        body: Vec<u8>,
+        timeout: Duration,
+    ) -> Outcome {
+        let shown = redact_url(url);
+        let mut req = Request::builder()
+            .method(Method::POST)
+            .uri(url)
+            .header(CONTENT_TYPE, "application/json")
+            .header(USER_AGENT, concat!("hushwatch/", env!("CARGO_PKG_VERSION")));
+        for (name, value) in headers {
+            let (Ok(n), Ok(v)) = (
+                HeaderName::from_bytes(name.as_bytes()),
+                HeaderValue::from_str(value),
+            ) else {
+                return Outcome::Permanent {
+                    reason: format!("invalid header {name} for {shown}"),
+                };
+            };
+            req = req.header(n, v);
+        }
+        let req = match req.body(Full::new(Bytes::from(body))) {
+            Ok(r) => r,
+            Err(_) => {
+                return Outcome::Permanent {
+                    reason: format!("invalid URL for {shown}"),
+                }
+            }
+        };
+        let exchange = async {
+            let resp = self.inner.request(req).await?;
+            let status = resp.status().as_u16();
+            let retry_after = resp
+                .headers()
+                .get(hyper::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            // The status is what counts; a body cut short is not a failure.
+            let text = match Limited::new(resp.into_body(), MAX_RESPONSE).collect().await {
+                Ok(b) => String::from_utf8_lossy(&b.to_bytes()).into_owned(),
+                Err(_) => String::new(),
+            };
+            Ok::<_, hyper_util::client::legacy::Error>((status, retry_after, text))
+        };
+        match tokio::time::timeout(timeout, exchange).await {
+            Err(_) => Outcome::retry(
+                format!(
+                    "{shown} did not answer within {}s (it may have received the page; retrying under the same key)",
+                    timeout.as_secs()
+                ),
+                true,
+            ),
+            Ok(Err(e)) => {
+                // Connect errors happen before anything was sent.
+                let ambiguous = !e.is_connect();
+                let what = if e.is_connect() {
+                    "could not connect"
+                } else {
+                    "connection closed before a response (it may have received the page; retrying under the same key)"
+                };
+                Outcome::retry(format!("{shown}: {what}"), ambiguous)
+            }
+            Ok(Ok((status, retry_after, text))) => {
+                match retry::classify_status(status, retry_after.as_deref(), &shown) {
+                    Outcome::Permanent { reason } if !text.trim().is_empty() => {
+                        Outcome::Permanent {
+                            reason: format!("{reason}: {}", snippet(&text)),
+                        }
+                    }
+                    other => other,
+                }
+            }
+        }
+    }
+}
+
+fn snippet(text: &str) -> String {
+    let one_line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    one_line.chars().take(200).collect()
+}

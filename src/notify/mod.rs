@@ -1,0 +1,277 @@
+//! Outgoing notifications: one module per notifier kind, the pure payload
+//! builders (golden-tested), the shared HTTP client and the retry policy.
+//!
+//! The contract is Alertmanager's: `send` performs exactly one attempt and
+//! classifies it as delivered, retryable or permanent; *when* to retry is
+//! decided in one place (`retry`). Every retry of a page carries the same
+//! key (`Page::key`), so a receiver can collapse an ambiguous duplicate.
+//!
+//! Secrets (SMTP credentials, routing keys, webhook secrets, URLs with
+//! tokens) never appear in an `Outcome`'s text: URLs are shown as
+//! `scheme://host:port` only and any configured secret is scrubbed.
+
+pub mod alertmanager;
+pub mod email;
+pub mod http;
+pub mod log;
+pub mod pagerduty;
+pub mod payload;
+pub mod retry;
+pub mod slack;
+pub mod webhook;
+
+use crate::config::{Config, NotifierConfig, NotifierKind};
+use crate::domain::duration::format_duration;
+use crate::store::{AlertState, OutboxRow, PageKind};
+use chrono::{DateTime, TimeDelta, Utc};
+use std::time::Duration;
+
+/// Everything a notifier needs to render one page. Built from an outbox
+/// row plus the stream's config; the same row always gives the same page
+/// (apart from `sent_at`, which is the attempt's time).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Page {
+    /// Idempotency key: identical on every retry of this page.
+    pub key: String,
+    /// Stable per alert episode (firing and resolved share it).
+    pub alert_id: String,
+    pub stream: String,
+    pub firing: bool,
+    pub kind: PageKind,
+    /// When the transition happened (or the reminder/escalation was due).
+    pub at: DateTime<Utc>,
+    pub started_at: DateTime<Utc>,
+    pub resolved_at: Option<DateTime<Utc>>,
+    pub silent_since: Option<DateTime<Utc>>,
+    pub summary: String,
+    pub severity: String,
+    pub calendar: String,
+    pub timezone: chrono_tz::Tz,
+    pub business_hours: Vec<String>,
+    pub threshold: TimeDelta,
+    pub max_silence: Option<TimeDelta>,
+    /// A `notify-test` page, clearly labelled as such.
+    pub test: bool,
+}
+
+/// Severity of every silence page (no per-stream setting yet).
+pub const SEVERITY: &str = "critical";
+/// The Alertmanager `kind` label and webhook `alert.kind`.
+pub const ALERT_KIND: &str = "silence";
+
+impl Page {
+    pub fn from_row(row: &OutboxRow, config: &Config) -> Page {
+        let stream = config.streams.get(&row.stream);
+        let (calendar, timezone, business_hours) =
+            match stream.and_then(|s| config.calendars.get(&s.calendar)) {
+                Some(c) => (
+                    c.name.clone(),
+                    c.calendar.timezone(),
+                    c.weekly_lines.clone(),
+                ),
+                None => (
+                    crate::config::ALWAYS.to_string(),
+                    chrono_tz::UTC,
+                    vec!["24x7".to_string()],
+                ),
+            };
+        let firing = row.state == AlertState::Firing;
+        Page {
+            key: row.page_key.clone(),
+            alert_id: row.alert_id.clone(),
+            stream: row.stream.clone(),
+            firing,
+            kind: row.kind,
+            at: row.at,
+            started_at: row.started_at.unwrap_or(row.at),
+            resolved_at: (!firing).then_some(row.at),
+            silent_since: row.silent_since,
+            summary: row.reason.clone(),
+            severity: SEVERITY.to_string(),
+            calendar,
+            timezone,
+            business_hours,
+            threshold: stream.map_or(TimeDelta::zero(), |s| s.policy.threshold),
+            max_silence: stream.and_then(|s| s.policy.max_silence),
+            test: false,
+        }
+    }
+
+    /// "FIRING" or "RESOLVED".
+    pub fn status_word(&self) -> &'static str {
+        if self.firing {
+            "FIRING"
+        } else {
+            "RESOLVED"
+        }
+    }
+
+    pub fn threshold_text(&self) -> String {
+        format_duration(self.threshold)
+    }
+}
+
+/// The result of one attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// 2xx (or SMTP 250): done.
+    Delivered,
+    /// 5xx, 429, timeout, connection failure. `ambiguous`: the receiver may
+    /// have got it (the retry reuses the same key so it can collapse it).
+    Retry {
+        reason: String,
+        retry_after: Option<Duration>,
+        ambiguous: bool,
+    },
+    /// Other 4xx, SMTP 5xx, invalid configuration: retrying cannot help.
+    Permanent { reason: String },
+}
+
+impl Outcome {
+    pub fn retry(reason: impl Into<String>, ambiguous: bool) -> Outcome {
+        Outcome::Retry {
+            reason: reason.into(),
+            retry_after: None,
+            ambiguous,
+        }
+    }
+
+    pub fn label(&self) -> &'static str {
+        match self {
+            Outcome::Delivered => "delivered",
+            Outcome::Retry { .. } => "retry",
+            Outcome::Permanent { .. } => "failed",
+        }
+    }
+
+    /// Removes any of `secrets` from the reason text (defence in depth:
+    /// reasons are built without secrets in the first place).
+    fn scrubbed(self, secrets: &[&str]) -> Outcome {
+        match self {
+            Outcome::Delivered => Outcome::Delivered,
+            Outcome::Retry {
+                reason,
+                retry_after,
+                ambiguous,
+            } => Outcome::Retry {
+                reason: scrub(&reason, secrets),
+                retry_after,
+                ambiguous,
+            },
+            Outcome::Permanent { reason } => Outcome::Permanent {
+                reason: scrub(&reason, secrets),
+            },
+        }
+    }
+}
+
+/// Replaces every occurrence of each non-empty secret with `<redacted>`.
+pub fn scrub(text: &str, secrets: &[&str]) -> String {
+    let mut out = text.to_string();
+    for s in secrets {
+        if s.len() >= 4 {
+            out = out.replace(s, "<redacted>");
+        }
+    }
+    out
+}
+
+/// `scheme://host:port` of a URL: no credentials, path or query (a Slack
+/// or webhook URL carries its token there).
+pub fn redact_url(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("?", url));
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host = authority.rsplit('@').next().unwrap_or("");
+    format!("{scheme}://{host}")
+}
+
+/// Shared per-process resources for sending (HTTP connection setup).
+pub struct Sender {
+    http: http::Client,
+}
+
+impl Default for Sender {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Sender {
+    pub fn new() -> Sender {
+        Sender {
+            http: http::Client::new(),
+        }
+    }
+
+    /// One delivery attempt of `page` through `notifier`.
+    pub async fn send(
+        &self,
+        notifier: &NotifierConfig,
+        page: &Page,
+        now: DateTime<Utc>,
+    ) -> Outcome {
+        let timeout = notifier
+            .policy
+            .timeout
+            .to_std()
+            .unwrap_or(Duration::from_secs(10));
+        let outcome = match &notifier.kind {
+            NotifierKind::Log => log::send(page, now),
+            NotifierKind::Webhook(c) => webhook::send(&self.http, c, page, now, timeout).await,
+            NotifierKind::PagerDuty(c) => pagerduty::send(&self.http, c, page, timeout).await,
+            NotifierKind::Slack(c) => slack::send(&self.http, c, page, timeout).await,
+            NotifierKind::Alertmanager(c) => alertmanager::send(&self.http, c, page, timeout).await,
+            NotifierKind::Email(c) => email::send(c, page, timeout).await,
+        };
+        outcome.scrubbed(&secrets_of(notifier))
+    }
+}
+
+/// Every secret a notifier holds, for scrubbing.
+pub fn secrets_of(notifier: &NotifierConfig) -> Vec<&str> {
+    match &notifier.kind {
+        NotifierKind::Log | NotifierKind::Alertmanager(_) => Vec::new(),
+        NotifierKind::Webhook(c) => vec![c.url.expose()],
+        NotifierKind::PagerDuty(c) => vec![c.routing_key.expose()],
+        NotifierKind::Slack(c) => vec![c.url.expose()],
+        NotifierKind::Email(c) => {
+            let mut v = vec![c.smtp_url.expose()];
+            if let Some(p) = &c.password {
+                v.push(p.expose());
+            }
+            if let Some(p) = email::url_password(c.smtp_url.expose()) {
+                v.push(p);
+            }
+            v
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_lose_credentials_path_and_query() {
+        assert_eq!(
+            redact_url("https://hooks.slack.com/services/T0/B0/secret"),
+            "https://hooks.slack.com"
+        );
+        assert_eq!(
+            redact_url("smtp://user:pw@mail.example:587?tls=required"),
+            "smtp://mail.example:587"
+        );
+        assert_eq!(
+            redact_url("http://127.0.0.1:9/x?token=abc"),
+            "http://127.0.0.1:9"
+        );
+    }
+
+    #[test]
+    fn scrub_removes_secrets() {
+        assert_eq!(
+            scrub("bad key R0UT1NG here", &["R0UT1NG"]),
+            "bad key <redacted> here"
+        );
+    }
+}
