@@ -393,11 +393,13 @@ fn read_stream(r: &mut Reader<'_>, path: &str, name: &str, t: &Table) -> Option<
     let notify = r.string_list(path, t, "notify", false);
     let ingest = read_ingest(r, path, t);
     let event_types = r.string_list(path, t, "event_types", false);
+    // Placeholders keep the stream in the map after a field error, so its
+    // references are still checked; any error discards the whole config.
     Some(StreamConfig {
         name: name.to_string(),
-        calendar: calendar?,
+        calendar: calendar.unwrap_or_else(|| ALWAYS.to_string()),
         policy: SilencePolicy {
-            threshold: threshold?,
+            threshold: threshold.unwrap_or_else(|| TimeDelta::hours(1)),
             max_silence,
         },
         notify,
