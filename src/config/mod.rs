@@ -698,11 +698,13 @@ fn read_stream(r: &mut Reader<'_>, path: &str, name: &str, t: &Table) -> Option<
         .opt_duration(path, t, "repeat_interval")
         .filter(|d| *d > TimeDelta::zero());
     let escalate = read_escalate(r, path, t);
+    // Placeholders keep the stream in the map after a field error, so its
+    // references are still checked; any error discards the whole config.
     Some(StreamConfig {
         name: name.to_string(),
-        calendar: calendar?,
+        calendar: calendar.unwrap_or_else(|| ALWAYS.to_string()),
         policy: SilencePolicy {
-            threshold: threshold?,
+            threshold: threshold.unwrap_or_else(|| TimeDelta::hours(1)),
             max_silence,
         },
         notify,

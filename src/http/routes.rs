@@ -43,13 +43,22 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Reply {
     }
 }
 
-/// Ready means: config loaded and the state file accepts a real write now.
+/// Ready means: config loaded, the state database accepts a write now, and
+/// its folder has room for more (SQLite can reuse WAL space for a tiny probe
+/// even on a full disk, so that alone would say "ready" too often).
 async fn readyz(app: &App) -> Reply {
-    match tokio::time::timeout(PROBE_TIMEOUT, app.store.probe()).await {
+    let dir = app.config().server.data_dir.clone();
+    let checks = async {
+        app.store.probe().await.map_err(|e| e.to_string())?;
+        tokio::task::spawn_blocking(move || headroom(&dir))
+            .await
+            .map_err(|e| e.to_string())?
+    };
+    match tokio::time::timeout(PROBE_TIMEOUT, checks).await {
         Ok(Ok(())) => reply::text(StatusCode::OK, "text/plain", "ready\n".into()),
         Ok(Err(e)) => {
             app.metrics.storage_errors.inc();
-            tracing::error!(error = %e, "readiness probe: storage is not writable");
+            tracing::error!(error = %e, "readiness probe: storage is not writable; hushwatch cannot record events");
             reply::error(StatusCode::SERVICE_UNAVAILABLE, "storage is not writable")
         }
         Err(_) => reply::error(
@@ -57,4 +66,19 @@ async fn readyz(app: &App) -> Reply {
             "storage did not answer in time",
         ),
     }
+}
+
+/// Room the data folder must have for ingest to count as healthy.
+const HEADROOM: usize = 256 * 1024;
+
+/// Writes, syncs and removes a scratch file of `HEADROOM` bytes.
+fn headroom(dir: &std::path::Path) -> Result<(), String> {
+    use std::io::Write;
+    let path = dir.join(".readyz-probe");
+    let result = std::fs::File::create(&path).and_then(|mut f| {
+        f.write_all(&vec![0u8; HEADROOM])?;
+        f.sync_all()
+    });
+    let _ = std::fs::remove_file(&path);
+    result.map_err(|e| format!("data_dir has no room for {} KiB: {e}", HEADROOM / 1024))
 }

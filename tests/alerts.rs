@@ -1,0 +1,104 @@
+//! Silence alerts driven by a controllable clock: the alert flips exactly at
+//! the threshold instant (business time), clears on the next event, and
+//! every transition leaves a page in the outbox for the stream's notifiers.
+
+mod common;
+
+use common::*;
+use std::time::Duration;
+
+const FLIP: Duration = Duration::from_secs(5);
+
+fn state(s: &InProcess) -> serde_json::Value {
+    stream_status(s.addr, "identity")
+}
+
+fn wait_state(s: &InProcess, want: &str) -> serde_json::Value {
+    wait_for(FLIP, &format!("state {want}"), || {
+        let st = state(s);
+        (st["state"] == want).then_some(st)
+    })
+}
+
+#[test]
+fn never_seen_stream_fires_on_business_time_and_clears_on_the_next_event() {
+    // Watching starts Friday 17:00 in Tokyo; 2 business hours = 1h Friday +
+    // 1h Monday, so the alert is due Monday 10:00 JST, not Friday 19:00.
+    let work = Workdir::new(&basic_config(
+        "calendar = \"tokyo\"\nsilence_threshold = \"2h\"",
+    ));
+    let s = InProcess::start(&work, utc("2026-12-04T17:00:00+09:00"));
+    let st = state(&s);
+    assert_eq!(st["fires_at"], "2026-12-07T01:00:00.000Z");
+    assert_eq!(st["watching_since"], "2026-12-04T08:00:00.000Z");
+
+    // Over the weekend nothing accrues and nothing fires.
+    s.set_time(utc("2026-12-06T23:59:59+09:00"));
+    let st = state(&s);
+    assert_eq!(st["state"], "ok");
+    assert_eq!(st["business_silence_seconds"], 3600);
+
+    // One second before the threshold: still ok.
+    s.set_time(utc("2026-12-07T09:59:59+09:00"));
+    assert_eq!(state(&s)["business_silence_seconds"], 7199);
+    assert_eq!(state(&s)["state"], "ok");
+
+    // At the threshold instant the timer fires; firing_since is exact.
+    s.set_time(utc("2026-12-07T10:00:00+09:00"));
+    let st = wait_state(&s, "firing");
+    assert_eq!(st["firing_since"], "2026-12-07T01:00:00.000Z");
+    assert_eq!(
+        metric(s.addr, r#"hushwatch_silence_alert{stream="identity"}"#),
+        1.0
+    );
+
+    // The next accepted event clears it.
+    s.set_time(utc("2026-12-07T10:30:00+09:00"));
+    let reply = post_events(
+        s.addr,
+        "identity",
+        TOKEN,
+        r#"{"type":"user.deleted","id":"u1"}"#,
+    );
+    assert_eq!(reply.status, 200);
+    let st = wait_state(&s, "ok");
+    assert_eq!(st["last_event_at"], "2026-12-07T01:30:00.000Z");
+    assert_eq!(st["fires_at"], "2026-12-07T03:30:00.000Z");
+    assert_eq!(
+        metric(s.addr, r#"hushwatch_silence_alert{stream="identity"}"#),
+        0.0
+    );
+}
+
+#[test]
+fn max_silence_backstop_fires_outside_business_hours() {
+    let work = Workdir::new(&basic_config(
+        "calendar = \"tokyo\"\nsilence_threshold = \"6h\"\nmax_silence = \"24h\"",
+    ));
+    let s = InProcess::start(&work, utc("2026-12-04T17:30:00+09:00"));
+    assert_eq!(state(&s)["reason"], "max_silence");
+    s.set_time(utc("2026-12-05T17:29:59+09:00"));
+    assert_eq!(state(&s)["state"], "ok");
+    s.set_time(utc("2026-12-05T17:30:00+09:00"));
+    let st = wait_state(&s, "firing");
+    assert_eq!(st["firing_since"], "2026-12-05T08:30:00.000Z");
+}
+
+#[test]
+fn wall_clock_jumps_neither_page_early_nor_miss_the_page() {
+    let work = Workdir::new(&basic_config(
+        "calendar = \"always\"\nsilence_threshold = \"1h\"",
+    ));
+    let s = InProcess::start(&work, utc("2026-12-01T00:00:00Z"));
+    // Back a day, then forward to just before the deadline: no page.
+    s.set_time(utc("2026-11-30T00:00:00Z"));
+    assert_eq!(state(&s)["business_silence_seconds"], 0);
+    s.set_time(utc("2026-12-01T00:59:59Z"));
+    let st = state(&s);
+    assert_eq!(st["state"], "ok");
+    assert_eq!(st["fires_at"], "2026-12-01T01:00:00.000Z");
+    // A jump far past the deadline pages once, dated at the deadline.
+    s.set_time(utc("2026-12-03T00:00:00Z"));
+    let st = wait_state(&s, "firing");
+    assert_eq!(st["firing_since"], "2026-12-01T01:00:00.000Z");
+}
