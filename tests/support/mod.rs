@@ -1,0 +1,625 @@
+//! Helpers for the notification tests: a real HTTP receiver on 127.0.0.1
+//! whose answers the test scripts (503, 429 + Retry-After, drop the
+//! connection after reading the body, hang past the client's timeout), an
+//! in-process sidecar that exposes its `App`, and starters for the real
+//! external components (aiosmtpd, prometheus-alertmanager).
+#![allow(dead_code)] // each test binary uses a different subset
+
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long any poll in these tests may take before failing.
+pub const LIMIT: Duration = Duration::from_secs(20);
+
+/// What the receiver does with the next request.
+#[derive(Debug, Clone)]
+pub enum Answer {
+    Status(u16),
+    /// Status plus extra headers, e.g. 429 with Retry-After.
+    StatusWith(u16, Vec<(&'static str, String)>),
+    /// Status with a response body.
+    StatusBody(u16, String),
+    /// Read the whole request, then close without answering (ambiguous).
+    Drop,
+    /// Read the whole request, then keep the connection open, silent.
+    Hang,
+}
+
+#[derive(Debug, Clone)]
+pub struct Received {
+    pub method: String,
+    pub path: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+    /// The status it was answered with (None: dropped or hung).
+    pub answered: Option<u16>,
+}
+
+impl Received {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).expect("JSON body")
+    }
+}
+
+/// A real HTTP/1.1 server on 127.0.0.1: answers scripted replies in order,
+/// then `200` forever; records every request.
+pub struct Receiver {
+    pub addr: SocketAddr,
+    script: Arc<Mutex<VecDeque<Answer>>>,
+    got: Arc<Mutex<Vec<Received>>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Receiver {
+    pub fn start(script: Vec<Answer>) -> Receiver {
+        Self::start_on("127.0.0.1:0", script)
+    }
+
+    /// On a specific address, e.g. one reserved with `free_port` while the
+    /// receiver was "down".
+    pub fn start_on(addr: &str, script: Vec<Answer>) -> Receiver {
+        let listener = TcpListener::bind(addr).expect("bind receiver");
+        let addr = listener.local_addr().unwrap();
+        let script = Arc::new(Mutex::new(VecDeque::from(script)));
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (s, g, st) = (script.clone(), got.clone(), stop.clone());
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                if st.load(Ordering::Relaxed) {
+                    break;
+                }
+                let Ok(conn) = conn else { continue };
+                let (s, g) = (s.clone(), g.clone());
+                std::thread::spawn(move || serve(conn, &s, &g));
+            }
+        });
+        Receiver {
+            addr,
+            script,
+            got,
+            stop,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    pub fn push(&self, answers: Vec<Answer>) {
+        self.script.lock().unwrap().extend(answers);
+    }
+
+    pub fn received(&self) -> Vec<Received> {
+        self.got.lock().unwrap().clone()
+    }
+
+    pub fn delivered(&self) -> Vec<Received> {
+        self.received()
+            .into_iter()
+            .filter(|r| r.answered.is_some_and(|s| (200..300).contains(&s)))
+            .collect()
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        // Wake the accept loop so it sees the flag.
+        let _ = TcpStream::connect(self.addr);
+    }
+}
+
+fn serve(conn: TcpStream, script: &Mutex<VecDeque<Answer>>, got: &Mutex<Vec<Received>>) {
+    let mut reader = BufReader::new(conn.try_clone().unwrap());
+    let mut line = String::new();
+    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+        return; // a wake-up connect, or the client gave up
+    }
+    let mut parts = line.split_whitespace();
+    let method = parts.next().unwrap_or("").to_string();
+    let path = parts.next().unwrap_or("").to_string();
+    let mut headers = Vec::new();
+    let mut length = 0usize;
+    loop {
+        let mut h = String::new();
+        if reader.read_line(&mut h).unwrap_or(0) == 0 {
+            return;
+        }
+        let h = h.trim_end();
+        if h.is_empty() {
+            break;
+        }
+        if let Some((n, v)) = h.split_once(':') {
+            let (n, v) = (n.trim().to_string(), v.trim().to_string());
+            if n.eq_ignore_ascii_case("content-length") {
+                length = v.parse().unwrap_or(0);
+            }
+            headers.push((n, v));
+        }
+    }
+    let mut body = vec![0u8; length];
+    if reader.read_exact(&mut body).is_err() {
+        return;
+    }
+    let answer = script
+        .lock()
+        .unwrap()
+        .pop_front()
+        .unwrap_or(Answer::Status(200));
+    let answered = match &answer {
+        Answer::Status(s) | Answer::StatusWith(s, _) | Answer::StatusBody(s, _) => Some(*s),
+        Answer::Drop | Answer::Hang => None,
+    };
+    got.lock().unwrap().push(Received {
+        method,
+        path,
+        headers,
+        body,
+        answered,
+    });
+    let mut conn = conn;
+    match answer {
+        Answer::Status(s) => reply(&mut conn, s, &[], ""),
+        Answer::StatusWith(s, h) => reply(&mut conn, s, &h, ""),
+        Answer::StatusBody(s, b) => reply(&mut conn, s, &[], &b),
+        Answer::Drop => {
+            let _ = conn.shutdown(std::net::Shutdown::Both);
+        }
+        Answer::Hang => std::thread::sleep(Duration::from_secs(30)),
+    }
+}
+
+fn reply(conn: &mut TcpStream, status: u16, headers: &[(&str, String)], body: &str) {
+    let mut text = format!(
+        "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    for (n, v) in headers {
+        text.push_str(&format!("{n}: {v}\r\n"));
+    }
+    text.push_str("\r\n");
+    text.push_str(body);
+    let _ = conn.write_all(text.as_bytes());
+    let _ = conn.flush();
+}
+
+/// A port nobody listens on (bound, then released).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Polls `check` until it returns Some, at most `LIMIT`.
+pub fn poll<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + LIMIT;
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A config with one stream `identity` (calendar `always`, 1h threshold)
+/// notifying `notify`, plus the given `[notifiers.*]` tables.
+pub fn config(notify: &[&str], stream_extra: &str, notifiers: &str) -> String {
+    let list: Vec<String> = notify.iter().map(|n| format!("{n:?}")).collect();
+    format!(
+        r#"[server]
+listen = "127.0.0.1:0"
+data_dir = "data"
+
+[calendars.tokyo]
+timezone = "Asia/Tokyo"
+weekly = ["mon-fri 09:00-18:00"]
+
+[streams.identity]
+calendar = "always"
+silence_threshold = "1h"
+notify = [{}]
+{stream_extra}
+[streams.identity.ingest]
+token = "{TOKEN}"
+
+{notifiers}
+"#,
+        list.join(", ")
+    )
+}
+
+pub const TOKEN: &str = "test-token-123";
+
+/// The sidecar in the test process, on a real socket and SQLite file, with
+/// a manual clock and access to its `App`.
+pub struct Sidecar {
+    pub clock: Arc<hushwatch::clock::ManualClock>,
+    pub running: Option<hushwatch::service::Running>,
+    pub rt: tokio::runtime::Runtime,
+}
+
+impl Sidecar {
+    pub fn start(dir: &Path, config_text: &str, now: chrono::DateTime<chrono::Utc>) -> Sidecar {
+        std::fs::write(dir.join("hushwatch.toml"), config_text).unwrap();
+        let config =
+            hushwatch::config::load(&dir.join("hushwatch.toml")).unwrap_or_else(|e| panic!("{e}"));
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let clock = Arc::new(hushwatch::clock::ManualClock::new(now));
+        let dyn_clock: Arc<dyn hushwatch::clock::Clock> = clock.clone();
+        let running = rt.block_on(async move {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            hushwatch::service::start(config, dyn_clock, listener)
+                .await
+                .unwrap()
+        });
+        Sidecar {
+            clock,
+            running: Some(running),
+            rt,
+        }
+    }
+
+    pub fn app(&self) -> &hushwatch::service::app::App {
+        &self.running.as_ref().unwrap().app
+    }
+
+    pub fn advance(&self, secs: i64) {
+        self.clock.advance(chrono::TimeDelta::seconds(secs));
+    }
+
+    pub fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        use hushwatch::clock::Clock;
+        self.clock.now()
+    }
+
+    /// Moves past the 1h threshold so `identity` fires.
+    pub fn fire(&self) {
+        self.advance(3601);
+        self.wait_state("firing");
+    }
+
+    /// Accepts one event on `identity`, which resolves a firing alert.
+    pub fn resolve(&self) {
+        let now = self.now();
+        let event = hushwatch::store::NewEvent {
+            stream: "identity".into(),
+            delivery_id: Some(format!("evt-{}", now.timestamp_millis())),
+            event_type: "user.created".into(),
+            event_time: None,
+            received_at: now,
+            feeds_clock: true,
+            body_sha256: None,
+        };
+        self.rt.block_on(self.app().ingest(vec![event])).unwrap();
+        self.wait_state("ok");
+    }
+
+    pub fn wait_state(&self, want: &str) {
+        poll(&format!("state {want}"), || {
+            let st = self.app().status();
+            (st["streams"][0]["state"] == want).then_some(())
+        });
+    }
+
+    pub fn pending(&self) -> Vec<hushwatch::store::OutboxRow> {
+        self.rt.block_on(self.app().store.pending_outbox()).unwrap()
+    }
+
+    pub fn notifications(&self) -> serde_json::Value {
+        self.rt.block_on(self.app().notifications_status()).unwrap()
+    }
+
+    pub fn metric(&self, series: &str) -> f64 {
+        let text = self.app().metrics.encode();
+        text.lines()
+            .find_map(|l| l.strip_prefix(series).and_then(|v| v.trim().parse().ok()))
+            .unwrap_or_else(|| panic!("no series {series} in\n{text}"))
+    }
+
+    /// Advances the clock a step at a time until `check` holds (each step
+    /// lets due retries run).
+    pub fn advance_until<T>(
+        &self,
+        step_secs: i64,
+        what: &str,
+        mut check: impl FnMut() -> Option<T>,
+    ) -> T {
+        poll(what, || {
+            if let Some(v) = check() {
+                return Some(v);
+            }
+            self.advance(step_secs);
+            std::thread::sleep(Duration::from_millis(30));
+            None
+        })
+    }
+
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        if let Some(running) = self.running.take() {
+            self.rt.block_on(running.shutdown());
+        }
+    }
+}
+
+impl Drop for Sidecar {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+pub fn utc(text: &str) -> chrono::DateTime<chrono::Utc> {
+    chrono::DateTime::parse_from_rfc3339(text)
+        .unwrap()
+        .with_timezone(&chrono::Utc)
+}
+
+/// A child process stopped (SIGKILL) when dropped.
+pub struct Proc(pub Child, pub String);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn missing(what: &str) -> ! {
+    panic!("{what} is missing: run scripts/test-components to install the test components")
+}
+
+/// Waits until something accepts TCP connections on `port`.
+pub fn wait_port(port: u16, proc: &mut Proc) {
+    poll(&format!("{} to listen on {port}", proc.1), || {
+        if let Ok(Some(status)) = proc.0.try_wait() {
+            panic!("{} exited early with {status}", proc.1);
+        }
+        TcpStream::connect(("127.0.0.1", port)).ok().map(|_| ())
+    });
+}
+
+/// `python3 -m aiosmtpd` with the Maildir handler, optionally with
+/// STARTTLS required (`tls` = (cert, key)).
+pub fn start_smtp(port: u16, maildir: &Path, tls: Option<(&Path, &Path)>) -> Proc {
+    let ok = Command::new("python3")
+        .args(["-c", "import aiosmtpd"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        missing("aiosmtpd (python3 -m pip install aiosmtpd)");
+    }
+    let mut cmd = Command::new("python3");
+    cmd.args(["-m", "aiosmtpd", "-n", "-l"])
+        .arg(format!("127.0.0.1:{port}"))
+        .args(["-c", "aiosmtpd.handlers.Mailbox"])
+        .arg(maildir);
+    if let Some((cert, key)) = tls {
+        cmd.arg("--tlscert").arg(cert).arg("--tlskey").arg(key);
+    }
+    let child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|_| missing("python3"));
+    let mut p = Proc(child, "aiosmtpd".into());
+    wait_port(port, &mut p);
+    p
+}
+
+/// A real Alertmanager (Debian's `prometheus-alertmanager`), single node.
+pub fn start_alertmanager(port: u16, dir: &Path) -> Proc {
+    let conf = dir.join("am.yml");
+    std::fs::write(
+        &conf,
+        "route:\n  receiver: nobody\n  group_wait: 1s\nreceivers:\n  - name: nobody\n",
+    )
+    .unwrap();
+    let child = Command::new("prometheus-alertmanager")
+        .arg(format!("--config.file={}", conf.display()))
+        .arg(format!("--storage.path={}", dir.join("am-data").display()))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .arg("--cluster.listen-address=")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|_| missing("prometheus-alertmanager"));
+    let mut p = Proc(child, "prometheus-alertmanager".into());
+    wait_port(port, &mut p);
+    p
+}
+
+/// Makes a throwaway CA and a leaf certificate for 127.0.0.1/localhost
+/// signed by it (rustls refuses a self-signed CA used as end entity).
+/// Returns (ca.pem, leaf.pem, leaf.key).
+pub fn make_certs(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+    let run = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap_or_else(|_| missing("openssl"));
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    std::fs::write(
+        dir.join("leaf.ext"),
+        "basicConstraints=CA:FALSE\nsubjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\nkeyUsage=digitalSignature,keyEncipherment\n",
+    )
+    .unwrap();
+    run(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=hushwatch test CA",
+    ]);
+    run(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "leaf.key",
+        "-out",
+        "leaf.csr",
+        "-subj",
+        "/CN=localhost",
+    ]);
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "leaf.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "leaf.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "leaf.ext",
+    ]);
+    (
+        dir.join("ca.pem"),
+        dir.join("leaf.pem"),
+        dir.join("leaf.key"),
+    )
+}
+
+/// Messages in a Maildir (`new/`), as raw text, oldest first by name.
+pub fn maildir_messages(dir: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(dir.join("new")) else {
+        return Vec::new();
+    };
+    let mut files: Vec<_> = entries.filter_map(Result::ok).map(|e| e.path()).collect();
+    files.sort_by_key(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok());
+    files
+        .into_iter()
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .collect()
+}
+
+/// A header of a raw RFC 5322 message (unfolded).
+pub fn mail_header(raw: &str, name: &str) -> Option<String> {
+    let head = raw
+        .split("\n\n")
+        .next()
+        .unwrap_or(raw)
+        .replace("\r\n", "\n");
+    let mut value: Option<String> = None;
+    for line in head.lines() {
+        if let Some(v) = value.as_mut() {
+            if line.starts_with([' ', '\t']) {
+                v.push(' ');
+                v.push_str(line.trim());
+                continue;
+            }
+            return value;
+        }
+        if let Some((n, v)) = line.split_once(':') {
+            if n.eq_ignore_ascii_case(name) {
+                value = Some(v.trim().to_string());
+            }
+        }
+    }
+    value
+}
+
+/// The real `hushwatch serve` binary as a child process (stderr collected).
+pub struct Binary {
+    pub child: Child,
+    pub stderr: Arc<Mutex<Vec<String>>>,
+}
+
+impl Binary {
+    pub fn start(config: &Path) -> Binary {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_hushwatch"))
+            .args(["serve", "--config"])
+            .arg(config)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start hushwatch");
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        let sink = stderr.clone();
+        let pipe = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                sink.lock().unwrap().push(line);
+            }
+        });
+        Binary { child, stderr }
+    }
+
+    pub fn wait_log(&mut self, needle: &str) {
+        poll(&format!("log line containing {needle:?}"), || {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!(
+                    "hushwatch exited with {status}: {:?}",
+                    self.stderr.lock().unwrap()
+                );
+            }
+            self.stderr
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|l| l.contains(needle))
+                .then_some(())
+        });
+    }
+
+    pub fn log_text(&self) -> String {
+        self.stderr.lock().unwrap().join("\n")
+    }
+
+    /// SIGKILL: no chance to flush or mark anything.
+    pub fn kill9(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for Binary {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
