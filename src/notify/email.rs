@@ -91,13 +91,6 @@ pub fn parse_smtp_url(url: &str) -> Result<SmtpUrl, String> {
     })
 }
 
-/// The password part of an smtp URL, for scrubbing.
-pub fn url_password(url: &str) -> Option<&str> {
-    let rest = url.split_once("://")?.1;
-    let userinfo = rest.split(['/', '?']).next()?.rsplit_once('@')?.0;
-    userinfo.split_once(':').map(|(_, p)| p)
-}
-
 fn percent_decode(s: &str) -> String {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
@@ -146,6 +139,7 @@ pub fn build_message(config: &EmailConfig, page: &Page) -> Result<Message, Strin
             .map_err(|_| format!("to[{i}] is not a valid address"))?;
         b = b.to(mb);
     }
+    // lettre picks 7bit or quoted-printable (long lines) by itself.
     b.body(payload::email_body(page))
         .map_err(|e| format!("cannot build the message: {e}"))
 }
@@ -230,7 +224,5 @@ mod tests {
         assert_eq!((u.tls, u.port), (TlsMode::Implicit, 465));
         assert!(parse_smtp_url("http://x").is_err());
         assert!(parse_smtp_url("smtp://x?foo=bar").is_err());
-        assert_eq!(url_password("smtp://u:hunter2@h:25"), Some("hunter2"));
-        assert_eq!(url_password("smtp://h:25"), None);
     }
 }

@@ -231,20 +231,35 @@ impl Sender {
 pub fn secrets_of(notifier: &NotifierConfig) -> Vec<&str> {
     match &notifier.kind {
         NotifierKind::Log | NotifierKind::Alertmanager(_) => Vec::new(),
-        NotifierKind::Webhook(c) => vec![c.url.expose()],
+        NotifierKind::Webhook(c) => url_secrets(c.url.expose()),
         NotifierKind::PagerDuty(c) => vec![c.routing_key.expose()],
-        NotifierKind::Slack(c) => vec![c.url.expose()],
+        NotifierKind::Slack(c) => url_secrets(c.url.expose()),
         NotifierKind::Email(c) => {
-            let mut v = vec![c.smtp_url.expose()];
+            let mut v = url_secrets(c.smtp_url.expose());
             if let Some(p) = &c.password {
                 v.push(p.expose());
-            }
-            if let Some(p) = email::url_password(c.smtp_url.expose()) {
-                v.push(p);
             }
             v
         }
     }
+}
+
+/// The parts of a URL that may carry a token: the password in its
+/// userinfo, and everything after the authority (path, query).
+pub fn url_secrets(url: &str) -> Vec<&str> {
+    let mut v = Vec::new();
+    let Some((_, rest)) = url.split_once("://") else {
+        return vec![url];
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    if let Some((userinfo, _)) = authority.rsplit_once('@') {
+        v.push(userinfo.split_once(':').map_or(userinfo, |(_, p)| p));
+    }
+    if tail.len() > 1 {
+        v.push(tail);
+    }
+    v
 }
 
 #[cfg(test)]
@@ -265,6 +280,16 @@ mod tests {
             redact_url("http://127.0.0.1:9/x?token=abc"),
             "http://127.0.0.1:9"
         );
+    }
+
+    #[test]
+    fn url_secrets_are_password_and_path() {
+        assert_eq!(
+            url_secrets("https://hooks.slack.com/services/T0/B0/x"),
+            vec!["/services/T0/B0/x"]
+        );
+        assert_eq!(url_secrets("smtp://u:pw@h:25"), vec!["pw"]);
+        assert!(url_secrets("smtp://h:25").is_empty());
     }
 
     #[test]

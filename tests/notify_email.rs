@@ -1,0 +1,265 @@
+//! Email through a real SMTP server (aiosmtpd with its Maildir handler):
+//! subject, body, a Message-ID that stays the same across retries and
+//! re-sends, threading of firing and resolved, and STARTTLS with a
+//! throwaway CA. Run scripts/test-components first.
+
+mod support;
+
+use hushwatch::notify::{email, Page};
+use support::*;
+
+const START: &str = "2026-12-01T00:00:00Z";
+
+fn email_notifier(url: &str, extra: &str) -> String {
+    format!(
+        "[notifiers.mail]\nkind = \"email\"\nsmtp_url = \"{url}\"\nfrom = \"hushwatch@example.org\"\nto = [\"oncall@example.org\", \"lead@example.org\"]\ntimeout = \"5s\"\nbackoff_initial = \"1s\"\nbackoff_max = \"10s\"\n{extra}"
+    )
+}
+
+fn body_of(raw: &str) -> String {
+    let raw = raw.replace("\r\n", "\n");
+    let body = raw
+        .split_once("\n\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    let qp = mail_header(&raw, "Content-Transfer-Encoding")
+        .is_some_and(|e| e.eq_ignore_ascii_case("quoted-printable"));
+    if !qp {
+        return body;
+    }
+    let joined = body.replace("=\n", "");
+    let bytes = joined.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'=' && i + 2 < bytes.len() {
+            if let Ok(b) = u8::from_str_radix(&joined[i + 1..i + 3], 16) {
+                out.push(b);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8(out).unwrap()
+}
+
+#[test]
+fn firing_and_resolved_mails_with_a_message_id_stable_across_retries() {
+    let dir = tempfile::tempdir().unwrap();
+    let maildir = dir.path().join("mail");
+    let port = free_port();
+    let text = config(
+        &["mail"],
+        "",
+        &email_notifier(&format!("smtp://127.0.0.1:{port}"), ""),
+    )
+    .replace("calendar = \"always\"", "calendar = \"tokyo\"");
+    // Friday 17:30 Tokyo + 1 business hour = Monday 09:30 JST.
+    let s = Sidecar::start(dir.path(), &text, utc("2026-12-04T17:30:00+09:00"));
+    s.clock.set(utc("2026-12-07T09:30:00+09:00"));
+    s.wait_state("firing");
+    // The SMTP server is down: the page is retried, its key fixed.
+    let row = poll("a failed attempt", || {
+        s.pending().into_iter().find(|r| r.attempts >= 1)
+    });
+    assert!(row
+        .last_error
+        .as_deref()
+        .unwrap()
+        .contains(&format!("smtp://127.0.0.1:{port}")));
+    let _smtp = start_smtp(port, &maildir, None);
+    s.advance_until(10, "the mail", || {
+        (maildir_messages(&maildir).len() == 1).then_some(())
+    });
+    let mails = maildir_messages(&maildir);
+    let mail = &mails[0];
+    assert_eq!(
+        mail_header(mail, "Subject").unwrap(),
+        "[FIRING] identity: no identity events for 1h of business time"
+    );
+    assert_eq!(
+        mail_header(mail, "Message-ID").unwrap(),
+        format!("<{}@hushwatch>", row.page_key)
+    );
+    assert_eq!(mail_header(mail, "From").unwrap(), "hushwatch@example.org");
+    assert!(mail_header(mail, "To")
+        .unwrap()
+        .contains("lead@example.org"));
+    assert!(mail_header(mail, "X-RcptTo")
+        .unwrap()
+        .contains("oncall@example.org"));
+    let thread = mail_header(mail, "References").unwrap();
+    assert_eq!(thread, format!("<alert-{}@hushwatch>", row.alert_id));
+    let body = body_of(mail);
+    for needle in [
+        "FIRING - identity",
+        "What is silent:  the stream \"identity\" has received no events.",
+        "Silent since:    2026-12-04 17:30 JST (Asia/Tokyo) = 2026-12-04 08:30 UTC",
+        "Firing since:    2026-12-07 09:30 JST (Asia/Tokyo) = 2026-12-07 00:30 UTC",
+        "Threshold:       1h of business time",
+        "Business hours:  mon-fri 09:00-18:00 (Asia/Tokyo, calendar \"tokyo\")",
+        "Svix message attempts",
+        "reconciliation job",
+        "provider's dashboard",
+    ] {
+        assert!(
+            body.contains(needle),
+            "missing {needle:?} in\n{body}\nRAW:\n{mail}"
+        );
+    }
+
+    s.resolve();
+    poll("the resolved mail", || {
+        (maildir_messages(&maildir).len() == 2).then_some(())
+    });
+    let resolved = &maildir_messages(&maildir)[1];
+    let subject = mail_header(resolved, "Subject").unwrap();
+    assert!(subject.starts_with("[RESOLVED] identity: "), "{subject}");
+    assert_eq!(mail_header(resolved, "References").unwrap(), thread);
+    assert_ne!(
+        mail_header(resolved, "Message-ID"),
+        mail_header(mail, "Message-ID")
+    );
+    assert!(body_of(resolved).contains("Resolved at:     2026-12-07 09:3"));
+    assert_eq!(
+        s.metric(r#"hushwatch_notifications_total{notifier="mail",outcome="delivered"}"#),
+        2.0
+    );
+}
+
+fn sample_page(key: &str) -> Page {
+    Page {
+        key: key.into(),
+        alert_id: "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0".into(),
+        stream: "identity".into(),
+        firing: true,
+        kind: hushwatch::store::PageKind::Page,
+        at: utc("2026-12-07T00:00:00Z"),
+        started_at: utc("2026-12-07T00:00:00Z"),
+        resolved_at: None,
+        silent_since: Some(utc("2026-12-04T08:00:00Z")),
+        summary: "no identity events for 6h of business time".into(),
+        severity: "critical".into(),
+        calendar: "tokyo".into(),
+        timezone: chrono_tz::Asia::Tokyo,
+        business_hours: vec!["mon-fri 09:00-18:00".into()],
+        threshold: chrono::TimeDelta::hours(6),
+        max_silence: None,
+        test: false,
+    }
+}
+
+fn email_config(
+    dir: &std::path::Path,
+    url: &str,
+    ca: Option<&std::path::Path>,
+) -> hushwatch::config::EmailConfig {
+    let extra = ca
+        .map(|p| format!("ca_file = \"{}\"\n", p.display()))
+        .unwrap_or_default();
+    let text = config(&["mail"], "", &email_notifier(url, &extra));
+    std::fs::write(dir.join("c.toml"), text).unwrap();
+    let c = hushwatch::config::load(&dir.join("c.toml")).unwrap();
+    match &c.notifiers["mail"].kind {
+        hushwatch::config::NotifierKind::Email(e) => e.clone(),
+        _ => unreachable!(),
+    }
+}
+
+#[test]
+fn a_resent_page_keeps_its_message_id_so_it_threads_as_the_same_mail() {
+    let dir = tempfile::tempdir().unwrap();
+    let maildir = dir.path().join("mail");
+    let port = free_port();
+    let _smtp = start_smtp(port, &maildir, None);
+    let cfg = email_config(dir.path(), &format!("smtp://127.0.0.1:{port}"), None);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let page = sample_page("hw-resent-page");
+    // An ambiguous attempt is re-sent whole: both copies carry one id.
+    for _ in 0..2 {
+        let out = rt.block_on(email::send(&cfg, &page, std::time::Duration::from_secs(5)));
+        assert_eq!(out, hushwatch::notify::Outcome::Delivered);
+    }
+    let mails = maildir_messages(&maildir);
+    assert_eq!(mails.len(), 2);
+    for m in &mails {
+        assert_eq!(
+            mail_header(m, "Message-ID").unwrap(),
+            "<hw-resent-page@hushwatch>"
+        );
+    }
+}
+
+#[test]
+fn starttls_with_a_private_ca() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, cert, key) = make_certs(dir.path());
+    let maildir = dir.path().join("mail");
+    let port = free_port();
+    let _smtp = start_smtp(port, &maildir, Some((&cert, &key)));
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let page = sample_page("hw-starttls");
+    let timeout = std::time::Duration::from_secs(5);
+
+    let tls = email_config(
+        dir.path(),
+        &format!("smtp://127.0.0.1:{port}?tls=required"),
+        Some(&ca),
+    );
+    let out = rt.block_on(email::send(&tls, &page, timeout));
+    assert_eq!(out, hushwatch::notify::Outcome::Delivered);
+    let mails = maildir_messages(&maildir);
+    assert_eq!(mails.len(), 1);
+    assert_eq!(
+        mail_header(&mails[0], "Message-ID").unwrap(),
+        "<hw-starttls@hushwatch>"
+    );
+
+    // Without our CA the certificate is not trusted: no mail, retried.
+    let untrusted = email_config(
+        dir.path(),
+        &format!("smtp://127.0.0.1:{port}?tls=required"),
+        None,
+    );
+    let out = rt.block_on(email::send(&untrusted, &page, timeout));
+    assert!(
+        matches!(out, hushwatch::notify::Outcome::Retry { .. }),
+        "{out:?}"
+    );
+    // Plain SMTP to a server that requires STARTTLS is refused (530):
+    // a permanent failure, not an endless retry.
+    let plain = email_config(dir.path(), &format!("smtp://127.0.0.1:{port}"), None);
+    let out = rt.block_on(email::send(&plain, &page, timeout));
+    assert!(
+        matches!(out, hushwatch::notify::Outcome::Permanent { .. }),
+        "{out:?}"
+    );
+    assert_eq!(maildir_messages(&maildir).len(), 1);
+}
+
+#[test]
+fn smtp_credentials_never_appear_in_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let cfg = email_config(
+        dir.path(),
+        &format!("smtp://mailer:Pa55w0rd-XYZ@127.0.0.1:{port}"),
+        None,
+    );
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let out = rt.block_on(email::send(
+        &cfg,
+        &sample_page("hw-x"),
+        std::time::Duration::from_secs(2),
+    ));
+    let text = format!("{out:?}");
+    assert!(
+        matches!(out, hushwatch::notify::Outcome::Retry { .. }),
+        "{text}"
+    );
+    assert!(!text.contains("Pa55w0rd-XYZ"), "{text}");
+    assert!(!text.contains("mailer"), "{text}");
+    assert!(text.contains(&format!("smtp://127.0.0.1:{port}")), "{text}");
+}
