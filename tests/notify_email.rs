@@ -8,8 +8,6 @@ mod support;
 use hushwatch::notify::{email, Page};
 use support::*;
 
-const START: &str = "2026-12-01T00:00:00Z";
-
 fn email_notifier(url: &str, extra: &str) -> String {
     format!(
         "[notifiers.mail]\nkind = \"email\"\nsmtp_url = \"{url}\"\nfrom = \"hushwatch@example.org\"\nto = [\"oncall@example.org\", \"lead@example.org\"]\ntimeout = \"5s\"\nbackoff_initial = \"1s\"\nbackoff_max = \"10s\"\n{extra}"
