@@ -1,0 +1,136 @@
+//! The Alertmanager notifier against a real `prometheus-alertmanager`
+//! (run scripts/test-components first) and, for re-posting and HA, against
+//! a real HTTP receiver standing in for cluster members.
+
+mod support;
+
+use std::io::{Read, Write};
+use support::*;
+
+fn am_notifier(urls: &[String]) -> String {
+    let list: Vec<String> = urls.iter().map(|u| format!("{u:?}")).collect();
+    format!(
+        "[notifiers.am]\nkind = \"alertmanager\"\nurls = [{}]\ntimeout = \"2s\"\nbackoff_initial = \"1s\"\nbackoff_max = \"5s\"\n",
+        list.join(", ")
+    )
+}
+
+fn http_get(port: u16, path: &str) -> String {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    text
+}
+
+/// Alerts named HushwatchSilence that Alertmanager reports as active.
+fn am_alerts(port: u16) -> Vec<serde_json::Value> {
+    let text = http_get(
+        port,
+        "/api/v2/alerts?filter=alertname%3D%22HushwatchSilence%22",
+    );
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
+    // Chunked or not, the JSON array is the part between the brackets.
+    let (start, end) = (body.find('['), body.rfind(']'));
+    match (start, end) {
+        (Some(a), Some(b)) => serde_json::from_str(&body[a..=b]).unwrap(),
+        _ => Vec::new(),
+    }
+}
+
+#[test]
+fn the_alert_appears_in_a_real_alertmanager_with_its_labels_and_resolves() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let _am = start_alertmanager(port, dir.path());
+    poll("alertmanager ready", || {
+        http_get(port, "/-/ready").contains("200 OK").then_some(())
+    });
+    let text = config(
+        &["am"],
+        "",
+        &am_notifier(&[format!("http://127.0.0.1:{port}")]),
+    );
+    // Real time matters to Alertmanager: watching began 2h ago, so the
+    // 1h threshold was crossed an hour ago and the alert fires at once.
+    let now = chrono::Utc::now();
+    let s = Sidecar::start(dir.path(), &text, now - chrono::TimeDelta::hours(2));
+    s.clock.set(now);
+    s.wait_state("firing");
+    let alert = poll("the alert in Alertmanager", || {
+        am_alerts(port).into_iter().next()
+    });
+    let labels = &alert["labels"];
+    assert_eq!(labels["alertname"], "HushwatchSilence");
+    assert_eq!(labels["stream"], "identity");
+    assert_eq!(labels["severity"], "critical");
+    assert_eq!(labels["kind"], "silence");
+    assert_eq!(alert["status"]["state"], "active");
+    assert_eq!(
+        alert["annotations"]["summary"],
+        "identity: no identity events for 1h of business time"
+    );
+    assert!(alert["annotations"]["description"]
+        .as_str()
+        .unwrap()
+        .contains("has received no events"));
+    let starts = chrono::DateTime::parse_from_rfc3339(alert["startsAt"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        starts.timestamp(),
+        (now - chrono::TimeDelta::hours(1)).timestamp()
+    );
+
+    s.clock.set(chrono::Utc::now());
+    s.resolve();
+    poll("the alert to resolve in Alertmanager", || {
+        am_alerts(port)
+            .iter()
+            .all(|a| a["status"]["state"] != "active")
+            .then_some(())
+    });
+    assert!(s.pending().is_empty());
+    assert_eq!(
+        s.metric(r#"hushwatch_notifications_total{notifier="am",outcome="delivered"}"#),
+        2.0
+    );
+}
+
+#[test]
+fn firing_alerts_are_reposted_to_every_member_until_resolved() {
+    let member = Receiver::start(vec![]);
+    let down = format!("http://127.0.0.1:{}", free_port());
+    let dir = tempfile::tempdir().unwrap();
+    let text = config(&["am"], "", &am_notifier(&[member.url(""), down]));
+    let s = Sidecar::start(dir.path(), &text, utc("2026-12-01T00:00:00Z"));
+    s.fire();
+    // One member down: the page still counts as delivered (members gossip).
+    poll("first post", || {
+        (member.delivered().len() == 1).then_some(())
+    });
+    poll("page delivered", || s.pending().is_empty().then_some(()));
+    // While firing, the alert is re-posted before resolve_timeout.
+    s.advance_until(30, "a re-post", || {
+        (member.delivered().len() >= 2).then_some(())
+    });
+    let posts = member.delivered();
+    for p in &posts {
+        assert_eq!(p.path, "/api/v2/alerts");
+        let alerts = p.json();
+        assert_eq!(alerts[0]["labels"]["stream"], "identity");
+        assert_eq!(alerts[0]["startsAt"], "2026-12-01T01:00:00.000Z");
+        assert!(alerts[0].get("endsAt").is_none());
+    }
+    s.resolve();
+    let last = poll("the resolving post", || {
+        member
+            .delivered()
+            .into_iter()
+            .find(|p| p.json()[0].get("endsAt").is_some())
+    });
+    assert_eq!(last.json()[0]["labels"], posts[0].json()[0]["labels"]);
+}
