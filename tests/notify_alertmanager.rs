@@ -113,6 +113,11 @@ fn firing_alerts_are_reposted_to_every_member_until_resolved() {
         (member.delivered().len() == 1).then_some(())
     });
     poll("page delivered", || s.pending().is_empty().then_some(()));
+    assert_eq!(
+        member.delivered().len(),
+        1,
+        "no re-post right after delivery"
+    );
     // While firing, the alert is re-posted before resolve_timeout.
     s.advance_until(30, "a re-post", || {
         (member.delivered().len() >= 2).then_some(())

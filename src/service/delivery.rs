@@ -131,6 +131,11 @@ impl Worker {
                     .with_label_values(&[name])
                     .observe(latency);
                 tracing::info!(notifier = name, stream = %row.stream, page = %row.page_key, attempts, "page delivered");
+                if matches!(notifier.kind, NotifierKind::Alertmanager(_)) {
+                    // Counts as the latest post of this alert.
+                    self.lock_reposted()
+                        .insert((row.stream.clone(), row.notifier.clone()), now);
+                }
                 (Attempt::Delivered { at: now }, "delivered")
             }
             Outcome::Retry {
