@@ -464,20 +464,15 @@ fn read_notifier(r: &mut Reader<'_>, path: &str, name: &str, t: &Table) -> Optio
     let kind = match kind_word.as_str() {
         "email" => NotifierKind::Email(read_email(r, path, t)?),
         "webhook" => {
-            let url = read_url(r, path, t, "url")?;
-            let secret = match r.opt_string(path, t, "secret") {
-                Some(s) => match SecretKey::parse(&s) {
-                    Ok(k) => Some(k),
-                    Err(e) => {
-                        r.error(&join(path, "secret"), e.to_string());
-                        return None;
-                    }
-                },
-                None => None,
-            };
+            let url = read_url(r, path, t, "url");
+            let secret = r
+                .opt_string(path, t, "secret")
+                .map(|s| SecretKey::parse(&s))
+                .transpose()
+                .map_err(|e| r.error(&join(path, "secret"), e.to_string()));
             NotifierKind::Webhook(WebhookConfig {
-                url: SecretString::new(url),
-                secret,
+                url: SecretString::new(url?),
+                secret: secret.ok()?,
             })
         }
         "pagerduty" => {

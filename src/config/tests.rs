@@ -239,3 +239,160 @@ fn holiday_files_are_read_relative_to_the_config() {
         "{errs}"
     );
 }
+
+// ---- notifiers (issue: Paging) ----
+
+const NOTIFIERS: &str = r#"
+[streams.identity]
+calendar = "always"
+silence_threshold = "6h"
+notify = ["mail", "hook", "pager", "chat", "am", "stdout"]
+repeat_interval = "4h"
+escalate = [{ after = "2h", notify = ["boss"] }, { after = "8h", notify = ["boss", "pager"] }]
+[streams.identity.ingest]
+token = "t"
+
+[notifiers.mail]
+kind = "email"
+smtp_url = "smtp://relay.example:587?tls=required"
+username = "hushwatch"
+password = "${SMTP_PASSWORD}"
+from = "hushwatch@example.org"
+to = ["oncall@example.org"]
+backoff_initial = "10s"
+backoff_max = "5m"
+give_up_after = "24h"
+timeout = "30s"
+
+[notifiers.boss]
+kind = "email"
+smtp_url = "smtps://mail.example"
+from = "hushwatch@example.org"
+to = "boss@example.org"
+
+[notifiers.hook]
+kind = "webhook"
+url = "https://hooks.example/hushwatch"
+secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+[notifiers.pager]
+kind = "pagerduty"
+routing_key = "R0UTING"
+
+[notifiers.chat]
+kind = "slack"
+url = "https://hooks.slack.com/services/T0/B0/x"
+
+[notifiers.am]
+kind = "alertmanager"
+urls = ["http://am-0:9093", "http://am-1:9093/"]
+
+[notifiers.stdout]
+kind = "log"
+"#;
+
+fn env_smtp(name: &str) -> Option<String> {
+    (name == "SMTP_PASSWORD")
+        .then(|| "pw".to_string())
+        .or_else(|| env(name))
+}
+
+#[test]
+fn every_notifier_kind_and_its_keys_parse() {
+    let c = parse(NOTIFIERS, Path::new("/etc/hw"), &env_smtp).unwrap_or_else(|e| panic!("{e}"));
+    let kinds: Vec<&str> = c.notifiers.values().map(|n| n.kind.name()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "alertmanager",
+            "email",
+            "slack",
+            "webhook",
+            "email",
+            "pagerduty",
+            "log"
+        ]
+    );
+    let mail = &c.notifiers["mail"];
+    assert_eq!(mail.policy.backoff_initial, TimeDelta::seconds(10));
+    assert_eq!(mail.policy.backoff_max, TimeDelta::minutes(5));
+    assert_eq!(mail.policy.give_up_after, TimeDelta::hours(24));
+    assert_eq!(mail.policy.timeout, TimeDelta::seconds(30));
+    match &mail.kind {
+        NotifierKind::Email(e) => {
+            assert_eq!(e.password.as_ref().unwrap().expose(), "pw");
+            assert_eq!(e.username.as_deref(), Some("hushwatch"));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(c.notifiers["hook"].policy, DeliveryPolicy::default());
+    match &c.notifiers["pager"].kind {
+        NotifierKind::PagerDuty(p) => assert_eq!(p.url, PAGERDUTY_URL),
+        other => panic!("{other:?}"),
+    }
+    let s = &c.streams["identity"];
+    assert_eq!(s.repeat_interval, Some(TimeDelta::hours(4)));
+    assert_eq!(s.escalate.len(), 2);
+    assert_eq!(s.escalate[1].after, TimeDelta::hours(8));
+    assert_eq!(s.escalate[1].notify, ["boss", "pager"]);
+    // Secrets never show in Debug output.
+    let debug = format!("{c:?}");
+    for secret in ["R0UTING", "hooks.slack.com/services", "MfKQ9r8GKYqr"] {
+        assert!(!debug.contains(secret), "{secret} in {debug}");
+    }
+}
+
+#[test]
+fn notifier_errors_name_their_key_path() {
+    let text = r##"
+[streams.s]
+calendar = "always"
+silence_threshold = "1h"
+repeat_interval = "soon"
+escalate = [{ after = "2h", notify = ["nobody"] }, { notify = [] }]
+[notifiers.pager]
+kind = "pagerduty"
+[notifiers.mail]
+kind = "email"
+smtp_url = "http://x"
+from = "nope"
+to = ["a@b.c", "bad"]
+backoff_initial = "1m"
+backoff_max = "10s"
+[notifiers.hook]
+kind = "webhook"
+url = "ftp://x"
+secret = "whsec_!!"
+timeout = "0"
+[notifiers.am]
+kind = "alertmanager"
+[notifiers.chat]
+kind = "slack"
+url = "https://hooks.slack.com/services/T0/B0/x"
+channel = "#ops"
+"##;
+    let errs = errors(text);
+    for e in [
+        "notifiers.pager.routing_key: is required",
+        "notifiers.mail.smtp_url: must start with smtp://",
+        "notifiers.mail.from: is not an email address",
+        "notifiers.mail.to[1]: is not an email address",
+        "notifiers.mail.backoff_max: must not be shorter than backoff_initial",
+        "notifiers.hook.url: must start with http:// or https://",
+        "notifiers.hook.secret: ",
+        "notifiers.hook.timeout: must be longer than zero",
+        "notifiers.am.urls: is required",
+        "notifiers.chat.channel: unknown key",
+        "streams.s.repeat_interval: ",
+        "streams.s.escalate[0].notify[0]: no notifier named \"nobody\"",
+        "streams.s.escalate[1].after: is required",
+        "streams.s.escalate[1].notify: needs at least one notifier",
+    ] {
+        assert!(
+            errs.iter().any(|got| got.starts_with(e)),
+            "missing {e:?} in {errs:#?}"
+        );
+    }
+    // Errors never echo a URL that may hold a token.
+    assert!(!errs.iter().any(|e| e.contains("hooks.slack.com")));
+}
