@@ -15,7 +15,7 @@
 use super::app::App;
 use crate::config::{Config, NotifierConfig, NotifierKind};
 use crate::notify::{alertmanager, retry, Outcome, Page, Sender};
-use crate::store::{Attempt, OutboxRow, OutboxSummary, StoreError};
+use crate::store::{AlertState, Attempt, OutboxRow, OutboxSummary, PageKind, StoreError};
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -65,6 +65,7 @@ impl Worker {
 
     /// Attempts every due page, then returns when the next one is due.
     async fn round(&self, app: &App) -> Result<Option<DateTime<Utc>>, StoreError> {
+        let extras_due = queue_extras(app, &app.config()).await?;
         loop {
             let config = app.config();
             let now = app.clock.now();
@@ -102,8 +103,11 @@ impl Worker {
                 .filter(|r| config.notifiers.contains_key(&r.notifier))
                 .filter_map(|r| r.next_attempt_at)
                 .min();
-            if let Some(repost) = self.repost_alertmanager(app, &config).await? {
-                next = Some(next.map_or(repost, |n| n.min(repost)));
+            for t in [self.repost_alertmanager(app, &config).await?, extras_due]
+                .into_iter()
+                .flatten()
+            {
+                next = Some(next.map_or(t, |n| n.min(t)));
             }
             return Ok(next);
         }
@@ -239,6 +243,76 @@ impl Worker {
     }
 }
 
+/// Queues due `repeat_interval` reminders and `escalate` steps of firing
+/// streams (both counted in business time of the stream's calendar since
+/// the alert started firing) and returns when the next one is due. Queuing
+/// is idempotent per episode and step, so calling this often is harmless,
+/// and after a restart only the latest missed reminder is sent.
+async fn queue_extras(app: &App, config: &Config) -> Result<Option<DateTime<Utc>>, StoreError> {
+    let wanted = config
+        .streams
+        .values()
+        .any(|s| s.repeat_interval.is_some() || !s.escalate.is_empty());
+    if !wanted {
+        return Ok(None);
+    }
+    let now = app.clock.now();
+    let mut next: Option<DateTime<Utc>> = None;
+    let mut later = |t: Option<DateTime<Utc>>| {
+        if let Some(t) = t {
+            next = Some(next.map_or(t, |n: DateTime<Utc>| n.min(t)));
+        }
+    };
+    for row in app.store.streams().await? {
+        let (Some(stream), Some(started)) = (config.streams.get(&row.name), row.firing_since)
+        else {
+            continue;
+        };
+        if row.alert_state != AlertState::Firing {
+            continue;
+        }
+        let calendar = config.calendar_of(stream);
+        let elapsed = calendar.business_time(started, now);
+        if let Some(every) = stream.repeat_interval {
+            let n = elapsed.num_milliseconds() / every.num_milliseconds().max(1);
+            if n >= 1 && !stream.notify.is_empty() {
+                let due = calendar.fires_at(started, every * n as i32).unwrap_or(now);
+                app.store
+                    .enqueue_extra(
+                        stream.name.clone(),
+                        PageKind::Reminder,
+                        n,
+                        stream.notify.clone(),
+                        due,
+                    )
+                    .await?;
+            }
+            let after = every.checked_mul((n + 1) as i32);
+            later(after.and_then(|a| calendar.fires_at(started, a)));
+        }
+        for (i, step) in stream.escalate.iter().enumerate() {
+            if elapsed >= step.after {
+                let due = calendar.fires_at(started, step.after).unwrap_or(now);
+                app.store
+                    .enqueue_extra(
+                        stream.name.clone(),
+                        PageKind::Escalation,
+                        i as i64,
+                        step.notify.clone(),
+                        due,
+                    )
+                    .await?;
+            } else {
+                later(calendar.fires_at(started, step.after));
+            }
+        }
+    }
+    if next.is_some_and(|t| t <= now) {
+        next = Some(now + chrono::TimeDelta::seconds(1));
+    }
+    Ok(next)
+}
+
 fn log_failed(notifier: &str, row: &OutboxRow, error: &str) {
     tracing::error!(
         notifier,
@@ -333,7 +407,7 @@ impl App {
                     "alert_id": r.alert_id,
                     "stream": r.stream,
                     "notifier": r.notifier,
-                    "status": if r.state == crate::store::AlertState::Firing { "firing" } else { "resolved" },
+                    "status": if r.state == AlertState::Firing { "firing" } else { "resolved" },
                     "kind": r.kind.as_str(),
                     "at": rfc(r.at),
                     "attempts": r.attempts,

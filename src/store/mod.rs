@@ -299,16 +299,16 @@ impl Store {
     }
 
     /// Queues reminder or escalation pages for the stream's current firing
-    /// episode; Ok(false) if it is no longer firing.
+    /// episode, once per (kind, step, notifier); returns how many were new.
     pub async fn enqueue_extra(
         &self,
         stream: String,
         kind: PageKind,
+        step: i64,
         notifiers: Vec<String>,
         at: DateTime<Utc>,
-        reason: String,
-    ) -> Result<bool, StoreError> {
-        self.call(move |c| ops::enqueue_extra(c, &stream, kind, &notifiers, at, &reason))
+    ) -> Result<usize, StoreError> {
+        self.call(move |c| ops::enqueue_extra(c, &stream, kind, step, &notifiers, at))
             .await
     }
 

@@ -347,11 +347,33 @@ pub(super) fn record_transition(
     if current == t.to {
         return Ok(false);
     }
+    let escalated = if t.to == AlertState::Ok {
+        escalated_notifiers(conn, &t.stream)?
+    } else {
+        Vec::new()
+    };
     set_alert_state(conn, t)?;
     for notifier in &t.notifiers {
         insert_outbox(conn, t, notifier, created_at)?;
     }
+    // Whoever was paged by an escalation step also hears that it resolved.
+    for notifier in escalated.iter().filter(|n| !t.notifiers.contains(n)) {
+        insert_outbox(conn, t, notifier, created_at)?;
+    }
     Ok(true)
+}
+
+/// Notifiers paged by an escalation step of the stream's current episode.
+fn escalated_notifiers(conn: &Connection, stream: &str) -> rusqlite::Result<Vec<String>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT DISTINCT o.notifier FROM outbox o JOIN streams s ON s.name = o.stream
+         WHERE o.stream = ?1 AND o.page_kind = 'escalation' AND o.started_at = s.firing_since
+         ORDER BY o.notifier",
+    )?;
+    let rows = stmt
+        .query_map([stream], |row| row.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(rows)
 }
 
 /// Firing starts a new episode; Ok closes it but keeps firing_since so the
@@ -406,16 +428,17 @@ fn insert_outbox(
 }
 
 /// Queues extra pages (reminders, escalations) for the stream's current
-/// firing episode. Returns false, writing nothing, if the stream is not
-/// firing any more (the resolve won the race).
+/// firing episode, at most once per (episode, kind, step, notifier): a
+/// repeated call is a no-op. Returns how many pages were queued (0 if the
+/// stream is not firing any more, i.e. the resolve won the race).
 pub(super) fn enqueue_extra(
     conn: &Connection,
     stream: &str,
     kind: PageKind,
+    step: i64,
     notifiers: &[String],
     at: DateTime<Utc>,
-    reason: &str,
-) -> Result<bool, StoreError> {
+) -> Result<usize, StoreError> {
     let row: Option<(AlertState, Option<i64>, i64)> = conn
         .query_row(
             "SELECT alert_state, firing_since, coalesce(last_arrival_at, watch_started_at)
@@ -425,28 +448,42 @@ pub(super) fn enqueue_extra(
         )
         .optional()?;
     let Some((AlertState::Firing, Some(started), silent_since)) = row else {
-        return Ok(false);
+        return Ok(0);
     };
     let started_at = DateTime::from_timestamp_millis(started).unwrap_or(at);
     let alert_id = alert_id_for(&salt(conn)?, stream, started_at);
+    // The page says what the episode's firing page said.
+    let reason: String = conn
+        .query_row(
+            "SELECT reason FROM outbox WHERE alert_id = ?1 AND page_kind = 'page'
+             ORDER BY id LIMIT 1",
+            [&alert_id],
+            |row| row.get(0),
+        )
+        .optional()?
+        .unwrap_or_else(|| format!("{stream} is still silent"));
+    let mut queued = 0;
     for notifier in notifiers {
-        conn.prepare_cached(
-            "INSERT INTO outbox (stream, notifier, alert_state, at, reason, created_at,
-                                 page_kind, alert_id, started_at, silent_since)
-             VALUES (?1, ?2, 'firing', ?3, ?4, ?3, ?5, ?6, ?7, ?8)",
-        )?
-        .execute(params![
-            stream,
-            notifier,
-            millis(at),
-            reason,
-            kind,
-            alert_id,
-            started,
-            silent_since,
-        ])?;
+        queued += conn
+            .prepare_cached(
+                "INSERT INTO outbox (stream, notifier, alert_state, at, reason, created_at,
+                                     page_kind, alert_id, started_at, silent_since, step)
+                 VALUES (?1, ?2, 'firing', ?3, ?4, ?3, ?5, ?6, ?7, ?8, ?9)
+                 ON CONFLICT DO NOTHING",
+            )?
+            .execute(params![
+                stream,
+                notifier,
+                millis(at),
+                reason,
+                kind,
+                alert_id,
+                started,
+                silent_since,
+                step,
+            ])?;
     }
-    Ok(true)
+    Ok(queued)
 }
 
 /// Records the outcome of one delivery attempt on a pending row.

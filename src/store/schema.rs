@@ -86,8 +86,11 @@ pub(super) const MIGRATIONS: &[&str] = &[
     ALTER TABLE outbox ADD COLUMN last_error TEXT;
     ALTER TABLE outbox ADD COLUMN outcome TEXT
         CHECK (outcome IS NULL OR outcome IN ('delivered', 'failed'));
+    ALTER TABLE outbox ADD COLUMN step INTEGER;
     UPDATE outbox SET outcome = 'delivered' WHERE status = 'done';
-    CREATE INDEX outbox_by_outcome ON outbox(outcome, done_at);",
+    CREATE INDEX outbox_by_outcome ON outbox(outcome, done_at);
+    CREATE UNIQUE INDEX outbox_extra_once ON outbox(alert_id, page_kind, step, notifier)
+        WHERE page_kind != 'page';",
 ];
 
 /// The schema version this binary writes.

@@ -872,41 +872,50 @@ async fn attempts_are_recorded_and_summarised() {
 }
 
 #[tokio::test]
-async fn extra_pages_only_while_firing() {
+async fn extra_pages_only_while_firing_and_once_per_step() {
     let (_dir, path) = temp_db();
     let store = open(&path);
     store.watch_streams(names(&["a"]), at(0)).await.unwrap();
     let queued = store
-        .enqueue_extra(
-            "a".into(),
-            PageKind::Reminder,
-            names(&["n"]),
-            at(1),
-            "r".into(),
-        )
+        .enqueue_extra("a".into(), PageKind::Reminder, 1, names(&["n"]), at(1))
         .await
         .unwrap();
-    assert!(!queued);
+    assert_eq!(queued, 0);
     store
         .record_transition(transition(AlertState::Firing, 1_000, &["n"]))
         .await
         .unwrap();
-    let queued = store
-        .enqueue_extra(
-            "a".into(),
-            PageKind::Escalation,
-            names(&["boss"]),
-            at(9_000),
-            "e".into(),
-        )
-        .await
-        .unwrap();
-    assert!(queued);
+    for _ in 0..2 {
+        store
+            .enqueue_extra(
+                "a".into(),
+                PageKind::Escalation,
+                0,
+                names(&["boss"]),
+                at(9_000),
+            )
+            .await
+            .unwrap();
+    }
     let rows = store.pending_outbox().await.unwrap();
+    assert_eq!(rows.len(), 2, "a repeated step is queued once");
     assert_eq!(rows[1].kind, PageKind::Escalation);
     assert_eq!(rows[1].alert_id, rows[0].alert_id);
     assert_eq!(rows[1].state, AlertState::Firing);
+    assert_eq!(rows[1].reason, rows[0].reason);
     assert_ne!(rows[1].page_key, rows[0].page_key);
+    // The resolve also goes to the escalation target.
+    store
+        .record_transition(transition(AlertState::Ok, 10_000, &["n"]))
+        .await
+        .unwrap();
+    let rows = store.pending_outbox().await.unwrap();
+    let resolved: Vec<&str> = rows
+        .iter()
+        .filter(|r| r.state == AlertState::Ok)
+        .map(|r| r.notifier.as_str())
+        .collect();
+    assert_eq!(resolved, ["n", "boss"]);
     store.close().await.unwrap();
 }
 
