@@ -42,6 +42,13 @@ pub enum Command {
         #[arg(long, value_name = "TIME")]
         now: Option<String>,
     },
+    /// Send one clearly labelled test page through a notifier and report the result.
+    NotifyTest {
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+        #[arg(long, value_name = "NAME")]
+        notifier: String,
+    },
     /// Run the sidecar.
     Serve {
         #[arg(long, value_name = "FILE")]
@@ -58,6 +65,7 @@ pub fn run(cli: Cli) -> ExitCode {
             last_event,
             now,
         } => commands::explain::run(&config, &stream, &last_event, now.as_deref()),
+        Command::NotifyTest { config, notifier } => commands::notify_test::run(&config, &notifier),
         Command::Serve { config } => commands::serve::run(&config),
     }
 }

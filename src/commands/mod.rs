@@ -3,6 +3,7 @@
 
 pub mod check;
 pub mod explain;
+pub mod notify_test;
 pub mod serve;
 
 use crate::cli::EXIT_CONFIG;
