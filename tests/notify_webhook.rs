@@ -197,8 +197,15 @@ fn a_permanent_error_fails_the_page_visibly_without_leaking_secrets() {
         s.metric(r#"hushwatch_notifications_total{notifier="hook",outcome="failed"}"#),
         1.0
     );
+    let over_http = s.http_status();
+    assert_eq!(over_http["notifications"]["failed_total"], 1);
+    assert_eq!(over_http["notifications"]["notifiers"]["hook"]["failed"], 1);
+    assert_eq!(
+        over_http["notifications"]["recent_failures"][0]["error"],
+        error
+    );
     // No secret anywhere an operator (or attacker) can read.
-    let status = format!("{n} {} {}", s.app().status(), s.app().metrics.encode());
+    let status = format!("{n} {over_http} {}", s.app().metrics.encode());
     for secret in [
         "T0KEN-SEKRIT",
         "sig=abcdef",

@@ -24,7 +24,9 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Reply {
                 app.metrics.encode(),
             )
         }
-        (&Method::GET, ["v1", "status"]) => reply::json(StatusCode::OK, &app.status()),
+        (&Method::GET, ["v1", "status"]) => {
+            reply::json(StatusCode::OK, &app.status_with_notifications().await)
+        }
         (&Method::POST, ["v1", "streams", stream, "webhook"]) => {
             let stream = stream.to_string();
             ingest::webhook(&app, &stream, req).await

@@ -322,6 +322,25 @@ impl Sidecar {
         });
     }
 
+    pub fn addr(&self) -> SocketAddr {
+        self.running.as_ref().unwrap().addr
+    }
+
+    /// GET /v1/status over real HTTP.
+    pub fn http_status(&self) -> serde_json::Value {
+        let mut s = TcpStream::connect(self.addr()).unwrap();
+        write!(
+            s,
+            "GET /v1/status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut text = String::new();
+        s.read_to_string(&mut text).unwrap();
+        assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+        let body = text.split_once("\r\n\r\n").unwrap().1;
+        serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"))
+    }
+
     pub fn pending(&self) -> Vec<hushwatch::store::OutboxRow> {
         self.rt.block_on(self.app().store.pending_outbox()).unwrap()
     }
