@@ -249,7 +249,7 @@ fn a_page_still_failing_after_give_up_after_is_marked_failed() {
 fn pages_survive_kill_9_and_are_delivered_once_under_the_same_key() {
     let port = free_port();
     let dir = tempfile::tempdir().unwrap();
-    let url = format!("http://127.0.0.1:{port}/hook");
+    let url = format!("http://127.0.0.1:{port}/hook/SEKRIT-PATH");
     let notifier = format!(
         "[notifiers.hook]\nkind = \"webhook\"\nurl = \"{url}\"\ntimeout = \"2s\"\nbackoff_initial = \"1s\"\nbackoff_max = \"1s\"\n"
     );
@@ -261,6 +261,7 @@ fn pages_survive_kill_9_and_are_delivered_once_under_the_same_key() {
     // 1. The receiver is down: the page is retried, then the process dies.
     let mut first = Binary::start(&path);
     first.wait_log("will retry under the same key");
+    let first_logs = first.log_text();
     first.kill9();
 
     // 2. The receiver reads the page but never answers; kill -9 mid-attempt.
@@ -282,4 +283,41 @@ fn pages_survive_kill_9_and_are_delivered_once_under_the_same_key() {
     assert_eq!(got[0].header("webhook-id"), got[1].header("webhook-id"));
     assert_eq!(got[0].json()["alert"]["id"], got[1].json()["alert"]["id"]);
     assert_eq!(got[1].json()["status"], "firing");
+    assert_eq!(got[1].path, "/hook/SEKRIT-PATH");
+    // Logs name the receiver, never its secret path.
+    let logs = third.log_text();
+    assert!(!logs.contains("SEKRIT"), "{logs}");
+    let mut logs = first_logs;
+    logs.push_str(&third.log_text());
+    assert!(logs.contains(&format!("http://127.0.0.1:{port}")), "{logs}");
+    assert!(!logs.contains("SEKRIT"), "{logs}");
+}
+
+#[test]
+fn shutdown_does_not_wait_for_a_hanging_receiver_and_the_page_survives() {
+    let recv = Receiver::start(vec![Answer::Hang]);
+    let dir = tempfile::tempdir().unwrap();
+    let text = config(
+        &["hook"],
+        "",
+        &hook(&recv.url("/hook"), "timeout = \"5m\"\n"),
+    )
+    .replace("timeout = \"1s\"\n", "");
+    let s = Sidecar::start(dir.path(), &text, utc(START));
+    s.fire();
+    poll("the attempt in flight", || {
+        (recv.received().len() == 1).then_some(())
+    });
+    // The attempt would hang for 5 minutes; shutdown must not.
+    let stopping = std::thread::spawn(move || s.stop());
+    poll("shutdown", || stopping.is_finished().then_some(()));
+    stopping.join().unwrap();
+
+    let s = Sidecar::start(dir.path(), &text, utc(START) + chrono::TimeDelta::hours(2));
+    poll("delivery after restart", || {
+        (recv.delivered().len() == 1).then_some(())
+    });
+    let got = recv.received();
+    assert_eq!(got[0].header("webhook-id"), got[1].header("webhook-id"));
+    poll("outbox empty", || s.pending().is_empty().then_some(()));
 }

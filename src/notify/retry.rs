@@ -31,9 +31,9 @@ pub fn backoff(policy: &DeliveryPolicy, key: &str, attempts: u32) -> TimeDelta {
     TimeDelta::milliseconds(half + i64::try_from(draw).unwrap_or(0))
 }
 
-/// When to retry after a retryable outcome: `Retry-After` wins when the
-/// receiver sent one (never earlier than our own backoff's lower bound is
-/// not required: the receiver knows its load best), else `backoff`.
+/// When to retry after a retryable outcome: never earlier than the
+/// receiver's `Retry-After` (it knows its load best), and never earlier
+/// than our own backoff either, so `Retry-After: 0` cannot make us spin.
 pub fn next_attempt(
     policy: &DeliveryPolicy,
     key: &str,
@@ -41,11 +41,11 @@ pub fn next_attempt(
     retry_after: Option<Duration>,
     now: DateTime<Utc>,
 ) -> DateTime<Utc> {
-    let delay = match retry_after.and_then(|d| TimeDelta::from_std(d).ok()) {
-        Some(d) => d,
-        None => backoff(policy, key, attempts),
-    };
-    now + delay
+    let ours = backoff(policy, key, attempts);
+    let theirs = retry_after
+        .and_then(|d| TimeDelta::from_std(d).ok())
+        .unwrap_or(TimeDelta::zero());
+    now + ours.max(theirs)
 }
 
 /// Classifies an HTTP status: 2xx delivered; 5xx, 408, 425 and 429
@@ -146,6 +146,9 @@ mod tests {
         let now = DateTime::from_timestamp(1_800_000_000, 0).unwrap();
         let t = next_attempt(&policy(), "k", 1, Some(Duration::from_secs(42)), now);
         assert_eq!(t - now, TimeDelta::seconds(42));
+        // Retry-After: 0 still backs off.
+        let t = next_attempt(&policy(), "k", 1, Some(Duration::ZERO), now);
+        assert!(t - now >= TimeDelta::milliseconds(2_500), "{}", t - now);
         assert!(gave_up(&policy(), now, now + TimeDelta::hours(72)));
         assert!(!gave_up(&policy(), now, now + TimeDelta::hours(71)));
     }

@@ -28,12 +28,20 @@ const STORE_RETRY: chrono::TimeDelta = chrono::TimeDelta::seconds(5);
 pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
     let worker = Worker::new();
     loop {
-        let next = match worker.round(&app).await {
-            Ok(next) => next,
-            Err(e) => {
-                tracing::error!(error = %e, "outbox delivery could not read or update the outbox; retrying");
-                Some(app.clock.now() + STORE_RETRY)
-            }
+        if *shutdown.borrow() {
+            return;
+        }
+        // A round is abandoned at shutdown, even mid-attempt: the page stays
+        // pending and is sent again after restart under the same key.
+        let next = tokio::select! {
+            r = worker.round(&app) => match r {
+                Ok(next) => next,
+                Err(e) => {
+                    tracing::error!(error = %e, "outbox delivery could not read or update the outbox; retrying");
+                    Some(app.clock.now() + STORE_RETRY)
+                }
+            },
+            _ = shutdown.changed() => return,
         };
         let sleep = async {
             match next {
