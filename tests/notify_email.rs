@@ -261,3 +261,26 @@ fn smtp_credentials_never_appear_in_errors() {
     assert!(!text.contains("mailer"), "{text}");
     assert!(text.contains(&format!("smtp://127.0.0.1:{port}")), "{text}");
 }
+
+#[test]
+fn smtps_implicit_tls_with_a_private_ca() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, cert, key) = make_certs(dir.path());
+    let maildir = dir.path().join("mail");
+    let port = free_port();
+    let _smtp = start_smtp_with(port, &maildir, Some((&cert, &key)), true);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let cfg = email_config(dir.path(), &format!("smtps://127.0.0.1:{port}"), Some(&ca));
+    let out = rt.block_on(email::send(
+        &cfg,
+        &sample_page("hw-smtps"),
+        std::time::Duration::from_secs(5),
+    ));
+    assert_eq!(out, hushwatch::notify::Outcome::Delivered);
+    let mails = maildir_messages(&maildir);
+    assert_eq!(mails.len(), 1);
+    assert_eq!(
+        mail_header(&mails[0], "Message-ID").unwrap(),
+        "<hw-smtps@hushwatch>"
+    );
+}

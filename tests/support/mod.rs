@@ -424,6 +424,17 @@ pub fn wait_port(port: u16, proc: &mut Proc) {
 /// `python3 -m aiosmtpd` with the Maildir handler, optionally with
 /// STARTTLS required (`tls` = (cert, key)).
 pub fn start_smtp(port: u16, maildir: &Path, tls: Option<(&Path, &Path)>) -> Proc {
+    start_smtp_with(port, maildir, tls, false)
+}
+
+/// Like `start_smtp`; `implicit` serves SMTPS (TLS from the first byte)
+/// with the given certificate instead of STARTTLS.
+pub fn start_smtp_with(
+    port: u16,
+    maildir: &Path,
+    tls: Option<(&Path, &Path)>,
+    implicit: bool,
+) -> Proc {
     let ok = Command::new("python3")
         .args(["-c", "import aiosmtpd"])
         .status()
@@ -437,7 +448,12 @@ pub fn start_smtp(port: u16, maildir: &Path, tls: Option<(&Path, &Path)>) -> Pro
         .args(["-c", "aiosmtpd.handlers.Mailbox"])
         .arg(maildir);
     if let Some((cert, key)) = tls {
-        cmd.arg("--tlscert").arg(cert).arg("--tlskey").arg(key);
+        let (c, k) = if implicit {
+            ("--smtpscert", "--smtpskey")
+        } else {
+            ("--tlscert", "--tlskey")
+        };
+        cmd.arg(c).arg(cert).arg(k).arg(key);
     }
     let child = cmd
         .stdout(Stdio::null())
