@@ -105,7 +105,9 @@ fn firing_alerts_are_reposted_to_every_member_until_resolved() {
     let member = Receiver::start(vec![]);
     let down = format!("http://127.0.0.1:{}", free_port());
     let dir = tempfile::tempdir().unwrap();
-    let text = config(&["am"], "", &am_notifier(&[member.url(""), down]));
+    // Credentials in the URL become Basic auth (Alertmanager behind a proxy).
+    let with_auth = format!("http://hw:pa55word@{}", member.addr);
+    let text = config(&["am"], "", &am_notifier(&[with_auth, down]));
     let s = Sidecar::start(dir.path(), &text, utc("2026-12-01T00:00:00Z"));
     s.fire();
     // One member down: the page still counts as delivered (members gossip).
@@ -125,6 +127,7 @@ fn firing_alerts_are_reposted_to_every_member_until_resolved() {
     let posts = member.delivered();
     for p in &posts {
         assert_eq!(p.path, "/api/v2/alerts");
+        assert_eq!(p.header("authorization"), Some("Basic aHc6cGE1NXdvcmQ="));
         let alerts = p.json();
         assert_eq!(alerts[0]["labels"]["stream"], "identity");
         assert_eq!(alerts[0]["startsAt"], "2026-12-01T01:00:00.000Z");
@@ -138,4 +141,6 @@ fn firing_alerts_are_reposted_to_every_member_until_resolved() {
             .find(|p| p.json()[0].get("endsAt").is_some())
     });
     assert_eq!(last.json()[0]["labels"], posts[0].json()[0]["labels"]);
+    let seen = format!("{} {}", s.notifications(), s.app().status());
+    assert!(!seen.contains("pa55word"), "{seen}");
 }

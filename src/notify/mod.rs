@@ -230,7 +230,8 @@ impl Sender {
 /// Every secret a notifier holds, for scrubbing.
 pub fn secrets_of(notifier: &NotifierConfig) -> Vec<&str> {
     match &notifier.kind {
-        NotifierKind::Log | NotifierKind::Alertmanager(_) => Vec::new(),
+        NotifierKind::Log => Vec::new(),
+        NotifierKind::Alertmanager(c) => c.urls.iter().flat_map(|u| url_secrets(u)).collect(),
         NotifierKind::Webhook(c) => url_secrets(c.url.expose()),
         NotifierKind::PagerDuty(c) => vec![c.routing_key.expose()],
         NotifierKind::Slack(c) => url_secrets(c.url.expose()),
@@ -280,6 +281,15 @@ mod tests {
             redact_url("http://127.0.0.1:9/x?token=abc"),
             "http://127.0.0.1:9"
         );
+    }
+
+    #[test]
+    fn userinfo_becomes_basic_auth() {
+        let (url, auth) = super::http::split_userinfo_for_test("http://am:s3cret@am-0:9093/x?y");
+        assert_eq!(url, "http://am-0:9093/x?y");
+        assert_eq!(auth.as_deref(), Some("Basic YW06czNjcmV0"));
+        let (url, auth) = super::http::split_userinfo_for_test("https://h/p");
+        assert_eq!((url.as_str(), auth), ("https://h/p", None));
     }
 
     #[test]
