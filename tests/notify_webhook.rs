@@ -321,3 +321,32 @@ fn shutdown_does_not_wait_for_a_hanging_receiver_and_the_page_survives() {
     assert_eq!(got[0].header("webhook-id"), got[1].header("webhook-id"));
     poll("outbox empty", || s.pending().is_empty().then_some(()));
 }
+
+#[test]
+fn a_hanging_receiver_holds_up_neither_other_notifiers_nor_ingest() {
+    let slow = Receiver::start(vec![Answer::Hang]);
+    let fast = Receiver::start(vec![]);
+    let dir = tempfile::tempdir().unwrap();
+    let notifiers = format!(
+        "{}[notifiers.fast]\nkind = \"webhook\"\nurl = \"{}\"\n",
+        hook(&slow.url("/slow"), "").replace("timeout = \"1s\"", "timeout = \"5m\""),
+        fast.url("/fast")
+    );
+    let text = config(&["hook", "fast"], "", &notifiers);
+    let s = Sidecar::start(dir.path(), &text, utc(START));
+    s.fire();
+    poll("the slow attempt in flight", || {
+        (slow.received().len() == 1).then_some(())
+    });
+    poll("the fast notifier's page", || {
+        (fast.delivered().len() == 1).then_some(())
+    });
+    // Ingest (and the resolve it causes) goes through while the slow
+    // receiver still holds its connection.
+    s.resolve();
+    poll("the fast notifier's resolve", || {
+        (fast.delivered().len() == 2).then_some(())
+    });
+    assert_eq!(fast.delivered()[1].json()["status"], "resolved");
+    assert!(slow.delivered().is_empty());
+}

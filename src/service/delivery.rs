@@ -19,29 +19,30 @@ use crate::store::{AlertState, Attempt, OutboxRow, OutboxSummary, PageKind, Stor
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
+use tokio::task::JoinSet;
 
 /// Pause after a failed store call before trying again.
 const STORE_RETRY: chrono::TimeDelta = chrono::TimeDelta::seconds(5);
 
 pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
-    let worker = Worker::new();
+    let worker = Arc::new(Worker::new());
+    // Every attempt (and Alertmanager re-post) runs as its own task, so a
+    // receiver that hangs until its timeout holds up only its own
+    // (stream, notifier) queue. At shutdown the tasks are aborted: their
+    // pages stay pending and go out after restart under the same key.
+    let mut attempts: JoinSet<()> = JoinSet::new();
     loop {
         if *shutdown.borrow() {
-            return;
+            break;
         }
-        // A round is abandoned at shutdown, even mid-attempt: the page stays
-        // pending and is sent again after restart under the same key.
-        let next = tokio::select! {
-            r = worker.round(&app) => match r {
-                Ok(next) => next,
-                Err(e) => {
-                    tracing::error!(error = %e, "outbox delivery could not read or update the outbox; retrying");
-                    Some(app.clock.now() + STORE_RETRY)
-                }
-            },
-            _ = shutdown.changed() => return,
+        let next = match worker.round(&app, &mut attempts).await {
+            Ok(next) => next,
+            Err(e) => {
+                tracing::error!(error = %e, "outbox delivery could not read or update the outbox; retrying");
+                Some(app.clock.now() + STORE_RETRY)
+            }
         };
         let sleep = async {
             match next {
@@ -52,73 +53,93 @@ pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
         tokio::select! {
             _ = app.outbox_wake.notified() => {}
             _ = sleep => {}
-            _ = shutdown.changed() => return,
+            // An attempt finished: its queue may have a next page.
+            Some(_) = attempts.join_next(), if !attempts.is_empty() => {}
+            _ = shutdown.changed() => break,
         }
     }
+    attempts.abort_all();
+    while attempts.join_next().await.is_some() {}
 }
 
 struct Worker {
     sender: Sender,
-    /// Last Alertmanager re-post per (stream, notifier), on the app clock.
-    reposted: std::sync::Mutex<BTreeMap<(String, String), DateTime<Utc>>>,
+    /// Outbox rows with an attempt in flight.
+    in_flight: Mutex<BTreeSet<i64>>,
+    /// (stream, notifier) pairs with an Alertmanager re-post in flight.
+    reposting: Mutex<BTreeSet<(String, String)>>,
+    /// Last Alertmanager post per (stream, notifier), on the app clock.
+    reposted: Mutex<BTreeMap<(String, String), DateTime<Utc>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Worker {
     fn new() -> Worker {
         Worker {
             sender: Sender::new(),
-            reposted: std::sync::Mutex::new(BTreeMap::new()),
+            in_flight: Mutex::new(BTreeSet::new()),
+            reposting: Mutex::new(BTreeSet::new()),
+            reposted: Mutex::new(BTreeMap::new()),
         }
     }
 
-    /// Attempts every due page, then returns when the next one is due.
-    async fn round(&self, app: &App) -> Result<Option<DateTime<Utc>>, StoreError> {
-        let extras_due = queue_extras(app, &app.config()).await?;
-        loop {
-            let config = app.config();
-            let now = app.clock.now();
-            let pending = app.store.pending_outbox().await?;
-            set_pending_gauges(app, &config, &pending);
-            let heads = heads(&pending);
-            let due: Vec<&OutboxRow> = heads
-                .iter()
-                .copied()
-                .filter(|r| r.next_attempt_at.is_none_or(|t| t <= now))
-                .collect();
-            let mut attempts = Vec::new();
-            for row in due {
-                match config.notifiers.get(&row.notifier) {
-                    Some(n) => attempts.push(self.attempt(app, &config, n, row)),
-                    None => tracing::error!(
-                        notifier = %row.notifier,
-                        stream = %row.stream,
-                        page = %row.page_key,
-                        "a page is waiting for a notifier that is no longer configured; it stays in the outbox"
-                    ),
-                }
-            }
-            let attempted = !attempts.is_empty();
-            for result in join_all(attempts).await {
-                result?;
-            }
-            if attempted {
-                // Results changed the outbox (delivered heads unblock the
-                // next page of the same stream and notifier): look again.
+    /// Starts an attempt for every due page that is first in its (stream,
+    /// notifier) queue and not already in flight; returns when the next
+    /// page (or reminder, or re-post) is due.
+    async fn round(
+        self: &Arc<Self>,
+        app: &Arc<App>,
+        attempts: &mut JoinSet<()>,
+    ) -> Result<Option<DateTime<Utc>>, StoreError> {
+        let config = app.config();
+        let extras_due = queue_extras(app, &config).await?;
+        let now = app.clock.now();
+        let pending = app.store.pending_outbox().await?;
+        set_pending_gauges(app, &config, &pending);
+        let heads = heads(&pending);
+        let mut next: Option<DateTime<Utc>> = None;
+        for row in heads {
+            let Some(notifier) = config.notifiers.get(&row.notifier) else {
+                tracing::error!(
+                    notifier = %row.notifier,
+                    stream = %row.stream,
+                    page = %row.page_key,
+                    "a page is waiting for a notifier that is no longer configured; it stays in the outbox"
+                );
+                continue;
+            };
+            if lock(&self.in_flight).contains(&row.id) {
                 continue;
             }
-            let mut next = heads
-                .iter()
-                .filter(|r| config.notifiers.contains_key(&r.notifier))
-                .filter_map(|r| r.next_attempt_at)
-                .min();
-            for t in [self.repost_alertmanager(app, &config).await?, extras_due]
-                .into_iter()
-                .flatten()
-            {
-                next = Some(next.map_or(t, |n| n.min(t)));
+            match row.next_attempt_at {
+                Some(t) if t > now => next = Some(next.map_or(t, |n| n.min(t))),
+                _ => {
+                    lock(&self.in_flight).insert(row.id);
+                    let (worker, app) = (Arc::clone(self), Arc::clone(app));
+                    let (config, notifier, row) =
+                        (Arc::clone(&config), notifier.clone(), row.clone());
+                    attempts.spawn(async move {
+                        if let Err(e) = worker.attempt(&app, &config, &notifier, &row).await {
+                            tracing::error!(error = %e, page = %row.page_key, "could not record a delivery attempt; the page stays pending and is sent again under the same key");
+                        }
+                        lock(&worker.in_flight).remove(&row.id);
+                    });
+                }
             }
-            return Ok(next);
         }
+        for t in [
+            self.repost_alertmanager(app, &config, attempts).await?,
+            extras_due,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            next = Some(next.map_or(t, |n| n.min(t)));
+        }
+        Ok(next)
     }
 
     async fn attempt(
@@ -145,8 +166,7 @@ impl Worker {
                 tracing::info!(notifier = name, stream = %row.stream, page = %row.page_key, attempts, "page delivered");
                 if matches!(notifier.kind, NotifierKind::Alertmanager(_)) {
                     // Counts as the latest post of this alert.
-                    self.lock_reposted()
-                        .insert((row.stream.clone(), row.notifier.clone()), now);
+                    lock(&self.reposted).insert((row.stream.clone(), row.notifier.clone()), now);
                 }
                 (Attempt::Delivered { at: now }, "delivered")
             }
@@ -201,9 +221,10 @@ impl Worker {
     /// Re-posts firing alerts to Alertmanagers before their
     /// `resolve_timeout` runs out; returns when the next re-post is due.
     async fn repost_alertmanager(
-        &self,
-        app: &App,
-        config: &Config,
+        self: &Arc<Self>,
+        app: &Arc<App>,
+        config: &Arc<Config>,
+        tasks: &mut JoinSet<()>,
     ) -> Result<Option<DateTime<Utc>>, StoreError> {
         let has_am = config
             .notifiers
@@ -225,29 +246,30 @@ impl Worker {
             }
             let key = (row.stream.clone(), row.notifier.clone());
             seen.insert(key.clone());
-            let last = self.lock_reposted().get(&key).copied();
+            let last = lock(&self.reposted).get(&key).copied();
             let due = last.map_or(now, |t| t + alertmanager::REPOST_EVERY);
-            if due <= now {
-                let page = Page::from_row(&row, config);
-                let outcome = self.sender.send(n, &page, now).await;
-                if outcome != Outcome::Delivered {
-                    tracing::warn!(notifier = %row.notifier, stream = %row.stream, outcome = ?outcome, "re-posting a firing alert to Alertmanager failed; trying again next round");
-                }
-                self.lock_reposted().insert(key, now);
-                let t = now + alertmanager::REPOST_EVERY;
-                next = Some(next.map_or(t, |n| n.min(t)));
-            } else {
+            if due > now {
                 next = Some(next.map_or(due, |n| n.min(due)));
+                continue;
             }
+            if !lock(&self.reposting).insert(key.clone()) {
+                continue;
+            }
+            lock(&self.reposted).insert(key.clone(), now);
+            let t = now + alertmanager::REPOST_EVERY;
+            next = Some(next.map_or(t, |n| n.min(t)));
+            let (worker, config, notifier) = (Arc::clone(self), Arc::clone(config), n.clone());
+            tasks.spawn(async move {
+                let page = Page::from_row(&row, &config);
+                let outcome = worker.sender.send(&notifier, &page, now).await;
+                if outcome != Outcome::Delivered {
+                    tracing::warn!(notifier = %row.notifier, stream = %row.stream, outcome = ?outcome, "re-posting a firing alert to Alertmanager failed; trying again at the next re-post");
+                }
+                lock(&worker.reposting).remove(&key);
+            });
         }
-        self.lock_reposted().retain(|k, _| seen.contains(k));
+        lock(&self.reposted).retain(|k, _| seen.contains(k));
         Ok(next)
-    }
-
-    fn lock_reposted(
-        &self,
-    ) -> std::sync::MutexGuard<'_, BTreeMap<(String, String), DateTime<Utc>>> {
-        self.reposted.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -350,34 +372,6 @@ fn set_pending_gauges(app: &App, config: &Config, pending: &[OutboxRow]) {
             .with_label_values(&[n.as_str()])
             .set(i64::try_from(count).unwrap_or(i64::MAX));
     }
-}
-
-/// Runs the attempts concurrently (one slow receiver must not hold up
-/// the others for its whole timeout) and collects their results.
-async fn join_all<F>(futs: Vec<F>) -> Vec<F::Output>
-where
-    F: std::future::Future,
-{
-    let mut futs: Vec<_> = futs.into_iter().map(Box::pin).collect();
-    let mut out: Vec<Option<F::Output>> = futs.iter().map(|_| None).collect();
-    std::future::poll_fn(|cx| {
-        let mut done = true;
-        for (f, slot) in futs.iter_mut().zip(out.iter_mut()) {
-            if slot.is_none() {
-                match f.as_mut().poll(cx) {
-                    std::task::Poll::Ready(v) => *slot = Some(v),
-                    std::task::Poll::Pending => done = false,
-                }
-            }
-        }
-        if done {
-            std::task::Poll::Ready(())
-        } else {
-            std::task::Poll::Pending
-        }
-    })
-    .await;
-    out.into_iter().flatten().collect()
 }
 
 fn rfc(t: DateTime<Utc>) -> String {
