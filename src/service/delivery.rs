@@ -10,7 +10,12 @@
 //!   on the injectable clock; `give_up_after` past the first attempt, or a
 //!   permanent failure, marks the page failed: counted, logged at error
 //!   level, and listed in `/v1/status` — never silently dropped.
-//! - The worker is its own task; ingest never waits for it.
+//! - The worker is its own task; ingest never waits for it. Each attempt
+//!   is a task of its own too, so a receiver that hangs until its timeout
+//!   delays only its own (stream, notifier) queue.
+//! - `repeat_interval` reminders and `escalate` steps are queued here (in
+//!   business time of the stream's calendar), once per episode and step.
+//! - Alertmanager alerts are re-posted every `REPOST_EVERY` while firing.
 
 use super::app::App;
 use crate::config::{Config, NotifierConfig, NotifierKind};
