@@ -6,6 +6,7 @@ mod env;
 mod reader;
 pub mod secret;
 
+use crate::audit::classify::{Access, Classifier};
 use crate::domain::calendar::Calendar;
 use crate::domain::event_filter::EventFilter;
 use crate::domain::holidays::{parse_holiday, Holidays};
@@ -66,6 +67,7 @@ pub struct Config {
     pub calendars: BTreeMap<String, CalendarConfig>,
     pub streams: BTreeMap<String, StreamConfig>,
     pub notifiers: BTreeMap<String, NotifierConfig>,
+    pub audit: AuditConfig,
     /// Things that are allowed but probably not intended.
     pub warnings: Vec<String>,
 }
@@ -100,6 +102,30 @@ pub struct IngestConfig {
     /// Present when `webhook_secret` is set: verifies signed webhooks.
     pub verifier: Option<Arc<Verifier>>,
     pub tokens: Vec<SecretString>,
+}
+
+/// `[audit]`: the tamper-evident log is on with no configuration at all.
+#[derive(Debug, Clone)]
+pub struct AuditConfig {
+    pub enabled: bool,
+    /// HMAC key for checkpoints; without it checkpoints carry the hash only.
+    pub checkpoint_key: Option<SecretString>,
+    pub checkpoint_interval: TimeDelta,
+    /// Entries older than this are pruned (whole prefixes, anchored).
+    pub retain: Option<TimeDelta>,
+    pub classifier: Classifier,
+}
+
+impl Default for AuditConfig {
+    fn default() -> Self {
+        AuditConfig {
+            enabled: true,
+            checkpoint_key: None,
+            checkpoint_interval: TimeDelta::minutes(5),
+            retain: None,
+            classifier: Classifier::default(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -150,8 +176,13 @@ pub fn parse(
         .with_span(text, e.span())
     })?;
     let mut r = Reader::new(env);
-    r.reject_unknown("", &root, &["server", "calendars", "streams", "notifiers"]);
+    r.reject_unknown(
+        "",
+        &root,
+        &["server", "calendars", "streams", "notifiers", "audit"],
+    );
     let server = read_server(&mut r, &root, base_dir);
+    let audit = read_audit(&mut r, &root);
     let calendars = read_named(&mut r, &root, "calendars", |r, path, name, t| {
         read_calendar(r, path, name, t, base_dir)
     });
@@ -162,6 +193,7 @@ pub fn parse(
         calendars,
         streams,
         notifiers,
+        audit,
         warnings: std::mem::take(&mut r.warnings),
     };
     // Names declared but invalid are already reported; referring to them is
@@ -192,6 +224,60 @@ impl ConfigErrors {
         }
         self
     }
+}
+
+fn read_audit(r: &mut Reader<'_>, root: &Table) -> AuditConfig {
+    let mut audit = AuditConfig::default();
+    let Some(t) = r.sub_table("", root, "audit") else {
+        return audit;
+    };
+    r.reject_unknown(
+        "audit",
+        t,
+        &[
+            "enabled",
+            "checkpoint_key",
+            "checkpoint_interval",
+            "retain",
+            "revoke_types",
+            "grant_types",
+        ],
+    );
+    audit.enabled = r.opt_bool("audit", t, "enabled").unwrap_or(true);
+    audit.checkpoint_key = r
+        .opt_string("audit", t, "checkpoint_key")
+        .filter(|k| !k.is_empty())
+        .map(SecretString::new);
+    if let Some(every) = r.opt_duration("audit", t, "checkpoint_interval") {
+        if every < TimeDelta::seconds(1) {
+            r.error("audit.checkpoint_interval", "must be at least 1s");
+        }
+        audit.checkpoint_interval = every;
+    }
+    audit.retain = r.opt_duration("audit", t, "retain");
+    if audit.retain.is_some_and(|d| d < TimeDelta::days(1)) {
+        r.error(
+            "audit.retain",
+            "must be at least 1d (auditors ask about months, not hours)",
+        );
+    }
+    let mut extra = Vec::new();
+    for (key, access) in [
+        ("revoke_types", Access::Revoke),
+        ("grant_types", Access::Grant),
+    ] {
+        for t in r.string_list("audit", t, key, false) {
+            extra.push((t, access));
+        }
+    }
+    audit.classifier = Classifier::new(extra);
+    if audit.checkpoint_key.is_none() && audit.enabled {
+        r.warnings.push(
+            "audit: no checkpoint_key, so checkpoints are unsigned (they catch accidental truncation, not a deliberate rewrite)"
+                .to_string(),
+        );
+    }
+    audit
 }
 
 fn read_server(r: &mut Reader<'_>, root: &Table, base_dir: &Path) -> ServerConfig {

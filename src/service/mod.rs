@@ -4,6 +4,7 @@
 
 pub mod app;
 mod delivery;
+mod maintenance;
 mod timer;
 
 use crate::clock::{Clock, SystemClock};
@@ -59,7 +60,8 @@ pub async fn start(
     let tasks = vec![
         tokio::spawn(crate::http::serve(listener, Arc::clone(&app), rx.clone())),
         tokio::spawn(timer::run(Arc::clone(&app), rx.clone())),
-        tokio::spawn(delivery::run(Arc::clone(&app), rx)),
+        tokio::spawn(delivery::run(Arc::clone(&app), rx.clone())),
+        tokio::spawn(maintenance::run(Arc::clone(&app), rx)),
     ];
     Ok(Running {
         addr,

@@ -15,6 +15,7 @@
 //! All times are stored as INTEGER milliseconds since the Unix epoch, so
 //! sub-millisecond precision of the `DateTime`s passed in is dropped.
 
+pub mod audit;
 mod ops;
 mod schema;
 mod writer;
@@ -90,6 +91,14 @@ pub struct NewEvent {
     /// false: recorded, but does not move the stream's clock (filtered type).
     pub feeds_clock: bool,
     pub body_sha256: Option<[u8; 32]>,
+    /// How it arrived: `webhook`, `report` or `svix` (for the audit log).
+    pub channel: &'static str,
+    /// True when an HMAC signature over the body verified.
+    pub signature_verified: bool,
+    /// Subject ids found in the payload, e.g. ("user_id", "user_1").
+    pub subject_ids: Vec<(String, String)>,
+    /// Append to the tamper-evident audit log (on unless `[audit] enabled = false`).
+    pub audit: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -230,6 +239,22 @@ impl Store {
     /// days); returns rows deleted.
     pub async fn prune_seen(&self, before: DateTime<Utc>) -> Result<usize, StoreError> {
         self.call(move |c| ops::prune_seen(c, before)).await
+    }
+
+    /// Writes a checkpoint of the audit chain head (HMAC-signed with `key`).
+    pub async fn audit_checkpoint(
+        &self,
+        now: DateTime<Utc>,
+        key: Option<Vec<u8>>,
+    ) -> Result<Option<crate::audit::checkpoint::Checkpoint>, StoreError> {
+        self.call(move |c| audit::checkpoint(c, now.timestamp_millis(), key.as_deref()))
+            .await
+    }
+
+    /// Prunes audit entries received before `before`; returns how many.
+    pub async fn audit_prune(&self, before: DateTime<Utc>) -> Result<usize, StoreError> {
+        self.call(move |c| audit::prune(c, before.timestamp_millis()))
+            .await
     }
 
     /// A real write through the normal commit path, for /readyz: proves the

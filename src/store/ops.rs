@@ -160,6 +160,9 @@ fn record_event(conn: &Connection, event: &NewEvent) -> rusqlite::Result<EventOu
         }
     }
     insert_event(conn, event, hash.as_deref())?;
+    if event.audit {
+        super::audit::append(conn, event)?;
+    }
     if event.feeds_clock {
         advance_clock(conn, event)?;
     }

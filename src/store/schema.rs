@@ -66,6 +66,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
         id INTEGER PRIMARY KEY CHECK (id = 1),
         at INTEGER NOT NULL
     );",
+    super::audit::MIGRATION,
 ];
 
 /// The schema version this binary writes.
