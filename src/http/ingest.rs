@@ -157,16 +157,22 @@ fn check_bearer(stream: &StreamConfig, parts: &Parts) -> Result<(), &'static str
     if stream.ingest.tokens.is_empty() {
         return Err("app reports are not configured for this stream (set ingest.token)");
     }
+    bearer_matches(parts, &stream.ingest.tokens)
+}
+
+/// Checks `Authorization: Bearer` against every token (no early exit, so
+/// timing does not tell which one matched).
+pub(super) fn bearer_matches(
+    parts: &Parts,
+    tokens: &[crate::config::secret::SecretString],
+) -> Result<(), &'static str> {
     let presented = parts
         .headers
         .get(AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .ok_or("missing \"Authorization: Bearer <token>\" header")?;
-    // Check every token (no early exit) so timing does not tell which matched.
-    let matched = stream
-        .ingest
-        .tokens
+    let matched = tokens
         .iter()
         .fold(false, |acc, t| t.matches(presented.trim()) | acc);
     if matched {
@@ -176,7 +182,7 @@ fn check_bearer(stream: &StreamConfig, parts: &Parts) -> Result<(), &'static str
     }
 }
 
-async fn read_body(parts: &Parts, body: Incoming) -> Result<Bytes, StatusCode> {
+pub(super) async fn read_body(parts: &Parts, body: Incoming) -> Result<Bytes, StatusCode> {
     let declared = parts
         .headers
         .get(CONTENT_LENGTH)

@@ -5,6 +5,7 @@
 pub mod app;
 mod delivery;
 mod maintenance;
+mod svix;
 mod timer;
 
 use crate::clock::{Clock, SystemClock};
@@ -61,7 +62,8 @@ pub async fn start(
         tokio::spawn(crate::http::serve(listener, Arc::clone(&app), rx.clone())),
         tokio::spawn(timer::run(Arc::clone(&app), rx.clone())),
         tokio::spawn(delivery::run(Arc::clone(&app), rx.clone())),
-        tokio::spawn(maintenance::run(Arc::clone(&app), rx)),
+        tokio::spawn(maintenance::run(Arc::clone(&app), rx.clone())),
+        tokio::spawn(svix::regroup_loop(Arc::clone(&app), rx)),
     ];
     Ok(Running {
         addr,

@@ -18,6 +18,7 @@
 pub mod audit;
 mod ops;
 mod schema;
+pub mod svix;
 mod writer;
 
 #[cfg(test)]
@@ -239,6 +240,49 @@ impl Store {
     /// days); returns rows deleted.
     pub async fn prune_seen(&self, before: DateTime<Utc>) -> Result<usize, StoreError> {
         self.call(move |c| ops::prune_seen(c, before)).await
+    }
+
+    /// Records an operational webhook and applies it to the endpoint's state,
+    /// queueing any pages it causes, all in one transaction.
+    pub async fn record_svix(
+        &self,
+        event: NewEvent,
+        apply: svix::SvixApply,
+    ) -> Result<(EventOutcome, Vec<svix::SvixPage>), StoreError> {
+        self.call(move |c| svix::record(c, &event, &apply)).await
+    }
+
+    /// Acknowledges lost messages: (acknowledged now, still lost, pages).
+    pub async fn svix_acknowledge(
+        &self,
+        apply: svix::SvixApply,
+        endpoint_id: String,
+        msg_ids: Vec<String>,
+    ) -> Result<(usize, u64, Vec<svix::SvixPage>), StoreError> {
+        self.call(move |c| svix::acknowledge(c, &apply, &endpoint_id, &msg_ids))
+            .await
+    }
+
+    /// Endpoints (id, uid) of `source` whose lost count grew since their last page.
+    pub async fn svix_grown(
+        &self,
+        source: String,
+    ) -> Result<Vec<(String, Option<String>)>, StoreError> {
+        self.call(move |c| svix::grown(c, &source)).await
+    }
+
+    /// Queues one updated exhausted page for `endpoint_id`, if still grown.
+    pub async fn svix_regroup(
+        &self,
+        apply: svix::SvixApply,
+        endpoint_id: String,
+    ) -> Result<Vec<svix::SvixPage>, StoreError> {
+        self.call(move |c| svix::regroup(c, &apply, &endpoint_id))
+            .await
+    }
+
+    pub async fn svix_endpoints(&self) -> Result<Vec<svix::SvixEndpointRow>, StoreError> {
+        self.call(|c| svix::endpoints(c, None)).await
     }
 
     /// Writes a checkpoint of the audit chain head (HMAC-signed with `key`).

@@ -146,7 +146,7 @@ pub(super) fn record_events(
 
 /// Dedups on the delivery hash (earlier events of the same batch count, as
 /// they are already inserted), stores the event, then moves the clock.
-fn record_event(conn: &Connection, event: &NewEvent) -> rusqlite::Result<EventOutcome> {
+pub(super) fn record_event(conn: &Connection, event: &NewEvent) -> rusqlite::Result<EventOutcome> {
     // The caller normally watched the stream already; if not, its watch
     // starts with this event rather than the event being refused.
     ensure_stream(conn, &event.stream, event.received_at)?;
@@ -253,7 +253,7 @@ pub(super) fn record_transition(
     }
     set_alert_state(conn, t)?;
     for notifier in &t.notifiers {
-        insert_outbox(conn, t, notifier, created_at)?;
+        insert_outbox_row(conn, t, notifier, created_at)?;
     }
     Ok(true)
 }
@@ -272,7 +272,7 @@ fn set_alert_state(conn: &Connection, t: &Transition) -> rusqlite::Result<()> {
     Ok(())
 }
 
-fn insert_outbox(
+pub(super) fn insert_outbox_row(
     conn: &Connection,
     t: &Transition,
     notifier: &str,

@@ -67,6 +67,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
         at INTEGER NOT NULL
     );",
     super::audit::MIGRATION,
+    super::svix::MIGRATION,
 ];
 
 /// The schema version this binary writes.
