@@ -181,6 +181,9 @@ when hushwatch.sidecarNative is "true", under containers otherwise.
 */}}
 {{- define "hushwatch.sidecarContainer" -}}
 {{- $v := include "hushwatch.valuesJson" . | fromJson -}}
+{{- if ne $v.mode "sidecar" -}}
+{{- fail "hushwatch.sidecarContainer: set hushwatch.mode: sidecar, or the hushwatch dependency also runs its own StatefulSet" -}}
+{{- end -}}
 {{- $native := eq (include "hushwatch.sidecarNative" .) "true" -}}
 {{- $data := $v.sidecar.dataVolume | default "hushwatch-data" -}}
 {{- include "hushwatch.containerOf" (dict "v" $v "root" . "native" $native "dataVolume" $data) -}}
