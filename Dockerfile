@@ -28,7 +28,10 @@ RUN install -d /out/etc/hushwatch \
  && /out/usr/local/bin/hushwatch check --config /out/etc/hushwatch/hushwatch.toml
 
 FROM gcr.io/distroless/cc-debian12:nonroot
-COPY --from=build /out/ /
+COPY --from=build /out/usr/local/bin/hushwatch /usr/local/bin/hushwatch
+COPY --from=build /out/etc/hushwatch/ /etc/hushwatch/
+# The state directory must be writable by the runtime user.
+COPY --from=build --chown=65532:65532 /out/var/lib/hushwatch/ /var/lib/hushwatch/
 USER 65532:65532
 EXPOSE 9477
 ENTRYPOINT ["hushwatch"]
