@@ -67,6 +67,28 @@ async fn prune(app: &App) {
         Ok(_) => {}
         Err(e) => tracing::error!(error = %e, "pruning delivery ids failed"),
     }
+    // In chunks, so ingest never waits behind one huge delete.
+    let mut events_removed = 0;
+    loop {
+        match app.store.prune_events(now - DEDUP_WINDOW, 10_000).await {
+            Ok(n) => {
+                events_removed += n;
+                if n < 10_000 {
+                    break;
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "pruning old event rows failed");
+                break;
+            }
+        }
+    }
+    if events_removed > 0 {
+        tracing::info!(
+            removed = events_removed,
+            "pruned event rows older than 7 days (the audit log keeps the record)"
+        );
+    }
     if let Some(retain) = app.config().audit.retain {
         match app.store.audit_prune(now - retain).await {
             Ok(n) if n > 0 => tracing::info!(

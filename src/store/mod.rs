@@ -301,6 +301,16 @@ impl Store {
             .await
     }
 
+    /// Deletes up to `limit` event rows received before `before`.
+    pub async fn prune_events(
+        &self,
+        before: DateTime<Utc>,
+        limit: i64,
+    ) -> Result<usize, StoreError> {
+        self.call(move |c| ops::prune_events(c, before, limit))
+            .await
+    }
+
     /// A real write through the normal commit path, for /readyz: proves the
     /// disk still accepts writes and fsyncs.
     pub async fn probe(&self) -> Result<(), StoreError> {

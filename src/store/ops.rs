@@ -334,6 +334,21 @@ pub(super) fn prune_seen(conn: &Connection, before: DateTime<Utc>) -> Result<usi
     Ok(deleted)
 }
 
+/// Event rows are working data (dedup, counts); the long-term record is the
+/// audit log, which has its own retention. Keeps at most `limit` deletions
+/// per call so one prune never holds the writer for long.
+pub(super) fn prune_events(
+    conn: &Connection,
+    before: DateTime<Utc>,
+    limit: i64,
+) -> Result<usize, StoreError> {
+    let deleted = conn.execute(
+        "DELETE FROM events WHERE id IN (SELECT id FROM events WHERE received_at < ?1 ORDER BY id LIMIT ?2)",
+        params![millis(before), limit],
+    )?;
+    Ok(deleted)
+}
+
 pub(super) fn probe(conn: &Connection, now: DateTime<Utc>) -> Result<(), StoreError> {
     conn.execute(
         "INSERT INTO probe (id, at) VALUES (1, ?1) ON CONFLICT(id) DO UPDATE SET at = excluded.at",
