@@ -9,6 +9,10 @@
 # /proc. Client and server share the machine's cores.
 #
 #   bench/ingest.sh            # RUNS=3 DURATION=10s
+#   AUDIT=off ONLY='webhook' bench/ingest.sh   # audit chain off; only matching cases
+#
+# AUDIT=off sets `[audit] enabled = false`, to measure what the hash chain
+# costs; ONLY is a grep pattern over case names.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS="${RUNS:-3}"
@@ -29,16 +33,18 @@ silence_threshold = "1h"
 webhook_secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 token = "bench-token"
 TOML
+if [ "${AUDIT:-on}" = off ]; then printf '[audit]\nenabled = false\n' >> "$work/hushwatch.toml"; fi
 HUSHWATCH_LOG=warn,hushwatch::service=info target/release/hushwatch serve --config "$work/hushwatch.toml" 2>"$work/err.log" &
 pid=$!
 for _ in $(seq 100); do grep -q "listening on" "$work/err.log" && break; sleep 0.1; done
 addr="$(grep -o 'listening on [0-9.:]*' "$work/err.log" | head -1 | cut -d' ' -f3)"
-echo "hushwatch pid $pid on $addr; $(nproc) cores, $(uname -m); runs=$RUNS duration=$DURATION" >&2
+echo "hushwatch pid $pid on $addr; $(nproc) cores, $(uname -m); runs=$RUNS duration=$DURATION audit=${AUDIT:-on}" >&2
 
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
 run_case() { # name conns script-args...
   local name="$1" conns="$2"; shift 2
+  grep -qE "${ONLY:-.}" <<<"$name" || return 0
   local rps=() p50=() p99=()
   for _ in $(seq "$RUNS"); do
     local script="$work/s.lua"
