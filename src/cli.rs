@@ -54,6 +54,38 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         config: PathBuf,
     },
+    /// The tamper-evident audit log of every accepted event.
+    Audit {
+        #[command(subcommand)]
+        command: AuditCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// Walk the hash chain and checkpoints; exit 1 naming the first bad entry.
+    Verify {
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+    },
+    /// One record per line (JSON Lines or CSV), streamed.
+    Export {
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+        /// Only entries received at or after this RFC 3339 time
+        #[arg(long, value_name = "TIME")]
+        since: Option<String>,
+        /// Only entries received before this RFC 3339 time
+        #[arg(long, value_name = "TIME")]
+        until: Option<String>,
+        #[arg(long, value_name = "NAME")]
+        stream: Option<String>,
+        #[arg(long, value_name = "FORMAT", default_value = "jsonl")]
+        format: String,
+        /// Only events of this access direction: revoke, grant, change, neutral
+        #[arg(long, value_name = "KIND")]
+        kind: Option<String>,
+    },
 }
 
 pub fn run(cli: Cli) -> ExitCode {
@@ -67,5 +99,28 @@ pub fn run(cli: Cli) -> ExitCode {
         } => commands::explain::run(&config, &stream, &last_event, now.as_deref()),
         Command::NotifyTest { config, notifier } => commands::notify_test::run(&config, &notifier),
         Command::Serve { config } => commands::serve::run(&config),
+        Command::Audit {
+            command: AuditCommand::Verify { config },
+        } => commands::audit::verify(&config),
+        Command::Audit {
+            command:
+                AuditCommand::Export {
+                    config,
+                    since,
+                    until,
+                    stream,
+                    format,
+                    kind,
+                },
+        } => commands::audit::export(
+            &config,
+            &commands::audit::ExportArgs {
+                since: since.as_deref(),
+                until: until.as_deref(),
+                stream: stream.as_deref(),
+                format: &format,
+                kind: kind.as_deref(),
+            },
+        ),
     }
 }

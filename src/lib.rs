@@ -7,6 +7,7 @@
 //! - `service`: the running sidecar, wiring adapters together.
 //! - `commands`, `cli`: the command line.
 
+pub mod audit;
 pub mod cli;
 pub mod clock;
 pub mod commands;

@@ -41,6 +41,39 @@ pub struct Metrics {
     pub outbox_pending: IntGaugeVec,
     pub notifications: IntCounterVec,
     pub notification_latency: HistogramVec,
+    pub svix_disabled: IntGaugeVec,
+    pub svix_failing: IntGaugeVec,
+    pub svix_exhausted: IntCounterVec,
+    pub svix_lost: IntGaugeVec,
+    pub svix_events: IntCounterVec,
+}
+
+/// Operational event types counted by name; anything else is `other`, so
+/// senders cannot create series at will.
+pub const SVIX_TYPES: [&str; 9] = [
+    "endpoint.created",
+    "endpoint.updated",
+    "endpoint.deleted",
+    "endpoint.enabled",
+    "endpoint.disabled",
+    "message.attempt.failing",
+    "message.attempt.exhausted",
+    "message.attempt.recovered",
+    "background_task.finished",
+];
+
+fn counter_vec(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    let c = IntCounterVec::new(Opts::new(name, help), labels)
+        .unwrap_or_else(|e| unreachable_metric(name, e));
+    register(registry, name, Box::new(c.clone()));
+    c
+}
+
+fn gauge_vec2(registry: &Registry, name: &str, help: &str) -> IntGaugeVec {
+    let g = IntGaugeVec::new(Opts::new(name, help), &["source", "endpoint_id"])
+        .unwrap_or_else(|e| unreachable_metric(name, e));
+    register(registry, name, Box::new(g.clone()));
+    g
 }
 
 fn gauge_vec(registry: &Registry, name: &str, help: &str, label: &str) -> GaugeVec {
@@ -181,6 +214,33 @@ impl Metrics {
             ),
             notifications,
             notification_latency,
+            svix_disabled: gauge_vec2(
+                &r,
+                "hushwatch_svix_endpoint_disabled",
+                "1 while Svix reports the endpoint disabled.",
+            ),
+            svix_failing: gauge_vec2(
+                &r,
+                "hushwatch_svix_endpoint_failing",
+                "1 while a message to the endpoint is failing.",
+            ),
+            svix_exhausted: counter_vec(
+                &r,
+                "hushwatch_svix_attempts_exhausted_total",
+                "Messages that used up every attempt.",
+                &["source", "endpoint_id"],
+            ),
+            svix_lost: gauge_vec2(
+                &r,
+                "hushwatch_svix_lost_messages",
+                "Exhausted messages not yet acknowledged.",
+            ),
+            svix_events: counter_vec(
+                &r,
+                "hushwatch_svix_events_total",
+                "Operational webhooks by source, type and outcome.",
+                &["source", "type", "outcome"],
+            ),
             events,
             reload_successful,
             reload_timestamp,
@@ -224,6 +284,39 @@ impl Metrics {
             }
             self.notification_latency.with_label_values(&[*notifier]);
         }
+    }
+
+    /// Pre-creates the operational-webhook counters of each source.
+    pub fn declare_svix(&self, sources: &[&str]) {
+        for source in sources {
+            for t in SVIX_TYPES.iter().chain(&["other"]) {
+                for outcome in ["accepted", "duplicate"] {
+                    self.svix_events.with_label_values(&[*source, *t, outcome]);
+                }
+            }
+            for outcome in ["bad_signature", "stale", "too_large", "error"] {
+                self.svix_events
+                    .with_label_values(&[*source, "unverified", outcome]);
+            }
+        }
+    }
+
+    /// A request refused before its signature verified: its type is unknown.
+    pub fn count_svix_rejected(&self, source: &str, outcome: &str) {
+        self.svix_events
+            .with_label_values(&[source, "unverified", outcome])
+            .inc();
+    }
+
+    pub fn count_svix(&self, source: &str, event_type: &str, outcome: &str) {
+        let t = SVIX_TYPES
+            .iter()
+            .find(|t| **t == event_type.strip_prefix("ingest.").unwrap_or(event_type))
+            .copied()
+            .unwrap_or("other");
+        self.svix_events
+            .with_label_values(&[source, t, outcome])
+            .inc();
     }
 
     pub fn count_event(&self, stream: &str, outcome: &str) {

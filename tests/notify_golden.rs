@@ -15,6 +15,7 @@ fn firing() -> Page {
     Page {
         key: "hw-5b1c0e8e-2f7a-4d3c-9a41-0d6e3f2b7c19".into(),
         alert_id: "9c2b7f1e-04d8-4e61-b3a5-7f0c2d9e8a14".into(),
+        alert_kind: "silence".into(),
         stream: "identity".into(),
         firing: true,
         kind: PageKind::Page,

@@ -70,6 +70,40 @@ pub fn summary(path: &Path, config: &Config, now: DateTime<Utc>) -> String {
             next_window(&calendar, now)
         );
     }
+    let audit = &config.audit;
+    if audit.enabled {
+        let signing = if audit.checkpoint_key.is_some() {
+            "HMAC-signed"
+        } else {
+            "unsigned (set [audit] checkpoint_key to sign)"
+        };
+        let retain = audit
+            .retain
+            .map(|r| format!(", retain {}", format_duration(r)))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "audit: on, checkpoints every {} {signing}{retain}",
+            format_duration(audit.checkpoint_interval)
+        );
+    } else {
+        let _ = writeln!(out, "audit: OFF");
+    }
+    for s in config.svix.values() {
+        let _ = writeln!(
+            out,
+            "svix {}: POST /v1/svix/{}/operational, feeds {}; notify {}; {} mapped endpoint(s)",
+            s.name,
+            s.name,
+            s.streams.join(", "),
+            if s.notify.is_empty() {
+                "(none)".to_string()
+            } else {
+                s.notify.join(", ")
+            },
+            s.endpoints.len()
+        );
+    }
     for w in &config.warnings {
         let _ = writeln!(out, "warning: {w}");
     }
@@ -82,9 +116,58 @@ fn next_window(calendar: &Calendar, now: DateTime<Utc>) -> String {
         t.with_timezone(&tz)
             .to_rfc3339_opts(SecondsFormat::Secs, false)
     };
-    match calendar.next_window(now) {
-        Some(w) if w.start <= now => format!("open now, until {}", local(w.end)),
-        Some(w) => format!("{} to {}", local(w.start), local(w.end)),
-        None => "none within ten years: only max_silence can fire".to_string(),
+    let Some(first) = calendar.next_window(now) else {
+        return "none within ten years: only max_silence can fire".to_string();
+    };
+    // Windows that abut (overnight shifts, 24x7) read as one stretch.
+    let mut end = first.end;
+    for _ in 0..8 {
+        match calendar.next_window(end) {
+            Some(w) if w.start == end => end = w.end,
+            _ => break,
+        }
+    }
+    let continuing = calendar.next_window(end).is_some_and(|w| w.start == end);
+    match (first.start <= now, continuing) {
+        (true, true) => "open now, continuously for more than a week".to_string(),
+        (true, false) => format!("open now, until {}", local(end)),
+        (false, true) => format!(
+            "from {}, continuously for more than a week",
+            local(first.start)
+        ),
+        (false, false) => format!("{} to {}", local(first.start), local(end)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_shows_each_streams_next_business_window() {
+        let text =
+            "[calendars.tokyo]\ntimezone = \"Asia/Tokyo\"\nweekly = [\"mon-fri 09:00-18:00\"]\n\
+                    [streams.identity]\ncalendar = \"tokyo\"\nsilence_threshold = \"6h\"\n\
+                    [streams.always]\ncalendar = \"always\"\nsilence_threshold = \"1h\"\n";
+        let config = crate::config::parse(text, Path::new("/tmp"), &|_| None).unwrap();
+        // Saturday noon in Tokyo.
+        let now = DateTime::parse_from_rfc3339("2026-12-05T12:00:00+09:00")
+            .unwrap()
+            .with_timezone(&Utc);
+        let out = summary(Path::new("hw.toml"), &config, now);
+        assert!(
+            out.contains(
+                "next business window: 2026-12-07T09:00:00+09:00 to 2026-12-07T18:00:00+09:00"
+            ),
+            "{out}"
+        );
+        assert!(
+            out.contains("next business window: open now, continuously for more than a week"),
+            "{out}"
+        );
+        assert!(
+            out.contains("audit: on, checkpoints every 5m unsigned"),
+            "{out}"
+        );
     }
 }

@@ -1,6 +1,7 @@
 //! One module per CLI command. Commands load config, call the domain or the
 //! service, and turn results into output and exit codes.
 
+pub mod audit;
 pub mod check;
 pub mod explain;
 pub mod notify_test;

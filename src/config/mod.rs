@@ -6,6 +6,7 @@ mod env;
 mod reader;
 pub mod secret;
 
+use crate::audit::classify::{Access, Classifier};
 use crate::domain::calendar::Calendar;
 use crate::domain::event_filter::EventFilter;
 use crate::domain::holidays::{parse_holiday, Holidays};
@@ -66,6 +67,9 @@ pub struct Config {
     pub calendars: BTreeMap<String, CalendarConfig>,
     pub streams: BTreeMap<String, StreamConfig>,
     pub notifiers: BTreeMap<String, NotifierConfig>,
+    pub audit: AuditConfig,
+    /// `[svix.NAME]`: Svix environments whose operational webhooks we take.
+    pub svix: BTreeMap<String, SvixConfig>,
     /// Things that are allowed but probably not intended.
     pub warnings: Vec<String>,
 }
@@ -103,6 +107,62 @@ pub struct IngestConfig {
     /// Present when `webhook_secret` is set: verifies signed webhooks.
     pub verifier: Option<Arc<Verifier>>,
     pub tokens: Vec<SecretString>,
+}
+
+#[derive(Debug, Clone)]
+pub struct SvixConfig {
+    pub name: String,
+    /// Verifies the operational endpoint's signatures (several for rotation).
+    pub verifier: Arc<Verifier>,
+    /// Streams these endpoints feed; the first files unmapped endpoints' pages.
+    pub streams: Vec<String>,
+    pub notify: Vec<String>,
+    /// Endpoint id or uid → stream.
+    pub endpoints: BTreeMap<String, String>,
+    /// Bearer token for `POST /v1/svix/NAME/acknowledge`.
+    pub admin_token: Option<SecretString>,
+    /// Event types that also clear a disabled endpoint (`endpoint.updated`, `endpoint.deleted`).
+    pub clear_on: Vec<String>,
+    /// A burst of exhausted messages is grouped into one updated page per endpoint per window.
+    pub group_window: TimeDelta,
+}
+
+impl SvixConfig {
+    /// The stream an endpoint feeds: mapped by id or uid, else the first.
+    pub fn stream_for(&self, endpoint_id: &str, endpoint_uid: Option<&str>) -> (String, bool) {
+        let mapped = self
+            .endpoints
+            .get(endpoint_id)
+            .or_else(|| endpoint_uid.and_then(|u| self.endpoints.get(u)));
+        match mapped {
+            Some(s) => (s.clone(), true),
+            None => (self.streams.first().cloned().unwrap_or_default(), false),
+        }
+    }
+}
+
+/// `[audit]`: the tamper-evident log is on with no configuration at all.
+#[derive(Debug, Clone)]
+pub struct AuditConfig {
+    pub enabled: bool,
+    /// HMAC key for checkpoints; without it checkpoints carry the hash only.
+    pub checkpoint_key: Option<SecretString>,
+    pub checkpoint_interval: TimeDelta,
+    /// Entries older than this are pruned (whole prefixes, anchored).
+    pub retain: Option<TimeDelta>,
+    pub classifier: Classifier,
+}
+
+impl Default for AuditConfig {
+    fn default() -> Self {
+        AuditConfig {
+            enabled: true,
+            checkpoint_key: None,
+            checkpoint_interval: TimeDelta::minutes(5),
+            retain: None,
+            classifier: Classifier::default(),
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -241,18 +301,33 @@ pub fn parse(
         .with_span(text, e.span())
     })?;
     let mut r = Reader::new(env);
-    r.reject_unknown("", &root, &["server", "calendars", "streams", "notifiers"]);
+    r.reject_unknown(
+        "",
+        &root,
+        &[
+            "server",
+            "calendars",
+            "streams",
+            "notifiers",
+            "audit",
+            "svix",
+        ],
+    );
     let server = read_server(&mut r, &root, base_dir);
+    let audit = read_audit(&mut r, &root);
     let calendars = read_named(&mut r, &root, "calendars", |r, path, name, t| {
         read_calendar(r, path, name, t, base_dir)
     });
     let notifiers = read_named(&mut r, &root, "notifiers", read_notifier);
     let streams = read_named(&mut r, &root, "streams", read_stream);
+    let svix = read_named(&mut r, &root, "svix", read_svix);
     let mut config = Config {
         server,
         calendars,
         streams,
         notifiers,
+        audit,
+        svix,
         warnings: std::mem::take(&mut r.warnings),
     };
     // Names declared but invalid are already reported; referring to them is
@@ -283,6 +358,60 @@ impl ConfigErrors {
         }
         self
     }
+}
+
+fn read_audit(r: &mut Reader<'_>, root: &Table) -> AuditConfig {
+    let mut audit = AuditConfig::default();
+    let Some(t) = r.sub_table("", root, "audit") else {
+        return audit;
+    };
+    r.reject_unknown(
+        "audit",
+        t,
+        &[
+            "enabled",
+            "checkpoint_key",
+            "checkpoint_interval",
+            "retain",
+            "revoke_types",
+            "grant_types",
+        ],
+    );
+    audit.enabled = r.opt_bool("audit", t, "enabled").unwrap_or(true);
+    audit.checkpoint_key = r
+        .opt_string("audit", t, "checkpoint_key")
+        .filter(|k| !k.is_empty())
+        .map(SecretString::new);
+    if let Some(every) = r.opt_duration("audit", t, "checkpoint_interval") {
+        if every < TimeDelta::seconds(1) {
+            r.error("audit.checkpoint_interval", "must be at least 1s");
+        }
+        audit.checkpoint_interval = every;
+    }
+    audit.retain = r.opt_duration("audit", t, "retain");
+    if audit.retain.is_some_and(|d| d < TimeDelta::days(1)) {
+        r.error(
+            "audit.retain",
+            "must be at least 1d (auditors ask about months, not hours)",
+        );
+    }
+    let mut extra = Vec::new();
+    for (key, access) in [
+        ("revoke_types", Access::Revoke),
+        ("grant_types", Access::Grant),
+    ] {
+        for t in r.string_list("audit", t, key, false) {
+            extra.push((t, access));
+        }
+    }
+    audit.classifier = Classifier::new(extra);
+    if audit.checkpoint_key.is_none() && audit.enabled {
+        r.warnings.push(
+            "audit: no checkpoint_key, so checkpoints are unsigned (they catch accidental truncation, not a deliberate rewrite)"
+                .to_string(),
+        );
+    }
+    audit
 }
 
 fn read_server(r: &mut Reader<'_>, root: &Table, base_dir: &Path) -> ServerConfig {
@@ -710,6 +839,78 @@ fn read_stream(r: &mut Reader<'_>, path: &str, name: &str, t: &Table) -> Option<
     })
 }
 
+fn read_svix(r: &mut Reader<'_>, path: &str, name: &str, t: &Table) -> Option<SvixConfig> {
+    r.reject_unknown(
+        path,
+        t,
+        &[
+            "secret",
+            "streams",
+            "notify",
+            "endpoints",
+            "admin_token",
+            "clear_on",
+            "group_window",
+        ],
+    );
+    let mut keys = Vec::new();
+    for (i, secret) in r.string_list(path, t, "secret", true).iter().enumerate() {
+        match SecretKey::parse(secret) {
+            Ok(k) => keys.push(k),
+            Err(e) => r.error(&format!("{path}.secret[{i}]"), e.to_string()),
+        }
+    }
+    if keys.is_empty()
+        && !r
+            .errors
+            .iter()
+            .any(|e| e.path.starts_with(&join(path, "secret")))
+    {
+        r.error(
+            &join(path, "secret"),
+            "is required: the operational endpoint's whsec_ secret",
+        );
+    }
+    let streams = r.string_list(path, t, "streams", false);
+    if streams.is_empty() {
+        r.error(
+            &join(path, "streams"),
+            "needs at least one stream these endpoints feed",
+        );
+    }
+    let mut endpoints = BTreeMap::new();
+    if let Some(map) = r.sub_table(path, t, "endpoints") {
+        let map_path = join(path, "endpoints");
+        for (endpoint, value) in map {
+            if let Some(stream) = r.string(&join(&map_path, endpoint), value) {
+                endpoints.insert(endpoint.clone(), stream);
+            }
+        }
+    }
+    let clear_on = r.string_list(path, t, "clear_on", false);
+    for (i, c) in clear_on.iter().enumerate() {
+        if c != "endpoint.updated" && c != "endpoint.deleted" {
+            r.error(&format!("{path}.clear_on[{i}]"), format!("{c:?} cannot clear a disabled endpoint (use \"endpoint.updated\" or \"endpoint.deleted\")"));
+        }
+    }
+    let group_window = r
+        .opt_duration(path, t, "group_window")
+        .unwrap_or(TimeDelta::seconds(30));
+    Some(SvixConfig {
+        name: name.to_string(),
+        verifier: Arc::new(Verifier::new(keys)),
+        streams,
+        notify: r.string_list(path, t, "notify", false),
+        endpoints,
+        admin_token: r
+            .opt_string(path, t, "admin_token")
+            .filter(|s| !s.is_empty())
+            .map(SecretString::new),
+        clear_on,
+        group_window,
+    })
+}
+
 fn read_ingest(r: &mut Reader<'_>, stream_path: &str, stream: &Table) -> IngestConfig {
     let path = join(stream_path, "ingest");
     let Some(t) = r.sub_table(stream_path, stream, "ingest") else {
@@ -803,6 +1004,33 @@ fn check_references(r: &mut Reader<'_>, config: &mut Config, declared: &Declared
             config.warnings.push(format!(
                 "{path}.ingest: no webhook_secret or token, so nothing can report to it and it will fire"
             ));
+        }
+    }
+    for svix in config.svix.values() {
+        let path = join("svix", &svix.name);
+        let mut refs: Vec<(String, &String)> = svix
+            .streams
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (format!("{path}.streams[{i}]"), s))
+            .collect();
+        refs.extend(
+            svix.endpoints
+                .iter()
+                .map(|(e, s)| (format!("{path}.endpoints.{e}"), s)),
+        );
+        for (key, stream) in refs {
+            if !config.streams.contains_key(stream) {
+                r.error(&key, format!("no stream named {stream:?}"));
+            }
+        }
+        for (i, notifier) in svix.notify.iter().enumerate() {
+            if !declared.notifiers.contains(notifier) {
+                r.error(
+                    &format!("{path}.notify[{i}]"),
+                    format!("no notifier named {notifier:?} (define [notifiers.{notifier}])"),
+                );
+            }
         }
     }
     if config.streams.is_empty() {

@@ -141,6 +141,19 @@ impl<'e> Reader<'e> {
         }
     }
 
+    pub fn opt_bool(&mut self, path: &str, table: &Table, key: &str) -> Option<bool> {
+        match table.get(key)? {
+            Value::Boolean(b) => Some(*b),
+            other => {
+                self.error(
+                    &join(path, key),
+                    format!("expected true or false, found {}", other.type_str()),
+                );
+                None
+            }
+        }
+    }
+
     pub fn opt_duration(&mut self, path: &str, table: &Table, key: &str) -> Option<TimeDelta> {
         let text = self.opt_string(path, table, key)?;
         match parse_duration(&text) {

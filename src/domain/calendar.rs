@@ -189,6 +189,22 @@ impl Iterator for Pieces<'_> {
     }
 }
 
+/// Business seconds accrued between `from` and `to` (the issue's
+/// `business_seconds(calendar, from, to)`), whole seconds, rounded down.
+pub fn business_seconds(calendar: &Calendar, from: DateTime<Utc>, to: DateTime<Utc>) -> i64 {
+    calendar.business_time(from, to).num_seconds()
+}
+
+/// The instant `threshold` of business time has accrued since `from`
+/// (the issue's `fires_at(calendar, from, threshold)`).
+pub fn fires_at(
+    calendar: &Calendar,
+    from: DateTime<Utc>,
+    threshold: TimeDelta,
+) -> Option<DateTime<Utc>> {
+    calendar.fires_at(from, threshold)
+}
+
 /// Places a local wall time on the timeline (see the module docs for the rule).
 fn resolve_local(tz: &Tz, local: NaiveDateTime) -> DateTime<Utc> {
     match tz.from_local_datetime(&local) {

@@ -10,4 +10,5 @@ pub mod event_filter;
 pub mod holidays;
 pub mod ics;
 pub mod silence;
+pub mod svix;
 pub mod weekly;

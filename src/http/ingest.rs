@@ -74,14 +74,20 @@ pub async fn webhook(app: &App, stream_name: &str, req: Request<Incoming>) -> Re
         .as_ref()
         .and_then(|f| f.event_type.clone())
         .unwrap_or_else(|| UNKNOWN_TYPE.to_string());
+    let (event_time, subject_ids) =
+        facts.map_or((None, Vec::new()), |f| (f.event_time, f.subject_ids));
     let event = NewEvent {
         stream: stream.name.clone(),
         delivery_id: Some(delivery_id),
         feeds_clock: stream.event_filter.feeds_clock(&event_type),
         event_type: clip(event_type),
-        event_time: facts.and_then(|f| f.event_time),
+        event_time,
         received_at: app.clock.now(),
         body_sha256: Some(Sha256::digest(&body).into()),
+        channel: "webhook",
+        signature_verified: true,
+        subject_ids,
+        audit: config.audit.enabled,
     };
     store(app, stream, vec![event]).await
 }
@@ -126,6 +132,8 @@ pub async fn app_report(app: &App, stream_name: &str, req: Request<Incoming>) ->
         }
     };
     let now = app.clock.now();
+    // Every report in one request shares the request body's digest.
+    let body_digest: [u8; 32] = Sha256::digest(&body).into();
     let events = reports
         .into_iter()
         .map(|r| NewEvent {
@@ -135,7 +143,11 @@ pub async fn app_report(app: &App, stream_name: &str, req: Request<Incoming>) ->
             event_type: clip(r.event_type),
             event_time: r.occurred_at,
             received_at: now,
-            body_sha256: None,
+            body_sha256: Some(body_digest),
+            channel: "report",
+            signature_verified: false,
+            subject_ids: Vec::new(),
+            audit: config.audit.enabled,
         })
         .collect();
     store(app, stream, events).await
@@ -145,16 +157,22 @@ fn check_bearer(stream: &StreamConfig, parts: &Parts) -> Result<(), &'static str
     if stream.ingest.tokens.is_empty() {
         return Err("app reports are not configured for this stream (set ingest.token)");
     }
+    bearer_matches(parts, &stream.ingest.tokens)
+}
+
+/// Checks `Authorization: Bearer` against every token (no early exit, so
+/// timing does not tell which one matched).
+pub(super) fn bearer_matches(
+    parts: &Parts,
+    tokens: &[crate::config::secret::SecretString],
+) -> Result<(), &'static str> {
     let presented = parts
         .headers
         .get(AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .ok_or("missing \"Authorization: Bearer <token>\" header")?;
-    // Check every token (no early exit) so timing does not tell which matched.
-    let matched = stream
-        .ingest
-        .tokens
+    let matched = tokens
         .iter()
         .fold(false, |acc, t| t.matches(presented.trim()) | acc);
     if matched {
@@ -164,7 +182,7 @@ fn check_bearer(stream: &StreamConfig, parts: &Parts) -> Result<(), &'static str
     }
 }
 
-async fn read_body(parts: &Parts, body: Incoming) -> Result<Bytes, StatusCode> {
+pub(super) async fn read_body(parts: &Parts, body: Incoming) -> Result<Bytes, StatusCode> {
     let declared = parts
         .headers
         .get(CONTENT_LENGTH)

@@ -5,6 +5,7 @@
 mod ingest;
 mod reply;
 mod routes;
+mod svix;
 
 use crate::service::app::App;
 use hyper::server::conn::http1;

@@ -18,14 +18,21 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Reply {
         (&Method::GET, ["readyz"]) => readyz(&app).await,
         (&Method::GET, ["metrics"]) => {
             app.refresh_metrics();
+            app.refresh_svix_metrics().await;
             reply::text(
                 StatusCode::OK,
                 "text/plain; version=0.0.4",
                 app.metrics.encode(),
             )
         }
-        (&Method::GET, ["v1", "status"]) => {
-            reply::json(StatusCode::OK, &app.status_with_notifications().await)
+        (&Method::GET, ["v1", "status"]) => status(&app).await,
+        (&Method::POST, ["v1", "svix", source, "operational"]) => {
+            let source = source.to_string();
+            super::svix::operational(&app, &source, req).await
+        }
+        (&Method::POST, ["v1", "svix", source, "acknowledge"]) => {
+            let source = source.to_string();
+            super::svix::acknowledge(&app, &source, req).await
         }
         (&Method::POST, ["v1", "streams", stream, "webhook"]) => {
             let stream = stream.to_string();
@@ -38,11 +45,28 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Reply {
         (_, ["healthz"] | ["readyz"] | ["metrics"] | ["v1", "status"]) => {
             reply::error(StatusCode::METHOD_NOT_ALLOWED, "use GET")
         }
-        (_, ["v1", "streams", _, "webhook" | "events"]) => {
-            reply::error(StatusCode::METHOD_NOT_ALLOWED, "use POST")
-        }
+        (
+            _,
+            ["v1", "streams", _, "webhook" | "events"]
+            | ["v1", "svix", _, "operational" | "acknowledge"],
+        ) => reply::error(StatusCode::METHOD_NOT_ALLOWED, "use POST"),
         _ => reply::error(StatusCode::NOT_FOUND, "no such route"),
     }
+}
+
+/// `/v1/status`: streams, plus the Svix section when sources are configured.
+async fn status(app: &App) -> Reply {
+    let mut doc = app.status_with_notifications().await;
+    if !app.config().svix.is_empty() {
+        match app.svix_status().await {
+            Ok(svix) => doc["svix"] = svix,
+            Err(e) => {
+                tracing::error!(error = %e, "status: Svix state unreadable");
+                doc["svix"] = serde_json::json!({ "error": "state unreadable" });
+            }
+        }
+    }
+    reply::json(StatusCode::OK, &doc)
 }
 
 /// Ready means: config loaded, the state database accepts a write now, and

@@ -3,3 +3,4 @@
 
 pub mod payload;
 pub mod signature;
+pub mod svix_ops;

@@ -35,6 +35,8 @@ pub struct Page {
     pub key: String,
     /// Stable per alert episode (firing and resolved share it).
     pub alert_id: String,
+    /// `silence` (the stream went quiet) or another source such as `svix`.
+    pub alert_kind: String,
     pub stream: String,
     pub firing: bool,
     pub kind: PageKind,
@@ -56,7 +58,7 @@ pub struct Page {
 
 /// Severity of every silence page (no per-stream setting yet).
 pub const SEVERITY: &str = "critical";
-/// The Alertmanager `kind` label and webhook `alert.kind`.
+/// The `kind` of silence alerts (Alertmanager label, webhook `alert.kind`).
 pub const ALERT_KIND: &str = "silence";
 
 impl Page {
@@ -79,6 +81,7 @@ impl Page {
         Page {
             key: row.page_key.clone(),
             alert_id: row.alert_id.clone(),
+            alert_kind: row.alert_kind.clone(),
             stream: row.stream.clone(),
             firing,
             kind: row.kind,
@@ -104,6 +107,11 @@ impl Page {
         } else {
             "RESOLVED"
         }
+    }
+
+    /// Whether this page is about the stream's silence (else e.g. Svix).
+    pub fn is_silence(&self) -> bool {
+        self.alert_kind == ALERT_KIND
     }
 
     pub fn threshold_text(&self) -> String {

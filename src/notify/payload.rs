@@ -2,7 +2,7 @@
 //! (tests/notify_golden.rs); keep them free of I/O and of "now" except the
 //! explicit `sent_at`.
 
-use super::{Page, ALERT_KIND};
+use super::Page;
 use crate::config::PagerDutyConfig;
 use crate::domain::duration::format_duration;
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -53,7 +53,7 @@ pub fn webhook_body(page: &Page, sent_at: DateTime<Utc>) -> Value {
         "status": if page.firing { "firing" } else { "resolved" },
         "alert": {
             "id": page.alert_id,
-            "kind": ALERT_KIND,
+            "kind": page.alert_kind,
             "stream": page.stream,
             "severity": page.severity,
             "started_at": rfc(page.started_at),
@@ -87,7 +87,7 @@ pub fn pagerduty_event(config: &PagerDutyConfig, page: &Page) -> Value {
             "timestamp": rfc(page.started_at),
             "component": page.stream,
             "group": "hushwatch",
-            "class": ALERT_KIND,
+            "class": page.alert_kind,
             "custom_details": details(page),
         },
     })
@@ -137,10 +137,10 @@ pub fn slack_message(page: &Page) -> Value {
 pub fn alertmanager_alerts(page: &Page) -> Value {
     let mut alert = json!({
         "labels": {
-            "alertname": "HushwatchSilence",
+            "alertname": alertname(page),
             "stream": page.stream,
             "severity": page.severity,
-            "kind": ALERT_KIND,
+            "kind": page.alert_kind,
         },
         "annotations": {
             "summary": format!("{}{}: {}", test_prefix(page), page.stream, page.summary),
@@ -158,7 +158,19 @@ pub fn alertmanager_alerts(page: &Page) -> Value {
     json!([alert])
 }
 
+/// `HushwatchSilence` for silence alerts, `HushwatchSvix` for Svix ones.
+pub fn alertname(page: &Page) -> String {
+    let mut kind = page.alert_kind.chars();
+    match kind.next() {
+        Some(first) => format!("Hushwatch{}{}", first.to_ascii_uppercase(), kind.as_str()),
+        None => "Hushwatch".to_string(),
+    }
+}
+
 fn description(page: &Page) -> String {
+    if !page.is_silence() {
+        return page.summary.clone();
+    }
     let since = page
         .silent_since
         .map(|t| format!(" since {}", local_and_utc(page, t)))
@@ -197,6 +209,14 @@ pub fn email_body(page: &Page) -> String {
     let _ = writeln!(b, "{} - {}", page.status_word(), page.stream);
     let _ = writeln!(b, "{}", page.summary);
     b.push('\n');
+    if !page.is_silence() {
+        let _ = writeln!(b, "Kind:            {}", page.alert_kind);
+        let _ = writeln!(b, "At:              {}", local_and_utc(page, page.at));
+        b.push('\n');
+        let _ = writeln!(b, "Alert id: {}", page.alert_id);
+        let _ = writeln!(b, "Page key: {}", page.key);
+        return b;
+    }
     if page.firing {
         let _ = writeln!(
             b,

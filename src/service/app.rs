@@ -93,6 +93,8 @@ impl App {
         let notifiers: Vec<&str> = config.notifiers.keys().map(String::as_str).collect();
         let streams: Vec<&str> = names.iter().map(String::as_str).collect();
         self.metrics.declare(&streams, &calendars, &notifiers);
+        let sources: Vec<&str> = config.svix.keys().map(String::as_str).collect();
+        self.metrics.declare_svix(&sources);
         for s in config.streams.values() {
             self.metrics
                 .threshold
@@ -110,7 +112,7 @@ impl App {
         self.storage_ok.load(Ordering::Relaxed)
     }
 
-    fn note_storage(&self, result: &Result<impl Sized, StoreError>) {
+    pub(super) fn note_storage(&self, result: &Result<impl Sized, StoreError>) {
         match result {
             Ok(_) => self.storage_ok.store(true, Ordering::Relaxed),
             Err(e) => {

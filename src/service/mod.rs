@@ -4,6 +4,8 @@
 
 pub mod app;
 mod delivery;
+mod maintenance;
+mod svix;
 mod timer;
 
 use crate::clock::{Clock, SystemClock};
@@ -59,7 +61,9 @@ pub async fn start(
     let tasks = vec![
         tokio::spawn(crate::http::serve(listener, Arc::clone(&app), rx.clone())),
         tokio::spawn(timer::run(Arc::clone(&app), rx.clone())),
-        tokio::spawn(delivery::run(Arc::clone(&app), rx)),
+        tokio::spawn(delivery::run(Arc::clone(&app), rx.clone())),
+        tokio::spawn(maintenance::run(Arc::clone(&app), rx.clone())),
+        tokio::spawn(svix::regroup_loop(Arc::clone(&app), rx)),
     ];
     Ok(Running {
         addr,

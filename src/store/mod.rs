@@ -15,8 +15,10 @@
 //! All times are stored as INTEGER milliseconds since the Unix epoch, so
 //! sub-millisecond precision of the `DateTime`s passed in is dropped.
 
+pub mod audit;
 mod ops;
 mod schema;
+pub mod svix;
 mod writer;
 
 #[cfg(test)]
@@ -90,6 +92,14 @@ pub struct NewEvent {
     /// false: recorded, but does not move the stream's clock (filtered type).
     pub feeds_clock: bool,
     pub body_sha256: Option<[u8; 32]>,
+    /// How it arrived: `webhook`, `report` or `svix` (for the audit log).
+    pub channel: &'static str,
+    /// True when an HMAC signature over the body verified.
+    pub signature_verified: bool,
+    /// Subject ids found in the payload, e.g. ("user_id", "user_1").
+    pub subject_ids: Vec<(String, String)>,
+    /// Append to the tamper-evident audit log (on unless `[audit] enabled = false`).
+    pub audit: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -175,6 +185,8 @@ pub struct OutboxRow {
     pub next_attempt_at: Option<DateTime<Utc>>,
     /// Redacted reason of the last failed attempt.
     pub last_error: Option<String>,
+    /// What the alert is about: `silence` (a stream went quiet) or `svix`.
+    pub alert_kind: String,
 }
 
 /// Outcome of one delivery attempt, as persisted.
@@ -326,6 +338,75 @@ impl Store {
     /// days); returns rows deleted.
     pub async fn prune_seen(&self, before: DateTime<Utc>) -> Result<usize, StoreError> {
         self.call(move |c| ops::prune_seen(c, before)).await
+    }
+
+    /// Records an operational webhook and applies it to the endpoint's state,
+    /// queueing any pages it causes, all in one transaction.
+    pub async fn record_svix(
+        &self,
+        event: NewEvent,
+        apply: svix::SvixApply,
+    ) -> Result<(EventOutcome, Vec<svix::SvixPage>), StoreError> {
+        self.call(move |c| svix::record(c, &event, &apply)).await
+    }
+
+    /// Acknowledges lost messages: (acknowledged now, still lost, pages).
+    pub async fn svix_acknowledge(
+        &self,
+        apply: svix::SvixApply,
+        endpoint_id: String,
+        msg_ids: Vec<String>,
+    ) -> Result<(usize, u64, Vec<svix::SvixPage>), StoreError> {
+        self.call(move |c| svix::acknowledge(c, &apply, &endpoint_id, &msg_ids))
+            .await
+    }
+
+    /// Endpoints (id, uid) of `source` whose lost count grew since their last page.
+    pub async fn svix_grown(
+        &self,
+        source: String,
+    ) -> Result<Vec<(String, Option<String>)>, StoreError> {
+        self.call(move |c| svix::grown(c, &source)).await
+    }
+
+    /// Queues one updated exhausted page for `endpoint_id`, if still grown.
+    pub async fn svix_regroup(
+        &self,
+        apply: svix::SvixApply,
+        endpoint_id: String,
+    ) -> Result<Vec<svix::SvixPage>, StoreError> {
+        self.call(move |c| svix::regroup(c, &apply, &endpoint_id))
+            .await
+    }
+
+    pub async fn svix_endpoints(&self) -> Result<Vec<svix::SvixEndpointRow>, StoreError> {
+        self.call(|c| svix::endpoints(c, None)).await
+    }
+
+    /// Writes a checkpoint of the audit chain head (HMAC-signed with `key`).
+    pub async fn audit_checkpoint(
+        &self,
+        now: DateTime<Utc>,
+        key: Option<Vec<u8>>,
+    ) -> Result<Option<crate::audit::checkpoint::Checkpoint>, StoreError> {
+        self.call(move |c| audit::checkpoint(c, now.timestamp_millis(), key.as_deref()))
+            .await
+    }
+
+    /// Prunes audit entries received before `before`; returns how many.
+    pub async fn audit_prune(&self, before: DateTime<Utc>) -> Result<usize, StoreError> {
+        self.call(move |c| audit::prune(c, before.timestamp_millis()))
+            .await
+    }
+
+    /// Deletes up to `limit` event rows received before `before`.
+    pub async fn prune_events(
+        &self,
+        before: DateTime<Utc>,
+        limit: i64,
+    ) -> Result<usize, StoreError> {
+        self.call(move |c| ops::prune_events(c, before, limit))
+            .await
     }
 
     /// A real write through the normal commit path, for /readyz: proves the

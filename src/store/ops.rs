@@ -78,7 +78,7 @@ fn stream_from_row(row: &Row<'_>) -> rusqlite::Result<StreamRow> {
 const OUTBOX_COLUMNS: &str = "o.id, o.stream, o.notifier, o.alert_state, o.at, o.reason, \
      o.created_at, o.page_kind, o.alert_id, o.started_at, o.silent_since, o.attempts, \
      o.first_attempt_at, o.next_attempt_at, o.last_error, \
-     (SELECT value FROM meta WHERE key = 'salt')";
+     (SELECT value FROM meta WHERE key = 'salt'), o.alert_kind";
 
 fn outbox_from_row(row: &Row<'_>) -> rusqlite::Result<OutboxRow> {
     let id: i64 = row.get(0)?;
@@ -109,6 +109,7 @@ fn outbox_from_row(row: &Row<'_>) -> rusqlite::Result<OutboxRow> {
         first_attempt_at: opt_time_at(row, 12)?,
         next_attempt_at: opt_time_at(row, 13)?,
         last_error: row.get(14)?,
+        alert_kind: row.get(16)?,
     })
 }
 
@@ -245,7 +246,7 @@ pub(super) fn record_events(
 
 /// Dedups on the delivery hash (earlier events of the same batch count, as
 /// they are already inserted), stores the event, then moves the clock.
-fn record_event(conn: &Connection, event: &NewEvent) -> rusqlite::Result<EventOutcome> {
+pub(super) fn record_event(conn: &Connection, event: &NewEvent) -> rusqlite::Result<EventOutcome> {
     // The caller normally watched the stream already; if not, its watch
     // starts with this event rather than the event being refused.
     ensure_stream(conn, &event.stream, event.received_at)?;
@@ -259,6 +260,9 @@ fn record_event(conn: &Connection, event: &NewEvent) -> rusqlite::Result<EventOu
         }
     }
     insert_event(conn, event, hash.as_deref())?;
+    if event.audit {
+        super::audit::append(conn, event)?;
+    }
     if event.feeds_clock {
         advance_clock(conn, event)?;
     }
@@ -354,11 +358,11 @@ pub(super) fn record_transition(
     };
     set_alert_state(conn, t)?;
     for notifier in &t.notifiers {
-        insert_outbox(conn, t, notifier, created_at)?;
+        insert_silence_page(conn, t, notifier, created_at)?;
     }
     // Whoever was paged by an escalation step also hears that it resolved.
     for notifier in escalated.iter().filter(|n| !t.notifiers.contains(n)) {
-        insert_outbox(conn, t, notifier, created_at)?;
+        insert_silence_page(conn, t, notifier, created_at)?;
     }
     Ok(true)
 }
@@ -367,7 +371,8 @@ pub(super) fn record_transition(
 fn escalated_notifiers(conn: &Connection, stream: &str) -> rusqlite::Result<Vec<String>> {
     let mut stmt = conn.prepare_cached(
         "SELECT DISTINCT o.notifier FROM outbox o JOIN streams s ON s.name = o.stream
-         WHERE o.stream = ?1 AND o.page_kind = 'escalation' AND o.started_at = s.firing_since
+         WHERE o.stream = ?1 AND o.page_kind = 'escalation' AND o.alert_kind = 'silence'
+           AND o.started_at = s.firing_since
          ORDER BY o.notifier",
     )?;
     let rows = stmt
@@ -390,7 +395,44 @@ fn set_alert_state(conn: &Connection, t: &Transition) -> rusqlite::Result<()> {
     Ok(())
 }
 
-fn insert_outbox(
+/// A page that is not about a stream's silence (e.g. a Svix endpoint
+/// alert). `alert_key` names the alert, so its firing and resolved pages
+/// share one alert id (PagerDuty dedup_key, webhook `alert.id`) that never
+/// collides with a silence episode's; `alert_kind` is its `kind` label.
+pub(super) fn insert_keyed_page(
+    conn: &Connection,
+    t: &Transition,
+    notifier: &str,
+    created_at: DateTime<Utc>,
+    alert_kind: &str,
+    alert_key: &str,
+) -> rusqlite::Result<()> {
+    let alert_id = uuid_like(&hex32(&[
+        b"keyed-alert",
+        salt(conn)?.as_bytes(),
+        alert_kind.as_bytes(),
+        alert_key.as_bytes(),
+    ]));
+    conn.prepare_cached(
+        "INSERT INTO outbox (stream, notifier, alert_state, at, reason, created_at,
+                             page_kind, alert_id, started_at, alert_kind)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'page', ?7, ?4, ?8)",
+    )?
+    .execute(params![
+        t.stream,
+        notifier,
+        t.to,
+        millis(t.at),
+        t.reason,
+        millis(created_at),
+        alert_id,
+        alert_kind,
+    ])?;
+    Ok(())
+}
+
+/// A page of a stream's silence alert: its alert id is the episode's.
+fn insert_silence_page(
     conn: &Connection,
     t: &Transition,
     notifier: &str,
@@ -562,10 +604,11 @@ pub(super) fn active_firing_pages(conn: &Connection) -> Result<Vec<OutboxRow>, S
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT {OUTBOX_COLUMNS} FROM outbox o JOIN streams s ON s.name = o.stream
          WHERE s.alert_state = 'firing' AND o.alert_state = 'firing'
+           AND o.alert_kind = 'silence'
            AND o.outcome = 'delivered' AND o.started_at = s.firing_since
            AND o.id = (SELECT max(o2.id) FROM outbox o2
                        WHERE o2.stream = o.stream AND o2.notifier = o.notifier
-                         AND o2.outcome = 'delivered')
+                         AND o2.outcome = 'delivered' AND o2.alert_kind = 'silence')
          ORDER BY o.id"
     ))?;
     let rows = stmt
@@ -611,6 +654,21 @@ pub(super) fn prune_seen(conn: &Connection, before: DateTime<Utc>) -> Result<usi
     let deleted = conn.execute(
         "DELETE FROM seen_deliveries WHERE seen_at < ?1",
         [millis(before)],
+    )?;
+    Ok(deleted)
+}
+
+/// Event rows are working data (dedup, counts); the long-term record is the
+/// audit log, which has its own retention. Keeps at most `limit` deletions
+/// per call so one prune never holds the writer for long.
+pub(super) fn prune_events(
+    conn: &Connection,
+    before: DateTime<Utc>,
+    limit: i64,
+) -> Result<usize, StoreError> {
+    let deleted = conn.execute(
+        "DELETE FROM events WHERE id IN (SELECT id FROM events WHERE received_at < ?1 ORDER BY id LIMIT ?2)",
+        params![millis(before), limit],
     )?;
     Ok(deleted)
 }

@@ -18,7 +18,8 @@ use super::StoreError;
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// v1: event tracking. v2: alert state, notification outbox, readiness probe.
-/// v3: delivery bookkeeping on the outbox (attempts, backoff, outcome, the
+/// v3: audit log. v4: Svix state.
+/// v5: delivery bookkeeping on the outbox (attempts, backoff, outcome, the
 /// alert episode id and what the page says) plus a per-database random
 /// salt, so page keys never repeat even if the file is recreated.
 pub(super) const MIGRATIONS: &[&str] = &[
@@ -69,7 +70,9 @@ pub(super) const MIGRATIONS: &[&str] = &[
         id INTEGER PRIMARY KEY CHECK (id = 1),
         at INTEGER NOT NULL
     );",
-    // v3
+    super::audit::MIGRATION,
+    super::svix::MIGRATION,
+    // v5
     "CREATE TABLE meta (
         key   TEXT PRIMARY KEY NOT NULL,
         value TEXT NOT NULL
@@ -87,6 +90,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     ALTER TABLE outbox ADD COLUMN outcome TEXT
         CHECK (outcome IS NULL OR outcome IN ('delivered', 'failed'));
     ALTER TABLE outbox ADD COLUMN step INTEGER;
+    ALTER TABLE outbox ADD COLUMN alert_kind TEXT NOT NULL DEFAULT 'silence';
     UPDATE outbox SET outcome = 'delivered' WHERE status = 'done';
     CREATE INDEX outbox_by_outcome ON outbox(outcome, done_at);
     CREATE UNIQUE INDEX outbox_extra_once ON outbox(alert_id, page_kind, step, notifier)

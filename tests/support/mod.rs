@@ -299,19 +299,21 @@ impl Sidecar {
         self.wait_state("firing");
     }
 
-    /// Accepts one event on `identity`, which resolves a firing alert.
+    /// Posts one event to `identity` over real HTTP (bearer token), which
+    /// resolves a firing alert.
     pub fn resolve(&self) {
-        let now = self.now();
-        let event = hushwatch::store::NewEvent {
-            stream: "identity".into(),
-            delivery_id: Some(format!("evt-{}", now.timestamp_millis())),
-            event_type: "user.created".into(),
-            event_time: None,
-            received_at: now,
-            feeds_clock: true,
-            body_sha256: None,
-        };
-        self.rt.block_on(self.app().ingest(vec![event])).unwrap();
+        let id = format!("evt-{}", self.now().timestamp_millis());
+        let body = format!(r#"{{"type":"user.created","id":"{id}"}}"#);
+        let mut s = TcpStream::connect(self.addr()).unwrap();
+        write!(
+            s,
+            "POST /v1/streams/identity/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut text = String::new();
+        s.read_to_string(&mut text).unwrap();
+        assert!(text.starts_with("HTTP/1.1 200"), "{text}");
         self.wait_state("ok");
     }
 

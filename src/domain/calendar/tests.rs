@@ -308,6 +308,13 @@ proptest! {
     }
 
     #[test]
+    fn free_functions_agree_with_the_methods(idx in 0usize..5, t in instant(), d in span()) {
+        let c = &sample_calendars()[idx];
+        let f = super::fires_at(c, t, d).unwrap();
+        prop_assert_eq!(super::business_seconds(c, t, f), d.num_seconds());
+    }
+
+    #[test]
     fn always_equals_wall_time(t in instant(), d in span()) {
         let c = Calendar::always();
         prop_assert_eq!(c.fires_at(t, d), Some(t + d));

@@ -1,0 +1,205 @@
+{{/*
+Helpers. The public ones (hushwatch.sidecarContainer, hushwatch.sidecarVolumes,
+hushwatch.sidecarNative, hushwatch.configChecksum) work both from this chart
+and from an app chart that lists hushwatch as a dependency: there they read
+the dependency's values from .Values.hushwatch (defaults included, Helm merges
+them in).
+*/}}
+
+{{/* The hushwatch values for the context: our own, or a parent's .Values.hushwatch. */}}
+{{- define "hushwatch.valuesJson" -}}
+{{- if and (ne .Chart.Name "hushwatch") (hasKey .Values "hushwatch") -}}
+{{- toJson .Values.hushwatch -}}
+{{- else if ne .Chart.Name "hushwatch" -}}
+{{- fail "hushwatch: include the hushwatch chart as a dependency named \"hushwatch\" (its values live under .Values.hushwatch)" -}}
+{{- else -}}
+{{- toJson .Values -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "hushwatch.fullnameOf" -}}
+{{- $v := .v -}}
+{{- if $v.fullnameOverride -}}
+{{- $v.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default "hushwatch" $v.nameOverride -}}
+{{- if contains $name .root.Release.Name -}}
+{{- .root.Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .root.Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "hushwatch.name" -}}
+{{- default "hushwatch" .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "hushwatch.fullname" -}}
+{{- include "hushwatch.fullnameOf" (dict "v" .Values "root" .) -}}
+{{- end -}}
+
+{{- define "hushwatch.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "hushwatch.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "hushwatch.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "hushwatch.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/component: {{ .Values.mode }}
+{{- end -}}
+
+{{- define "hushwatch.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "hushwatch.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* hushwatch.toml from values: configToml verbatim, else config as TOML. */}}
+{{- define "hushwatch.configTomlOf" -}}
+{{- if .configToml -}}
+{{- .configToml -}}
+{{- else -}}
+{{- toToml .config -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "hushwatch.configToml" -}}
+{{- include "hushwatch.configTomlOf" .Values -}}
+{{- end -}}
+
+{{/* sha256 of the rendered hushwatch.toml, for a checksum/config pod annotation. */}}
+{{- define "hushwatch.configChecksum" -}}
+{{- $v := include "hushwatch.valuesJson" . | fromJson -}}
+{{- include "hushwatch.configTomlOf" $v | sha256sum -}}
+{{- end -}}
+
+{{- define "hushwatch.dataDirOf" -}}
+{{- $server := dig "server" dict (.config | default dict) -}}
+{{- $server.data_dir | default "/var/lib/hushwatch" -}}
+{{- end -}}
+
+{{/* hushwatch's appVersion, also when called from a parent chart. */}}
+{{- define "hushwatch.appVersion" -}}
+{{- if and (ne .Chart.Name "hushwatch") .Subcharts (hasKey .Subcharts "hushwatch") -}}
+{{- (index .Subcharts "hushwatch").Chart.AppVersion -}}
+{{- else -}}
+{{- .Chart.AppVersion -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "hushwatch.imageOf" -}}
+{{- $tag := .v.image.tag | default (include "hushwatch.appVersion" .root) -}}
+{{- if .v.image.digest -}}
+{{- printf "%s@%s" .v.image.repository .v.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .v.image.repository (toString $tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The hushwatch container. Arguments: v (values), root, native (bool: add
+restartPolicy: Always for a native sidecar), dataVolume (volume name).
+*/}}
+{{- define "hushwatch.containerOf" -}}
+{{- $v := .v -}}
+{{- $pod := pick $v.podSecurityContext "runAsNonRoot" "runAsUser" "runAsGroup" "seccompProfile" -}}
+{{- $sc := merge (deepCopy $v.securityContext) $pod -}}
+- name: hushwatch
+  image: {{ include "hushwatch.imageOf" . | quote }}
+  imagePullPolicy: {{ $v.image.pullPolicy }}
+  {{- if .native }}
+  restartPolicy: Always
+  {{- end }}
+  args:
+    - serve
+    - --config
+    - /etc/hushwatch/hushwatch.toml
+  ports:
+    - name: hushwatch
+      containerPort: {{ $v.port }}
+      protocol: TCP
+  {{- $env := list -}}
+  {{- if $v.existingSecret -}}
+  {{- range $name, $key := $v.secretEnv -}}
+  {{- $env = append $env (dict "name" $name "valueFrom" (dict "secretKeyRef" (dict "name" $v.existingSecret "key" $key "optional" $v.secretEnvOptional))) -}}
+  {{- end -}}
+  {{- end -}}
+  {{- $env = concat $env $v.extraEnv -}}
+  {{- if $env }}
+  env:
+    {{- toYaml $env | nindent 4 }}
+  {{- end }}
+  startupProbe:
+    httpGet:
+      path: /healthz
+      port: hushwatch
+    {{- toYaml $v.probes.startup | nindent 4 }}
+  livenessProbe:
+    httpGet:
+      path: /healthz
+      port: hushwatch
+    {{- toYaml $v.probes.liveness | nindent 4 }}
+  readinessProbe:
+    httpGet:
+      path: /readyz
+      port: hushwatch
+    {{- toYaml $v.probes.readiness | nindent 4 }}
+  resources:
+    {{- toYaml $v.resources | nindent 4 }}
+  securityContext:
+    {{- toYaml $sc | nindent 4 }}
+  volumeMounts:
+    - name: hushwatch-config
+      mountPath: /etc/hushwatch
+      readOnly: true
+    - name: {{ .dataVolume }}
+      mountPath: {{ include "hushwatch.dataDirOf" $v }}
+    - name: hushwatch-tmp
+      mountPath: /tmp
+{{- end -}}
+
+{{/* "true" when the sidecar should be a native sidecar, else empty. */}}
+{{- define "hushwatch.sidecarNative" -}}
+{{- $v := include "hushwatch.valuesJson" . | fromJson -}}
+{{- $n := toString $v.sidecar.native -}}
+{{- if eq $n "auto" -}}
+{{- if semverCompare ">=1.29-0" .Capabilities.KubeVersion.Version -}}true{{- end -}}
+{{- else if eq $n "true" -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{/*
+The sidecar container, as a one-item YAML list. Put it under initContainers
+when hushwatch.sidecarNative is "true", under containers otherwise.
+*/}}
+{{- define "hushwatch.sidecarContainer" -}}
+{{- $v := include "hushwatch.valuesJson" . | fromJson -}}
+{{- if ne $v.mode "sidecar" -}}
+{{- fail "hushwatch.sidecarContainer: set hushwatch.mode: sidecar, or the hushwatch dependency also runs its own StatefulSet" -}}
+{{- end -}}
+{{- $native := eq (include "hushwatch.sidecarNative" .) "true" -}}
+{{- $data := $v.sidecar.dataVolume | default "hushwatch-data" -}}
+{{- include "hushwatch.containerOf" (dict "v" $v "root" . "native" $native "dataVolume" $data) -}}
+{{- end -}}
+
+{{/* The sidecar's volumes, as YAML list items for the pod's volumes. */}}
+{{- define "hushwatch.sidecarVolumes" -}}
+{{- $v := include "hushwatch.valuesJson" . | fromJson -}}
+- name: hushwatch-config
+  configMap:
+    name: {{ include "hushwatch.fullnameOf" (dict "v" $v "root" .) }}
+- name: hushwatch-tmp
+  emptyDir:
+    sizeLimit: 64Mi
+{{- if not $v.sidecar.dataVolume }}
+- name: hushwatch-data
+  emptyDir: {}
+{{- end }}
+{{- end -}}

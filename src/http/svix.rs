@@ -1,0 +1,212 @@
+//! `POST /v1/svix/{name}/operational` and `/acknowledge`. Same answers as
+//! ingest: 404 unknown source, 413, 401/400 from the shared verifier, 2xx
+//! only after the event and its state change committed, 503 otherwise.
+
+use super::ingest::{bearer_matches, read_body};
+use super::reply::{self, Reply};
+use crate::config::SvixConfig;
+use crate::ingest::signature::SignedHeaders;
+use crate::ingest::svix_ops::{parse_operational, OpEvent};
+use crate::service::app::App;
+use crate::store::{EventOutcome, NewEvent};
+use hyper::body::Incoming;
+use hyper::{Request, StatusCode};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+fn unknown_source() -> Reply {
+    reply::error(
+        StatusCode::NOT_FOUND,
+        "no such Svix source (check [svix.NAME] in the config)",
+    )
+}
+
+fn reject(app: &App, svix: &SvixConfig, status: StatusCode, outcome: &str, reason: &str) -> Reply {
+    app.metrics.count_svix_rejected(&svix.name, outcome);
+    tracing::warn!(source = %svix.name, status = status.as_u16(), outcome, reason, "rejected operational webhook");
+    reply::error(status, reason)
+}
+
+fn endpoint_of(event: &OpEvent) -> Option<(&str, Option<&str>)> {
+    match event {
+        OpEvent::EndpointDisabled { endpoint, .. }
+        | OpEvent::EndpointEnabled(endpoint)
+        | OpEvent::EndpointUpdated(endpoint)
+        | OpEvent::EndpointCreated(endpoint)
+        | OpEvent::EndpointDeleted(endpoint)
+        | OpEvent::AttemptFailing { endpoint, .. }
+        | OpEvent::AttemptRecovered { endpoint, .. }
+        | OpEvent::AttemptExhausted { endpoint, .. } => {
+            Some((&endpoint.endpoint_id, endpoint.endpoint_uid.as_deref()))
+        }
+        OpEvent::BackgroundTaskFinished { .. } | OpEvent::Other => None,
+    }
+}
+
+fn subjects(event: &OpEvent) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    if let Some((id, _)) = endpoint_of(event) {
+        out.push(("endpoint_id".to_string(), id.to_string()));
+    }
+    if let OpEvent::AttemptFailing { attempt, .. }
+    | OpEvent::AttemptExhausted { attempt, .. }
+    | OpEvent::AttemptRecovered { attempt, .. } = event
+    {
+        out.push(("msg_id".to_string(), attempt.msg_id.clone()));
+    }
+    out
+}
+
+pub async fn operational(app: &App, name: &str, req: Request<Incoming>) -> Reply {
+    let config = app.config();
+    let Some(svix) = config.svix.get(name) else {
+        return unknown_source();
+    };
+    let (parts, body) = req.into_parts();
+    let body = match read_body(&parts, body).await {
+        Ok(b) => b,
+        Err(status) => {
+            return reject(
+                app,
+                svix,
+                status,
+                "too_large",
+                "request body is larger than 1 MiB",
+            )
+        }
+    };
+    let lookup = |h: &str| parts.headers.get(h).and_then(|v| v.to_str().ok());
+    let verified = SignedHeaders::find(lookup).and_then(|h| {
+        svix.verifier
+            .verify(&h, &body, app.clock.now().timestamp())
+            .map(|()| h.id.to_string())
+    });
+    let delivery_id = match verified {
+        Ok(id) => id,
+        Err(e) => {
+            let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::UNAUTHORIZED);
+            return reject(app, svix, status, e.outcome(), &e.to_string());
+        }
+    };
+    // Verified senders are never refused: an unreadable body is recorded
+    // as `other` (refusing would make Svix retry and then disable us).
+    let (event_type, event) = match parse_operational(&body) {
+        Ok(m) => (m.event_type, m.event),
+        Err(e) => {
+            tracing::warn!(source = %svix.name, reason = %e, "operational webhook not understood; recorded as other");
+            let t = serde_json::from_slice::<Value>(&body)
+                .ok()
+                .and_then(|v| v["type"].as_str().map(str::to_string));
+            (t.unwrap_or_else(|| "unknown".into()), OpEvent::Other)
+        }
+    };
+    let event_type: String = event_type.chars().take(200).collect();
+    let record = NewEvent {
+        stream: format!("svix:{}", svix.name),
+        delivery_id: Some(delivery_id),
+        event_type: event_type.clone(),
+        event_time: None,
+        received_at: app.clock.now(),
+        feeds_clock: false,
+        body_sha256: Some(Sha256::digest(&body).into()),
+        channel: "svix",
+        signature_verified: true,
+        subject_ids: subjects(&event),
+        audit: config.audit.enabled,
+    };
+    let endpoint = endpoint_of(&event).map(|(id, uid)| (id.to_string(), uid.map(str::to_string)));
+    let apply = app.svix_apply(
+        svix,
+        event,
+        &event_type,
+        endpoint
+            .as_ref()
+            .map(|(id, uid)| (id.as_str(), uid.as_deref())),
+    );
+    match app.svix_record(record, apply).await {
+        Ok((outcome, pages)) => {
+            let label = if outcome == EventOutcome::Accepted {
+                "accepted"
+            } else {
+                "duplicate"
+            };
+            app.metrics.count_svix(&svix.name, &event_type, label);
+            reply::json(
+                StatusCode::OK,
+                &json!({ "status": label, "pages": pages.len() }),
+            )
+        }
+        Err(e) => {
+            app.metrics.count_svix(&svix.name, &event_type, "error");
+            tracing::error!(source = %svix.name, error = %e, "operational webhook not stored; answered 503");
+            reply::error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "event could not be stored; retry later",
+            )
+        }
+    }
+}
+
+pub async fn acknowledge(app: &App, name: &str, req: Request<Incoming>) -> Reply {
+    let config = app.config();
+    let Some(svix) = config.svix.get(name) else {
+        return unknown_source();
+    };
+    let (parts, body) = req.into_parts();
+    let Some(token) = &svix.admin_token else {
+        return reply::error(
+            StatusCode::UNAUTHORIZED,
+            "acknowledging is not configured (set admin_token)",
+        );
+    };
+    if let Err(reason) = bearer_matches(&parts, std::slice::from_ref(token)) {
+        tracing::warn!(source = %svix.name, reason, "rejected acknowledge");
+        return reply::error(StatusCode::UNAUTHORIZED, reason);
+    }
+    let body = match read_body(&parts, body).await {
+        Ok(b) => b,
+        Err(status) => return reply::error(status, "request body is larger than 1 MiB"),
+    };
+    let parsed: Option<(String, Vec<String>)> =
+        serde_json::from_slice::<Value>(&body).ok().and_then(|v| {
+            let endpoint = v["endpoint_id"].as_str()?.to_string();
+            let ids = v["msg_ids"]
+                .as_array()?
+                .iter()
+                .map(|m| m.as_str().map(str::to_string))
+                .collect::<Option<Vec<_>>>()?;
+            Some((endpoint, ids))
+        });
+    let Some((endpoint_id, msg_ids)) = parsed else {
+        return reply::error(
+            StatusCode::BAD_REQUEST,
+            r#"body must be {"endpoint_id": "...", "msg_ids": ["..."]}"#,
+        );
+    };
+    let apply = app.svix_apply(
+        svix,
+        OpEvent::Other,
+        "acknowledge",
+        Some((&endpoint_id, None)),
+    );
+    match app
+        .store
+        .svix_acknowledge(apply, endpoint_id, msg_ids)
+        .await
+    {
+        Ok((acknowledged, remaining, pages)) => {
+            app.announce(&pages);
+            reply::json(
+                StatusCode::OK,
+                &json!({ "acknowledged": acknowledged, "remaining": remaining }),
+            )
+        }
+        Err(e) => {
+            tracing::error!(source = %svix.name, error = %e, "acknowledge not stored");
+            reply::error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "could not be stored; retry later",
+            )
+        }
+    }
+}

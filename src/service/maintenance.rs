@@ -1,0 +1,102 @@
+//! Periodic housekeeping: audit checkpoints (and one at shutdown), pruning
+//! the delivery-id dedup set, and audit retention.
+
+use super::app::App;
+use chrono::TimeDelta;
+use std::sync::Arc;
+use tokio::sync::watch;
+
+/// Delivery ids are remembered this long: well past Svix's ~27.6 h retry
+/// schedule and manual resends within a week.
+pub const DEDUP_WINDOW: TimeDelta = TimeDelta::days(7);
+const PRUNE_EVERY: TimeDelta = TimeDelta::hours(1);
+
+pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
+    let mut next_prune = app.clock.now();
+    loop {
+        let interval = app.config().audit.checkpoint_interval;
+        let now = app.clock.now();
+        if now >= next_prune {
+            prune(&app).await;
+            next_prune = now + PRUNE_EVERY;
+        }
+        let wake = (now + interval).min(next_prune);
+        tokio::select! {
+            _ = app.clock.sleep_until(wake) => {}
+            _ = shutdown.changed() => break,
+        }
+        if app.clock.now() >= now + interval {
+            checkpoint(&app).await;
+        }
+    }
+    // The last word before the store closes: pin the head we acknowledged.
+    checkpoint(&app).await;
+}
+
+/// Writes a checkpoint and mirrors it to the log, so a copy of the chain
+/// head lives outside this machine wherever logs are shipped.
+pub async fn checkpoint(app: &App) {
+    let config = app.config();
+    if !config.audit.enabled {
+        return;
+    }
+    let key = config
+        .audit
+        .checkpoint_key
+        .as_ref()
+        .map(|k| k.expose().as_bytes().to_vec());
+    match app.store.audit_checkpoint(app.clock.now(), key).await {
+        Ok(Some(c)) => tracing::info!(
+            seq = c.seq,
+            hash = %crate::audit::chain::to_hex(&c.hash),
+            signed = c.mac.is_some(),
+            "audit checkpoint"
+        ),
+        Ok(None) => {}
+        Err(e) => tracing::error!(error = %e, "audit checkpoint could not be written"),
+    }
+}
+
+async fn prune(app: &App) {
+    let now = app.clock.now();
+    match app.store.prune_seen(now - DEDUP_WINDOW).await {
+        Ok(n) if n > 0 => tracing::info!(
+            removed = n,
+            "pruned remembered delivery ids older than 7 days"
+        ),
+        Ok(_) => {}
+        Err(e) => tracing::error!(error = %e, "pruning delivery ids failed"),
+    }
+    // In chunks, so ingest never waits behind one huge delete.
+    let mut events_removed = 0;
+    loop {
+        match app.store.prune_events(now - DEDUP_WINDOW, 10_000).await {
+            Ok(n) => {
+                events_removed += n;
+                if n < 10_000 {
+                    break;
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "pruning old event rows failed");
+                break;
+            }
+        }
+    }
+    if events_removed > 0 {
+        tracing::info!(
+            removed = events_removed,
+            "pruned event rows older than 7 days (the audit log keeps the record)"
+        );
+    }
+    if let Some(retain) = app.config().audit.retain {
+        match app.store.audit_prune(now - retain).await {
+            Ok(n) if n > 0 => tracing::info!(
+                removed = n,
+                "pruned audit entries past retention (chain anchored)"
+            ),
+            Ok(_) => {}
+            Err(e) => tracing::error!(error = %e, "pruning the audit log failed"),
+        }
+    }
+}

@@ -1,0 +1,260 @@
+//! SQL for the audit log (see `crate::audit` for the chain itself).
+//!
+//! Appends happen inside `record_events`' transaction, so an event is
+//! acknowledged if and only if its audit entry committed with it. The
+//! read side (`AuditReader`) opens its own read-only connection, so
+//! `hushwatch audit verify/export` works while `serve` is running (WAL).
+
+use super::{NewEvent, StoreError};
+use crate::audit::chain::{from_hex, to_hex, Entry, GENESIS};
+use crate::audit::checkpoint::Checkpoint;
+use crate::audit::verify::{Anchor, StoredEntry};
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension, Row};
+use std::path::Path;
+
+pub(super) const MIGRATION: &str = "CREATE TABLE audit_log (
+        seq                INTEGER PRIMARY KEY,
+        received_at        INTEGER NOT NULL,
+        source             TEXT NOT NULL,
+        channel            TEXT NOT NULL,
+        delivery_id        TEXT,
+        event_type         TEXT NOT NULL,
+        event_time         INTEGER,
+        subject_ids        TEXT NOT NULL,
+        body_sha256        TEXT,
+        signature_verified INTEGER NOT NULL CHECK (signature_verified IN (0, 1)),
+        prev_hash          TEXT NOT NULL,
+        hash               TEXT NOT NULL
+    );
+    CREATE INDEX audit_by_time ON audit_log(received_at);
+    CREATE TABLE audit_checkpoints (
+        seq        INTEGER NOT NULL,
+        hash       TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        mac        TEXT
+    );
+    CREATE TABLE audit_anchor (
+        id   INTEGER PRIMARY KEY CHECK (id = 1),
+        seq  INTEGER NOT NULL,
+        hash TEXT NOT NULL
+    );";
+
+/// The chain head: the last entry, else the prune anchor, else genesis.
+fn head(conn: &Connection) -> rusqlite::Result<Anchor> {
+    let last = conn
+        .prepare_cached("SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1")?
+        .query_row([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))
+        .optional()?;
+    match last {
+        Some((seq, hash)) => Ok(Anchor {
+            seq,
+            hash: from_hex(&hash).unwrap_or(GENESIS),
+        }),
+        None => anchor(conn),
+    }
+}
+
+fn anchor(conn: &Connection) -> rusqlite::Result<Anchor> {
+    let row = conn
+        .query_row("SELECT seq, hash FROM audit_anchor WHERE id = 1", [], |r| {
+            Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
+        })
+        .optional()?;
+    Ok(row.map_or(Anchor::GENESIS, |(seq, hash)| Anchor {
+        seq,
+        hash: from_hex(&hash).unwrap_or(GENESIS),
+    }))
+}
+
+fn subject_json(pairs: &[(String, String)]) -> String {
+    let map: serde_json::Map<String, serde_json::Value> = pairs
+        .iter()
+        .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+        .collect();
+    serde_json::Value::Object(map).to_string()
+}
+
+/// Appends the accepted `event` to the chain.
+pub(super) fn append(conn: &Connection, event: &NewEvent) -> rusqlite::Result<()> {
+    let head = head(conn)?;
+    let entry = Entry {
+        seq: head.seq + 1,
+        received_at_ms: event.received_at.timestamp_millis(),
+        source: event.stream.clone(),
+        channel: event.channel.to_string(),
+        delivery_id: event.delivery_id.clone(),
+        event_type: event.event_type.clone(),
+        event_time_ms: event.event_time.map(|t| t.timestamp_millis()),
+        subject_ids: subject_json(&event.subject_ids),
+        body_sha256: event.body_sha256.map(|d| to_hex(&d)),
+        signature_verified: event.signature_verified,
+        prev_hash: head.hash,
+    };
+    let hash = entry.hash();
+    conn.prepare_cached(
+        "INSERT INTO audit_log (seq, received_at, source, channel, delivery_id, event_type,
+             event_time, subject_ids, body_sha256, signature_verified, prev_hash, hash)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+    )?
+    .execute(params![
+        entry.seq,
+        entry.received_at_ms,
+        entry.source,
+        entry.channel,
+        entry.delivery_id,
+        entry.event_type,
+        entry.event_time_ms,
+        entry.subject_ids,
+        entry.body_sha256,
+        entry.signature_verified,
+        to_hex(&entry.prev_hash),
+        to_hex(&hash),
+    ])?;
+    Ok(())
+}
+
+/// Writes a checkpoint of the current head (none when the log is empty).
+pub(super) fn checkpoint(
+    conn: &Connection,
+    now_ms: i64,
+    key: Option<&[u8]>,
+) -> Result<Option<Checkpoint>, StoreError> {
+    let head = head(conn)?;
+    if head.seq == 0 {
+        return Ok(None);
+    }
+    let c = Checkpoint::new(head.seq, head.hash, now_ms, key);
+    conn.execute(
+        "INSERT INTO audit_checkpoints (seq, hash, created_at, mac) VALUES (?1, ?2, ?3, ?4)",
+        params![
+            c.seq,
+            to_hex(&c.hash),
+            c.created_at_ms,
+            c.mac.map(|m| to_hex(&m))
+        ],
+    )?;
+    Ok(Some(c))
+}
+
+/// Deletes whole prefixes older than `before_ms`, remembering the last
+/// pruned entry as the new anchor so the rest still verifies.
+pub(super) fn prune(conn: &Connection, before_ms: i64) -> Result<usize, StoreError> {
+    let last: Option<(i64, String)> = conn
+        .query_row(
+            "SELECT seq, hash FROM audit_log WHERE received_at < ?1 ORDER BY seq DESC LIMIT 1",
+            [before_ms],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    let Some((seq, hash)) = last else {
+        return Ok(0);
+    };
+    conn.execute(
+        "INSERT INTO audit_anchor (id, seq, hash) VALUES (1, ?1, ?2)
+         ON CONFLICT(id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash",
+        params![seq, hash],
+    )?;
+    let deleted = conn.execute("DELETE FROM audit_log WHERE seq <= ?1", [seq])?;
+    conn.execute("DELETE FROM audit_checkpoints WHERE seq <= ?1", [seq])?;
+    Ok(deleted)
+}
+
+/// Read-only access for `hushwatch audit`.
+pub struct AuditReader {
+    conn: Connection,
+}
+
+/// Filters for export; all optional.
+#[derive(Debug, Clone, Default)]
+pub struct ExportFilter {
+    pub since_ms: Option<i64>,
+    pub until_ms: Option<i64>,
+    pub stream: Option<String>,
+}
+
+fn entry_from_row(r: &Row<'_>) -> rusqlite::Result<StoredEntry> {
+    let prev: String = r.get(10)?;
+    let hash: String = r.get(11)?;
+    // A damaged hex value is kept as an impossible hash so verification
+    // reports the entry instead of the reader failing.
+    let bad = [0xff; 32];
+    Ok(StoredEntry {
+        entry: Entry {
+            seq: r.get(0)?,
+            received_at_ms: r.get(1)?,
+            source: r.get(2)?,
+            channel: r.get(3)?,
+            delivery_id: r.get(4)?,
+            event_type: r.get(5)?,
+            event_time_ms: r.get(6)?,
+            subject_ids: r.get(7)?,
+            body_sha256: r.get(8)?,
+            signature_verified: r.get(9)?,
+            prev_hash: from_hex(&prev).unwrap_or(bad),
+        },
+        stored_hash: from_hex(&hash).unwrap_or(bad),
+    })
+}
+
+const COLUMNS: &str = "seq, received_at, source, channel, delivery_id, event_type, event_time,
+    subject_ids, body_sha256, signature_verified, prev_hash, hash";
+
+impl AuditReader {
+    pub fn open(path: &Path) -> Result<AuditReader, StoreError> {
+        if !path.exists() {
+            return Err(StoreError::Open(format!(
+                "{} does not exist (has hushwatch run with this data_dir?)",
+                path.display()
+            )));
+        }
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| StoreError::Open(e.to_string()))?;
+        Ok(AuditReader { conn })
+    }
+
+    pub fn anchor(&self) -> Result<Anchor, StoreError> {
+        Ok(anchor(&self.conn)?)
+    }
+
+    pub fn checkpoints(&self) -> Result<Vec<Checkpoint>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT seq, hash, created_at, mac FROM audit_checkpoints ORDER BY seq")?;
+        let rows = stmt.query_map([], |r| {
+            let hash: String = r.get(1)?;
+            let mac: Option<String> = r.get(3)?;
+            Ok(Checkpoint {
+                seq: r.get(0)?,
+                hash: from_hex(&hash).unwrap_or([0xff; 32]),
+                created_at_ms: r.get(2)?,
+                mac: mac.map(|m| from_hex(&m).unwrap_or([0xff; 32])),
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Calls `visit` for every entry in seq order, streaming from SQLite.
+    pub fn for_each(
+        &self,
+        filter: &ExportFilter,
+        mut visit: impl FnMut(StoredEntry) -> bool,
+    ) -> Result<(), StoreError> {
+        let sql = format!(
+            "SELECT {COLUMNS} FROM audit_log
+             WHERE (?1 IS NULL OR received_at >= ?1) AND (?2 IS NULL OR received_at < ?2)
+               AND (?3 IS NULL OR source = ?3)
+             ORDER BY seq"
+        );
+        let mut stmt = self.conn.prepare(&sql)?;
+        let mut rows = stmt.query(params![filter.since_ms, filter.until_ms, filter.stream])?;
+        while let Some(row) = rows.next()? {
+            if !visit(entry_from_row(row)?) {
+                break;
+            }
+        }
+        Ok(())
+    }
+}

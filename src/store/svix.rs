@@ -1,0 +1,537 @@
+//! State of Svix endpoints, from operational webhooks. Each operational
+//! event is recorded (dedup + audit) and applied to the endpoint state in
+//! the same transaction, and any alert crossing it causes writes its pages
+//! to the outbox in that transaction too: an acknowledged operational
+//! webhook can never lose its page.
+
+use super::ops::{insert_keyed_page, record_event};
+use super::{AlertState, EventOutcome, NewEvent, StoreError, Transition};
+use crate::domain::svix::{
+    alert_changes, AlertChange, DisableTrigger, EndpointSummary, Severity, SvixAlert,
+};
+use crate::ingest::svix_ops::{AttemptRef, EndpointRef, OpEvent, Trigger};
+use chrono::{DateTime, SecondsFormat, Utc};
+use rusqlite::{params, Connection, OptionalExtension};
+
+pub(super) const MIGRATION: &str = "CREATE TABLE svix_endpoints (
+        source          TEXT NOT NULL,
+        endpoint_id     TEXT NOT NULL,
+        app_id          TEXT,
+        endpoint_uid    TEXT,
+        disabled        INTEGER NOT NULL DEFAULT 0,
+        disable_trigger TEXT,
+        fail_since      INTEGER,
+        disabled_at     INTEGER,
+        deleted         INTEGER NOT NULL DEFAULT 0,
+        exhausted_total INTEGER NOT NULL DEFAULT 0,
+        lost_paged      INTEGER NOT NULL DEFAULT 0,
+        updated_at      INTEGER NOT NULL,
+        PRIMARY KEY (source, endpoint_id)
+    );
+    CREATE TABLE svix_messages (
+        source       TEXT NOT NULL,
+        endpoint_id  TEXT NOT NULL,
+        msg_id       TEXT NOT NULL,
+        msg_event_id TEXT,
+        state        TEXT NOT NULL CHECK (state IN ('failing', 'recovered', 'exhausted')),
+        status_code  INTEGER NOT NULL,
+        attempt_at   INTEGER,
+        received_at  INTEGER NOT NULL,
+        acknowledged INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (source, endpoint_id, msg_id)
+    );";
+
+/// Where an operational event's pages go, and what it means in config.
+#[derive(Debug, Clone)]
+pub struct SvixApply {
+    /// The `[svix.NAME]` block.
+    pub source: String,
+    /// The stream the endpoint feeds (its pages are filed under it).
+    pub stream: String,
+    pub notifiers: Vec<String>,
+    pub event: OpEvent,
+    /// Event types that clear a disabled state besides `endpoint.enabled`.
+    pub clears_on: Vec<String>,
+    pub event_type: String,
+    /// The endpoint is mapped to a stream in config: its deletion notifies.
+    pub mapped: bool,
+    pub now: DateTime<Utc>,
+}
+
+/// A page caused by an operational event, for logs and the caller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SvixPage {
+    pub endpoint_id: String,
+    pub alert: SvixAlert,
+    pub firing: bool,
+    pub severity: Severity,
+    pub summary: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LostMessage {
+    pub msg_id: String,
+    pub msg_event_id: Option<String>,
+    pub status_code: u16,
+    pub attempt_at: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SvixEndpointRow {
+    pub source: String,
+    pub endpoint_id: String,
+    pub app_id: Option<String>,
+    pub endpoint_uid: Option<String>,
+    pub disabled: Option<DisableTrigger>,
+    pub fail_since: Option<DateTime<Utc>>,
+    pub disabled_at: Option<DateTime<Utc>>,
+    pub deleted: bool,
+    pub exhausted_total: u64,
+    pub failing: u64,
+    pub lost: Vec<LostMessage>,
+}
+
+fn ms(t: DateTime<Utc>) -> i64 {
+    t.timestamp_millis()
+}
+
+fn time(ms: Option<i64>) -> Option<DateTime<Utc>> {
+    ms.and_then(DateTime::from_timestamp_millis)
+}
+
+fn rfc(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+fn touch_endpoint(
+    conn: &Connection,
+    source: &str,
+    e: &EndpointRef,
+    now: i64,
+) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO svix_endpoints (source, endpoint_id, app_id, endpoint_uid, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT(source, endpoint_id) DO UPDATE SET
+           app_id = coalesce(excluded.app_id, app_id),
+           endpoint_uid = coalesce(excluded.endpoint_uid, endpoint_uid),
+           updated_at = excluded.updated_at",
+    )?
+    .execute(params![
+        source,
+        e.endpoint_id,
+        e.app_id,
+        e.endpoint_uid,
+        now
+    ])?;
+    Ok(())
+}
+
+fn summary(
+    conn: &Connection,
+    source: &str,
+    endpoint_id: &str,
+) -> rusqlite::Result<EndpointSummary> {
+    let disabled: Option<(i64, Option<String>)> = conn
+        .prepare_cached("SELECT disabled, disable_trigger FROM svix_endpoints WHERE source = ?1 AND endpoint_id = ?2")?
+        .query_row(params![source, endpoint_id], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?;
+    let count = |sql: &str| -> rusqlite::Result<u64> {
+        conn.prepare_cached(sql)?
+            .query_row(params![source, endpoint_id], |r| r.get::<_, i64>(0))
+            .map(|n| n as u64)
+    };
+    Ok(EndpointSummary {
+        disabled: match disabled {
+            Some((1, Some(t))) if t == "manual" => Some(DisableTrigger::Manual),
+            Some((1, _)) => Some(DisableTrigger::Automatic),
+            _ => None,
+        },
+        failing: count("SELECT count(*) FROM svix_messages WHERE source = ?1 AND endpoint_id = ?2 AND state = 'failing'")?,
+        lost: count(
+            "SELECT count(*) FROM svix_messages WHERE source = ?1 AND endpoint_id = ?2 AND state = 'exhausted' AND acknowledged = 0",
+        )?,
+    })
+}
+
+/// Newer news about a message wins; older news arriving late is ignored,
+/// so `recovered` before `failing` (out of order) cannot leave it failing.
+/// `failing` never un-loses an exhausted message; `recovered` does (a
+/// resend got through).
+fn message_news(
+    conn: &Connection,
+    source: &str,
+    endpoint_id: &str,
+    a: &AttemptRef,
+    state: &str,
+    now: i64,
+) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO svix_messages (source, endpoint_id, msg_id, msg_event_id, state, status_code, attempt_at, received_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+         ON CONFLICT(source, endpoint_id, msg_id) DO UPDATE SET
+           state = excluded.state, status_code = excluded.status_code,
+           attempt_at = excluded.attempt_at, received_at = excluded.received_at,
+           msg_event_id = coalesce(excluded.msg_event_id, msg_event_id),
+           acknowledged = CASE WHEN excluded.state = 'exhausted' THEN 0 ELSE acknowledged END
+         WHERE (excluded.attempt_at IS NULL OR svix_messages.attempt_at IS NULL
+                OR excluded.attempt_at >= svix_messages.attempt_at)
+           AND (excluded.state != 'failing' OR svix_messages.state != 'exhausted')",
+    )?
+    .execute(params![source, endpoint_id, a.msg_id, a.msg_event_id, state, a.status_code, a.attempt_at.map(ms), now])?;
+    Ok(())
+}
+
+fn apply_event(conn: &Connection, a: &SvixApply) -> rusqlite::Result<Option<(String, bool)>> {
+    let now = ms(a.now);
+    let (endpoint, deleted) = match &a.event {
+        OpEvent::EndpointDisabled {
+            endpoint,
+            fail_since,
+            trigger,
+        } => {
+            touch_endpoint(conn, &a.source, endpoint, now)?;
+            let trigger = match trigger {
+                Trigger::Automatic => "automatic",
+                Trigger::Manual => "manual",
+            };
+            conn.execute(
+                "UPDATE svix_endpoints SET disabled = 1, disable_trigger = ?3, fail_since = ?4, disabled_at = ?5
+                 WHERE source = ?1 AND endpoint_id = ?2",
+                params![a.source, endpoint.endpoint_id, trigger, fail_since.map(ms), now],
+            )?;
+            (endpoint, false)
+        }
+        OpEvent::EndpointEnabled(endpoint)
+        | OpEvent::EndpointUpdated(endpoint)
+        | OpEvent::EndpointCreated(endpoint) => {
+            touch_endpoint(conn, &a.source, endpoint, now)?;
+            let clears = matches!(a.event, OpEvent::EndpointEnabled(_))
+                || a.clears_on.contains(&a.event_type);
+            if clears {
+                conn.execute(
+                    "UPDATE svix_endpoints SET disabled = 0, deleted = 0 WHERE source = ?1 AND endpoint_id = ?2",
+                    params![a.source, endpoint.endpoint_id],
+                )?;
+            }
+            (endpoint, false)
+        }
+        OpEvent::EndpointDeleted(endpoint) => {
+            touch_endpoint(conn, &a.source, endpoint, now)?;
+            let clears = a.clears_on.contains(&a.event_type);
+            conn.execute(
+                "UPDATE svix_endpoints SET deleted = 1, disabled = CASE WHEN ?3 THEN 0 ELSE disabled END
+                 WHERE source = ?1 AND endpoint_id = ?2",
+                params![a.source, endpoint.endpoint_id, clears],
+            )?;
+            (endpoint, true)
+        }
+        OpEvent::AttemptFailing { endpoint, attempt } => {
+            touch_endpoint(conn, &a.source, endpoint, now)?;
+            message_news(
+                conn,
+                &a.source,
+                &endpoint.endpoint_id,
+                attempt,
+                "failing",
+                now,
+            )?;
+            (endpoint, false)
+        }
+        OpEvent::AttemptRecovered { endpoint, attempt } => {
+            touch_endpoint(conn, &a.source, endpoint, now)?;
+            message_news(
+                conn,
+                &a.source,
+                &endpoint.endpoint_id,
+                attempt,
+                "recovered",
+                now,
+            )?;
+            (endpoint, false)
+        }
+        OpEvent::AttemptExhausted { endpoint, attempt } => {
+            touch_endpoint(conn, &a.source, endpoint, now)?;
+            message_news(
+                conn,
+                &a.source,
+                &endpoint.endpoint_id,
+                attempt,
+                "exhausted",
+                now,
+            )?;
+            conn.execute(
+                "UPDATE svix_endpoints SET exhausted_total = exhausted_total + 1 WHERE source = ?1 AND endpoint_id = ?2",
+                params![a.source, endpoint.endpoint_id],
+            )?;
+            (endpoint, false)
+        }
+        OpEvent::BackgroundTaskFinished { .. } | OpEvent::Other => return Ok(None),
+    };
+    Ok(Some((endpoint.endpoint_id.clone(), deleted)))
+}
+
+/// What a person should do, per alert. Shown in every page.
+fn summary_text(
+    a: &SvixApply,
+    endpoint_id: &str,
+    change: &AlertChange,
+    row: &SvixEndpointRow,
+) -> String {
+    let name = format!(
+        "Svix endpoint {endpoint_id} ({}, feeds stream {})",
+        a.source, a.stream
+    );
+    if !change.firing {
+        return match change.alert {
+            SvixAlert::EndpointDisabled => format!("{name} is enabled again. Recover failed messages and replay missing ones since it failed."),
+            SvixAlert::MessagesExhausted => format!("{name}: every lost message was acknowledged."),
+            SvixAlert::EndpointFailing => format!("{name}: no message is failing any more."),
+            SvixAlert::EndpointDeleted => format!("{name} deletion cleared."),
+        };
+    }
+    let since = row
+        .fail_since
+        .map(rfc)
+        .unwrap_or_else(|| "the first failure".into());
+    let app = row.app_id.clone().unwrap_or_else(|| "{app_id}".into());
+    match change.alert {
+        SvixAlert::EndpointDisabled => format!(
+            "{name} was DISABLED ({} trigger), failing since {since}: deliveries stopped and new messages are not even queued, so revocations are being lost. \
+             Fix the receiver, re-enable it (PATCH /api/v1/app/{app}/endpoint/{endpoint_id} {{\"disabled\": false}}), then recover failed messages \
+             (POST /api/v1/app/{app}/endpoint/{endpoint_id}/recover {{\"since\": \"{since}\"}}) and replay missing ones \
+             (POST …/replay-missing with the same since). Clerk: Dashboard → Webhooks → endpoint → Message Attempts → Replay (failed since / missing since).",
+            match row.disabled {
+                Some(DisableTrigger::Manual) => "manual",
+                _ => "automatic",
+            }
+        ),
+        SvixAlert::MessagesExhausted => format!(
+            "{name}: {} message(s) used up all 8 attempts over ~27.6 h and are lost for this endpoint unless recovered \
+             (first: {}). Fix the receiver, then POST /api/v1/app/{app}/endpoint/{endpoint_id}/recover or resend each message; \
+             acknowledge with POST /v1/svix/{}/acknowledge once handled.",
+            row.lost.len(),
+            row.lost.first().map(|m| m.msg_id.as_str()).unwrap_or("-"),
+            a.source
+        ),
+        SvixAlert::EndpointFailing => format!(
+            "{name}: {} message(s) are failing (4th attempt failed); Svix keeps retrying for ~27 h. Check the receiver now.",
+            row.failing
+        ),
+        SvixAlert::EndpointDeleted => format!("{name} was DELETED in Svix: nothing will be delivered to it."),
+    }
+}
+
+fn queue_pages(
+    conn: &Connection,
+    a: &SvixApply,
+    endpoint_id: &str,
+    changes: &[AlertChange],
+) -> Result<Vec<SvixPage>, StoreError> {
+    if changes.is_empty() {
+        return Ok(Vec::new());
+    }
+    let row = endpoint_row(conn, &a.source, endpoint_id)?;
+    let mut pages = Vec::new();
+    for change in changes {
+        let summary = format!(
+            "[{}] {}",
+            change.severity.as_str(),
+            summary_text(a, endpoint_id, change, &row)
+        );
+        let t = Transition {
+            stream: a.stream.clone(),
+            to: if change.firing {
+                AlertState::Firing
+            } else {
+                AlertState::Ok
+            },
+            at: a.now,
+            reason: summary.clone(),
+            notifiers: a.notifiers.clone(),
+        };
+        for notifier in &a.notifiers {
+            // One alert id per endpoint and alert, shared by its firing
+            // and resolved pages (PagerDuty dedup_key).
+            let key = format!("{}/{}/{}", a.source, endpoint_id, change.alert.as_str());
+            insert_keyed_page(conn, &t, notifier, a.now, "svix", &key)?;
+        }
+        if change.alert == SvixAlert::MessagesExhausted {
+            conn.execute(
+                "UPDATE svix_endpoints SET lost_paged = ?3 WHERE source = ?1 AND endpoint_id = ?2",
+                params![a.source, endpoint_id, row.lost.len() as i64],
+            )?;
+        }
+        pages.push(SvixPage {
+            endpoint_id: endpoint_id.to_string(),
+            alert: change.alert,
+            firing: change.firing,
+            severity: change.severity,
+            summary,
+        });
+    }
+    Ok(pages)
+}
+
+pub(super) fn record(
+    conn: &Connection,
+    event: &NewEvent,
+    a: &SvixApply,
+) -> Result<(EventOutcome, Vec<SvixPage>), StoreError> {
+    if record_event(conn, event)? == EventOutcome::Duplicate {
+        return Ok((EventOutcome::Duplicate, Vec::new()));
+    }
+    let endpoint_id = match &a.event {
+        OpEvent::EndpointDisabled { endpoint, .. }
+        | OpEvent::EndpointEnabled(endpoint)
+        | OpEvent::EndpointUpdated(endpoint)
+        | OpEvent::EndpointCreated(endpoint)
+        | OpEvent::EndpointDeleted(endpoint)
+        | OpEvent::AttemptFailing { endpoint, .. }
+        | OpEvent::AttemptRecovered { endpoint, .. }
+        | OpEvent::AttemptExhausted { endpoint, .. } => endpoint.endpoint_id.clone(),
+        OpEvent::BackgroundTaskFinished { .. } | OpEvent::Other => {
+            return Ok((EventOutcome::Accepted, Vec::new()))
+        }
+    };
+    let before = summary(conn, &a.source, &endpoint_id)?;
+    let Some((_, deleted)) = apply_event(conn, a)? else {
+        return Ok((EventOutcome::Accepted, Vec::new()));
+    };
+    let after = summary(conn, &a.source, &endpoint_id)?;
+    let mut changes = alert_changes(&before, &after);
+    if deleted && a.mapped {
+        changes.push(AlertChange {
+            alert: SvixAlert::EndpointDeleted,
+            firing: true,
+            severity: Severity::Warning,
+        });
+    }
+    let pages = queue_pages(conn, a, &endpoint_id, &changes)?;
+    Ok((EventOutcome::Accepted, pages))
+}
+
+/// Marks lost messages handled; resolves the exhausted alert when none remain.
+pub(super) fn acknowledge(
+    conn: &Connection,
+    a: &SvixApply,
+    endpoint_id: &str,
+    msg_ids: &[String],
+) -> Result<(usize, u64, Vec<SvixPage>), StoreError> {
+    let before = summary(conn, &a.source, endpoint_id)?;
+    let mut acked = 0;
+    for msg in msg_ids {
+        acked += conn.execute(
+            "UPDATE svix_messages SET acknowledged = 1
+             WHERE source = ?1 AND endpoint_id = ?2 AND msg_id = ?3 AND state = 'exhausted' AND acknowledged = 0",
+            params![a.source, endpoint_id, msg],
+        )?;
+    }
+    let after = summary(conn, &a.source, endpoint_id)?;
+    let pages = queue_pages(conn, a, endpoint_id, &alert_changes(&before, &after))?;
+    Ok((acked, after.lost, pages))
+}
+
+/// Endpoints (id, uid) whose lost count grew since their last page.
+pub(super) fn grown(
+    conn: &Connection,
+    source: &str,
+) -> Result<Vec<(String, Option<String>)>, StoreError> {
+    let rows = conn
+        .prepare(
+            "SELECT e.endpoint_id, e.endpoint_uid FROM svix_endpoints e
+             WHERE e.source = ?1 AND e.lost_paged > 0 AND e.lost_paged < (
+               SELECT count(*) FROM svix_messages m WHERE m.source = e.source AND m.endpoint_id = e.endpoint_id
+                 AND m.state = 'exhausted' AND m.acknowledged = 0)",
+        )?
+        .query_map([source], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<Result<_, _>>()?;
+    Ok(rows)
+}
+
+/// One updated page for an endpoint whose burst of exhaustions grew
+/// (grouping hundreds of messages into one page per endpoint).
+pub(super) fn regroup(
+    conn: &Connection,
+    a: &SvixApply,
+    endpoint_id: &str,
+) -> Result<Vec<SvixPage>, StoreError> {
+    let still_grown = grown(conn, &a.source)?
+        .iter()
+        .any(|(id, _)| id == endpoint_id);
+    if !still_grown {
+        return Ok(Vec::new());
+    }
+    let change = AlertChange {
+        alert: SvixAlert::MessagesExhausted,
+        firing: true,
+        severity: Severity::Critical,
+    };
+    queue_pages(conn, a, endpoint_id, &[change])
+}
+
+fn endpoint_row(
+    conn: &Connection,
+    source: &str,
+    endpoint_id: &str,
+) -> Result<SvixEndpointRow, StoreError> {
+    let mut rows = endpoints(conn, Some((source, endpoint_id)))?;
+    rows.pop()
+        .ok_or_else(|| StoreError::Sql(format!("unknown Svix endpoint {endpoint_id}")))
+}
+
+/// Every known endpoint (or one), with its unacknowledged lost messages.
+pub(super) fn endpoints(
+    conn: &Connection,
+    only: Option<(&str, &str)>,
+) -> Result<Vec<SvixEndpointRow>, StoreError> {
+    let (source, endpoint) = only.map_or((None, None), |(s, e)| (Some(s), Some(e)));
+    let mut stmt = conn.prepare_cached(
+        "SELECT source, endpoint_id, app_id, endpoint_uid, disabled, disable_trigger, fail_since, disabled_at, deleted, exhausted_total,
+                (SELECT count(*) FROM svix_messages m WHERE m.source = e.source AND m.endpoint_id = e.endpoint_id AND m.state = 'failing')
+         FROM svix_endpoints e WHERE (?1 IS NULL OR source = ?1) AND (?2 IS NULL OR endpoint_id = ?2)
+         ORDER BY source, endpoint_id",
+    )?;
+    let mut rows: Vec<SvixEndpointRow> = stmt
+        .query_map(params![source, endpoint], |r| {
+            let disabled: i64 = r.get(4)?;
+            let trigger: Option<String> = r.get(5)?;
+            Ok(SvixEndpointRow {
+                source: r.get(0)?,
+                endpoint_id: r.get(1)?,
+                app_id: r.get(2)?,
+                endpoint_uid: r.get(3)?,
+                disabled: (disabled == 1).then(|| {
+                    if trigger.as_deref() == Some("manual") {
+                        DisableTrigger::Manual
+                    } else {
+                        DisableTrigger::Automatic
+                    }
+                }),
+                fail_since: time(r.get(6)?),
+                disabled_at: time(r.get(7)?),
+                deleted: r.get::<_, i64>(8)? == 1,
+                exhausted_total: r.get::<_, i64>(9)? as u64,
+                failing: r.get::<_, i64>(10)? as u64,
+                lost: Vec::new(),
+            })
+        })?
+        .collect::<Result<_, _>>()?;
+    let mut lost = conn.prepare_cached(
+        "SELECT msg_id, msg_event_id, status_code, attempt_at FROM svix_messages
+         WHERE source = ?1 AND endpoint_id = ?2 AND state = 'exhausted' AND acknowledged = 0 ORDER BY received_at, msg_id",
+    )?;
+    for row in &mut rows {
+        row.lost = lost
+            .query_map(params![row.source, row.endpoint_id], |r| {
+                Ok(LostMessage {
+                    msg_id: r.get(0)?,
+                    msg_event_id: r.get(1)?,
+                    status_code: r.get::<_, i64>(2)? as u16,
+                    attempt_at: time(r.get(3)?),
+                })
+            })?
+            .collect::<Result<_, _>>()?;
+    }
+    Ok(rows)
+}

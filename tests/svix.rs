@@ -1,0 +1,454 @@
+//! Svix operational webhooks over real HTTP with a real SQLite file: every
+//! example payload from the reference, both header families, unknown types,
+//! a burst of 500 exhausted messages (one grouped page), out-of-order
+//! delivery, acknowledgement, restart persistence, and pages outside
+//! business hours.
+
+mod common;
+
+use common::*;
+use hushwatch::clock::Clock;
+use std::net::SocketAddr;
+
+const OPS_SECRET: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
+const ADMIN: &str = "admin-token-1";
+const EP: &str = "ep_Kh8oOOL8dKLzdocJ2isAjIhKtJ0";
+
+fn config() -> String {
+    format!(
+        "{}\n[svix.main]\nsecret = \"{OPS_SECRET}\"\nstreams = [\"identity\"]\nnotify = [\"stdout\"]\nadmin_token = \"{ADMIN}\"\nendpoints = {{ \"{EP}\" = \"identity\" }}\n",
+        basic_config("calendar = \"tokyo\"\nsilence_threshold = \"6h\"")
+    )
+}
+
+fn send(addr: SocketAddr, id: &str, body: &str, family: &str) -> Reply {
+    send_at(addr, now_unix(), id, body, family)
+}
+
+/// Signed at `ts`, the sender's clock (tests on a manual clock pass its time).
+fn send_at(addr: SocketAddr, ts: i64, id: &str, body: &str, family: &str) -> Reply {
+    let key = hushwatch::ingest::signature::SecretKey::parse(OPS_SECRET).unwrap();
+    let sig = hushwatch::ingest::signature::sign(&key, id, ts, body.as_bytes());
+    let ts = ts.to_string();
+    let h = [
+        (format!("{family}-id"), id.to_string()),
+        (format!("{family}-timestamp"), ts),
+        (format!("{family}-signature"), sig),
+    ];
+    let headers: Vec<(&str, &str)> = h.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+    request(
+        addr,
+        "POST",
+        "/v1/svix/main/operational",
+        &headers,
+        body.as_bytes(),
+    )
+}
+
+fn endpoint_body(kind: &str, extra: &str) -> String {
+    format!(
+        r#"{{"type":"{kind}","data":{{"appId":"app_u8jzPde0IgxLd6GncfBAepfJBd0","appUid":"acme-prod","endpointId":"{EP}","endpointUid":"identity-sidecar"{extra}}}}}"#
+    )
+}
+
+fn attempt_body(kind: &str, msg: &str, status: u16, at: &str) -> String {
+    format!(
+        r#"{{"type":"{kind}","data":{{"appId":"app_u8jzPde0IgxLd6GncfBAepfJBd0","appUid":null,"msgId":"{msg}","msgEventId":null,"endpointId":"{EP}","lastAttempt":{{"id":"atmpt_1","responseStatusCode":{status},"timestamp":"{at}"}}}}}}"#
+    )
+}
+
+fn endpoint_status(addr: SocketAddr) -> serde_json::Value {
+    let status = get(addr, "/v1/status").json();
+    status["svix"]["endpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["endpoint_id"] == EP)
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// Pages queued for the Svix alerts, read from the outbox table.
+fn outbox_reasons(work: &Workdir) -> Vec<String> {
+    let conn = rusqlite::Connection::open(work.path().join("data/hushwatch.sqlite3")).unwrap();
+    let mut stmt = conn
+        .prepare("SELECT reason FROM outbox WHERE reason LIKE '%Svix endpoint%' ORDER BY id")
+        .unwrap();
+    stmt.query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+#[test]
+fn reference_payloads_are_accepted_with_both_header_families() {
+    let work = Workdir::new(&config());
+    let s = InProcess::start(&work, chrono::Utc::now());
+    let bodies = [
+        endpoint_body("endpoint.created", ""),
+        endpoint_body("endpoint.updated", ""),
+        endpoint_body("endpoint.enabled", ""),
+        endpoint_body("endpoint.disabled", r#","failSince":"2025-03-03T09:12:44Z","trigger":"automatic""#),
+        endpoint_body("endpoint.disabled", r#","failSince":null,"trigger":"manual""#),
+        attempt_body("message.attempt.failing", "msg_RlgLKOmxgJTeKdNnFRIBXuDL7Dx", 503, "2025-03-03T09:47:52Z"),
+        attempt_body("message.attempt.exhausted", "msg_RlgLKOmxgJTeKdNnFRIBXuDL7Dx", 0, "2025-03-04T12:47:51Z"),
+        attempt_body("message.attempt.recovered", "msg_other", 204, "2025-03-03T11:49:31Z"),
+        r#"{"type":"background_task.finished","data":{"taskId":"qtask_nXsiVpzz63FfkCzJr4i0B3JrTAw","task":"endpoint.recover","status":"finished","data":{"messagesSent":17}}}"#.to_string(),
+        r#"{"type":"ingest.endpoint.disabled","data":{"sourceId":"src_1","endpointId":"ep_ingest","failSince":null}}"#.to_string(),
+        r#"{"type":"message.attempt.log","data":[{"msgId":"x"}]}"#.to_string(),
+        endpoint_body("endpoint.deleted", ""),
+    ];
+    for (i, body) in bodies.iter().enumerate() {
+        let family = if i % 2 == 0 { "svix" } else { "webhook" };
+        let reply = send(s.addr, &format!("msg_op_{i}"), body, family);
+        assert_eq!(reply.status, 200, "{body}: {}", reply.body);
+        assert_eq!(reply.json()["status"], "accepted");
+    }
+    assert_eq!(
+        send(s.addr, "msg_op_0", &bodies[0], "svix").json()["status"],
+        "duplicate"
+    );
+    assert_eq!(
+        metric(
+            s.addr,
+            r#"hushwatch_svix_events_total{outcome="accepted",source="main",type="other"}"#
+        ),
+        1.0
+    );
+    assert_eq!(
+        metric(
+            s.addr,
+            r#"hushwatch_svix_events_total{outcome="accepted",source="main",type="endpoint.disabled"}"#
+        ),
+        3.0
+    );
+    let ep = endpoint_status(s.addr);
+    assert_eq!(ep["state"], "deleted");
+    assert_eq!(
+        ep["lost_messages"][0]["msg_id"],
+        "msg_RlgLKOmxgJTeKdNnFRIBXuDL7Dx"
+    );
+    assert_eq!(ep["lost_messages"][0]["status_code"], 0);
+}
+
+#[test]
+fn bad_requests_get_the_ingest_answers() {
+    let work = Workdir::new(&config());
+    let s = InProcess::start(&work, chrono::Utc::now());
+    let body = endpoint_body("endpoint.disabled", "");
+    let key = hushwatch::ingest::signature::SecretKey::parse(SECRET).unwrap();
+    let sig = hushwatch::ingest::signature::sign(&key, "m1", now_unix(), body.as_bytes());
+    let ts = now_unix().to_string();
+    let wrong = request(
+        s.addr,
+        "POST",
+        "/v1/svix/main/operational",
+        &[
+            ("svix-id", "m1"),
+            ("svix-timestamp", &ts),
+            ("svix-signature", &sig),
+        ],
+        body.as_bytes(),
+    );
+    assert_eq!(wrong.status, 401);
+    let old = (now_unix() - 400).to_string();
+    assert_eq!(
+        request(
+            s.addr,
+            "POST",
+            "/v1/svix/main/operational",
+            &[
+                ("svix-id", "m1"),
+                ("svix-timestamp", &old),
+                ("svix-signature", "v1,x")
+            ],
+            body.as_bytes()
+        )
+        .status,
+        400
+    );
+    assert_eq!(
+        request(s.addr, "POST", "/v1/svix/nope/operational", &[], b"{}").status,
+        404
+    );
+    assert_eq!(
+        request(
+            s.addr,
+            "POST",
+            "/v1/svix/main/operational",
+            &[],
+            &vec![b'x'; 1_100_000]
+        )
+        .status,
+        413
+    );
+    assert!(endpoint_status(s.addr).is_null(), "nothing stored");
+    assert_eq!(
+        metric(
+            s.addr,
+            r#"hushwatch_svix_events_total{outcome="bad_signature",source="main",type="unverified"}"#
+        ),
+        1.0
+    );
+}
+
+#[test]
+fn disabled_endpoint_pages_at_once_even_on_a_saturday_night_and_resolves_when_enabled() {
+    let work = Workdir::new(&config());
+    // Saturday 23:00 in Tokyo: far outside business hours.
+    let s = InProcess::start(&work, utc("2026-12-05T23:00:00+09:00"));
+    let ts = s.clock.now().timestamp();
+    let send = |id: &str, body: &str, family: &str| send_at(s.addr, ts, id, body, family);
+    let reply = send(
+        "d1",
+        &endpoint_body(
+            "endpoint.disabled",
+            r#","failSince":"2026-12-01T09:12:44Z","trigger":"automatic""#,
+        ),
+        "svix",
+    );
+    assert_eq!(reply.json()["pages"], 1, "{}", reply.body);
+    assert_eq!(
+        metric(
+            s.addr,
+            &format!(r#"hushwatch_svix_endpoint_disabled{{endpoint_id="{EP}",source="main"}}"#)
+        ),
+        1.0
+    );
+    let ep = endpoint_status(s.addr);
+    assert_eq!(ep["state"], "disabled");
+    assert_eq!(ep["disabled"]["trigger"], "automatic");
+    assert_eq!(ep["disabled"]["fail_since"], "2026-12-01T09:12:44Z");
+    // A second disabled notice is not a second page.
+    assert_eq!(
+        send("d2", &endpoint_body("endpoint.disabled", ""), "svix").json()["pages"],
+        0
+    );
+    assert_eq!(
+        send("e1", &endpoint_body("endpoint.enabled", ""), "svix").json()["pages"],
+        1
+    );
+    assert_eq!(endpoint_status(s.addr)["state"], "ok");
+    s.stop();
+    let pages = outbox_reasons(&work);
+    assert_eq!(pages.len(), 2, "{pages:?}");
+    assert!(
+        pages[0].starts_with("[critical]")
+            && pages[0].contains("DISABLED")
+            && pages[0].contains("recover"),
+        "{}",
+        pages[0]
+    );
+    assert!(
+        pages[0].contains("2026-12-01T09:12:44Z"),
+        "the page says since when"
+    );
+    assert!(pages[1].contains("enabled again"));
+}
+
+#[test]
+fn manual_disable_is_a_warning() {
+    let work = Workdir::new(&config());
+    let s = InProcess::start(&work, chrono::Utc::now());
+    assert_eq!(
+        send(
+            s.addr,
+            "d1",
+            &endpoint_body("endpoint.disabled", r#","trigger":"manual""#),
+            "webhook"
+        )
+        .json()["pages"],
+        1
+    );
+    s.stop();
+    assert!(outbox_reasons(&work)[0].starts_with("[warning]"));
+}
+
+#[test]
+fn a_burst_of_500_exhausted_messages_is_one_grouped_page_with_every_id_kept() {
+    let work = Workdir::new(&config());
+    let t0 = utc("2026-12-02T10:00:00Z");
+    let s = InProcess::start(&work, t0);
+    let mut pages = 0;
+    for i in 0..500 {
+        let body = attempt_body(
+            "message.attempt.exhausted",
+            &format!("msg_{i:05}"),
+            if i % 2 == 0 { 0 } else { 503 },
+            "2026-12-02T09:59:00Z",
+        );
+        let reply = send_at(s.addr, t0.timestamp(), &format!("ex_{i}"), &body, "svix");
+        assert_eq!(reply.status, 200);
+        pages += reply.json()["pages"].as_i64().unwrap();
+    }
+    assert_eq!(
+        pages, 1,
+        "the first exhaustion pages at once, the rest are grouped"
+    );
+    let ep = endpoint_status(s.addr);
+    assert_eq!(ep["lost_messages"].as_array().unwrap().len(), 500);
+    assert_eq!(ep["exhausted_total"], 500);
+    assert_eq!(
+        metric(
+            s.addr,
+            &format!(r#"hushwatch_svix_lost_messages{{endpoint_id="{EP}",source="main"}}"#)
+        ),
+        500.0
+    );
+    assert_eq!(
+        metric(
+            s.addr,
+            &format!(
+                r#"hushwatch_svix_attempts_exhausted_total{{endpoint_id="{EP}",source="main"}}"#
+            )
+        ),
+        500.0
+    );
+    // After the grouping window, one updated page carries the total.
+    s.set_time(t0 + chrono::TimeDelta::seconds(31));
+    wait_for(
+        std::time::Duration::from_secs(5),
+        "the grouped page",
+        || (outbox_reasons(&work).len() == 2).then_some(()),
+    );
+    let reasons = outbox_reasons(&work);
+    assert!(
+        reasons[0].contains(": 1 message(s) used up"),
+        "{}",
+        reasons[0]
+    );
+    assert!(
+        reasons[1].contains(": 500 message(s) used up"),
+        "{}",
+        reasons[1]
+    );
+
+    // Acknowledging everything resolves the alert.
+    let ids: Vec<String> = (0..500).map(|i| format!("\"msg_{i:05}\"")).collect();
+    let body = format!(r#"{{"endpoint_id":"{EP}","msg_ids":[{}]}}"#, ids.join(","));
+    let auth = format!("Bearer {ADMIN}");
+    assert_eq!(
+        request(
+            s.addr,
+            "POST",
+            "/v1/svix/main/acknowledge",
+            &[("authorization", "Bearer nope")],
+            body.as_bytes()
+        )
+        .status,
+        401
+    );
+    let ack = request(
+        s.addr,
+        "POST",
+        "/v1/svix/main/acknowledge",
+        &[("authorization", &auth)],
+        body.as_bytes(),
+    );
+    assert_eq!(ack.status, 200, "{}", ack.body);
+    assert_eq!(ack.json()["acknowledged"], 500);
+    assert_eq!(ack.json()["remaining"], 0);
+    s.stop();
+    let reasons = outbox_reasons(&work);
+    assert_eq!(reasons.len(), 3);
+    assert!(reasons[2].contains("every lost message was acknowledged"));
+}
+
+#[test]
+fn recovered_before_failing_out_of_order_leaves_no_stuck_state() {
+    let work = Workdir::new(&config());
+    let s = InProcess::start(&work, chrono::Utc::now());
+    let recovered = attempt_body(
+        "message.attempt.recovered",
+        "msg_a",
+        204,
+        "2026-12-02T11:00:00Z",
+    );
+    let failing = attempt_body(
+        "message.attempt.failing",
+        "msg_a",
+        503,
+        "2026-12-02T10:35:00Z",
+    );
+    assert_eq!(send(s.addr, "r1", &recovered, "svix").status, 200);
+    assert_eq!(send(s.addr, "f1", &failing, "svix").json()["pages"], 0);
+    assert_eq!(endpoint_status(s.addr)["failing_messages"], 0);
+    // In order, failing raises the early warning and recovered clears it.
+    let failing_b = attempt_body(
+        "message.attempt.failing",
+        "msg_b",
+        503,
+        "2026-12-02T10:35:00Z",
+    );
+    let recovered_b = attempt_body(
+        "message.attempt.recovered",
+        "msg_b",
+        204,
+        "2026-12-02T11:00:00Z",
+    );
+    assert_eq!(send(s.addr, "f2", &failing_b, "svix").json()["pages"], 1);
+    assert_eq!(endpoint_status(s.addr)["state"], "failing");
+    assert_eq!(
+        metric(
+            s.addr,
+            &format!(r#"hushwatch_svix_endpoint_failing{{endpoint_id="{EP}",source="main"}}"#)
+        ),
+        1.0
+    );
+    assert_eq!(send(s.addr, "r2", &recovered_b, "svix").json()["pages"], 1);
+    assert_eq!(endpoint_status(s.addr)["state"], "ok");
+}
+
+#[test]
+fn svix_state_survives_kill_9() {
+    let work = Workdir::new(&config());
+    let s = Sidecar::start(&work.config_path());
+    assert_eq!(
+        send(
+            s.addr,
+            "d1",
+            &endpoint_body(
+                "endpoint.disabled",
+                r#","failSince":"2026-12-01T09:12:44Z""#
+            ),
+            "svix"
+        )
+        .status,
+        200
+    );
+    let ex = attempt_body(
+        "message.attempt.exhausted",
+        "msg_lost",
+        0,
+        "2026-12-02T09:59:00Z",
+    );
+    assert_eq!(send(s.addr, "x1", &ex, "svix").status, 200);
+    s.kill9();
+    let s = Sidecar::start(&work.config_path());
+    let ep = endpoint_status(s.addr);
+    assert_eq!(ep["state"], "disabled");
+    assert_eq!(ep["lost_messages"][0]["msg_id"], "msg_lost");
+    assert_eq!(
+        send(s.addr, "x1", &ex, "svix").json()["status"],
+        "duplicate"
+    );
+    // Both pages reached the log notifier (before or after the restart).
+    let (code, out, _) = {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_hushwatch"))
+            .args(["audit", "export", "--stream", "svix:main", "--config"])
+            .arg(work.config_path())
+            .output()
+            .unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            (),
+        )
+    };
+    assert_eq!(code, Some(0));
+    assert_eq!(
+        out.lines().count(),
+        2,
+        "operational events are in the audit log: {out}"
+    );
+}
