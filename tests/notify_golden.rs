@@ -151,3 +151,23 @@ fn log_lines() {
     insta::assert_snapshot!("log_firing", log::line(&firing(), t(SENT_AT)));
     insta::assert_snapshot!("log_resolved", log::line(&resolved(), t(SENT_AT)));
 }
+
+#[test]
+fn svix_pages_are_not_silence_alerts() {
+    let page = Page {
+        alert_kind: "svix".into(),
+        summary: "[critical] Svix endpoint ep_1 (identity) was DISABLED by Svix.".into(),
+        silent_since: None,
+        ..firing()
+    };
+    let page = &page;
+    let am = payload::alertmanager_alerts(page);
+    assert_eq!(am[0]["labels"]["alertname"], "HushwatchSvix");
+    assert_eq!(am[0]["labels"]["kind"], "svix");
+    insta::assert_snapshot!("svix_email", payload::email_body(page));
+    insta::assert_snapshot!("svix_slack", pretty(&payload::slack_message(page)));
+    insta::assert_snapshot!(
+        "svix_webhook",
+        pretty(&payload::webhook_body(page, t(SENT_AT)))
+    );
+}

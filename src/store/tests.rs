@@ -981,3 +981,49 @@ async fn v2_pending_pages_survive_the_v3_migration() {
     );
     store.close().await.unwrap();
 }
+
+#[tokio::test]
+async fn keyed_pages_share_an_alert_id_of_their_own() {
+    let (_dir, path) = temp_db();
+    let store = open(&path);
+    store.watch_streams(names(&["a"]), at(0)).await.unwrap();
+    store
+        .record_transition(transition(AlertState::Firing, 1_000, &["n"]))
+        .await
+        .unwrap();
+    store.close().await.unwrap();
+    {
+        let conn = super::schema::open(&path).unwrap();
+        let pages = [
+            (AlertState::Firing, 2_000, "src/ep_1/endpoint_disabled"),
+            (AlertState::Ok, 3_000, "src/ep_1/endpoint_disabled"),
+            (AlertState::Firing, 4_000, "src/ep_2/endpoint_disabled"),
+        ];
+        for (to, ms, key) in pages {
+            let t = Transition {
+                stream: "a".to_owned(),
+                to,
+                at: at(ms),
+                reason: "svix".to_owned(),
+                notifiers: names(&["n"]),
+            };
+            super::ops::insert_keyed_page(&conn, &t, "n", at(ms), "svix", key).unwrap();
+        }
+    }
+    let store = open(&path);
+    let rows = store.pending_outbox().await.unwrap();
+    assert_eq!(rows.len(), 4);
+    assert_eq!(rows[0].alert_kind, "silence");
+    assert!(rows[1..].iter().all(|r| r.alert_kind == "svix"));
+    assert_eq!(
+        rows[1].alert_id, rows[2].alert_id,
+        "firing and resolved pair up"
+    );
+    assert_ne!(
+        rows[1].alert_id, rows[0].alert_id,
+        "never the silence episode's id"
+    );
+    assert_ne!(rows[3].alert_id, rows[1].alert_id);
+    assert_eq!(rows[1].started_at, Some(at(2_000)));
+    store.close().await.unwrap();
+}
