@@ -93,10 +93,15 @@ impl Client {
                 .get(hyper::header::RETRY_AFTER)
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_owned);
-            // The status is what counts; a body cut short is not a failure.
-            let text = match Limited::new(resp.into_body(), MAX_RESPONSE).collect().await {
-                Ok(b) => String::from_utf8_lossy(&b.to_bytes()).into_owned(),
-                Err(_) => String::new(),
+            // The status is what counts: a 2xx is delivered whatever its
+            // body does; other bodies are read (bounded) for the error text.
+            let text = if (200..300).contains(&status) {
+                String::new()
+            } else {
+                match Limited::new(resp.into_body(), MAX_RESPONSE).collect().await {
+                    Ok(b) => String::from_utf8_lossy(&b.to_bytes()).into_owned(),
+                    Err(_) => String::new(),
+                }
             };
             Ok::<_, hyper_util::client::legacy::Error>((status, retry_after, text))
         };
