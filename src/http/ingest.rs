@@ -7,7 +7,7 @@ use super::reply::{self, Reply};
 use super::MAX_BODY;
 use crate::config::StreamConfig;
 use crate::ingest::payload::{app_reports, webhook_facts};
-use crate::ingest::signature::SignedHeaders;
+use crate::ingest::signature::{SignedHeaders, Verifier};
 use crate::service::app::App;
 use crate::store::{EventOutcome, NewEvent};
 use bytes::Bytes;
@@ -54,13 +54,7 @@ pub async fn webhook(app: &App, stream_name: &str, req: Request<Incoming>) -> Re
             "signed webhooks are not configured for this stream (set ingest.webhook_secret)",
         );
     };
-    let lookup = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
-    let verified = SignedHeaders::find(lookup).and_then(|headers| {
-        verifier
-            .verify(&headers, &body, app.clock.now().timestamp())
-            .map(|()| headers.id.to_string())
-    });
-    let delivery_id = match verified {
+    let delivery_id = match verify_signed(app, verifier, &parts, &body) {
         Ok(id) => id,
         Err(e) => {
             let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::UNAUTHORIZED);
@@ -151,6 +145,20 @@ pub async fn app_report(app: &App, stream_name: &str, req: Request<Incoming>) ->
         })
         .collect();
     store(app, stream, events).await
+}
+
+/// Verifies a Standard Webhooks / Svix signature over the raw body; the
+/// delivery id on success. Shared by ingest and operational webhooks.
+pub(super) fn verify_signed(
+    app: &App,
+    verifier: &Verifier,
+    parts: &Parts,
+    body: &[u8],
+) -> Result<String, crate::ingest::signature::VerifyError> {
+    let lookup = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
+    let headers = SignedHeaders::find(lookup)?;
+    verifier.verify(&headers, body, app.clock.now().timestamp())?;
+    Ok(headers.id.to_string())
 }
 
 fn check_bearer(stream: &StreamConfig, parts: &Parts) -> Result<(), &'static str> {

@@ -2,10 +2,9 @@
 //! ingest: 404 unknown source, 413, 401/400 from the shared verifier, 2xx
 //! only after the event and its state change committed, 503 otherwise.
 
-use super::ingest::{bearer_matches, read_body};
+use super::ingest::{bearer_matches, read_body, verify_signed};
 use super::reply::{self, Reply};
 use crate::config::SvixConfig;
-use crate::ingest::signature::SignedHeaders;
 use crate::ingest::svix_ops::{parse_operational, OpEvent};
 use crate::service::app::App;
 use crate::store::{EventOutcome, NewEvent};
@@ -28,19 +27,9 @@ fn reject(app: &App, svix: &SvixConfig, status: StatusCode, outcome: &str, reaso
 }
 
 fn endpoint_of(event: &OpEvent) -> Option<(&str, Option<&str>)> {
-    match event {
-        OpEvent::EndpointDisabled { endpoint, .. }
-        | OpEvent::EndpointEnabled(endpoint)
-        | OpEvent::EndpointUpdated(endpoint)
-        | OpEvent::EndpointCreated(endpoint)
-        | OpEvent::EndpointDeleted(endpoint)
-        | OpEvent::AttemptFailing { endpoint, .. }
-        | OpEvent::AttemptRecovered { endpoint, .. }
-        | OpEvent::AttemptExhausted { endpoint, .. } => {
-            Some((&endpoint.endpoint_id, endpoint.endpoint_uid.as_deref()))
-        }
-        OpEvent::BackgroundTaskFinished { .. } | OpEvent::Other => None,
-    }
+    event
+        .endpoint()
+        .map(|e| (e.endpoint_id.as_str(), e.endpoint_uid.as_deref()))
 }
 
 fn subjects(event: &OpEvent) -> Vec<(String, String)> {
@@ -75,13 +64,7 @@ pub async fn operational(app: &App, name: &str, req: Request<Incoming>) -> Reply
             )
         }
     };
-    let lookup = |h: &str| parts.headers.get(h).and_then(|v| v.to_str().ok());
-    let verified = SignedHeaders::find(lookup).and_then(|h| {
-        svix.verifier
-            .verify(&h, &body, app.clock.now().timestamp())
-            .map(|()| h.id.to_string())
-    });
-    let delivery_id = match verified {
+    let delivery_id = match verify_signed(app, &svix.verifier, &parts, &body) {
         Ok(id) => id,
         Err(e) => {
             let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::UNAUTHORIZED);

@@ -61,6 +61,23 @@ pub enum OpEvent {
     Other,
 }
 
+impl OpEvent {
+    /// The endpoint the event is about, if any.
+    pub fn endpoint(&self) -> Option<&EndpointRef> {
+        match self {
+            OpEvent::EndpointDisabled { endpoint, .. }
+            | OpEvent::EndpointEnabled(endpoint)
+            | OpEvent::EndpointUpdated(endpoint)
+            | OpEvent::EndpointCreated(endpoint)
+            | OpEvent::EndpointDeleted(endpoint)
+            | OpEvent::AttemptFailing { endpoint, .. }
+            | OpEvent::AttemptRecovered { endpoint, .. }
+            | OpEvent::AttemptExhausted { endpoint, .. } => Some(endpoint),
+            OpEvent::BackgroundTaskFinished { .. } | OpEvent::Other => None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OpMessage {
     pub event_type: String,

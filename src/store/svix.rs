@@ -226,44 +226,22 @@ fn apply_event(conn: &Connection, a: &SvixApply) -> rusqlite::Result<Option<(Str
             )?;
             (endpoint, true)
         }
-        OpEvent::AttemptFailing { endpoint, attempt } => {
+        OpEvent::AttemptFailing { endpoint, attempt }
+        | OpEvent::AttemptRecovered { endpoint, attempt }
+        | OpEvent::AttemptExhausted { endpoint, attempt } => {
+            let state = match a.event {
+                OpEvent::AttemptFailing { .. } => "failing",
+                OpEvent::AttemptRecovered { .. } => "recovered",
+                _ => "exhausted",
+            };
             touch_endpoint(conn, &a.source, endpoint, now)?;
-            message_news(
-                conn,
-                &a.source,
-                &endpoint.endpoint_id,
-                attempt,
-                "failing",
-                now,
-            )?;
-            (endpoint, false)
-        }
-        OpEvent::AttemptRecovered { endpoint, attempt } => {
-            touch_endpoint(conn, &a.source, endpoint, now)?;
-            message_news(
-                conn,
-                &a.source,
-                &endpoint.endpoint_id,
-                attempt,
-                "recovered",
-                now,
-            )?;
-            (endpoint, false)
-        }
-        OpEvent::AttemptExhausted { endpoint, attempt } => {
-            touch_endpoint(conn, &a.source, endpoint, now)?;
-            message_news(
-                conn,
-                &a.source,
-                &endpoint.endpoint_id,
-                attempt,
-                "exhausted",
-                now,
-            )?;
-            conn.execute(
-                "UPDATE svix_endpoints SET exhausted_total = exhausted_total + 1 WHERE source = ?1 AND endpoint_id = ?2",
-                params![a.source, endpoint.endpoint_id],
-            )?;
+            message_news(conn, &a.source, &endpoint.endpoint_id, attempt, state, now)?;
+            if state == "exhausted" {
+                conn.execute(
+                    "UPDATE svix_endpoints SET exhausted_total = exhausted_total + 1 WHERE source = ?1 AND endpoint_id = ?2",
+                    params![a.source, endpoint.endpoint_id],
+                )?;
+            }
             (endpoint, false)
         }
         OpEvent::BackgroundTaskFinished { .. } | OpEvent::Other => return Ok(None),
@@ -381,18 +359,8 @@ pub(super) fn record(
     if record_event(conn, event)? == EventOutcome::Duplicate {
         return Ok((EventOutcome::Duplicate, Vec::new()));
     }
-    let endpoint_id = match &a.event {
-        OpEvent::EndpointDisabled { endpoint, .. }
-        | OpEvent::EndpointEnabled(endpoint)
-        | OpEvent::EndpointUpdated(endpoint)
-        | OpEvent::EndpointCreated(endpoint)
-        | OpEvent::EndpointDeleted(endpoint)
-        | OpEvent::AttemptFailing { endpoint, .. }
-        | OpEvent::AttemptRecovered { endpoint, .. }
-        | OpEvent::AttemptExhausted { endpoint, .. } => endpoint.endpoint_id.clone(),
-        OpEvent::BackgroundTaskFinished { .. } | OpEvent::Other => {
-            return Ok((EventOutcome::Accepted, Vec::new()))
-        }
+    let Some(endpoint_id) = a.event.endpoint().map(|e| e.endpoint_id.clone()) else {
+        return Ok((EventOutcome::Accepted, Vec::new()));
     };
     let before = summary(conn, &a.source, &endpoint_id)?;
     let Some((_, deleted)) = apply_event(conn, a)? else {
