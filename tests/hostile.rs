@@ -118,10 +118,8 @@ fn huge_header_is_refused_and_the_server_stays_up() {
     }
     head.push_str("Connection: close\r\n\r\n");
     let status = status_of(&raw_exchange(s.addr, head.as_bytes()));
-    assert!(
-        status == 431 || status == 400,
-        "500 headers answered {status}"
-    );
+    eprintln!("500 headers -> {status}");
+    assert_eq!(status, 431, "500 headers");
     assert_alive(s.addr);
 }
 
@@ -241,10 +239,9 @@ fn non_utf8_bodies_get_the_right_status() {
         "unknown"
     );
     // Non-UTF-8 bytes in a header value: refused, server up.
-    let mut head = b"POST /v1/streams/identity/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \xff\xfe\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}".to_vec();
+    let head = b"POST /v1/streams/identity/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \xff\xfe\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}".to_vec();
     let status = status_of(&raw_exchange(s.addr, &head));
-    assert!(status == 401 || status == 400, "answered {status}");
-    head.clear();
+    assert_eq!(status, 401, "non-UTF-8 Authorization header");
     assert_alive(s.addr);
 }
 
@@ -350,7 +347,7 @@ fn slowloris_is_cut_off_and_others_are_served_meanwhile() {
 }
 
 /// How many idle connections to open; `HUSHWATCH_IDLE_CONNECTIONS` raises
-/// it (past 4,096 the extra ones wait in the kernel's accept queue).
+/// it, e.g. to 10,000 (needs that many fds here and in the server).
 fn idle_target() -> usize {
     std::env::var("HUSHWATCH_IDLE_CONNECTIONS")
         .ok()
@@ -358,54 +355,93 @@ fn idle_target() -> usize {
         .unwrap_or(2_000)
 }
 
+/// The server's connection cap (`MAX_CONNECTIONS` in src/http).
+const CONNECTION_CAP: usize = 4_096;
+
 #[test]
 fn many_idle_connections_keep_health_answering_in_bounded_memory() {
     let _one_at_a_time = heavy();
     let (_work, s) = start();
     let pid = s.child.id();
+    let addr = s.addr;
     let baseline = open_sockets(pid);
     let rss_before = rss_kib(pid);
     let target = idle_target();
-    let mut idle = Vec::with_capacity(target);
-    for _ in 0..target {
-        match TcpStream::connect(s.addr) {
-            Ok(c) => idle.push(c),
-            // Our own fd limit: test with what we got, and say so.
-            Err(e) => {
-                eprintln!("stopped opening at {} connections: {e}", idle.len());
-                break;
-            }
+    // Opened from other threads, several at once: a connect() whose SYN the
+    // kernel dropped (full accept queue, busy machine) waits a whole second
+    // before retrying, and the first connections are cut 10 s after accept.
+    let openers: Vec<_> = (0..8)
+        .map(|i| {
+            let share = target / 8 + usize::from(i < target % 8);
+            std::thread::spawn(move || {
+                let mut idle = Vec::with_capacity(share);
+                for _ in 0..share {
+                    match TcpStream::connect(addr) {
+                        Ok(c) => idle.push(c),
+                        Err(e) => {
+                            eprintln!("an opener stopped at {} connections: {e}", idle.len());
+                            break;
+                        }
+                    }
+                }
+                idle
+            })
+        })
+        .collect();
+    let opener = std::thread::spawn(move || {
+        openers
+            .into_iter()
+            .flat_map(|o| o.join().unwrap())
+            .collect::<Vec<_>>()
+    });
+    let expect = target.min(CONNECTION_CAP - 16);
+    let mut peak = 0;
+    // The first connections are cut 10 s after they were accepted, so on a
+    // slow or busy machine the count may peak below the target: look until
+    // the target is reached, the opener is done, or 9 s passed.
+    let deadline = Instant::now() + Duration::from_secs(9);
+    while peak < expect && Instant::now() < deadline {
+        peak = peak.max(open_sockets(pid).saturating_sub(baseline));
+        if opener.is_finished() && peak < expect {
+            std::thread::sleep(Duration::from_millis(200));
+            peak = peak.max(open_sockets(pid).saturating_sub(baseline));
+            break;
         }
+        std::thread::sleep(Duration::from_millis(100));
     }
+    assert!(
+        peak >= expect.min(1_000),
+        "the server held only {peak} idle connections at once"
+    );
+    let rss = rss_kib(pid);
+    // Health answers: at once below the cap; past it, once the header
+    // timeout frees slots (so allow for a wait).
+    let started = Instant::now();
+    assert_alive(addr);
+    let health_after = started.elapsed();
+    let held = open_sockets(pid).saturating_sub(baseline);
+    peak = peak.max(held);
+    eprintln!(
+        "{target} idle connections: server held {peak} at most; RSS {} MiB (was {} MiB); /healthz answered after {health_after:?}",
+        rss / 1024,
+        rss_before / 1024
+    );
+    assert!(rss < 200 * 1024, "RSS {rss} KiB with idle connections");
+    assert!(
+        peak <= CONNECTION_CAP + 4,
+        "server held {peak} connections, past its cap"
+    );
+
+    let mut idle = opener.join().unwrap();
     assert!(
         idle.len() >= 1_000,
         "could open only {} connections",
         idle.len()
     );
-    let accepted = wait_for(
-        Duration::from_secs(8),
-        "the server to accept the idle connections",
-        || {
-            let n = open_sockets(pid).saturating_sub(baseline);
-            (n >= idle.len().min(4_000)).then_some(n)
-        },
-    );
-    assert_alive(s.addr);
-    let rss = rss_kib(pid);
-    eprintln!(
-        "{} idle connections ({accepted} accepted): RSS {} MiB (was {} MiB)",
-        idle.len(),
-        rss / 1024,
-        rss_before / 1024
-    );
-    assert!(rss < 200 * 1024, "RSS {rss} KiB with idle connections");
-
     // Idle connections are closed by the header timeout, not kept forever.
-    for c in &mut idle {
-        c.set_read_timeout(Some(LONG)).unwrap();
-    }
     let mut buf = [0u8; 256];
     for c in &mut idle[..100] {
+        c.set_read_timeout(Some(LONG)).unwrap();
         // EOF or a reset: either way the server let go.
         assert!(
             !matches!(c.read(&mut buf), Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut)),
@@ -416,7 +452,7 @@ fn many_idle_connections_keep_health_answering_in_bounded_memory() {
     wait_for(LONG, "the server to release the sockets", || {
         (open_sockets(pid) <= baseline + 10).then_some(())
     });
-    assert_alive(s.addr);
+    assert_alive(addr);
 }
 
 #[test]
