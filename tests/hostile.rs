@@ -487,3 +487,31 @@ fn half_sent_headers_on_many_connections_stay_in_bounded_memory() {
     drop(parked);
     assert_alive(s.addr);
 }
+
+/// Regression: the listener used to take `TcpListener::bind`'s backlog of
+/// 128, so a burst of more connections overflowed the accept queue and the
+/// overflow waited a full SYN retransmit (1 s, then 3 s). Reads the
+/// listening socket's backlog (`ss` Send-Q); skipped where `ss` is missing.
+#[test]
+fn listener_backlog_queues_bursts_past_128_connections() {
+    let (_work, s) = start();
+    let Ok(out) = std::process::Command::new("ss")
+        .args(["-ltnH", &format!("sport = :{}", s.addr.port())])
+        .output()
+    else {
+        eprintln!("ss not installed: backlog not checked");
+        return;
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    let backlog: u32 = text
+        .split_whitespace()
+        .nth(2)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no Send-Q in ss output {text:?}"));
+    let somaxconn: u32 = std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(4096);
+    eprintln!("listen backlog {backlog} (somaxconn {somaxconn})");
+    assert_eq!(backlog, 1024.min(somaxconn));
+}
