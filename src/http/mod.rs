@@ -21,6 +21,11 @@ use tokio::sync::{watch, Semaphore};
 pub const MAX_BODY: usize = 1024 * 1024;
 /// A client must send its complete headers within this time (slowloris).
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// Per-connection read buffer, which bounds the request head (line and
+/// headers; a larger head is answered 431). hyper's default (~400 KiB)
+/// would let `MAX_CONNECTIONS` half-sent heads pin ~1.6 GiB; webhook heads
+/// are a few KiB, signature headers with rotated keys well under 1 KiB.
+const MAX_HEAD_BUFFER: usize = 32 * 1024;
 /// Open connections beyond this wait in the accept queue.
 const MAX_CONNECTIONS: usize = 4096;
 /// How long shutdown waits for in-flight requests.
@@ -52,6 +57,7 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, mut shutdown: watch::Re
         let conn = http1::Builder::new()
             .timer(TokioTimer::new())
             .header_read_timeout(HEADER_TIMEOUT)
+            .max_buf_size(MAX_HEAD_BUFFER)
             .serve_connection(
                 TokioIo::new(stream),
                 service_fn(move |req| {

@@ -127,12 +127,28 @@ pub fn run_blocking(config_path: &Path, config: Config) -> ExitCode {
     }
 }
 
+/// Connections the kernel completes and queues for us before it starts
+/// dropping SYNs. `TcpListener::bind` uses 128, so a burst of more clients
+/// than that (a Svix retry wave, 256 load-test connections) made some wait
+/// a whole SYN retransmit (1 s, then 3 s…). The kernel caps it at somaxconn.
+const ACCEPT_BACKLOG: u32 = 1024;
+
+fn bind(listen: std::net::SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if listen.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(listen)?;
+    socket.listen(ACCEPT_BACKLOG)
+}
+
 async fn serve(config_path: &Path, config: Config) -> Result<(), StartError> {
     use tokio::signal::unix::{signal, SignalKind};
     let listen = config.server.listen;
-    let listener = TcpListener::bind(listen)
-        .await
-        .map_err(|e| StartError(format!("cannot listen on {listen}: {e}")))?;
+    let listener =
+        bind(listen).map_err(|e| StartError(format!("cannot listen on {listen}: {e}")))?;
     let running = start(config, Arc::new(SystemClock), listener).await?;
     // Tests and operators look for this exact line to learn the port.
     tracing::info!(addr = %running.addr, "hushwatch listening on {}", running.addr);

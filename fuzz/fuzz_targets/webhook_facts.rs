@@ -1,0 +1,7 @@
+//! Provider webhook payload parser.
+#![no_main]
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let _ = hushwatch::ingest::payload::webhook_facts(data);
+});
