@@ -26,7 +26,6 @@ pub(super) const MIGRATION: &str = "CREATE TABLE audit_log (
         prev_hash          TEXT NOT NULL,
         hash               TEXT NOT NULL
     );
-    CREATE INDEX audit_by_time ON audit_log(received_at);
     CREATE TABLE audit_checkpoints (
         seq        INTEGER NOT NULL,
         hash       TEXT NOT NULL,
