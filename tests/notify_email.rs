@@ -285,3 +285,86 @@ fn smtps_implicit_tls_with_a_private_ca() {
         "<hw-smtps@hushwatch>"
     );
 }
+
+/// A minimal SMTP peer that drops the first connection right after the
+/// message body arrived (before answering 250: the sender cannot know
+/// whether it was accepted) and accepts every later one. Returns each
+/// received message's raw text.
+fn flaky_smtp() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = std::sync::Arc::clone(&seen);
+    std::thread::spawn(move || {
+        for (n, conn) in listener.incoming().enumerate() {
+            let Ok(mut conn) = conn else { return };
+            let mut reader = BufReader::new(conn.try_clone().unwrap());
+            let _ = conn.write_all(b"220 flaky ESMTP\r\n");
+            let mut line = String::new();
+            while reader.read_line(&mut line).unwrap_or(0) > 0 {
+                let cmd = line.to_ascii_uppercase();
+                let reply: &[u8] = if cmd.starts_with("EHLO") {
+                    b"250-flaky\r\n250 8BITMIME\r\n"
+                } else if cmd.starts_with("DATA") {
+                    let _ = conn.write_all(b"354 go ahead\r\n");
+                    let mut message = String::new();
+                    let mut l = String::new();
+                    while reader.read_line(&mut l).unwrap_or(0) > 0 && l != ".\r\n" {
+                        message.push_str(&l);
+                        l.clear();
+                    }
+                    sink.lock().unwrap().push(message);
+                    if n == 0 {
+                        break; // drop the connection: an ambiguous result
+                    }
+                    b"250 queued\r\n"
+                } else if cmd.starts_with("QUIT") {
+                    let _ = conn.write_all(b"221 bye\r\n");
+                    break;
+                } else {
+                    b"250 OK\r\n"
+                };
+                let _ = conn.write_all(reply);
+                line.clear();
+            }
+        }
+    });
+    (port, seen)
+}
+
+#[test]
+fn a_connection_dropped_mid_data_is_retried_under_the_same_message_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let (port, seen) = flaky_smtp();
+    let text = config(
+        &["mail"],
+        "",
+        &email_notifier(&format!("smtp://127.0.0.1:{port}"), ""),
+    );
+    let s = Sidecar::start(dir.path(), &text, utc("2026-12-01T00:00:00Z"));
+    s.fire();
+    s.advance_until(5, "the second transmission", || {
+        (seen.lock().unwrap().len() >= 2).then_some(())
+    });
+    poll("the page to count as delivered", || {
+        s.pending().is_empty().then_some(())
+    });
+    let messages = seen.lock().unwrap().clone();
+    assert_eq!(
+        messages.len(),
+        2,
+        "sent once, dropped; sent again, accepted; no third copy"
+    );
+    let ids: Vec<Option<String>> = messages
+        .iter()
+        .map(|m| mail_header(m, "Message-ID"))
+        .collect();
+    assert!(ids[0].is_some());
+    assert_eq!(ids[0], ids[1], "the receiver can collapse the two copies");
+    assert_eq!(
+        s.metric(r#"hushwatch_notifications_total{notifier="mail",outcome="delivered"}"#),
+        1.0
+    );
+    assert!(s.metric(r#"hushwatch_notifications_total{notifier="mail",outcome="retry"}"#) >= 1.0);
+}
