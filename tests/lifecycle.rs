@@ -231,3 +231,94 @@ fn full_disk_answers_503_and_recovers() {
     assert_eq!(get(s.addr, "/readyz").status, 200);
     drop(s);
 }
+
+/// The state files turning unwritable under a running hushwatch (here:
+/// `chattr +i`, which even root cannot write through): ingest answers 503
+/// and moves no clock, /readyz fails, the failure is counted and logged, and
+/// it recovers by itself once the files are writable again.
+#[test]
+fn unwritable_state_answers_503_and_recovers() {
+    let work = Workdir::new(&basic_config(
+        "calendar = \"always\"\nsilence_threshold = \"1h\"",
+    ));
+    let s = Sidecar::start(&work.config_path());
+    assert_eq!(
+        post_events(
+            s.addr,
+            "identity",
+            TOKEN,
+            r#"{"type":"user.created","id":"before"}"#
+        )
+        .status,
+        200
+    );
+    let before = stream_status(s.addr, "identity")["last_event_at"].clone();
+    let data = work.path().join("data");
+    let targets = [
+        data.join("hushwatch.sqlite3"),
+        data.join("hushwatch.sqlite3-wal"),
+        data.clone(),
+    ];
+    let chattr = |flag: &str| {
+        targets.iter().all(|t| {
+            std::process::Command::new("chattr")
+                .arg(flag)
+                .arg(t)
+                .status()
+                .is_ok_and(|s| s.success())
+        })
+    };
+    struct Writable(Vec<std::path::PathBuf>);
+    impl Drop for Writable {
+        fn drop(&mut self) {
+            for t in &self.0 {
+                let _ = std::process::Command::new("chattr")
+                    .arg("-i")
+                    .arg(t)
+                    .status();
+            }
+        }
+    }
+    let _guard = Writable(targets.to_vec());
+    assert!(
+        chattr("+i"),
+        "chattr +i needs root and an ext4-like /tmp; run the suite as root (as CI does)"
+    );
+
+    let reply = post_events(
+        s.addr,
+        "identity",
+        TOKEN,
+        r#"{"type":"user.deleted","id":"during"}"#,
+    );
+    assert_eq!(reply.status, 503, "{}", reply.body);
+    assert_eq!(get(s.addr, "/readyz").status, 503);
+    assert!(metric(s.addr, "hushwatch_storage_errors_total") >= 1.0);
+    assert_eq!(
+        stream_status(s.addr, "identity")["last_event_at"],
+        before,
+        "nothing moved the clock"
+    );
+    assert!(
+        s.stderr_text().contains("cannot write its state"),
+        "logged loudly"
+    );
+
+    assert!(chattr("-i"));
+    wait_for(LONG, "ingest to recover", || {
+        (post_events(
+            s.addr,
+            "identity",
+            TOKEN,
+            r#"{"type":"user.deleted","id":"during"}"#,
+        )
+        .status
+            == 200)
+            .then_some(())
+    });
+    assert_eq!(get(s.addr, "/readyz").status, 200);
+    assert_eq!(
+        stream_status(s.addr, "identity")["last_event_type"],
+        "user.deleted"
+    );
+}

@@ -286,11 +286,21 @@ fn smtps_implicit_tls_with_a_private_ca() {
     );
 }
 
-/// A minimal SMTP peer that drops the first connection right after the
-/// message body arrived (before answering 250: the sender cannot know
-/// whether it was accepted) and accepts every later one. Returns each
-/// received message's raw text.
-fn flaky_smtp() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+/// How the first connection to `flaky_smtp` misbehaves after the body.
+#[derive(Clone, Copy)]
+enum Fault {
+    /// Close without answering: the sender cannot know if it was accepted.
+    Drop,
+    /// `451`: a transient refusal.
+    TryLater,
+    /// Answer only after `seconds` (past the notifier's timeout).
+    Slow(u64),
+}
+
+/// A minimal SMTP peer whose first connection misbehaves after the message
+/// body arrived and which accepts every later one. Returns each received
+/// message's raw text.
+fn flaky_smtp(fault: Fault) -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
     use std::io::{BufRead, BufReader, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -315,10 +325,15 @@ fn flaky_smtp() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
                         l.clear();
                     }
                     sink.lock().unwrap().push(message);
-                    if n == 0 {
-                        break; // drop the connection: an ambiguous result
+                    match (n, fault) {
+                        (0, Fault::Drop) => break,
+                        (0, Fault::TryLater) => b"451 try again later\r\n",
+                        (0, Fault::Slow(seconds)) => {
+                            std::thread::sleep(std::time::Duration::from_secs(seconds));
+                            b"250 queued, late\r\n"
+                        }
+                        _ => b"250 queued\r\n",
                     }
-                    b"250 queued\r\n"
                 } else if cmd.starts_with("QUIT") {
                     let _ = conn.write_all(b"221 bye\r\n");
                     break;
@@ -335,13 +350,26 @@ fn flaky_smtp() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
 
 #[test]
 fn a_connection_dropped_mid_data_is_retried_under_the_same_message_id() {
+    assert_retried_once_with_one_message_id(Fault::Drop);
+}
+
+#[test]
+fn a_transient_smtp_refusal_is_retried_under_the_same_message_id() {
+    assert_retried_once_with_one_message_id(Fault::TryLater);
+}
+
+#[test]
+fn a_server_slower_than_the_timeout_is_retried_under_the_same_message_id() {
+    assert_retried_once_with_one_message_id(Fault::Slow(3));
+}
+
+fn assert_retried_once_with_one_message_id(fault: Fault) {
     let dir = tempfile::tempdir().unwrap();
-    let (port, seen) = flaky_smtp();
-    let text = config(
-        &["mail"],
-        "",
-        &email_notifier(&format!("smtp://127.0.0.1:{port}"), ""),
+    let (port, seen) = flaky_smtp(fault);
+    let notifier = format!(
+        "[notifiers.mail]\nkind = \"email\"\nsmtp_url = \"smtp://127.0.0.1:{port}\"\nfrom = \"hushwatch@example.org\"\nto = [\"oncall@example.org\"]\ntimeout = \"1s\"\nbackoff_initial = \"1s\"\n"
     );
+    let text = config(&["mail"], "", &notifier);
     let s = Sidecar::start(dir.path(), &text, utc("2026-12-01T00:00:00Z"));
     s.fire();
     s.advance_until(5, "the second transmission", || {
@@ -354,7 +382,7 @@ fn a_connection_dropped_mid_data_is_retried_under_the_same_message_id() {
     assert_eq!(
         messages.len(),
         2,
-        "sent once, dropped; sent again, accepted; no third copy"
+        "one failed or ambiguous attempt, one accepted retry, no third copy"
     );
     let ids: Vec<Option<String>> = messages
         .iter()
