@@ -15,7 +15,7 @@ fn event(i: u64, audit: bool, at: DateTime<Utc>) -> NewEvent {
     NewEvent {
         stream: "identity".into(),
         delivery_id: Some(format!("msg_{i}")),
-        event_type: if i % 10 == 0 {
+        event_type: if i.is_multiple_of(10) {
             "user.deleted".into()
         } else {
             "user.updated".into()
