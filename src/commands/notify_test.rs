@@ -71,20 +71,8 @@ pub fn test_page(config: &Config, notifier: &str, now: DateTime<Utc>) -> Page {
         .chain_update(std::process::id().to_be_bytes())
         .chain_update(notifier.as_bytes())
         .finalize();
-    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
-    let (calendar, timezone, business_hours) =
-        match stream.and_then(|s| config.calendars.get(&s.calendar)) {
-            Some(c) => (
-                c.name.clone(),
-                c.calendar.timezone(),
-                c.weekly_lines.clone(),
-            ),
-            None => (
-                crate::config::ALWAYS.to_string(),
-                chrono_tz::UTC,
-                vec!["24x7".to_string()],
-            ),
-        };
+    let hex = crate::audit::chain::to_hex(&digest[..8]);
+    let (calendar, timezone, business_hours) = crate::notify::calendar_facts(config, stream);
     Page {
         key: format!("hw-test-{hex}"),
         alert_id: format!("test-{hex}"),

@@ -61,22 +61,30 @@ pub const SEVERITY: &str = "critical";
 /// The `kind` of silence alerts (Alertmanager label, webhook `alert.kind`).
 pub const ALERT_KIND: &str = "silence";
 
+/// The calendar a page about `stream` describes: name, zone and weekly
+/// lines (the built-in 24x7 UTC calendar when the stream has none).
+pub fn calendar_facts(
+    config: &Config,
+    stream: Option<&crate::config::StreamConfig>,
+) -> (String, chrono_tz::Tz, Vec<String>) {
+    match stream.and_then(|s| config.calendars.get(&s.calendar)) {
+        Some(c) => (
+            c.name.clone(),
+            c.calendar.timezone(),
+            c.weekly_lines.clone(),
+        ),
+        None => (
+            crate::config::ALWAYS.to_string(),
+            chrono_tz::UTC,
+            vec!["24x7".to_string()],
+        ),
+    }
+}
+
 impl Page {
     pub fn from_row(row: &OutboxRow, config: &Config) -> Page {
         let stream = config.streams.get(&row.stream);
-        let (calendar, timezone, business_hours) =
-            match stream.and_then(|s| config.calendars.get(&s.calendar)) {
-                Some(c) => (
-                    c.name.clone(),
-                    c.calendar.timezone(),
-                    c.weekly_lines.clone(),
-                ),
-                None => (
-                    crate::config::ALWAYS.to_string(),
-                    chrono_tz::UTC,
-                    vec!["24x7".to_string()],
-                ),
-            };
+        let (calendar, timezone, business_hours) = calendar_facts(config, stream);
         let firing = row.state == AlertState::Firing;
         Page {
             key: row.page_key.clone(),

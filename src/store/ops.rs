@@ -2,12 +2,12 @@
 //! thread inside a savepoint of the current batch transaction, so each one
 //! is atomic on its own and needs no transaction handling here.
 
-use std::fmt::Write as _;
-
 use chrono::{DateTime, Utc};
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSqlOutput, ValueRef};
 use rusqlite::{params, Connection, OptionalExtension, Row, ToSql};
 use sha2::{Digest, Sha256};
+
+use crate::audit::chain::to_hex;
 
 use super::{
     AlertState, Attempt, EventOutcome, NewEvent, OutboxRow, OutboxSummary, PageKind, StoreError,
@@ -138,12 +138,7 @@ fn hex32(parts: &[&[u8]]) -> String {
         h.update((p.len() as u64).to_be_bytes());
         h.update(p);
     }
-    let digest = h.finalize();
-    let mut hex = String::with_capacity(32);
-    for byte in &digest[..16] {
-        let _ = write!(hex, "{byte:02x}");
-    }
-    hex
+    to_hex(&h.finalize()[..16])
 }
 
 /// UUID-shaped text from 32 hex digits.
@@ -192,12 +187,7 @@ pub(super) fn delivery_hash(stream: &str, id: &str) -> String {
         .chain_update([0u8])
         .chain_update(id)
         .finalize();
-    let mut hex = String::with_capacity(64);
-    for byte in digest {
-        // Writing to a String cannot fail.
-        let _ = write!(hex, "{byte:02x}");
-    }
-    hex
+    to_hex(&digest)
 }
 
 /// Creates the stream row if missing; an existing row (and so its
