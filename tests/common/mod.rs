@@ -307,6 +307,32 @@ impl Drop for Sidecar {
     }
 }
 
+/// Starts the whole service inside the test process on 127.0.0.1 (any
+/// port), with a clock that only moves when the test moves it.
+pub fn start_service(
+    config: hushwatch::config::Config,
+    now: chrono::DateTime<chrono::Utc>,
+) -> (
+    tokio::runtime::Runtime,
+    Arc<hushwatch::clock::ManualClock>,
+    hushwatch::service::Running,
+) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let clock = Arc::new(hushwatch::clock::ManualClock::new(now));
+    let dyn_clock: Arc<dyn hushwatch::clock::Clock> = clock.clone();
+    let running = rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        hushwatch::service::start(config, dyn_clock, listener)
+            .await
+            .unwrap()
+    });
+    (rt, clock, running)
+}
+
 /// The sidecar inside the test process, on a real socket and a real SQLite
 /// file, driven by a clock the test moves.
 pub struct InProcess {
@@ -325,19 +351,7 @@ pub fn utc(text: &str) -> chrono::DateTime<chrono::Utc> {
 impl InProcess {
     pub fn start(work: &Workdir, now: chrono::DateTime<chrono::Utc>) -> InProcess {
         let config = hushwatch::config::load(&work.config_path()).unwrap_or_else(|e| panic!("{e}"));
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        let clock = Arc::new(hushwatch::clock::ManualClock::new(now));
-        let dyn_clock: Arc<dyn hushwatch::clock::Clock> = clock.clone();
-        let running = rt.block_on(async move {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            hushwatch::service::start(config, dyn_clock, listener)
-                .await
-                .unwrap()
-        });
+        let (rt, clock, running) = start_service(config, now);
         InProcess {
             addr: running.addr,
             clock,

@@ -5,6 +5,12 @@
 //! external components (aiosmtpd, prometheus-alertmanager).
 #![allow(dead_code)] // each test binary uses a different subset
 
+// The ingest tests' helpers: one in-process starter, one poll, one `utc`.
+#[path = "../common/mod.rs"]
+mod common;
+#[allow(unused_imports)] // as with dead_code: not every test binary uses it
+pub use common::utc;
+
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -12,7 +18,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long any poll in these tests may take before failing.
 pub const LIMIT: Duration = Duration::from_secs(60);
@@ -207,15 +213,8 @@ pub fn free_port() -> u16 {
 }
 
 /// Polls `check` until it returns Some, at most `LIMIT`.
-pub fn poll<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + LIMIT;
-    loop {
-        if let Some(v) = check() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+pub fn poll<T>(what: &str, check: impl FnMut() -> Option<T>) -> T {
+    common::wait_for(LIMIT, what, check)
 }
 
 /// A config with one stream `identity` (calendar `always`, 1h threshold)
@@ -260,19 +259,7 @@ impl Sidecar {
         std::fs::write(dir.join("hushwatch.toml"), config_text).unwrap();
         let config =
             hushwatch::config::load(&dir.join("hushwatch.toml")).unwrap_or_else(|e| panic!("{e}"));
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        let clock = Arc::new(hushwatch::clock::ManualClock::new(now));
-        let dyn_clock: Arc<dyn hushwatch::clock::Clock> = clock.clone();
-        let running = rt.block_on(async move {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            hushwatch::service::start(config, dyn_clock, listener)
-                .await
-                .unwrap()
-        });
+        let (rt, clock, running) = common::start_service(config, now);
         Sidecar {
             clock,
             running: Some(running),
@@ -391,12 +378,6 @@ impl Drop for Sidecar {
     fn drop(&mut self) {
         self.shutdown();
     }
-}
-
-pub fn utc(text: &str) -> chrono::DateTime<chrono::Utc> {
-    chrono::DateTime::parse_from_rfc3339(text)
-        .unwrap()
-        .with_timezone(&chrono::Utc)
 }
 
 /// A child process stopped (SIGKILL) when dropped.
