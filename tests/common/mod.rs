@@ -350,7 +350,12 @@ pub fn utc(text: &str) -> chrono::DateTime<chrono::Utc> {
 
 impl InProcess {
     pub fn start(work: &Workdir, now: chrono::DateTime<chrono::Utc>) -> InProcess {
-        let config = hushwatch::config::load(&work.config_path()).unwrap_or_else(|e| panic!("{e}"));
+        InProcess::start_at(&work.config_path(), now)
+    }
+
+    /// Starts from the config file at `config_path`.
+    pub fn start_at(config_path: &Path, now: chrono::DateTime<chrono::Utc>) -> InProcess {
+        let config = hushwatch::config::load(config_path).unwrap_or_else(|e| panic!("{e}"));
         let (rt, clock, running) = start_service(config, now);
         InProcess {
             addr: running.addr,
@@ -362,6 +367,15 @@ impl InProcess {
 
     pub fn set_time(&self, to: chrono::DateTime<chrono::Utc>) {
         self.clock.set(to);
+    }
+
+    pub fn app(&self) -> &hushwatch::service::app::App {
+        &self.running.as_ref().expect("running until stopped").app
+    }
+
+    /// Runs `f` on the server's runtime (e.g. a direct store read).
+    pub fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
+        self.rt.block_on(f)
     }
 
     pub fn stop(mut self) {

@@ -9,7 +9,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 #[allow(unused_imports)] // as with dead_code: not every test binary uses it
-pub use common::utc;
+pub use common::{utc, TOKEN};
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -244,31 +244,25 @@ token = "{TOKEN}"
     )
 }
 
-pub const TOKEN: &str = "test-token-123";
-
 /// The sidecar in the test process, on a real socket and SQLite file, with
 /// a manual clock and access to its `App`.
 pub struct Sidecar {
+    inner: common::InProcess,
     pub clock: Arc<hushwatch::clock::ManualClock>,
-    pub running: Option<hushwatch::service::Running>,
-    pub rt: tokio::runtime::Runtime,
 }
 
 impl Sidecar {
     pub fn start(dir: &Path, config_text: &str, now: chrono::DateTime<chrono::Utc>) -> Sidecar {
         std::fs::write(dir.join("hushwatch.toml"), config_text).unwrap();
-        let config =
-            hushwatch::config::load(&dir.join("hushwatch.toml")).unwrap_or_else(|e| panic!("{e}"));
-        let (rt, clock, running) = common::start_service(config, now);
+        let inner = common::InProcess::start_at(&dir.join("hushwatch.toml"), now);
         Sidecar {
-            clock,
-            running: Some(running),
-            rt,
+            clock: Arc::clone(&inner.clock),
+            inner,
         }
     }
 
     pub fn app(&self) -> &hushwatch::service::app::App {
-        &self.running.as_ref().unwrap().app
+        self.inner.app()
     }
 
     pub fn advance(&self, secs: i64) {
@@ -291,16 +285,8 @@ impl Sidecar {
     pub fn resolve(&self) {
         let id = format!("evt-{}", self.now().timestamp_millis());
         let body = format!(r#"{{"type":"user.created","id":"{id}"}}"#);
-        let mut s = TcpStream::connect(self.addr()).unwrap();
-        write!(
-            s,
-            "POST /v1/streams/identity/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        )
-        .unwrap();
-        let mut text = String::new();
-        s.read_to_string(&mut text).unwrap();
-        assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+        let reply = common::post_events(self.addr(), "identity", TOKEN, &body);
+        assert_eq!(reply.status, 200, "{}", reply.body);
         self.wait_state("ok");
     }
 
@@ -312,30 +298,26 @@ impl Sidecar {
     }
 
     pub fn addr(&self) -> SocketAddr {
-        self.running.as_ref().unwrap().addr
+        self.inner.addr
     }
 
     /// GET /v1/status over real HTTP.
     pub fn http_status(&self) -> serde_json::Value {
-        let mut s = TcpStream::connect(self.addr()).unwrap();
-        write!(
-            s,
-            "GET /v1/status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-        )
-        .unwrap();
-        let mut text = String::new();
-        s.read_to_string(&mut text).unwrap();
-        assert!(text.starts_with("HTTP/1.1 200"), "{text}");
-        let body = text.split_once("\r\n\r\n").unwrap().1;
-        serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"))
+        let reply = common::get(self.addr(), "/v1/status");
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        reply.json()
     }
 
     pub fn pending(&self) -> Vec<hushwatch::store::OutboxRow> {
-        self.rt.block_on(self.app().store.pending_outbox()).unwrap()
+        self.inner
+            .block_on(self.app().store.pending_outbox())
+            .unwrap()
     }
 
     pub fn notifications(&self) -> serde_json::Value {
-        self.rt.block_on(self.app().notifications_status()).unwrap()
+        self.inner
+            .block_on(self.app().notifications_status())
+            .unwrap()
     }
 
     pub fn metric(&self, series: &str) -> f64 {
@@ -363,20 +345,8 @@ impl Sidecar {
         })
     }
 
-    pub fn stop(mut self) {
-        self.shutdown();
-    }
-
-    fn shutdown(&mut self) {
-        if let Some(running) = self.running.take() {
-            self.rt.block_on(running.shutdown());
-        }
-    }
-}
-
-impl Drop for Sidecar {
-    fn drop(&mut self) {
-        self.shutdown();
+    pub fn stop(self) {
+        self.inner.stop();
     }
 }
 
