@@ -595,8 +595,10 @@ pub(super) fn outbox_summary(
 /// The newest delivered firing page per (stream, notifier) whose stream is
 /// still firing in that same episode: what an Alertmanager needs re-posted.
 pub(super) fn active_firing_pages(conn: &Connection) -> Result<Vec<OutboxRow>, StoreError> {
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {OUTBOX_COLUMNS} FROM outbox o JOIN streams s ON s.name = o.stream
+    all_rows(
+        conn,
+        &format!(
+            "SELECT {OUTBOX_COLUMNS} FROM outbox o JOIN streams s ON s.name = o.stream
          WHERE s.alert_state = 'firing' AND o.alert_state = 'firing'
            AND o.alert_kind = 'silence'
            AND o.outcome = 'delivered' AND o.started_at = s.firing_since
@@ -604,31 +606,36 @@ pub(super) fn active_firing_pages(conn: &Connection) -> Result<Vec<OutboxRow>, S
                        WHERE o2.stream = o.stream AND o2.notifier = o.notifier
                          AND o2.outcome = 'delivered' AND o2.alert_kind = 'silence')
          ORDER BY o.id"
-    ))?;
-    let rows = stmt
-        .query_map([], outbox_from_row)?
-        .collect::<rusqlite::Result<_>>()?;
+        ),
+        outbox_from_row,
+    )
+}
+
+/// Every row of a parameterless query, mapped.
+fn all_rows<T>(
+    conn: &Connection,
+    sql: &str,
+    map: impl FnMut(&Row<'_>) -> rusqlite::Result<T>,
+) -> Result<Vec<T>, StoreError> {
+    let mut stmt = conn.prepare_cached(sql)?;
+    let rows = stmt.query_map([], map)?.collect::<rusqlite::Result<_>>()?;
     Ok(rows)
 }
 
 pub(super) fn streams(conn: &Connection) -> Result<Vec<StreamRow>, StoreError> {
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {STREAM_COLUMNS} FROM streams ORDER BY name"
-    ))?;
-    let rows = stmt
-        .query_map([], stream_from_row)?
-        .collect::<rusqlite::Result<_>>()?;
-    Ok(rows)
+    all_rows(
+        conn,
+        &format!("SELECT {STREAM_COLUMNS} FROM streams ORDER BY name"),
+        stream_from_row,
+    )
 }
 
 pub(super) fn pending_outbox(conn: &Connection) -> Result<Vec<OutboxRow>, StoreError> {
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {OUTBOX_COLUMNS} FROM outbox o WHERE o.status = 'pending' ORDER BY o.id"
-    ))?;
-    let rows = stmt
-        .query_map([], outbox_from_row)?
-        .collect::<rusqlite::Result<_>>()?;
-    Ok(rows)
+    all_rows(
+        conn,
+        &format!("SELECT {OUTBOX_COLUMNS} FROM outbox o WHERE o.status = 'pending' ORDER BY o.id"),
+        outbox_from_row,
+    )
 }
 
 pub(super) fn mark_outbox_done(
