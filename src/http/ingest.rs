@@ -35,15 +35,7 @@ pub async fn webhook(app: &App, stream_name: &str, req: Request<Incoming>) -> Re
     let (parts, body) = req.into_parts();
     let body = match read_body(&parts, body).await {
         Ok(b) => b,
-        Err(status) => {
-            return reject(
-                app,
-                stream,
-                status,
-                "too_large",
-                "request body is larger than 1 MiB",
-            )
-        }
+        Err(status) => return reject(app, stream, status, "too_large", super::BODY_TOO_LARGE),
     };
     let Some(verifier) = &stream.ingest.verifier else {
         return reject(
@@ -103,15 +95,7 @@ pub async fn app_report(app: &App, stream_name: &str, req: Request<Incoming>) ->
     }
     let body = match read_body(&parts, body).await {
         Ok(b) => b,
-        Err(status) => {
-            return reject(
-                app,
-                stream,
-                status,
-                "too_large",
-                "request body is larger than 1 MiB",
-            )
-        }
+        Err(status) => return reject(app, stream, status, "too_large", super::BODY_TOO_LARGE),
     };
     let reports = match app_reports(&body) {
         Ok(r) => r,

@@ -19,6 +19,8 @@ use tokio::sync::{watch, Semaphore};
 
 /// Largest accepted request body (webhooks are a few KiB).
 pub const MAX_BODY: usize = 1024 * 1024;
+/// The 413 answer's reason, the same on every route.
+const BODY_TOO_LARGE: &str = "request body is larger than 1 MiB";
 /// A client must send its complete headers within this time (slowloris).
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// Per-connection read buffer, which bounds the request head (line and

@@ -54,15 +54,7 @@ pub async fn operational(app: &App, name: &str, req: Request<Incoming>) -> Reply
     let (parts, body) = req.into_parts();
     let body = match read_body(&parts, body).await {
         Ok(b) => b,
-        Err(status) => {
-            return reject(
-                app,
-                svix,
-                status,
-                "too_large",
-                "request body is larger than 1 MiB",
-            )
-        }
+        Err(status) => return reject(app, svix, status, "too_large", super::BODY_TOO_LARGE),
     };
     let delivery_id = match verify_signed(app, &svix.verifier, &parts, &body) {
         Ok(id) => id,
@@ -148,7 +140,7 @@ pub async fn acknowledge(app: &App, name: &str, req: Request<Incoming>) -> Reply
     }
     let body = match read_body(&parts, body).await {
         Ok(b) => b,
-        Err(status) => return reply::error(status, "request body is larger than 1 MiB"),
+        Err(status) => return reply::error(status, super::BODY_TOO_LARGE),
     };
     let parsed: Option<(String, Vec<String>)> =
         serde_json::from_slice::<Value>(&body).ok().and_then(|v| {
