@@ -108,20 +108,28 @@ pub(super) const MIGRATIONS: &[&str] = &[
 /// or older than what the audit log kept) stay under the old key marked
 /// `legacy`, are still honoured as duplicates in every channel, and are gone
 /// after the usual 7-day pruning. Only audit entries at least as new as the
-/// oldest remembered delivery are hashed, so the step costs one pass over
-/// about a week of audit entries.
+/// oldest remembered delivery are hashed (about a week of them), through a
+/// keyed temporary table so the step stays linear in both tables.
 pub(super) const DEDUP_PER_CHANNEL: &str = "
     ALTER TABLE seen_deliveries ADD COLUMN channel TEXT NOT NULL DEFAULT 'legacy';
+    CREATE TEMP TABLE v6_rekey (
+        old_hash TEXT PRIMARY KEY NOT NULL,
+        new_hash TEXT NOT NULL,
+        channel  TEXT NOT NULL
+    );
+    INSERT OR IGNORE INTO v6_rekey (old_hash, new_hash, channel)
+        SELECT hushwatch_legacy_delivery_hash(source, delivery_id),
+               hushwatch_delivery_hash(channel, source, delivery_id),
+               channel
+          FROM audit_log
+         WHERE delivery_id IS NOT NULL
+           AND received_at >= (SELECT coalesce(min(seen_at), 0) FROM seen_deliveries);
     UPDATE seen_deliveries
-       SET hash = hushwatch_delivery_hash(a.channel, a.source, a.delivery_id),
-           channel = a.channel
-      FROM (SELECT source, delivery_id, min(channel) AS channel
-              FROM audit_log
-             WHERE delivery_id IS NOT NULL
-               AND received_at >= (SELECT coalesce(min(seen_at), 0) FROM seen_deliveries)
-             GROUP BY source, delivery_id) AS a
-     WHERE seen_deliveries.channel = 'legacy'
-       AND seen_deliveries.hash = hushwatch_legacy_delivery_hash(a.source, a.delivery_id);";
+       SET hash = (SELECT new_hash FROM v6_rekey WHERE old_hash = seen_deliveries.hash),
+           channel = (SELECT channel FROM v6_rekey WHERE old_hash = seen_deliveries.hash)
+     WHERE channel = 'legacy'
+       AND hash IN (SELECT old_hash FROM v6_rekey);
+    DROP TABLE v6_rekey;";
 
 /// The schema version this binary writes.
 pub(super) fn binary_version() -> u32 {
