@@ -273,7 +273,8 @@ fn reject(
     reason: &str,
 ) -> Reply {
     app.metrics.count_event(&stream.name, outcome);
-    tracing::warn!(stream = %stream.name, status = status.as_u16(), outcome, reason, "rejected request");
+    // A parser's reason can quote the request, so it is escaped too.
+    tracing::warn!(stream = %stream.name, status = status.as_u16(), outcome, reason = %Escaped(reason), "rejected request");
     reply::error(status, reason)
 }
 

@@ -30,7 +30,7 @@ fn unknown_source(name: &str) -> Reply {
 
 fn reject(app: &App, svix: &SvixConfig, status: StatusCode, outcome: &str, reason: &str) -> Reply {
     app.metrics.count_svix_rejected(&svix.name, outcome);
-    tracing::warn!(source = %svix.name, status = status.as_u16(), outcome, reason, "rejected operational webhook");
+    tracing::warn!(source = %svix.name, status = status.as_u16(), outcome, reason = %Escaped(reason), "rejected operational webhook");
     reply::error(status, reason)
 }
 
