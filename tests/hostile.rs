@@ -1085,3 +1085,35 @@ fn request_fields_are_escaped_in_the_log() {
         assert!(!log.contains(raw), "raw {raw:?} in the log:\n{log}");
     }
 }
+
+/// A client that asks for answers and never reads them (here: thousands of
+/// pipelined `GET /metrics`) fills the socket buffers and then stalls the
+/// server's write; the write deadline (10 s without progress) closes the
+/// connection instead of holding its slot for ever.
+#[test]
+fn a_client_that_never_reads_its_answers_is_let_go() {
+    let (_work, s) = start();
+    let pid = s.child.id();
+    let baseline = open_sockets(pid);
+    let one = get(s.addr, "/metrics").body.len();
+    // Far more than loopback socket buffers hold (a few MiB at most).
+    let requests = (64 << 20) / one.max(1);
+    let mut c = TcpStream::connect(s.addr).unwrap();
+    c.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
+    let pipelined = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n".repeat(requests);
+    let sent_at = Instant::now();
+    // The server stops reading requests once its writes stall; the rest
+    // may not fit, which is fine.
+    let _ = c.write_all(pipelined.as_bytes());
+    wait_for(
+        Duration::from_secs(60),
+        "the stalled connection to be closed",
+        || (open_sockets(pid) <= baseline).then_some(()),
+    );
+    eprintln!(
+        "{requests} pipelined /metrics ({one} bytes each), never read: connection closed after {:?}",
+        sent_at.elapsed()
+    );
+    assert_alive(s.addr);
+    drop(c);
+}

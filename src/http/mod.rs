@@ -3,12 +3,13 @@
 //! handlers live in `routes` and `ingest`, bounded body reading in `body`,
 //! the cached `/readyz` answer in `readiness`.
 //!
-//! Three deadlines bound every connection that sends nothing useful: the
+//! Deadlines bound every connection that sends nothing useful: the
 //! head (and, between requests, the idle keep-alive wait, since hyper starts
 //! the same timer when it waits for the next head) within
 //! [`HEADER_TIMEOUT`]; the body within `[server] body_timeout` of the end of
-//! the head (408, then close); and the response is a few hundred bytes that
-//! fit the socket buffer, so writing it does not wait on the client.
+//! the head (408, then close); and a response write that makes no progress
+//! for [`write_deadline::WRITE_STALL`] (a client that does not read) fails
+//! and closes the connection.
 
 mod body;
 mod ingest;
@@ -17,6 +18,7 @@ mod readiness;
 mod reply;
 mod routes;
 mod svix;
+mod write_deadline;
 
 pub use log_field::Escaped;
 
@@ -77,7 +79,10 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, mut shutdown: watch::Re
             .header_read_timeout(HEADER_TIMEOUT)
             .max_buf_size(MAX_HEAD_BUFFER)
             .serve_connection(
-                TokioIo::new(stream),
+                TokioIo::new(write_deadline::WriteDeadline::new(
+                    stream,
+                    write_deadline::WRITE_STALL,
+                )),
                 service_fn(move |req| {
                     let app = Arc::clone(&app);
                     let readiness = Arc::clone(&readiness);
