@@ -102,3 +102,48 @@ fn wall_clock_jumps_neither_page_early_nor_miss_the_page() {
     let st = wait_state(&s, "firing");
     assert_eq!(st["firing_since"], "2026-12-01T01:00:00.000Z");
 }
+
+/// `hushwatch explain` as a user runs it, against `work`'s config.
+fn explain(work: &Workdir, last_event: &str, now: &str) -> serde_json::Value {
+    let config = work.config_path();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hushwatch"))
+        .args(["explain", "--config"])
+        .arg(&config)
+        .args([
+            "--stream",
+            "identity",
+            "--last-event",
+            last_event,
+            "--now",
+            now,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn an_edge_inside_a_dst_gap_is_the_jump_to_the_second() {
+    // Issue #12's case: 02:23 never appears on New York's wall clock on
+    // 2026-03-08; the window opens when the clock jumps (07:00:00Z) and is
+    // the whole hour to 04:00 EDT.
+    let config = basic_config("calendar = \"gap\"\nsilence_threshold = \"1m\"").replace(
+        "[streams.identity]",
+        "[calendars.gap]\ntimezone = \"America/New_York\"\nweekly = [\"sun 02:23-04:00\"]\n\n[streams.identity]",
+    );
+    let work = Workdir::new(&config);
+    let last = "2026-03-06T17:00:00Z";
+    let at = explain(&work, last, "2026-03-08T07:01:00Z");
+    assert_eq!(at["fires_at"], "2026-03-08T07:01:00Z");
+    assert_eq!(at["firing"], true);
+    assert_eq!(at["business_silence_seconds"], 60);
+    let before = explain(&work, last, "2026-03-08T07:00:59Z");
+    assert_eq!(before["firing"], false);
+    let whole = explain(&work, last, "2026-03-08T09:00:00Z");
+    assert_eq!(whole["business_silence_seconds"], 3600);
+}

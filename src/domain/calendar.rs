@@ -8,7 +8,8 @@
 //! A window edge given as a local wall time is placed at *the first instant
 //! at which the wall clock reads that time or later*:
 //! - an edge inside a DST gap (e.g. 02:30 on a spring-forward night, which
-//!   never appears on the wall clock) moves to the instant the clock jumps;
+//!   never appears on the wall clock) moves to the exact instant the clock
+//!   jumps, the zone's transition instant (always a whole second);
 //! - an edge inside a fold (01:30 on a fall-back night, which appears twice)
 //!   is the first occurrence.
 //!
@@ -215,27 +216,50 @@ fn resolve_local(tz: &Tz, local: NaiveDateTime) -> DateTime<Utc> {
 }
 
 /// For a local time that falls in a DST gap, finds the first instant whose
-/// wall time is at or after it: the instant the clock jumped.
+/// wall time is at or after it: the instant the clock jumped, exactly.
+///
+/// chrono-tz only answers "what is the offset at this instant", so the
+/// transition is found by search, but an exact one: tz transitions happen on
+/// whole UTC seconds, so bracketing the jump between two whole seconds and
+/// halving on whole seconds ends on the transition itself, not near it.
 fn end_of_gap(tz: &Tz, local: NaiveDateTime) -> DateTime<Utc> {
-    let offset_at =
-        |t: NaiveDateTime| i64::from(tz.offset_from_utc_datetime(&t).fix().local_minus_utc());
-    let before = offset_at(local - TimeDelta::days(1));
-    let after = offset_at(local + TimeDelta::days(1));
+    let offset_at = |utc_secs: i64| {
+        let at = DateTime::from_timestamp(utc_secs, 0).unwrap_or_default();
+        i64::from(
+            tz.offset_from_utc_datetime(&at.naive_utc())
+                .fix()
+                .local_minus_utc(),
+        )
+    };
+    let wall = |utc_secs: i64| utc_secs + offset_at(utc_secs);
+    // Wall time as seconds on a UTC-like axis (sub-second part rounded up, so
+    // "wall >= local" keeps its meaning for a fractional edge).
     let as_utc = local.and_utc();
-    let mut lo = as_utc - TimeDelta::seconds(before.max(after));
-    let mut hi = as_utc - TimeDelta::seconds(before.min(after));
-    let wall = |t: DateTime<Utc>| t.with_timezone(tz).naive_local();
-    // Invariant: wall(lo) < local <= wall(hi). Offsets change on whole
-    // seconds, so bisecting to one second is exact.
-    while hi - lo > TimeDelta::seconds(1) {
+    let target = as_utc.timestamp() + i64::from(as_utc.timestamp_subsec_nanos() > 0);
+    let day = 86_400;
+    let before = offset_at(target - day);
+    let after = offset_at(target + day);
+    // Offsets around the gap bracket it: the jump lies in
+    // (local - after, local - before], where the wall clock goes from before
+    // to after. Invariant below: wall(lo) < local <= wall(hi).
+    let mut lo = target - before.max(after);
+    let mut hi = target - before.min(after);
+    if wall(lo) >= target || wall(hi) < target {
+        // Two offset changes within a day of the edge (no zone in the tz
+        // database does this around a gap today): any two-day bracket still
+        // holds the invariant, and the search below ends on a jump.
+        lo = target - 2 * day;
+        hi = target + 2 * day;
+    }
+    while hi - lo > 1 {
         let mid = lo + (hi - lo) / 2;
-        if wall(mid) >= local {
+        if wall(mid) >= target {
             hi = mid;
         } else {
             lo = mid;
         }
     }
-    hi
+    DateTime::from_timestamp(hi, 0).unwrap_or(as_utc)
 }
 
 #[cfg(test)]
