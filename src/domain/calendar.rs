@@ -218,39 +218,27 @@ fn resolve_local(tz: &Tz, local: NaiveDateTime) -> DateTime<Utc> {
 /// For a local time that falls in a DST gap, finds the first instant whose
 /// wall time is at or after it: the instant the clock jumped, exactly.
 ///
-/// chrono-tz only answers "what is the offset at this instant", so the
-/// transition is found by search, but an exact one: tz transitions happen on
-/// whole UTC seconds, so bracketing the jump between two whole seconds and
-/// halving on whole seconds ends on the transition itself, not near it.
+/// chrono-tz only answers "what is the offset at this instant", so the jump
+/// is found by search, but an exact one. UTC offsets are under two days, so
+/// `local ± 2 days` (read as UTC) brackets it: `wall(lo) < local <= wall(hi)`.
+/// Halving on whole seconds keeps that until `hi = lo + 1`, where the wall
+/// clock crosses `local`. Offsets change only on whole UTC seconds, so the
+/// wall clock still reads earlier than `local` an instant before `hi`: `hi`
+/// is the transition itself, not a point near it. (It is the only such
+/// crossing unless a zone skipped the same wall time twice within two days,
+/// which none does.)
 fn end_of_gap(tz: &Tz, local: NaiveDateTime) -> DateTime<Utc> {
-    let offset_at = |utc_secs: i64| {
+    let wall = |utc_secs: i64| {
         let at = DateTime::from_timestamp(utc_secs, 0).unwrap_or_default();
-        i64::from(
-            tz.offset_from_utc_datetime(&at.naive_utc())
-                .fix()
-                .local_minus_utc(),
-        )
+        let offset = tz.offset_from_utc_datetime(&at.naive_utc()).fix();
+        utc_secs + i64::from(offset.local_minus_utc())
     };
-    let wall = |utc_secs: i64| utc_secs + offset_at(utc_secs);
-    // Wall time as seconds on a UTC-like axis (sub-second part rounded up, so
-    // "wall >= local" keeps its meaning for a fractional edge).
+    // `local` on the same axis, rounded up to a whole second so that
+    // "wall >= local" keeps its meaning for an edge with a fraction.
     let as_utc = local.and_utc();
     let target = as_utc.timestamp() + i64::from(as_utc.timestamp_subsec_nanos() > 0);
-    let day = 86_400;
-    let before = offset_at(target - day);
-    let after = offset_at(target + day);
-    // Offsets around the gap bracket it: the jump lies in
-    // (local - after, local - before], where the wall clock goes from before
-    // to after. Invariant below: wall(lo) < local <= wall(hi).
-    let mut lo = target - before.max(after);
-    let mut hi = target - before.min(after);
-    if wall(lo) >= target || wall(hi) < target {
-        // Two offset changes within a day of the edge (no zone in the tz
-        // database does this around a gap today): any two-day bracket still
-        // holds the invariant, and the search below ends on a jump.
-        lo = target - 2 * day;
-        hi = target + 2 * day;
-    }
+    let two_days = 2 * 86_400;
+    let (mut lo, mut hi) = (target - two_days, target + two_days);
     while hi - lo > 1 {
         let mid = lo + (hi - lo) / 2;
         if wall(mid) >= target {
