@@ -459,3 +459,20 @@ fn surrounding_whitespace_is_trimmed_from_tokens_and_secrets_with_a_notice() {
         .iter()
         .any(|w| w.contains("whitespace")));
 }
+
+#[test]
+fn backoffs_and_timeouts_take_milliseconds() {
+    let text = FULL.replace(
+        "kind = \"log\"",
+        "kind = \"log\"\nbackoff_initial = \"300ms\"\nbackoff_max = \"1s500ms\"\ntimeout = \"750ms\"",
+    );
+    let policy = &parse_ok(&text).notifiers["oncall"].policy;
+    assert_eq!(policy.backoff_initial, TimeDelta::milliseconds(300));
+    assert_eq!(policy.backoff_max, TimeDelta::milliseconds(1_500));
+    assert_eq!(policy.timeout, TimeDelta::milliseconds(750));
+    let bad = FULL.replace("kind = \"log\"", "kind = \"log\"\ntimeout = \"500ms1s\"");
+    assert_eq!(
+        errors(&bad),
+        [r#"notifiers.oncall.timeout: "500ms1s" is not a duration (try "6h")"#]
+    );
+}

@@ -9,6 +9,7 @@ use sha2::{Digest, Sha256};
 
 use crate::audit::chain::to_hex;
 
+use super::TransitionOutcome;
 use super::{
     AlertState, Attempt, EventOutcome, NewEvent, OutboxRow, OutboxSummary, PageKind, StoreError,
     StreamRow, Transition,
@@ -396,6 +397,32 @@ pub(super) fn record_transition(
         insert_silence_page(conn, t, notifier, created_at)?;
     }
     Ok(true)
+}
+
+/// The guard of `Store::record_transition_if_silent`, then the transition.
+/// The check and the write share the writer's transaction, so no event can
+/// commit between them. Compared in milliseconds, the stored resolution.
+/// (A shared-database backend would take the same decision with a
+/// conditional UPDATE on the stream row.)
+pub(super) fn record_transition_if_silent(
+    conn: &Connection,
+    t: &Transition,
+    silent_since: DateTime<Utc>,
+    created_at: DateTime<Utc>,
+) -> Result<TransitionOutcome, StoreError> {
+    if t.to == AlertState::Firing {
+        if let Some(row) = stream_row(conn, &t.stream).optional()? {
+            let stored = row.last_arrival_at.unwrap_or(row.watch_started_at);
+            if millis(stored) > millis(silent_since) {
+                return Ok(TransitionOutcome::Stale(row));
+            }
+        }
+    }
+    Ok(if record_transition(conn, t, created_at)? {
+        TransitionOutcome::Recorded
+    } else {
+        TransitionOutcome::Unchanged
+    })
 }
 
 /// Notifiers paged by an escalation step of the stream's current episode.
