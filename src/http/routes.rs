@@ -37,12 +37,11 @@ async fn route(
         (&Method::GET, ["healthz"]) => reply::text(StatusCode::OK, "text/plain", "ok\n".into()),
         (&Method::GET, ["readyz"]) => readyz(&app, readiness).await,
         (&Method::GET, ["metrics"]) => {
-            app.refresh_metrics();
             app.refresh_svix_metrics().await;
             reply::text(
                 StatusCode::OK,
                 "text/plain; version=0.0.4",
-                app.metrics.encode(),
+                app.encode_metrics(),
             )
         }
         (&Method::GET, ["v1", "status"]) => status(&app).await,
