@@ -37,8 +37,11 @@ pub const OUTCOMES: [&str; 8] = [
 pub struct Metrics {
     registry: Registry,
     pub in_business_hours: IntGaugeVec,
-    /// `hushwatch_events_total` by stream, one slot per [`OUTCOMES`] entry.
+    /// `hushwatch_events_total` by stream, one slot per [`OUTCOMES`] entry;
+    /// only streams declared here are counted, so a request for a stream
+    /// that does not exist cannot add an entry.
     events: Mutex<HashMap<String, [u64; OUTCOMES.len()]>>,
+    pub templated_streams_refused: IntCounter,
     pub reload_successful: IntGauge,
     pub reload_timestamp: Gauge,
     pub storage_errors: IntCounter,
@@ -126,6 +129,16 @@ impl Metrics {
         )
         .unwrap_or_else(|e| unreachable_metric("storage_errors", e));
         register(&r, "storage_errors", Box::new(storage_errors.clone()));
+        let templated_streams_refused = IntCounter::new(
+            "hushwatch_templated_streams_refused_total",
+            "Templated streams not created because max_streams exist (answered 429).",
+        )
+        .unwrap_or_else(|e| unreachable_metric("templated_streams_refused", e));
+        register(
+            &r,
+            "templated_streams_refused",
+            Box::new(templated_streams_refused.clone()),
+        );
         let notifications = IntCounterVec::new(
             Opts::new(
                 "hushwatch_notifications_total",
@@ -194,6 +207,7 @@ impl Metrics {
                 &["source", "type", "outcome"],
             ),
             events: Mutex::new(HashMap::new()),
+            templated_streams_refused,
             reload_successful,
             reload_timestamp,
             storage_errors,
@@ -251,21 +265,43 @@ impl Metrics {
             .inc();
     }
 
-    /// Counts one ingest request; `outcome` is one of [`OUTCOMES`].
+    /// Counts one ingest request of a declared stream; `outcome` is one of
+    /// [`OUTCOMES`]. Requests for undeclared names are not counted.
     pub fn count_event(&self, stream: &str, outcome: &str) {
         let Some(slot) = OUTCOMES.iter().position(|o| *o == outcome) else {
             debug_assert!(false, "unknown outcome {outcome}");
             return;
         };
-        let mut events = self.events.lock().unwrap_or_else(|p| p.into_inner());
-        match events.get_mut(stream) {
-            Some(counts) => counts[slot] += 1,
-            None => {
-                let mut counts = [0; OUTCOMES.len()];
-                counts[slot] = 1;
-                events.insert(stream.to_string(), counts);
+        if let Some(counts) = self.lock_events().get_mut(stream) {
+            counts[slot] += 1;
+        }
+    }
+
+    fn lock_events(&self) -> std::sync::MutexGuard<'_, HashMap<String, [u64; OUTCOMES.len()]>> {
+        self.events.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Makes `streams` the counted set: new ones start at zero, counts of
+    /// those kept are kept.
+    pub fn declare_streams(&self, streams: &[&str]) {
+        let mut events = self.lock_events();
+        let keep: std::collections::HashSet<&str> = streams.iter().copied().collect();
+        events.retain(|name, _| keep.contains(name.as_str()));
+        for stream in streams {
+            if !events.contains_key(*stream) {
+                events.insert(stream.to_string(), [0; OUTCOMES.len()]);
             }
         }
+    }
+
+    pub fn declare_stream(&self, stream: &str) {
+        self.lock_events()
+            .entry(stream.to_string())
+            .or_insert([0; OUTCOMES.len()]);
+    }
+
+    pub fn forget_stream(&self, stream: &str) {
+        self.lock_events().remove(stream);
     }
 
     /// The text exposition format.
@@ -350,7 +386,7 @@ pub fn render_streams(out: &mut String, streams: &[StreamSample], metrics: &Metr
         out,
         "# HELP {name} Ingest requests by stream and outcome.\n# TYPE {name} counter"
     );
-    let events = metrics.events.lock().unwrap_or_else(|p| p.into_inner());
+    let events = metrics.lock_events();
     for s in streams {
         let counts = events.get(&s.name).copied().unwrap_or_default();
         for (outcome, n) in OUTCOMES.iter().zip(counts) {
@@ -419,7 +455,9 @@ mod tests {
     #[test]
     fn stream_families_render_every_stream_with_escaped_labels() {
         let m = Metrics::new();
+        m.declare_streams(&["identity"]);
         m.count_event("identity", "accepted");
+        m.count_event("undeclared", "accepted");
         m.count_event("identity", "accepted");
         let mut text = String::new();
         render_streams(&mut text, &[sample("identity"), sample("a\"b\\c")], &m);
@@ -433,6 +471,7 @@ mod tests {
         ] {
             assert!(text.contains(line), "missing {line}\n{text}");
         }
+        assert!(!m.lock_events().contains_key("undeclared"));
         // One HELP/TYPE per family, even with many streams.
         assert_eq!(
             text.matches("# TYPE hushwatch_silence_alert gauge").count(),

@@ -69,3 +69,162 @@ fn a_thousand_streams_each_fire_at_their_own_instant() {
         assert_eq!(*since, due);
     }
 }
+
+const ADMIN: &str = "admin-token-for-tests";
+
+fn templated_config(max_streams: usize) -> String {
+    format!(
+        r#"[server]
+listen = "127.0.0.1:0"
+data_dir = "data"
+max_streams = {max_streams}
+admin_token = "{ADMIN}"
+
+[notifiers.stdout]
+kind = "log"
+
+[templates.org]
+calendar = "always"
+silence_threshold = "1h"
+notify = ["stdout"]
+[templates.org.ingest]
+token = "{TOKEN}"
+
+[streams."org:*"]
+template = "org"
+"#
+    )
+}
+
+fn admin(s: &InProcess, method: &str, name: &str, token: &str) -> Reply {
+    let auth = format!("Bearer {token}");
+    request(
+        s.addr,
+        method,
+        &format!("/v1/streams/{name}"),
+        &[("authorization", &auth)],
+        b"",
+    )
+}
+
+fn stream_names(s: &InProcess) -> Vec<String> {
+    let status = get(s.addr, "/v1/status").json();
+    status["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|st| st["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn a_templated_stream_is_created_by_its_first_verified_event_only() {
+    let work = Workdir::new(&templated_config(10));
+    let s = InProcess::start(&work, utc("2026-12-01T00:00:00Z"));
+    assert_eq!(stream_names(&s), Vec::<String>::new());
+
+    let event = r#"{"type":"user.updated","id":"e1"}"#;
+    assert_eq!(post_events(s.addr, "org:acme", "wrong", event).status, 401);
+    assert_eq!(post_events(s.addr, "other:acme", TOKEN, event).status, 404);
+    assert_eq!(post_events(s.addr, "org:a/b", TOKEN, event).status, 404);
+    assert_eq!(stream_names(&s), Vec::<String>::new());
+    let metrics = get(s.addr, "/metrics").body;
+    assert!(!metrics.contains("org:acme"), "no series before it exists");
+
+    assert_eq!(post_events(s.addr, "org:acme", TOKEN, event).status, 200);
+    assert_eq!(stream_names(&s), ["org:acme"]);
+    let st = stream_status(s.addr, "org:acme");
+    assert_eq!(st["last_event_at"], "2026-12-01T00:00:00.000Z");
+    assert_eq!(
+        metric(
+            s.addr,
+            r#"hushwatch_events_total{outcome="accepted",stream="org:acme"}"#
+        ),
+        1.0
+    );
+    assert_eq!(
+        metric(
+            s.addr,
+            r#"hushwatch_silence_threshold_seconds{stream="org:acme"}"#
+        ),
+        3600.0
+    );
+
+    // It fires from the template's threshold like any stream.
+    s.set_time(utc("2026-12-01T01:00:00Z"));
+    wait_for(Duration::from_secs(10), "org:acme firing", || {
+        (stream_status(s.addr, "org:acme")["state"] == "firing").then_some(())
+    });
+}
+
+#[test]
+fn put_creates_a_stream_that_fires_never_seen_and_survives_a_restart() {
+    let work = Workdir::new(&templated_config(10));
+    let start = utc("2026-12-01T00:00:00Z");
+    let s = InProcess::start(&work, start);
+    assert_eq!(admin(&s, "PUT", "org:acme", "wrong").status, 401);
+    assert_eq!(admin(&s, "PUT", "nope:acme", ADMIN).status, 404);
+    assert_eq!(stream_names(&s), Vec::<String>::new());
+    assert_eq!(admin(&s, "PUT", "org:acme", ADMIN).status, 201);
+    assert_eq!(
+        admin(&s, "PUT", "org:acme", ADMIN).status,
+        200,
+        "idempotent"
+    );
+    assert_eq!(
+        stream_status(s.addr, "org:acme")["fires_at"],
+        "2026-12-01T01:00:00.000Z"
+    );
+    s.stop();
+
+    // A restart watches it again, with its clock from the PUT.
+    let s = InProcess::start(&work, utc("2026-12-01T00:30:00Z"));
+    assert_eq!(stream_names(&s), ["org:acme"]);
+    assert_eq!(
+        stream_status(s.addr, "org:acme")["watching_since"],
+        "2026-12-01T00:00:00.000Z"
+    );
+    s.set_time(utc("2026-12-01T01:00:00Z"));
+    let st = wait_for(Duration::from_secs(10), "org:acme firing", || {
+        let st = stream_status(s.addr, "org:acme");
+        (st["state"] == "firing").then_some(st)
+    });
+    assert_eq!(st["firing_since"], "2026-12-01T01:00:00.000Z");
+}
+
+#[test]
+fn max_streams_refuses_with_429_and_counts_and_delete_frees_a_slot() {
+    let work = Workdir::new(&templated_config(2));
+    let s = InProcess::start(&work, utc("2026-12-01T00:00:00Z"));
+    let event = r#"{"type":"user.updated","id":"e1"}"#;
+    assert_eq!(admin(&s, "PUT", "org:a", ADMIN).status, 201);
+    assert_eq!(post_events(s.addr, "org:b", TOKEN, event).status, 200);
+    assert_eq!(post_events(s.addr, "org:c", TOKEN, event).status, 429);
+    assert_eq!(admin(&s, "PUT", "org:c", ADMIN).status, 429);
+    assert_eq!(
+        metric(s.addr, "hushwatch_templated_streams_refused_total"),
+        2.0
+    );
+    assert_eq!(stream_names(&s), ["org:a", "org:b"]);
+    assert!(!get(s.addr, "/metrics").body.contains("org:c"));
+
+    assert_eq!(admin(&s, "DELETE", "org:a", "wrong").status, 401);
+    assert_eq!(admin(&s, "DELETE", "org:a", ADMIN).status, 200);
+    assert_eq!(admin(&s, "DELETE", "org:a", ADMIN).status, 404);
+    assert_eq!(stream_names(&s), ["org:b"]);
+    assert!(!get(s.addr, "/metrics").body.contains("\"org:a\""));
+    assert_eq!(post_events(s.addr, "org:c", TOKEN, event).status, 200);
+    assert_eq!(stream_names(&s), ["org:b", "org:c"]);
+    s.stop();
+    let s = InProcess::start(&work, utc("2026-12-01T00:10:00Z"));
+    assert_eq!(stream_names(&s), ["org:b", "org:c"], "the delete persisted");
+}
+
+#[test]
+fn without_an_admin_token_the_stream_routes_do_not_exist() {
+    let work =
+        Workdir::new(&templated_config(2).replace(&format!("admin_token = \"{ADMIN}\"\n"), ""));
+    let s = InProcess::start(&work, utc("2026-12-01T00:00:00Z"));
+    assert_eq!(admin(&s, "PUT", "org:a", ADMIN).status, 404);
+    assert_eq!(stream_names(&s), Vec::<String>::new());
+}

@@ -5,6 +5,7 @@
 mod env;
 mod reader;
 pub mod secret;
+pub mod templates;
 
 use crate::audit::classify::{Access, Classifier};
 use crate::domain::calendar::Calendar;
@@ -72,6 +73,8 @@ pub struct Config {
     pub svix: BTreeMap<String, SvixConfig>,
     /// Things that are allowed but probably not intended.
     pub warnings: Vec<String>,
+    /// `[templates.NAME]`, `[streams."PREFIX*"]` and their limits.
+    pub templates: templates::Templates,
 }
 
 #[derive(Debug, Clone)]
@@ -296,7 +299,7 @@ pub fn parse(
     base_dir: &Path,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Config, ConfigErrors> {
-    let root: Table = text.parse().map_err(|e: toml::de::Error| {
+    let mut root: Table = text.parse().map_err(|e: toml::de::Error| {
         ConfigErrors(vec![ConfigError {
             path: String::new(),
             reason: format!("not valid TOML: {}", e.message().trim()),
@@ -314,8 +317,10 @@ pub fn parse(
             "notifiers",
             "audit",
             "svix",
+            "templates",
         ],
     );
+    let patterns = templates::take_patterns(&mut root);
     let server = read_server(&mut r, &root, base_dir);
     let audit = read_audit(&mut r, &root);
     let calendars = read_named(&mut r, &root, "calendars", |r, path, name, t| {
@@ -324,6 +329,14 @@ pub fn parse(
     let notifiers = read_named(&mut r, &root, "notifiers", read_notifier);
     let streams = read_named(&mut r, &root, "streams", read_stream);
     let svix = read_named(&mut r, &root, "svix", read_svix);
+    let templates = templates::read(
+        &mut r,
+        &root,
+        patterns,
+        &section_names(&root, "calendars"),
+        &section_names(&root, "notifiers"),
+        read_stream,
+    );
     let mut config = Config {
         server,
         calendars,
@@ -332,6 +345,7 @@ pub fn parse(
         audit,
         svix,
         warnings: std::mem::take(&mut r.warnings),
+        templates,
     };
     // Names declared but invalid are already reported; referring to them is
     // not a second error.
@@ -351,6 +365,14 @@ pub fn parse(
     } else {
         Err(ConfigErrors(r.errors))
     }
+}
+
+/// The keys of a top-level section, valid or not.
+fn section_names(root: &Table, section: &str) -> Vec<String> {
+    root.get(section)
+        .and_then(toml::Value::as_table)
+        .map(|t| t.keys().cloned().collect())
+        .unwrap_or_default()
 }
 
 impl ConfigErrors {
@@ -420,7 +442,17 @@ fn read_audit(r: &mut Reader<'_>, root: &Table) -> AuditConfig {
 fn read_server(r: &mut Reader<'_>, root: &Table, base_dir: &Path) -> ServerConfig {
     let empty = Table::new();
     let t = r.sub_table("", root, "server").unwrap_or(&empty);
-    r.reject_unknown("server", t, &["listen", "data_dir", "body_timeout"]);
+    r.reject_unknown(
+        "server",
+        t,
+        &[
+            "listen",
+            "data_dir",
+            "body_timeout",
+            "max_streams",
+            "admin_token",
+        ],
+    );
     let listen_text = r
         .opt_string("server", t, "listen")
         .unwrap_or_else(|| "127.0.0.1:9477".to_string());
@@ -1066,7 +1098,7 @@ fn check_references(r: &mut Reader<'_>, config: &mut Config, declared: &Declared
             }
         }
     }
-    if config.streams.is_empty() {
+    if config.streams.is_empty() && config.templates.is_empty() {
         config
             .warnings
             .push("no [streams.NAME] defined: nothing is watched".to_string());

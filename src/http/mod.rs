@@ -17,6 +17,7 @@ mod log_field;
 mod readiness;
 mod reply;
 mod routes;
+mod streams_admin;
 mod svix;
 mod write_deadline;
 

@@ -61,6 +61,10 @@ async fn route(
             let stream = stream.to_string();
             ingest::app_report(&app, &stream, req, body_deadline).await
         }
+        (&Method::PUT | &Method::DELETE, ["v1", "streams", stream]) => {
+            let stream = stream.to_string();
+            super::streams_admin::handle(&app, &stream, req).await
+        }
         (_, ["healthz"] | ["readyz"] | ["metrics"] | ["v1", "status"]) => {
             reply::error(StatusCode::METHOD_NOT_ALLOWED, "use GET")
         }

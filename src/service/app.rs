@@ -9,8 +9,8 @@ use crate::domain::alert::{next_transition, AlertStatus, Transition as DomainTra
 use crate::domain::duration::format_duration;
 use crate::domain::silence::{evaluate, Evaluation};
 use crate::metrics::Metrics;
-use crate::store::TransitionOutcome;
 use crate::store::{AlertState, EventOutcome, NewEvent, Store, StoreError, StreamRow, Transition};
+use crate::store::{TemplatedOutcome, TransitionOutcome};
 use chrono::{DateTime, SecondsFormat, TimeDelta, Utc};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -35,6 +35,20 @@ pub struct App {
     pub outbox_wake: Notify,
     /// False after a failed write, until a write succeeds again.
     storage_ok: AtomicBool,
+    /// Serializes changes of the stream set (templated create/delete,
+    /// reload), which each swap in a new config.
+    stream_set: tokio::sync::Mutex<()>,
+}
+
+/// What [`App::create_stream`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Created {
+    New,
+    Exists,
+    /// `max_streams` templated streams exist already.
+    Full,
+    /// No `[streams."PREFIX*"]` pattern covers the name.
+    NoTemplate,
 }
 
 impl App {
@@ -55,7 +69,10 @@ impl App {
             replan: Notify::new(),
             outbox_wake: Notify::new(),
             storage_ok: AtomicBool::new(true),
+            stream_set: tokio::sync::Mutex::new(()),
         };
+        let config = app.with_templated(app.config()).await?;
+        *app.config.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(config);
         app.watch_configured().await?;
         app.metrics.reload_successful.set(1);
         app.metrics
@@ -71,6 +88,8 @@ impl App {
     /// Swaps in a validated config. Clocks of streams that still exist are
     /// kept (they live in the store, keyed by name).
     pub async fn reload(&self, config: Config) -> Result<(), StoreError> {
+        let _set = self.stream_set.lock().await;
+        let config = self.with_templated(Arc::new(config)).await?;
         *self.config.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(config);
         self.watch_configured().await?;
         self.lock_schedule().request_full();
@@ -80,6 +99,89 @@ impl App {
             .set(self.clock.now().timestamp() as f64);
         self.replan.notify_one();
         Ok(())
+    }
+
+    /// `config` plus the persisted templated streams its patterns cover
+    /// (those no pattern covers any more stay stored but unwatched).
+    async fn with_templated(&self, config: Arc<Config>) -> Result<Config, StoreError> {
+        let mut config = Arc::unwrap_or_clone(config);
+        if config.templates.is_empty() {
+            return Ok(config);
+        }
+        for name in self.store.templated_streams().await? {
+            if config.streams.contains_key(&name) {
+                continue;
+            }
+            if let Some(stream) = config.templates.stream(&name) {
+                config.streams.insert(name, stream);
+            }
+        }
+        Ok(config)
+    }
+
+    /// Creates the templated stream `name` (persisted, so a restart keeps
+    /// it) and starts its clock now. Idempotent.
+    pub async fn create_stream(&self, name: &str) -> Result<Created, StoreError> {
+        let _set = self.stream_set.lock().await;
+        let config = self.config();
+        if config.streams.contains_key(name) {
+            return Ok(Created::Exists);
+        }
+        let Some(stream) = config.templates.stream(name) else {
+            return Ok(Created::NoTemplate);
+        };
+        let result = self
+            .store
+            .add_templated_stream(
+                name.to_string(),
+                self.clock.now(),
+                config.templates.max_streams,
+            )
+            .await;
+        self.note_storage(&result);
+        let (row, created) = match result? {
+            TemplatedOutcome::Full => {
+                self.metrics.templated_streams_refused.inc();
+                return Ok(Created::Full);
+            }
+            TemplatedOutcome::Created(row) => (row, Created::New),
+            TemplatedOutcome::Exists(row) => (row, Created::Exists),
+        };
+        // Copy-on-write: readers keep the config they hold. The copy costs
+        // O(streams), paid once per new stream, never per event.
+        let mut next = Arc::unwrap_or_clone(config);
+        next.streams.insert(name.to_string(), stream);
+        *self.config.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(next);
+        self.lock_streams()
+            .insert(name.to_string(), Watched::new(row));
+        self.metrics.declare_stream(name);
+        self.lock_schedule().mark_moved(name);
+        self.replan.notify_one();
+        tracing::info!(stream = %name, "templated stream created");
+        Ok(created)
+    }
+
+    /// Removes the templated stream `name`; false if there is none. Its
+    /// series leave `/metrics` and the timer forgets it.
+    pub async fn delete_stream(&self, name: &str) -> Result<bool, StoreError> {
+        let _set = self.stream_set.lock().await;
+        let config = self.config();
+        if config.templates.stream(name).is_none() {
+            return Ok(false);
+        }
+        let result = self.store.remove_templated_stream(name.to_string()).await;
+        self.note_storage(&result);
+        if !result? {
+            return Ok(false);
+        }
+        let mut next = Arc::unwrap_or_clone(config);
+        next.streams.remove(name);
+        *self.config.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(next);
+        self.lock_streams().remove(name);
+        self.lock_schedule().set(name, None);
+        self.metrics.forget_stream(name);
+        tracing::info!(stream = %name, "templated stream deleted");
+        Ok(true)
     }
 
     async fn watch_configured(&self) -> Result<(), StoreError> {
@@ -100,6 +202,8 @@ impl App {
         let calendars: Vec<&str> = config.calendars.keys().map(String::as_str).collect();
         let notifiers: Vec<&str> = config.notifiers.keys().map(String::as_str).collect();
         self.metrics.declare(&calendars, &notifiers);
+        let streams: Vec<&str> = names.iter().map(String::as_str).collect();
+        self.metrics.declare_streams(&streams);
         let sources: Vec<&str> = config.svix.keys().map(String::as_str).collect();
         self.metrics.declare_svix(&sources);
         Ok(())

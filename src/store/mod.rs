@@ -114,6 +114,15 @@ pub enum AlertState {
     Firing,
 }
 
+/// What `Store::add_templated_stream` did.
+#[derive(Debug)]
+pub enum TemplatedOutcome {
+    Created(StreamRow),
+    Exists(StreamRow),
+    /// `max_streams` templated streams exist already.
+    Full,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct StreamRow {
     pub name: String,
@@ -280,6 +289,29 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<Vec<StreamRow>, StoreError> {
         self.call(move |c| ops::watch_streams(c, &names, now)).await
+    }
+
+    /// Streams created from a template, by name.
+    pub async fn templated_streams(&self) -> Result<Vec<String>, StoreError> {
+        self.call(ops::templated_streams).await
+    }
+
+    /// Creates a templated stream (at most `max` exist); see
+    /// `ops::add_templated_stream`.
+    pub async fn add_templated_stream(
+        &self,
+        name: String,
+        now: DateTime<Utc>,
+        max: usize,
+    ) -> Result<TemplatedOutcome, StoreError> {
+        self.call(move |c| ops::add_templated_stream(c, &name, now, max))
+            .await
+    }
+
+    /// Forgets a templated stream; false if it did not exist.
+    pub async fn remove_templated_stream(&self, name: String) -> Result<bool, StoreError> {
+        self.call(move |c| ops::remove_templated_stream(c, &name))
+            .await
     }
 
     /// Store one request's worth of events; see `ops::record_event` for the

@@ -756,3 +756,53 @@ pub(super) fn event_count(conn: &Connection, stream: &str) -> Result<u64, StoreE
     )?;
     u64::try_from(count).map_err(|_| StoreError::Sql(format!("negative event count {count}")))
 }
+
+/// Names of the streams created from a template.
+pub(super) fn templated_streams(conn: &Connection) -> Result<Vec<String>, StoreError> {
+    let mut stmt = conn.prepare_cached("SELECT name FROM templated_streams ORDER BY name")?;
+    let names = stmt
+        .query_map([], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(names)
+}
+
+/// Creates a templated stream unless it exists or `max` exist already. A
+/// stream created again after a `DELETE` starts a fresh clock: its old
+/// silence is not its new one.
+pub(super) fn add_templated_stream(
+    conn: &Connection,
+    name: &str,
+    now: DateTime<Utc>,
+    max: usize,
+) -> Result<super::TemplatedOutcome, StoreError> {
+    let exists: bool = conn
+        .prepare_cached("SELECT EXISTS (SELECT 1 FROM templated_streams WHERE name = ?1)")?
+        .query_row([name], |r| r.get(0))?;
+    if exists {
+        return Ok(super::TemplatedOutcome::Exists(stream_row(conn, name)?));
+    }
+    let count: i64 = conn
+        .prepare_cached("SELECT COUNT(*) FROM templated_streams")?
+        .query_row([], |r| r.get(0))?;
+    if count as u64 >= max as u64 {
+        return Ok(super::TemplatedOutcome::Full);
+    }
+    conn.prepare_cached("INSERT INTO templated_streams (name, created_at) VALUES (?1, ?2)")?
+        .execute(params![name, millis(now)])?;
+    conn.prepare_cached(
+        "INSERT INTO streams (name, watch_started_at) VALUES (?1, ?2)
+         ON CONFLICT(name) DO UPDATE SET watch_started_at = ?2, last_arrival_at = NULL,
+             newest_event_at = NULL, last_event_type = NULL, last_event_id = NULL,
+             alert_state = 'ok', firing_since = NULL, cleared_at = NULL",
+    )?
+    .execute(params![name, millis(now)])?;
+    Ok(super::TemplatedOutcome::Created(stream_row(conn, name)?))
+}
+
+/// Removes a templated stream; false if there was none.
+pub(super) fn remove_templated_stream(conn: &Connection, name: &str) -> Result<bool, StoreError> {
+    let n = conn
+        .prepare_cached("DELETE FROM templated_streams WHERE name = ?1")?
+        .execute([name])?;
+    Ok(n > 0)
+}

@@ -97,7 +97,16 @@ pub(super) const MIGRATIONS: &[&str] = &[
     CREATE UNIQUE INDEX outbox_extra_once ON outbox(alert_id, page_kind, step, notifier)
         WHERE page_kind != 'page';",
     DEDUP_PER_CHANNEL,
+    TEMPLATED_STREAMS,
 ];
+
+/// v7: streams created from a template (`[streams."PREFIX*"]`), so a
+/// restart watches them again, even ones that never heard an event.
+pub(super) const TEMPLATED_STREAMS: &str = "
+    CREATE TABLE templated_streams (
+        name       TEXT PRIMARY KEY NOT NULL,
+        created_at INTEGER NOT NULL
+    );";
 
 /// v6: delivery ids are deduplicated per channel (see `ops::delivery_hash`).
 /// Old rows were keyed by hash(stream, id) for every channel, and the raw id
