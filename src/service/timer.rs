@@ -109,16 +109,16 @@ impl Schedule {
             self.moved.clear();
             return Due::Every;
         }
-        let mut due: Vec<String> = self.moved.drain().collect();
+        let mut due: HashSet<String> = self.moved.drain().collect();
         for (at, stream) in &self.queue {
             if *at > now {
                 break;
             }
             if !due.contains(stream) {
-                due.push(stream.clone());
+                due.insert(stream.clone());
             }
         }
-        Due::Only(due)
+        Due::Only(due.into_iter().collect())
     }
 
     /// Forgets every queued stream (before a full pass re-queues them).
