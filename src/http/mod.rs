@@ -5,7 +5,10 @@
 mod ingest;
 mod reply;
 mod routes;
+mod status_page;
 mod svix;
+
+pub use routes::Routes;
 
 use crate::service::app::App;
 use hyper::server::conn::http1;
@@ -33,7 +36,14 @@ const MAX_CONNECTIONS: usize = 4096;
 /// How long shutdown waits for in-flight requests.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
-pub async fn serve(listener: TcpListener, app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
+/// Serves `routes` on `listener` until `shutdown`. The main and the admin
+/// listener both run through here, so they share every limit and timeout.
+pub async fn serve(
+    listener: TcpListener,
+    app: Arc<App>,
+    routes: Routes,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let graceful = GracefulShutdown::new();
     let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     loop {
@@ -64,7 +74,9 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, mut shutdown: watch::Re
                 TokioIo::new(stream),
                 service_fn(move |req| {
                     let app = Arc::clone(&app);
-                    async move { Ok::<_, std::convert::Infallible>(routes::handle(app, req).await) }
+                    async move {
+                        Ok::<_, std::convert::Infallible>(routes::handle(app, routes, req).await)
+                    }
                 }),
             );
         let conn = graceful.watch(conn);

@@ -10,10 +10,45 @@ use std::time::Duration;
 
 const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
-pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Reply {
+/// Which routes a listener answers. With `[server] admin_listen` set, the
+/// main listener is `Public` (ingest and probes only) and the admin one is
+/// `Admin`; without it the one listener serves `All`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Routes {
+    All,
+    Public,
+    Admin,
+}
+
+impl Routes {
+    fn serves(self, segments: &[&str]) -> bool {
+        match self {
+            Routes::All => true,
+            Routes::Public => !is_admin(segments),
+            // Probes answer on both, so they can follow whichever port a
+            // deployment exposes to its orchestrator.
+            Routes::Admin => is_admin(segments) || matches!(segments, ["healthz"] | ["readyz"]),
+        }
+    }
+}
+
+/// The status page, status document, metrics and operator actions: what
+/// `admin_listen` keeps off the port the identity provider can reach.
+fn is_admin(segments: &[&str]) -> bool {
+    matches!(
+        segments,
+        [""] | ["metrics"] | ["v1", "status"] | ["v1", "svix", _, "acknowledge"]
+    )
+}
+
+pub async fn handle(app: Arc<App>, routes: Routes, req: Request<Incoming>) -> Reply {
     let path = req.uri().path().to_string();
     let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    if !routes.serves(&segments) {
+        return reply::error(StatusCode::NOT_FOUND, "no such route");
+    }
     match (req.method(), segments.as_slice()) {
+        (&Method::GET, [""]) => super::status_page::page(&app).await,
         (&Method::GET, ["healthz"]) => reply::text(StatusCode::OK, "text/plain", "ok\n".into()),
         (&Method::GET, ["readyz"]) => readyz(&app).await,
         (&Method::GET, ["metrics"]) => {
@@ -42,7 +77,7 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Reply {
             let stream = stream.to_string();
             ingest::app_report(&app, &stream, req).await
         }
-        (_, ["healthz"] | ["readyz"] | ["metrics"] | ["v1", "status"]) => {
+        (_, [""] | ["healthz"] | ["readyz"] | ["metrics"] | ["v1", "status"]) => {
             reply::error(StatusCode::METHOD_NOT_ALLOWED, "use GET")
         }
         (
@@ -56,7 +91,13 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Reply {
 
 /// `/v1/status`: streams, plus the Svix section when sources are configured.
 async fn status(app: &App) -> Reply {
+    reply::json(StatusCode::OK, &status_document(app).await)
+}
+
+/// The `/v1/status` document, which the status page renders too.
+pub(super) async fn status_document(app: &App) -> serde_json::Value {
     let mut doc = app.status_with_notifications().await;
+    doc["audit"] = app.audit_status().await;
     if !app.config().svix.is_empty() {
         match app.svix_status().await {
             Ok(svix) => doc["svix"] = svix,
@@ -66,7 +107,7 @@ async fn status(app: &App) -> Reply {
             }
         }
     }
-    reply::json(StatusCode::OK, &doc)
+    doc
 }
 
 /// Ready means: config loaded, the state database accepts a write now, and

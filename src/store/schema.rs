@@ -22,6 +22,7 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// v5: delivery bookkeeping on the outbox (attempts, backoff, outcome, the
 /// alert episode id and what the page says) plus a per-database random
 /// salt, so page keys never repeat even if the file is recreated.
+/// v6: an index on the audit log by stream, for the status page's timeline.
 pub(super) const MIGRATIONS: &[&str] = &[
     // v1
     "CREATE TABLE streams (
@@ -95,6 +96,8 @@ pub(super) const MIGRATIONS: &[&str] = &[
     CREATE INDEX outbox_by_outcome ON outbox(outcome, done_at);
     CREATE UNIQUE INDEX outbox_extra_once ON outbox(alert_id, page_kind, step, notifier)
         WHERE page_kind != 'page';",
+    // v6
+    super::status::MIGRATION,
 ];
 
 /// The schema version this binary writes.
