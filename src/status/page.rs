@@ -33,14 +33,15 @@ thead th{font-size:.85rem;color:var(--muted)}
 @media (prefers-color-scheme:dark){.badge{color:#0d1117}}
 svg.bar{display:block;width:100%;max-width:22rem;height:.8rem;margin:.2rem 0}
 .bar .track{fill:var(--track)}.bar .fill{fill:var(--ok)}.bar .fill.near{fill:var(--warn)}.bar .fill.over{fill:var(--bad)}
-svg.timeline{display:block;width:100%;height:auto}
+.scroll{overflow-x:auto;direction:rtl}svg.timeline{direction:ltr;display:block;width:100%;min-width:640px;height:auto}
 .timeline .bg{fill:var(--track)}.timeline .biz{fill:var(--biz)}.timeline .tick{stroke:var(--tick);stroke-width:1.5}
-.timeline .cross{fill:var(--bad)}.timeline .day{stroke:var(--line)}.timeline text{fill:var(--muted);font-size:11px}
+.timeline .cross{fill:var(--bad)}.timeline .unwatched{fill:var(--bg);opacity:.6}.timeline .day{stroke:var(--line)}.timeline text{fill:var(--muted);font-size:11px}
 figure{margin:0 0 1rem}figcaption{font-weight:600}
 code{font-size:.9em;word-break:break-all}
 @media (max-width:760px){
  table.stack thead{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0)}
  table.stack,table.stack tbody,table.stack tr,table.stack th,table.stack td{display:block;width:100%}
+ table.stack caption{display:block;text-align:left}
  table.stack tr{border:1px solid var(--line);border-radius:.4rem;margin:0 0 .8rem;padding:.2rem}
  table.stack td,table.stack th{border:0}
  table.stack td::before{content:attr(data-label);display:block;font-size:.8rem;color:var(--muted)}
@@ -344,7 +345,7 @@ fn timeline_svg(h: &mut String, name: &str, tz: Tz, t: &Timeline) {
     );
     let _ = write!(
         h,
-        "<figure><figcaption>{}</figcaption><svg class=\"timeline\" id=\"timeline-{id}\" role=\"img\" \
+        "<figure><figcaption>{}</figcaption><div class=\"scroll\"><svg class=\"timeline\" id=\"timeline-{id}\" role=\"img\" \
          viewBox=\"0 0 {TL_WIDTH} 62\" aria-labelledby=\"tl-{id}-t tl-{id}-d\" data-arrivals=\"{}\" data-crossings=\"{}\">\
          <title id=\"tl-{id}-t\">{} over the last 7 days</title><desc id=\"tl-{id}-d\">{}</desc>\
          <rect class=\"bg\" x=\"0\" y=\"{TL_TOP}\" width=\"{TL_WIDTH}\" height=\"{TL_HEIGHT}\"></rect>",
@@ -360,6 +361,14 @@ fn timeline_svg(h: &mut String, name: &str, tz: Tz, t: &Timeline) {
             h,
             "<rect class=\"biz\" x=\"{a:.1}\" y=\"{TL_TOP}\" width=\"{:.1}\" height=\"{TL_HEIGHT}\"></rect>",
             (b - a).max(0.5)
+        );
+    }
+    // Before watching began nothing was counted: faded.
+    if t.watched_from > t.start {
+        let _ = write!(
+            h,
+            "<rect class=\"unwatched\" x=\"0\" y=\"{TL_TOP}\" width=\"{:.1}\" height=\"{TL_HEIGHT}\"><title>not watched yet</title></rect>",
+            x(t.watched_from)
         );
     }
     // Local midnights, labelled with the weekday.
@@ -409,7 +418,7 @@ fn timeline_svg(h: &mut String, name: &str, tz: Tz, t: &Timeline) {
             esc(&format!("{} · {}", zoned(*c, tz, t.end), utc(*c, t.end)))
         );
     }
-    h.push_str("</svg></figure>");
+    h.push_str("</svg></div></figure>");
 }
 
 fn svix_section(h: &mut String, doc: &StatusDoc) {

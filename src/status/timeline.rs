@@ -13,6 +13,8 @@ pub const DAYS: i64 = 7;
 pub struct Timeline {
     pub start: DateTime<Utc>,
     pub end: DateTime<Utc>,
+    /// When watching began (silence before it was not counted).
+    pub watched_from: DateTime<Utc>,
     /// Business windows inside `[start, end)`, clipped to it.
     pub windows: Vec<Window>,
     /// Arrivals inside the range, oldest first.
@@ -40,6 +42,7 @@ pub fn build(
     Timeline {
         start,
         end: now,
+        watched_from: watch_started,
         windows: windows(calendar, start, now),
         crossings: crossings(calendar, policy, watch_started, &arrivals, truncated, now)
             .into_iter()
