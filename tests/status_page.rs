@@ -6,13 +6,12 @@
 //! target/test-output/status-page/ for a person to look at.
 
 mod common;
-mod support;
 
 use common::*;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use support::{Answer, Receiver};
 
 const OPS_SECRET: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
 const ADMIN: &str = "admin-token-SECRET-1";
@@ -170,6 +169,50 @@ impl Browser {
     }
 }
 
+/// A webhook receiver on 127.0.0.1 that refuses every page with 404.
+fn refusing_receiver() -> std::net::SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut conn in listener.incoming().map_while(Result::ok) {
+            // Read the head and the (small) body before answering, so the
+            // client sees an answer rather than a reset.
+            let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
+            let mut seen = Vec::new();
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = conn.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                seen.extend_from_slice(&buf[..n]);
+                if body_complete(&seen) {
+                    break;
+                }
+            }
+            let _ = conn.write_all(
+                b"HTTP/1.1 404 Not Found\r\ncontent-length: 12\r\nconnection: close\r\n\r\nno such hook",
+            );
+        }
+    });
+    addr
+}
+
+fn body_complete(seen: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(seen);
+    let Some((head, body)) = text.split_once("\r\n\r\n") else {
+        return false;
+    };
+    let length = head
+        .lines()
+        .find_map(|l| {
+            let (n, v) = l.split_once(':')?;
+            n.eq_ignore_ascii_case("content-length")
+                .then(|| v.trim().parse::<usize>().ok())?
+        })
+        .unwrap_or(0);
+    body.len() >= length
+}
+
 /// The `<tr>` of a stream in the dumped DOM.
 fn stream_row<'a>(dom: &'a str, name: &str) -> &'a str {
     let start = dom
@@ -229,8 +272,8 @@ fn each_state_reads_right_in_a_real_browser() {
     let Some(path) = chromium() else { return };
     // The webhook notifier's URL carries a secret path; the receiver
     // refuses the page (404), so the page ends up failed.
-    let hook = Receiver::start(vec![Answer::StatusBody(404, "no such hook".into())]);
-    let work = Workdir::new(&config(&hook.url("/hooks/SEKRIT-PATH")));
+    let hook = refusing_receiver();
+    let work = Workdir::new(&config(&format!("http://{hook}/hooks/SEKRIT-PATH")));
     // Monday 09:00 in Tokyo, when watching starts.
     let s = InProcess::start(&work, utc("2026-11-30T09:00:00+09:00"));
     let browser = Browser {
