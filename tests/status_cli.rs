@@ -138,6 +138,16 @@ fn status_exits_0_when_ok_and_1_when_a_stream_fires() {
         "{out}"
     );
     assert!(out.contains("FIRING for 1h05m"), "{out}");
+    // The example in the README, line for line.
+    assert_eq!(
+        out.lines().take(4).collect::<Vec<_>>(),
+        [
+            "hushwatch NOT OK: 1 of 1 stream(s) firing, as of 2026-11-30 08:05:00 UTC",
+            "STREAM    STATE   SILENCE/THRESHOLD  CLOCK    LAST EVENT",
+            "identity  FIRING  7h05m/6h (100%)    running  user.created 7h05m ago",
+            "  FIRING for 1h05m (silent for 7h05m of business time)",
+        ]
+    );
     s.stop();
 }
 
