@@ -400,14 +400,14 @@ fn timeline_svg(h: &mut String, name: &str, tz: Tz, t: &Timeline) {
         );
         day = day.succ_opt().unwrap_or(day);
     }
-    for a in &t.arrivals {
-        let ax = x(*a);
-        let _ = write!(
-            h,
-            "<line class=\"tick\" x1=\"{ax:.1}\" x2=\"{ax:.1}\" y1=\"{}\" y2=\"{}\"></line>",
-            TL_TOP + 6.0,
-            TL_TOP + TL_HEIGHT
-        );
+    // All ticks in one path (~15 bytes each instead of ~90 as <line>s):
+    // 100 streams x 500 arrivals stay well under a megabyte.
+    if !t.arrivals.is_empty() {
+        h.push_str("<path class=\"tick\" d=\"");
+        for a in &t.arrivals {
+            let _ = write!(h, "M{:.1} {}v{}", x(*a), TL_TOP + 6.0, TL_HEIGHT - 6.0);
+        }
+        h.push_str("\"></path>");
     }
     for c in &t.crossings {
         let cx = x(*c);

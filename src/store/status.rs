@@ -115,3 +115,84 @@ pub(super) fn audit_summary(conn: &Connection) -> Result<AuditSummary, StoreErro
         last_checkpoint,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::{NewEvent, Store};
+    use chrono::{DateTime, Utc};
+
+    fn at(s: i64) -> DateTime<Utc> {
+        DateTime::from_timestamp(s, 0).unwrap()
+    }
+
+    fn event(
+        stream: &str,
+        id: &str,
+        received: i64,
+        audit: bool,
+        channel: &'static str,
+    ) -> NewEvent {
+        NewEvent {
+            stream: stream.to_owned(),
+            delivery_id: Some(id.to_owned()),
+            event_type: format!("type.{id}"),
+            event_time: None,
+            received_at: at(received),
+            feeds_clock: true,
+            body_sha256: None,
+            channel,
+            signature_verified: false,
+            subject_ids: Vec::new(),
+            audit,
+        }
+    }
+
+    #[tokio::test]
+    async fn arrivals_come_from_both_tables_newest_first_capped_and_bounded_in_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("s.sqlite3")).unwrap();
+        let names = vec!["a".to_string(), "b".to_string()];
+        store.watch_streams(names.clone(), at(0)).await.unwrap();
+        let events = vec![
+            event("a", "old", 50, true, "report"),  // before `since`
+            event("a", "e1", 100, false, "report"), // events table (audit off)
+            event("a", "e2", 200, true, "webhook"), // audit log
+            event("a", "e3", 300, true, "report"),
+            event("a", "e4", 400, false, "report"),
+            event("b", "svix", 250, true, "svix"), // an operational message, not an arrival
+            event("b", "b1", 150, true, "report"),
+        ];
+        store.record_events(events).await.unwrap();
+        let got = store.recent_arrivals(names, at(100), 3).await.unwrap();
+        let times = |i: usize| -> Vec<i64> { got[i].1.iter().map(|a| a.at.timestamp()).collect() };
+        assert_eq!(got[0].0, "a");
+        assert_eq!(times(0), [400, 300, 200], "newest first, capped at 3");
+        assert_eq!(got[0].1[0].event_type, "type.e4");
+        assert_eq!(times(1), [150]);
+        store.close().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn audit_summary_names_head_and_last_checkpoint() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("s.sqlite3")).unwrap();
+        let empty = store.audit_summary().await.unwrap();
+        assert_eq!((empty.head_seq, empty.last_checkpoint), (0, None));
+        store.watch_streams(vec!["a".into()], at(0)).await.unwrap();
+        store
+            .record_events(vec![event("a", "e1", 10, true, "report")])
+            .await
+            .unwrap();
+        store.audit_checkpoint(at(20), None).await.unwrap();
+        store
+            .record_events(vec![event("a", "e2", 30, true, "report")])
+            .await
+            .unwrap();
+        let s = store.audit_summary().await.unwrap();
+        assert_eq!(s.head_seq, 2);
+        assert_eq!(s.head_hash.len(), 64);
+        let c = s.last_checkpoint.unwrap();
+        assert_eq!((c.seq, c.at, c.signed), (1, at(20), false));
+        store.close().await.unwrap();
+    }
+}
