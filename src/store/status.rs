@@ -5,8 +5,8 @@ use super::StoreError;
 use chrono::{DateTime, Utc};
 use rusqlite::{params, Connection, OptionalExtension};
 
-/// Migration step (v7): lets the timeline read one stream's recent audit entries without
-/// scanning the whole log (the `events` table already has such an index).
+/// Migration step (v7): lets the timeline read one stream's recent audit
+/// entries without scanning the whole log (`events` has such an index).
 pub(super) const MIGRATION: &str =
     "CREATE INDEX audit_log_by_source ON audit_log(source, received_at);";
 
