@@ -329,6 +329,7 @@ impl App {
             full: only.is_none(),
             transitions: Vec::new(),
             evaluated: Vec::new(),
+            gone: Vec::new(),
         };
         // Evaluated on a copy, so ingest never waits on calendar maths.
         let rows: Vec<StreamRow> = {
@@ -337,12 +338,19 @@ impl App {
                 None => cache.values().map(|w| w.row.clone()).collect(),
                 Some(names) => names
                     .iter()
-                    .filter_map(|n| cache.get(n).map(|w| w.row.clone()))
+                    .filter_map(|n| match cache.get(n) {
+                        Some(w) => Some(w.row.clone()),
+                        None => {
+                            plan.gone.push(n.clone());
+                            None
+                        }
+                    })
                     .collect(),
             }
         };
         for row in rows {
             let Some(stream) = config.streams.get(&row.name) else {
+                plan.gone.push(row.name);
                 continue;
             };
             let eval = Self::evaluate_row(&config, stream, &row, now);
@@ -398,11 +406,17 @@ impl App {
         if plan.full {
             schedule.clear_queue();
         }
+        let cache = self.lock_streams();
         for (name, eval) in &plan.evaluated {
             // A quiet stream is due when it would fire; a firing one only
-            // changes on an event, which marks it moved.
+            // changes on an event, which marks it moved. One deleted since
+            // the plan was made is not queued again.
             let at = eval.fires_at.filter(|_| !eval.firing);
-            schedule.set(name, at);
+            schedule.set(name, at.filter(|_| cache.contains_key(name)));
+        }
+        drop(cache);
+        for name in &plan.gone {
+            schedule.set(name, None);
         }
         for name in &stale {
             schedule.mark_moved(name);
@@ -585,6 +599,8 @@ pub struct Plan {
     transitions: Vec<Planned>,
     /// Each evaluated stream's outcome, for the schedule and the scrape.
     evaluated: Vec<(String, Evaluation)>,
+    /// Streams due but no longer watched (deleted, or dropped by a reload).
+    gone: Vec<String>,
 }
 
 impl Plan {
