@@ -228,3 +228,25 @@ fn without_an_admin_token_the_stream_routes_do_not_exist() {
     assert_eq!(admin(&s, "PUT", "org:a", ADMIN).status, 404);
     assert_eq!(stream_names(&s), Vec::<String>::new());
 }
+
+#[test]
+fn explain_takes_a_templated_stream_name() {
+    let work = Workdir::new(&templated_config(2));
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hushwatch"))
+        .args(["explain", "--config"])
+        .arg(work.config_path())
+        .args([
+            "--stream",
+            "org:acme",
+            "--last-event",
+            "2026-12-01T00:00:00Z",
+            "--now",
+            "2026-12-01T00:30:00Z",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["stream"], "org:acme");
+    assert_eq!(v["fires_at"], "2026-12-01T01:00:00Z");
+}

@@ -25,7 +25,9 @@ fn explain(
     now: Option<&str>,
 ) -> Result<serde_json::Value, ExitCode> {
     let config = load_or_exit(config_path)?;
-    let Some(stream) = config.streams.get(stream_name) else {
+    // A templated stream (`[streams."PREFIX*"]`) is explained from its template.
+    let templated = config.templates.stream(stream_name);
+    let Some(stream) = config.streams.get(stream_name).or(templated.as_ref()) else {
         let known: Vec<&str> = config.streams.keys().map(String::as_str).collect();
         eprintln!(
             "--stream: no stream named {stream_name:?} (configured: {})",
