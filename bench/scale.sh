@@ -3,7 +3,8 @@
 #
 # Runs a release hushwatch with 1 and with 10,000 configured streams, one
 # after the other in the same run, and reports for each: startup to ready
-# (spawn until /readyz answers 200, fresh state file), idle RSS (VmRSS two
+# (spawn until /readyz answers 200, fresh state file; also the CPU time the
+# process used until then, which a shared machine distorts less), idle RSS (VmRSS two
 # seconds after ready), one /metrics scrape (median of 5, and its size),
 # ingest of token reports to one stream at 16 connections (wrk, median of
 # RUNS), and peak RSS (VmHWM after the load). Then 100,000 templated
@@ -13,13 +14,18 @@
 # server share the machine's cores.
 #
 #   bench/scale.sh             # RUNS=3 DURATION=10s
+#   HUSHWATCH_BIN=path/to/hushwatch bench/scale.sh   # a prebuilt binary, no cargo build
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS="${RUNS:-3}"
 DURATION="${DURATION:-10s}"
 command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }
-cargo build --release --locked --bin hushwatch >&2
-bin="$PWD/target/release/hushwatch"
+if [ -n "${HUSHWATCH_BIN:-}" ]; then
+  bin="$(realpath "$HUSHWATCH_BIN")"
+else
+  cargo build --release --locked --bin hushwatch >&2
+  bin="$PWD/target/release/hushwatch"
+fi
 
 work="$(mktemp -d)"
 pid=""
@@ -82,6 +88,7 @@ start() { # dir -> sets pid, addr, ready_ms
   addr="$(grep -o 'listening on [0-9.:]*' "$dir/err.log" | head -1 | cut -d' ' -f3)"
   until curl -sf -o /dev/null "http://$addr/readyz"; do sleep 0.005; done
   ready_ms=$(( $(now_ms) - t0 ))
+  ready_cpu_ms="$(awk -v hz="$(getconf CLK_TCK)" '{printf "%.0f", ($14 + $15) * 1000 / hz}' "/proc/$pid/stat")"
 }
 
 stop() { kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""; }
@@ -110,7 +117,7 @@ ingest() { # -> median req/s
 }
 
 echo "$(nproc) cores, $(uname -m); runs=$RUNS duration=$DURATION" >&2
-echo "| streams | startup to ready | idle RSS | peak RSS under load | one /metrics scrape | ingest (16 conns) |"
+echo "| streams | startup to ready (CPU) | idle RSS | peak RSS under load | one /metrics scrape | ingest (16 conns) |"
 echo "|---|---|---|---|---|---|"
 for n in 1 10000; do
   dir="$work/n$n"
@@ -122,8 +129,8 @@ for n in 1 10000; do
   rps="$(ingest)"
   peak="$(rss_mb VmHWM)"
   stop
-  printf '| %s | %.2f s | %s MB | %s MB | %s ms, %s KB | %s/s |\n' "$n" \
-    "$(awk -v m="$ready_ms" 'BEGIN {print m / 1000}')" "$idle" "$peak" "$scrape_ms" \
+  printf '| %s | %.2f s (%s ms) | %s MB | %s MB | %s ms, %s KB | %s/s |\n' "$n" \
+    "$(awk -v m="$ready_ms" 'BEGIN {print m / 1000}')" "$ready_cpu_ms" "$idle" "$peak" "$scrape_ms" \
     "$(( scrape_bytes / 1024 ))" "$rps"
 done
 
@@ -146,5 +153,5 @@ sleep 2
 idle="$(rss_mb VmRSS)"
 read -r scrape_ms scrape_bytes < <(scrape)
 stop
-printf '| 100,000 templated | %.2f s | %s MB | — | %s ms, %s KB | — |\n' \
-  "$(awk -v m="$ready_ms" 'BEGIN {print m / 1000}')" "$idle" "$scrape_ms" "$(( scrape_bytes / 1024 ))"
+printf '| 100,000 templated | %.2f s (%s ms) | %s MB | — | %s ms, %s KB | — |\n' \
+  "$(awk -v m="$ready_ms" 'BEGIN {print m / 1000}')" "$ready_cpu_ms" "$idle" "$scrape_ms" "$(( scrape_bytes / 1024 ))"
