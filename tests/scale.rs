@@ -175,6 +175,10 @@ fn put_creates_a_stream_that_fires_never_seen_and_survives_a_restart() {
         stream_status(s.addr, "org:acme")["fires_at"],
         "2026-12-01T01:00:00.000Z"
     );
+    // A reload (SIGHUP) keeps it too.
+    let config = hushwatch::config::load(&work.config_path()).unwrap();
+    s.block_on(s.app().reload(config)).unwrap();
+    assert_eq!(stream_names(&s), ["org:acme"]);
     s.stop();
 
     // A restart watches it again, with its clock from the PUT.
