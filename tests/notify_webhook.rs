@@ -247,7 +247,8 @@ fn a_page_still_failing_after_give_up_after_is_marked_failed() {
 
 #[test]
 fn pages_survive_kill_9_and_are_delivered_once_under_the_same_key() {
-    let port = free_port();
+    let reserved = ClosedPort::new();
+    let port = reserved.port();
     let dir = tempfile::tempdir().unwrap();
     let url = format!("http://127.0.0.1:{port}/hook/SEKRIT-PATH");
     let notifier = format!(
@@ -265,7 +266,7 @@ fn pages_survive_kill_9_and_are_delivered_once_under_the_same_key() {
     first.kill9();
 
     // 2. The receiver reads the page but never answers; kill -9 mid-attempt.
-    let recv = Receiver::start_on(&format!("127.0.0.1:{port}"), vec![Answer::Hang]);
+    let recv = reserved.listen(vec![Answer::Hang]);
     let second = Binary::start(&path);
     poll("the page to reach the receiver", || {
         (!recv.received().is_empty()).then_some(())
