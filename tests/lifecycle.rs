@@ -162,6 +162,9 @@ fn bad_config_exits_2_with_key_paths() {
 /// itself once space returns. Needs root (CI runs as root).
 #[test]
 fn full_disk_answers_503_and_recovers() {
+    if skip_unless_root("full_disk_answers_503_and_recovers", "mounts a tmpfs") {
+        return;
+    }
     let work = Workdir::new(&basic_config(
         "calendar = \"always\"\nsilence_threshold = \"1h\"",
     ));
@@ -238,6 +241,12 @@ fn full_disk_answers_503_and_recovers() {
 /// it recovers by itself once the files are writable again.
 #[test]
 fn unwritable_state_answers_503_and_recovers() {
+    if skip_unless_root(
+        "unwritable_state_answers_503_and_recovers",
+        "sets chattr +i",
+    ) {
+        return;
+    }
     let work = Workdir::new(&basic_config(
         "calendar = \"always\"\nsilence_threshold = \"1h\"",
     ));
