@@ -70,6 +70,14 @@ pub enum Command {
         #[arg(long, value_name = "SECONDS")]
         timestamp: Option<i64>,
     },
+    /// Print the status overview of a running hushwatch; exit 0 all ok, 1 firing, 2 unreachable.
+    Status {
+        /// Base URL of the server (default: from --config's admin_listen or listen, else http://127.0.0.1:9477)
+        #[arg(long, value_name = "URL")]
+        url: Option<String>,
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+    },
     /// The tamper-evident audit log of every accepted event.
     Audit {
         #[command(subcommand)]
@@ -126,6 +134,7 @@ pub fn run(cli: Cli) -> ExitCode {
             id: id.as_deref(),
             timestamp,
         }),
+        Command::Status { url, config } => commands::status::run(url.as_deref(), config.as_deref()),
         Command::Audit {
             command: AuditCommand::Verify { config },
         } => commands::audit::verify(&config),
