@@ -935,18 +935,29 @@ fn read_svix(r: &mut Reader<'_>, path: &str, name: &str, t: &Table) -> Option<Sv
         ],
     );
     let mut keys = Vec::new();
+    let mut switched_off = false;
     for (i, secret) in r
         .string_list(path, t, "secret", true)
         .into_iter()
         .enumerate()
     {
         let secret = r.trim_secret(&format!("{path}.secret[{i}]"), secret);
+        // As for ingest secrets: an empty value (`${VAR:-}` with VAR unset)
+        // switches the route off; every delivery is refused with 401.
+        if secret.is_empty() {
+            r.warnings.push(format!(
+                "{path}.secret[{i}] is empty; operational webhooks to this source are refused"
+            ));
+            switched_off = true;
+            continue;
+        }
         match SecretKey::parse(&secret) {
             Ok(k) => keys.push(k),
             Err(e) => r.error(&format!("{path}.secret[{i}]"), e.to_string()),
         }
     }
     if keys.is_empty()
+        && !switched_off
         && !r
             .errors
             .iter()

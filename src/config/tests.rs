@@ -397,6 +397,43 @@ channel = "#ops"
     assert!(!errs.iter().any(|e| e.contains("hooks.slack.com")));
 }
 
+/// `${SVIX_OPS_SECRET:-}` with the variable unset: like an empty ingest
+/// secret, the operational route is off (every delivery refused), with a
+/// warning, instead of failing the whole config. A missing key is still an
+/// error.
+#[test]
+fn an_empty_svix_secret_switches_the_operational_route_off() {
+    let svix = "\n[svix.main]\nsecret = \"${SVIX_OPS_SECRET:-}\"\nstreams = [\"identity\"]\nnotify = [\"oncall\"]\n";
+    let c = parse_ok(&format!("{FULL}{svix}"));
+    assert!(
+        c.warnings
+            .iter()
+            .any(|w| w.contains("svix.main.secret[0] is empty")),
+        "{:?}",
+        c.warnings
+    );
+    let key = crate::ingest::signature::SecretKey::parse("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+        .unwrap();
+    let signature = crate::ingest::signature::sign(&key, "msg_1", 1_764_000_000, b"{}");
+    let headers = crate::ingest::signature::SignedHeaders {
+        id: "msg_1",
+        timestamp: "1764000000",
+        signature: &signature,
+    };
+    assert!(c.svix["main"]
+        .verifier
+        .verify(&headers, b"{}", 1_764_000_000)
+        .is_err());
+
+    let missing = svix.replace("secret = \"${SVIX_OPS_SECRET:-}\"\n", "");
+    let errs = errors(&format!("{FULL}{missing}"));
+    assert!(
+        errs.iter()
+            .any(|e| e.starts_with("svix.main.secret: is required")),
+        "{errs:?}"
+    );
+}
+
 #[test]
 fn admin_listen_is_optional_and_must_be_a_distinct_address() {
     assert_eq!(parse_ok(FULL).server.admin_listen, None);

@@ -102,6 +102,12 @@ impl Worker {
         let config = app.config();
         let extras_due = queue_extras(app, &config).await?;
         let now = app.clock.now();
+        // Pages in flight before the snapshot is read may finish (and be
+        // marked delivered) while it is read, so the snapshot can show them
+        // pending after they left `in_flight`: attempting them again would
+        // send a delivered page twice. They wait for the next round, which
+        // their task's end wakes.
+        let busy_before = lock(&self.in_flight).clone();
         let pending = app.store.pending_outbox().await?;
         set_pending_gauges(app, &config, &pending);
         let heads = heads(&pending);
@@ -116,7 +122,14 @@ impl Worker {
                 );
                 continue;
             };
-            if lock(&self.in_flight).contains(&row.id) {
+            if busy_before.contains(&row.id) || lock(&self.in_flight).contains(&row.id) {
+                continue;
+            }
+            // A re-post of the firing alert still in flight must land
+            // before this page: a resolve overtaken by a late firing
+            // re-post would reopen the alert in Alertmanager. Its task
+            // finishing wakes the loop.
+            if lock(&self.reposting).contains(&(row.stream.clone(), row.notifier.clone())) {
                 continue;
             }
             match row.next_attempt_at {
@@ -241,7 +254,6 @@ impl Worker {
         let active = app.store.active_firing_pages().await?;
         let now = app.clock.now();
         let mut next: Option<DateTime<Utc>> = None;
-        let mut seen = BTreeSet::new();
         for row in active {
             let Some(n) = config.notifiers.get(&row.notifier) else {
                 continue;
@@ -250,7 +262,6 @@ impl Worker {
                 continue;
             }
             let key = (row.stream.clone(), row.notifier.clone());
-            seen.insert(key.clone());
             let last = lock(&self.reposted).get(&key).copied();
             let due = last.map_or(now, |t| t + alertmanager::REPOST_EVERY);
             if due > now {
@@ -273,7 +284,13 @@ impl Worker {
                 lock(&worker.reposting).remove(&key);
             });
         }
-        lock(&self.reposted).retain(|k, _| seen.contains(k));
+        // Forget only pairs that are no longer configured. Pruning by
+        // `seen` raced with `attempt`: a delivery is noted here before the
+        // store commits it, so a round in between dropped the note and the
+        // next round re-posted at once.
+        lock(&self.reposted).retain(|(stream, notifier), _| {
+            config.streams.contains_key(stream) && config.notifiers.contains_key(notifier)
+        });
         Ok(next)
     }
 }

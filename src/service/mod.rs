@@ -56,7 +56,8 @@ pub async fn start(
         ))
     })?;
     let path = data_dir.join(STATE_FILE);
-    let store = tokio::task::spawn_blocking(move || Store::open(&path))
+    let store_clock = Arc::clone(&clock);
+    let store = tokio::task::spawn_blocking(move || Store::open_with_clock(&path, store_clock))
         .await
         .map_err(|e| StartError(format!("store open panicked: {e}")))?
         .map_err(StartError::store)?;

@@ -34,6 +34,7 @@ use chrono::{DateTime, Utc};
 use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::clock::{Clock, SystemClock};
 use writer::{Control, Msg, Task};
 
 /// Jobs that may wait for the writer before callers feel backpressure. Each
@@ -250,25 +251,43 @@ struct Shared {
 
 /// Cheap, cloneable handle to the writer thread. The thread exits once every
 /// handle is dropped or `close` is called, after finishing queued work.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Store {
     tx: mpsc::Sender<Msg>,
     shared: Arc<Shared>,
+    /// The instants the store stamps itself (outbox `created_at`, the
+    /// readiness probe) come from the same clock as everything else.
+    clock: Arc<dyn Clock>,
+}
+
+impl fmt::Debug for Store {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Store")
+            .field("shared", &self.shared)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Store {
     /// Opens (creating if needed) the database at `path`, migrates it, and
-    /// starts the writer thread. Blocking: call it at startup, not per request.
+    /// starts the writer thread, on the wall clock. Blocking: call it at
+    /// startup, not per request.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
-        let conn = schema::open(path)?;
-        Self::start(conn)
+        Self::open_with_clock(path, Arc::new(SystemClock))
     }
 
-    fn start(conn: Connection) -> Result<Store, StoreError> {
+    /// Like `open`, with the clock the rest of the sidecar uses (a
+    /// `ManualClock` in tests).
+    pub fn open_with_clock(path: &Path, clock: Arc<dyn Clock>) -> Result<Store, StoreError> {
+        let conn = schema::open(path)?;
+        Self::start(conn, clock)
+    }
+
+    fn start(conn: Connection, clock: Arc<dyn Clock>) -> Result<Store, StoreError> {
         let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
         let shared = Arc::new(Shared::default());
         writer::spawn(conn, rx, Arc::clone(&shared))?;
-        Ok(Store { tx, shared })
+        Ok(Store { tx, shared, clock })
     }
 
     /// Number of transactions the writer has committed. With concurrent
@@ -328,7 +347,7 @@ impl Store {
     /// atomically. Returns Ok(false), writing nothing, when the stream is
     /// already in `t.to`, so re-evaluating after a crash is idempotent.
     pub async fn record_transition(&self, t: Transition) -> Result<bool, StoreError> {
-        let created_at = Utc::now();
+        let created_at = self.clock.now();
         self.call(move |c| ops::record_transition(c, &t, created_at))
             .await
     }
@@ -345,7 +364,7 @@ impl Store {
         t: Transition,
         silent_since: DateTime<Utc>,
     ) -> Result<TransitionOutcome, StoreError> {
-        let created_at = Utc::now();
+        let created_at = self.clock.now();
         self.call(move |c| ops::record_transition_if_silent(c, &t, silent_since, created_at))
             .await
     }
@@ -491,7 +510,7 @@ impl Store {
     /// A real write through the normal commit path, for /readyz: proves the
     /// disk still accepts writes and fsyncs.
     pub async fn probe(&self) -> Result<(), StoreError> {
-        let now = Utc::now();
+        let now = self.clock.now();
         self.call(move |c| ops::probe(c, now)).await
     }
 

@@ -814,6 +814,32 @@ async fn an_audited_event_is_recorded_once_in_the_audit_log() {
     assert_eq!(n, 1);
 }
 
+/// The store stamps rows from the clock it was given, not the wall clock:
+/// with a manual clock set in 2031, a page queued now says 2031.
+#[tokio::test]
+async fn the_store_stamps_pages_and_probes_with_its_clock() {
+    let (_dir, path) = temp_db();
+    let then = at(1_924_992_000_000); // 2031-01-01T00:00:00Z
+    let clock = Arc::new(crate::clock::ManualClock::new(then));
+    let store = Store::open_with_clock(&path, clock.clone()).expect("open store");
+    store.watch_streams(names(&["a"]), at(0)).await.unwrap();
+    assert!(store
+        .record_transition(transition(AlertState::Firing, 5_000, &["pager"]))
+        .await
+        .unwrap());
+    let rows = store.pending_outbox().await.unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].created_at, then);
+    clock.advance(chrono::TimeDelta::seconds(7));
+    store.probe().await.unwrap();
+    store.close().await.unwrap();
+    let conn = Connection::open(&path).unwrap();
+    let probed: i64 = conn
+        .query_row("SELECT at FROM probe WHERE id = 1", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(probed, 1_924_992_007_000);
+}
+
 fn on_channel(mut e: NewEvent, channel: &'static str) -> NewEvent {
     e.channel = channel;
     e
