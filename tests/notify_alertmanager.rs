@@ -27,11 +27,12 @@ fn http_get(port: u16, path: &str) -> String {
     text
 }
 
-/// Alerts named HushwatchSilence that Alertmanager reports as active.
+/// Alerts named IdentityEventsSilent (the shipped rule's name) that
+/// Alertmanager reports.
 fn am_alerts(port: u16) -> Vec<serde_json::Value> {
     let text = http_get(
         port,
-        "/api/v2/alerts?filter=alertname%3D%22HushwatchSilence%22",
+        "/api/v2/alerts?filter=alertname%3D%22IdentityEventsSilent%22",
     );
     assert!(text.starts_with("HTTP/1.1 200"), "{text}");
     let body = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
@@ -66,7 +67,7 @@ fn the_alert_appears_in_a_real_alertmanager_with_its_labels_and_resolves() {
         am_alerts(port).into_iter().next()
     });
     let labels = &alert["labels"];
-    assert_eq!(labels["alertname"], "HushwatchSilence");
+    assert_eq!(labels["alertname"], "IdentityEventsSilent");
     assert_eq!(labels["stream"], "identity");
     assert_eq!(labels["severity"], "critical");
     assert_eq!(labels["kind"], "silence");
@@ -105,8 +106,9 @@ fn firing_alerts_are_reposted_to_every_member_until_resolved() {
     let member = Receiver::start(vec![]);
     let down = format!("http://127.0.0.1:{}", free_port());
     let dir = tempfile::tempdir().unwrap();
-    // Credentials in the URL become Basic auth (Alertmanager behind a proxy).
-    let with_auth = format!("http://hw:pa55word@{}", member.addr);
+    // Credentials in the URL become Basic auth (Alertmanager behind a
+    // proxy), percent-decoded: `%40` is the `@` of the password.
+    let with_auth = format!("http://hw:pa55%40word@{}", member.addr);
     let text = config(&["am"], "", &am_notifier(&[with_auth, down]));
     let s = Sidecar::start(dir.path(), &text, utc("2026-12-01T00:00:00Z"));
     s.fire();
@@ -127,7 +129,7 @@ fn firing_alerts_are_reposted_to_every_member_until_resolved() {
     let posts = member.delivered();
     for p in &posts {
         assert_eq!(p.path, "/api/v2/alerts");
-        assert_eq!(p.header("authorization"), Some("Basic aHc6cGE1NXdvcmQ="));
+        assert_eq!(p.header("authorization"), Some("Basic aHc6cGE1NUB3b3Jk"));
         let alerts = p.json();
         assert_eq!(alerts[0]["labels"]["stream"], "identity");
         assert_eq!(alerts[0]["startsAt"], "2026-12-01T01:00:00.000Z");
@@ -142,5 +144,5 @@ fn firing_alerts_are_reposted_to_every_member_until_resolved() {
     });
     assert_eq!(last.json()[0]["labels"], posts[0].json()[0]["labels"]);
     let seen = format!("{} {}", s.notifications(), s.app().status());
-    assert!(!seen.contains("pa55word"), "{seen}");
+    assert!(!seen.contains("pa55"), "{seen}");
 }

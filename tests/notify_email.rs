@@ -75,7 +75,7 @@ fn firing_and_resolved_mails_with_a_message_id_stable_across_retries() {
     let mail = &mails[0];
     assert_eq!(
         mail_header(mail, "Subject").unwrap(),
-        "[FIRING] identity: no identity events for 1h of business time"
+        "[FIRING critical] identity: no identity events for 1h of business time"
     );
     assert_eq!(
         mail_header(mail, "Message-ID").unwrap(),
@@ -95,7 +95,8 @@ fn firing_and_resolved_mails_with_a_message_id_stable_across_retries() {
         "FIRING - identity",
         "What is silent:  the stream \"identity\" has received no events.",
         "Silent since:    2026-12-04 17:30 JST (Asia/Tokyo) = 2026-12-04 08:30 UTC",
-        "Firing since:    2026-12-07 09:30 JST (Asia/Tokyo) = 2026-12-07 00:30 UTC",
+        "Severity:        critical",
+        "Fired at:        2026-12-07 09:30 JST (Asia/Tokyo) = 2026-12-07 00:30 UTC",
         "Threshold:       1h of business time",
         "Business hours:  mon-fri 09:00-18:00 (Asia/Tokyo, calendar \"tokyo\")",
         "Svix message attempts",
@@ -114,17 +115,40 @@ fn firing_and_resolved_mails_with_a_message_id_stable_across_retries() {
     });
     let resolved = &maildir_messages(&maildir)[1];
     let subject = mail_header(resolved, "Subject").unwrap();
-    assert!(subject.starts_with("[RESOLVED] identity: "), "{subject}");
+    // A resolve reads as one: when events came back and how long the
+    // business silence lasted (Fri 17:30-18:00 + Mon 09:00-09:3x).
+    assert!(
+        subject.starts_with(
+            "[RESOLVED critical] identity: identity events arrived again at 2026-12-07 09:3"
+        ) && subject.ends_with("of business silence")
+            && subject.contains("after 1h"),
+        "{subject}"
+    );
+    let resolved_body = body_of(resolved);
+    for needle in [
+        // Where the silence began, not the arrival that ended it.
+        "Silent since:    2026-12-04 17:30 JST (Asia/Tokyo) = 2026-12-04 08:30 UTC",
+        "Arrived again:   2026-12-07 09:3",
+        "Silence:         1h",
+    ] {
+        assert!(
+            resolved_body.contains(needle),
+            "missing {needle:?} in\n{resolved_body}"
+        );
+    }
+    assert!(!resolved_body.contains("What to check"), "{resolved_body}");
     assert_eq!(mail_header(resolved, "References").unwrap(), thread);
     assert_ne!(
         mail_header(resolved, "Message-ID"),
         mail_header(mail, "Message-ID")
     );
     assert!(body_of(resolved).contains("Resolved at:     2026-12-07 09:3"));
-    assert_eq!(
-        s.metric(r#"hushwatch_notifications_total{notifier="mail",outcome="delivered"}"#),
-        2.0
-    );
+    // The server stores the mail before it answers; the attempt is counted
+    // after the answer.
+    poll("the second delivery counted", || {
+        (s.metric(r#"hushwatch_notifications_total{notifier="mail",outcome="delivered"}"#) == 2.0)
+            .then_some(())
+    });
 }
 
 fn sample_page(key: &str) -> Page {
@@ -139,8 +163,12 @@ fn sample_page(key: &str) -> Page {
         started_at: utc("2026-12-07T00:00:00Z"),
         resolved_at: None,
         silent_since: Some(utc("2026-12-04T08:00:00Z")),
+        resumed_at: None,
+        business_silence: None,
         summary: "no identity events for 6h of business time".into(),
         severity: "critical".into(),
+        source: None,
+        endpoint_id: None,
         calendar: "tokyo".into(),
         timezone: chrono_tz::Asia::Tokyo,
         business_hours: vec!["mon-fri 09:00-18:00".into()],

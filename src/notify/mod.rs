@@ -35,7 +35,8 @@ pub struct Page {
     pub key: String,
     /// Stable per alert episode (firing and resolved share it).
     pub alert_id: String,
-    /// `silence` (the stream went quiet) or another source such as `svix`.
+    /// `silence` (the stream went quiet) or a Svix alert such as
+    /// `svix_endpoint_disabled` (see `alertname`).
     pub alert_kind: String,
     pub stream: String,
     pub firing: bool,
@@ -44,9 +45,20 @@ pub struct Page {
     pub at: DateTime<Utc>,
     pub started_at: DateTime<Utc>,
     pub resolved_at: Option<DateTime<Utc>>,
+    /// Silence pages: where the silence began.
     pub silent_since: Option<DateTime<Utc>>,
+    /// Silence resolves: when events arrived again, and how much business
+    /// time the silence lasted until then.
+    pub resumed_at: Option<DateTime<Utc>>,
+    pub business_silence: Option<TimeDelta>,
+    /// What happened, in one line (a silence resolve says when events
+    /// arrived again instead of repeating why it fired).
     pub summary: String,
+    /// `critical` or `warning`, as stored with the page.
     pub severity: String,
+    /// Svix pages: the `[svix.NAME]` source and the endpoint.
+    pub source: Option<String>,
+    pub endpoint_id: Option<String>,
     pub calendar: String,
     pub timezone: chrono_tz::Tz,
     pub business_hours: Vec<String>,
@@ -86,7 +98,15 @@ impl Page {
         let stream = config.streams.get(&row.stream);
         let (calendar, timezone, business_hours) = calendar_facts(config, stream);
         let firing = row.state == AlertState::Firing;
-        Page {
+        let silence = row.alert_kind == ALERT_KIND;
+        let resumed_at = row.resumed_at.filter(|_| silence && !firing);
+        let business_silence = match (resumed_at, row.silent_since, stream) {
+            (Some(end), Some(start), Some(s)) => {
+                Some(config.calendar_of(s).business_time(start, end))
+            }
+            _ => None,
+        };
+        let mut page = Page {
             key: row.page_key.clone(),
             alert_id: row.alert_id.clone(),
             alert_kind: row.alert_kind.clone(),
@@ -96,16 +116,24 @@ impl Page {
             at: row.at,
             started_at: row.started_at.unwrap_or(row.at),
             resolved_at: (!firing).then_some(row.at),
-            silent_since: row.silent_since,
+            silent_since: row.silent_since.filter(|_| silence),
+            resumed_at,
+            business_silence,
             summary: row.reason.clone(),
-            severity: SEVERITY.to_string(),
+            severity: row.severity.clone(),
+            source: row.source.clone(),
+            endpoint_id: row.endpoint_id.clone(),
             calendar,
             timezone,
             business_hours,
             threshold: stream.map_or(TimeDelta::zero(), |s| s.policy.threshold),
             max_silence: stream.and_then(|s| s.policy.max_silence),
             test: false,
+        };
+        if let Some(text) = payload::resolve_summary(&page) {
+            page.summary = text;
         }
+        page
     }
 
     /// "FIRING" or "RESOLVED".
@@ -297,15 +325,6 @@ mod tests {
             redact_url("http://127.0.0.1:9/x?token=abc"),
             "http://127.0.0.1:9"
         );
-    }
-
-    #[test]
-    fn userinfo_becomes_basic_auth() {
-        let (url, auth) = super::http::split_userinfo_for_test("http://am:s3cret@am-0:9093/x?y");
-        assert_eq!(url, "http://am-0:9093/x?y");
-        assert_eq!(auth.as_deref(), Some("Basic YW06czNjcmV0"));
-        let (url, auth) = super::http::split_userinfo_for_test("https://h/p");
-        assert_eq!((url.as_str(), auth), ("https://h/p", None));
     }
 
     #[test]

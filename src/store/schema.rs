@@ -22,6 +22,9 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// v5: delivery bookkeeping on the outbox (attempts, backoff, outcome, the
 /// alert episode id and what the page says) plus a per-database random
 /// salt, so page keys never repeat even if the file is recreated.
+/// v6: each page's severity, and for Svix pages the endpoint it is about
+/// (`source`, `endpoint_id`: the labels of the shipped Prometheus rules),
+/// and for silence resolves the arrival that ended the silence.
 pub(super) const MIGRATIONS: &[&str] = &[
     // v1
     "CREATE TABLE streams (
@@ -95,6 +98,13 @@ pub(super) const MIGRATIONS: &[&str] = &[
     CREATE INDEX outbox_by_outcome ON outbox(outcome, done_at);
     CREATE UNIQUE INDEX outbox_extra_once ON outbox(alert_id, page_kind, step, notifier)
         WHERE page_kind != 'page';",
+    // v6: rows written before it were all silence pages or Svix pages
+    // paged as critical, so that is what they keep saying.
+    "ALTER TABLE outbox ADD COLUMN severity TEXT NOT NULL DEFAULT 'critical'
+        CHECK (severity IN ('critical', 'warning'));
+    ALTER TABLE outbox ADD COLUMN source TEXT;
+    ALTER TABLE outbox ADD COLUMN endpoint_id TEXT;
+    ALTER TABLE outbox ADD COLUMN resumed_at INTEGER;",
 ];
 
 /// The schema version this binary writes.
