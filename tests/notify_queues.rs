@@ -6,7 +6,6 @@ mod support;
 
 use support::*;
 
-const OPS_SECRET: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
 const EP: &str = "ep_Kh8oOOL8dKLzdocJ2isAjIhKtJ0";
 const START: &str = "2026-12-01T00:00:00Z";
 
@@ -17,7 +16,7 @@ fn start(recv: &Receiver) -> (tempfile::TempDir, Sidecar) {
     let dir = tempfile::tempdir().unwrap();
     let notifiers = format!(
         "[notifiers.hook]\nkind = \"webhook\"\nurl = \"{}\"\ntimeout = \"10m\"\nbackoff_initial = \"1h\"\nbackoff_max = \"2h\"\n\n\
-         [svix.main]\nsecret = \"{OPS_SECRET}\"\nstreams = [\"identity\"]\nnotify = [\"hook\"]\nendpoints = {{ \"{EP}\" = \"identity\" }}\n",
+         [svix.main]\nsecret = \"{SVIX_OPS_SECRET}\"\nstreams = [\"identity\"]\nnotify = [\"hook\"]\nendpoints = {{ \"{EP}\" = \"identity\" }}\n",
         recv.url("/hook")
     );
     let text = config(&["hook"], "", &notifiers);
@@ -27,41 +26,9 @@ fn start(recv: &Receiver) -> (tempfile::TempDir, Sidecar) {
 
 /// Svix disables the endpoint: one critical page for `identity` via `hook`.
 fn disable_endpoint(s: &Sidecar) {
-    let body = format!(
-        r#"{{"type":"endpoint.disabled","data":{{"appId":"app_1","endpointId":"{EP}","failSince":"2026-12-01T00:30:00Z","trigger":"automatic"}}}}"#
-    );
-    let key = hushwatch::ingest::signature::SecretKey::parse(OPS_SECRET).unwrap();
-    let ts = s.now().timestamp();
-    let sig = hushwatch::ingest::signature::sign(&key, "msg_disable", ts, body.as_bytes());
-    let ts = ts.to_string();
-    let reply = common_request(
-        s,
-        &[
-            ("webhook-id", "msg_disable"),
-            ("webhook-timestamp", &ts),
-            ("webhook-signature", &sig),
-        ],
-        &body,
-    );
-    assert_eq!(reply, 200);
-}
-
-fn common_request(s: &Sidecar, headers: &[(&str, &str)], body: &str) -> u16 {
-    use std::io::{Read, Write};
-    let mut conn = std::net::TcpStream::connect(s.addr()).unwrap();
-    let mut head = format!(
-        "POST /v1/svix/main/operational HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    for (n, v) in headers {
-        head.push_str(&format!("{n}: {v}\r\n"));
-    }
-    head.push_str("\r\n");
-    conn.write_all(head.as_bytes()).unwrap();
-    conn.write_all(body.as_bytes()).unwrap();
-    let mut raw = String::new();
-    conn.read_to_string(&mut raw).unwrap();
-    raw.split_whitespace().nth(1).unwrap().parse().unwrap()
+    let body = svix_endpoint_body("endpoint.disabled", EP, Some("automatic"));
+    let status = post_svix_op(s.addr(), s.now().timestamp(), "msg_disable", &body);
+    assert_eq!(status, 200);
 }
 
 fn kinds(got: &[Received]) -> Vec<String> {

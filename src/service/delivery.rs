@@ -275,7 +275,12 @@ impl Worker {
                 lock(&worker.reposting).remove(&key);
             });
         }
-        lock(&self.reposted).retain(|k, _| seen.contains(k));
+        // Forget alerts that are no longer active, but not one posted in
+        // the last REPOST_EVERY: its delivery may not be recorded in the
+        // outbox yet (the attempt notes the post before it records the
+        // outcome), and forgetting it would re-post it at once.
+        let recent = now - alertmanager::REPOST_EVERY;
+        lock(&self.reposted).retain(|k, t| seen.contains(k) || *t > recent);
         Ok(next)
     }
 }

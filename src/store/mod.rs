@@ -340,7 +340,7 @@ impl Store {
         self.call(|c| ops::outbox_summary(c, 20)).await
     }
 
-    /// Delivered firing pages of episodes still firing (for re-posting).
+    /// Delivered firing pages of alerts still firing (for re-posting).
     pub async fn active_firing_pages(&self) -> Result<Vec<OutboxRow>, StoreError> {
         self.call(ops::active_firing_pages).await
     }

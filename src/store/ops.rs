@@ -642,8 +642,14 @@ pub(super) fn outbox_summary(
     Ok(summary)
 }
 
-/// The newest delivered firing page per (stream, notifier) whose stream is
-/// still firing in that same episode: what an Alertmanager needs re-posted.
+/// What an Alertmanager needs re-posted (before its `resolve_timeout`
+/// ends a firing alert by itself):
+/// - silence: the newest delivered firing page per (stream, notifier)
+///   whose stream is still firing in that same episode;
+/// - other alerts (Svix): the newest page per (alert, notifier) when it is
+///   a delivered firing page, i.e. nothing resolved it since. A deleted
+///   endpoint is a one-shot notice that never resolves, so it is not
+///   re-posted; nor are pre-v6 rows (`svix`), whose alert is unknown.
 pub(super) fn active_firing_pages(conn: &Connection) -> Result<Vec<OutboxRow>, StoreError> {
     all_rows(
         conn,
@@ -655,7 +661,14 @@ pub(super) fn active_firing_pages(conn: &Connection) -> Result<Vec<OutboxRow>, S
            AND o.id = (SELECT max(o2.id) FROM outbox o2
                        WHERE o2.stream = o.stream AND o2.notifier = o.notifier
                          AND o2.outcome = 'delivered' AND o2.alert_kind = 'silence')
-         ORDER BY o.id"
+         UNION ALL
+         SELECT {OUTBOX_COLUMNS} FROM outbox o
+         WHERE o.outcome = 'delivered' AND o.alert_state = 'firing'
+           AND o.alert_kind NOT IN ('silence', 'svix', 'svix_endpoint_deleted')
+           AND o.id = (SELECT max(o2.id) FROM outbox o2
+                       WHERE o2.alert_id = o.alert_id AND o2.notifier = o.notifier
+                         AND o2.page_kind = 'page')
+         ORDER BY 1"
         ),
         outbox_from_row,
     )

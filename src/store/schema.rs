@@ -104,7 +104,8 @@ pub(super) const MIGRATIONS: &[&str] = &[
         CHECK (severity IN ('critical', 'warning'));
     ALTER TABLE outbox ADD COLUMN source TEXT;
     ALTER TABLE outbox ADD COLUMN endpoint_id TEXT;
-    ALTER TABLE outbox ADD COLUMN resumed_at INTEGER;",
+    ALTER TABLE outbox ADD COLUMN resumed_at INTEGER;
+    CREATE INDEX outbox_by_alert ON outbox(alert_id, notifier, id);",
 ];
 
 /// The schema version this binary writes.

@@ -813,3 +813,86 @@ async fn an_audited_event_is_recorded_once_in_the_audit_log() {
         .unwrap();
     assert_eq!(n, 1);
 }
+
+#[tokio::test]
+async fn a_silence_resolve_row_says_where_the_silence_began_and_what_ended_it() {
+    let (_dir, path) = temp_db();
+    let store = open(&path);
+    store.watch_streams(names(&["a"]), at(0)).await.unwrap();
+    let fire = transition(AlertState::Firing, 3_600_000, &["pager"]);
+    assert!(store.record_transition(fire).await.unwrap());
+    store
+        .record_events(vec![event("a", Some("e1"), "user.created", 4_000_000)])
+        .await
+        .unwrap();
+    let resolve = transition(AlertState::Ok, 4_001_000, &["pager"]);
+    assert!(store.record_transition(resolve).await.unwrap());
+    let rows = store.pending_outbox().await.unwrap();
+    let facts: Vec<_> = rows
+        .iter()
+        .map(|r| {
+            (
+                r.state.clone(),
+                r.alert_kind.as_str(),
+                r.severity.as_str(),
+                r.silent_since,
+                r.resumed_at,
+            )
+        })
+        .collect();
+    assert_eq!(
+        facts,
+        [
+            (AlertState::Firing, "silence", "critical", Some(at(0)), None),
+            (
+                AlertState::Ok,
+                "silence",
+                "critical",
+                Some(at(0)),
+                Some(at(4_000_000))
+            ),
+        ]
+    );
+    assert_eq!(rows[0].alert_id, rows[1].alert_id);
+    store.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn v5_outbox_rows_read_as_critical_pages_after_the_v6_migration() {
+    let (_dir, path) = temp_db();
+    {
+        let conn = Connection::open(&path).unwrap();
+        for (version, step) in (1_i64..).zip(&super::schema::MIGRATIONS[..5]) {
+            conn.execute_batch(step).unwrap();
+            conn.pragma_update(None, "user_version", version).unwrap();
+        }
+        conn.execute_batch(
+            "INSERT INTO streams (name, watch_started_at) VALUES ('a', 0);
+             INSERT INTO outbox (stream, notifier, alert_state, at, reason, created_at, alert_id, alert_kind)
+             VALUES ('a', 'pager', 'firing', 1000, 'no a events', 1000, 'id-1', 'silence'),
+                    ('a', 'pager', 'firing', 2000, '[critical] Svix endpoint', 2000, 'id-2', 'svix');",
+        )
+        .unwrap();
+    }
+    let store = open(&path);
+    let rows = store.pending_outbox().await.unwrap();
+    let facts: Vec<_> = rows
+        .iter()
+        .map(|r| {
+            (
+                r.alert_kind.as_str(),
+                r.severity.as_str(),
+                r.source.clone(),
+                r.resumed_at,
+            )
+        })
+        .collect();
+    assert_eq!(
+        facts,
+        [
+            ("silence", "critical", None, None),
+            ("svix", "critical", None, None)
+        ]
+    );
+    store.close().await.unwrap();
+}
