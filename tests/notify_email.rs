@@ -1,7 +1,8 @@
 //! Email through a real SMTP server (aiosmtpd with its Maildir handler):
 //! subject, body, a Message-ID that stays the same across retries and
 //! re-sends, threading of firing and resolved, and STARTTLS with a
-//! throwaway CA. Run scripts/test-components first.
+//! throwaway CA, and SMTP AUTH with percent-encoded URL credentials. Run
+//! scripts/test-components first.
 
 mod support;
 
@@ -423,4 +424,70 @@ fn assert_retried_once_with_one_message_id(fault: Fault) {
         1.0
     );
     assert!(s.metric(r#"hushwatch_notifications_total{notifier="mail",outcome="retry"}"#) >= 1.0);
+}
+
+/// An SMTP server (aiosmtpd) that requires AUTH and logs what it got,
+/// listening on a port it picks itself and prints.
+const AUTH_SMTP: &str = r#"
+import asyncio, socket, sys
+from aiosmtpd.smtp import SMTP, AuthResult, LoginPassword
+log = sys.argv[1]
+class Handler:
+    async def handle_DATA(self, server, session, envelope):
+        with open(log, "a") as f:
+            f.write("DATA from %s\n" % envelope.mail_from)
+        return "250 OK"
+def check(server, session, envelope, mechanism, data):
+    ok = isinstance(data, LoginPassword) and data.login == b"ops@example.org" and data.password == b"p@ss:w0rd"
+    with open(log, "a") as f:
+        f.write("AUTH %s %r %s\n" % (mechanism, data.login if isinstance(data, LoginPassword) else None, ok))
+    return AuthResult(success=ok)
+async def main():
+    # Bound here and kept: the port is never released and picked again.
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = await asyncio.get_running_loop().create_server(
+        lambda: SMTP(Handler(), authenticator=check, auth_require_tls=False, auth_required=True),
+        sock=sock)
+    print(sock.getsockname()[1], flush=True)
+    await server.serve_forever()
+asyncio.run(main())
+"#;
+
+#[test]
+fn smtp_url_credentials_are_percent_decoded_as_the_server_sees_them() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("smtp.log");
+    let mut child = std::process::Command::new("python3")
+        .args(["-c", AUTH_SMTP])
+        .arg(&log)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 with aiosmtpd");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let _server = Proc(child, "aiosmtpd with AUTH".into());
+    let port: u16 = line.trim().parse().expect("the server's port");
+    // `%40` is `@` and `%3A` is `:`, in the user name and the password.
+    let cfg = email_config(
+        dir.path(),
+        &format!("smtp://ops%40example.org:p%40ss%3Aw0rd@127.0.0.1:{port}"),
+        None,
+    );
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let out = rt.block_on(email::send(
+        &cfg,
+        &sample_page("hw-auth-page"),
+        std::time::Duration::from_secs(5),
+    ));
+    assert_eq!(out, hushwatch::notify::Outcome::Delivered);
+    let seen = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        seen.contains("AUTH PLAIN b'ops@example.org' True"),
+        "{seen}"
+    );
+    assert!(seen.contains("DATA from hushwatch@example.org"), "{seen}");
 }

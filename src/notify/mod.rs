@@ -267,26 +267,43 @@ impl Sender {
             NotifierKind::Alertmanager(c) => alertmanager::send(&self.http, c, page, timeout).await,
             NotifierKind::Email(c) => email::send(c, page, timeout).await,
         };
-        outcome.scrubbed(&secrets_of(notifier))
+        let secrets = secrets_of(notifier);
+        let secrets: Vec<&str> = secrets.iter().map(String::as_str).collect();
+        outcome.scrubbed(&secrets)
     }
 }
 
-/// Every secret a notifier holds, for scrubbing.
-pub fn secrets_of(notifier: &NotifierConfig) -> Vec<&str> {
+/// Every secret a notifier holds, for scrubbing: as written in the config
+/// and, for URL passwords, percent-decoded as they are sent.
+pub fn secrets_of(notifier: &NotifierConfig) -> Vec<String> {
+    let urls: Vec<&str> = match &notifier.kind {
+        NotifierKind::Log | NotifierKind::PagerDuty(_) => Vec::new(),
+        NotifierKind::Alertmanager(c) => c.urls.iter().map(String::as_str).collect(),
+        NotifierKind::Webhook(c) => vec![c.url.expose()],
+        NotifierKind::Slack(c) => vec![c.url.expose()],
+        NotifierKind::Email(c) => vec![c.smtp_url.expose()],
+    };
+    let mut v: Vec<String> = urls
+        .iter()
+        .flat_map(|u| url_secrets(u))
+        .map(str::to_string)
+        .collect();
+    v.extend(urls.iter().filter_map(|u| decoded_password(u)));
     match &notifier.kind {
-        NotifierKind::Log => Vec::new(),
-        NotifierKind::Alertmanager(c) => c.urls.iter().flat_map(|u| url_secrets(u)).collect(),
-        NotifierKind::Webhook(c) => url_secrets(c.url.expose()),
-        NotifierKind::PagerDuty(c) => vec![c.routing_key.expose()],
-        NotifierKind::Slack(c) => url_secrets(c.url.expose()),
-        NotifierKind::Email(c) => {
-            let mut v = url_secrets(c.smtp_url.expose());
-            if let Some(p) = &c.password {
-                v.push(p.expose());
-            }
-            v
-        }
+        NotifierKind::PagerDuty(c) => v.push(c.routing_key.expose().to_string()),
+        NotifierKind::Email(c) => v.extend(c.password.as_ref().map(|p| p.expose().to_string())),
+        _ => {}
     }
+    v
+}
+
+fn decoded_password(url: &str) -> Option<String> {
+    let parsed = url::Url::parse(url).ok()?;
+    let raw = parsed.password()?;
+    percent_encoding::percent_decode_str(raw)
+        .decode_utf8()
+        .ok()
+        .map(|p| p.into_owned())
 }
 
 /// The parts of a URL that may carry a token: the password in its
@@ -335,6 +352,20 @@ mod tests {
         );
         assert_eq!(url_secrets("smtp://u:pw@h:25"), vec!["pw"]);
         assert!(url_secrets("smtp://h:25").is_empty());
+    }
+
+    #[test]
+    fn url_passwords_are_scrubbed_as_written_and_as_sent() {
+        let notifier = NotifierConfig {
+            name: "am".into(),
+            kind: NotifierKind::Alertmanager(crate::config::AlertmanagerConfig {
+                urls: vec!["http://am:p%40ssw0rd@am-0:9093".into()],
+            }),
+            policy: crate::config::DeliveryPolicy::default(),
+        };
+        let secrets = secrets_of(&notifier);
+        assert!(secrets.contains(&"p%40ssw0rd".to_string()), "{secrets:?}");
+        assert!(secrets.contains(&"p@ssw0rd".to_string()), "{secrets:?}");
     }
 
     #[test]
