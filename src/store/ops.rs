@@ -644,8 +644,10 @@ pub(super) fn outbox_summary(
 
 /// What an Alertmanager needs re-posted (before its `resolve_timeout`
 /// ends a firing alert by itself):
-/// - silence: the newest delivered firing page per (stream, notifier)
-///   whose stream is still firing in that same episode;
+/// - silence: the newest delivered firing page per (episode, notifier)
+///   whose stream is still firing in that same episode (one episode is one
+///   alert id; looked up through `outbox_by_alert`, as a per-stream
+///   subquery would rescan every delivered page once per page);
 /// - other alerts (Svix): the newest page per (alert, notifier) when it is
 ///   a delivered firing page, i.e. nothing resolved it since. A deleted
 ///   endpoint is a one-shot notice that never resolves, so it is not
@@ -659,8 +661,8 @@ pub(super) fn active_firing_pages(conn: &Connection) -> Result<Vec<OutboxRow>, S
            AND o.alert_kind = 'silence'
            AND o.outcome = 'delivered' AND o.started_at = s.firing_since
            AND o.id = (SELECT max(o2.id) FROM outbox o2
-                       WHERE o2.stream = o.stream AND o2.notifier = o.notifier
-                         AND o2.outcome = 'delivered' AND o2.alert_kind = 'silence')
+                       WHERE o2.alert_id = o.alert_id AND o2.notifier = o.notifier
+                         AND o2.outcome = 'delivered')
          UNION ALL
          SELECT {OUTBOX_COLUMNS} FROM outbox o
          WHERE o.outcome = 'delivered' AND o.alert_state = 'firing'

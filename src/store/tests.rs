@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use rusqlite::Connection;
+use rusqlite::{params, Connection};
 use tempfile::TempDir;
 use tokio::sync::oneshot;
 
@@ -893,6 +893,71 @@ async fn v5_outbox_rows_read_as_critical_pages_after_the_v6_migration() {
             ("silence", "critical", None, None),
             ("svix", "critical", None, None)
         ]
+    );
+    store.close().await.unwrap();
+}
+
+/// What one delivery round's outbox reads cost with a large outbox:
+/// `cargo test --release --lib outbox_reads -- --ignored --nocapture`.
+#[tokio::test]
+#[ignore = "benchmark; prints the time of the delivery worker's outbox reads"]
+async fn outbox_reads_with_100k_delivered_pages() {
+    let (_dir, path) = temp_db();
+    open(&path).close().await.unwrap();
+    {
+        let mut conn = Connection::open(&path).unwrap();
+        let tx = conn.transaction().unwrap();
+        tx.execute(
+            "INSERT INTO streams (name, watch_started_at) VALUES ('a', 0)",
+            [],
+        )
+        .unwrap();
+        {
+            let mut insert = tx
+                .prepare(
+                    "INSERT INTO outbox (stream, notifier, alert_state, at, reason, created_at,
+                                         alert_id, alert_kind, status, outcome, done_at)
+                     VALUES ('a', ?1, ?2, ?3, 'r', ?3, ?4, ?5, 'done', 'delivered', ?3)",
+                )
+                .unwrap();
+            // 50k alerts of 2 pages each (firing, then resolved), half of
+            // them Svix, over 4 notifiers; the last 100 stay firing.
+            for i in 0..100_000_i64 {
+                let alert = i / 2;
+                let state = if i % 2 == 0 || alert >= 49_900 {
+                    "firing"
+                } else {
+                    "ok"
+                };
+                let kind = if alert % 2 == 0 {
+                    "silence"
+                } else {
+                    "svix_endpoint_disabled"
+                };
+                insert
+                    .execute(params![
+                        format!("n{}", alert % 4),
+                        state,
+                        i,
+                        format!("alert-{alert}"),
+                        kind
+                    ])
+                    .unwrap();
+            }
+        }
+        tx.commit().unwrap();
+    }
+    let store = open(&path);
+    let started = Instant::now();
+    let rounds = 20;
+    let mut active = 0;
+    for _ in 0..rounds {
+        active = store.active_firing_pages().await.unwrap().len();
+        store.pending_outbox().await.unwrap();
+    }
+    println!(
+        "100000 delivered pages: active_firing_pages + pending_outbox {:.2?} per round ({active} active)",
+        started.elapsed() / rounds
     );
     store.close().await.unwrap();
 }
