@@ -1,6 +1,7 @@
 //! `hushwatch check`: validate config and summarise what it will do.
 
 use super::load_or_exit;
+use crate::clock::{Clock, SystemClock};
 use crate::config::{Config, ALWAYS};
 use crate::domain::calendar::Calendar;
 use crate::domain::duration::format_duration;
@@ -12,7 +13,7 @@ use std::process::ExitCode;
 pub fn run(config_path: &Path) -> ExitCode {
     match load_or_exit(config_path) {
         Ok(config) => {
-            print!("{}", summary(config_path, &config, Utc::now()));
+            print!("{}", summary(config_path, &config, SystemClock.now()));
             ExitCode::SUCCESS
         }
         Err(code) => code,
@@ -30,6 +31,12 @@ pub fn summary(path: &Path, config: &Config, now: DateTime<Utc>) -> String {
         config.server.listen,
         config.server.data_dir.display()
     );
+    if let Some(admin) = config.server.admin_listen {
+        let _ = writeln!(
+            out,
+            "admin_listen {admin}: status page, /v1/status, /metrics and admin routes only there"
+        );
+    }
     let _ = writeln!(out, "calendars:");
     let _ = writeln!(out, "  {ALWAYS}: built in, 24x7");
     for c in config.calendars.values() {

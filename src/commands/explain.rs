@@ -2,6 +2,7 @@
 
 use super::{load_or_exit, parse_time};
 use crate::cli::EXIT_CONFIG;
+use crate::clock::{Clock, SystemClock};
 use crate::domain::silence::evaluate;
 use chrono::{SecondsFormat, Utc};
 use serde_json::json;
@@ -36,7 +37,7 @@ fn explain(
     let last = parse_time("--last-event", last_event)?;
     let now = match now {
         Some(text) => parse_time("--now", text)?,
-        None => Utc::now(),
+        None => SystemClock.now(),
     };
     let calendar = config.calendar_of(stream);
     let eval = evaluate(&calendar, &stream.policy, last, now);

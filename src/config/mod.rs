@@ -78,9 +78,15 @@ pub struct Config {
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
     pub listen: SocketAddr,
+    /// `admin_listen`: when set, the status page, `/v1/status`, `/metrics`
+    /// and admin routes are served only on this second listener.
+    pub admin_listen: Option<SocketAddr>,
     /// Absolute, or relative to the process's working directory: already
     /// resolved against the config file's folder.
     pub data_dir: PathBuf,
+    /// `body_timeout`: the whole request body must arrive within this time
+    /// of the end of the head, else 408 and the connection is closed.
+    pub body_timeout: std::time::Duration,
 }
 
 #[derive(Debug, Clone)]
@@ -423,7 +429,11 @@ fn read_audit(r: &mut Reader<'_>, root: &Table) -> AuditConfig {
 fn read_server(r: &mut Reader<'_>, root: &Table, base_dir: &Path) -> ServerConfig {
     let empty = Table::new();
     let t = r.sub_table("", root, "server").unwrap_or(&empty);
-    r.reject_unknown("server", t, &["listen", "data_dir"]);
+    r.reject_unknown(
+        "server",
+        t,
+        &["listen", "admin_listen", "data_dir", "body_timeout"],
+    );
     let listen_text = r
         .opt_string("server", t, "listen")
         .unwrap_or_else(|| "127.0.0.1:9477".to_string());
@@ -440,10 +450,52 @@ fn read_server(r: &mut Reader<'_>, root: &Table, base_dir: &Path) -> ServerConfi
     if data_dir.is_empty() {
         r.error("server.data_dir", "must not be empty");
     }
+    let admin_listen = read_admin_listen(r, t, listen);
+    let body_timeout = read_body_timeout(r, t);
     ServerConfig {
         listen,
+        admin_listen,
         data_dir: base_dir.join(data_dir),
+        body_timeout,
     }
+}
+
+/// `[server] admin_listen`: optional, and never the same socket as `listen`
+/// (both would fail to bind at start, or one port would serve both sets).
+fn read_admin_listen(r: &mut Reader<'_>, t: &Table, listen: SocketAddr) -> Option<SocketAddr> {
+    let text = r.opt_string("server", t, "admin_listen")?;
+    let Ok(addr) = text.parse::<SocketAddr>() else {
+        r.error(
+            "server.admin_listen",
+            format!("{text:?} is not an address (use HOST:PORT, e.g. \"127.0.0.1:9478\")"),
+        );
+        return None;
+    };
+    if addr == listen && addr.port() != 0 {
+        r.error(
+            "server.admin_listen",
+            format!("{addr} is also server.listen; use a different port"),
+        );
+    }
+    Some(addr)
+}
+
+/// `[server] body_timeout`: default 10 s; at least 1 s (a webhook body
+/// needs no less) and at most 10 min (longer would let stalled bodies hold
+/// connection slots for that long).
+fn read_body_timeout(r: &mut Reader<'_>, t: &Table) -> std::time::Duration {
+    const DEFAULT: std::time::Duration = std::time::Duration::from_secs(10);
+    let Some(d) = r.opt_duration("server", t, "body_timeout") else {
+        return DEFAULT;
+    };
+    if d < TimeDelta::seconds(1) || d > TimeDelta::minutes(10) {
+        r.error(
+            "server.body_timeout",
+            "must be between 1s and 10m (e.g. \"10s\")",
+        );
+        return DEFAULT;
+    }
+    d.to_std().unwrap_or(DEFAULT)
 }
 
 /// Reads `[section.NAME]` tables in name order.
@@ -890,13 +942,29 @@ fn read_svix(r: &mut Reader<'_>, path: &str, name: &str, t: &Table) -> Option<Sv
         ],
     );
     let mut keys = Vec::new();
-    for (i, secret) in r.string_list(path, t, "secret", true).iter().enumerate() {
-        match SecretKey::parse(secret) {
+    let mut switched_off = false;
+    for (i, secret) in r
+        .string_list(path, t, "secret", true)
+        .into_iter()
+        .enumerate()
+    {
+        let secret = r.trim_secret(&format!("{path}.secret[{i}]"), secret);
+        // As for ingest secrets: an empty value (`${VAR:-}` with VAR unset)
+        // switches the route off; every delivery is refused with 401.
+        if secret.is_empty() {
+            r.warnings.push(format!(
+                "{path}.secret[{i}] is empty; operational webhooks to this source are refused"
+            ));
+            switched_off = true;
+            continue;
+        }
+        match SecretKey::parse(&secret) {
             Ok(k) => keys.push(k),
             Err(e) => r.error(&format!("{path}.secret[{i}]"), e.to_string()),
         }
     }
     if keys.is_empty()
+        && !switched_off
         && !r
             .errors
             .iter()
@@ -940,6 +1008,7 @@ fn read_svix(r: &mut Reader<'_>, path: &str, name: &str, t: &Table) -> Option<Sv
         endpoints,
         admin_token: r
             .opt_string(path, t, "admin_token")
+            .map(|s| r.trim_secret(&join(path, "admin_token"), s))
             .filter(|s| !s.is_empty())
             .map(SecretString::new),
         clear_on,
@@ -956,9 +1025,10 @@ fn read_ingest(r: &mut Reader<'_>, stream_path: &str, stream: &Table) -> IngestC
     let mut keys = Vec::new();
     for (i, secret) in r
         .string_list(&path, t, "webhook_secret", true)
-        .iter()
+        .into_iter()
         .enumerate()
     {
+        let secret = r.trim_secret(&format!("{path}.webhook_secret[{i}]"), secret);
         // An empty value (e.g. `${VAR:-}` with VAR unset) switches the
         // method off; the stream then fires, which is the safe direction.
         if secret.trim().is_empty() {
@@ -967,7 +1037,7 @@ fn read_ingest(r: &mut Reader<'_>, stream_path: &str, stream: &Table) -> IngestC
             ));
             continue;
         }
-        match SecretKey::parse(secret) {
+        match SecretKey::parse(&secret) {
             Ok(key) => keys.push(key),
             // The error text never echoes the secret itself.
             Err(e) => r.error(&format!("{path}.webhook_secret[{i}]"), e.to_string()),
@@ -979,7 +1049,10 @@ fn read_ingest(r: &mut Reader<'_>, stream_path: &str, stream: &Table) -> IngestC
         .into_iter()
         .enumerate()
     {
-        if token.trim().is_empty() {
+        // Trimmed like webhook secrets: the presented token is trimmed too
+        // (`bearer_matches`), so a configured one with a newline never matched.
+        let token = r.trim_secret(&format!("{path}.token[{i}]"), token);
+        if token.is_empty() {
             r.warnings
                 .push(format!("{path}.token[{i}] is empty; app reports are off"));
         } else {

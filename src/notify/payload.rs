@@ -229,7 +229,7 @@ pub fn alertname(page: &Page) -> &'static str {
         "svix_messages_exhausted" => "IdentityWebhookMessagesExhausted",
         "svix_endpoint_failing" => "IdentityWebhookEndpointFailing",
         "svix_endpoint_deleted" => "IdentityWebhookEndpointDeleted",
-        // Svix pages queued before schema v6 did not record which alert.
+        // Svix pages queued before schema v8 did not record which alert.
         _ => "IdentityWebhookAlert",
     }
 }

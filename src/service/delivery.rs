@@ -104,6 +104,12 @@ impl Worker {
         let config = app.config();
         let extras_due = queue_extras(app, &config).await?;
         let now = app.clock.now();
+        // Pages in flight before the snapshot is read may finish (and be
+        // marked delivered) while it is read, so the snapshot can show them
+        // pending after they left `in_flight`: attempting them again would
+        // send a delivered page twice. They wait for the next round, which
+        // their task's end wakes.
+        let busy_before = lock(&self.in_flight).clone();
         let pending = app.store.pending_outbox().await?;
         set_pending_gauges(app, &config, &pending);
         let heads = heads(&pending);
@@ -118,7 +124,14 @@ impl Worker {
                 );
                 continue;
             };
-            if lock(&self.in_flight).contains(&row.id) {
+            if busy_before.contains(&row.id) || lock(&self.in_flight).contains(&row.id) {
+                continue;
+            }
+            // A re-post of the firing alert still in flight must land
+            // before this page: a resolve overtaken by a late firing
+            // re-post would reopen the alert in Alertmanager. Its task
+            // finishing wakes the loop.
+            if lock(&self.reposting).contains(&(row.stream.clone(), row.notifier.clone())) {
                 continue;
             }
             match row.next_attempt_at {

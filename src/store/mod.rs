@@ -18,6 +18,7 @@
 pub mod audit;
 mod ops;
 mod schema;
+pub mod status;
 pub mod svix;
 mod writer;
 
@@ -33,6 +34,7 @@ use chrono::{DateTime, Utc};
 use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::clock::{Clock, SystemClock};
 use writer::{Control, Msg, Task};
 
 /// Jobs that may wait for the writer before callers feel backpressure. Each
@@ -141,6 +143,18 @@ pub struct Transition {
     pub notifiers: Vec<String>,
 }
 
+/// What [`Store::record_transition_if_silent`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TransitionOutcome {
+    /// Committed, with its pages.
+    Recorded,
+    /// The stream was already in that state; nothing written.
+    Unchanged,
+    /// A fire evaluated from an older last arrival than the stored one;
+    /// nothing written. Carries the stored row to evaluate again.
+    Stale(StreamRow),
+}
+
 /// Why a page exists: the transition itself, a `repeat_interval`
 /// reminder, or an `escalate` step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -188,7 +202,7 @@ pub struct OutboxRow {
     /// What the alert is about: `silence` (a stream went quiet) or a Svix
     /// alert (`svix_endpoint_disabled`, `svix_messages_exhausted`,
     /// `svix_endpoint_failing`, `svix_endpoint_deleted`; `svix` on rows
-    /// written before schema v6).
+    /// written before schema v8).
     pub alert_kind: String,
     /// `critical` or `warning`, decided when the page was queued.
     pub severity: String,
@@ -239,25 +253,43 @@ struct Shared {
 
 /// Cheap, cloneable handle to the writer thread. The thread exits once every
 /// handle is dropped or `close` is called, after finishing queued work.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Store {
     tx: mpsc::Sender<Msg>,
     shared: Arc<Shared>,
+    /// The instants the store stamps itself (outbox `created_at`, the
+    /// readiness probe) come from the same clock as everything else.
+    clock: Arc<dyn Clock>,
+}
+
+impl fmt::Debug for Store {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Store")
+            .field("shared", &self.shared)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Store {
     /// Opens (creating if needed) the database at `path`, migrates it, and
-    /// starts the writer thread. Blocking: call it at startup, not per request.
+    /// starts the writer thread, on the wall clock. Blocking: call it at
+    /// startup, not per request.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
-        let conn = schema::open(path)?;
-        Self::start(conn)
+        Self::open_with_clock(path, Arc::new(SystemClock))
     }
 
-    fn start(conn: Connection) -> Result<Store, StoreError> {
+    /// Like `open`, with the clock the rest of the sidecar uses (a
+    /// `ManualClock` in tests).
+    pub fn open_with_clock(path: &Path, clock: Arc<dyn Clock>) -> Result<Store, StoreError> {
+        let conn = schema::open(path)?;
+        Self::start(conn, clock)
+    }
+
+    fn start(conn: Connection, clock: Arc<dyn Clock>) -> Result<Store, StoreError> {
         let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
         let shared = Arc::new(Shared::default());
         writer::spawn(conn, rx, Arc::clone(&shared))?;
-        Ok(Store { tx, shared })
+        Ok(Store { tx, shared, clock })
     }
 
     /// Number of transactions the writer has committed. With concurrent
@@ -294,8 +326,25 @@ impl Store {
     /// atomically. Returns Ok(false), writing nothing, when the stream is
     /// already in `t.to`, so re-evaluating after a crash is idempotent.
     pub async fn record_transition(&self, t: Transition) -> Result<bool, StoreError> {
-        let created_at = Utc::now();
+        let created_at = self.clock.now();
         self.call(move |c| ops::record_transition(c, &t, created_at))
+            .await
+    }
+
+    /// Records a silence alert transition only if the evaluation behind it
+    /// still holds inside the transaction: a fire needs the stored silence to
+    /// start where the evaluation's did (`silent_since`, its last arrival or
+    /// watch start), so a fire computed before an event committed is
+    /// withdrawn instead of paging and resolving at once. Resolves need no
+    /// such check (arrivals only move forward, so a stream heard from stays
+    /// heard from) and are never withdrawn.
+    pub async fn record_transition_if_silent(
+        &self,
+        t: Transition,
+        silent_since: DateTime<Utc>,
+    ) -> Result<TransitionOutcome, StoreError> {
+        let created_at = self.clock.now();
+        self.call(move |c| ops::record_transition_if_silent(c, &t, silent_since, created_at))
             .await
     }
 
@@ -420,10 +469,27 @@ impl Store {
             .await
     }
 
+    /// Up to `cap` newest events per stream received since `since`, newest
+    /// first (for the status page's timeline).
+    pub async fn recent_arrivals(
+        &self,
+        streams: Vec<String>,
+        since: DateTime<Utc>,
+        cap: i64,
+    ) -> Result<Vec<(String, Vec<status::Arrival>)>, StoreError> {
+        self.call(move |c| status::recent_arrivals(c, &streams, since, cap))
+            .await
+    }
+
+    /// The audit chain's head and its newest checkpoint.
+    pub async fn audit_summary(&self) -> Result<status::AuditSummary, StoreError> {
+        self.call(status::audit_summary).await
+    }
+
     /// A real write through the normal commit path, for /readyz: proves the
     /// disk still accepts writes and fsyncs.
     pub async fn probe(&self) -> Result<(), StoreError> {
-        let now = Utc::now();
+        let now = self.clock.now();
         self.call(move |c| ops::probe(c, now)).await
     }
 

@@ -328,7 +328,7 @@ fn queue_pages(
         for notifier in &a.notifiers {
             // One alert id per endpoint and alert, shared by its firing
             // and resolved pages (PagerDuty dedup_key).
-            // The key keeps the pre-v6 form, so an alert that fired
+            // The key keeps the pre-v8 form, so an alert that fired
             // before an upgrade resolves under the same id.
             let key = format!("{}/{}/{}", a.source, endpoint_id, change.alert.as_str());
             let alert = KeyedAlert {

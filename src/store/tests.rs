@@ -9,7 +9,7 @@ use rusqlite::{params, Connection};
 use tempfile::TempDir;
 use tokio::sync::oneshot;
 
-use super::ops::delivery_hash;
+use super::ops::{delivery_hash, legacy_delivery_hash};
 use super::schema::binary_version;
 use super::writer::{Control, Msg};
 use super::*;
@@ -162,7 +162,7 @@ async fn raw_delivery_ids_are_stored_only_as_the_latest_arrival() {
         .await
         .unwrap();
     let (event_hash, body, seen_hash): (String, Vec<u8>, String) = stored;
-    assert_eq!(event_hash, delivery_hash("a", "secret-id"));
+    assert_eq!(event_hash, delivery_hash("report", "a", "secret-id"));
     assert_eq!(event_hash.len(), 64);
     assert_eq!(seen_hash, event_hash);
     assert_eq!(body, vec![7u8; 32]);
@@ -591,7 +591,7 @@ fn write_v1_file(path: &Path) {
         [],
     )
     .unwrap();
-    let hash = delivery_hash("okta", "evt-9");
+    let hash = legacy_delivery_hash("okta", "evt-9");
     conn.execute(
         "INSERT INTO events (stream, delivery_hash, event_type, event_time, received_at, feeds_clock)
          VALUES ('okta', ?1, 'user.login', 1900, 2000, 1)",
@@ -858,7 +858,7 @@ async fn a_silence_resolve_row_says_where_the_silence_began_and_what_ended_it() 
 }
 
 #[tokio::test]
-async fn v5_outbox_rows_read_as_critical_pages_after_the_v6_migration() {
+async fn v5_outbox_rows_read_as_critical_pages_after_the_v8_migration() {
     let (_dir, path) = temp_db();
     {
         let conn = Connection::open(&path).unwrap();
@@ -892,6 +892,170 @@ async fn v5_outbox_rows_read_as_critical_pages_after_the_v6_migration() {
         [
             ("silence", "critical", None, None),
             ("svix", "critical", None, None)
+        ]
+    );
+    store.close().await.unwrap();
+}
+
+/// The store stamps rows from the clock it was given, not the wall clock:
+/// with a manual clock set in 2031, a page queued now says 2031.
+#[tokio::test]
+async fn the_store_stamps_pages_and_probes_with_its_clock() {
+    let (_dir, path) = temp_db();
+    let then = at(1_924_992_000_000); // 2031-01-01T00:00:00Z
+    let clock = Arc::new(crate::clock::ManualClock::new(then));
+    let store = Store::open_with_clock(&path, clock.clone()).expect("open store");
+    store.watch_streams(names(&["a"]), at(0)).await.unwrap();
+    assert!(store
+        .record_transition(transition(AlertState::Firing, 5_000, &["pager"]))
+        .await
+        .unwrap());
+    let rows = store.pending_outbox().await.unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].created_at, then);
+    clock.advance(chrono::TimeDelta::seconds(7));
+    store.probe().await.unwrap();
+    store.close().await.unwrap();
+    let conn = Connection::open(&path).unwrap();
+    let probed: i64 = conn
+        .query_row("SELECT at FROM probe WHERE id = 1", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(probed, 1_924_992_007_000);
+}
+
+fn on_channel(mut e: NewEvent, channel: &'static str) -> NewEvent {
+    e.channel = channel;
+    e
+}
+
+#[tokio::test]
+async fn delivery_ids_are_deduplicated_per_channel() {
+    let (_dir, path) = temp_db();
+    let store = open(&path);
+    let report = event("identity", Some("msg_X"), "user.updated", 1_000);
+    let webhook = on_channel(
+        event("identity", Some("msg_X"), "user.deleted", 2_000),
+        "webhook",
+    );
+    // A report first does not make the signed webhook a duplicate ...
+    let outcomes = store
+        .record_events(vec![report.clone(), webhook.clone()])
+        .await
+        .unwrap();
+    assert_eq!(
+        outcomes,
+        vec![EventOutcome::Accepted, EventOutcome::Accepted]
+    );
+    // ... and within each channel a repeat is still a duplicate.
+    let again = store.record_events(vec![webhook, report]).await.unwrap();
+    assert_eq!(
+        again,
+        vec![EventOutcome::Duplicate, EventOutcome::Duplicate]
+    );
+    // The other direction: a webhook id first never shadows a later report.
+    let first = on_channel(
+        event("identity", Some("msg_Y"), "user.deleted", 3_000),
+        "webhook",
+    );
+    let later = event("identity", Some("msg_Y"), "user.updated", 4_000);
+    let outcomes = store.record_events(vec![first, later]).await.unwrap();
+    assert_eq!(
+        outcomes,
+        vec![EventOutcome::Accepted, EventOutcome::Accepted]
+    );
+    assert_eq!(store.event_count("identity").await.unwrap(), 4);
+    store.close().await.unwrap();
+}
+
+/// A file at the version before per-channel dedup, with one remembered id
+/// the audit log can attribute (a report) and one it cannot (audit off).
+fn write_pre_dedup_file(path: &Path) {
+    let step = dedup_step();
+    let conn = Connection::open(path).unwrap();
+    for sql in &super::schema::MIGRATIONS[..step] {
+        conn.execute_batch(sql).unwrap();
+    }
+    conn.pragma_update(None, "user_version", u32::try_from(step).unwrap())
+        .unwrap();
+    conn.execute(
+        "INSERT INTO streams (name, watch_started_at) VALUES ('identity', 100)",
+        [],
+    )
+    .unwrap();
+    for (id, seen_at) in [("msg_X", 2_000), ("msg_Y", 2_100)] {
+        conn.execute(
+            "INSERT INTO seen_deliveries (hash, stream, seen_at) VALUES (?1, 'identity', ?2)",
+            rusqlite::params![legacy_delivery_hash("identity", id), seen_at],
+        )
+        .unwrap();
+    }
+    conn.execute(
+        "INSERT INTO audit_log (seq, received_at, source, channel, delivery_id, event_type,
+             event_time, subject_ids, body_sha256, signature_verified, prev_hash, hash)
+         VALUES (1, 2000, 'identity', 'report', 'msg_X', 'user.updated', NULL, '[]', NULL, 0, '00', '11')",
+        [],
+    )
+    .unwrap();
+}
+
+/// Index of the per-channel dedup step in `MIGRATIONS` (robust to merges
+/// that add steps before it).
+fn dedup_step() -> usize {
+    super::schema::MIGRATIONS
+        .iter()
+        .position(|m| *m == super::schema::DEDUP_PER_CHANNEL)
+        .expect("the per-channel dedup migration is listed")
+}
+
+#[tokio::test]
+async fn pre_dedup_rows_are_attributed_from_the_audit_log_or_kept_as_legacy() {
+    let (_dir, path) = temp_db();
+    write_pre_dedup_file(&path);
+    let store = open(&path);
+    let channels: Vec<(String, String)> = store
+        .call(|c| {
+            let mut stmt =
+                c.prepare("SELECT hash, channel FROM seen_deliveries ORDER BY seen_at")?;
+            let rows = stmt
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<rusqlite::Result<_>>()?;
+            Ok(rows)
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        channels,
+        vec![
+            (
+                delivery_hash("report", "identity", "msg_X"),
+                "report".to_owned()
+            ),
+            (
+                legacy_delivery_hash("identity", "msg_Y"),
+                "legacy".to_owned()
+            ),
+        ]
+    );
+    let webhook =
+        |id: &str, ms| on_channel(event("identity", Some(id), "user.deleted", ms), "webhook");
+    let outcomes = store
+        .record_events(vec![
+            // Attributed to the report channel: no longer shadows a webhook.
+            webhook("msg_X", 5_000),
+            event("identity", Some("msg_X"), "user.updated", 5_001),
+            // Unattributable: still a duplicate everywhere until pruned.
+            webhook("msg_Y", 5_002),
+            event("identity", Some("msg_Y"), "user.updated", 5_003),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(
+        outcomes,
+        vec![
+            EventOutcome::Accepted,
+            EventOutcome::Duplicate,
+            EventOutcome::Duplicate,
+            EventOutcome::Duplicate,
         ]
     );
     store.close().await.unwrap();

@@ -235,9 +235,15 @@ fn collect_lines(pipe: impl Read + Send + 'static, sink: Arc<Mutex<Vec<String>>>
 
 impl Sidecar {
     pub fn start(config: &Path) -> Sidecar {
+        Sidecar::start_with_env(config, &[])
+    }
+
+    /// `start`, with extra environment variables for the child.
+    pub fn start_with_env(config: &Path, env: &[(&str, &str)]) -> Sidecar {
         let mut child = Command::new(env!("CARGO_BIN_EXE_hushwatch"))
             .args(["serve", "--config"])
             .arg(config)
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -393,4 +399,25 @@ impl Drop for InProcess {
     fn drop(&mut self) {
         self.shutdown();
     }
+}
+
+/// True (after saying so on stderr, past the test harness's capture) when
+/// the process is not root: tests that mount a tmpfs or `chattr +i` call
+/// this first and return, instead of failing for a reason that is not a
+/// bug. CI runs as root, so there they run.
+pub fn skip_unless_root(test: &str, needs: &str) -> bool {
+    let euid = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            let uids = status.lines().find(|l| l.starts_with("Uid:"))?.to_owned();
+            uids.split_whitespace().nth(2)?.parse::<u32>().ok()
+        });
+    if euid == Some(0) {
+        return false;
+    }
+    let _ = writeln!(
+        std::io::stderr(),
+        "SKIPPED {test}: it {needs}, which needs root; run the suite as root (as CI does)"
+    );
+    true
 }
