@@ -49,6 +49,7 @@ pub struct Metrics {
     pub notifications: IntCounterVec,
     pub notification_latency: HistogramVec,
     pub svix_disabled: IntGaugeVec,
+    pub svix_disabled_manually: IntGaugeVec,
     pub svix_failing: IntGaugeVec,
     pub svix_exhausted: IntCounterVec,
     pub svix_lost: IntGaugeVec,
@@ -183,6 +184,11 @@ impl Metrics {
                 &r,
                 "hushwatch_svix_endpoint_disabled",
                 "1 while Svix reports the endpoint disabled.",
+            ),
+            svix_disabled_manually: gauge_vec2(
+                &r,
+                "hushwatch_svix_endpoint_disabled_manually",
+                "1 while the endpoint is disabled by hand (a warning, not a page).",
             ),
             svix_failing: gauge_vec2(
                 &r,

@@ -1,7 +1,8 @@
 //! Email through a real SMTP server (aiosmtpd with its Maildir handler):
 //! subject, body, a Message-ID that stays the same across retries and
 //! re-sends, threading of firing and resolved, and STARTTLS with a
-//! throwaway CA. Run scripts/test-components first.
+//! throwaway CA, and SMTP AUTH with percent-encoded URL credentials. Run
+//! scripts/test-components first.
 
 mod support;
 
@@ -76,7 +77,7 @@ fn firing_and_resolved_mails_with_a_message_id_stable_across_retries() {
     let mail = &mails[0];
     assert_eq!(
         mail_header(mail, "Subject").unwrap(),
-        "[FIRING] identity: no identity events for 1h of business time"
+        "[FIRING critical] identity: no identity events for 1h of business time"
     );
     assert_eq!(
         mail_header(mail, "Message-ID").unwrap(),
@@ -96,7 +97,8 @@ fn firing_and_resolved_mails_with_a_message_id_stable_across_retries() {
         "FIRING - identity",
         "What is silent:  the stream \"identity\" has received no events.",
         "Silent since:    2026-12-04 17:30 JST (Asia/Tokyo) = 2026-12-04 08:30 UTC",
-        "Firing since:    2026-12-07 09:30 JST (Asia/Tokyo) = 2026-12-07 00:30 UTC",
+        "Severity:        critical",
+        "Fired at:        2026-12-07 09:30 JST (Asia/Tokyo) = 2026-12-07 00:30 UTC",
         "Threshold:       1h of business time",
         "Business hours:  mon-fri 09:00-18:00 (Asia/Tokyo, calendar \"tokyo\")",
         "Svix message attempts",
@@ -115,7 +117,28 @@ fn firing_and_resolved_mails_with_a_message_id_stable_across_retries() {
     });
     let resolved = &maildir_messages(&maildir)[1];
     let subject = mail_header(resolved, "Subject").unwrap();
-    assert!(subject.starts_with("[RESOLVED] identity: "), "{subject}");
+    // A resolve reads as one: when events came back and how long the
+    // business silence lasted (Fri 17:30-18:00 + Mon 09:00-09:3x).
+    assert!(
+        subject.starts_with(
+            "[RESOLVED critical] identity: identity events arrived again at 2026-12-07 09:3"
+        ) && subject.ends_with("of business silence")
+            && subject.contains("after 1h"),
+        "{subject}"
+    );
+    let resolved_body = body_of(resolved);
+    for needle in [
+        // Where the silence began, not the arrival that ended it.
+        "Silent since:    2026-12-04 17:30 JST (Asia/Tokyo) = 2026-12-04 08:30 UTC",
+        "Arrived again:   2026-12-07 09:3",
+        "Silence:         1h",
+    ] {
+        assert!(
+            resolved_body.contains(needle),
+            "missing {needle:?} in\n{resolved_body}"
+        );
+    }
+    assert!(!resolved_body.contains("What to check"), "{resolved_body}");
     assert_eq!(mail_header(resolved, "References").unwrap(), thread);
     assert_ne!(
         mail_header(resolved, "Message-ID"),
@@ -142,8 +165,12 @@ fn sample_page(key: &str) -> Page {
         started_at: utc("2026-12-07T00:00:00Z"),
         resolved_at: None,
         silent_since: Some(utc("2026-12-04T08:00:00Z")),
+        resumed_at: None,
+        business_silence: None,
         summary: "no identity events for 6h of business time".into(),
         severity: "critical".into(),
+        source: None,
+        endpoint_id: None,
         calendar: "tokyo".into(),
         timezone: chrono_tz::Asia::Tokyo,
         business_hours: vec!["mon-fri 09:00-18:00".into()],
@@ -396,4 +423,70 @@ fn assert_retried_once_with_one_message_id(fault: Fault) {
         1.0
     );
     assert!(s.metric(r#"hushwatch_notifications_total{notifier="mail",outcome="retry"}"#) >= 1.0);
+}
+
+/// An SMTP server (aiosmtpd) that requires AUTH and logs what it got,
+/// listening on a port it picks itself and prints.
+const AUTH_SMTP: &str = r#"
+import asyncio, socket, sys
+from aiosmtpd.smtp import SMTP, AuthResult, LoginPassword
+log = sys.argv[1]
+class Handler:
+    async def handle_DATA(self, server, session, envelope):
+        with open(log, "a") as f:
+            f.write("DATA from %s\n" % envelope.mail_from)
+        return "250 OK"
+def check(server, session, envelope, mechanism, data):
+    ok = isinstance(data, LoginPassword) and data.login == b"ops@example.org" and data.password == b"p@ss:w0rd"
+    with open(log, "a") as f:
+        f.write("AUTH %s %r %s\n" % (mechanism, data.login if isinstance(data, LoginPassword) else None, ok))
+    return AuthResult(success=ok)
+async def main():
+    # Bound here and kept: the port is never released and picked again.
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = await asyncio.get_running_loop().create_server(
+        lambda: SMTP(Handler(), authenticator=check, auth_require_tls=False, auth_required=True),
+        sock=sock)
+    print(sock.getsockname()[1], flush=True)
+    await server.serve_forever()
+asyncio.run(main())
+"#;
+
+#[test]
+fn smtp_url_credentials_are_percent_decoded_as_the_server_sees_them() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("smtp.log");
+    let mut child = std::process::Command::new("python3")
+        .args(["-c", AUTH_SMTP])
+        .arg(&log)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 with aiosmtpd");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let _server = Proc(child, "aiosmtpd with AUTH".into());
+    let port: u16 = line.trim().parse().expect("the server's port");
+    // `%40` is `@` and `%3A` is `:`, in the user name and the password.
+    let cfg = email_config(
+        dir.path(),
+        &format!("smtp://ops%40example.org:p%40ss%3Aw0rd@127.0.0.1:{port}"),
+        None,
+    );
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let out = rt.block_on(email::send(
+        &cfg,
+        &sample_page("hw-auth-page"),
+        std::time::Duration::from_secs(5),
+    ));
+    assert_eq!(out, hushwatch::notify::Outcome::Delivered);
+    let seen = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        seen.contains("AUTH PLAIN b'ops@example.org' True"),
+        "{seen}"
+    );
+    assert!(seen.contains("DATA from hushwatch@example.org"), "{seen}");
 }

@@ -111,8 +111,9 @@ pub fn summary(path: &Path, config: &Config, now: DateTime<Utc>) -> String {
             s.endpoints.len()
         );
     }
+    // The same warnings `serve` logs at start; they do not fail `check`.
     for w in &config.warnings {
-        let _ = writeln!(out, "warning: {w}");
+        let _ = writeln!(out, "WARNING: {w}");
     }
     out
 }

@@ -3,6 +3,7 @@
 //! policies) the service runs on. A `Config` that exists is valid.
 
 mod env;
+pub mod notifiers;
 mod reader;
 pub mod secret;
 pub mod templates;
@@ -205,10 +206,13 @@ pub struct EmailConfig {
     pub smtp_url: SecretString,
     pub username: Option<String>,
     pub password: Option<SecretString>,
-    pub from: String,
-    pub to: Vec<String>,
-    /// Extra trusted root (PEM) for relays with a private CA.
+    /// Parsed with lettre's `Mailbox`, as the message builder needs them.
+    pub from: lettre::message::Mailbox,
+    pub to: Vec<lettre::message::Mailbox>,
+    /// Extra trusted root (PEM) for relays with a private CA, resolved
+    /// against the config file's folder, and its contents read at load.
     pub ca_file: Option<PathBuf>,
+    pub ca_pem: Option<Vec<u8>>,
 }
 
 #[derive(Debug, Clone)]
@@ -329,7 +333,9 @@ pub fn parse(
     let calendars = read_named(&mut r, &root, "calendars", |r, path, name, t| {
         read_calendar(r, path, name, t, base_dir)
     });
-    let notifiers = read_named(&mut r, &root, "notifiers", read_notifier);
+    let notifiers = read_named(&mut r, &root, "notifiers", |r, path, name, t| {
+        read_notifier(r, path, name, t, base_dir)
+    });
     let streams = read_named(&mut r, &root, "streams", read_stream);
     let svix = read_named(&mut r, &root, "svix", read_svix);
     let templates = templates::read(
@@ -651,7 +657,13 @@ const COMMON_NOTIFIER_KEYS: [&str; 5] = [
     "timeout",
 ];
 
-fn read_notifier(r: &mut Reader<'_>, path: &str, name: &str, t: &Table) -> Option<NotifierConfig> {
+fn read_notifier(
+    r: &mut Reader<'_>,
+    path: &str,
+    name: &str,
+    t: &Table,
+    base_dir: &Path,
+) -> Option<NotifierConfig> {
     let kind_word = r.req_string(path, t, "kind")?;
     let own: &[&str] = match kind_word.as_str() {
         "log" => &[],
@@ -672,7 +684,7 @@ fn read_notifier(r: &mut Reader<'_>, path: &str, name: &str, t: &Table) -> Optio
     r.reject_unknown(path, t, &allowed);
     let policy = read_delivery_policy(r, path, t);
     let kind = match kind_word.as_str() {
-        "email" => NotifierKind::Email(read_email(r, path, t)?),
+        "email" => NotifierKind::Email(read_email(r, path, t, base_dir, &policy)?),
         "webhook" => {
             let url = read_url(r, path, t, "url");
             let secret = r
@@ -771,55 +783,79 @@ fn read_url(r: &mut Reader<'_>, path: &str, t: &Table, key: &str) -> Option<Stri
     }
 }
 
+/// The check the HTTP client makes before every send.
 fn check_http_url(url: &str) -> Result<(), String> {
-    let rest = url
-        .strip_prefix("https://")
-        .or_else(|| url.strip_prefix("http://"))
-        .ok_or("must start with http:// or https://")?;
-    if rest.is_empty() || rest.starts_with('/') {
-        return Err("has no host".to_string());
-    }
-    Ok(())
+    notifiers::http_target(url).map(|_| ())
 }
 
-fn read_email(r: &mut Reader<'_>, path: &str, t: &Table) -> Option<EmailConfig> {
+fn read_email(
+    r: &mut Reader<'_>,
+    path: &str,
+    t: &Table,
+    base_dir: &Path,
+    policy: &DeliveryPolicy,
+) -> Option<EmailConfig> {
     let smtp_url = r.req_string(path, t, "smtp_url");
-    if let Some(u) = &smtp_url {
-        if !(u.starts_with("smtp://") || u.starts_with("smtps://")) {
-            r.error(
-                &join(path, "smtp_url"),
-                "must start with smtp:// (optionally ?tls=required for STARTTLS) or smtps://",
-            );
-        }
-    }
     let username = r.opt_string(path, t, "username");
     let password = r.opt_string(path, t, "password").map(SecretString::new);
     if username.is_some() != password.is_some() {
         r.error(path, "username and password go together");
     }
-    let from = r.req_string(path, t, "from");
-    if from.as_deref().is_some_and(|f| !f.contains('@')) {
-        r.error(&join(path, "from"), "is not an email address");
-    }
+    let mailbox = |r: &mut Reader<'_>, key: &str, text: &str| {
+        text.parse::<lettre::message::Mailbox>()
+            .map_err(|_| {
+                r.error(
+                    key,
+                    "is not an email address (\"ops@example.org\" or \"Ops <ops@example.org>\")",
+                )
+            })
+            .ok()
+    };
+    let from = r
+        .req_string(path, t, "from")
+        .and_then(|f| mailbox(r, &join(path, "from"), &f));
     let to = r.string_list(path, t, "to", true);
     if t.contains_key("to") && to.is_empty() {
         r.error(&join(path, "to"), "needs at least one address");
     } else if !t.contains_key("to") {
         r.error(&join(path, "to"), "is required");
     }
-    for (i, addr) in to.iter().enumerate() {
-        if !addr.contains('@') {
-            r.error(&format!("{path}.to[{i}]"), "is not an email address");
-        }
+    let to: Vec<_> = to
+        .iter()
+        .enumerate()
+        .filter_map(|(i, addr)| mailbox(r, &format!("{path}.to[{i}]"), addr))
+        .collect();
+    // Relative to the config file's folder, like data_dir and holiday files.
+    let ca_file = r.opt_string(path, t, "ca_file").map(|f| base_dir.join(f));
+    let ca_pem = ca_file.as_ref().and_then(|file| {
+        notifiers::read_ca_pem(file)
+            .map_err(|e| r.error(&join(path, "ca_file"), e))
+            .ok()
+    });
+    let smtp_url = smtp_url?;
+    // The transport every send builds: what lettre rejects here would fail
+    // every page.
+    let settings = notifiers::SmtpSettings {
+        smtp_url: &smtp_url,
+        credentials: username
+            .as_deref()
+            .zip(password.as_ref().map(SecretString::expose)),
+        ca_pem: ca_pem.as_deref(),
+    };
+    if let Err(reason) =
+        notifiers::smtp_transport(&settings, policy.timeout.to_std().unwrap_or_default())
+    {
+        r.error(&join(path, "smtp_url"), reason);
+        return None;
     }
-    let ca_file = r.opt_string(path, t, "ca_file").map(PathBuf::from);
     Some(EmailConfig {
-        smtp_url: SecretString::new(smtp_url?),
+        smtp_url: SecretString::new(smtp_url),
         username,
         password,
         from: from?,
         to,
         ca_file,
+        ca_pem,
     })
 }
 

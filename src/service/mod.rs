@@ -219,6 +219,15 @@ async fn reload(config_path: &Path, app: &App) {
             for w in &new.warnings {
                 tracing::warn!("config: {w}");
             }
+            // The listener is bound once at start; a reload cannot move it.
+            let listening = app.config().server.listen;
+            if new.server.listen != listening {
+                tracing::warn!(
+                    running = %listening,
+                    configured = %new.server.listen,
+                    "config reload: server.listen changed; it takes effect only after a restart (still listening on the old address)"
+                );
+            }
             match app.reload(new).await {
                 Ok(()) => tracing::info!("config reloaded"),
                 Err(e) => {

@@ -208,8 +208,19 @@ pub struct OutboxRow {
     pub next_attempt_at: Option<DateTime<Utc>>,
     /// Redacted reason of the last failed attempt.
     pub last_error: Option<String>,
-    /// What the alert is about: `silence` (a stream went quiet) or `svix`.
+    /// What the alert is about: `silence` (a stream went quiet) or a Svix
+    /// alert (`svix_endpoint_disabled`, `svix_messages_exhausted`,
+    /// `svix_endpoint_failing`, `svix_endpoint_deleted`; `svix` on rows
+    /// written before schema v8).
     pub alert_kind: String,
+    /// `critical` or `warning`, decided when the page was queued.
+    pub severity: String,
+    /// For Svix pages: the `[svix.NAME]` source and endpoint id.
+    pub source: Option<String>,
+    pub endpoint_id: Option<String>,
+    /// For a silence resolve: the arrival that ended the silence (the
+    /// row's `silent_since` is then where that silence began).
+    pub resumed_at: Option<DateTime<Utc>>,
 }
 
 /// Outcome of one delivery attempt, as persisted.
@@ -410,7 +421,7 @@ impl Store {
         self.call(|c| ops::outbox_summary(c, 20)).await
     }
 
-    /// Delivered firing pages of episodes still firing (for re-posting).
+    /// Delivered firing pages of alerts still firing (for re-posting).
     pub async fn active_firing_pages(&self) -> Result<Vec<OutboxRow>, StoreError> {
         self.call(ops::active_firing_pages).await
     }

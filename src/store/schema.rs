@@ -24,6 +24,9 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// salt, so page keys never repeat even if the file is recreated.
 /// v6: per-channel delivery dedup.
 /// v7: an index on the audit log by stream, for the status page's timeline.
+/// v8: each page's severity, and for Svix pages the endpoint it is about
+/// (`source`, `endpoint_id`: the labels of the shipped Prometheus rules),
+/// and for silence resolves the arrival that ended the silence.
 pub(super) const MIGRATIONS: &[&str] = &[
     // v1
     "CREATE TABLE streams (
@@ -102,6 +105,14 @@ pub(super) const MIGRATIONS: &[&str] = &[
     super::status::MIGRATION,
     // v8
     TEMPLATED_STREAMS,
+    // v9: rows written before it were all silence pages or Svix pages
+    // paged as critical, so that is what they keep saying.
+    "ALTER TABLE outbox ADD COLUMN severity TEXT NOT NULL DEFAULT 'critical'
+        CHECK (severity IN ('critical', 'warning'));
+    ALTER TABLE outbox ADD COLUMN source TEXT;
+    ALTER TABLE outbox ADD COLUMN endpoint_id TEXT;
+    ALTER TABLE outbox ADD COLUMN resumed_at INTEGER;
+    CREATE INDEX outbox_by_alert ON outbox(alert_id, notifier, id);",
 ];
 
 /// v8: streams created from a template (`[streams."PREFIX*"]`), so a

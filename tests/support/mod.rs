@@ -686,3 +686,36 @@ impl Drop for Binary {
         let _ = self.child.wait();
     }
 }
+
+/// The operational-webhook secret the notification tests give `[svix.main]`.
+pub const SVIX_OPS_SECRET: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
+
+/// Posts a signed Svix operational webhook to `/v1/svix/main/operational`,
+/// signed at `ts` (the sidecar's clock); returns the HTTP status.
+pub fn post_svix_op(addr: SocketAddr, ts: i64, msg_id: &str, body: &str) -> u16 {
+    let key = hushwatch::ingest::signature::SecretKey::parse(SVIX_OPS_SECRET).unwrap();
+    let sig = hushwatch::ingest::signature::sign(&key, msg_id, ts, body.as_bytes());
+    let ts = ts.to_string();
+    common::request(
+        addr,
+        "POST",
+        "/v1/svix/main/operational",
+        &[
+            ("content-type", "application/json"),
+            ("webhook-id", msg_id),
+            ("webhook-timestamp", &ts),
+            ("webhook-signature", &sig),
+        ],
+        body.as_bytes(),
+    )
+    .status
+}
+
+/// An `endpoint.disabled` (`trigger`: automatic or manual) or
+/// `endpoint.enabled` body for endpoint `ep`.
+pub fn svix_endpoint_body(kind: &str, ep: &str, trigger: Option<&str>) -> String {
+    let extra = trigger
+        .map(|t| format!(r#","failSince":"2026-12-01T00:30:00Z","trigger":"{t}""#))
+        .unwrap_or_default();
+    format!(r#"{{"type":"{kind}","data":{{"appId":"app_1","endpointId":"{ep}"{extra}}}}}"#)
+}
