@@ -1044,7 +1044,7 @@ fn a_token_with_a_trailing_newline_in_the_environment_works() {
     assert!(check.status.success(), "{said}");
     assert!(
         said.lines().any(
-            |l| l.starts_with("warning: streams.identity.ingest.token[0]")
+            |l| l.starts_with("WARNING: streams.identity.ingest.token[0]")
                 && l.contains("whitespace")
         ),
         "{said}"
