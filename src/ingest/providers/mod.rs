@@ -168,6 +168,55 @@ fn push_subject(pairs: &mut Vec<(String, String)>, kind: &str, id: Option<&serde
     }
 }
 
+/// The fuzzing property for every reader here, stated once for `fuzz/` and
+/// `tests/fuzz_seeds.rs`: the first line of `data` is used as a header value, the rest as
+/// the body; nothing may panic, and whatever is accepted respects the documented bounds.
+#[doc(hidden)]
+pub fn fuzz_one(data: &[u8]) {
+    let split = data.iter().position(|b| *b == b'\n').unwrap_or(data.len());
+    let header = std::str::from_utf8(&data[..split]).unwrap_or("");
+    let body = data.get(split + 1..).unwrap_or_default();
+    let now = DateTime::from_timestamp(1_700_000_000, 0).unwrap_or_default();
+    let check = |delivery: Delivery| {
+        assert!(delivery.events.len() <= MAX_BATCH);
+        for event in &delivery.events {
+            assert!(event.event_type.len() <= MAX_FIELD_LEN);
+            assert!(event
+                .delivery_id
+                .as_ref()
+                .is_none_or(|id| id.len() <= MAX_FIELD_LEN + 32));
+        }
+    };
+    if let Ok(key) = workos::WorkosKey::parse("example_workos_endpoint_secret") {
+        if let Ok(parsed) = workos::check_header(Some(header), now) {
+            let _ = workos::verify(&parsed, &[key], body);
+        }
+    }
+    let _ = okta::challenge_response(header);
+    let _ = entra::validation_token(Some(header));
+    for parsed in [
+        workos::parse(body),
+        okta::parse(body),
+        auth0::parse(body),
+        entra::parse(body, &["secretClientValue", "cs"]),
+        google::parse(
+            &google::PushHeaders {
+                channel_id: Some("c"),
+                channel_token: Some("t"),
+                channel_expiration: Some(header),
+                resource_state: Some("CREATE_USER"),
+                message_number: Some("1"),
+            },
+            body,
+        ),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        check(parsed);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
