@@ -3,6 +3,7 @@
 //! policies) the service runs on. A `Config` that exists is valid.
 
 mod env;
+pub mod providers;
 mod reader;
 pub mod secret;
 
@@ -104,8 +105,11 @@ pub struct StreamConfig {
 
 #[derive(Debug, Clone, Default)]
 pub struct IngestConfig {
-    /// Present when `webhook_secret` is set: verifies signed webhooks.
+    /// Present when `webhook_secret` is set with the standard provider: verifies signed
+    /// webhooks.
     pub verifier: Option<Arc<Verifier>>,
+    /// How the webhook route authenticates and reads deliveries.
+    pub provider: providers::ProviderConfig,
     pub tokens: Vec<SecretString>,
 }
 
@@ -916,13 +920,19 @@ fn read_ingest(r: &mut Reader<'_>, stream_path: &str, stream: &Table) -> IngestC
     let Some(t) = r.sub_table(stream_path, stream, "ingest") else {
         return IngestConfig::default();
     };
-    r.reject_unknown(&path, t, &["webhook_secret", "token"]);
+    let allowed: Vec<&str> = ["webhook_secret", "token"]
+        .into_iter()
+        .chain(providers::PROVIDER_KEYS.iter().copied())
+        .collect();
+    r.reject_unknown(&path, t, &allowed);
+    let provider = providers::read(r, &path, t);
+    let standard_secrets = if matches!(provider, providers::ProviderConfig::Standard) {
+        r.string_list(&path, t, "webhook_secret", true)
+    } else {
+        Vec::new()
+    };
     let mut keys = Vec::new();
-    for (i, secret) in r
-        .string_list(&path, t, "webhook_secret", true)
-        .iter()
-        .enumerate()
-    {
+    for (i, secret) in standard_secrets.iter().enumerate() {
         // An empty value (e.g. `${VAR:-}` with VAR unset) switches the
         // method off; the stream then fires, which is the safe direction.
         if secret.trim().is_empty() {
@@ -952,6 +962,7 @@ fn read_ingest(r: &mut Reader<'_>, stream_path: &str, stream: &Table) -> IngestC
     }
     IngestConfig {
         verifier: (!keys.is_empty()).then(|| Arc::new(Verifier::new(keys))),
+        provider,
         tokens,
     }
 }
@@ -1000,7 +1011,10 @@ fn check_references(r: &mut Reader<'_>, config: &mut Config, declared: &Declared
                 "{path}: no notifiers; it will only show in metrics and /v1/status"
             ));
         }
-        if stream.ingest.verifier.is_none() && stream.ingest.tokens.is_empty() {
+        if stream.ingest.verifier.is_none()
+            && stream.ingest.tokens.is_empty()
+            && !stream.ingest.provider.has_credentials()
+        {
             config.warnings.push(format!(
                 "{path}.ingest: no webhook_secret or token, so nothing can report to it and it will fire"
             ));
