@@ -62,5 +62,31 @@ fn business_time(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, fires_at, business_time);
+/// A window edge inside New York's spring-forward gap costs a search for
+/// the exact transition instant; the same window an hour later does not.
+fn dst_gap_edge(c: &mut Criterion) {
+    let new_york = |line: &str| {
+        Calendar::new(
+            chrono_tz::America::New_York,
+            WeeklyHours::parse_lines(&[line]).unwrap(),
+            Holidays::default(),
+        )
+    };
+    let friday = DateTime::parse_from_rfc3339("2026-03-06T17:00:00Z")
+        .unwrap()
+        .with_timezone(&Utc);
+    let mut group = c.benchmark_group("dst_gap_edge");
+    for (name, line) in [
+        ("edge_in_gap", "sun 02:23-04:00"),
+        ("edge_outside_gap", "sun 03:23-04:00"),
+    ] {
+        let cal = new_york(line);
+        group.bench_function(name, |b| {
+            b.iter(|| cal.fires_at(black_box(friday), TimeDelta::minutes(1)))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, fires_at, business_time, dst_gap_edge);
 criterion_main!(benches);

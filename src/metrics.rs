@@ -15,7 +15,7 @@ use prometheus::{
 pub const NOTIFY_OUTCOMES: [&str; 3] = ["delivered", "retry", "failed"];
 
 /// Outcomes of an ingest request, as counted in `hushwatch_events_total`.
-pub const OUTCOMES: [&str; 7] = [
+pub const OUTCOMES: [&str; 8] = [
     "accepted",
     "duplicate",
     "bad_signature",
@@ -23,6 +23,7 @@ pub const OUTCOMES: [&str; 7] = [
     "too_large",
     "unauthorized",
     "error",
+    "timeout",
 ];
 
 pub struct Metrics {
@@ -294,7 +295,7 @@ impl Metrics {
                     self.svix_events.with_label_values(&[*source, *t, outcome]);
                 }
             }
-            for outcome in ["bad_signature", "stale", "too_large", "error"] {
+            for outcome in ["bad_signature", "stale", "too_large", "error", "timeout"] {
                 self.svix_events
                     .with_label_values(&[*source, "unverified", outcome]);
             }

@@ -102,3 +102,210 @@ fn wall_clock_jumps_neither_page_early_nor_miss_the_page() {
     let st = wait_state(&s, "firing");
     assert_eq!(st["firing_since"], "2026-12-01T01:00:00.000Z");
 }
+
+/// `hushwatch explain` as a user runs it, against `work`'s config.
+fn explain(work: &Workdir, last_event: &str, now: &str) -> serde_json::Value {
+    let config = work.config_path();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hushwatch"))
+        .args(["explain", "--config"])
+        .arg(&config)
+        .args([
+            "--stream",
+            "identity",
+            "--last-event",
+            last_event,
+            "--now",
+            now,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn an_edge_inside_a_dst_gap_is_the_jump_to_the_second() {
+    // Issue #12's case: 02:23 never appears on New York's wall clock on
+    // 2026-03-08; the window opens when the clock jumps (07:00:00Z) and is
+    // the whole hour to 04:00 EDT.
+    let config = basic_config("calendar = \"gap\"\nsilence_threshold = \"1m\"").replace(
+        "[streams.identity]",
+        "[calendars.gap]\ntimezone = \"America/New_York\"\nweekly = [\"sun 02:23-04:00\"]\n\n[streams.identity]",
+    );
+    let work = Workdir::new(&config);
+    let last = "2026-03-06T17:00:00Z";
+    let at = explain(&work, last, "2026-03-08T07:01:00Z");
+    assert_eq!(at["fires_at"], "2026-03-08T07:01:00Z");
+    assert_eq!(at["firing"], true);
+    assert_eq!(at["business_silence_seconds"], 60);
+    let before = explain(&work, last, "2026-03-08T07:00:59Z");
+    assert_eq!(before["firing"], false);
+    let whole = explain(&work, last, "2026-03-08T09:00:00Z");
+    assert_eq!(whole["business_silence_seconds"], 3600);
+}
+
+/// The app without its timer or HTTP server, so a test decides exactly
+/// when evaluation, recording and events happen.
+struct Bare {
+    rt: tokio::runtime::Runtime,
+    clock: std::sync::Arc<hushwatch::clock::ManualClock>,
+    app: hushwatch::service::app::App,
+    _work: Workdir,
+}
+
+impl Bare {
+    fn start(threshold: &str, now: chrono::DateTime<chrono::Utc>) -> Bare {
+        let work = Workdir::new(&basic_config(&format!(
+            "calendar = \"always\"\nsilence_threshold = \"{threshold}\""
+        )));
+        let config = hushwatch::config::load(&work.config_path()).unwrap();
+        std::fs::create_dir_all(&config.server.data_dir).unwrap();
+        let store = hushwatch::store::Store::open(
+            &config.server.data_dir.join(hushwatch::service::STATE_FILE),
+        )
+        .unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let clock = std::sync::Arc::new(hushwatch::clock::ManualClock::new(now));
+        let app = rt
+            .block_on(hushwatch::service::app::App::new(
+                config,
+                store,
+                clock.clone(),
+            ))
+            .unwrap();
+        Bare {
+            rt,
+            clock,
+            app,
+            _work: work,
+        }
+    }
+
+    fn event(&self, id: &str) -> hushwatch::store::NewEvent {
+        hushwatch::store::NewEvent {
+            stream: "identity".into(),
+            delivery_id: Some(id.into()),
+            event_type: "user.updated".into(),
+            event_time: None,
+            received_at: hushwatch::clock::Clock::now(&*self.clock),
+            feeds_clock: true,
+            body_sha256: None,
+            channel: "report",
+            signature_verified: false,
+            subject_ids: Vec::new(),
+            audit: false,
+        }
+    }
+
+    /// An event through the app (store commit, then the in-memory row).
+    fn ingest(&self, id: &str) {
+        self.rt
+            .block_on(self.app.ingest(vec![self.event(id)]))
+            .unwrap();
+    }
+
+    /// Pages in the outbox, as (state, at).
+    fn pages(&self) -> Vec<(String, chrono::DateTime<chrono::Utc>)> {
+        let rows = self.rt.block_on(self.app.store.pending_outbox()).unwrap();
+        rows.iter()
+            .map(|r| (format!("{:?}", r.state), r.at))
+            .collect()
+    }
+
+    fn stored_state(&self) -> hushwatch::store::AlertState {
+        let rows = self.rt.block_on(self.app.store.streams()).unwrap();
+        rows[0].alert_state.clone()
+    }
+}
+
+#[test]
+fn an_event_committed_between_evaluation_and_record_withdraws_the_fire() {
+    let start = utc("2026-12-01T00:00:00Z");
+    let b = Bare::start("1h", start);
+    b.clock.set(utc("2026-12-01T02:00:00Z"));
+    let plan = b.app.plan_transitions();
+    assert_eq!(plan.transitions(), [("identity", true)]);
+
+    // The forced interleaving: an event commits after the evaluation.
+    b.ingest("late-1");
+    let next = b.rt.block_on(b.app.record_planned(plan)).unwrap();
+    assert_eq!(
+        next,
+        Some(utc("2026-12-01T02:00:00Z")),
+        "re-evaluate at once"
+    );
+    assert_eq!(b.pages(), [], "no fire page");
+    assert_eq!(b.stored_state(), hushwatch::store::AlertState::Ok);
+
+    // The next pass sees the event: nothing to record, so no resolve page
+    // either, and the stream now fires an hour after that event.
+    let next = b.rt.block_on(b.app.evaluate_all()).unwrap();
+    assert_eq!(next, Some(utc("2026-12-01T03:00:00Z")));
+    assert_eq!(b.pages(), []);
+    assert_eq!(stream_of(&b.app.status())["state"], "ok");
+
+    b.clock.set(utc("2026-12-01T03:00:00Z"));
+    b.rt.block_on(b.app.evaluate_all()).unwrap();
+    assert_eq!(
+        b.pages(),
+        [("Firing".to_string(), utc("2026-12-01T03:00:00Z"))]
+    );
+}
+
+#[test]
+fn a_fire_is_withdrawn_even_before_the_in_memory_row_has_the_event() {
+    // The event reaches the store by another path than this app's ingest
+    // (as another replica's would): the store still refuses the fire and
+    // hands back its row, so the app does not retry the same stale fire.
+    let b = Bare::start("1h", utc("2026-12-01T00:00:00Z"));
+    b.clock.set(utc("2026-12-01T01:30:00Z"));
+    let plan = b.app.plan_transitions();
+    assert_eq!(plan.transitions(), [("identity", true)]);
+    b.rt.block_on(b.app.store.record_events(vec![b.event("other-path")]))
+        .unwrap();
+    b.rt.block_on(b.app.record_planned(plan)).unwrap();
+    assert_eq!(b.pages(), []);
+    assert_eq!(
+        stream_of(&b.app.status())["last_event_at"],
+        "2026-12-01T01:30:00.000Z"
+    );
+    let next = b.rt.block_on(b.app.evaluate_all()).unwrap();
+    assert_eq!(next, Some(utc("2026-12-01T02:30:00Z")));
+    assert_eq!(b.pages(), []);
+}
+
+#[test]
+fn a_resolve_is_recorded_even_when_more_events_arrive_meanwhile() {
+    let b = Bare::start("1h", utc("2026-12-01T00:00:00Z"));
+    b.clock.set(utc("2026-12-01T01:00:00Z"));
+    b.rt.block_on(b.app.evaluate_all()).unwrap();
+    assert_eq!(b.stored_state(), hushwatch::store::AlertState::Firing);
+
+    b.clock.set(utc("2026-12-01T01:10:00Z"));
+    b.ingest("back-1");
+    let plan = b.app.plan_transitions();
+    assert_eq!(plan.transitions(), [("identity", false)]);
+    b.clock.set(utc("2026-12-01T01:10:01Z"));
+    b.ingest("back-2");
+    b.rt.block_on(b.app.record_planned(plan)).unwrap();
+    assert_eq!(b.stored_state(), hushwatch::store::AlertState::Ok);
+    b.rt.block_on(b.app.evaluate_all()).unwrap();
+    assert_eq!(
+        b.pages(),
+        [
+            ("Firing".to_string(), utc("2026-12-01T01:00:00Z")),
+            ("Ok".to_string(), utc("2026-12-01T01:10:00Z")),
+        ]
+    );
+}
+
+fn stream_of(status: &serde_json::Value) -> serde_json::Value {
+    status["streams"][0].clone()
+}

@@ -81,6 +81,9 @@ pub struct ServerConfig {
     /// Absolute, or relative to the process's working directory: already
     /// resolved against the config file's folder.
     pub data_dir: PathBuf,
+    /// `body_timeout`: the whole request body must arrive within this time
+    /// of the end of the head, else 408 and the connection is closed.
+    pub body_timeout: std::time::Duration,
 }
 
 #[derive(Debug, Clone)]
@@ -421,7 +424,7 @@ fn read_audit(r: &mut Reader<'_>, root: &Table) -> AuditConfig {
 fn read_server(r: &mut Reader<'_>, root: &Table, base_dir: &Path) -> ServerConfig {
     let empty = Table::new();
     let t = r.sub_table("", root, "server").unwrap_or(&empty);
-    r.reject_unknown("server", t, &["listen", "data_dir"]);
+    r.reject_unknown("server", t, &["listen", "data_dir", "body_timeout"]);
     let listen_text = r
         .opt_string("server", t, "listen")
         .unwrap_or_else(|| "127.0.0.1:9477".to_string());
@@ -438,10 +441,30 @@ fn read_server(r: &mut Reader<'_>, root: &Table, base_dir: &Path) -> ServerConfi
     if data_dir.is_empty() {
         r.error("server.data_dir", "must not be empty");
     }
+    let body_timeout = read_body_timeout(r, t);
     ServerConfig {
         listen,
         data_dir: base_dir.join(data_dir),
+        body_timeout,
     }
+}
+
+/// `[server] body_timeout`: default 10 s; at least 1 s (a webhook body
+/// needs no less) and at most 10 min (longer would let stalled bodies hold
+/// connection slots for that long).
+fn read_body_timeout(r: &mut Reader<'_>, t: &Table) -> std::time::Duration {
+    const DEFAULT: std::time::Duration = std::time::Duration::from_secs(10);
+    let Some(d) = r.opt_duration("server", t, "body_timeout") else {
+        return DEFAULT;
+    };
+    if d < TimeDelta::seconds(1) || d > TimeDelta::minutes(10) {
+        r.error(
+            "server.body_timeout",
+            "must be between 1s and 10m (e.g. \"10s\")",
+        );
+        return DEFAULT;
+    }
+    d.to_std().unwrap_or(DEFAULT)
 }
 
 /// Reads `[section.NAME]` tables in name order.
@@ -858,8 +881,13 @@ fn read_svix(r: &mut Reader<'_>, path: &str, name: &str, t: &Table) -> Option<Sv
         ],
     );
     let mut keys = Vec::new();
-    for (i, secret) in r.string_list(path, t, "secret", true).iter().enumerate() {
-        match SecretKey::parse(secret) {
+    for (i, secret) in r
+        .string_list(path, t, "secret", true)
+        .into_iter()
+        .enumerate()
+    {
+        let secret = r.trim_secret(&format!("{path}.secret[{i}]"), secret);
+        match SecretKey::parse(&secret) {
             Ok(k) => keys.push(k),
             Err(e) => r.error(&format!("{path}.secret[{i}]"), e.to_string()),
         }
@@ -908,6 +936,7 @@ fn read_svix(r: &mut Reader<'_>, path: &str, name: &str, t: &Table) -> Option<Sv
         endpoints,
         admin_token: r
             .opt_string(path, t, "admin_token")
+            .map(|s| r.trim_secret(&join(path, "admin_token"), s))
             .filter(|s| !s.is_empty())
             .map(SecretString::new),
         clear_on,
@@ -932,7 +961,8 @@ fn read_ingest(r: &mut Reader<'_>, stream_path: &str, stream: &Table) -> IngestC
         Vec::new()
     };
     let mut keys = Vec::new();
-    for (i, secret) in standard_secrets.iter().enumerate() {
+    for (i, secret) in standard_secrets.into_iter().enumerate() {
+        let secret = r.trim_secret(&format!("{path}.webhook_secret[{i}]"), secret);
         // An empty value (e.g. `${VAR:-}` with VAR unset) switches the
         // method off; the stream then fires, which is the safe direction.
         if secret.trim().is_empty() {
@@ -941,7 +971,7 @@ fn read_ingest(r: &mut Reader<'_>, stream_path: &str, stream: &Table) -> IngestC
             ));
             continue;
         }
-        match SecretKey::parse(secret) {
+        match SecretKey::parse(&secret) {
             Ok(key) => keys.push(key),
             // The error text never echoes the secret itself.
             Err(e) => r.error(&format!("{path}.webhook_secret[{i}]"), e.to_string()),
@@ -953,7 +983,10 @@ fn read_ingest(r: &mut Reader<'_>, stream_path: &str, stream: &Table) -> IngestC
         .into_iter()
         .enumerate()
     {
-        if token.trim().is_empty() {
+        // Trimmed like webhook secrets: the presented token is trimmed too
+        // (`bearer_matches`), so a configured one with a newline never matched.
+        let token = r.trim_secret(&format!("{path}.token[{i}]"), token);
+        if token.is_empty() {
             r.warnings
                 .push(format!("{path}.token[{i}] is empty; app reports are off"));
         } else {

@@ -145,16 +145,17 @@ fn workos_keys(r: &mut Reader<'_>, path: &str, t: &Table) -> Vec<WorkosKey> {
     let mut keys = Vec::new();
     for (i, secret) in r
         .string_list(path, t, "webhook_secret", true)
-        .iter()
+        .into_iter()
         .enumerate()
     {
-        if secret.trim().is_empty() {
+        let secret = r.trim_secret(&format!("{path}.webhook_secret[{i}]"), secret);
+        if secret.is_empty() {
             r.warnings.push(format!(
                 "{path}.webhook_secret[{i}] is empty; WorkOS webhooks are off"
             ));
             continue;
         }
-        match WorkosKey::parse(secret) {
+        match WorkosKey::parse(&secret) {
             Ok(key) => keys.push(key),
             Err(e) => r.error(&format!("{path}.webhook_secret[{i}]"), e),
         }
@@ -163,8 +164,8 @@ fn workos_keys(r: &mut Reader<'_>, path: &str, t: &Table) -> Vec<WorkosKey> {
 }
 
 /// A shared value sent verbatim by the provider (a header value, a `clientState`, a channel
-/// token); one or several for rotation. Surrounding whitespace is dropped, as for secrets:
-/// it arrives from files and environment variables, never from the provider.
+/// token); one or several for rotation. Surrounding whitespace is dropped (with a notice),
+/// as for secrets: it arrives from files and environment variables, never from the provider.
 fn shared_values(
     r: &mut Reader<'_>,
     path: &str,
@@ -174,7 +175,7 @@ fn shared_values(
 ) -> Vec<SecretString> {
     let mut values = Vec::new();
     for (i, value) in r.string_list(path, t, key, true).into_iter().enumerate() {
-        let trimmed = value.trim();
+        let trimmed = r.trim_secret(&format!("{path}.{key}[{i}]"), value);
         if trimmed.is_empty() {
             r.warnings.push(format!(
                 "{path}.{key}[{i}] is empty; this provider's webhooks are off"
@@ -185,7 +186,7 @@ fn shared_values(
                 format!("is longer than {max_len} characters, which the provider refuses"),
             );
         } else {
-            values.push(SecretString::new(trimmed.to_owned()));
+            values.push(SecretString::new(trimmed));
         }
     }
     values

@@ -141,6 +141,22 @@ impl<'e> Reader<'e> {
         }
     }
 
+    /// A secret or token without surrounding whitespace. Values pasted from
+    /// files or `${VAR}`s often end in a newline that the sender never
+    /// sends; it is dropped, and a notice names the key (never the value).
+    pub fn trim_secret(&mut self, path: &str, value: String) -> String {
+        let trimmed = value.trim();
+        if trimmed.len() == value.len() {
+            return value;
+        }
+        if !trimmed.is_empty() {
+            self.warnings.push(format!(
+                "{path} had surrounding whitespace (e.g. a trailing newline); it was removed"
+            ));
+        }
+        trimmed.to_string()
+    }
+
     pub fn opt_bool(&mut self, path: &str, table: &Table, key: &str) -> Option<bool> {
         match table.get(key)? {
             Value::Boolean(b) => Some(*b),

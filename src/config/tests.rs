@@ -493,3 +493,83 @@ fn provider_errors_name_their_key_path() {
         "{errs:?}"
     );
 }
+
+#[test]
+fn body_timeout_defaults_to_ten_seconds_and_is_checked() {
+    assert_eq!(
+        parse_ok(FULL).server.body_timeout,
+        std::time::Duration::from_secs(10)
+    );
+    let custom = FULL.replace(
+        "data_dir = \"data\"",
+        "data_dir = \"data\"\nbody_timeout = \"30s\"",
+    );
+    assert_eq!(
+        parse_ok(&custom).server.body_timeout,
+        std::time::Duration::from_secs(30)
+    );
+    for bad in ["\"soon\"", "\"0s\"", "\"1h\"", "10"] {
+        let text = FULL.replace(
+            "data_dir = \"data\"",
+            &format!("data_dir = \"data\"\nbody_timeout = {bad}"),
+        );
+        let errs = errors(&text);
+        assert!(
+            errs.iter().any(|e| e.starts_with("server.body_timeout")),
+            "{bad}: {errs:?}"
+        );
+    }
+}
+
+/// Tokens and secrets from `${VAR}` often end in a newline: trimmed, and a
+/// notice names the key without the value.
+#[test]
+fn surrounding_whitespace_is_trimmed_from_tokens_and_secrets_with_a_notice() {
+    let env = |name: &str| match name {
+        "CLERK_WEBHOOK_SECRET" => Some("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\n".to_string()),
+        "HUSHWATCH_TOKEN" => Some("  s3cr3t-token\n".to_string()),
+        _ => None,
+    };
+    let c = parse(FULL, Path::new("/etc/hw"), &env).expect("valid");
+    let tokens = &c.streams["identity"].ingest.tokens;
+    assert!(tokens[0].matches("s3cr3t-token"));
+    assert!(c.streams["identity"].ingest.verifier.is_some());
+    let notices: Vec<&String> = c
+        .warnings
+        .iter()
+        .filter(|w| w.contains("surrounding whitespace"))
+        .collect();
+    assert_eq!(notices.len(), 2, "{:?}", c.warnings);
+    assert!(notices
+        .iter()
+        .any(|w| w.starts_with("streams.identity.ingest.token[0] ")));
+    assert!(notices
+        .iter()
+        .any(|w| w.starts_with("streams.identity.ingest.webhook_secret[0] ")));
+    assert!(!c
+        .warnings
+        .iter()
+        .any(|w| w.contains("s3cr3t") || w.contains("whsec_")));
+    // Without whitespace there is no notice.
+    assert!(!parse_ok(FULL)
+        .warnings
+        .iter()
+        .any(|w| w.contains("whitespace")));
+}
+
+#[test]
+fn backoffs_and_timeouts_take_milliseconds() {
+    let text = FULL.replace(
+        "kind = \"log\"",
+        "kind = \"log\"\nbackoff_initial = \"300ms\"\nbackoff_max = \"1s500ms\"\ntimeout = \"750ms\"",
+    );
+    let policy = &parse_ok(&text).notifiers["oncall"].policy;
+    assert_eq!(policy.backoff_initial, TimeDelta::milliseconds(300));
+    assert_eq!(policy.backoff_max, TimeDelta::milliseconds(1_500));
+    assert_eq!(policy.timeout, TimeDelta::milliseconds(750));
+    let bad = FULL.replace("kind = \"log\"", "kind = \"log\"\ntimeout = \"500ms1s\"");
+    assert_eq!(
+        errors(&bad),
+        [r#"notifiers.oncall.timeout: "500ms1s" is not a duration (try "6h")"#]
+    );
+}

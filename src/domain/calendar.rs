@@ -8,7 +8,8 @@
 //! A window edge given as a local wall time is placed at *the first instant
 //! at which the wall clock reads that time or later*:
 //! - an edge inside a DST gap (e.g. 02:30 on a spring-forward night, which
-//!   never appears on the wall clock) moves to the instant the clock jumps;
+//!   never appears on the wall clock) moves to the exact instant the clock
+//!   jumps, the zone's transition instant (always a whole second);
 //! - an edge inside a fold (01:30 on a fall-back night, which appears twice)
 //!   is the first occurrence.
 //!
@@ -215,27 +216,38 @@ fn resolve_local(tz: &Tz, local: NaiveDateTime) -> DateTime<Utc> {
 }
 
 /// For a local time that falls in a DST gap, finds the first instant whose
-/// wall time is at or after it: the instant the clock jumped.
+/// wall time is at or after it: the instant the clock jumped, exactly.
+///
+/// chrono-tz only answers "what is the offset at this instant", so the jump
+/// is found by search, but an exact one. UTC offsets are under two days, so
+/// `local ± 2 days` (read as UTC) brackets it: `wall(lo) < local <= wall(hi)`.
+/// Halving on whole seconds keeps that until `hi = lo + 1`, where the wall
+/// clock crosses `local`. Offsets change only on whole UTC seconds, so the
+/// wall clock still reads earlier than `local` an instant before `hi`: `hi`
+/// is the transition itself, not a point near it. (It is the only such
+/// crossing unless a zone skipped the same wall time twice within two days,
+/// which none does.)
 fn end_of_gap(tz: &Tz, local: NaiveDateTime) -> DateTime<Utc> {
-    let offset_at =
-        |t: NaiveDateTime| i64::from(tz.offset_from_utc_datetime(&t).fix().local_minus_utc());
-    let before = offset_at(local - TimeDelta::days(1));
-    let after = offset_at(local + TimeDelta::days(1));
+    let wall = |utc_secs: i64| {
+        let at = DateTime::from_timestamp(utc_secs, 0).unwrap_or_default();
+        let offset = tz.offset_from_utc_datetime(&at.naive_utc()).fix();
+        utc_secs + i64::from(offset.local_minus_utc())
+    };
+    // `local` on the same axis, rounded up to a whole second so that
+    // "wall >= local" keeps its meaning for an edge with a fraction.
     let as_utc = local.and_utc();
-    let mut lo = as_utc - TimeDelta::seconds(before.max(after));
-    let mut hi = as_utc - TimeDelta::seconds(before.min(after));
-    let wall = |t: DateTime<Utc>| t.with_timezone(tz).naive_local();
-    // Invariant: wall(lo) < local <= wall(hi). Offsets change on whole
-    // seconds, so bisecting to one second is exact.
-    while hi - lo > TimeDelta::seconds(1) {
+    let target = as_utc.timestamp() + i64::from(as_utc.timestamp_subsec_nanos() > 0);
+    let two_days = 2 * 86_400;
+    let (mut lo, mut hi) = (target - two_days, target + two_days);
+    while hi - lo > 1 {
         let mid = lo + (hi - lo) / 2;
-        if wall(mid) >= local {
+        if wall(mid) >= target {
             hi = mid;
         } else {
             lo = mid;
         }
     }
-    hi
+    DateTime::from_timestamp(hi, 0).unwrap_or(as_utc)
 }
 
 #[cfg(test)]

@@ -1,4 +1,6 @@
-//! Human durations in configuration: `90s`, `45m`, `6h`, `1h30m`, `2d`.
+//! Human durations in configuration: `90s`, `45m`, `6h`, `1h30m`, `2d`,
+//! and milliseconds for backoffs and timeouts: `300ms`, `1s500ms` (the unit
+//! Prometheus and Alertmanager durations also accept).
 //!
 //! Units must appear largest first and at most once, so `30m1h` or `1h1h` are
 //! rejected rather than silently summed: a typo in an alert threshold is
@@ -25,7 +27,15 @@ impl fmt::Display for DurationError {
 
 impl std::error::Error for DurationError {}
 
-const UNITS: [(char, i64); 4] = [('d', 86_400), ('h', 3_600), ('m', 60), ('s', 1)];
+/// Units, largest first, with their length in milliseconds. `ms` is listed
+/// where its size puts it, and matched before `m` (see `unit_at`).
+const UNITS: [(&str, i64); 5] = [
+    ("d", 86_400_000),
+    ("h", 3_600_000),
+    ("m", 60_000),
+    ("s", 1_000),
+    ("ms", 1),
+];
 
 /// Parses a duration. A bare `0` is accepted because "0 = off" is how
 /// optional intervals (e.g. reminders) are switched off.
@@ -44,7 +54,7 @@ fn parse_units(text: &str) -> Option<TimeDelta> {
     if text.is_empty() {
         return None;
     }
-    let mut total: i64 = 0;
+    let mut total_ms: i64 = 0;
     let mut rest = text;
     let mut next_unit = 0usize;
     while !rest.is_empty() {
@@ -53,31 +63,45 @@ fn parse_units(text: &str) -> Option<TimeDelta> {
             return None;
         }
         let value: i64 = rest[..digits].parse().ok()?;
-        let unit = rest[digits..].chars().next()?;
-        let position = UNITS[next_unit..].iter().position(|(u, _)| *u == unit)?;
-        let seconds = UNITS[next_unit + position].1;
-        total = total.checked_add(value.checked_mul(seconds)?)?;
-        next_unit += position + 1;
-        rest = &rest[digits + unit.len_utf8()..];
+        rest = &rest[digits..];
+        let index = unit_at(rest)?;
+        // Each unit at most once, largest first.
+        if index < next_unit {
+            return None;
+        }
+        let (unit, size) = UNITS[index];
+        total_ms = total_ms.checked_add(value.checked_mul(size)?)?;
+        next_unit = index + 1;
+        rest = &rest[unit.len()..];
     }
-    TimeDelta::try_seconds(total)
+    TimeDelta::try_milliseconds(total_ms)
 }
 
-/// Formats a duration the way it would be written in config (`1h30m`).
+/// Index in `UNITS` of the unit `rest` starts with. The unit runs to the
+/// next digit, so `5ms` is milliseconds and never minutes followed by junk.
+fn unit_at(rest: &str) -> Option<usize> {
+    let end = rest
+        .find(|c: char| c.is_ascii_digit())
+        .unwrap_or(rest.len());
+    UNITS.iter().position(|(u, _)| *u == &rest[..end])
+}
+
+/// Formats a duration the way it would be written in config (`1h30m`,
+/// `1s500ms`); below a millisecond is dropped, as config cannot write it.
 pub fn format_duration(d: TimeDelta) -> String {
-    let mut secs = d.num_seconds();
-    if secs == 0 {
+    let mut ms = d.num_milliseconds();
+    if ms == 0 {
         return "0s".to_string();
     }
     let mut out = String::new();
-    if secs < 0 {
+    if ms < 0 {
         out.push('-');
-        secs = -secs;
+        ms = -ms;
     }
     for (unit, size) in UNITS {
-        if secs >= size {
-            out.push_str(&format!("{}{}", secs / size, unit));
-            secs %= size;
+        if ms >= size {
+            out.push_str(&format!("{}{}", ms / size, unit));
+            ms %= size;
         }
     }
     out
@@ -107,13 +131,18 @@ fn number_word(word: &str) -> Option<u32> {
     WORDS.iter().position(|w| *w == word).map(|i| i as u32 + 1)
 }
 
-fn unit_word(word: &str) -> Option<char> {
+fn unit_word(word: &str) -> Option<&'static str> {
+    // "ms" must be read before the plural "s" is trimmed, or it is minutes.
+    if word == "ms" {
+        return Some("ms");
+    }
     let word = word.trim_end_matches('s');
     match word {
-        "day" | "d" => Some('d'),
-        "hour" | "hr" | "h" => Some('h'),
-        "minute" | "min" | "m" => Some('m'),
-        "second" | "sec" => Some('s'),
+        "day" | "d" => Some("d"),
+        "hour" | "hr" | "h" => Some("h"),
+        "minute" | "min" | "m" => Some("m"),
+        "second" | "sec" => Some("s"),
+        "millisecond" | "msec" => Some("ms"),
         _ => None,
     }
 }
@@ -136,6 +165,18 @@ mod tests {
         assert_eq!(secs("1d2h3m4s"), 93_784);
         assert_eq!(secs("0"), 0);
         assert_eq!(secs(" 6h "), 21_600);
+    }
+
+    #[test]
+    fn accepts_milliseconds() {
+        let ms = |text: &str| parse_duration(text).unwrap().num_milliseconds();
+        assert_eq!(ms("300ms"), 300);
+        assert_eq!(ms("1s500ms"), 1_500);
+        assert_eq!(ms("1m0s250ms"), 60_250);
+        assert_eq!(ms("2h5ms"), 7_200_005);
+        for bad in ["500ms1s", "1ms1ms", "5mss", "5sm", "ms", "1.5ms", "1m s"] {
+            assert!(parse_duration(bad).is_err(), "{bad:?} should be rejected");
+        }
     }
 
     #[test]
@@ -163,6 +204,8 @@ mod tests {
             err.to_string(),
             r#""six hours" is not a duration (try "6h")"#
         );
+        let err = parse_duration("300 ms").unwrap_err();
+        assert!(err.to_string().ends_with(r#"(try "300ms")"#), "{err}");
         let err = parse_duration("45 minutes").unwrap_err();
         assert_eq!(
             err.to_string(),
@@ -172,7 +215,9 @@ mod tests {
 
     #[test]
     fn format_round_trips() {
-        for text in ["90s", "45m", "6h", "1h30m", "2d", "1d2h3m4s"] {
+        for text in [
+            "90s", "45m", "6h", "1h30m", "2d", "1d2h3m4s", "300ms", "1s500ms", "1d5ms",
+        ] {
             assert_eq!(
                 format_duration(parse_duration(text).unwrap()),
                 text.replace("90s", "1m30s")

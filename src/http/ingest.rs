@@ -1,24 +1,26 @@
-//! The two ingest routes. Order of checks: route and stream (404), size
-//! (413), credentials (401), timestamp (400); the body is parsed only after
-//! its signature verified, and 2xx is answered only after the store
+//! The two ingest routes. Order of checks: route and stream (404), declared
+//! size (413), credentials and timestamp from the head alone (401/400), and
+//! only then the body, read under the size cap and the body deadline
+//! (413/408); the signature over the body is verified last (401), the body
+//! is parsed only after that, and 2xx is answered only after the store
 //! committed (503 otherwise, so the sender retries).
 
+use super::body::{self, BodyError};
+use super::log_field::Escaped;
 use super::reply::{self, Reply};
-use super::MAX_BODY;
 use crate::config::StreamConfig;
 use crate::ingest::payload::{app_reports, webhook_facts};
-use crate::ingest::signature::{SignedHeaders, Verifier};
+use crate::ingest::signature::{check_timestamp, SignedHeaders, VerifyError};
 use crate::service::app::App;
 use crate::store::{EventOutcome, NewEvent};
-use bytes::Bytes;
-use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
-use hyper::header::{AUTHORIZATION, CONTENT_LENGTH};
+use hyper::header::AUTHORIZATION;
 use hyper::http::request::Parts;
 use hyper::{Request, StatusCode};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use std::time::Duration;
+use tokio::time::Instant;
 
 /// Upper bound on waiting for the store; past it the sender retries.
 const STORE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -27,16 +29,20 @@ const MAX_TYPE_LEN: usize = 200;
 /// Recorded for a verified body that has no recognisable type.
 const UNKNOWN_TYPE: &str = "unknown";
 
-pub async fn webhook(app: &App, stream_name: &str, req: Request<Incoming>) -> Reply {
+pub async fn webhook(
+    app: &App,
+    stream_name: &str,
+    req: Request<Incoming>,
+    body_deadline: Instant,
+) -> Reply {
     let config = app.config();
     let Some(stream) = config.streams.get(stream_name) else {
         return unknown_stream(stream_name);
     };
     let (parts, body) = req.into_parts();
-    let body = match read_body(&parts, body).await {
-        Ok(b) => b,
-        Err(status) => return reject(app, stream, status, "too_large", super::BODY_TOO_LARGE),
-    };
+    if body::declared_too_large(&parts) {
+        return reject_body(app, stream, BodyError::TooLarge);
+    }
     let Some(verifier) = &stream.ingest.verifier else {
         return reject(
             app,
@@ -46,13 +52,19 @@ pub async fn webhook(app: &App, stream_name: &str, req: Request<Incoming>) -> Re
             "signed webhooks are not configured for this stream (set ingest.webhook_secret)",
         );
     };
-    let delivery_id = match verify_signed(app, verifier, &parts, &body) {
-        Ok(id) => id,
-        Err(e) => {
-            let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::UNAUTHORIZED);
-            return reject(app, stream, status, e.outcome(), &e.to_string());
-        }
+    let now = app.clock.now().timestamp();
+    let headers = match signed_head(&parts, now) {
+        Ok(h) => h,
+        Err(e) => return reject_verify(app, stream, e),
     };
+    let body = match body::read(&parts, body, body_deadline).await {
+        Ok(b) => b,
+        Err(e) => return reject_body(app, stream, e),
+    };
+    if let Err(e) = verifier.verify(&headers, &body, now) {
+        return reject_verify(app, stream, e);
+    }
+    let delivery_id = headers.id.to_string();
     // The sender proved who it is, so even an unparseable body is an
     // arrival: refusing it would make Svix retry and eventually disable us.
     let facts = webhook_facts(&body).ok();
@@ -78,7 +90,12 @@ pub async fn webhook(app: &App, stream_name: &str, req: Request<Incoming>) -> Re
     store(app, stream, vec![event]).await
 }
 
-pub async fn app_report(app: &App, stream_name: &str, req: Request<Incoming>) -> Reply {
+pub async fn app_report(
+    app: &App,
+    stream_name: &str,
+    req: Request<Incoming>,
+    body_deadline: Instant,
+) -> Reply {
     let config = app.config();
     let Some(stream) = config.streams.get(stream_name) else {
         return unknown_stream(stream_name);
@@ -93,9 +110,9 @@ pub async fn app_report(app: &App, stream_name: &str, req: Request<Incoming>) ->
             reason,
         );
     }
-    let body = match read_body(&parts, body).await {
+    let body = match body::read(&parts, body, body_deadline).await {
         Ok(b) => b,
-        Err(status) => return reject(app, stream, status, "too_large", super::BODY_TOO_LARGE),
+        Err(e) => return reject_body(app, stream, e),
     };
     let reports = match app_reports(&body) {
         Ok(r) => r,
@@ -131,18 +148,35 @@ pub async fn app_report(app: &App, stream_name: &str, req: Request<Incoming>) ->
     store(app, stream, events).await
 }
 
-/// Verifies a Standard Webhooks / Svix signature over the raw body; the
-/// delivery id on success. Shared by ingest and operational webhooks.
-pub(super) fn verify_signed(
-    app: &App,
-    verifier: &Verifier,
-    parts: &Parts,
-    body: &[u8],
-) -> Result<String, crate::ingest::signature::VerifyError> {
+/// The signed headers, present and with a timestamp inside the tolerance:
+/// everything about a Standard Webhooks delivery that can be judged before
+/// its body is read. Shared by ingest and operational webhooks.
+pub(super) fn signed_head(parts: &Parts, now_unix: i64) -> Result<SignedHeaders<'_>, VerifyError> {
     let lookup = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
     let headers = SignedHeaders::find(lookup)?;
-    verifier.verify(&headers, body, app.clock.now().timestamp())?;
-    Ok(headers.id.to_string())
+    check_timestamp(&headers, now_unix)?;
+    Ok(headers)
+}
+
+/// Status, metric outcome and reason for a body that could not be read.
+pub(super) fn body_failure(e: BodyError) -> (StatusCode, &'static str, &'static str) {
+    match e {
+        BodyError::TooLarge => (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too_large",
+            super::BODY_TOO_LARGE,
+        ),
+        BodyError::TimedOut => (
+            StatusCode::REQUEST_TIMEOUT,
+            "timeout",
+            "request body did not arrive in time (server.body_timeout)",
+        ),
+        BodyError::Broken => (
+            StatusCode::BAD_REQUEST,
+            "error",
+            "request body could not be read",
+        ),
+    }
 }
 
 fn check_bearer(stream: &StreamConfig, parts: &Parts) -> Result<(), &'static str> {
@@ -171,22 +205,6 @@ pub(super) fn bearer_matches(
         Ok(())
     } else {
         Err("token does not match")
-    }
-}
-
-pub(super) async fn read_body(parts: &Parts, body: Incoming) -> Result<Bytes, StatusCode> {
-    let declared = parts
-        .headers
-        .get(CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > MAX_BODY as u64) {
-        return Err(StatusCode::PAYLOAD_TOO_LARGE);
-    }
-    match Limited::new(body, MAX_BODY).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(StatusCode::PAYLOAD_TOO_LARGE),
-        Err(_) => Err(StatusCode::BAD_REQUEST),
     }
 }
 
@@ -236,6 +254,16 @@ async fn store(app: &App, stream: &StreamConfig, events: Vec<crate::store::NewEv
     }
 }
 
+fn reject_body(app: &App, stream: &StreamConfig, e: BodyError) -> Reply {
+    let (status, outcome, reason) = body_failure(e);
+    reject(app, stream, status, outcome, reason)
+}
+
+fn reject_verify(app: &App, stream: &StreamConfig, e: VerifyError) -> Reply {
+    let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::UNAUTHORIZED);
+    reject(app, stream, status, e.outcome(), &e.to_string())
+}
+
 /// Counts and logs a rejected request (one line, no body, no secrets).
 fn reject(
     app: &App,
@@ -245,13 +273,15 @@ fn reject(
     reason: &str,
 ) -> Reply {
     app.metrics.count_event(&stream.name, outcome);
-    tracing::warn!(stream = %stream.name, status = status.as_u16(), outcome, reason, "rejected request");
+    // A parser's reason can quote the request, so it is escaped too.
+    tracing::warn!(stream = %stream.name, status = status.as_u16(), outcome, reason = %Escaped(reason), "rejected request");
     reply::error(status, reason)
 }
 
 fn unknown_stream(name: &str) -> Reply {
     // Not counted per stream: labels only come from config.
-    tracing::warn!(stream = %name.chars().take(64).collect::<String>(), status = 404, "rejected request: unknown stream");
+    let shown: String = name.chars().take(64).collect();
+    tracing::warn!(stream = %Escaped(&shown), status = 404, "rejected request: unknown stream");
     reply::error(
         StatusCode::NOT_FOUND,
         "no such stream (check [streams.NAME] in the config)",

@@ -1,11 +1,26 @@
 //! The HTTP adapter: a hyper HTTP/1.1 server on one listener. It owns
 //! connection handling (limits, timeouts, graceful shutdown); routing and
-//! handlers live in `routes` and `ingest`.
+//! handlers live in `routes` and `ingest`, bounded body reading in `body`,
+//! the cached `/readyz` answer in `readiness`.
+//!
+//! Deadlines bound every connection that sends nothing useful: the
+//! head (and, between requests, the idle keep-alive wait, since hyper starts
+//! the same timer when it waits for the next head) within
+//! [`HEADER_TIMEOUT`]; the body within `[server] body_timeout` of the end of
+//! the head (408, then close); and a response write that makes no progress
+//! for [`write_deadline::WRITE_STALL`] (a client that does not read) fails
+//! and closes the connection.
 
+mod body;
 mod ingest;
+mod log_field;
+mod readiness;
 mod reply;
 mod routes;
 mod svix;
+mod write_deadline;
+
+pub use log_field::Escaped;
 
 use crate::service::app::App;
 use hyper::server::conn::http1;
@@ -21,7 +36,8 @@ use tokio::sync::{watch, Semaphore};
 pub const MAX_BODY: usize = 1024 * 1024;
 /// The 413 answer's reason, the same on every route.
 const BODY_TOO_LARGE: &str = "request body is larger than 1 MiB";
-/// A client must send its complete headers within this time (slowloris).
+/// A client must send its complete headers within this time (slowloris);
+/// hyper also applies it to an idle keep-alive connection's next head.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// Per-connection read buffer, which bounds the request head (line and
 /// headers; a larger head is answered 431). hyper's default (~400 KiB)
@@ -36,6 +52,7 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 pub async fn serve(listener: TcpListener, app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
     let graceful = GracefulShutdown::new();
     let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let readiness = Arc::new(readiness::Readiness::new());
     loop {
         let permit = tokio::select! {
             p = Arc::clone(&permits).acquire_owned() => match p { Ok(p) => p, Err(_) => break },
@@ -56,15 +73,22 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, mut shutdown: watch::Re
         };
         let _ = stream.set_nodelay(true);
         let app = Arc::clone(&app);
+        let readiness = Arc::clone(&readiness);
         let conn = http1::Builder::new()
             .timer(TokioTimer::new())
             .header_read_timeout(HEADER_TIMEOUT)
             .max_buf_size(MAX_HEAD_BUFFER)
             .serve_connection(
-                TokioIo::new(stream),
+                TokioIo::new(write_deadline::WriteDeadline::new(
+                    stream,
+                    write_deadline::WRITE_STALL,
+                )),
                 service_fn(move |req| {
                     let app = Arc::clone(&app);
-                    async move { Ok::<_, std::convert::Infallible>(routes::handle(app, req).await) }
+                    let readiness = Arc::clone(&readiness);
+                    async move {
+                        Ok::<_, std::convert::Infallible>(routes::handle(app, readiness, req).await)
+                    }
                 }),
             );
         let conn = graceful.watch(conn);

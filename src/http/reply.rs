@@ -22,6 +22,14 @@ pub fn text(status: StatusCode, content_type: &str, body: String) -> Reply {
     build(status, content_type, body)
 }
 
+/// Marks the response as the connection's last (`Connection: close`).
+pub fn close(response: &mut Reply) {
+    response.headers_mut().insert(
+        hyper::header::CONNECTION,
+        hyper::header::HeaderValue::from_static("close"),
+    );
+}
+
 fn build(status: StatusCode, content_type: &str, body: String) -> Reply {
     let mut response = Response::new(Full::new(Bytes::from(body)));
     *response.status_mut() = status;

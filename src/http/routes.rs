@@ -1,21 +1,41 @@
 //! Routing and the small read-only endpoints.
 
 use super::ingest;
+use super::readiness::{NotReady, Readiness};
 use super::reply::{self, Reply};
 use crate::service::app::App;
 use hyper::body::Incoming;
+use hyper::header::{CONTENT_LENGTH, TRANSFER_ENCODING};
 use hyper::{Method, Request, StatusCode};
 use std::sync::Arc;
-use std::time::Duration;
+use tokio::time::Instant;
 
-const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Routes one request. hyper calls this once the head is complete, which is
+/// where the body deadline starts.
+pub async fn handle(app: Arc<App>, readiness: Arc<Readiness>, req: Request<Incoming>) -> Reply {
+    let body_deadline = Instant::now() + app.config().server.body_timeout;
+    let had_body = has_body(&req);
+    let mut response = route(app, &readiness, req, body_deadline).await;
+    // An error answered before the body was read in full leaves the rest of
+    // it on the wire; the connection cannot carry another request, so say
+    // so and let hyper close it rather than wait for the remainder.
+    if had_body && (response.status().is_client_error() || response.status().is_server_error()) {
+        reply::close(&mut response);
+    }
+    response
+}
 
-pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Reply {
+async fn route(
+    app: Arc<App>,
+    readiness: &Readiness,
+    req: Request<Incoming>,
+    body_deadline: Instant,
+) -> Reply {
     let path = req.uri().path().to_string();
     let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     match (req.method(), segments.as_slice()) {
         (&Method::GET, ["healthz"]) => reply::text(StatusCode::OK, "text/plain", "ok\n".into()),
-        (&Method::GET, ["readyz"]) => readyz(&app).await,
+        (&Method::GET, ["readyz"]) => readyz(&app, readiness).await,
         (&Method::GET, ["metrics"]) => {
             app.refresh_metrics();
             app.refresh_svix_metrics().await;
@@ -28,19 +48,19 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Reply {
         (&Method::GET, ["v1", "status"]) => status(&app).await,
         (&Method::POST, ["v1", "svix", source, "operational"]) => {
             let source = source.to_string();
-            super::svix::operational(&app, &source, req).await
+            super::svix::operational(&app, &source, req, body_deadline).await
         }
         (&Method::POST, ["v1", "svix", source, "acknowledge"]) => {
             let source = source.to_string();
-            super::svix::acknowledge(&app, &source, req).await
+            super::svix::acknowledge(&app, &source, req, body_deadline).await
         }
         (&Method::POST, ["v1", "streams", stream, "webhook"]) => {
             let stream = stream.to_string();
-            ingest::webhook(&app, &stream, req).await
+            ingest::webhook(&app, &stream, req, body_deadline).await
         }
         (&Method::POST, ["v1", "streams", stream, "events"]) => {
             let stream = stream.to_string();
-            ingest::app_report(&app, &stream, req).await
+            ingest::app_report(&app, &stream, req, body_deadline).await
         }
         (_, ["healthz"] | ["readyz"] | ["metrics"] | ["v1", "status"]) => {
             reply::error(StatusCode::METHOD_NOT_ALLOWED, "use GET")
@@ -69,42 +89,26 @@ async fn status(app: &App) -> Reply {
     reply::json(StatusCode::OK, &doc)
 }
 
-/// Ready means: config loaded, the state database accepts a write now, and
-/// its folder has room for more (SQLite can reuse WAL space for a tiny probe
-/// even on a full disk, so that alone would say "ready" too often).
-async fn readyz(app: &App) -> Reply {
-    let dir = app.config().server.data_dir.clone();
-    let checks = async {
-        app.store.probe().await.map_err(|e| e.to_string())?;
-        tokio::task::spawn_blocking(move || headroom(&dir))
-            .await
-            .map_err(|e| e.to_string())?
-    };
-    match tokio::time::timeout(PROBE_TIMEOUT, checks).await {
-        Ok(Ok(())) => reply::text(StatusCode::OK, "text/plain", "ready\n".into()),
-        Ok(Err(e)) => {
-            app.metrics.storage_errors.inc();
-            tracing::error!(error = %e, "readiness probe: storage is not writable; hushwatch cannot record events");
+/// `/readyz`: the cached readiness answer (see `readiness`).
+async fn readyz(app: &App, readiness: &Readiness) -> Reply {
+    match readiness.check(app).await {
+        Ok(()) => reply::text(StatusCode::OK, "text/plain", "ready\n".into()),
+        Err(NotReady::Storage(_)) => {
             reply::error(StatusCode::SERVICE_UNAVAILABLE, "storage is not writable")
         }
-        Err(_) => reply::error(
+        Err(NotReady::Slow) => reply::error(
             StatusCode::SERVICE_UNAVAILABLE,
             "storage did not answer in time",
         ),
     }
 }
 
-/// Room the data folder must have for ingest to count as healthy.
-const HEADROOM: usize = 256 * 1024;
-
-/// Writes, syncs and removes a scratch file of `HEADROOM` bytes.
-fn headroom(dir: &std::path::Path) -> Result<(), String> {
-    use std::io::Write;
-    let path = dir.join(".readyz-probe");
-    let result = std::fs::File::create(&path).and_then(|mut f| {
-        f.write_all(&vec![0u8; HEADROOM])?;
-        f.sync_all()
-    });
-    let _ = std::fs::remove_file(&path);
-    result.map_err(|e| format!("data_dir has no room for {} KiB: {e}", HEADROOM / 1024))
+/// True when the request announces a body (a length other than 0, or any
+/// transfer coding).
+fn has_body(req: &Request<Incoming>) -> bool {
+    let headers = req.headers();
+    headers.contains_key(TRANSFER_ENCODING)
+        || headers
+            .get(CONTENT_LENGTH)
+            .is_some_and(|v| v.as_bytes() != b"0")
 }

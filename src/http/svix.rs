@@ -1,10 +1,15 @@
-//! `POST /v1/svix/{name}/operational` and `/acknowledge`. Same answers as
-//! ingest: 404 unknown source, 413, 401/400 from the shared verifier, 2xx
-//! only after the event and its state change committed, 503 otherwise.
+//! `POST /v1/svix/{name}/operational` and `/acknowledge`. Same answers and
+//! order as ingest: 404 unknown source, 413 declared size, 401/400 from the
+//! head alone, then the body under the cap and deadline (413/408), 401 for a
+//! MAC that does not match, 2xx only after the event and its state change
+//! committed, 503 otherwise.
 
-use super::ingest::{bearer_matches, read_body, verify_signed};
+use super::body::{self, BodyError};
+use super::ingest::{bearer_matches, body_failure, signed_head};
+use super::log_field::Escaped;
 use super::reply::{self, Reply};
 use crate::config::SvixConfig;
+use crate::ingest::signature::VerifyError;
 use crate::ingest::svix_ops::{parse_operational, OpEvent};
 use crate::service::app::App;
 use crate::store::{EventOutcome, NewEvent};
@@ -12,8 +17,11 @@ use hyper::body::Incoming;
 use hyper::{Request, StatusCode};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
+use tokio::time::Instant;
 
-fn unknown_source() -> Reply {
+fn unknown_source(name: &str) -> Reply {
+    let shown: String = name.chars().take(64).collect();
+    tracing::warn!(source = %Escaped(&shown), status = 404, "rejected operational webhook: unknown Svix source");
     reply::error(
         StatusCode::NOT_FOUND,
         "no such Svix source (check [svix.NAME] in the config)",
@@ -22,8 +30,18 @@ fn unknown_source() -> Reply {
 
 fn reject(app: &App, svix: &SvixConfig, status: StatusCode, outcome: &str, reason: &str) -> Reply {
     app.metrics.count_svix_rejected(&svix.name, outcome);
-    tracing::warn!(source = %svix.name, status = status.as_u16(), outcome, reason, "rejected operational webhook");
+    tracing::warn!(source = %svix.name, status = status.as_u16(), outcome, reason = %Escaped(reason), "rejected operational webhook");
     reply::error(status, reason)
+}
+
+fn reject_body(app: &App, svix: &SvixConfig, e: BodyError) -> Reply {
+    let (status, outcome, reason) = body_failure(e);
+    reject(app, svix, status, outcome, reason)
+}
+
+fn reject_verify(app: &App, svix: &SvixConfig, e: VerifyError) -> Reply {
+    let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::UNAUTHORIZED);
+    reject(app, svix, status, e.outcome(), &e.to_string())
 }
 
 fn endpoint_of(event: &OpEvent) -> Option<(&str, Option<&str>)> {
@@ -46,29 +64,41 @@ fn subjects(event: &OpEvent) -> Vec<(String, String)> {
     out
 }
 
-pub async fn operational(app: &App, name: &str, req: Request<Incoming>) -> Reply {
+pub async fn operational(
+    app: &App,
+    name: &str,
+    req: Request<Incoming>,
+    body_deadline: Instant,
+) -> Reply {
     let config = app.config();
     let Some(svix) = config.svix.get(name) else {
-        return unknown_source();
+        return unknown_source(name);
     };
     let (parts, body) = req.into_parts();
-    let body = match read_body(&parts, body).await {
+    if body::declared_too_large(&parts) {
+        return reject_body(app, svix, BodyError::TooLarge);
+    }
+    let now = app.clock.now().timestamp();
+    let headers = match signed_head(&parts, now) {
+        Ok(h) => h,
+        Err(e) => return reject_verify(app, svix, e),
+    };
+    let body = match body::read(&parts, body, body_deadline).await {
         Ok(b) => b,
-        Err(status) => return reject(app, svix, status, "too_large", super::BODY_TOO_LARGE),
+        Err(e) => return reject_body(app, svix, e),
     };
-    let delivery_id = match verify_signed(app, &svix.verifier, &parts, &body) {
-        Ok(id) => id,
-        Err(e) => {
-            let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::UNAUTHORIZED);
-            return reject(app, svix, status, e.outcome(), &e.to_string());
-        }
-    };
+    if let Err(e) = svix.verifier.verify(&headers, &body, now) {
+        return reject_verify(app, svix, e);
+    }
+    let delivery_id = headers.id.to_string();
     // Verified senders are never refused: an unreadable body is recorded
     // as `other` (refusing would make Svix retry and then disable us).
     let (event_type, event) = match parse_operational(&body) {
         Ok(m) => (m.event_type, m.event),
         Err(e) => {
-            tracing::warn!(source = %svix.name, reason = %e, "operational webhook not understood; recorded as other");
+            // serde's message can quote part of the body, so it is escaped.
+            let reason = e.to_string();
+            tracing::warn!(source = %svix.name, reason = %Escaped(&reason), "operational webhook not understood; recorded as other");
             let t = serde_json::from_slice::<Value>(&body)
                 .ok()
                 .and_then(|v| v["type"].as_str().map(str::to_string));
@@ -122,10 +152,15 @@ pub async fn operational(app: &App, name: &str, req: Request<Incoming>) -> Reply
     }
 }
 
-pub async fn acknowledge(app: &App, name: &str, req: Request<Incoming>) -> Reply {
+pub async fn acknowledge(
+    app: &App,
+    name: &str,
+    req: Request<Incoming>,
+    body_deadline: Instant,
+) -> Reply {
     let config = app.config();
     let Some(svix) = config.svix.get(name) else {
-        return unknown_source();
+        return unknown_source(name);
     };
     let (parts, body) = req.into_parts();
     let Some(token) = &svix.admin_token else {
@@ -138,9 +173,12 @@ pub async fn acknowledge(app: &App, name: &str, req: Request<Incoming>) -> Reply
         tracing::warn!(source = %svix.name, reason, "rejected acknowledge");
         return reply::error(StatusCode::UNAUTHORIZED, reason);
     }
-    let body = match read_body(&parts, body).await {
+    let body = match body::read(&parts, body, body_deadline).await {
         Ok(b) => b,
-        Err(status) => return reply::error(status, super::BODY_TOO_LARGE),
+        Err(e) => {
+            let (status, _, reason) = body_failure(e);
+            return reply::error(status, reason);
+        }
     };
     let parsed: Option<(String, Vec<String>)> =
         serde_json::from_slice::<Value>(&body).ok().and_then(|v| {

@@ -195,8 +195,7 @@ impl Verifier {
         body: &[u8],
         now_unix: i64,
     ) -> Result<(), VerifyError> {
-        let signed_at = parse_timestamp(headers.timestamp)?;
-        check_tolerance(signed_at, now_unix)?;
+        check_timestamp(headers, now_unix)?;
 
         // One MAC per key, however many entries the header holds.
         let expected: Vec<[u8; MAC_LEN]> = self
@@ -214,6 +213,15 @@ impl Verifier {
             Err(VerifyError::NoMatchingSignature)
         }
     }
+}
+
+/// The part of [`Verifier::verify`] that needs no body: the timestamp parses and is within
+/// [`TOLERANCE_SECONDS`] of `now_unix`. The HTTP layer calls it on the request head, so a
+/// stale or malformed delivery is refused before a single body byte is read (the Standard
+/// Webhooks reference verifiers check the timestamp first, too).
+pub fn check_timestamp(headers: &SignedHeaders<'_>, now_unix: i64) -> Result<(), VerifyError> {
+    let signed_at = parse_timestamp(headers.timestamp)?;
+    check_tolerance(signed_at, now_unix)
 }
 
 /// Signature payloads of the `v1` entries in a signature header; other versions are

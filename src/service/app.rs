@@ -8,6 +8,7 @@ use crate::domain::alert::{next_transition, AlertStatus, Transition as DomainTra
 use crate::domain::duration::format_duration;
 use crate::domain::silence::{evaluate, Evaluation};
 use crate::metrics::Metrics;
+use crate::store::TransitionOutcome;
 use crate::store::{AlertState, EventOutcome, NewEvent, Store, StoreError, StreamRow, Transition};
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{json, Value};
@@ -178,9 +179,23 @@ impl App {
     /// pages, in one transaction), and returns the next instant at which a
     /// stream that is quiet now would fire.
     pub async fn evaluate_all(&self) -> Result<Option<DateTime<Utc>>, StoreError> {
+        let plan = self.plan_transitions();
+        self.record_planned(plan).await
+    }
+
+    /// The evaluation half of [`App::evaluate_all`]: decides every stream's
+    /// transition from the in-memory rows at the clock's `now`, writing
+    /// nothing. Events may commit before the plan is recorded; recording
+    /// re-checks each fire against the store (see `record_planned`).
+    pub fn plan_transitions(&self) -> Plan {
         let config = self.config();
         let now = self.clock.now();
-        let mut next: Option<DateTime<Utc>> = None;
+        let mut plan = Plan {
+            now,
+            transitions: Vec::new(),
+            next: None,
+        };
+        // Evaluated on a copy, so ingest never waits on calendar maths.
         let rows: Vec<StreamRow> = self.lock_streams().values().cloned().collect();
         for row in rows {
             let Some(stream) = config.streams.get(&row.name) else {
@@ -191,25 +206,50 @@ impl App {
                 AlertState::Ok => AlertStatus::Ok,
                 AlertState::Firing => AlertStatus::Firing,
             };
-            if let Some(t) = next_transition(status, &eval, now) {
-                self.record(stream, &eval, t).await?;
+            if let Some(transition) = next_transition(status, &eval, now) {
+                plan.transitions.push(Planned {
+                    stream: row.name.clone(),
+                    eval,
+                    transition,
+                });
             }
             if !eval.firing {
-                next = match (next, eval.fires_at) {
-                    (Some(a), Some(b)) => Some(a.min(b)),
-                    (a, b) => a.or(b),
-                };
+                plan.next = earliest(plan.next, eval.fires_at);
+            }
+        }
+        plan
+    }
+
+    /// The recording half of [`App::evaluate_all`]. A fire whose stream
+    /// heard an event after the plan was made is withdrawn by the store
+    /// (nothing is written, nobody is paged); the stream's row is brought up
+    /// to date from the store and the returned wake-up is "now", so the
+    /// next pass evaluates it again from the newer arrival.
+    pub async fn record_planned(&self, plan: Plan) -> Result<Option<DateTime<Utc>>, StoreError> {
+        let config = self.config();
+        let mut next = plan.next;
+        for planned in plan.transitions {
+            // A reload between planning and recording may have dropped it.
+            let Some(stream) = config.streams.get(&planned.stream) else {
+                continue;
+            };
+            if !self
+                .record(stream, &planned.eval, planned.transition)
+                .await?
+            {
+                next = earliest(next, Some(plan.now));
             }
         }
         Ok(next)
     }
 
+    /// Records one transition; false when the store withdrew a stale fire.
     async fn record(
         &self,
         stream: &StreamConfig,
         eval: &Evaluation,
         t: DomainTransition,
-    ) -> Result<(), StoreError> {
+    ) -> Result<bool, StoreError> {
         let (to, at) = match t {
             DomainTransition::Fire { at } => (AlertState::Firing, at),
             DomainTransition::Resolve { at } => (AlertState::Ok, at),
@@ -221,9 +261,18 @@ impl App {
             reason: summary(stream, eval),
             notifiers: stream.notify.clone(),
         };
-        let result = self.store.record_transition(transition).await;
+        let result = self
+            .store
+            .record_transition_if_silent(transition, eval.silent_since)
+            .await;
         self.note_storage(&result);
-        result?;
+        if let TransitionOutcome::Stale(stored) = result? {
+            if let Some(row) = self.lock_streams().get_mut(&stream.name) {
+                catch_up(row, &stored);
+            }
+            tracing::info!(stream = %stream.name, "silence alert not fired: an event arrived while it was being recorded");
+            return Ok(false);
+        }
         if let Some(row) = self.lock_streams().get_mut(&stream.name) {
             if to == AlertState::Firing {
                 row.firing_since = Some(at);
@@ -240,7 +289,7 @@ impl App {
             .set(firing);
         tracing::warn!(stream = %stream.name, state = if firing == 1 { "firing" } else { "resolved" }, at = %at, "silence alert transition");
         self.outbox_wake.notify_one();
-        Ok(())
+        Ok(true)
     }
 
     /// Brings the per-stream gauges up to `now` (called on every scrape).
@@ -312,6 +361,52 @@ impl App {
             "streams": streams,
         })
     }
+}
+
+/// Transitions decided by [`App::plan_transitions`], not yet recorded.
+pub struct Plan {
+    /// The clock reading the plan was evaluated at.
+    pub now: DateTime<Utc>,
+    transitions: Vec<Planned>,
+    /// Earliest instant a stream that is quiet now would fire.
+    next: Option<DateTime<Utc>>,
+}
+
+impl Plan {
+    /// Streams with a planned transition, and whether each is a fire.
+    pub fn transitions(&self) -> Vec<(&str, bool)> {
+        self.transitions
+            .iter()
+            .map(|p| {
+                let fire = matches!(p.transition, DomainTransition::Fire { .. });
+                (p.stream.as_str(), fire)
+            })
+            .collect()
+    }
+}
+
+struct Planned {
+    stream: String,
+    eval: Evaluation,
+    transition: DomainTransition,
+}
+
+fn earliest(a: Option<DateTime<Utc>>, b: Option<DateTime<Utc>>) -> Option<DateTime<Utc>> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Brings a cached row's arrival up to the stored one (forward only), after
+/// the store reported an event this process's mirror has not applied yet.
+fn catch_up(row: &mut StreamRow, stored: &StreamRow) {
+    if stored.last_arrival_at > row.last_arrival_at {
+        row.last_arrival_at = stored.last_arrival_at;
+        row.last_event_type = stored.last_event_type.clone();
+        row.last_event_id = stored.last_event_id.clone();
+    }
+    row.newest_event_at = row.newest_event_at.max(stored.newest_event_at);
 }
 
 /// Moves a cached row the same way the store moved the persisted one.

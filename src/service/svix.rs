@@ -51,7 +51,7 @@ impl App {
     pub fn announce(&self, pages: &[SvixPage]) {
         for p in pages {
             tracing::warn!(
-                endpoint = %p.endpoint_id,
+                endpoint = %crate::http::Escaped(&p.endpoint_id),
                 alert = p.alert.as_str(),
                 firing = p.firing,
                 severity = p.severity.as_str(),

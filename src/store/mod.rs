@@ -141,6 +141,18 @@ pub struct Transition {
     pub notifiers: Vec<String>,
 }
 
+/// What [`Store::record_transition_if_silent`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TransitionOutcome {
+    /// Committed, with its pages.
+    Recorded,
+    /// The stream was already in that state; nothing written.
+    Unchanged,
+    /// A fire evaluated from an older last arrival than the stored one;
+    /// nothing written. Carries the stored row to evaluate again.
+    Stale(StreamRow),
+}
+
 /// Why a page exists: the transition itself, a `repeat_interval`
 /// reminder, or an `escalate` step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -285,6 +297,23 @@ impl Store {
     pub async fn record_transition(&self, t: Transition) -> Result<bool, StoreError> {
         let created_at = Utc::now();
         self.call(move |c| ops::record_transition(c, &t, created_at))
+            .await
+    }
+
+    /// Records a silence alert transition only if the evaluation behind it
+    /// still holds inside the transaction: a fire needs the stored silence to
+    /// start where the evaluation's did (`silent_since`, its last arrival or
+    /// watch start), so a fire computed before an event committed is
+    /// withdrawn instead of paging and resolving at once. Resolves need no
+    /// such check (arrivals only move forward, so a stream heard from stays
+    /// heard from) and are never withdrawn.
+    pub async fn record_transition_if_silent(
+        &self,
+        t: Transition,
+        silent_since: DateTime<Utc>,
+    ) -> Result<TransitionOutcome, StoreError> {
+        let created_at = Utc::now();
+        self.call(move |c| ops::record_transition_if_silent(c, &t, silent_since, created_at))
             .await
     }
 

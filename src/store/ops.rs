@@ -9,6 +9,7 @@ use sha2::{Digest, Sha256};
 
 use crate::audit::chain::to_hex;
 
+use super::TransitionOutcome;
 use super::{
     AlertState, Attempt, EventOutcome, NewEvent, OutboxRow, OutboxSummary, PageKind, StoreError,
     StreamRow, Transition,
@@ -179,9 +180,31 @@ fn salt(conn: &Connection) -> rusqlite::Result<String> {
         .query_row([], |row| row.get(0))
 }
 
-/// Dedup key: the stream is part of the hash so equal ids from different
-/// senders never collide, and the raw id of another party is not stored.
-pub(super) fn delivery_hash(stream: &str, id: &str) -> String {
+/// Dedup key. Each channel (`webhook`, `report`, `svix`) is its own
+/// namespace, and inside it each stream (so each verified sender): an app
+/// report's id can never shadow a signed webhook's delivery id, nor the
+/// reverse. Only the hash is kept, never another party's raw id.
+///
+/// The input starts with a 0 byte and tags, so it can never equal a
+/// [`legacy_delivery_hash`] input (those start with a stream name, which is
+/// never empty and never contains NUL); channel and stream hold no NUL
+/// either, so the fields cannot run into each other.
+pub(super) fn delivery_hash(channel: &str, stream: &str, id: &str) -> String {
+    let digest = Sha256::new()
+        .chain_update(b"\0dedup-v2\0")
+        .chain_update(channel)
+        .chain_update([0u8])
+        .chain_update(stream)
+        .chain_update([0u8])
+        .chain_update(id)
+        .finalize();
+    to_hex(&digest)
+}
+
+/// The key before v6: stream and id only, shared by all channels. Rows the
+/// v6 migration could not attribute to a channel keep it (marked
+/// `channel = 'legacy'`) until pruning removes them.
+pub(super) fn legacy_delivery_hash(stream: &str, id: &str) -> String {
     let digest = Sha256::new()
         .chain_update(stream)
         .chain_update([0u8])
@@ -243,9 +266,11 @@ pub(super) fn record_event(conn: &Connection, event: &NewEvent) -> rusqlite::Res
     let hash = event
         .delivery_id
         .as_deref()
-        .map(|id| delivery_hash(&event.stream, id));
-    if let Some(hash) = &hash {
-        if !remember_delivery(conn, hash, &event.stream, event.received_at)? {
+        .map(|id| delivery_hash(event.channel, &event.stream, id));
+    if let (Some(id), Some(hash)) = (event.delivery_id.as_deref(), &hash) {
+        if seen_before_v6(conn, &event.stream, id)?
+            || !remember_delivery(conn, hash, &event.stream, event.channel, event.received_at)?
+        {
             return Ok(EventOutcome::Duplicate);
         }
     }
@@ -268,15 +293,28 @@ fn remember_delivery(
     conn: &Connection,
     hash: &str,
     stream: &str,
+    channel: &str,
     seen_at: DateTime<Utc>,
 ) -> rusqlite::Result<bool> {
     let inserted = conn
         .prepare_cached(
-            "INSERT INTO seen_deliveries (hash, stream, seen_at) VALUES (?1, ?2, ?3)
+            "INSERT INTO seen_deliveries (hash, stream, seen_at, channel) VALUES (?1, ?2, ?3, ?4)
              ON CONFLICT(hash) DO NOTHING",
         )?
-        .execute(params![hash, stream, millis(seen_at)])?;
+        .execute(params![hash, stream, millis(seen_at), channel])?;
     Ok(inserted == 1)
+}
+
+/// A delivery id recorded before v6 under the old, channel-blind key that
+/// the migration could not attribute (see `schema`, v6). Treated as a
+/// duplicate in every channel: that keeps replay protection for ids seen
+/// before the upgrade, at the cost of the old cross-channel shadowing for
+/// those ids only, until pruning drops them (7 days).
+fn seen_before_v6(conn: &Connection, stream: &str, id: &str) -> rusqlite::Result<bool> {
+    conn.prepare_cached(
+        "SELECT EXISTS (SELECT 1 FROM seen_deliveries WHERE hash = ?1 AND channel = 'legacy')",
+    )?
+    .query_row([legacy_delivery_hash(stream, id)], |row| row.get(0))
 }
 
 fn insert_event(conn: &Connection, event: &NewEvent, hash: Option<&str>) -> rusqlite::Result<()> {
@@ -359,6 +397,32 @@ pub(super) fn record_transition(
         insert_silence_page(conn, t, notifier, created_at)?;
     }
     Ok(true)
+}
+
+/// The guard of `Store::record_transition_if_silent`, then the transition.
+/// The check and the write share the writer's transaction, so no event can
+/// commit between them. Compared in milliseconds, the stored resolution.
+/// (A shared-database backend would take the same decision with a
+/// conditional UPDATE on the stream row.)
+pub(super) fn record_transition_if_silent(
+    conn: &Connection,
+    t: &Transition,
+    silent_since: DateTime<Utc>,
+    created_at: DateTime<Utc>,
+) -> Result<TransitionOutcome, StoreError> {
+    if t.to == AlertState::Firing {
+        if let Some(row) = stream_row(conn, &t.stream).optional()? {
+            let stored = row.last_arrival_at.unwrap_or(row.watch_started_at);
+            if millis(stored) > millis(silent_since) {
+                return Ok(TransitionOutcome::Stale(row));
+            }
+        }
+    }
+    Ok(if record_transition(conn, t, created_at)? {
+        TransitionOutcome::Recorded
+    } else {
+        TransitionOutcome::Unchanged
+    })
 }
 
 /// Notifiers paged by an escalation step of the stream's current episode.

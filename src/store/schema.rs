@@ -22,6 +22,7 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// v5: delivery bookkeeping on the outbox (attempts, backoff, outcome, the
 /// alert episode id and what the page says) plus a per-database random
 /// salt, so page keys never repeat even if the file is recreated.
+/// v6: per-channel delivery dedup.
 pub(super) const MIGRATIONS: &[&str] = &[
     // v1
     "CREATE TABLE streams (
@@ -95,7 +96,40 @@ pub(super) const MIGRATIONS: &[&str] = &[
     CREATE INDEX outbox_by_outcome ON outbox(outcome, done_at);
     CREATE UNIQUE INDEX outbox_extra_once ON outbox(alert_id, page_kind, step, notifier)
         WHERE page_kind != 'page';",
+    DEDUP_PER_CHANNEL,
 ];
+
+/// v6: delivery ids are deduplicated per channel (see `ops::delivery_hash`).
+/// Old rows were keyed by hash(stream, id) for every channel, and the raw id
+/// is gone, so they cannot simply be re-keyed. But while the audit log is on
+/// (the default) every accepted event left its raw delivery id and channel
+/// there, which is enough to recompute both the old key and the new one: rows
+/// found that way get the new key and their channel. The rest (audit off,
+/// or older than what the audit log kept) stay under the old key marked
+/// `legacy`, are still honoured as duplicates in every channel, and are gone
+/// after the usual 7-day pruning. Only audit entries at least as new as the
+/// oldest remembered delivery are hashed (about a week of them), through a
+/// keyed temporary table so the step stays linear in both tables.
+pub(super) const DEDUP_PER_CHANNEL: &str = "
+    ALTER TABLE seen_deliveries ADD COLUMN channel TEXT NOT NULL DEFAULT 'legacy';
+    CREATE TEMP TABLE v6_rekey (
+        old_hash TEXT PRIMARY KEY NOT NULL,
+        new_hash TEXT NOT NULL,
+        channel  TEXT NOT NULL
+    );
+    INSERT OR IGNORE INTO v6_rekey (old_hash, new_hash, channel)
+        SELECT hushwatch_legacy_delivery_hash(source, delivery_id),
+               hushwatch_delivery_hash(channel, source, delivery_id),
+               channel
+          FROM audit_log
+         WHERE delivery_id IS NOT NULL
+           AND received_at >= (SELECT coalesce(min(seen_at), 0) FROM seen_deliveries);
+    UPDATE seen_deliveries
+       SET hash = (SELECT new_hash FROM v6_rekey WHERE old_hash = seen_deliveries.hash),
+           channel = (SELECT channel FROM v6_rekey WHERE old_hash = seen_deliveries.hash)
+     WHERE channel = 'legacy'
+       AND hash IN (SELECT old_hash FROM v6_rekey);
+    DROP TABLE v6_rekey;";
 
 /// The schema version this binary writes.
 pub(super) fn binary_version() -> u32 {
@@ -118,6 +152,7 @@ pub(super) fn open(path: &Path) -> Result<Connection, StoreError> {
         });
     }
     configure(&conn)?;
+    register_functions(&conn)?;
     let mut conn = conn;
     migrate(&mut conn)?;
     Ok(conn)
@@ -156,6 +191,27 @@ fn configure(conn: &Connection) -> Result<(), StoreError> {
     set_and_verify(conn, "synchronous", 2)?;
     set_and_verify(conn, "foreign_keys", 1)?;
     Ok(())
+}
+
+/// The dedup key functions, callable from migration SQL (v6 re-keys rows).
+fn register_functions(conn: &Connection) -> Result<(), StoreError> {
+    use rusqlite::functions::FunctionFlags;
+    let flags = FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC;
+    conn.create_scalar_function("hushwatch_delivery_hash", 3, flags, |ctx| {
+        Ok(super::ops::delivery_hash(
+            &ctx.get::<String>(0)?,
+            &ctx.get::<String>(1)?,
+            &ctx.get::<String>(2)?,
+        ))
+    })
+    .map_err(open_err)?;
+    conn.create_scalar_function("hushwatch_legacy_delivery_hash", 2, flags, |ctx| {
+        Ok(super::ops::legacy_delivery_hash(
+            &ctx.get::<String>(0)?,
+            &ctx.get::<String>(1)?,
+        ))
+    })
+    .map_err(open_err)
 }
 
 fn set_and_verify(conn: &Connection, pragma: &str, value: i64) -> Result<(), StoreError> {

@@ -9,7 +9,7 @@ use rusqlite::Connection;
 use tempfile::TempDir;
 use tokio::sync::oneshot;
 
-use super::ops::delivery_hash;
+use super::ops::{delivery_hash, legacy_delivery_hash};
 use super::schema::binary_version;
 use super::writer::{Control, Msg};
 use super::*;
@@ -162,7 +162,7 @@ async fn raw_delivery_ids_are_stored_only_as_the_latest_arrival() {
         .await
         .unwrap();
     let (event_hash, body, seen_hash): (String, Vec<u8>, String) = stored;
-    assert_eq!(event_hash, delivery_hash("a", "secret-id"));
+    assert_eq!(event_hash, delivery_hash("report", "a", "secret-id"));
     assert_eq!(event_hash.len(), 64);
     assert_eq!(seen_hash, event_hash);
     assert_eq!(body, vec![7u8; 32]);
@@ -591,7 +591,7 @@ fn write_v1_file(path: &Path) {
         [],
     )
     .unwrap();
-    let hash = delivery_hash("okta", "evt-9");
+    let hash = legacy_delivery_hash("okta", "evt-9");
     conn.execute(
         "INSERT INTO events (stream, delivery_hash, event_type, event_time, received_at, feeds_clock)
          VALUES ('okta', ?1, 'user.login', 1900, 2000, 1)",
@@ -812,4 +812,142 @@ async fn an_audited_event_is_recorded_once_in_the_audit_log() {
         })
         .unwrap();
     assert_eq!(n, 1);
+}
+
+fn on_channel(mut e: NewEvent, channel: &'static str) -> NewEvent {
+    e.channel = channel;
+    e
+}
+
+#[tokio::test]
+async fn delivery_ids_are_deduplicated_per_channel() {
+    let (_dir, path) = temp_db();
+    let store = open(&path);
+    let report = event("identity", Some("msg_X"), "user.updated", 1_000);
+    let webhook = on_channel(
+        event("identity", Some("msg_X"), "user.deleted", 2_000),
+        "webhook",
+    );
+    // A report first does not make the signed webhook a duplicate ...
+    let outcomes = store
+        .record_events(vec![report.clone(), webhook.clone()])
+        .await
+        .unwrap();
+    assert_eq!(
+        outcomes,
+        vec![EventOutcome::Accepted, EventOutcome::Accepted]
+    );
+    // ... and within each channel a repeat is still a duplicate.
+    let again = store.record_events(vec![webhook, report]).await.unwrap();
+    assert_eq!(
+        again,
+        vec![EventOutcome::Duplicate, EventOutcome::Duplicate]
+    );
+    // The other direction: a webhook id first never shadows a later report.
+    let first = on_channel(
+        event("identity", Some("msg_Y"), "user.deleted", 3_000),
+        "webhook",
+    );
+    let later = event("identity", Some("msg_Y"), "user.updated", 4_000);
+    let outcomes = store.record_events(vec![first, later]).await.unwrap();
+    assert_eq!(
+        outcomes,
+        vec![EventOutcome::Accepted, EventOutcome::Accepted]
+    );
+    assert_eq!(store.event_count("identity").await.unwrap(), 4);
+    store.close().await.unwrap();
+}
+
+/// A file at the version before per-channel dedup, with one remembered id
+/// the audit log can attribute (a report) and one it cannot (audit off).
+fn write_pre_dedup_file(path: &Path) {
+    let step = dedup_step();
+    let conn = Connection::open(path).unwrap();
+    for sql in &super::schema::MIGRATIONS[..step] {
+        conn.execute_batch(sql).unwrap();
+    }
+    conn.pragma_update(None, "user_version", u32::try_from(step).unwrap())
+        .unwrap();
+    conn.execute(
+        "INSERT INTO streams (name, watch_started_at) VALUES ('identity', 100)",
+        [],
+    )
+    .unwrap();
+    for (id, seen_at) in [("msg_X", 2_000), ("msg_Y", 2_100)] {
+        conn.execute(
+            "INSERT INTO seen_deliveries (hash, stream, seen_at) VALUES (?1, 'identity', ?2)",
+            rusqlite::params![legacy_delivery_hash("identity", id), seen_at],
+        )
+        .unwrap();
+    }
+    conn.execute(
+        "INSERT INTO audit_log (seq, received_at, source, channel, delivery_id, event_type,
+             event_time, subject_ids, body_sha256, signature_verified, prev_hash, hash)
+         VALUES (1, 2000, 'identity', 'report', 'msg_X', 'user.updated', NULL, '[]', NULL, 0, '00', '11')",
+        [],
+    )
+    .unwrap();
+}
+
+/// Index of the per-channel dedup step in `MIGRATIONS` (robust to merges
+/// that add steps before it).
+fn dedup_step() -> usize {
+    super::schema::MIGRATIONS
+        .iter()
+        .position(|m| *m == super::schema::DEDUP_PER_CHANNEL)
+        .expect("the per-channel dedup migration is listed")
+}
+
+#[tokio::test]
+async fn pre_dedup_rows_are_attributed_from_the_audit_log_or_kept_as_legacy() {
+    let (_dir, path) = temp_db();
+    write_pre_dedup_file(&path);
+    let store = open(&path);
+    let channels: Vec<(String, String)> = store
+        .call(|c| {
+            let mut stmt =
+                c.prepare("SELECT hash, channel FROM seen_deliveries ORDER BY seen_at")?;
+            let rows = stmt
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<rusqlite::Result<_>>()?;
+            Ok(rows)
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        channels,
+        vec![
+            (
+                delivery_hash("report", "identity", "msg_X"),
+                "report".to_owned()
+            ),
+            (
+                legacy_delivery_hash("identity", "msg_Y"),
+                "legacy".to_owned()
+            ),
+        ]
+    );
+    let webhook =
+        |id: &str, ms| on_channel(event("identity", Some(id), "user.deleted", ms), "webhook");
+    let outcomes = store
+        .record_events(vec![
+            // Attributed to the report channel: no longer shadows a webhook.
+            webhook("msg_X", 5_000),
+            event("identity", Some("msg_X"), "user.updated", 5_001),
+            // Unattributable: still a duplicate everywhere until pruned.
+            webhook("msg_Y", 5_002),
+            event("identity", Some("msg_Y"), "user.updated", 5_003),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(
+        outcomes,
+        vec![
+            EventOutcome::Accepted,
+            EventOutcome::Duplicate,
+            EventOutcome::Duplicate,
+            EventOutcome::Duplicate,
+        ]
+    );
+    store.close().await.unwrap();
 }

@@ -235,9 +235,15 @@ fn collect_lines(pipe: impl Read + Send + 'static, sink: Arc<Mutex<Vec<String>>>
 
 impl Sidecar {
     pub fn start(config: &Path) -> Sidecar {
+        Sidecar::start_with_env(config, &[])
+    }
+
+    /// `start`, with extra environment variables for the child.
+    pub fn start_with_env(config: &Path, env: &[(&str, &str)]) -> Sidecar {
         let mut child = Command::new(env!("CARGO_BIN_EXE_hushwatch"))
             .args(["serve", "--config"])
             .arg(config)
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()

@@ -321,3 +321,144 @@ proptest! {
         prop_assert_eq!(c.business_time(t, t + d), d);
     }
 }
+
+#[test]
+fn edge_off_the_quarter_hour_inside_a_gap_is_the_jump_itself() {
+    // The case: 02:23 on New York's spring-forward night. The edge
+    // is the jump (07:00:00Z exactly), so the window is the full hour
+    // 03:00-04:00 EDT and a 1m threshold lands on a whole second.
+    let c = cal("America/New_York", &["sun 02:23-04:00"], &[]);
+    let w = c.next_window(utc("2026-03-06T17:00:00Z")).unwrap();
+    assert_eq!(w.start, utc("2026-03-08T07:00:00Z"));
+    assert_eq!(w.end - w.start, TimeDelta::hours(1));
+    assert_eq!(
+        c.fires_at(utc("2026-03-06T17:00:00Z"), TimeDelta::minutes(1)),
+        Some(utc("2026-03-08T07:01:00Z"))
+    );
+    // Apia skipped the whole of 2011-12-30: any edge that day is the jump
+    // from 2011-12-29 24:00 (-10:00) to 2011-12-31 00:00 (+14:00).
+    let apia = cal("Pacific/Apia", &["fri 10:17-10:17"], &[]);
+    let w = apia.next_window(utc("2011-12-29T00:00:00Z")).unwrap();
+    assert_eq!(w.start, utc("2011-12-30T10:00:00Z"));
+}
+
+/// UTC seconds of every offset change of `tz` in `[from, to)`, with the
+/// offsets before and after, found independently of the calendar code:
+/// a 12-hour scan (no zone changes twice within 12 hours in this period),
+/// then halving on whole seconds.
+fn transitions(tz: Tz, from: i64, to: i64) -> Vec<(i64, i64, i64)> {
+    let offset = |secs: i64| {
+        let at = DateTime::from_timestamp(secs, 0).unwrap();
+        i64::from(at.with_timezone(&tz).offset().fix().local_minus_utc())
+    };
+    let step = 12 * 3600;
+    let mut found = Vec::new();
+    let mut t = from;
+    while t < to {
+        let (a, b) = (offset(t), offset(t + step));
+        if a != b {
+            let (mut lo, mut hi) = (t, t + step);
+            while hi - lo > 1 {
+                let mid = lo + (hi - lo) / 2;
+                if offset(mid) == a {
+                    lo = mid;
+                } else {
+                    hi = mid;
+                }
+            }
+            found.push((hi, a, b));
+        }
+        t += step;
+    }
+    found
+}
+
+fn hhmm(t: NaiveDateTime) -> String {
+    t.format("%H:%M").to_string()
+}
+
+fn day_name(d: NaiveDate) -> String {
+    d.weekday().to_string().to_ascii_lowercase()
+}
+
+#[test]
+fn every_edge_in_every_gap_2000_to_2040_is_the_transition_instant() {
+    const ZONES: [&str; 10] = [
+        "America/New_York",
+        "Europe/London",
+        "Pacific/Apia",
+        "Pacific/Chatham",
+        "Australia/Lord_Howe",
+        "America/St_Johns",
+        "Africa/Casablanca",
+        "America/Santiago",
+        "Asia/Tehran",
+        "America/Havana",
+    ];
+    let from = utc("2000-01-01T00:00:00Z").timestamp();
+    let to = utc("2041-01-01T00:00:00Z").timestamp();
+    for zone in ZONES {
+        let tz: Tz = zone.parse().unwrap();
+        let mut gaps = 0;
+        for (jump_secs, before, after) in transitions(tz, from, to) {
+            if after <= before {
+                continue; // a fold: edges there are already exact
+            }
+            gaps += 1;
+            let jump = DateTime::from_timestamp(jump_secs, 0).unwrap();
+            // Every whole local minute the wall clock skips.
+            let first = (jump_secs + before + 59).div_euclid(60) * 60;
+            for local_secs in (first..jump_secs + after).step_by(60) {
+                let local = DateTime::from_timestamp(local_secs, 0).unwrap().naive_utc();
+                let label = format!("{zone} local {local}");
+                // A 24-hour window starting at the skipped minute...
+                let starts = cal(
+                    zone,
+                    &[&format!(
+                        "{} {}-{}",
+                        day_name(local.date()),
+                        hhmm(local),
+                        hhmm(local)
+                    )],
+                    &[],
+                );
+                if local_secs + 86_400 <= jump_secs + after {
+                    // Apia's skipped day: the whole window never happened.
+                    let around = starts.business_time(jump - TimeDelta::days(2), jump);
+                    assert_eq!(around, TimeDelta::zero(), "empty window, {label}");
+                } else {
+                    let w = starts.next_window(jump - TimeDelta::seconds(1)).unwrap();
+                    assert_eq!(w.start, jump, "start edge, {label}");
+                }
+                // ...and one ending there.
+                let prev = local.date().pred_opt().unwrap();
+                let ends = cal(
+                    zone,
+                    &[&format!(
+                        "{} {}-{}",
+                        day_name(prev),
+                        hhmm(local),
+                        hhmm(local)
+                    )],
+                    &[],
+                );
+                let w = ends.next_window(jump - TimeDelta::hours(30)).unwrap();
+                assert_eq!(w.end, jump, "end edge, {label}");
+                // The rule itself, to the nanosecond: the wall clock reads
+                // the edge time or later at the edge, and earlier just before.
+                let wall = |t: DateTime<Utc>| t.with_timezone(&tz).naive_local();
+                assert!(wall(jump) >= local, "{label}");
+                assert!(wall(jump - TimeDelta::nanoseconds(1)) < local, "{label}");
+                // Whole-minute thresholds land on whole seconds.
+                let since = jump - TimeDelta::hours(2);
+                for minutes in [1, 7, 60] {
+                    let fires = starts.fires_at(since, TimeDelta::minutes(minutes)).unwrap();
+                    assert_eq!(fires.timestamp_subsec_nanos(), 0, "{label}");
+                    let fires = ends.fires_at(w.start, TimeDelta::minutes(minutes)).unwrap();
+                    assert_eq!(fires.timestamp_subsec_nanos(), 0, "{label}");
+                }
+            }
+        }
+        assert!(gaps > 0, "{zone} has no gap in 2000-2040");
+    }
+}
