@@ -8,6 +8,7 @@
 use super::body::{self, BodyError};
 use super::log_field::Escaped;
 use super::reply::{self, Reply};
+use crate::config::providers::ProviderConfig;
 use crate::config::StreamConfig;
 use crate::ingest::payload::{app_reports, webhook_facts};
 use crate::ingest::signature::{check_timestamp, SignedHeaders, VerifyError};
@@ -39,6 +40,10 @@ pub async fn webhook(
     let Some(stream) = config.streams.get(stream_name) else {
         return unknown_stream(stream_name);
     };
+    if !matches!(stream.ingest.provider, ProviderConfig::Standard) {
+        return super::providers::webhook(app, stream, &stream.ingest.provider, req, body_deadline)
+            .await;
+    }
     let (parts, body) = req.into_parts();
     if body::declared_too_large(&parts) {
         return reject_body(app, stream, BodyError::TooLarge);
@@ -208,7 +213,11 @@ pub(super) fn bearer_matches(
     }
 }
 
-async fn store(app: &App, stream: &StreamConfig, events: Vec<crate::store::NewEvent>) -> Reply {
+pub(super) async fn store(
+    app: &App,
+    stream: &StreamConfig,
+    events: Vec<crate::store::NewEvent>,
+) -> Reply {
     match tokio::time::timeout(STORE_TIMEOUT, app.ingest(events)).await {
         Ok(Ok(outcomes)) => {
             let accepted = outcomes
@@ -254,7 +263,7 @@ async fn store(app: &App, stream: &StreamConfig, events: Vec<crate::store::NewEv
     }
 }
 
-fn reject_body(app: &App, stream: &StreamConfig, e: BodyError) -> Reply {
+pub(super) fn reject_body(app: &App, stream: &StreamConfig, e: BodyError) -> Reply {
     let (status, outcome, reason) = body_failure(e);
     reject(app, stream, status, outcome, reason)
 }
@@ -265,7 +274,7 @@ fn reject_verify(app: &App, stream: &StreamConfig, e: VerifyError) -> Reply {
 }
 
 /// Counts and logs a rejected request (one line, no body, no secrets).
-fn reject(
+pub(super) fn reject(
     app: &App,
     stream: &StreamConfig,
     status: StatusCode,
@@ -278,7 +287,7 @@ fn reject(
     reply::error(status, reason)
 }
 
-fn unknown_stream(name: &str) -> Reply {
+pub(super) fn unknown_stream(name: &str) -> Reply {
     // Not counted per stream: labels only come from config.
     let shown: String = name.chars().take(64).collect();
     tracing::warn!(stream = %Escaped(&shown), status = 404, "rejected request: unknown stream");
@@ -288,7 +297,7 @@ fn unknown_stream(name: &str) -> Reply {
     )
 }
 
-fn clip(mut event_type: String) -> String {
+pub(super) fn clip(mut event_type: String) -> String {
     if event_type.len() > MAX_TYPE_LEN {
         let mut cut = MAX_TYPE_LEN;
         while !event_type.is_char_boundary(cut) {
