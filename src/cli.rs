@@ -54,6 +54,14 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         config: PathBuf,
     },
+    /// Print the status overview of a running hushwatch; exit 0 all ok, 1 firing, 2 unreachable.
+    Status {
+        /// Base URL of the server (default: from --config's admin_listen or listen, else http://127.0.0.1:9477)
+        #[arg(long, value_name = "URL")]
+        url: Option<String>,
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+    },
     /// The tamper-evident audit log of every accepted event.
     Audit {
         #[command(subcommand)]
@@ -99,6 +107,7 @@ pub fn run(cli: Cli) -> ExitCode {
         } => commands::explain::run(&config, &stream, &last_event, now.as_deref()),
         Command::NotifyTest { config, notifier } => commands::notify_test::run(&config, &notifier),
         Command::Serve { config } => commands::serve::run(&config),
+        Command::Status { url, config } => commands::status::run(url.as_deref(), config.as_deref()),
         Command::Audit {
             command: AuditCommand::Verify { config },
         } => commands::audit::verify(&config),

@@ -5,6 +5,7 @@
 //! - `ingest`: signature verification and payload facts (pure).
 //! - `config`: reads and validates the TOML file into domain objects.
 //! - `service`: the running sidecar, wiring adapters together.
+//! - `status`: the status document's types and its human renderings (page, terminal).
 //! - `commands`, `cli`: the command line.
 
 pub mod audit;
@@ -18,4 +19,5 @@ pub mod ingest;
 pub mod metrics;
 pub mod notify;
 pub mod service;
+pub mod status;
 pub mod store;

@@ -30,6 +30,12 @@ pub fn summary(path: &Path, config: &Config, now: DateTime<Utc>) -> String {
         config.server.listen,
         config.server.data_dir.display()
     );
+    if let Some(admin) = config.server.admin_listen {
+        let _ = writeln!(
+            out,
+            "admin_listen {admin}: status page, /v1/status, /metrics and admin routes only there"
+        );
+    }
     let _ = writeln!(out, "calendars:");
     let _ = writeln!(out, "  {ALWAYS}: built in, 24x7");
     for c in config.calendars.values() {

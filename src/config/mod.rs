@@ -78,6 +78,9 @@ pub struct Config {
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
     pub listen: SocketAddr,
+    /// `admin_listen`: when set, the status page, `/v1/status`, `/metrics`
+    /// and admin routes are served only on this second listener.
+    pub admin_listen: Option<SocketAddr>,
     /// Absolute, or relative to the process's working directory: already
     /// resolved against the config file's folder.
     pub data_dir: PathBuf,
@@ -424,7 +427,11 @@ fn read_audit(r: &mut Reader<'_>, root: &Table) -> AuditConfig {
 fn read_server(r: &mut Reader<'_>, root: &Table, base_dir: &Path) -> ServerConfig {
     let empty = Table::new();
     let t = r.sub_table("", root, "server").unwrap_or(&empty);
-    r.reject_unknown("server", t, &["listen", "data_dir", "body_timeout"]);
+    r.reject_unknown(
+        "server",
+        t,
+        &["listen", "admin_listen", "data_dir", "body_timeout"],
+    );
     let listen_text = r
         .opt_string("server", t, "listen")
         .unwrap_or_else(|| "127.0.0.1:9477".to_string());
@@ -441,12 +448,34 @@ fn read_server(r: &mut Reader<'_>, root: &Table, base_dir: &Path) -> ServerConfi
     if data_dir.is_empty() {
         r.error("server.data_dir", "must not be empty");
     }
+    let admin_listen = read_admin_listen(r, t, listen);
     let body_timeout = read_body_timeout(r, t);
     ServerConfig {
         listen,
+        admin_listen,
         data_dir: base_dir.join(data_dir),
         body_timeout,
     }
+}
+
+/// `[server] admin_listen`: optional, and never the same socket as `listen`
+/// (both would fail to bind at start, or one port would serve both sets).
+fn read_admin_listen(r: &mut Reader<'_>, t: &Table, listen: SocketAddr) -> Option<SocketAddr> {
+    let text = r.opt_string("server", t, "admin_listen")?;
+    let Ok(addr) = text.parse::<SocketAddr>() else {
+        r.error(
+            "server.admin_listen",
+            format!("{text:?} is not an address (use HOST:PORT, e.g. \"127.0.0.1:9478\")"),
+        );
+        return None;
+    };
+    if addr == listen && addr.port() != 0 {
+        r.error(
+            "server.admin_listen",
+            format!("{addr} is also server.listen; use a different port"),
+        );
+    }
+    Some(addr)
 }
 
 /// `[server] body_timeout`: default 10 s; at least 1 s (a webhook body

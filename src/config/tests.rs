@@ -495,6 +495,29 @@ fn provider_errors_name_their_key_path() {
 }
 
 #[test]
+fn admin_listen_is_optional_and_must_be_a_distinct_address() {
+    assert_eq!(parse_ok(FULL).server.admin_listen, None);
+    let with = FULL.replace(
+        "data_dir = \"data\"",
+        "data_dir = \"data\"\nadmin_listen = \"127.0.0.1:9478\"",
+    );
+    assert_eq!(
+        parse_ok(&with).server.admin_listen,
+        Some("127.0.0.1:9478".parse().unwrap())
+    );
+    let errs = errors("[server]\nadmin_listen = \"localhost\"\n");
+    assert!(
+        errs[0].starts_with("server.admin_listen: \"localhost\" is not an address"),
+        "{errs:?}"
+    );
+    let errs = errors("[server]\nlisten = \"127.0.0.1:9477\"\nadmin_listen = \"127.0.0.1:9477\"\n");
+    assert!(
+        errs[0].starts_with("server.admin_listen: 127.0.0.1:9477 is also server.listen"),
+        "{errs:?}"
+    );
+}
+
+#[test]
 fn body_timeout_defaults_to_ten_seconds_and_is_checked() {
     assert_eq!(
         parse_ok(FULL).server.body_timeout,

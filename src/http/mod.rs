@@ -18,10 +18,13 @@ mod providers;
 mod readiness;
 mod reply;
 mod routes;
+mod status_page;
 mod svix;
 mod write_deadline;
 
 pub use log_field::Escaped;
+
+pub use routes::Routes;
 
 use crate::service::app::App;
 use hyper::server::conn::http1;
@@ -50,7 +53,14 @@ const MAX_CONNECTIONS: usize = 4096;
 /// How long shutdown waits for in-flight requests.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
-pub async fn serve(listener: TcpListener, app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
+/// Serves `routes` on `listener` until `shutdown`. The main and the admin
+/// listener both run through here, so they share every limit and timeout.
+pub async fn serve(
+    listener: TcpListener,
+    app: Arc<App>,
+    routes: Routes,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let graceful = GracefulShutdown::new();
     let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let readiness = Arc::new(readiness::Readiness::new());
@@ -88,7 +98,9 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, mut shutdown: watch::Re
                     let app = Arc::clone(&app);
                     let readiness = Arc::clone(&readiness);
                     async move {
-                        Ok::<_, std::convert::Infallible>(routes::handle(app, readiness, req).await)
+                        Ok::<_, std::convert::Infallible>(
+                            routes::handle(app, routes, readiness, req).await,
+                        )
                     }
                 }),
             );

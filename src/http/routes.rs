@@ -12,10 +12,15 @@ use tokio::time::Instant;
 
 /// Routes one request. hyper calls this once the head is complete, which is
 /// where the body deadline starts.
-pub async fn handle(app: Arc<App>, readiness: Arc<Readiness>, req: Request<Incoming>) -> Reply {
+pub async fn handle(
+    app: Arc<App>,
+    routes: Routes,
+    readiness: Arc<Readiness>,
+    req: Request<Incoming>,
+) -> Reply {
     let body_deadline = Instant::now() + app.config().server.body_timeout;
     let had_body = has_body(&req);
-    let mut response = route(app, &readiness, req, body_deadline).await;
+    let mut response = route(app, routes, &readiness, req, body_deadline).await;
     // An error answered before the body was read in full leaves the rest of
     // it on the wire; the connection cannot carry another request, so say
     // so and let hyper close it rather than wait for the remainder.
@@ -25,15 +30,51 @@ pub async fn handle(app: Arc<App>, readiness: Arc<Readiness>, req: Request<Incom
     response
 }
 
+/// Which routes a listener answers. With `[server] admin_listen` set, the
+/// main listener is `Public` (ingest and probes only) and the admin one is
+/// `Admin`; without it the one listener serves `All`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Routes {
+    All,
+    Public,
+    Admin,
+}
+
+impl Routes {
+    fn serves(self, segments: &[&str]) -> bool {
+        match self {
+            Routes::All => true,
+            Routes::Public => !is_admin(segments),
+            // Probes answer on both, so they can follow whichever port a
+            // deployment exposes to its orchestrator.
+            Routes::Admin => is_admin(segments) || matches!(segments, ["healthz"] | ["readyz"]),
+        }
+    }
+}
+
+/// The status page, status document, metrics and operator actions: what
+/// `admin_listen` keeps off the port the identity provider can reach.
+fn is_admin(segments: &[&str]) -> bool {
+    matches!(
+        segments,
+        [""] | ["metrics"] | ["v1", "status"] | ["v1", "svix", _, "acknowledge"]
+    )
+}
+
 async fn route(
     app: Arc<App>,
+    routes: Routes,
     readiness: &Readiness,
     req: Request<Incoming>,
     body_deadline: Instant,
 ) -> Reply {
     let path = req.uri().path().to_string();
     let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    if !routes.serves(&segments) {
+        return reply::error(StatusCode::NOT_FOUND, "no such route");
+    }
     match (req.method(), segments.as_slice()) {
+        (&Method::GET, [""]) => super::status_page::page(&app).await,
         (&Method::GET, ["healthz"]) => reply::text(StatusCode::OK, "text/plain", "ok\n".into()),
         (&Method::GET, ["readyz"]) => readyz(&app, readiness).await,
         (&Method::GET, ["metrics"]) => {
@@ -69,7 +110,7 @@ async fn route(
             let stream = stream.to_string();
             ingest::app_report(&app, &stream, req, body_deadline).await
         }
-        (_, ["healthz"] | ["readyz"] | ["metrics"] | ["v1", "status"]) => {
+        (_, [""] | ["healthz"] | ["readyz"] | ["metrics"] | ["v1", "status"]) => {
             reply::error(StatusCode::METHOD_NOT_ALLOWED, "use GET")
         }
         (
@@ -83,7 +124,13 @@ async fn route(
 
 /// `/v1/status`: streams, plus the Svix section when sources are configured.
 async fn status(app: &App) -> Reply {
+    reply::json(StatusCode::OK, &status_document(app).await)
+}
+
+/// The `/v1/status` document, which the status page renders too.
+pub(super) async fn status_document(app: &App) -> serde_json::Value {
     let mut doc = app.status_with_notifications().await;
+    doc["audit"] = app.audit_status().await;
     if !app.config().svix.is_empty() {
         match app.svix_status().await {
             Ok(svix) => doc["svix"] = svix,
@@ -93,7 +140,7 @@ async fn status(app: &App) -> Reply {
             }
         }
     }
-    reply::json(StatusCode::OK, &doc)
+    doc
 }
 
 /// `/readyz`: the cached readiness answer (see `readiness`).

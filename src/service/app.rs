@@ -109,6 +109,11 @@ impl App {
         self.streams.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// A copy of every watched stream's row (for the status page).
+    pub fn stream_rows(&self) -> Vec<StreamRow> {
+        self.lock_streams().values().cloned().collect()
+    }
+
     pub fn storage_ok(&self) -> bool {
         self.storage_ok.load(Ordering::Relaxed)
     }
@@ -337,7 +342,22 @@ impl App {
             .filter_map(|row| {
                 let stream = config.streams.get(&row.name)?;
                 let eval = Self::evaluate_row(&config, stream, row, now);
-                Some(json!({
+                let calendar = config.calendar_of(stream);
+                let tz = calendar.timezone();
+                let local = |t: Option<DateTime<Utc>>| t.map(|t| crate::status::format::local_rfc3339(t, tz));
+                let in_hours = calendar.in_business_hours(now);
+                let paused_until = if in_hours {
+                    None
+                } else {
+                    calendar.next_window(now).map(|w| w.start)
+                };
+                let firing = row.alert_state == AlertState::Firing;
+                let firing_since = row.firing_since.filter(|_| firing);
+                let fires_in = eval
+                    .fires_at
+                    .filter(|_| !firing)
+                    .map(|t| (t - now).num_seconds().max(0));
+                let mut doc = json!({
                     "name": row.name,
                     "calendar": stream.calendar,
                     "last_event_at": rfc(row.last_arrival_at),
@@ -352,7 +372,24 @@ impl App {
                     "reason": eval.reason.map(|r| r.as_str()),
                     "state": if row.alert_state == AlertState::Firing { "firing" } else { "ok" },
                     "firing_since": rfc(row.firing_since.filter(|_| row.alert_state == AlertState::Firing)),
-                }))
+                });
+                // Human facts beside the machine ones (issue #16).
+                let extra = json!({
+                    "timezone": tz.name(),
+                    "fires_in_seconds": fires_in,
+                    "in_business_hours": in_hours,
+                    "clock_paused_until": rfc(paused_until),
+                    "clock_paused_until_local": local(paused_until),
+                    "last_event_at_local": local(row.last_arrival_at),
+                    "newest_event_time_local": local(row.newest_event_at),
+                    "watching_since_local": local(Some(row.watch_started_at)),
+                    "fires_at_local": local(eval.fires_at),
+                    "firing_since_local": local(firing_since),
+                });
+                if let (Some(doc), Value::Object(extra)) = (doc.as_object_mut(), extra) {
+                    doc.extend(extra);
+                }
+                Some(doc)
             })
             .collect();
         json!({

@@ -5,11 +5,13 @@
 pub mod app;
 mod delivery;
 mod maintenance;
+mod status;
 mod svix;
 mod timer;
 
 use crate::clock::{Clock, SystemClock};
 use crate::config::{self, Config};
+use crate::http::Routes;
 use crate::store::{Store, StoreError};
 use app::App;
 use std::net::SocketAddr;
@@ -26,17 +28,26 @@ pub const STATE_FILE: &str = "hushwatch.sqlite3";
 /// A started sidecar. Tests hold one of these; `serve` waits for signals.
 pub struct Running {
     pub addr: SocketAddr,
+    /// The `[server] admin_listen` listener's address, when configured.
+    pub admin_addr: Option<SocketAddr>,
     pub app: Arc<App>,
     shutdown: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
 }
 
-/// Opens the store, restores every clock and starts serving on `listener`.
+/// Opens the store, restores every clock and starts serving on `listener`
+/// (and on `[server] admin_listen`, bound here, when configured).
 pub async fn start(
     config: Config,
     clock: Arc<dyn Clock>,
     listener: TcpListener,
 ) -> Result<Running, StartError> {
+    let admin = match config.server.admin_listen {
+        Some(at) => Some(
+            bind(at).map_err(|e| StartError(format!("cannot listen on admin_listen {at}: {e}")))?,
+        ),
+        None => None,
+    };
     let data_dir = config.server.data_dir.clone();
     std::fs::create_dir_all(&data_dir).map_err(|e| {
         StartError(format!(
@@ -57,16 +68,42 @@ pub async fn start(
     let addr = listener
         .local_addr()
         .map_err(|e| StartError(format!("listener: {e}")))?;
+    let admin_addr = match &admin {
+        Some(l) => Some(
+            l.local_addr()
+                .map_err(|e| StartError(format!("admin listener: {e}")))?,
+        ),
+        None => None,
+    };
     let (shutdown, rx) = watch::channel(false);
-    let tasks = vec![
-        tokio::spawn(crate::http::serve(listener, Arc::clone(&app), rx.clone())),
+    let main_routes = if admin.is_some() {
+        Routes::Public
+    } else {
+        Routes::All
+    };
+    let mut tasks = vec![
+        tokio::spawn(crate::http::serve(
+            listener,
+            Arc::clone(&app),
+            main_routes,
+            rx.clone(),
+        )),
         tokio::spawn(timer::run(Arc::clone(&app), rx.clone())),
         tokio::spawn(delivery::run(Arc::clone(&app), rx.clone())),
         tokio::spawn(maintenance::run(Arc::clone(&app), rx.clone())),
-        tokio::spawn(svix::regroup_loop(Arc::clone(&app), rx)),
+        tokio::spawn(svix::regroup_loop(Arc::clone(&app), rx.clone())),
     ];
+    if let Some(admin) = admin {
+        tasks.push(tokio::spawn(crate::http::serve(
+            admin,
+            Arc::clone(&app),
+            Routes::Admin,
+            rx,
+        )));
+    }
     Ok(Running {
         addr,
+        admin_addr,
         app,
         shutdown,
         tasks,
@@ -152,6 +189,9 @@ async fn serve(config_path: &Path, config: Config) -> Result<(), StartError> {
     let running = start(config, Arc::new(SystemClock), listener).await?;
     // Tests and operators look for this exact line to learn the port.
     tracing::info!(addr = %running.addr, "hushwatch listening on {}", running.addr);
+    if let Some(admin) = running.admin_addr {
+        tracing::info!(addr = %admin, "hushwatch admin listening on {admin} (status page, /v1/status, /metrics, admin routes)");
+    }
     let sig =
         |kind| signal(kind).map_err(|e| StartError(format!("cannot install signal handler: {e}")));
     let (mut term, mut int, mut hup) = (

@@ -18,6 +18,7 @@
 pub mod audit;
 mod ops;
 mod schema;
+pub mod status;
 pub mod svix;
 mod writer;
 
@@ -436,6 +437,23 @@ impl Store {
     ) -> Result<usize, StoreError> {
         self.call(move |c| ops::prune_events(c, before, limit))
             .await
+    }
+
+    /// Up to `cap` newest events per stream received since `since`, newest
+    /// first (for the status page's timeline).
+    pub async fn recent_arrivals(
+        &self,
+        streams: Vec<String>,
+        since: DateTime<Utc>,
+        cap: i64,
+    ) -> Result<Vec<(String, Vec<status::Arrival>)>, StoreError> {
+        self.call(move |c| status::recent_arrivals(c, &streams, since, cap))
+            .await
+    }
+
+    /// The audit chain's head and its newest checkpoint.
+    pub async fn audit_summary(&self) -> Result<status::AuditSummary, StoreError> {
+        self.call(status::audit_summary).await
     }
 
     /// A real write through the normal commit path, for /readyz: proves the

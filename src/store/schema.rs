@@ -23,6 +23,7 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// alert episode id and what the page says) plus a per-database random
 /// salt, so page keys never repeat even if the file is recreated.
 /// v6: per-channel delivery dedup.
+/// v7: an index on the audit log by stream, for the status page's timeline.
 pub(super) const MIGRATIONS: &[&str] = &[
     // v1
     "CREATE TABLE streams (
@@ -97,6 +98,8 @@ pub(super) const MIGRATIONS: &[&str] = &[
     CREATE UNIQUE INDEX outbox_extra_once ON outbox(alert_id, page_kind, step, notifier)
         WHERE page_kind != 'page';",
     DEDUP_PER_CHANNEL,
+    // v7
+    super::status::MIGRATION,
 ];
 
 /// v6: delivery ids are deduplicated per channel (see `ops::delivery_hash`).

@@ -65,7 +65,15 @@ app.kubernetes.io/component: {{ .Values.mode }}
 {{- if .configToml -}}
 {{- .configToml -}}
 {{- else -}}
-{{- toToml .config -}}
+{{- $config := deepCopy (.config | default dict) -}}
+{{- if .adminPort -}}
+{{- $server := get $config "server" | default dict -}}
+{{- if not (hasKey $server "admin_listen") -}}
+{{- $_ := set $server "admin_listen" (printf "0.0.0.0:%d" (int .adminPort)) -}}
+{{- end -}}
+{{- $_ := set $config "server" $server -}}
+{{- end -}}
+{{- toToml $config -}}
 {{- end -}}
 {{- end -}}
 
@@ -108,6 +116,7 @@ restartPolicy: Always for a native sidecar), dataVolume (volume name).
 */}}
 {{- define "hushwatch.containerOf" -}}
 {{- $v := .v -}}
+{{- $probePort := ternary "admin" "hushwatch" (gt (int ($v.adminPort | default 0)) 0) -}}
 {{- $pod := pick $v.podSecurityContext "runAsNonRoot" "runAsUser" "runAsGroup" "seccompProfile" -}}
 {{- $sc := merge (deepCopy $v.securityContext) $pod -}}
 - name: hushwatch
@@ -124,6 +133,11 @@ restartPolicy: Always for a native sidecar), dataVolume (volume name).
     - name: hushwatch
       containerPort: {{ $v.port }}
       protocol: TCP
+    {{- if $v.adminPort }}
+    - name: admin
+      containerPort: {{ $v.adminPort }}
+      protocol: TCP
+    {{- end }}
   {{- $env := list -}}
   {{- if $v.existingSecret -}}
   {{- range $name, $key := $v.secretEnv -}}
@@ -138,17 +152,17 @@ restartPolicy: Always for a native sidecar), dataVolume (volume name).
   startupProbe:
     httpGet:
       path: /healthz
-      port: hushwatch
+      port: {{ $probePort }}
     {{- toYaml $v.probes.startup | nindent 4 }}
   livenessProbe:
     httpGet:
       path: /healthz
-      port: hushwatch
+      port: {{ $probePort }}
     {{- toYaml $v.probes.liveness | nindent 4 }}
   readinessProbe:
     httpGet:
       path: /readyz
-      port: hushwatch
+      port: {{ $probePort }}
     {{- toYaml $v.probes.readiness | nindent 4 }}
   resources:
     {{- toYaml $v.resources | nindent 4 }}

@@ -1,0 +1,111 @@
+//! `hushwatch status`: fetches `/v1/status` and prints the overview as a
+//! terminal table. Exit 0: all ok; 1: something firing (or storage
+//! failing); 2: the server could not be reached or answered nonsense.
+
+use crate::status::model::StatusDoc;
+use crate::status::terminal;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty, Limited};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use std::io::IsTerminal;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Exit code when something is firing.
+pub const EXIT_FIRING: u8 = 1;
+/// Exit code when the server is unreachable (the same as for a bad
+/// `--config`: either way the command cannot tell whether all is well).
+pub const EXIT_UNREACHABLE: u8 = crate::cli::EXIT_CONFIG;
+/// Whole request, connect to last byte.
+const TIMEOUT: Duration = Duration::from_secs(10);
+/// A status document of 10,000 streams is a few MiB.
+const MAX_BODY: usize = 32 * 1024 * 1024;
+
+/// The server to ask: `--url`, else the admin listener of `--config`, else
+/// its main listener, else the documented default.
+pub fn base_url(url: Option<&str>, config: Option<&Path>) -> Result<String, ExitCode> {
+    if let Some(u) = url {
+        return Ok(u.trim_end_matches('/').to_string());
+    }
+    let Some(path) = config else {
+        return Ok("http://127.0.0.1:9477".to_string());
+    };
+    let config = super::load_or_exit(path)?;
+    let addr = config.server.admin_listen.unwrap_or(config.server.listen);
+    // A wildcard bind is reached on loopback from the same host.
+    let host = match addr.ip() {
+        ip if ip.is_unspecified() && ip.is_ipv4() => "127.0.0.1".to_string(),
+        ip if ip.is_unspecified() => "[::1]".to_string(),
+        std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+        ip => ip.to_string(),
+    };
+    Ok(format!("http://{host}:{}", addr.port()))
+}
+
+pub fn run(url: Option<&str>, config: Option<&Path>) -> ExitCode {
+    let base = match base_url(url, config) {
+        Ok(b) => b,
+        Err(code) => return code,
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("cannot start the runtime: {e}");
+            return ExitCode::from(EXIT_UNREACHABLE);
+        }
+    };
+    let doc = match runtime.block_on(fetch(&format!("{base}/v1/status"))) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("hushwatch status: {base}: {e}");
+            return ExitCode::from(EXIT_UNREACHABLE);
+        }
+    };
+    print!(
+        "{}",
+        terminal::render(&doc, std::io::stdout().is_terminal())
+    );
+    if doc.all_ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_FIRING)
+    }
+}
+
+async fn fetch(url: &str) -> Result<StatusDoc, String> {
+    let uri: hyper::Uri = url.parse().map_err(|_| "not a valid URL".to_string())?;
+    if uri.scheme_str() != Some("http") {
+        return Err("only http:// URLs are supported".to_string());
+    }
+    let mut connector = HttpConnector::new();
+    connector.set_connect_timeout(Some(TIMEOUT));
+    let client = hyper_util::client::legacy::Client::builder(TokioExecutor::new())
+        .build::<_, Empty<Bytes>>(connector);
+    let exchange = async {
+        let response = client
+            .get(uri)
+            .await
+            .map_err(|e| format!("unreachable ({e})"))?;
+        let status = response.status();
+        let body = Limited::new(response.into_body(), MAX_BODY)
+            .collect()
+            .await
+            .map_err(|e| format!("reading the answer failed ({e})"))?
+            .to_bytes();
+        if !status.is_success() {
+            return Err(format!(
+                "answered {status} (with admin_listen set, ask that port)"
+            ));
+        }
+        serde_json::from_slice::<StatusDoc>(&body)
+            .map_err(|e| format!("answer is not a hushwatch status document ({e})"))
+    };
+    tokio::time::timeout(TIMEOUT, exchange)
+        .await
+        .map_err(|_| format!("no answer within {} s", TIMEOUT.as_secs()))?
+}

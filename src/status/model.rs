@@ -1,0 +1,199 @@
+//! The `/v1/status` document as types: the status page renders it and
+//! `hushwatch status` reads it over HTTP, so both show exactly what the
+//! JSON says. Every field a newer or older server may lack has a default.
+
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct StatusDoc {
+    pub now: DateTime<Utc>,
+    #[serde(default = "yes")]
+    pub storage_ok: bool,
+    #[serde(default)]
+    pub streams: Vec<StreamStatus>,
+    #[serde(default)]
+    pub notifications: Option<Notifications>,
+    #[serde(default)]
+    pub svix: Option<Svix>,
+    #[serde(default)]
+    pub audit: Option<Audit>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct StreamStatus {
+    pub name: String,
+    pub calendar: String,
+    #[serde(default)]
+    pub timezone: Option<String>,
+    pub last_event_at: Option<DateTime<Utc>>,
+    pub last_event_type: Option<String>,
+    #[serde(default)]
+    pub newest_event_time: Option<DateTime<Utc>>,
+    pub watching_since: Option<DateTime<Utc>>,
+    pub business_silence_seconds: i64,
+    pub threshold_seconds: i64,
+    #[serde(default)]
+    pub max_silence_seconds: Option<i64>,
+    pub fires_at: Option<DateTime<Utc>>,
+    #[serde(default)]
+    pub reason: Option<String>,
+    pub state: String,
+    pub firing_since: Option<DateTime<Utc>>,
+    #[serde(default)]
+    pub fires_in_seconds: Option<i64>,
+    #[serde(default = "yes")]
+    pub in_business_hours: bool,
+    #[serde(default)]
+    pub clock_paused_until: Option<DateTime<Utc>>,
+}
+
+impl StreamStatus {
+    pub fn firing(&self) -> bool {
+        self.state == "firing"
+    }
+
+    /// The calendar's zone; UTC when the server did not say or named one
+    /// this build does not know.
+    pub fn tz(&self) -> chrono_tz::Tz {
+        self.timezone
+            .as_deref()
+            .and_then(|z| z.parse().ok())
+            .unwrap_or(chrono_tz::UTC)
+    }
+
+    /// Business silence as a fraction of the threshold, 0..=1.
+    pub fn fraction(&self) -> f64 {
+        if self.threshold_seconds <= 0 {
+            return 1.0;
+        }
+        (self.business_silence_seconds as f64 / self.threshold_seconds as f64).clamp(0.0, 1.0)
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Notifications {
+    #[serde(default)]
+    pub notifiers: BTreeMap<String, NotifierCounts>,
+    #[serde(default)]
+    pub failed_total: u64,
+    #[serde(default)]
+    pub recent_failures: Vec<FailedPage>,
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct NotifierCounts {
+    #[serde(default)]
+    pub kind: String,
+    #[serde(default)]
+    pub pending: u64,
+    #[serde(default)]
+    pub delivered: u64,
+    #[serde(default)]
+    pub failed: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct FailedPage {
+    #[serde(default)]
+    pub stream: Option<String>,
+    pub notifier: String,
+    #[serde(default)]
+    pub status: String,
+    #[serde(default)]
+    pub kind: String,
+    pub at: DateTime<Utc>,
+    #[serde(default)]
+    pub attempts: i64,
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Svix {
+    #[serde(default)]
+    pub endpoints: Vec<SvixEndpoint>,
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct SvixEndpoint {
+    pub source: String,
+    pub endpoint_id: String,
+    #[serde(default)]
+    pub endpoint_uid: Option<String>,
+    #[serde(default)]
+    pub stream: Option<String>,
+    pub state: String,
+    #[serde(default)]
+    pub disabled: Option<SvixDisabled>,
+    #[serde(default)]
+    pub failing_messages: u64,
+    #[serde(default)]
+    pub lost_messages: Vec<LostMessage>,
+}
+
+impl SvixEndpoint {
+    /// States that page someone (the endpoint stopped, or messages are lost).
+    pub fn alerting(&self) -> bool {
+        matches!(self.state.as_str(), "disabled" | "exhausted")
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct SvixDisabled {
+    #[serde(default)]
+    pub trigger: String,
+    #[serde(default)]
+    pub since: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct LostMessage {
+    pub msg_id: String,
+    #[serde(default)]
+    pub status_code: Option<i64>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Audit {
+    #[serde(default)]
+    pub enabled: bool,
+    #[serde(default)]
+    pub head_seq: i64,
+    #[serde(default)]
+    pub head_hash: String,
+    #[serde(default)]
+    pub last_checkpoint: Option<Checkpoint>,
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Checkpoint {
+    pub seq: i64,
+    pub at: DateTime<Utc>,
+    pub signed: bool,
+}
+
+impl StatusDoc {
+    /// What `hushwatch status` exits with: 0 all ok, 1 something firing
+    /// (a silent stream, a disabled or exhausted Svix endpoint) or
+    /// storage failing.
+    pub fn all_ok(&self) -> bool {
+        self.storage_ok
+            && !self.streams.iter().any(StreamStatus::firing)
+            && !self
+                .svix
+                .as_ref()
+                .is_some_and(|s| s.endpoints.iter().any(SvixEndpoint::alerting))
+    }
+}

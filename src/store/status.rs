@@ -1,0 +1,198 @@
+//! Bounded reads for the status page: recent arrivals per stream (for the
+//! 7-day timeline) and the audit chain's head and last checkpoint.
+
+use super::StoreError;
+use chrono::{DateTime, Utc};
+use rusqlite::{params, Connection, OptionalExtension};
+
+/// Migration step (v7): lets the timeline read one stream's recent audit
+/// entries without scanning the whole log (`events` has such an index).
+pub(super) const MIGRATION: &str =
+    "CREATE INDEX audit_log_by_source ON audit_log(source, received_at);";
+
+/// One recorded event on a stream: when it arrived and its type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Arrival {
+    pub at: DateTime<Utc>,
+    pub event_type: String,
+}
+
+/// The audit chain as the status page shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditSummary {
+    /// Sequence number and hex hash of the newest entry (or the prune anchor).
+    pub head_seq: i64,
+    pub head_hash: String,
+    pub last_checkpoint: Option<CheckpointSummary>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckpointSummary {
+    pub seq: i64,
+    pub at: DateTime<Utc>,
+    pub signed: bool,
+}
+
+fn time(ms: i64) -> rusqlite::Result<DateTime<Utc>> {
+    DateTime::from_timestamp_millis(ms).ok_or(rusqlite::Error::IntegralValueOutOfRange(0, ms))
+}
+
+/// The newest `cap` events of each stream received at or after `since`,
+/// newest first. Each event lives in exactly one of `events` (audit off) or
+/// `audit_log` (audit on); Svix operational messages are not stream events.
+pub(super) fn recent_arrivals(
+    conn: &Connection,
+    streams: &[String],
+    since: DateTime<Utc>,
+    cap: i64,
+) -> Result<Vec<(String, Vec<Arrival>)>, StoreError> {
+    let mut from_events = conn.prepare_cached(
+        "SELECT received_at, event_type FROM events
+         WHERE stream = ?1 AND received_at >= ?2 AND feeds_clock = 1
+         ORDER BY received_at DESC LIMIT ?3",
+    )?;
+    let mut from_audit = conn.prepare_cached(
+        "SELECT received_at, event_type FROM audit_log
+         WHERE source = ?1 AND received_at >= ?2 AND channel != 'svix'
+         ORDER BY received_at DESC LIMIT ?3",
+    )?;
+    let since = since.timestamp_millis();
+    let mut out = Vec::with_capacity(streams.len());
+    for stream in streams {
+        let mut arrivals = Vec::new();
+        for stmt in [&mut from_events, &mut from_audit] {
+            let rows = stmt.query_map(params![stream, since, cap], |r| {
+                Ok(Arrival {
+                    at: time(r.get(0)?)?,
+                    event_type: r.get(1)?,
+                })
+            })?;
+            for row in rows {
+                arrivals.push(row?);
+            }
+        }
+        arrivals.sort_by_key(|a| std::cmp::Reverse(a.at));
+        arrivals.truncate(usize::try_from(cap).unwrap_or(0));
+        out.push((stream.clone(), arrivals));
+    }
+    Ok(out)
+}
+
+pub(super) fn audit_summary(conn: &Connection) -> Result<AuditSummary, StoreError> {
+    let head: Option<(i64, String)> = conn
+        .query_row(
+            "SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    let head = match head {
+        Some(h) => Some(h),
+        None => conn
+            .query_row("SELECT seq, hash FROM audit_anchor WHERE id = 1", [], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .optional()?,
+    };
+    let (head_seq, head_hash) = head.unwrap_or((0, String::new()));
+    let last_checkpoint = conn
+        .query_row(
+            "SELECT seq, created_at, mac IS NOT NULL FROM audit_checkpoints
+             ORDER BY created_at DESC, seq DESC LIMIT 1",
+            [],
+            |r| {
+                Ok(CheckpointSummary {
+                    seq: r.get(0)?,
+                    at: time(r.get(1)?)?,
+                    signed: r.get(2)?,
+                })
+            },
+        )
+        .optional()?;
+    Ok(AuditSummary {
+        head_seq,
+        head_hash,
+        last_checkpoint,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{NewEvent, Store};
+    use chrono::{DateTime, Utc};
+
+    fn at(s: i64) -> DateTime<Utc> {
+        DateTime::from_timestamp(s, 0).unwrap()
+    }
+
+    fn event(
+        stream: &str,
+        id: &str,
+        received: i64,
+        audit: bool,
+        channel: &'static str,
+    ) -> NewEvent {
+        NewEvent {
+            stream: stream.to_owned(),
+            delivery_id: Some(id.to_owned()),
+            event_type: format!("type.{id}"),
+            event_time: None,
+            received_at: at(received),
+            feeds_clock: true,
+            body_sha256: None,
+            channel,
+            signature_verified: false,
+            subject_ids: Vec::new(),
+            audit,
+        }
+    }
+
+    #[tokio::test]
+    async fn arrivals_come_from_both_tables_newest_first_capped_and_bounded_in_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("s.sqlite3")).unwrap();
+        let names = vec!["a".to_string(), "b".to_string()];
+        store.watch_streams(names.clone(), at(0)).await.unwrap();
+        let events = vec![
+            event("a", "old", 50, true, "report"),  // before `since`
+            event("a", "e1", 100, false, "report"), // events table (audit off)
+            event("a", "e2", 200, true, "webhook"), // audit log
+            event("a", "e3", 300, true, "report"),
+            event("a", "e4", 400, false, "report"),
+            event("b", "svix", 250, true, "svix"), // an operational message, not an arrival
+            event("b", "b1", 150, true, "report"),
+        ];
+        store.record_events(events).await.unwrap();
+        let got = store.recent_arrivals(names, at(100), 3).await.unwrap();
+        let times = |i: usize| -> Vec<i64> { got[i].1.iter().map(|a| a.at.timestamp()).collect() };
+        assert_eq!(got[0].0, "a");
+        assert_eq!(times(0), [400, 300, 200], "newest first, capped at 3");
+        assert_eq!(got[0].1[0].event_type, "type.e4");
+        assert_eq!(times(1), [150]);
+        store.close().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn audit_summary_names_head_and_last_checkpoint() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("s.sqlite3")).unwrap();
+        let empty = store.audit_summary().await.unwrap();
+        assert_eq!((empty.head_seq, empty.last_checkpoint), (0, None));
+        store.watch_streams(vec!["a".into()], at(0)).await.unwrap();
+        store
+            .record_events(vec![event("a", "e1", 10, true, "report")])
+            .await
+            .unwrap();
+        store.audit_checkpoint(at(20), None).await.unwrap();
+        store
+            .record_events(vec![event("a", "e2", 30, true, "report")])
+            .await
+            .unwrap();
+        let s = store.audit_summary().await.unwrap();
+        assert_eq!(s.head_seq, 2);
+        assert_eq!(s.head_hash.len(), 64);
+        let c = s.last_checkpoint.unwrap();
+        assert_eq!((c.seq, c.at, c.signed), (1, at(20), false));
+        store.close().await.unwrap();
+    }
+}

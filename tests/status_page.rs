@@ -1,0 +1,413 @@
+//! The status page in a real browser: headless Chromium loads `GET /` from
+//! a server on a manual clock driven through each state (ok in business
+//! hours, ok with the clock paused, firing, failed page, Svix endpoint
+//! disabled); the rendered DOM must read right in the calendar's zone and
+//! carry no secret. A screenshot of each state is saved under
+//! target/test-output/status-page/ for a person to look at.
+
+mod common;
+
+use common::*;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const OPS_SECRET: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
+const ADMIN: &str = "admin-token-SECRET-1";
+const HOOK_SECRET: &str = "whsec_plJ3nmyCDGBKInavdOK15jsl";
+const EP: &str = "ep_Kh8oOOL8dKLzdocJ2isAjIhKtJ0";
+const SUBJECT: &str = "user_SUBJECT0000000000042";
+
+fn config(hook_url: &str) -> String {
+    format!(
+        r#"[server]
+listen = "127.0.0.1:0"
+data_dir = "data"
+
+[calendars.tokyo]
+timezone = "Asia/Tokyo"
+weekly = ["mon-fri 09:00-18:00"]
+
+[streams.identity]
+calendar = "tokyo"
+silence_threshold = "6h"
+notify = ["hook"]
+[streams.identity.ingest]
+webhook_secret = "{SECRET}"
+token = "{TOKEN}"
+
+[notifiers.hook]
+kind = "webhook"
+url = "{hook_url}"
+secret = "{HOOK_SECRET}"
+timeout = "2s"
+
+[notifiers.stdout]
+kind = "log"
+
+[svix.main]
+secret = "{OPS_SECRET}"
+streams = ["identity"]
+notify = ["stdout"]
+admin_token = "{ADMIN}"
+endpoints = {{ "{EP}" = "identity" }}
+"#
+    )
+}
+
+/// Chromium, or None (with a message) when it is missing and cannot be
+/// installed because the test does not run as root.
+fn chromium() -> Option<PathBuf> {
+    let found = ["chromium", "chromium-browser"].iter().find_map(|name| {
+        Command::new("which")
+            .arg(name)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
+    });
+    if found.is_some() {
+        return found;
+    }
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+    assert!(
+        !root,
+        "chromium is missing; scripts/test-components installs it (apt-get install chromium)"
+    );
+    eprintln!("SKIP status page browser tests: chromium is not installed and this is not root");
+    None
+}
+
+fn output_dir() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/test-output/status-page");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Runs headless Chromium with the flags it needs on a machine without
+/// network, plus `extra`; returns stdout. Bounded: killed after 90 s.
+fn run_chromium(browser: &Path, extra: &[String], url: &str) -> String {
+    let profile = tempfile::tempdir().unwrap();
+    let mut child = Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            "--hide-scrollbars",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .args(extra)
+        .arg(url)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start chromium");
+    let mut stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut stdout, &mut s);
+        s
+    });
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("chromium did not finish within 90 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    reader.join().unwrap()
+}
+
+struct Browser {
+    path: PathBuf,
+    base: String,
+}
+
+impl Browser {
+    /// The DOM Chromium built from `GET /`, and a screenshot named `state`
+    /// (desktop width, plus phone width when asked).
+    fn look(&self, state: &str, phone: bool) -> String {
+        let dom = run_chromium(&self.path, &["--dump-dom".to_string()], &self.base);
+        assert!(dom.contains("<h1>hushwatch status</h1>"), "{dom}");
+        let dir = output_dir();
+        let mut sizes = vec![("", "1280,1600")];
+        if phone {
+            sizes.push(("-phone", "390,2400"));
+        }
+        for (suffix, size) in sizes {
+            let file = dir.join(format!("{state}{suffix}.png"));
+            let _ = std::fs::remove_file(&file);
+            run_chromium(
+                &self.path,
+                &[
+                    format!("--window-size={size}"),
+                    format!("--screenshot={}", file.display()),
+                ],
+                &self.base,
+            );
+            assert!(
+                file.exists(),
+                "screenshot {} was not written",
+                file.display()
+            );
+        }
+        std::fs::write(dir.join(format!("{state}.html")), &dom).unwrap();
+        dom
+    }
+}
+
+/// A webhook receiver on 127.0.0.1 that refuses every page with 404.
+fn refusing_receiver() -> std::net::SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut conn in listener.incoming().map_while(Result::ok) {
+            // Read the head and the (small) body before answering, so the
+            // client sees an answer rather than a reset.
+            let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
+            let mut seen = Vec::new();
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = conn.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                seen.extend_from_slice(&buf[..n]);
+                if body_complete(&seen) {
+                    break;
+                }
+            }
+            let _ = conn.write_all(
+                b"HTTP/1.1 404 Not Found\r\ncontent-length: 12\r\nconnection: close\r\n\r\nno such hook",
+            );
+        }
+    });
+    addr
+}
+
+fn body_complete(seen: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(seen);
+    let Some((head, body)) = text.split_once("\r\n\r\n") else {
+        return false;
+    };
+    let length = head
+        .lines()
+        .find_map(|l| {
+            let (n, v) = l.split_once(':')?;
+            n.eq_ignore_ascii_case("content-length")
+                .then(|| v.trim().parse::<usize>().ok())?
+        })
+        .unwrap_or(0);
+    body.len() >= length
+}
+
+/// The `<tr>` of a stream in the dumped DOM.
+fn stream_row<'a>(dom: &'a str, name: &str) -> &'a str {
+    let start = dom
+        .find(&format!("<tr id=\"stream-{name}\""))
+        .unwrap_or_else(|| panic!("no row for {name}: {dom}"));
+    let end = dom[start..].find("</tr>").unwrap() + start;
+    &dom[start..end]
+}
+
+/// The fill width of the silence bar, in percent.
+fn bar_width(row: &str) -> f64 {
+    let at = row.find("class=\"fill").expect("bar fill");
+    let rest = &row[at..];
+    let w = rest.find("width=\"").unwrap() + 7;
+    let end = rest[w..].find('%').unwrap() + w;
+    rest[w..end].parse().unwrap()
+}
+
+fn assert_no_secrets(dom: &str) {
+    for secret in [
+        SECRET,
+        TOKEN,
+        OPS_SECRET,
+        ADMIN,
+        HOOK_SECRET,
+        SUBJECT,
+        "SEKRIT",
+        "whsec_",
+    ] {
+        assert!(!dom.contains(secret), "the page shows {secret}");
+    }
+}
+
+fn signed_event(s: &InProcess, id: &str, event_type: &str) {
+    let ts = s.clock_now().timestamp();
+    let body = format!(
+        r#"{{"type":"{event_type}","timestamp":{},"data":{{"user_id":"{SUBJECT}"}}}}"#,
+        (ts - 2) * 1000
+    );
+    let r = post_webhook(s.addr, "identity", SECRET, id, ts, &body);
+    assert_eq!(r.status, 200, "{}", r.body);
+}
+
+trait ClockNow {
+    fn clock_now(&self) -> chrono::DateTime<chrono::Utc>;
+}
+
+impl ClockNow for InProcess {
+    fn clock_now(&self) -> chrono::DateTime<chrono::Utc> {
+        use hushwatch::clock::Clock;
+        self.clock.now()
+    }
+}
+
+#[test]
+fn each_state_reads_right_in_a_real_browser() {
+    let Some(path) = chromium() else { return };
+    // The webhook notifier's URL carries a secret path; the receiver
+    // refuses the page (404), so the page ends up failed.
+    let hook = refusing_receiver();
+    let work = Workdir::new(&config(&format!("http://{hook}/hooks/SEKRIT-PATH")));
+    // Monday 09:00 in Tokyo, when watching starts.
+    let s = InProcess::start(&work, utc("2026-11-30T09:00:00+09:00"));
+    let browser = Browser {
+        path,
+        base: format!("http://{}/", s.addr),
+    };
+
+    // 1. OK in business hours: an event at 10:00, looked at 12:13.
+    s.set_time(utc("2026-11-30T10:00:00+09:00"));
+    signed_event(&s, "msg_1", "user.<b>created</b>");
+    s.set_time(utc("2026-11-30T12:13:00+09:00"));
+    let dom = browser.look("1-ok-in-hours", true);
+    let row = stream_row(&dom, "identity");
+    assert!(row.contains("data-state=\"ok\""), "{row}");
+    assert!(row.contains(">OK</span>"), "{row}");
+    assert!(
+        row.contains(
+            "silent for 2h13m of business time, fires in 3h47m (Mon 16:00 Asia/Tokyo · 07:00 UTC)"
+        ),
+        "{row}"
+    );
+    assert!((bar_width(row) - 100.0 * (2.0 * 60.0 + 13.0) / 360.0).abs() < 0.01);
+    assert!(row.contains("running (in business hours)"), "{row}");
+    // The event type came from a request body: shown as text, not markup.
+    assert!(row.contains("user.&lt;b&gt;created&lt;/b&gt;"), "{row}");
+    assert!(row.contains("Mon 10:00 Asia/Tokyo · 01:00 UTC"), "{row}");
+    assert!(row.contains("lag 2s"), "{row}");
+    assert!(dom.contains("OK: all 1 streams within their thresholds"));
+    assert!(
+        dom.contains("data-arrivals=\"1\""),
+        "one tick on the timeline"
+    );
+    assert_no_secrets(&dom);
+
+    // 2. OK, clock paused: a new event at 15:00, looked at 19:00.
+    s.set_time(utc("2026-11-30T15:00:00+09:00"));
+    signed_event(&s, "msg_2", "session.created");
+    s.set_time(utc("2026-11-30T19:00:00+09:00"));
+    let dom = browser.look("2-ok-paused", false);
+    let row = stream_row(&dom, "identity");
+    assert!(row.contains(">OK</span>"), "{row}");
+    assert!(
+        row.contains("paused until Tue 09:00 Asia/Tokyo (outside business hours)"),
+        "{row}"
+    );
+    assert!(
+        row.contains(
+            "silent for 3h of business time, fires in 17h (Tue 12:00 Asia/Tokyo · 03:00 UTC)"
+        ),
+        "{row}"
+    );
+    assert!((bar_width(row) - 50.0).abs() < 0.01);
+    assert!(dom.contains("data-arrivals=\"2\""));
+    assert_no_secrets(&dom);
+
+    // 3. Firing since Tuesday 12:00 Tokyo, looked at 13:05; the hook
+    // refuses the page, which is then failed.
+    s.set_time(utc("2026-12-01T13:05:00+09:00"));
+    wait_for(Duration::from_secs(60), "the page to fail", || {
+        let n = get(s.addr, "/v1/status").json();
+        (n["notifications"]["failed_total"] == 1).then_some(())
+    });
+    let dom = browser.look("3-firing-page-failed", true);
+    let row = stream_row(&dom, "identity");
+    assert!(row.contains("data-state=\"firing\""), "{row}");
+    assert!(
+        row.contains("FIRING since Tue 12:00 Asia/Tokyo · 03:00 UTC"),
+        "{row}"
+    );
+    assert!(row.contains("FIRING for 1h05m"), "{row}");
+    assert!((bar_width(row) - 100.0).abs() < 0.01);
+    assert!(dom.contains("FIRING: 1 of 1 streams silent too long"));
+    assert!(
+        dom.contains("data-crossings=\"1\""),
+        "threshold crossing marked"
+    );
+    assert!(dom.contains("threshold reached Tue 12:00 Asia/Tokyo"));
+    let hook_row_at = dom.find("<tr data-failed=\"1\"><th scope=\"row\">hook</th>");
+    let hook_row = &dom[hook_row_at.expect("hook row shows a failure")..];
+    let hook_row = &hook_row[..hook_row.find("</tr>").unwrap()];
+    assert!(hook_row.contains("FAILED"), "{hook_row}");
+    assert!(hook_row.contains("404"), "last error shown: {hook_row}");
+    assert_no_secrets(&dom);
+
+    // 4. A Svix endpoint disabled.
+    let ts = s.clock_now().timestamp();
+    let body = format!(
+        r#"{{"type":"endpoint.disabled","data":{{"appId":"app_1","appUid":"acme","endpointId":"{EP}","endpointUid":"identity-sidecar","failSince":"2026-12-01T00:12:44Z","trigger":"automatic"}}}}"#
+    );
+    let key = hushwatch::ingest::signature::SecretKey::parse(OPS_SECRET).unwrap();
+    let sig = hushwatch::ingest::signature::sign(&key, "op_1", ts, body.as_bytes());
+    let ts = ts.to_string();
+    let r = request(
+        s.addr,
+        "POST",
+        "/v1/svix/main/operational",
+        &[
+            ("svix-id", "op_1"),
+            ("svix-timestamp", &ts),
+            ("svix-signature", &sig),
+        ],
+        body.as_bytes(),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let dom = browser.look("4-svix-disabled", false);
+    assert!(dom.contains("<h2 id=\"svix-h\">Svix endpoints</h2>"));
+    assert!(
+        dom.contains("<tr data-state=\"disabled\"><th scope=\"row\"><code>identity-sidecar</code>")
+    );
+    assert!(dom.contains("DISABLED (automatic)"), "{dom}");
+    assert!(dom.contains("1 Svix endpoint(s) need attention"));
+    assert_no_secrets(&dom);
+    s.stop();
+}
+
+#[test]
+fn the_page_is_served_under_a_strict_content_security_policy() {
+    let work = Workdir::new(&config("http://127.0.0.1:9/unused"));
+    let s = InProcess::start(&work, utc("2026-11-30T09:00:00+09:00"));
+    let page = get(s.addr, "/");
+    assert_eq!(page.status, 200);
+    let csp = page.header("content-security-policy").expect("CSP header");
+    assert!(
+        csp.starts_with("default-src 'none'; style-src 'sha256-"),
+        "{csp}"
+    );
+    assert!(!csp.contains("unsafe"), "{csp}");
+    assert_eq!(page.header("x-content-type-options"), Some("nosniff"));
+    assert!(page
+        .body
+        .contains("<meta http-equiv=\"refresh\" content=\"10\">"));
+    // Self-contained: nothing is loaded from anywhere.
+    for external in ["src=", "href=", "@import", "url("] {
+        assert!(!page.body.contains(external), "page references {external}");
+    }
+    s.stop();
+}
