@@ -34,6 +34,10 @@ pub struct Metrics {
     pub threshold: GaugeVec,
     pub fires_at: GaugeVec,
     pub event_lag: GaugeVec,
+    /// Provider subscriptions that must be renewed (Entra, Google), by stream and
+    /// subscription id. Ids come from authenticated deliveries and are capped per stream
+    /// (`store::subscriptions::MAX_PER_STREAM`), so the label sets stay bounded.
+    pub subscription_expires: GaugeVec,
     pub in_business_hours: IntGaugeVec,
     pub events: IntCounterVec,
     pub reload_successful: IntGauge,
@@ -201,6 +205,19 @@ impl Metrics {
                 "Arrival time minus event time of the latest event.",
                 "stream",
             ),
+            subscription_expires: {
+                let name = "hushwatch_subscription_expires_timestamp_seconds";
+                let g = GaugeVec::new(
+                    Opts::new(
+                        name,
+                        "When a provider subscription or channel expires unless renewed.",
+                    ),
+                    &["stream", "subscription"],
+                )
+                .unwrap_or_else(|e| unreachable_metric(name, e));
+                register(&r, name, Box::new(g.clone()));
+                g
+            },
             in_business_hours: int_gauge_vec(
                 &r,
                 "hushwatch_in_business_hours",

@@ -218,7 +218,18 @@ pub(super) async fn store(
     stream: &StreamConfig,
     events: Vec<crate::store::NewEvent>,
 ) -> Reply {
-    match tokio::time::timeout(STORE_TIMEOUT, app.ingest(events)).await {
+    store_delivery(app, stream, events, None).await
+}
+
+/// `store`, with what the delivery said about the stream's provider subscriptions,
+/// committed in the same transaction.
+pub(super) async fn store_delivery(
+    app: &App,
+    stream: &StreamConfig,
+    events: Vec<crate::store::NewEvent>,
+    update: Option<crate::store::subscriptions::SubscriptionUpdate>,
+) -> Reply {
+    match tokio::time::timeout(STORE_TIMEOUT, app.ingest_delivery(events, update)).await {
         Ok(Ok(outcomes)) => {
             let accepted = outcomes
                 .iter()
@@ -233,7 +244,8 @@ pub(super) async fn store(
                 };
                 app.metrics.count_event(&stream.name, label);
             }
-            let status = if accepted > 0 {
+            // A delivery with no events (an Entra lifecycle notice) was still heard.
+            let status = if accepted > 0 || outcomes.is_empty() {
                 "accepted"
             } else {
                 "duplicate"

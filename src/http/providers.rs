@@ -7,13 +7,14 @@
 //! `ingest::providers::entra`); 2xx only after the store committed.
 
 use super::body;
-use super::ingest::{clip, reject, reject_body, store};
+use super::ingest::{clip, reject, reject_body, store_delivery};
 use super::reply::{self, Reply};
 use crate::config::providers::ProviderConfig;
 use crate::config::secret::SecretString;
 use crate::config::StreamConfig;
 use crate::ingest::providers::{self, google, okta, workos, Delivery, Rejection};
 use crate::service::app::App;
+use crate::store::subscriptions::SubscriptionUpdate;
 use crate::store::NewEvent;
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE};
@@ -130,6 +131,14 @@ pub async fn webhook(
             ..Delivery::default()
         }
     });
+    let update = (!delivery.expiries.is_empty() || !delivery.lifecycle.is_empty()).then(|| {
+        SubscriptionUpdate {
+            stream: stream.name.clone(),
+            expiries: delivery.expiries.clone(),
+            lifecycle: delivery.lifecycle.clone(),
+            carried_events: delivery.events.iter().any(|e| e.feeds_clock),
+        }
+    });
     let digest: [u8; 32] = Sha256::digest(&body).into();
     let audit = app.config().audit.enabled;
     let hmac_verified = matches!(provider, ProviderConfig::Workos { .. });
@@ -150,14 +159,7 @@ pub async fn webhook(
             audit,
         })
         .collect();
-    if events.is_empty() {
-        // An Entra lifecycle notice only: nothing to count, but it was heard.
-        return reply::json(
-            StatusCode::ACCEPTED,
-            &serde_json::json!({ "status": "accepted", "accepted": 0, "duplicate": 0 }),
-        );
-    }
-    store(app, stream, events).await
+    store_delivery(app, stream, events, update).await
 }
 
 /// `GET /v1/streams/{stream}/webhook`: Okta's one-time verification challenge.

@@ -10,6 +10,7 @@ use crate::domain::silence::{evaluate, Evaluation};
 use crate::metrics::Metrics;
 use crate::store::TransitionOutcome;
 use crate::store::{AlertState, EventOutcome, NewEvent, Store, StoreError, StreamRow, Transition};
+use crate::store::subscriptions::SubscriptionUpdate;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -30,6 +31,8 @@ pub struct App {
     pub replan: Notify,
     /// Wakes the delivery worker (new pages in the outbox).
     pub outbox_wake: Notify,
+    /// Wakes the subscription watcher (a delivery changed a provider subscription).
+    pub subscriptions_changed: Notify,
     /// False after a failed write, until a write succeeds again.
     storage_ok: AtomicBool,
 }
@@ -50,6 +53,7 @@ impl App {
             streams: Mutex::new(BTreeMap::new()),
             replan: Notify::new(),
             outbox_wake: Notify::new(),
+            subscriptions_changed: Notify::new(),
             storage_ok: AtomicBool::new(true),
         };
         app.watch_configured().await?;
@@ -132,7 +136,24 @@ impl App {
     /// Durably records events, then moves the in-memory clock and wakes the
     /// timer. Returns only after the commit.
     pub async fn ingest(&self, events: Vec<NewEvent>) -> Result<Vec<EventOutcome>, StoreError> {
-        let result = self.store.record_events(events.clone()).await;
+        self.ingest_delivery(events, None).await
+    }
+
+    /// `ingest`, plus the provider subscription facts the same delivery carried, committed
+    /// together.
+    pub async fn ingest_delivery(
+        &self,
+        events: Vec<NewEvent>,
+        update: Option<SubscriptionUpdate>,
+    ) -> Result<Vec<EventOutcome>, StoreError> {
+        let has_update = update.is_some();
+        let result = self
+            .store
+            .record_delivery(events.clone(), update, self.clock.now())
+            .await;
+        if has_update && result.is_ok() {
+            self.subscriptions_changed.notify_one();
+        }
         self.note_storage(&result);
         let outcomes = result?;
         let mut moved = false;

@@ -100,6 +100,8 @@ pub(super) const MIGRATIONS: &[&str] = &[
     DEDUP_PER_CHANNEL,
     // v7
     super::status::MIGRATION,
+    // v8
+    super::subscriptions::MIGRATION,
 ];
 
 /// v6: delivery ids are deduplicated per channel (see `ops::delivery_hash`).
