@@ -74,6 +74,9 @@ async fn check(app: &App) -> Result<Option<DateTime<Utc>>, StoreError> {
     let config = app.config();
     let now = app.clock.now();
     let mut next: Option<DateTime<Utc>> = None;
+    // Rebuilt from the rows each time, so evicted or unconfigured subscriptions leave no
+    // stale series behind (the label sets stay bounded by the rows).
+    app.metrics.subscription_expires.reset();
     for row in &rows {
         let Some(warning) = warning_of(&config, &row.stream) else {
             continue;
