@@ -54,6 +54,22 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         config: PathBuf,
     },
+    /// Print the webhook-id, webhook-timestamp and webhook-signature headers
+    /// (Standard Webhooks) for a body, to send a signed test webhook by hand.
+    Sign {
+        /// Environment variable holding the whsec_... secret (never passed as an argument)
+        #[arg(long, value_name = "VAR")]
+        secret_env: String,
+        /// File with the exact body to send; - reads standard input
+        #[arg(long, value_name = "FILE")]
+        body: PathBuf,
+        /// webhook-id to sign (default: derived from the body and timestamp)
+        #[arg(long, value_name = "ID")]
+        id: Option<String>,
+        /// Unix seconds to sign (default: now; receivers accept ±300 s)
+        #[arg(long, value_name = "SECONDS")]
+        timestamp: Option<i64>,
+    },
     /// Print the status overview of a running hushwatch; exit 0 all ok, 1 firing, 2 unreachable.
     Status {
         /// Base URL of the server (default: from --config's admin_listen or listen, else http://127.0.0.1:9477)
@@ -107,6 +123,17 @@ pub fn run(cli: Cli) -> ExitCode {
         } => commands::explain::run(&config, &stream, &last_event, now.as_deref()),
         Command::NotifyTest { config, notifier } => commands::notify_test::run(&config, &notifier),
         Command::Serve { config } => commands::serve::run(&config),
+        Command::Sign {
+            secret_env,
+            body,
+            id,
+            timestamp,
+        } => commands::sign::run(&commands::sign::SignArgs {
+            secret_env: &secret_env,
+            body: &body,
+            id: id.as_deref(),
+            timestamp,
+        }),
         Command::Status { url, config } => commands::status::run(url.as_deref(), config.as_deref()),
         Command::Audit {
             command: AuditCommand::Verify { config },

@@ -4,11 +4,19 @@
 //! Every known label set is created up front so dashboards show zeros
 //! rather than gaps, and labels only ever come from config, never from
 //! request input, so a caller cannot grow the series count.
+//!
+//! Per-stream families are not in the registry: they are rendered at scrape
+//! time from the stream mirror ([`render_streams`]), because the registry
+//! costs about a kilobyte per label set and thousands of streams would make
+//! it the largest thing in the process.
 
+use chrono::{DateTime, TimeDelta, Utc};
 use prometheus::{
     Encoder, Gauge, GaugeVec, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
     IntGaugeVec, Opts, Registry, TextEncoder,
 };
+use std::collections::HashMap;
+use std::sync::Mutex;
 
 /// Outcomes of a delivery attempt, as counted in
 /// `hushwatch_notifications_total`.
@@ -28,18 +36,16 @@ pub const OUTCOMES: [&str; 8] = [
 
 pub struct Metrics {
     registry: Registry,
-    pub silence_alert: IntGaugeVec,
-    pub last_event_timestamp: GaugeVec,
-    pub business_silence: GaugeVec,
-    pub threshold: GaugeVec,
-    pub fires_at: GaugeVec,
-    pub event_lag: GaugeVec,
     /// Provider subscriptions that must be renewed (Entra, Google), by stream and
     /// subscription id. Ids come from authenticated deliveries and are capped per stream
     /// (`store::subscriptions::MAX_PER_STREAM`), so the label sets stay bounded.
     pub subscription_expires: GaugeVec,
     pub in_business_hours: IntGaugeVec,
-    pub events: IntCounterVec,
+    /// `hushwatch_events_total` by stream, one slot per [`OUTCOMES`] entry;
+    /// only streams declared here are counted, so a request for a stream
+    /// that does not exist cannot add an entry.
+    events: Mutex<HashMap<String, [u64; OUTCOMES.len()]>>,
+    pub templated_streams_refused: IntCounter,
     pub reload_successful: IntGauge,
     pub reload_timestamp: Gauge,
     pub storage_errors: IntCounter,
@@ -47,6 +53,7 @@ pub struct Metrics {
     pub notifications: IntCounterVec,
     pub notification_latency: HistogramVec,
     pub svix_disabled: IntGaugeVec,
+    pub svix_disabled_manually: IntGaugeVec,
     pub svix_failing: IntGaugeVec,
     pub svix_exhausted: IntCounterVec,
     pub svix_lost: IntGaugeVec,
@@ -81,13 +88,6 @@ fn gauge_vec2(registry: &Registry, name: &str, help: &str) -> IntGaugeVec {
     g
 }
 
-fn gauge_vec(registry: &Registry, name: &str, help: &str, label: &str) -> GaugeVec {
-    let g = GaugeVec::new(Opts::new(name, help), &[label])
-        .unwrap_or_else(|e| unreachable_metric(name, e));
-    register(registry, name, Box::new(g.clone()));
-    g
-}
-
 fn int_gauge_vec(registry: &Registry, name: &str, help: &str, label: &str) -> IntGaugeVec {
     let g = IntGaugeVec::new(Opts::new(name, help), &[label])
         .unwrap_or_else(|e| unreachable_metric(name, e));
@@ -116,15 +116,6 @@ impl Default for Metrics {
 impl Metrics {
     pub fn new() -> Metrics {
         let r = Registry::new();
-        let events = IntCounterVec::new(
-            Opts::new(
-                "hushwatch_events_total",
-                "Ingest requests by stream and outcome.",
-            ),
-            &["stream", "outcome"],
-        )
-        .unwrap_or_else(|e| unreachable_metric("hushwatch_events_total", e));
-        register(&r, "hushwatch_events_total", Box::new(events.clone()));
         let reload_successful = IntGauge::new(
             "hushwatch_config_last_reload_successful",
             "1 if the last config (re)load succeeded.",
@@ -143,6 +134,16 @@ impl Metrics {
         )
         .unwrap_or_else(|e| unreachable_metric("storage_errors", e));
         register(&r, "storage_errors", Box::new(storage_errors.clone()));
+        let templated_streams_refused = IntCounter::new(
+            "hushwatch_templated_streams_refused_total",
+            "Templated streams not created because max_streams exist (answered 429).",
+        )
+        .unwrap_or_else(|e| unreachable_metric("templated_streams_refused", e));
+        register(
+            &r,
+            "templated_streams_refused",
+            Box::new(templated_streams_refused.clone()),
+        );
         let notifications = IntCounterVec::new(
             Opts::new(
                 "hushwatch_notifications_total",
@@ -169,42 +170,6 @@ impl Metrics {
             Box::new(notification_latency.clone()),
         );
         Metrics {
-            silence_alert: int_gauge_vec(
-                &r,
-                "hushwatch_silence_alert",
-                "1 while the stream's silence alert fires, else 0.",
-                "stream",
-            ),
-            last_event_timestamp: gauge_vec(
-                &r,
-                "hushwatch_last_event_timestamp_seconds",
-                "When the stream last received an event (0: never).",
-                "stream",
-            ),
-            business_silence: gauge_vec(
-                &r,
-                "hushwatch_business_silence_seconds",
-                "Business time since the last event (or since watching began).",
-                "stream",
-            ),
-            threshold: gauge_vec(
-                &r,
-                "hushwatch_silence_threshold_seconds",
-                "Business silence that fires the alert.",
-                "stream",
-            ),
-            fires_at: gauge_vec(
-                &r,
-                "hushwatch_silence_fires_at_timestamp_seconds",
-                "When the alert fires if nothing arrives (0: never).",
-                "stream",
-            ),
-            event_lag: gauge_vec(
-                &r,
-                "hushwatch_event_lag_seconds",
-                "Arrival time minus event time of the latest event.",
-                "stream",
-            ),
             subscription_expires: {
                 let name = "hushwatch_subscription_expires_timestamp_seconds";
                 let g = GaugeVec::new(
@@ -237,6 +202,11 @@ impl Metrics {
                 "hushwatch_svix_endpoint_disabled",
                 "1 while Svix reports the endpoint disabled.",
             ),
+            svix_disabled_manually: gauge_vec2(
+                &r,
+                "hushwatch_svix_endpoint_disabled_manually",
+                "1 while the endpoint is disabled by hand (a warning, not a page).",
+            ),
             svix_failing: gauge_vec2(
                 &r,
                 "hushwatch_svix_endpoint_failing",
@@ -259,7 +229,8 @@ impl Metrics {
                 "Operational webhooks by source, type and outcome.",
                 &["source", "type", "outcome"],
             ),
-            events,
+            events: Mutex::new(HashMap::new()),
+            templated_streams_refused,
             reload_successful,
             reload_timestamp,
             storage_errors,
@@ -267,31 +238,11 @@ impl Metrics {
         }
     }
 
-    /// Creates every label set for the configured streams, calendars and
-    /// notifiers, and drops series of streams no longer configured.
-    pub fn declare(&self, streams: &[&str], calendars: &[&str], notifiers: &[&str]) {
-        let per_stream = [
-            &self.last_event_timestamp,
-            &self.business_silence,
-            &self.threshold,
-            &self.fires_at,
-            &self.event_lag,
-        ];
-        for g in per_stream {
-            g.reset();
-        }
-        self.silence_alert.reset();
+    /// Creates every label set for the configured calendars and notifiers.
+    /// (Per-stream series follow the stream mirror; see [`render_streams`].)
+    pub fn declare(&self, calendars: &[&str], notifiers: &[&str]) {
         self.in_business_hours.reset();
         self.outbox_pending.reset();
-        for stream in streams {
-            for g in per_stream {
-                g.with_label_values(&[*stream]);
-            }
-            self.silence_alert.with_label_values(&[*stream]);
-            for outcome in OUTCOMES {
-                self.events.with_label_values(&[*stream, outcome]);
-            }
-        }
         for calendar in calendars {
             self.in_business_hours.with_label_values(&[*calendar]);
         }
@@ -337,8 +288,43 @@ impl Metrics {
             .inc();
     }
 
+    /// Counts one ingest request of a declared stream; `outcome` is one of
+    /// [`OUTCOMES`]. Requests for undeclared names are not counted.
     pub fn count_event(&self, stream: &str, outcome: &str) {
-        self.events.with_label_values(&[stream, outcome]).inc();
+        let Some(slot) = OUTCOMES.iter().position(|o| *o == outcome) else {
+            debug_assert!(false, "unknown outcome {outcome}");
+            return;
+        };
+        if let Some(counts) = self.lock_events().get_mut(stream) {
+            counts[slot] += 1;
+        }
+    }
+
+    fn lock_events(&self) -> std::sync::MutexGuard<'_, HashMap<String, [u64; OUTCOMES.len()]>> {
+        self.events.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Makes `streams` the counted set: new ones start at zero, counts of
+    /// those kept are kept.
+    pub fn declare_streams(&self, streams: &[&str]) {
+        let mut events = self.lock_events();
+        let keep: std::collections::HashSet<&str> = streams.iter().copied().collect();
+        events.retain(|name, _| keep.contains(name.as_str()));
+        for stream in streams {
+            if !events.contains_key(*stream) {
+                events.insert(stream.to_string(), [0; OUTCOMES.len()]);
+            }
+        }
+    }
+
+    pub fn declare_stream(&self, stream: &str) {
+        self.lock_events()
+            .entry(stream.to_string())
+            .or_insert([0; OUTCOMES.len()]);
+    }
+
+    pub fn forget_stream(&self, stream: &str) {
+        self.lock_events().remove(stream);
     }
 
     /// The text exposition format.
@@ -350,6 +336,111 @@ impl Metrics {
     }
 }
 
+/// One stream's values at scrape time.
+pub struct StreamSample {
+    pub name: String,
+    pub firing: bool,
+    pub last_event: Option<DateTime<Utc>>,
+    pub business_silence: TimeDelta,
+    pub threshold: TimeDelta,
+    pub fires_at: Option<DateTime<Utc>>,
+    pub lag_ms: i64,
+}
+
+/// Appends the per-stream families in the text exposition format
+/// (<https://prometheus.io/docs/instrumenting/exposition_formats/>), one
+/// series per stream (and per outcome for `hushwatch_events_total`).
+pub fn render_streams(out: &mut String, streams: &[StreamSample], metrics: &Metrics) {
+    use std::fmt::Write;
+    let secs = |t: Option<DateTime<Utc>>| t.map_or(0.0, |t| t.timestamp_millis() as f64 / 1000.0);
+    let span = |d: TimeDelta| d.num_milliseconds() as f64 / 1000.0;
+    type Value<'a> = &'a dyn Fn(&StreamSample) -> f64;
+    let families: [(&str, &str, &str, Value); 6] = [
+        (
+            "hushwatch_silence_alert",
+            "1 while the stream's silence alert fires, else 0.",
+            "gauge",
+            &|s| f64::from(u8::from(s.firing)),
+        ),
+        (
+            "hushwatch_last_event_timestamp_seconds",
+            "When the stream last received an event (0: never).",
+            "gauge",
+            &|s| secs(s.last_event),
+        ),
+        (
+            "hushwatch_business_silence_seconds",
+            "Business time since the last event (or since watching began).",
+            "gauge",
+            &|s| span(s.business_silence),
+        ),
+        (
+            "hushwatch_silence_threshold_seconds",
+            "Business silence that fires the alert.",
+            "gauge",
+            &|s| span(s.threshold),
+        ),
+        (
+            "hushwatch_silence_fires_at_timestamp_seconds",
+            "When the alert fires if nothing arrives (0: never).",
+            "gauge",
+            &|s| secs(s.fires_at),
+        ),
+        (
+            "hushwatch_event_lag_seconds",
+            "Arrival time minus event time of the latest event.",
+            "gauge",
+            &|s| s.lag_ms as f64 / 1000.0,
+        ),
+    ];
+    for (name, help, kind, value) in families {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for s in streams {
+            let _ = writeln!(
+                out,
+                "{name}{{stream=\"{}\"}} {}",
+                Escaped(&s.name),
+                value(s)
+            );
+        }
+    }
+    let name = "hushwatch_events_total";
+    let _ = writeln!(
+        out,
+        "# HELP {name} Ingest requests by stream and outcome.\n# TYPE {name} counter"
+    );
+    let events = metrics.lock_events();
+    for s in streams {
+        let counts = events.get(&s.name).copied().unwrap_or_default();
+        for (outcome, n) in OUTCOMES.iter().zip(counts) {
+            let _ = writeln!(
+                out,
+                "{name}{{outcome=\"{outcome}\",stream=\"{}\"}} {n}",
+                Escaped(&s.name)
+            );
+        }
+    }
+}
+
+/// A label value with `\`, `"` and newlines escaped as the text format
+/// requires.
+struct Escaped<'a>(&'a str);
+
+impl std::fmt::Display for Escaped<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use std::fmt::Write;
+        for c in self.0.chars() {
+            match c {
+                '\\' => f.write_str("\\\\")?,
+                '"' => f.write_str("\\\"")?,
+                '\n' => f.write_str("\\n")?,
+                c => f.write_char(c)?,
+            }
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -357,11 +448,9 @@ mod tests {
     #[test]
     fn declared_series_show_zeros() {
         let m = Metrics::new();
-        m.declare(&["identity"], &["tokyo"], &["oncall"]);
+        m.declare(&["tokyo"], &["oncall"]);
         let text = m.encode();
         for line in [
-            "hushwatch_silence_alert{stream=\"identity\"} 0",
-            "hushwatch_events_total{outcome=\"bad_signature\",stream=\"identity\"} 0",
             "hushwatch_in_business_hours{calendar=\"tokyo\"} 0",
             "hushwatch_outbox_pending{notifier=\"oncall\"} 0",
             "hushwatch_notifications_total{notifier=\"oncall\",outcome=\"failed\"} 0",
@@ -370,12 +459,46 @@ mod tests {
         ] {
             assert!(text.contains(line), "missing {line}\n{text}");
         }
-        m.declare(&["other"], &[], &[]);
-        assert!(!m
-            .encode()
-            .contains("stream=\"identity\"} 0\nhushwatch_silence"));
-        assert!(!m
-            .encode()
-            .contains("hushwatch_silence_alert{stream=\"identity\"}"));
+        m.declare(&[], &[]);
+        assert!(!m.encode().contains("calendar=\"tokyo\""));
+    }
+
+    fn sample(name: &str) -> StreamSample {
+        StreamSample {
+            name: name.into(),
+            firing: true,
+            last_event: None,
+            business_silence: TimeDelta::milliseconds(1500),
+            threshold: TimeDelta::hours(1),
+            fires_at: None,
+            lag_ms: 0,
+        }
+    }
+
+    #[test]
+    fn stream_families_render_every_stream_with_escaped_labels() {
+        let m = Metrics::new();
+        m.declare_streams(&["identity"]);
+        m.count_event("identity", "accepted");
+        m.count_event("undeclared", "accepted");
+        m.count_event("identity", "accepted");
+        let mut text = String::new();
+        render_streams(&mut text, &[sample("identity"), sample("a\"b\\c")], &m);
+        for line in [
+            "hushwatch_silence_alert{stream=\"identity\"} 1",
+            "hushwatch_business_silence_seconds{stream=\"identity\"} 1.5",
+            "hushwatch_silence_threshold_seconds{stream=\"identity\"} 3600",
+            "hushwatch_events_total{outcome=\"accepted\",stream=\"identity\"} 2",
+            "hushwatch_events_total{outcome=\"timeout\",stream=\"identity\"} 0",
+            "hushwatch_silence_alert{stream=\"a\\\"b\\\\c\"} 1",
+        ] {
+            assert!(text.contains(line), "missing {line}\n{text}");
+        }
+        assert!(!m.lock_events().contains_key("undeclared"));
+        // One HELP/TYPE per family, even with many streams.
+        assert_eq!(
+            text.matches("# TYPE hushwatch_silence_alert gauge").count(),
+            1
+        );
     }
 }

@@ -116,9 +116,19 @@ fn tamper(work: &Workdir, sql: &str) -> (i32, String) {
     (code, format!("{out}{err}"))
 }
 
+/// SQL for a hex column with its first byte changed. Always a change:
+/// writing a fixed `00` was a no-op whenever the hash already began with
+/// `00` (1 run in 256), and the tamper went unnoticed because it was none.
+fn flip_first_byte(column: &str) -> String {
+    format!(
+        "(CASE WHEN substr({column}, 1, 2) = 'ff' THEN '00' ELSE 'ff' END) || substr({column}, 3)"
+    )
+}
+
 #[test]
 fn any_altered_byte_removed_entry_or_truncated_tail_is_named() {
     let work = populated();
+    let (body_sha256, prev_hash) = (flip_first_byte("body_sha256"), flip_first_byte("prev_hash"));
     let columns = [
         ("received_at", "received_at + 1"),
         ("source", "'other'"),
@@ -127,9 +137,9 @@ fn any_altered_byte_removed_entry_or_truncated_tail_is_named() {
         ("event_type", "'user.created'"),
         ("event_time", "1"),
         ("subject_ids", "'{\"user_id\":\"someone_else\"}'"),
-        ("body_sha256", "'00' || substr(body_sha256, 3)"),
+        ("body_sha256", body_sha256.as_str()),
         ("signature_verified", "1 - signature_verified"),
-        ("prev_hash", "'00' || substr(prev_hash, 3)"),
+        ("prev_hash", prev_hash.as_str()),
     ];
     for (column, value) in columns {
         let (code, out) = tamper(
@@ -142,7 +152,10 @@ fn any_altered_byte_removed_entry_or_truncated_tail_is_named() {
     // Rewriting a stored hash to match altered content breaks the next link.
     let (code, out) = tamper(
         &work,
-        "UPDATE audit_log SET hash = '00' || substr(hash, 3) WHERE seq = 777",
+        &format!(
+            "UPDATE audit_log SET hash = {} WHERE seq = 777",
+            flip_first_byte("hash")
+        ),
     );
     assert_eq!(code, 1);
     assert!(

@@ -1,7 +1,8 @@
 //! Email through a real SMTP server (aiosmtpd with its Maildir handler):
 //! subject, body, a Message-ID that stays the same across retries and
 //! re-sends, threading of firing and resolved, and STARTTLS with a
-//! throwaway CA. Run scripts/test-components first.
+//! throwaway CA, and SMTP AUTH with percent-encoded URL credentials. Run
+//! scripts/test-components first.
 
 mod support;
 
@@ -47,7 +48,8 @@ fn body_of(raw: &str) -> String {
 fn firing_and_resolved_mails_with_a_message_id_stable_across_retries() {
     let dir = tempfile::tempdir().unwrap();
     let maildir = dir.path().join("mail");
-    let port = free_port();
+    let reserved = ClosedPort::new();
+    let port = reserved.port();
     let text = config(
         &["mail"],
         "",
@@ -67,7 +69,7 @@ fn firing_and_resolved_mails_with_a_message_id_stable_across_retries() {
         .as_deref()
         .unwrap()
         .contains(&format!("smtp://127.0.0.1:{port}")));
-    let _smtp = start_smtp(port, &maildir, None);
+    let _smtp = start_smtp_on(reserved, &maildir);
     s.advance_until(10, "the mail", || {
         (maildir_messages(&maildir).len() == 1).then_some(())
     });
@@ -75,7 +77,7 @@ fn firing_and_resolved_mails_with_a_message_id_stable_across_retries() {
     let mail = &mails[0];
     assert_eq!(
         mail_header(mail, "Subject").unwrap(),
-        "[FIRING] identity: no identity events for 1h of business time"
+        "[FIRING critical] identity: no identity events for 1h of business time"
     );
     assert_eq!(
         mail_header(mail, "Message-ID").unwrap(),
@@ -95,7 +97,8 @@ fn firing_and_resolved_mails_with_a_message_id_stable_across_retries() {
         "FIRING - identity",
         "What is silent:  the stream \"identity\" has received no events.",
         "Silent since:    2026-12-04 17:30 JST (Asia/Tokyo) = 2026-12-04 08:30 UTC",
-        "Firing since:    2026-12-07 09:30 JST (Asia/Tokyo) = 2026-12-07 00:30 UTC",
+        "Severity:        critical",
+        "Fired at:        2026-12-07 09:30 JST (Asia/Tokyo) = 2026-12-07 00:30 UTC",
         "Threshold:       1h of business time",
         "Business hours:  mon-fri 09:00-18:00 (Asia/Tokyo, calendar \"tokyo\")",
         "Svix message attempts",
@@ -114,17 +117,40 @@ fn firing_and_resolved_mails_with_a_message_id_stable_across_retries() {
     });
     let resolved = &maildir_messages(&maildir)[1];
     let subject = mail_header(resolved, "Subject").unwrap();
-    assert!(subject.starts_with("[RESOLVED] identity: "), "{subject}");
+    // A resolve reads as one: when events came back and how long the
+    // business silence lasted (Fri 17:30-18:00 + Mon 09:00-09:3x).
+    assert!(
+        subject.starts_with(
+            "[RESOLVED critical] identity: identity events arrived again at 2026-12-07 09:3"
+        ) && subject.ends_with("of business silence")
+            && subject.contains("after 1h"),
+        "{subject}"
+    );
+    let resolved_body = body_of(resolved);
+    for needle in [
+        // Where the silence began, not the arrival that ended it.
+        "Silent since:    2026-12-04 17:30 JST (Asia/Tokyo) = 2026-12-04 08:30 UTC",
+        "Arrived again:   2026-12-07 09:3",
+        "Silence:         1h",
+    ] {
+        assert!(
+            resolved_body.contains(needle),
+            "missing {needle:?} in\n{resolved_body}"
+        );
+    }
+    assert!(!resolved_body.contains("What to check"), "{resolved_body}");
     assert_eq!(mail_header(resolved, "References").unwrap(), thread);
     assert_ne!(
         mail_header(resolved, "Message-ID"),
         mail_header(mail, "Message-ID")
     );
     assert!(body_of(resolved).contains("Resolved at:     2026-12-07 09:3"));
-    assert_eq!(
-        s.metric(r#"hushwatch_notifications_total{notifier="mail",outcome="delivered"}"#),
-        2.0
-    );
+    // The mail can be in the Maildir before hushwatch has read the 250.
+    poll("the resolve counted as delivered", || {
+        (s.metric(r#"hushwatch_notifications_total{notifier="mail",outcome="delivered"}"#) == 2.0)
+            .then_some(())
+    });
+    assert_eq!(maildir_messages(&maildir).len(), 2, "each page mailed once");
 }
 
 fn sample_page(key: &str) -> Page {
@@ -139,8 +165,12 @@ fn sample_page(key: &str) -> Page {
         started_at: utc("2026-12-07T00:00:00Z"),
         resolved_at: None,
         silent_since: Some(utc("2026-12-04T08:00:00Z")),
+        resumed_at: None,
+        business_silence: None,
         summary: "no identity events for 6h of business time".into(),
         severity: "critical".into(),
+        source: None,
+        endpoint_id: None,
         calendar: "tokyo".into(),
         timezone: chrono_tz::Asia::Tokyo,
         business_hours: vec!["mon-fri 09:00-18:00".into()],
@@ -171,8 +201,7 @@ fn email_config(
 fn a_resent_page_keeps_its_message_id_so_it_threads_as_the_same_mail() {
     let dir = tempfile::tempdir().unwrap();
     let maildir = dir.path().join("mail");
-    let port = free_port();
-    let _smtp = start_smtp(port, &maildir, None);
+    let (_smtp, port) = start_smtp(&maildir, None);
     let cfg = email_config(dir.path(), &format!("smtp://127.0.0.1:{port}"), None);
     let rt = tokio::runtime::Runtime::new().unwrap();
     let page = sample_page("hw-resent-page");
@@ -196,8 +225,7 @@ fn starttls_with_a_private_ca() {
     let dir = tempfile::tempdir().unwrap();
     let (ca, cert, key) = make_certs(dir.path());
     let maildir = dir.path().join("mail");
-    let port = free_port();
-    let _smtp = start_smtp(port, &maildir, Some((&cert, &key)));
+    let (_smtp, port) = start_smtp(&maildir, Some((&cert, &key)));
     let rt = tokio::runtime::Runtime::new().unwrap();
     let page = sample_page("hw-starttls");
     let timeout = std::time::Duration::from_secs(5);
@@ -241,7 +269,8 @@ fn starttls_with_a_private_ca() {
 #[test]
 fn smtp_credentials_never_appear_in_errors() {
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
+    let closed = ClosedPort::new();
+    let port = closed.port();
     let cfg = email_config(
         dir.path(),
         &format!("smtp://mailer:Pa55w0rd-XYZ@127.0.0.1:{port}"),
@@ -268,8 +297,7 @@ fn smtps_implicit_tls_with_a_private_ca() {
     let dir = tempfile::tempdir().unwrap();
     let (ca, cert, key) = make_certs(dir.path());
     let maildir = dir.path().join("mail");
-    let port = free_port();
-    let _smtp = start_smtp_with(port, &maildir, Some((&cert, &key)), true);
+    let (_smtp, port) = start_smtp_with(&maildir, Some((&cert, &key)), true);
     let rt = tokio::runtime::Runtime::new().unwrap();
     let cfg = email_config(dir.path(), &format!("smtps://127.0.0.1:{port}"), Some(&ca));
     let out = rt.block_on(email::send(
@@ -395,4 +423,70 @@ fn assert_retried_once_with_one_message_id(fault: Fault) {
         1.0
     );
     assert!(s.metric(r#"hushwatch_notifications_total{notifier="mail",outcome="retry"}"#) >= 1.0);
+}
+
+/// An SMTP server (aiosmtpd) that requires AUTH and logs what it got,
+/// listening on a port it picks itself and prints.
+const AUTH_SMTP: &str = r#"
+import asyncio, socket, sys
+from aiosmtpd.smtp import SMTP, AuthResult, LoginPassword
+log = sys.argv[1]
+class Handler:
+    async def handle_DATA(self, server, session, envelope):
+        with open(log, "a") as f:
+            f.write("DATA from %s\n" % envelope.mail_from)
+        return "250 OK"
+def check(server, session, envelope, mechanism, data):
+    ok = isinstance(data, LoginPassword) and data.login == b"ops@example.org" and data.password == b"p@ss:w0rd"
+    with open(log, "a") as f:
+        f.write("AUTH %s %r %s\n" % (mechanism, data.login if isinstance(data, LoginPassword) else None, ok))
+    return AuthResult(success=ok)
+async def main():
+    # Bound here and kept: the port is never released and picked again.
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = await asyncio.get_running_loop().create_server(
+        lambda: SMTP(Handler(), authenticator=check, auth_require_tls=False, auth_required=True),
+        sock=sock)
+    print(sock.getsockname()[1], flush=True)
+    await server.serve_forever()
+asyncio.run(main())
+"#;
+
+#[test]
+fn smtp_url_credentials_are_percent_decoded_as_the_server_sees_them() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("smtp.log");
+    let mut child = std::process::Command::new("python3")
+        .args(["-c", AUTH_SMTP])
+        .arg(&log)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 with aiosmtpd");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let _server = Proc(child, "aiosmtpd with AUTH".into());
+    let port: u16 = line.trim().parse().expect("the server's port");
+    // `%40` is `@` and `%3A` is `:`, in the user name and the password.
+    let cfg = email_config(
+        dir.path(),
+        &format!("smtp://ops%40example.org:p%40ss%3Aw0rd@127.0.0.1:{port}"),
+        None,
+    );
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let out = rt.block_on(email::send(
+        &cfg,
+        &sample_page("hw-auth-page"),
+        std::time::Duration::from_secs(5),
+    ));
+    assert_eq!(out, hushwatch::notify::Outcome::Delivered);
+    let seen = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        seen.contains("AUTH PLAIN b'ops@example.org' True"),
+        "{seen}"
+    );
+    assert!(seen.contains("DATA from hushwatch@example.org"), "{seen}");
 }

@@ -136,7 +136,9 @@ fn slack_gets_a_readable_message_and_its_token_stays_secret() {
     assert_eq!(msgs[0].path, format!("/services/T000/B000/{SLACK_TOKEN}"));
     let firing = msgs[0].json()["text"].as_str().unwrap().to_string();
     assert!(
-        firing.starts_with(":rotating_light: *FIRING* `identity`: no identity events for 1h"),
+        firing.starts_with(
+            ":rotating_light: *FIRING* (critical) `identity`: no identity events for 1h"
+        ),
         "{firing}"
     );
     assert!(
@@ -145,7 +147,10 @@ fn slack_gets_a_readable_message_and_its_token_stays_secret() {
     );
     let resolved = msgs[1].json()["text"].as_str().unwrap().to_string();
     assert!(
-        resolved.starts_with(":white_check_mark: *RESOLVED* `identity`"),
+        resolved.starts_with(
+            ":white_check_mark: *RESOLVED* (critical) `identity`: identity events arrived again at \
+             2026-12-01 01:00 UTC (UTC) = 2026-12-01 01:00 UTC, after 1h of business silence\n"
+        ),
         "{resolved}"
     );
     assert!(

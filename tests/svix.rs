@@ -80,6 +80,21 @@ fn outbox_reasons(work: &Workdir) -> Vec<String> {
         .collect()
 }
 
+/// (alert kind, severity, state, reason) of every Svix page in the outbox.
+fn svix_pages(work: &Workdir) -> Vec<(String, String, String, String)> {
+    let conn = rusqlite::Connection::open(work.path().join("data/hushwatch.sqlite3")).unwrap();
+    let mut stmt = conn
+        .prepare(
+            "SELECT alert_kind, severity, alert_state, reason FROM outbox
+             WHERE alert_kind LIKE 'svix_%' ORDER BY id",
+        )
+        .unwrap();
+    stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
 #[test]
 fn reference_payloads_are_accepted_with_both_header_families() {
     let work = Workdir::new(&config());
@@ -215,6 +230,15 @@ fn disabled_endpoint_pages_at_once_even_on_a_saturday_night_and_resolves_when_en
         ),
         1.0
     );
+    assert_eq!(
+        metric(
+            s.addr,
+            &format!(
+                r#"hushwatch_svix_endpoint_disabled_manually{{endpoint_id="{EP}",source="main"}}"#
+            )
+        ),
+        0.0
+    );
     let ep = endpoint_status(s.addr);
     assert_eq!(ep["state"], "disabled");
     assert_eq!(ep["disabled"]["trigger"], "automatic");
@@ -233,12 +257,22 @@ fn disabled_endpoint_pages_at_once_even_on_a_saturday_night_and_resolves_when_en
     let pages = outbox_reasons(&work);
     assert_eq!(pages.len(), 2, "{pages:?}");
     assert!(
-        pages[0].starts_with("[critical]")
-            && pages[0].contains("DISABLED")
-            && pages[0].contains("recover"),
+        pages[0].contains("DISABLED") && pages[0].contains("recover"),
         "{}",
         pages[0]
     );
+    let kinds: Vec<(String, String, String)> = svix_pages(&work)
+        .into_iter()
+        .map(|(kind, severity, state, _)| (kind, severity, state))
+        .collect();
+    let row = |state: &str| {
+        (
+            "svix_endpoint_disabled".to_string(),
+            "critical".to_string(),
+            state.to_string(),
+        )
+    };
+    assert_eq!(kinds, [row("firing"), row("ok")]);
     assert!(
         pages[0].contains("2026-12-01T09:12:44Z"),
         "the page says since when"
@@ -260,8 +294,41 @@ fn manual_disable_is_a_warning() {
         .json()["pages"],
         1
     );
+    // The rules tell a manual disable apart by this series.
+    assert_eq!(
+        metric(
+            s.addr,
+            &format!(
+                r#"hushwatch_svix_endpoint_disabled_manually{{endpoint_id="{EP}",source="main"}}"#
+            )
+        ),
+        1.0
+    );
+    // Re-enabling resolves it, still as a warning.
+    assert_eq!(
+        send(
+            s.addr,
+            "e1",
+            &endpoint_body("endpoint.enabled", ""),
+            "webhook"
+        )
+        .json()["pages"],
+        1
+    );
     s.stop();
-    assert!(outbox_reasons(&work)[0].starts_with("[warning]"));
+    let pages = svix_pages(&work);
+    let severities: Vec<(&str, &str, &str)> = pages
+        .iter()
+        .map(|(k, sev, state, _)| (k.as_str(), sev.as_str(), state.as_str()))
+        .collect();
+    assert_eq!(
+        severities,
+        [
+            ("svix_endpoint_disabled", "warning", "firing"),
+            ("svix_endpoint_disabled", "warning", "ok")
+        ]
+    );
+    assert!(pages[0].3.contains("manual trigger"), "{}", pages[0].3);
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! `hushwatch check`: validate config and summarise what it will do.
 
 use super::load_or_exit;
+use crate::clock::{Clock, SystemClock};
 use crate::config::{Config, ALWAYS};
 use crate::domain::calendar::Calendar;
 use crate::domain::duration::format_duration;
@@ -12,7 +13,7 @@ use std::process::ExitCode;
 pub fn run(config_path: &Path) -> ExitCode {
     match load_or_exit(config_path) {
         Ok(config) => {
-            print!("{}", summary(config_path, &config, Utc::now()));
+            print!("{}", summary(config_path, &config, SystemClock.now()));
             ExitCode::SUCCESS
         }
         Err(code) => code,
@@ -110,8 +111,9 @@ pub fn summary(path: &Path, config: &Config, now: DateTime<Utc>) -> String {
             s.endpoints.len()
         );
     }
+    // The same warnings `serve` logs at start; they do not fail `check`.
     for w in &config.warnings {
-        let _ = writeln!(out, "warning: {w}");
+        let _ = writeln!(out, "WARNING: {w}");
     }
     out
 }

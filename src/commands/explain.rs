@@ -2,6 +2,7 @@
 
 use super::{load_or_exit, parse_time};
 use crate::cli::EXIT_CONFIG;
+use crate::clock::{Clock, SystemClock};
 use crate::domain::silence::evaluate;
 use chrono::{SecondsFormat, Utc};
 use serde_json::json;
@@ -25,7 +26,9 @@ fn explain(
     now: Option<&str>,
 ) -> Result<serde_json::Value, ExitCode> {
     let config = load_or_exit(config_path)?;
-    let Some(stream) = config.streams.get(stream_name) else {
+    // A templated stream (`[streams."PREFIX*"]`) is explained from its template.
+    let templated = config.templates.stream(stream_name);
+    let Some(stream) = config.streams.get(stream_name).or(templated.as_ref()) else {
         let known: Vec<&str> = config.streams.keys().map(String::as_str).collect();
         eprintln!(
             "--stream: no stream named {stream_name:?} (configured: {})",
@@ -36,7 +39,7 @@ fn explain(
     let last = parse_time("--last-event", last_event)?;
     let now = match now {
         Some(text) => parse_time("--now", text)?,
-        None => Utc::now(),
+        None => SystemClock.now(),
     };
     let calendar = config.calendar_of(stream);
     let eval = evaluate(&calendar, &stream.policy, last, now);

@@ -6,6 +6,7 @@ pub mod check;
 pub mod explain;
 pub mod notify_test;
 pub mod serve;
+pub mod sign;
 pub mod status;
 
 use crate::cli::EXIT_CONFIG;

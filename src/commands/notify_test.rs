@@ -4,6 +4,7 @@
 
 use super::load_or_exit;
 use crate::cli::{EXIT_CONFIG, EXIT_FAILURE};
+use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::notify::{Outcome, Page, Sender, SEVERITY};
 use crate::store::PageKind;
@@ -39,7 +40,7 @@ pub fn run(config_path: &Path, notifier: &str) -> ExitCode {
             return ExitCode::from(EXIT_FAILURE);
         }
     };
-    let now = Utc::now();
+    let now = SystemClock.now();
     let page = test_page(&config, notifier, now);
     let outcome = runtime.block_on(Sender::new().send(n, &page, now));
     let what = format!("{notifier} ({})", n.kind.name());
@@ -84,8 +85,12 @@ pub fn test_page(config: &Config, notifier: &str, now: DateTime<Utc>) -> Page {
         started_at: now,
         resolved_at: None,
         silent_since: Some(now - TimeDelta::hours(1)),
+        resumed_at: None,
+        business_silence: None,
         summary: "test page from `hushwatch notify-test`, no action needed".to_string(),
         severity: SEVERITY.to_string(),
+        source: None,
+        endpoint_id: None,
         calendar,
         timezone,
         business_hours,

@@ -3,9 +3,11 @@
 //! policies) the service runs on. A `Config` that exists is valid.
 
 mod env;
+pub mod notifiers;
 pub mod providers;
 mod reader;
 pub mod secret;
+pub mod templates;
 
 use crate::audit::classify::{Access, Classifier};
 use crate::domain::calendar::Calendar;
@@ -73,6 +75,8 @@ pub struct Config {
     pub svix: BTreeMap<String, SvixConfig>,
     /// Things that are allowed but probably not intended.
     pub warnings: Vec<String>,
+    /// `[templates.NAME]`, `[streams."PREFIX*"]` and their limits.
+    pub templates: templates::Templates,
 }
 
 #[derive(Debug, Clone)]
@@ -206,10 +210,13 @@ pub struct EmailConfig {
     pub smtp_url: SecretString,
     pub username: Option<String>,
     pub password: Option<SecretString>,
-    pub from: String,
-    pub to: Vec<String>,
-    /// Extra trusted root (PEM) for relays with a private CA.
+    /// Parsed with lettre's `Mailbox`, as the message builder needs them.
+    pub from: lettre::message::Mailbox,
+    pub to: Vec<lettre::message::Mailbox>,
+    /// Extra trusted root (PEM) for relays with a private CA, resolved
+    /// against the config file's folder, and its contents read at load.
     pub ca_file: Option<PathBuf>,
+    pub ca_pem: Option<Vec<u8>>,
 }
 
 #[derive(Debug, Clone)]
@@ -303,7 +310,7 @@ pub fn parse(
     base_dir: &Path,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Config, ConfigErrors> {
-    let root: Table = text.parse().map_err(|e: toml::de::Error| {
+    let mut root: Table = text.parse().map_err(|e: toml::de::Error| {
         ConfigErrors(vec![ConfigError {
             path: String::new(),
             reason: format!("not valid TOML: {}", e.message().trim()),
@@ -321,16 +328,28 @@ pub fn parse(
             "notifiers",
             "audit",
             "svix",
+            "templates",
         ],
     );
+    let patterns = templates::take_patterns(&mut root);
     let server = read_server(&mut r, &root, base_dir);
     let audit = read_audit(&mut r, &root);
     let calendars = read_named(&mut r, &root, "calendars", |r, path, name, t| {
         read_calendar(r, path, name, t, base_dir)
     });
-    let notifiers = read_named(&mut r, &root, "notifiers", read_notifier);
+    let notifiers = read_named(&mut r, &root, "notifiers", |r, path, name, t| {
+        read_notifier(r, path, name, t, base_dir)
+    });
     let streams = read_named(&mut r, &root, "streams", read_stream);
     let svix = read_named(&mut r, &root, "svix", read_svix);
+    let templates = templates::read(
+        &mut r,
+        &root,
+        patterns,
+        &section_names(&root, "calendars"),
+        &section_names(&root, "notifiers"),
+        read_stream,
+    );
     let mut config = Config {
         server,
         calendars,
@@ -339,6 +358,7 @@ pub fn parse(
         audit,
         svix,
         warnings: std::mem::take(&mut r.warnings),
+        templates,
     };
     // Names declared but invalid are already reported; referring to them is
     // not a second error.
@@ -358,6 +378,14 @@ pub fn parse(
     } else {
         Err(ConfigErrors(r.errors))
     }
+}
+
+/// The keys of a top-level section, valid or not.
+fn section_names(root: &Table, section: &str) -> Vec<String> {
+    root.get(section)
+        .and_then(toml::Value::as_table)
+        .map(|t| t.keys().cloned().collect())
+        .unwrap_or_default()
 }
 
 impl ConfigErrors {
@@ -430,7 +458,14 @@ fn read_server(r: &mut Reader<'_>, root: &Table, base_dir: &Path) -> ServerConfi
     r.reject_unknown(
         "server",
         t,
-        &["listen", "admin_listen", "data_dir", "body_timeout"],
+        &[
+            "listen",
+            "admin_listen",
+            "data_dir",
+            "body_timeout",
+            "max_streams",
+            "admin_token",
+        ],
     );
     let listen_text = r
         .opt_string("server", t, "listen")
@@ -626,7 +661,13 @@ const COMMON_NOTIFIER_KEYS: [&str; 5] = [
     "timeout",
 ];
 
-fn read_notifier(r: &mut Reader<'_>, path: &str, name: &str, t: &Table) -> Option<NotifierConfig> {
+fn read_notifier(
+    r: &mut Reader<'_>,
+    path: &str,
+    name: &str,
+    t: &Table,
+    base_dir: &Path,
+) -> Option<NotifierConfig> {
     let kind_word = r.req_string(path, t, "kind")?;
     let own: &[&str] = match kind_word.as_str() {
         "log" => &[],
@@ -647,7 +688,7 @@ fn read_notifier(r: &mut Reader<'_>, path: &str, name: &str, t: &Table) -> Optio
     r.reject_unknown(path, t, &allowed);
     let policy = read_delivery_policy(r, path, t);
     let kind = match kind_word.as_str() {
-        "email" => NotifierKind::Email(read_email(r, path, t)?),
+        "email" => NotifierKind::Email(read_email(r, path, t, base_dir, &policy)?),
         "webhook" => {
             let url = read_url(r, path, t, "url");
             let secret = r
@@ -746,55 +787,79 @@ fn read_url(r: &mut Reader<'_>, path: &str, t: &Table, key: &str) -> Option<Stri
     }
 }
 
+/// The check the HTTP client makes before every send.
 fn check_http_url(url: &str) -> Result<(), String> {
-    let rest = url
-        .strip_prefix("https://")
-        .or_else(|| url.strip_prefix("http://"))
-        .ok_or("must start with http:// or https://")?;
-    if rest.is_empty() || rest.starts_with('/') {
-        return Err("has no host".to_string());
-    }
-    Ok(())
+    notifiers::http_target(url).map(|_| ())
 }
 
-fn read_email(r: &mut Reader<'_>, path: &str, t: &Table) -> Option<EmailConfig> {
+fn read_email(
+    r: &mut Reader<'_>,
+    path: &str,
+    t: &Table,
+    base_dir: &Path,
+    policy: &DeliveryPolicy,
+) -> Option<EmailConfig> {
     let smtp_url = r.req_string(path, t, "smtp_url");
-    if let Some(u) = &smtp_url {
-        if !(u.starts_with("smtp://") || u.starts_with("smtps://")) {
-            r.error(
-                &join(path, "smtp_url"),
-                "must start with smtp:// (optionally ?tls=required for STARTTLS) or smtps://",
-            );
-        }
-    }
     let username = r.opt_string(path, t, "username");
     let password = r.opt_string(path, t, "password").map(SecretString::new);
     if username.is_some() != password.is_some() {
         r.error(path, "username and password go together");
     }
-    let from = r.req_string(path, t, "from");
-    if from.as_deref().is_some_and(|f| !f.contains('@')) {
-        r.error(&join(path, "from"), "is not an email address");
-    }
+    let mailbox = |r: &mut Reader<'_>, key: &str, text: &str| {
+        text.parse::<lettre::message::Mailbox>()
+            .map_err(|_| {
+                r.error(
+                    key,
+                    "is not an email address (\"ops@example.org\" or \"Ops <ops@example.org>\")",
+                )
+            })
+            .ok()
+    };
+    let from = r
+        .req_string(path, t, "from")
+        .and_then(|f| mailbox(r, &join(path, "from"), &f));
     let to = r.string_list(path, t, "to", true);
     if t.contains_key("to") && to.is_empty() {
         r.error(&join(path, "to"), "needs at least one address");
     } else if !t.contains_key("to") {
         r.error(&join(path, "to"), "is required");
     }
-    for (i, addr) in to.iter().enumerate() {
-        if !addr.contains('@') {
-            r.error(&format!("{path}.to[{i}]"), "is not an email address");
-        }
+    let to: Vec<_> = to
+        .iter()
+        .enumerate()
+        .filter_map(|(i, addr)| mailbox(r, &format!("{path}.to[{i}]"), addr))
+        .collect();
+    // Relative to the config file's folder, like data_dir and holiday files.
+    let ca_file = r.opt_string(path, t, "ca_file").map(|f| base_dir.join(f));
+    let ca_pem = ca_file.as_ref().and_then(|file| {
+        notifiers::read_ca_pem(file)
+            .map_err(|e| r.error(&join(path, "ca_file"), e))
+            .ok()
+    });
+    let smtp_url = smtp_url?;
+    // The transport every send builds: what lettre rejects here would fail
+    // every page.
+    let settings = notifiers::SmtpSettings {
+        smtp_url: &smtp_url,
+        credentials: username
+            .as_deref()
+            .zip(password.as_ref().map(SecretString::expose)),
+        ca_pem: ca_pem.as_deref(),
+    };
+    if let Err(reason) =
+        notifiers::smtp_transport(&settings, policy.timeout.to_std().unwrap_or_default())
+    {
+        r.error(&join(path, "smtp_url"), reason);
+        return None;
     }
-    let ca_file = r.opt_string(path, t, "ca_file").map(PathBuf::from);
     Some(EmailConfig {
-        smtp_url: SecretString::new(smtp_url?),
+        smtp_url: SecretString::new(smtp_url),
         username,
         password,
         from: from?,
         to,
         ca_file,
+        ca_pem,
     })
 }
 
@@ -910,18 +975,29 @@ fn read_svix(r: &mut Reader<'_>, path: &str, name: &str, t: &Table) -> Option<Sv
         ],
     );
     let mut keys = Vec::new();
+    let mut switched_off = false;
     for (i, secret) in r
         .string_list(path, t, "secret", true)
         .into_iter()
         .enumerate()
     {
         let secret = r.trim_secret(&format!("{path}.secret[{i}]"), secret);
+        // As for ingest secrets: an empty value (`${VAR:-}` with VAR unset)
+        // switches the route off; every delivery is refused with 401.
+        if secret.is_empty() {
+            r.warnings.push(format!(
+                "{path}.secret[{i}] is empty; operational webhooks to this source are refused"
+            ));
+            switched_off = true;
+            continue;
+        }
         match SecretKey::parse(&secret) {
             Ok(k) => keys.push(k),
             Err(e) => r.error(&format!("{path}.secret[{i}]"), e.to_string()),
         }
     }
     if keys.is_empty()
+        && !switched_off
         && !r
             .errors
             .iter()
@@ -1077,8 +1153,9 @@ fn check_references(r: &mut Reader<'_>, config: &mut Config, declared: &Declared
             && stream.ingest.tokens.is_empty()
             && !stream.ingest.provider.has_credentials()
         {
+            let credential = stream.ingest.provider.credential_key();
             config.warnings.push(format!(
-                "{path}.ingest: no webhook_secret or token, so nothing can report to it and it will fire"
+                "{path}.ingest: no {credential} or token, so nothing can report to it and it will fire"
             ));
         }
     }
@@ -1109,7 +1186,7 @@ fn check_references(r: &mut Reader<'_>, config: &mut Config, declared: &Declared
             }
         }
     }
-    if config.streams.is_empty() {
+    if config.streams.is_empty() && config.templates.is_empty() {
         config
             .warnings
             .push("no [streams.NAME] defined: nothing is watched".to_string());

@@ -68,6 +68,16 @@ impl ProviderConfig {
         }
     }
 
+    /// The key that holds this provider's credential, for messages.
+    pub fn credential_key(&self) -> &'static str {
+        match self {
+            ProviderConfig::Standard | ProviderConfig::Workos { .. } => "webhook_secret",
+            ProviderConfig::Okta { .. } | ProviderConfig::Auth0 { .. } => "authorization",
+            ProviderConfig::Entra { .. } => "client_state",
+            ProviderConfig::Google { .. } => "channel_token",
+        }
+    }
+
     /// Whether a non-standard provider has the credentials to accept anything. (The
     /// standard provider's credentials are the stream's `verifier`.)
     pub fn has_credentials(&self) -> bool {

@@ -374,7 +374,7 @@ channel = "#ops"
     let errs = errors(text);
     for e in [
         "notifiers.pager.routing_key: is required",
-        "notifiers.mail.smtp_url: must start with smtp://",
+        "notifiers.mail.smtp_url: is not an SMTP URL lettre accepts",
         "notifiers.mail.from: is not an email address",
         "notifiers.mail.to[1]: is not an email address",
         "notifiers.mail.backoff_max: must not be shorter than backoff_initial",
@@ -490,6 +490,194 @@ fn provider_errors_name_their_key_path() {
     assert!(
         errs.iter()
             .any(|e| e.contains("streams.idp.ingest.expiry_warning")),
+        "{errs:?}"
+    );
+}
+
+/// A config with one email notifier whose keys are `mail` (TOML lines).
+fn email_config(mail: &str) -> String {
+    format!(
+        r#"
+[streams.s]
+calendar = "always"
+silence_threshold = "1h"
+notify = ["mail"]
+[streams.s.ingest]
+token = "t"
+[notifiers.mail]
+kind = "email"
+{mail}
+"#
+    )
+}
+
+#[test]
+fn email_settings_are_checked_by_the_parsers_that_send() {
+    let base = r#"from = "hushwatch@example.org"
+to = ["oncall@example.org"]"#;
+    for (bad_url, why) in [
+        ("smtp://relay.example?tls=sometimes", "unknown tls option"),
+        ("smtp://", "no host"),
+        ("smtps://user:pass@", "no host"),
+        ("smtp://relay.example:99999", "port out of range"),
+        ("mailto:ops@example.org", "not SMTP"),
+    ] {
+        let errs = errors(&email_config(&format!("smtp_url = \"{bad_url}\"\n{base}")));
+        assert!(
+            errs.iter().any(
+                |e| e.starts_with("notifiers.mail.smtp_url: is not an SMTP URL lettre accepts")
+            ),
+            "{why}: {bad_url} gave {errs:#?}"
+        );
+        // The URL (it may hold a password) is never echoed.
+        let host_part = bad_url.split("//").nth(1).unwrap_or(bad_url);
+        assert!(
+            host_part.is_empty() || !errs.iter().any(|e| e.contains(host_part)),
+            "{errs:#?}"
+        );
+    }
+    // Addresses lettre's Mailbox would refuse when building the message.
+    let errs = errors(&email_config(
+        r#"smtp_url = "smtp://relay.example"
+from = "Ops <ops@@example.org>"
+to = ["oncall@example.org", "two@ats@example.org", "ok <x@example.org>"]"#,
+    ));
+    assert!(
+        errs.iter()
+            .any(|e| e.starts_with("notifiers.mail.from: is not an email address")),
+        "{errs:#?}"
+    );
+    assert!(
+        errs.iter()
+            .any(|e| e.starts_with("notifiers.mail.to[1]: is not an email address")),
+        "{errs:#?}"
+    );
+    assert_eq!(errs.len(), 2, "{errs:#?}");
+    // What lettre accepts passes, including display names and a
+    // percent-encoded password.
+    parse(
+        &email_config(
+            r#"smtp_url = "smtp://me%40example.org:p%40ss@relay.example:2525?tls=required"
+from = "Hushwatch <hushwatch@example.org>"
+to = ["oncall@example.org"]"#,
+        ),
+        Path::new("/etc/hw"),
+        &env,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[test]
+fn ca_file_is_resolved_against_the_config_folder_and_read_at_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let mail = |ca: &str| {
+        email_config(&format!(
+            "smtp_url = \"smtp://relay.example?tls=required\"\nfrom = \"h@example.org\"\nto = [\"o@example.org\"]\nca_file = \"{ca}\""
+        ))
+    };
+    // Missing: named with the resolved path, under the key.
+    let errs = parse(&mail("ca/relay.pem"), dir.path(), &env)
+        .unwrap_err()
+        .0;
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert_eq!(errs[0].path, "notifiers.mail.ca_file");
+    assert!(
+        errs[0]
+            .reason
+            .contains(&dir.path().join("ca/relay.pem").display().to_string()),
+        "{}",
+        errs[0].reason
+    );
+    // Not PEM at all.
+    std::fs::create_dir(dir.path().join("ca")).unwrap();
+    std::fs::write(dir.path().join("ca/relay.pem"), "hello\n").unwrap();
+    let errs = parse(&mail("ca/relay.pem"), dir.path(), &env)
+        .unwrap_err()
+        .0;
+    assert_eq!(errs[0].path, "notifiers.mail.ca_file");
+    assert!(
+        errs[0].reason.contains("no PEM certificate"),
+        "{}",
+        errs[0].reason
+    );
+    // PEM armour around bytes that are not a certificate.
+    std::fs::write(
+        dir.path().join("ca/relay.pem"),
+        "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+    )
+    .unwrap();
+    let errs = parse(&mail("ca/relay.pem"), dir.path(), &env)
+        .unwrap_err()
+        .0;
+    assert_eq!(errs[0].path, "notifiers.mail.ca_file", "{errs:?}");
+}
+
+#[test]
+fn http_notifier_urls_use_the_url_parser() {
+    let text = r#"
+[streams.s]
+calendar = "always"
+silence_threshold = "1h"
+[streams.s.ingest]
+token = "t"
+[notifiers.hook]
+kind = "webhook"
+url = "https://exa mple.org/hook"
+[notifiers.am]
+kind = "alertmanager"
+urls = ["http://am:p%40ss@am-0:9093", "http://[::1:9093", "http://am-1:notaport"]
+[notifiers.chat]
+kind = "slack"
+url = "https:"
+"#;
+    let errs = errors(text);
+    for e in [
+        "notifiers.hook.url: is not a valid URL",
+        "notifiers.am.urls[1]: is not a valid URL",
+        "notifiers.am.urls[2]: is not a valid URL",
+        "notifiers.chat.url: ",
+    ] {
+        assert!(
+            errs.iter().any(|got| got.starts_with(e)),
+            "missing {e:?} in {errs:#?}"
+        );
+    }
+    assert!(!errs.iter().any(|e| e.contains("urls[0]")), "{errs:#?}");
+}
+
+/// `${SVIX_OPS_SECRET:-}` with the variable unset: like an empty ingest
+/// secret, the operational route is off (every delivery refused), with a
+/// warning, instead of failing the whole config. A missing key is still an
+/// error.
+#[test]
+fn an_empty_svix_secret_switches_the_operational_route_off() {
+    let svix = "\n[svix.main]\nsecret = \"${SVIX_OPS_SECRET:-}\"\nstreams = [\"identity\"]\nnotify = [\"oncall\"]\n";
+    let c = parse_ok(&format!("{FULL}{svix}"));
+    assert!(
+        c.warnings
+            .iter()
+            .any(|w| w.contains("svix.main.secret[0] is empty")),
+        "{:?}",
+        c.warnings
+    );
+    let key = crate::ingest::signature::SecretKey::parse("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+        .unwrap();
+    let signature = crate::ingest::signature::sign(&key, "msg_1", 1_764_000_000, b"{}");
+    let headers = crate::ingest::signature::SignedHeaders {
+        id: "msg_1",
+        timestamp: "1764000000",
+        signature: &signature,
+    };
+    assert!(c.svix["main"]
+        .verifier
+        .verify(&headers, b"{}", 1_764_000_000)
+        .is_err());
+
+    let missing = svix.replace("secret = \"${SVIX_OPS_SECRET:-}\"\n", "");
+    let errs = errors(&format!("{FULL}{missing}"));
+    assert!(
+        errs.iter()
+            .any(|e| e.starts_with("svix.main.secret: is required")),
         "{errs:?}"
     );
 }

@@ -54,7 +54,9 @@ mod tests {
     use super::*;
 
     fn at(text: &str) -> DateTime<Utc> {
-        DateTime::parse_from_rfc3339(text).unwrap().with_timezone(&Utc)
+        DateTime::parse_from_rfc3339(text)
+            .unwrap()
+            .with_timezone(&Utc)
     }
 
     fn facts(expires: &str, seen: &str, reauth: Option<&str>) -> SubscriptionFacts {
@@ -71,8 +73,14 @@ mod tests {
         let f = facts("2026-12-20T12:00:00Z", "2026-12-01T00:00:00Z", None);
         assert_eq!(f.warn_from(), at("2026-12-19T12:00:00Z"));
         assert_eq!(f.concern(at("2026-12-19T11:59:59Z")), None);
-        assert_eq!(f.concern(at("2026-12-19T12:00:00Z")), Some(Concern::Expiring));
-        assert_eq!(f.concern(at("2026-12-21T00:00:00Z")), Some(Concern::Expiring));
+        assert_eq!(
+            f.concern(at("2026-12-19T12:00:00Z")),
+            Some(Concern::Expiring)
+        );
+        assert_eq!(
+            f.concern(at("2026-12-21T00:00:00Z")),
+            Some(Concern::Expiring)
+        );
     }
 
     #[test]

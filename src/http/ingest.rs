@@ -12,7 +12,7 @@ use crate::config::providers::ProviderConfig;
 use crate::config::StreamConfig;
 use crate::ingest::payload::{app_reports, webhook_facts};
 use crate::ingest::signature::{check_timestamp, SignedHeaders, VerifyError};
-use crate::service::app::App;
+use crate::service::app::{App, Created};
 use crate::store::{EventOutcome, NewEvent};
 use hyper::body::Incoming;
 use hyper::header::AUTHORIZATION;
@@ -37,8 +37,18 @@ pub async fn webhook(
     body_deadline: Instant,
 ) -> Reply {
     let config = app.config();
-    let Some(stream) = config.streams.get(stream_name) else {
-        return unknown_stream(stream_name);
+    // A name a `[streams."PREFIX*"]` pattern covers is checked with its
+    // template's credentials; the stream is created only once verified.
+    let templated;
+    let stream = match config.streams.get(stream_name) {
+        Some(s) => s,
+        None => match config.templates.stream(stream_name) {
+            Some(s) => {
+                templated = s;
+                &templated
+            }
+            None => return unknown_stream(stream_name),
+        },
     };
     if !matches!(stream.ingest.provider, ProviderConfig::Standard) {
         return super::providers::webhook(app, stream, &stream.ingest.provider, req, body_deadline)
@@ -102,8 +112,18 @@ pub async fn app_report(
     body_deadline: Instant,
 ) -> Reply {
     let config = app.config();
-    let Some(stream) = config.streams.get(stream_name) else {
-        return unknown_stream(stream_name);
+    // A name a `[streams."PREFIX*"]` pattern covers is checked with its
+    // template's credentials; the stream is created only once verified.
+    let templated;
+    let stream = match config.streams.get(stream_name) {
+        Some(s) => s,
+        None => match config.templates.stream(stream_name) {
+            Some(s) => {
+                templated = s;
+                &templated
+            }
+            None => return unknown_stream(stream_name),
+        },
     };
     let (parts, body) = req.into_parts();
     if let Err(reason) = check_bearer(stream, &parts) {
@@ -229,6 +249,11 @@ pub(super) async fn store_delivery(
     events: Vec<crate::store::NewEvent>,
     update: Option<crate::store::subscriptions::SubscriptionUpdate>,
 ) -> Reply {
+    if !app.config().streams.contains_key(&stream.name) {
+        if let Err(refused) = create_templated(app, &stream.name).await {
+            return refused;
+        }
+    }
     match tokio::time::timeout(STORE_TIMEOUT, app.ingest_delivery(events, update)).await {
         Ok(Ok(outcomes)) => {
             let accepted = outcomes
@@ -297,6 +322,25 @@ pub(super) fn reject(
     // A parser's reason can quote the request, so it is escaped too.
     tracing::warn!(stream = %stream.name, status = status.as_u16(), outcome, reason = %Escaped(reason), "rejected request");
     reply::error(status, reason)
+}
+
+/// Creates a templated stream on its first verified request.
+async fn create_templated(app: &App, name: &str) -> Result<(), Reply> {
+    match tokio::time::timeout(STORE_TIMEOUT, app.create_stream(name)).await {
+        Ok(Ok(Created::New | Created::Exists)) => Ok(()),
+        Ok(Ok(Created::Full)) => {
+            tracing::warn!(stream = %name, status = 429, "templated stream refused: max_streams reached");
+            Err(reply::error(
+                StatusCode::TOO_MANY_REQUESTS,
+                "max_streams templated streams exist; delete one or raise [server] max_streams",
+            ))
+        }
+        Ok(Ok(Created::NoTemplate)) => Err(unknown_stream(name)),
+        Ok(Err(_)) | Err(_) => Err(reply::error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "state storage unavailable; retry later",
+        )),
+    }
 }
 
 pub(super) fn unknown_stream(name: &str) -> Reply {

@@ -19,6 +19,7 @@ mod readiness;
 mod reply;
 mod routes;
 mod status_page;
+mod streams_admin;
 mod svix;
 mod write_deadline;
 

@@ -57,7 +57,10 @@ impl Routes {
 fn is_admin(segments: &[&str]) -> bool {
     matches!(
         segments,
-        [""] | ["metrics"] | ["v1", "status"] | ["v1", "svix", _, "acknowledge"]
+        [""] | ["metrics"]
+            | ["v1", "status"]
+            | ["v1", "svix", _, "acknowledge"]
+            | ["v1", "streams", _]
     )
 }
 
@@ -78,12 +81,11 @@ async fn route(
         (&Method::GET, ["healthz"]) => reply::text(StatusCode::OK, "text/plain", "ok\n".into()),
         (&Method::GET, ["readyz"]) => readyz(&app, readiness).await,
         (&Method::GET, ["metrics"]) => {
-            app.refresh_metrics();
             app.refresh_svix_metrics().await;
             reply::text(
                 StatusCode::OK,
                 "text/plain; version=0.0.4",
-                app.metrics.encode(),
+                app.encode_metrics(),
             )
         }
         (&Method::GET, ["v1", "status"]) => status(&app).await,
@@ -109,6 +111,10 @@ async fn route(
         (&Method::POST, ["v1", "streams", stream, "events"]) => {
             let stream = stream.to_string();
             ingest::app_report(&app, &stream, req, body_deadline).await
+        }
+        (&Method::PUT | &Method::DELETE, ["v1", "streams", stream]) => {
+            let stream = stream.to_string();
+            super::streams_admin::handle(&app, &stream, req).await
         }
         (_, [""] | ["healthz"] | ["readyz"] | ["metrics"] | ["v1", "status"]) => {
             reply::error(StatusCode::METHOD_NOT_ALLOWED, "use GET")

@@ -57,10 +57,20 @@ impl Client {
         timeout: Duration,
     ) -> Outcome {
         let shown = redact_url(url);
-        let (url, basic) = split_userinfo(url);
+        // The parser config loading used, so this cannot fail on a URL
+        // that passed `check`.
+        let target = match crate::config::notifiers::http_target(url) {
+            Ok(t) => t,
+            Err(reason) => {
+                return Outcome::Permanent {
+                    reason: format!("{shown}: URL {reason}"),
+                }
+            }
+        };
+        let basic = target.basic_auth;
         let mut req = Request::builder()
             .method(Method::POST)
-            .uri(url.as_str())
+            .uri(target.url.as_str())
             .header(CONTENT_TYPE, "application/json")
             .header(USER_AGENT, concat!("hushwatch/", env!("CARGO_PKG_VERSION")));
         if let Some(credentials) = basic {
@@ -135,32 +145,6 @@ impl Client {
             }
         }
     }
-}
-
-/// Moves `user:password@` out of a URL into a Basic `Authorization`
-/// value (e.g. an Alertmanager behind a proxy with basic auth).
-fn split_userinfo(url: &str) -> (String, Option<String>) {
-    use base64::Engine as _;
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return (url.to_string(), None);
-    };
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(end);
-    match authority.rsplit_once('@') {
-        Some((userinfo, host)) => {
-            let token = base64::engine::general_purpose::STANDARD.encode(userinfo);
-            (
-                format!("{scheme}://{host}{tail}"),
-                Some(format!("Basic {token}")),
-            )
-        }
-        None => (url.to_string(), None),
-    }
-}
-
-#[cfg(test)]
-pub(super) fn split_userinfo_for_test(url: &str) -> (String, Option<String>) {
-    split_userinfo(url)
 }
 
 fn snippet(text: &str) -> String {

@@ -35,7 +35,8 @@ pub struct Page {
     pub key: String,
     /// Stable per alert episode (firing and resolved share it).
     pub alert_id: String,
-    /// `silence` (the stream went quiet) or another source such as `svix`.
+    /// `silence` (the stream went quiet) or a Svix alert such as
+    /// `svix_endpoint_disabled` (see `alertname`).
     pub alert_kind: String,
     pub stream: String,
     pub firing: bool,
@@ -44,9 +45,20 @@ pub struct Page {
     pub at: DateTime<Utc>,
     pub started_at: DateTime<Utc>,
     pub resolved_at: Option<DateTime<Utc>>,
+    /// Silence pages: where the silence began.
     pub silent_since: Option<DateTime<Utc>>,
+    /// Silence resolves: when events arrived again, and how much business
+    /// time the silence lasted until then.
+    pub resumed_at: Option<DateTime<Utc>>,
+    pub business_silence: Option<TimeDelta>,
+    /// What happened, in one line (a silence resolve says when events
+    /// arrived again instead of repeating why it fired).
     pub summary: String,
+    /// `critical` or `warning`, as stored with the page.
     pub severity: String,
+    /// Svix pages: the `[svix.NAME]` source and the endpoint.
+    pub source: Option<String>,
+    pub endpoint_id: Option<String>,
     pub calendar: String,
     pub timezone: chrono_tz::Tz,
     pub business_hours: Vec<String>,
@@ -86,7 +98,15 @@ impl Page {
         let stream = config.streams.get(&row.stream);
         let (calendar, timezone, business_hours) = calendar_facts(config, stream);
         let firing = row.state == AlertState::Firing;
-        Page {
+        let silence = row.alert_kind == ALERT_KIND;
+        let resumed_at = row.resumed_at.filter(|_| silence && !firing);
+        let business_silence = match (resumed_at, row.silent_since, stream) {
+            (Some(end), Some(start), Some(s)) => {
+                Some(config.calendar_of(s).business_time(start, end))
+            }
+            _ => None,
+        };
+        let mut page = Page {
             key: row.page_key.clone(),
             alert_id: row.alert_id.clone(),
             alert_kind: row.alert_kind.clone(),
@@ -96,16 +116,24 @@ impl Page {
             at: row.at,
             started_at: row.started_at.unwrap_or(row.at),
             resolved_at: (!firing).then_some(row.at),
-            silent_since: row.silent_since,
+            silent_since: row.silent_since.filter(|_| silence),
+            resumed_at,
+            business_silence,
             summary: row.reason.clone(),
-            severity: SEVERITY.to_string(),
+            severity: row.severity.clone(),
+            source: row.source.clone(),
+            endpoint_id: row.endpoint_id.clone(),
             calendar,
             timezone,
             business_hours,
             threshold: stream.map_or(TimeDelta::zero(), |s| s.policy.threshold),
             max_silence: stream.and_then(|s| s.policy.max_silence),
             test: false,
+        };
+        if let Some(text) = payload::resolve_summary(&page) {
+            page.summary = text;
         }
+        page
     }
 
     /// "FIRING" or "RESOLVED".
@@ -239,26 +267,43 @@ impl Sender {
             NotifierKind::Alertmanager(c) => alertmanager::send(&self.http, c, page, timeout).await,
             NotifierKind::Email(c) => email::send(c, page, timeout).await,
         };
-        outcome.scrubbed(&secrets_of(notifier))
+        let secrets = secrets_of(notifier);
+        let secrets: Vec<&str> = secrets.iter().map(String::as_str).collect();
+        outcome.scrubbed(&secrets)
     }
 }
 
-/// Every secret a notifier holds, for scrubbing.
-pub fn secrets_of(notifier: &NotifierConfig) -> Vec<&str> {
+/// Every secret a notifier holds, for scrubbing: as written in the config
+/// and, for URL passwords, percent-decoded as they are sent.
+pub fn secrets_of(notifier: &NotifierConfig) -> Vec<String> {
+    let urls: Vec<&str> = match &notifier.kind {
+        NotifierKind::Log | NotifierKind::PagerDuty(_) => Vec::new(),
+        NotifierKind::Alertmanager(c) => c.urls.iter().map(String::as_str).collect(),
+        NotifierKind::Webhook(c) => vec![c.url.expose()],
+        NotifierKind::Slack(c) => vec![c.url.expose()],
+        NotifierKind::Email(c) => vec![c.smtp_url.expose()],
+    };
+    let mut v: Vec<String> = urls
+        .iter()
+        .flat_map(|u| url_secrets(u))
+        .map(str::to_string)
+        .collect();
+    v.extend(urls.iter().filter_map(|u| decoded_password(u)));
     match &notifier.kind {
-        NotifierKind::Log => Vec::new(),
-        NotifierKind::Alertmanager(c) => c.urls.iter().flat_map(|u| url_secrets(u)).collect(),
-        NotifierKind::Webhook(c) => url_secrets(c.url.expose()),
-        NotifierKind::PagerDuty(c) => vec![c.routing_key.expose()],
-        NotifierKind::Slack(c) => url_secrets(c.url.expose()),
-        NotifierKind::Email(c) => {
-            let mut v = url_secrets(c.smtp_url.expose());
-            if let Some(p) = &c.password {
-                v.push(p.expose());
-            }
-            v
-        }
+        NotifierKind::PagerDuty(c) => v.push(c.routing_key.expose().to_string()),
+        NotifierKind::Email(c) => v.extend(c.password.as_ref().map(|p| p.expose().to_string())),
+        _ => {}
     }
+    v
+}
+
+fn decoded_password(url: &str) -> Option<String> {
+    let parsed = url::Url::parse(url).ok()?;
+    let raw = parsed.password()?;
+    percent_encoding::percent_decode_str(raw)
+        .decode_utf8()
+        .ok()
+        .map(|p| p.into_owned())
 }
 
 /// The parts of a URL that may carry a token: the password in its
@@ -300,15 +345,6 @@ mod tests {
     }
 
     #[test]
-    fn userinfo_becomes_basic_auth() {
-        let (url, auth) = super::http::split_userinfo_for_test("http://am:s3cret@am-0:9093/x?y");
-        assert_eq!(url, "http://am-0:9093/x?y");
-        assert_eq!(auth.as_deref(), Some("Basic YW06czNjcmV0"));
-        let (url, auth) = super::http::split_userinfo_for_test("https://h/p");
-        assert_eq!((url.as_str(), auth), ("https://h/p", None));
-    }
-
-    #[test]
     fn url_secrets_are_password_and_path() {
         assert_eq!(
             url_secrets("https://hooks.slack.com/services/T0/B0/x"),
@@ -316,6 +352,20 @@ mod tests {
         );
         assert_eq!(url_secrets("smtp://u:pw@h:25"), vec!["pw"]);
         assert!(url_secrets("smtp://h:25").is_empty());
+    }
+
+    #[test]
+    fn url_passwords_are_scrubbed_as_written_and_as_sent() {
+        let notifier = NotifierConfig {
+            name: "am".into(),
+            kind: NotifierKind::Alertmanager(crate::config::AlertmanagerConfig {
+                urls: vec!["http://am:p%40ssw0rd@am-0:9093".into()],
+            }),
+            policy: crate::config::DeliveryPolicy::default(),
+        };
+        let secrets = secrets_of(&notifier);
+        assert!(secrets.contains(&"p%40ssw0rd".to_string()), "{secrets:?}");
+        assert!(secrets.contains(&"p@ssw0rd".to_string()), "{secrets:?}");
     }
 
     #[test]

@@ -32,19 +32,67 @@ fn test_prefix(page: &Page) -> &'static str {
     }
 }
 
-/// Extra facts every structured payload carries under `details`.
-pub fn details(page: &Page) -> Value {
-    json!({
-        "page_key": page.key,
-        "page_kind": page.kind.as_str(),
+/// A silence resolve's one line: "identity events arrived again at …,
+/// after 6h12m of business silence". `None` for other pages, whose stored
+/// summary already says what happened.
+pub fn resolve_summary(page: &Page) -> Option<String> {
+    if page.firing || !page.is_silence() {
+        return None;
+    }
+    let resumed = page.resumed_at?;
+    let after = page
+        .business_silence
+        .map(|d| format!(", after {} of business silence", minutes_text(d)))
+        .unwrap_or_default();
+    Some(format!(
+        "{} events arrived again at {}{after}",
+        page.stream,
+        local_and_utc(page, resumed)
+    ))
+}
+
+/// A duration to the minute (seconds only when under a minute): a page
+/// reads "6h12m", not "6h12m7s".
+fn minutes_text(d: chrono::TimeDelta) -> String {
+    if d < chrono::TimeDelta::minutes(1) {
+        return format_duration(d);
+    }
+    format_duration(chrono::TimeDelta::minutes(d.num_minutes()))
+}
+
+/// The silence facts of a silence page (`None` on Svix pages, which are
+/// not about business time).
+fn silence_facts(page: &Page) -> Value {
+    let mut v = json!({
         "silent_since": page.silent_since.map(rfc),
         "threshold": page.threshold_text(),
         "max_silence": page.max_silence.map(format_duration),
         "calendar": page.calendar,
         "timezone": page.timezone.name(),
         "business_hours": page.business_hours,
-        "test": page.test,
-    })
+    });
+    if page.resumed_at.is_some() {
+        v["resumed_at"] = json!(page.resumed_at.map(rfc));
+        v["business_silence"] = json!(page.business_silence.map(minutes_text));
+    }
+    v
+}
+
+/// Extra facts every structured payload carries under `details`: the
+/// silence facts on silence pages, the endpoint on Svix pages.
+pub fn details(page: &Page) -> Value {
+    let mut v = if page.is_silence() {
+        silence_facts(page)
+    } else {
+        json!({
+            "source": page.source,
+            "endpoint_id": page.endpoint_id,
+        })
+    };
+    v["page_key"] = json!(page.key);
+    v["page_kind"] = json!(page.kind.as_str());
+    v["test"] = json!(page.test);
+    v
 }
 
 /// `kind = "webhook"`: the documented body.
@@ -103,9 +151,10 @@ pub fn slack_message(page: &Page) -> Value {
     };
     let _ = write!(
         text,
-        "{icon} {}*{}* `{}`: {}",
+        "{icon} {}*{}* ({}) `{}`: {}",
         test_prefix(page),
         page.status_word(),
+        page.severity,
         page.stream,
         page.summary
     );
@@ -120,20 +169,27 @@ pub fn slack_message(page: &Page) -> Value {
     if let Some(r) = page.resolved_at {
         let _ = write!(text, "\n• Resolved at: {}", local_and_utc(page, r));
     }
-    let _ = write!(
-        text,
-        "\n• Threshold: {} of business time (calendar `{}`: {})",
-        page.threshold_text(),
-        page.calendar,
-        page.business_hours.join(", ")
-    );
+    if page.is_silence() {
+        let _ = write!(
+            text,
+            "\n• Threshold: {} of business time (calendar `{}`: {})",
+            page.threshold_text(),
+            page.calendar,
+            page.business_hours.join(", ")
+        );
+    } else if let (Some(source), Some(endpoint)) = (&page.source, &page.endpoint_id) {
+        let _ = write!(text, "\n• Endpoint: `{endpoint}` (`{source}`)");
+    }
     let _ = write!(text, "\n• Alert id: `{}`", page.alert_id);
     json!({ "text": text })
 }
 
 /// The Alertmanager alert for this page. Labels are the same for every
 /// replica of hushwatch watching the same stream (no per-database ids), so
-/// several replicas posting to one Alertmanager never double-page.
+/// several replicas posting to one Alertmanager never double-page. The
+/// alertname and the labels are those of the shipped Prometheus rules
+/// (charts/hushwatch/rules/hushwatch.rules.yml), so both paths group,
+/// inhibit and silence together.
 pub fn alertmanager_alerts(page: &Page) -> Value {
     let mut alert = json!({
         "labels": {
@@ -149,6 +205,12 @@ pub fn alertmanager_alerts(page: &Page) -> Value {
         },
         "startsAt": rfc(page.started_at),
     });
+    if let Some(source) = &page.source {
+        alert["labels"]["source"] = json!(source);
+    }
+    if let Some(endpoint) = &page.endpoint_id {
+        alert["labels"]["endpoint_id"] = json!(endpoint);
+    }
     if let Some(resolved) = page.resolved_at {
         alert["endsAt"] = json!(rfc(resolved));
     }
@@ -158,18 +220,28 @@ pub fn alertmanager_alerts(page: &Page) -> Value {
     json!([alert])
 }
 
-/// `HushwatchSilence` for silence alerts, `HushwatchSvix` for Svix ones.
-pub fn alertname(page: &Page) -> String {
-    let mut kind = page.alert_kind.chars();
-    match kind.next() {
-        Some(first) => format!("Hushwatch{}{}", first.to_ascii_uppercase(), kind.as_str()),
-        None => "Hushwatch".to_string(),
+/// The alert's name in Alertmanager: the shipped rule's name for the
+/// alerts that have one.
+pub fn alertname(page: &Page) -> &'static str {
+    match page.alert_kind.as_str() {
+        super::ALERT_KIND => "IdentityEventsSilent",
+        "svix_endpoint_disabled" => "IdentityWebhookEndpointDisabled",
+        "svix_messages_exhausted" => "IdentityWebhookMessagesExhausted",
+        "svix_endpoint_failing" => "IdentityWebhookEndpointFailing",
+        "svix_endpoint_deleted" => "IdentityWebhookEndpointDeleted",
+        "subscription_expiring" => "IdentitySubscriptionExpiring",
+        "subscription_reauthorization_required" => "IdentitySubscriptionReauthorizationRequired",
+        // Svix pages queued before schema v8 did not record which alert.
+        _ => "IdentityWebhookAlert",
     }
 }
 
 fn description(page: &Page) -> String {
     if !page.is_silence() {
         return page.summary.clone();
+    }
+    if let Some(text) = resolve_summary(page) {
+        return format!("Stream {}: {text}.", page.stream);
     }
     let since = page
         .silent_since
@@ -192,9 +264,10 @@ pub fn email_subject(page: &Page) -> String {
         crate::store::PageKind::Escalation => " (escalation)",
     };
     format!(
-        "{}[{}] {}: {}{extra}",
+        "{}[{} {}] {}: {}{extra}",
         test_prefix(page),
         page.status_word(),
+        page.severity,
         page.stream,
         page.summary
     )
@@ -209,8 +282,12 @@ pub fn email_body(page: &Page) -> String {
     let _ = writeln!(b, "{} - {}", page.status_word(), page.stream);
     let _ = writeln!(b, "{}", page.summary);
     b.push('\n');
+    let _ = writeln!(b, "Severity:        {}", page.severity);
     if !page.is_silence() {
         let _ = writeln!(b, "Kind:            {}", page.alert_kind);
+        if let (Some(source), Some(endpoint)) = (&page.source, &page.endpoint_id) {
+            let _ = writeln!(b, "Endpoint:        {endpoint} (svix source \"{source}\")");
+        }
         let _ = writeln!(b, "At:              {}", local_and_utc(page, page.at));
         b.push('\n');
         let _ = writeln!(b, "Alert id: {}", page.alert_id);
@@ -223,19 +300,19 @@ pub fn email_body(page: &Page) -> String {
             "What is silent:  the stream \"{}\" has received no events.",
             page.stream
         );
-    } else {
-        let _ = writeln!(
-            b,
-            "What happened:   the stream \"{}\" is receiving events again.",
-            page.stream
-        );
     }
     if let Some(since) = page.silent_since {
         let _ = writeln!(b, "Silent since:    {}", local_and_utc(page, since));
     }
+    if let Some(resumed) = page.resumed_at {
+        let _ = writeln!(b, "Arrived again:   {}", local_and_utc(page, resumed));
+    }
+    if let Some(d) = page.business_silence {
+        let _ = writeln!(b, "Silence:         {} of business time", minutes_text(d));
+    }
     let _ = writeln!(
         b,
-        "Firing since:    {}",
+        "Fired at:        {}",
         local_and_utc(page, page.started_at)
     );
     if let Some(r) = page.resolved_at {
@@ -274,4 +351,41 @@ pub fn email_body(page: &Page) -> String {
     let _ = writeln!(b, "Alert id: {}", page.alert_id);
     let _ = writeln!(b, "Page key: {}", page.key);
     b
+}
+
+/// The `log` notifier's line: the same facts as the other notifiers, with
+/// instants both in the calendar's zone and in UTC.
+pub fn log_line(page: &Page, sent_at: DateTime<Utc>) -> Value {
+    let mut v = json!({
+        "page": page.key,
+        "alert_id": page.alert_id,
+        "status": if page.firing { "firing" } else { "resolved" },
+        "kind": page.kind.as_str(),
+        "alert_kind": page.alert_kind,
+        "severity": page.severity,
+        "stream": page.stream,
+        "at": rfc(page.at),
+        "sent_at": rfc(sent_at),
+        "summary": format!("{}{}", test_prefix(page), page.summary),
+        "test": page.test,
+    });
+    if page.is_silence() {
+        v["silent_since"] = json!(page.silent_since.map(|t| local_and_utc(page, t)));
+        v["fired_at"] = json!(local_and_utc(page, page.started_at));
+        v["resolved_at"] = json!(page.resolved_at.map(|t| local_and_utc(page, t)));
+        v["resumed_at"] = json!(page.resumed_at.map(|t| local_and_utc(page, t)));
+        v["business_silence"] = json!(page.business_silence.map(minutes_text));
+        v["threshold"] = json!(format!("{} of business time", page.threshold_text()));
+        v["max_silence"] = json!(page.max_silence.map(format_duration));
+        v["calendar"] = json!(format!(
+            "{} ({}, {})",
+            page.calendar,
+            page.timezone.name(),
+            page.business_hours.join(", ")
+        ));
+    } else {
+        v["source"] = json!(page.source);
+        v["endpoint_id"] = json!(page.endpoint_id);
+    }
+    v
 }

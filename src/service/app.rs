@@ -2,16 +2,17 @@
 //! every stream's silence, status. HTTP handlers and the timer task call
 //! into this; it calls the pure domain and the store.
 
+use super::timer::{Due, Schedule};
 use crate::clock::Clock;
 use crate::config::{Config, StreamConfig};
 use crate::domain::alert::{next_transition, AlertStatus, Transition as DomainTransition};
 use crate::domain::duration::format_duration;
 use crate::domain::silence::{evaluate, Evaluation};
 use crate::metrics::Metrics;
-use crate::store::TransitionOutcome;
-use crate::store::{AlertState, EventOutcome, NewEvent, Store, StoreError, StreamRow, Transition};
 use crate::store::subscriptions::SubscriptionUpdate;
-use chrono::{DateTime, SecondsFormat, Utc};
+use crate::store::{AlertState, EventOutcome, NewEvent, Store, StoreError, StreamRow, Transition};
+use crate::store::{TemplatedOutcome, TransitionOutcome};
+use chrono::{DateTime, SecondsFormat, TimeDelta, Utc};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,7 +27,9 @@ pub struct App {
     /// Mirror of the store's stream rows. The store is the truth (it is
     /// loaded from there at start and updated only after a commit); the
     /// mirror saves a database round trip on every evaluation and scrape.
-    streams: Mutex<BTreeMap<String, StreamRow>>,
+    streams: Mutex<BTreeMap<String, Watched>>,
+    /// Which streams the timer evaluates next, ordered by `fires_at`.
+    schedule: Mutex<Schedule>,
     /// Wakes the silence timer to re-plan (new event, reload).
     pub replan: Notify,
     /// Wakes the delivery worker (new pages in the outbox).
@@ -35,6 +38,20 @@ pub struct App {
     pub subscriptions_changed: Notify,
     /// False after a failed write, until a write succeeds again.
     storage_ok: AtomicBool,
+    /// Serializes changes of the stream set (templated create/delete,
+    /// reload), which each swap in a new config.
+    stream_set: tokio::sync::Mutex<()>,
+}
+
+/// What [`App::create_stream`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Created {
+    New,
+    Exists,
+    /// `max_streams` templated streams exist already.
+    Full,
+    /// No `[streams."PREFIX*"]` pattern covers the name.
+    NoTemplate,
 }
 
 impl App {
@@ -51,11 +68,15 @@ impl App {
             metrics: Metrics::new(),
             clock,
             streams: Mutex::new(BTreeMap::new()),
+            schedule: Mutex::new(Schedule::default()),
             replan: Notify::new(),
             outbox_wake: Notify::new(),
             subscriptions_changed: Notify::new(),
             storage_ok: AtomicBool::new(true),
+            stream_set: tokio::sync::Mutex::new(()),
         };
+        let config = app.with_templated(app.config()).await?;
+        *app.config.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(config);
         app.watch_configured().await?;
         app.metrics.reload_successful.set(1);
         app.metrics
@@ -71,14 +92,100 @@ impl App {
     /// Swaps in a validated config. Clocks of streams that still exist are
     /// kept (they live in the store, keyed by name).
     pub async fn reload(&self, config: Config) -> Result<(), StoreError> {
+        let _set = self.stream_set.lock().await;
+        let config = self.with_templated(Arc::new(config)).await?;
         *self.config.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(config);
         self.watch_configured().await?;
+        self.lock_schedule().request_full();
         self.metrics.reload_successful.set(1);
         self.metrics
             .reload_timestamp
             .set(self.clock.now().timestamp() as f64);
         self.replan.notify_one();
         Ok(())
+    }
+
+    /// `config` plus the persisted templated streams its patterns cover
+    /// (those no pattern covers any more stay stored but unwatched).
+    async fn with_templated(&self, config: Arc<Config>) -> Result<Config, StoreError> {
+        let mut config = Arc::unwrap_or_clone(config);
+        if config.templates.is_empty() {
+            return Ok(config);
+        }
+        for name in self.store.templated_streams().await? {
+            if config.streams.contains_key(&name) {
+                continue;
+            }
+            if let Some(stream) = config.templates.stream(&name) {
+                config.streams.insert(name, stream);
+            }
+        }
+        Ok(config)
+    }
+
+    /// Creates the templated stream `name` (persisted, so a restart keeps
+    /// it) and starts its clock now. Idempotent.
+    pub async fn create_stream(&self, name: &str) -> Result<Created, StoreError> {
+        let _set = self.stream_set.lock().await;
+        let config = self.config();
+        if config.streams.contains_key(name) {
+            return Ok(Created::Exists);
+        }
+        let Some(stream) = config.templates.stream(name) else {
+            return Ok(Created::NoTemplate);
+        };
+        let result = self
+            .store
+            .add_templated_stream(
+                name.to_string(),
+                self.clock.now(),
+                config.templates.max_streams,
+            )
+            .await;
+        self.note_storage(&result);
+        let (row, created) = match result? {
+            TemplatedOutcome::Full => {
+                self.metrics.templated_streams_refused.inc();
+                return Ok(Created::Full);
+            }
+            TemplatedOutcome::Created(row) => (row, Created::New),
+            TemplatedOutcome::Exists(row) => (row, Created::Exists),
+        };
+        // Copy-on-write: readers keep the config they hold. The copy costs
+        // O(streams), paid once per new stream, never per event.
+        let mut next = Arc::unwrap_or_clone(config);
+        next.streams.insert(name.to_string(), stream);
+        *self.config.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(next);
+        self.lock_streams()
+            .insert(name.to_string(), Watched::new(row));
+        self.metrics.declare_stream(name);
+        self.lock_schedule().mark_moved(name);
+        self.replan.notify_one();
+        tracing::info!(stream = %name, "templated stream created");
+        Ok(created)
+    }
+
+    /// Removes the templated stream `name`; false if there is none. Its
+    /// series leave `/metrics` and the timer forgets it.
+    pub async fn delete_stream(&self, name: &str) -> Result<bool, StoreError> {
+        let _set = self.stream_set.lock().await;
+        let config = self.config();
+        if config.templates.stream(name).is_none() {
+            return Ok(false);
+        }
+        let result = self.store.remove_templated_stream(name.to_string()).await;
+        self.note_storage(&result);
+        if !result? {
+            return Ok(false);
+        }
+        let mut next = Arc::unwrap_or_clone(config);
+        next.streams.remove(name);
+        *self.config.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(next);
+        self.lock_streams().remove(name);
+        self.lock_schedule().set(name, None);
+        self.metrics.forget_stream(name);
+        tracing::info!(stream = %name, "templated stream deleted");
+        Ok(true)
     }
 
     async fn watch_configured(&self) -> Result<(), StoreError> {
@@ -89,33 +196,37 @@ impl App {
             .watch_streams(names.clone(), self.clock.now())
             .await?;
         let mut cache = self.lock_streams();
+        // Evaluations cached under the old config may not hold under the
+        // new one (calendar, threshold); the full pass that follows refills.
         cache.clear();
         for row in rows {
-            cache.insert(row.name.clone(), row);
+            cache.insert(row.name.clone(), Watched::new(row));
         }
         drop(cache);
         let calendars: Vec<&str> = config.calendars.keys().map(String::as_str).collect();
         let notifiers: Vec<&str> = config.notifiers.keys().map(String::as_str).collect();
+        self.metrics.declare(&calendars, &notifiers);
         let streams: Vec<&str> = names.iter().map(String::as_str).collect();
-        self.metrics.declare(&streams, &calendars, &notifiers);
+        self.metrics.declare_streams(&streams);
         let sources: Vec<&str> = config.svix.keys().map(String::as_str).collect();
         self.metrics.declare_svix(&sources);
-        for s in config.streams.values() {
-            self.metrics
-                .threshold
-                .with_label_values(&[s.name.as_str()])
-                .set(s.policy.threshold.num_milliseconds() as f64 / 1000.0);
-        }
         Ok(())
     }
 
-    fn lock_streams(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, StreamRow>> {
+    fn lock_streams(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Watched>> {
         self.streams.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn lock_schedule(&self) -> std::sync::MutexGuard<'_, Schedule> {
+        self.schedule.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// A copy of every watched stream's row (for the status page).
     pub fn stream_rows(&self) -> Vec<StreamRow> {
-        self.lock_streams().values().cloned().collect()
+        self.lock_streams()
+            .values()
+            .map(|w| w.row.clone())
+            .collect()
     }
 
     pub fn storage_ok(&self) -> bool {
@@ -156,26 +267,27 @@ impl App {
         }
         self.note_storage(&result);
         let outcomes = result?;
-        let mut moved = false;
+        let mut moved = Vec::new();
         let mut cache = self.lock_streams();
         for (event, outcome) in events.iter().zip(&outcomes) {
             if *outcome != EventOutcome::Accepted || !event.feeds_clock {
                 continue;
             }
-            if let Some(row) = cache.get_mut(&event.stream) {
-                apply_arrival(row, event);
-                moved = true;
+            if let Some(watched) = cache.get_mut(&event.stream) {
+                apply_arrival(&mut watched.row, event);
                 if let Some(t) = event.event_time {
-                    let lag = (event.received_at - t).num_milliseconds() as f64 / 1000.0;
-                    self.metrics
-                        .event_lag
-                        .with_label_values(&[event.stream.as_str()])
-                        .set(lag);
+                    watched.lag_ms = (event.received_at - t).num_milliseconds();
                 }
+                moved.push(event.stream.as_str());
             }
         }
         drop(cache);
-        if moved {
+        if !moved.is_empty() {
+            let mut schedule = self.lock_schedule();
+            for stream in moved {
+                schedule.mark_moved(stream);
+            }
+            drop(schedule);
             self.replan.notify_one();
         }
         Ok(outcomes)
@@ -209,22 +321,57 @@ impl App {
         self.record_planned(plan).await
     }
 
+    /// What the timer runs on each wake-up: like [`App::evaluate_all`], but
+    /// evaluates only the streams that are due or heard an event since their
+    /// last evaluation (every stream after start, reload or a failed write).
+    pub async fn evaluate_due(&self) -> Result<Option<DateTime<Utc>>, StoreError> {
+        let now = self.clock.now();
+        let due = self.lock_schedule().take_due(now);
+        let plan = match due {
+            Due::Every => self.plan(now, None),
+            Due::Only(streams) => self.plan(now, Some(streams)),
+        };
+        self.record_planned(plan).await
+    }
+
     /// The evaluation half of [`App::evaluate_all`]: decides every stream's
     /// transition from the in-memory rows at the clock's `now`, writing
     /// nothing. Events may commit before the plan is recorded; recording
     /// re-checks each fire against the store (see `record_planned`).
     pub fn plan_transitions(&self) -> Plan {
+        self.plan(self.clock.now(), None)
+    }
+
+    /// Plans `only` these streams, or every stream.
+    fn plan(&self, now: DateTime<Utc>, only: Option<Vec<String>>) -> Plan {
         let config = self.config();
-        let now = self.clock.now();
         let mut plan = Plan {
             now,
+            full: only.is_none(),
             transitions: Vec::new(),
-            next: None,
+            evaluated: Vec::new(),
+            gone: Vec::new(),
         };
         // Evaluated on a copy, so ingest never waits on calendar maths.
-        let rows: Vec<StreamRow> = self.lock_streams().values().cloned().collect();
+        let rows: Vec<StreamRow> = {
+            let cache = self.lock_streams();
+            match &only {
+                None => cache.values().map(|w| w.row.clone()).collect(),
+                Some(names) => names
+                    .iter()
+                    .filter_map(|n| match cache.get(n) {
+                        Some(w) => Some(w.row.clone()),
+                        None => {
+                            plan.gone.push(n.clone());
+                            None
+                        }
+                    })
+                    .collect(),
+            }
+        };
         for row in rows {
             let Some(stream) = config.streams.get(&row.name) else {
+                plan.gone.push(row.name);
                 continue;
             };
             let eval = Self::evaluate_row(&config, stream, &row, now);
@@ -232,16 +379,15 @@ impl App {
                 AlertState::Ok => AlertStatus::Ok,
                 AlertState::Firing => AlertStatus::Firing,
             };
-            if let Some(transition) = next_transition(status, &eval, now) {
+            let transition = next_transition(status, &eval, now);
+            if let Some(transition) = transition {
                 plan.transitions.push(Planned {
                     stream: row.name.clone(),
                     eval,
                     transition,
                 });
             }
-            if !eval.firing {
-                plan.next = earliest(plan.next, eval.fires_at);
-            }
+            plan.evaluated.push((row.name, eval));
         }
         plan
     }
@@ -253,18 +399,52 @@ impl App {
     /// next pass evaluates it again from the newer arrival.
     pub async fn record_planned(&self, plan: Plan) -> Result<Option<DateTime<Utc>>, StoreError> {
         let config = self.config();
-        let mut next = plan.next;
-        for planned in plan.transitions {
+        let mut stale = Vec::new();
+        for planned in &plan.transitions {
             // A reload between planning and recording may have dropped it.
             let Some(stream) = config.streams.get(&planned.stream) else {
                 continue;
             };
-            if !self
-                .record(stream, &planned.eval, planned.transition)
-                .await?
-            {
-                next = earliest(next, Some(plan.now));
+            match self.record(stream, &planned.eval, planned.transition).await {
+                Ok(true) => {}
+                Ok(false) => stale.push(planned.stream.as_str()),
+                Err(e) => {
+                    // Which streams were recorded is unknown: start over.
+                    self.lock_schedule().request_full();
+                    return Err(e);
+                }
             }
+        }
+        {
+            let mut cache = self.lock_streams();
+            for (name, eval) in &plan.evaluated {
+                if let Some(w) = cache.get_mut(name) {
+                    w.remember(eval, plan.now);
+                }
+            }
+        }
+        let mut schedule = self.lock_schedule();
+        if plan.full {
+            schedule.clear_queue();
+        }
+        let cache = self.lock_streams();
+        for (name, eval) in &plan.evaluated {
+            // A quiet stream is due when it would fire; a firing one only
+            // changes on an event, which marks it moved. One deleted since
+            // the plan was made is not queued again.
+            let at = eval.fires_at.filter(|_| !eval.firing);
+            schedule.set(name, at.filter(|_| cache.contains_key(name)));
+        }
+        drop(cache);
+        for name in &plan.gone {
+            schedule.set(name, None);
+        }
+        for name in &stale {
+            schedule.mark_moved(name);
+        }
+        let mut next = schedule.next();
+        if !stale.is_empty() {
+            next = earliest(next, Some(plan.now));
         }
         Ok(next)
     }
@@ -293,13 +473,14 @@ impl App {
             .await;
         self.note_storage(&result);
         if let TransitionOutcome::Stale(stored) = result? {
-            if let Some(row) = self.lock_streams().get_mut(&stream.name) {
-                catch_up(row, &stored);
+            if let Some(w) = self.lock_streams().get_mut(&stream.name) {
+                catch_up(&mut w.row, &stored);
             }
             tracing::info!(stream = %stream.name, "silence alert not fired: an event arrived while it was being recorded");
             return Ok(false);
         }
-        if let Some(row) = self.lock_streams().get_mut(&stream.name) {
+        if let Some(w) = self.lock_streams().get_mut(&stream.name) {
+            let row = &mut w.row;
             if to == AlertState::Firing {
                 row.firing_since = Some(at);
                 row.cleared_at = None;
@@ -309,46 +490,54 @@ impl App {
             row.alert_state = to.clone();
         }
         let firing = i64::from(to == AlertState::Firing);
-        self.metrics
-            .silence_alert
-            .with_label_values(&[stream.name.as_str()])
-            .set(firing);
         tracing::warn!(stream = %stream.name, state = if firing == 1 { "firing" } else { "resolved" }, at = %at, "silence alert transition");
         self.outbox_wake.notify_one();
         Ok(true)
     }
 
-    /// Brings the per-stream gauges up to `now` (called on every scrape).
+    /// Brings the per-calendar gauges up to `now` (called on every scrape).
     pub fn refresh_metrics(&self) {
         let config = self.config();
         let now = self.clock.now();
-        let m = &self.metrics;
-        for row in self.lock_streams().values() {
-            let Some(stream) = config.streams.get(&row.name) else {
-                continue;
-            };
-            let eval = Self::evaluate_row(&config, stream, row, now);
-            let label = [row.name.as_str()];
-            let secs =
-                |t: Option<DateTime<Utc>>| t.map_or(0.0, |t| t.timestamp_millis() as f64 / 1000.0);
-            m.last_event_timestamp
-                .with_label_values(&label)
-                .set(secs(row.last_arrival_at));
-            m.business_silence
-                .with_label_values(&label)
-                .set(eval.business_silence.num_milliseconds() as f64 / 1000.0);
-            m.fires_at
-                .with_label_values(&label)
-                .set(secs(eval.fires_at));
-            m.silence_alert
-                .with_label_values(&label)
-                .set(i64::from(row.alert_state == AlertState::Firing));
-        }
         for c in config.calendars.values() {
-            m.in_business_hours
+            self.metrics
+                .in_business_hours
                 .with_label_values(&[c.name.as_str()])
                 .set(i64::from(c.calendar.in_business_hours(now)));
         }
+    }
+
+    /// The whole `/metrics` page: the registry's families, then the
+    /// per-stream families rendered from the stream mirror. Per-stream
+    /// series are not kept in the registry because each label set there
+    /// costs about a kilobyte, and 10,000 streams have 130,000 of them.
+    pub fn encode_metrics(&self) -> String {
+        self.refresh_metrics();
+        let config = self.config();
+        let now = self.clock.now();
+        let mut text = self.metrics.encode();
+        let mut samples = Vec::new();
+        {
+            let mut cache = self.lock_streams();
+            samples.reserve(cache.len());
+            for (name, w) in cache.iter_mut() {
+                let Some(stream) = config.streams.get(name) else {
+                    continue;
+                };
+                let silence = w.business_silence(&config, stream, now);
+                samples.push(crate::metrics::StreamSample {
+                    name: name.clone(),
+                    firing: w.row.alert_state == AlertState::Firing,
+                    last_event: w.row.last_arrival_at,
+                    business_silence: silence,
+                    threshold: stream.policy.threshold,
+                    fires_at: w.fires_at,
+                    lag_ms: w.lag_ms,
+                });
+            }
+        }
+        crate::metrics::render_streams(&mut text, &samples, &self.metrics);
+        text
     }
 
     /// The `/v1/status` document.
@@ -360,7 +549,8 @@ impl App {
         let streams: Vec<Value> = self
             .lock_streams()
             .values()
-            .filter_map(|row| {
+            .filter_map(|w| {
+                let row = &w.row;
                 let stream = config.streams.get(&row.name)?;
                 let eval = Self::evaluate_row(&config, stream, row, now);
                 let calendar = config.calendar_of(stream);
@@ -425,9 +615,13 @@ impl App {
 pub struct Plan {
     /// The clock reading the plan was evaluated at.
     pub now: DateTime<Utc>,
+    /// Every stream was evaluated (not only the due ones).
+    full: bool,
     transitions: Vec<Planned>,
-    /// Earliest instant a stream that is quiet now would fire.
-    next: Option<DateTime<Utc>>,
+    /// Each evaluated stream's outcome, for the schedule and the scrape.
+    evaluated: Vec<(String, Evaluation)>,
+    /// Streams due but no longer watched (deleted, or dropped by a reload).
+    gone: Vec<String>,
 }
 
 impl Plan {
@@ -447,6 +641,70 @@ struct Planned {
     stream: String,
     eval: Evaluation,
     transition: DomainTransition,
+}
+
+/// A watched stream: its persisted row plus what evaluation learned, so a
+/// scrape does not redo calendar maths from the start of a long silence.
+struct Watched {
+    row: StreamRow,
+    /// From the last evaluation (None: never, or not evaluated yet).
+    fires_at: Option<DateTime<Utc>>,
+    /// Business silence accrued from `since` up to `until`.
+    accrued: Option<Accrued>,
+    /// Arrival minus event time of the latest event that carried one.
+    lag_ms: i64,
+}
+
+struct Accrued {
+    since: DateTime<Utc>,
+    until: DateTime<Utc>,
+    business: TimeDelta,
+}
+
+impl Watched {
+    fn new(row: StreamRow) -> Watched {
+        Watched {
+            row,
+            fires_at: None,
+            accrued: None,
+            lag_ms: 0,
+        }
+    }
+
+    /// Keeps an evaluation made at `now`.
+    fn remember(&mut self, eval: &Evaluation, now: DateTime<Utc>) {
+        self.fires_at = eval.fires_at;
+        self.accrued = Some(Accrued {
+            since: eval.silent_since,
+            until: now,
+            business: eval.business_silence,
+        });
+    }
+
+    /// Business silence at `now`: the cached part plus the business time
+    /// since it was cached (business time is additive over adjacent spans),
+    /// from scratch when the silence restarted or the clock went back.
+    fn business_silence(
+        &mut self,
+        config: &Config,
+        stream: &StreamConfig,
+        now: DateTime<Utc>,
+    ) -> TimeDelta {
+        let since = App::silent_since(&self.row);
+        let calendar = config.calendar_of(stream);
+        let business = match &self.accrued {
+            Some(a) if a.since == since && a.until <= now => {
+                a.business + calendar.business_time(a.until, now)
+            }
+            _ => calendar.business_time(since, now),
+        };
+        self.accrued = Some(Accrued {
+            since,
+            until: now,
+            business,
+        });
+        business
+    }
 }
 
 fn earliest(a: Option<DateTime<Utc>>, b: Option<DateTime<Utc>>) -> Option<DateTime<Utc>> {

@@ -4,15 +4,17 @@
 //! - A page is marked delivered only after the receiver accepted it, so a
 //!   crash in between sends it again on restart, under the same key (at
 //!   least once, never lost; receivers collapse duplicates by key).
-//! - Per (stream, notifier) only the oldest pending page is attempted, so a
-//!   resolve never overtakes its firing page.
+//! - Per (alert, notifier) only the oldest pending page is attempted, so a
+//!   resolve never overtakes its firing page, and a page of one alert (a
+//!   Svix endpoint alert) is never held behind another alert's page (the
+//!   stream's silence) that is retrying or hanging.
 //! - Retryable failures back off exponentially with jitter (`notify::retry`)
 //!   on the injectable clock; `give_up_after` past the first attempt, or a
 //!   permanent failure, marks the page failed: counted, logged at error
 //!   level, and listed in `/v1/status` — never silently dropped.
 //! - The worker is its own task; ingest never waits for it. Each attempt
 //!   is a task of its own too, so a receiver that hangs until its timeout
-//!   delays only its own (stream, notifier) queue.
+//!   delays only its own (alert, notifier) queue.
 //! - `repeat_interval` reminders and `escalate` steps are queued here (in
 //!   business time of the stream's calendar), once per episode and step.
 //! - Alertmanager alerts are re-posted every `REPOST_EVERY` while firing.
@@ -35,7 +37,7 @@ pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
     let worker = Arc::new(Worker::new());
     // Every attempt (and Alertmanager re-post) runs as its own task, so a
     // receiver that hangs until its timeout holds up only its own
-    // (stream, notifier) queue. At shutdown the tasks are aborted: their
+    // (alert, notifier) queue. At shutdown the tasks are aborted: their
     // pages stay pending and go out after restart under the same key.
     let mut attempts: JoinSet<()> = JoinSet::new();
     loop {
@@ -71,9 +73,9 @@ struct Worker {
     sender: Sender,
     /// Outbox rows with an attempt in flight.
     in_flight: Mutex<BTreeSet<i64>>,
-    /// (stream, notifier) pairs with an Alertmanager re-post in flight.
+    /// (alert id, notifier) pairs with an Alertmanager re-post in flight.
     reposting: Mutex<BTreeSet<(String, String)>>,
-    /// Last Alertmanager post per (stream, notifier), on the app clock.
+    /// Last Alertmanager post per (alert id, notifier), on the app clock.
     reposted: Mutex<BTreeMap<(String, String), DateTime<Utc>>>,
 }
 
@@ -91,7 +93,7 @@ impl Worker {
         }
     }
 
-    /// Starts an attempt for every due page that is first in its (stream,
+    /// Starts an attempt for every due page that is first in its (alert,
     /// notifier) queue and not already in flight; returns when the next
     /// page (or reminder, or re-post) is due.
     async fn round(
@@ -102,6 +104,12 @@ impl Worker {
         let config = app.config();
         let extras_due = queue_extras(app, &config).await?;
         let now = app.clock.now();
+        // Pages in flight before the snapshot is read may finish (and be
+        // marked delivered) while it is read, so the snapshot can show them
+        // pending after they left `in_flight`: attempting them again would
+        // send a delivered page twice. They wait for the next round, which
+        // their task's end wakes.
+        let busy_before = lock(&self.in_flight).clone();
         let pending = app.store.pending_outbox().await?;
         set_pending_gauges(app, &config, &pending);
         let heads = heads(&pending);
@@ -116,7 +124,14 @@ impl Worker {
                 );
                 continue;
             };
-            if lock(&self.in_flight).contains(&row.id) {
+            if busy_before.contains(&row.id) || lock(&self.in_flight).contains(&row.id) {
+                continue;
+            }
+            // A re-post of the firing alert still in flight must land
+            // before this page: a resolve overtaken by a late firing
+            // re-post would reopen the alert in Alertmanager. Its task
+            // finishing wakes the loop.
+            if lock(&self.reposting).contains(&(row.stream.clone(), row.notifier.clone())) {
                 continue;
             }
             match row.next_attempt_at {
@@ -171,7 +186,7 @@ impl Worker {
                 tracing::info!(notifier = name, stream = %row.stream, page = %row.page_key, attempts, "page delivered");
                 if matches!(notifier.kind, NotifierKind::Alertmanager(_)) {
                     // Counts as the latest post of this alert.
-                    lock(&self.reposted).insert((row.stream.clone(), row.notifier.clone()), now);
+                    lock(&self.reposted).insert((row.alert_id.clone(), row.notifier.clone()), now);
                 }
                 (Attempt::Delivered { at: now }, "delivered")
             }
@@ -249,7 +264,7 @@ impl Worker {
             if !matches!(n.kind, NotifierKind::Alertmanager(_)) {
                 continue;
             }
-            let key = (row.stream.clone(), row.notifier.clone());
+            let key = (row.alert_id.clone(), row.notifier.clone());
             seen.insert(key.clone());
             let last = lock(&self.reposted).get(&key).copied();
             let due = last.map_or(now, |t| t + alertmanager::REPOST_EVERY);
@@ -273,7 +288,12 @@ impl Worker {
                 lock(&worker.reposting).remove(&key);
             });
         }
-        lock(&self.reposted).retain(|k, _| seen.contains(k));
+        // Forget alerts that are no longer active, but not one posted in
+        // the last REPOST_EVERY: its delivery may not be recorded in the
+        // outbox yet (the attempt notes the post before it records the
+        // outcome), and forgetting it would re-post it at once.
+        let recent = now - alertmanager::REPOST_EVERY;
+        lock(&self.reposted).retain(|k, t| seen.contains(k) || *t > recent);
         Ok(next)
     }
 }
@@ -359,13 +379,16 @@ fn log_failed(notifier: &str, row: &OutboxRow, error: &str) {
     );
 }
 
-/// The oldest pending page per (stream, notifier): the only one that may
-/// be attempted, so pages of one alert go out in order.
+/// The oldest pending page per (alert, notifier): the only one that may
+/// be attempted, so pages of one alert go out in order while other alerts
+/// (even on the same stream) do not wait for it. Reminders and
+/// escalations share their episode's alert id, so they queue behind its
+/// firing page.
 fn heads(pending: &[OutboxRow]) -> Vec<&OutboxRow> {
     let mut seen = BTreeSet::new();
     pending
         .iter()
-        .filter(|r| seen.insert((r.stream.as_str(), r.notifier.as_str())))
+        .filter(|r| seen.insert((r.alert_id.as_str(), r.notifier.as_str())))
         .collect()
 }
 

@@ -57,7 +57,8 @@ pub async fn start(
         ))
     })?;
     let path = data_dir.join(STATE_FILE);
-    let store = tokio::task::spawn_blocking(move || Store::open(&path))
+    let store_clock = Arc::clone(&clock);
+    let store = tokio::task::spawn_blocking(move || Store::open_with_clock(&path, store_clock))
         .await
         .map_err(|e| StartError(format!("store open panicked: {e}")))?
         .map_err(StartError::store)?;
@@ -219,6 +220,15 @@ async fn reload(config_path: &Path, app: &App) {
         Ok(new) => {
             for w in &new.warnings {
                 tracing::warn!("config: {w}");
+            }
+            // The listener is bound once at start; a reload cannot move it.
+            let listening = app.config().server.listen;
+            if new.server.listen != listening {
+                tracing::warn!(
+                    running = %listening,
+                    configured = %new.server.listen,
+                    "config reload: server.listen changed; it takes effect only after a restart (still listening on the old address)"
+                );
             }
             match app.reload(new).await {
                 Ok(()) => tracing::info!("config reloaded"),

@@ -115,9 +115,17 @@ fn kind_of(concern: Concern) -> &'static str {
 }
 
 /// What the page says, in the subscription's own words.
-fn reason(row: &SubscriptionRow, to: &AlertState, concern: Option<Concern>, now: DateTime<Utc>) -> String {
-    let left = crate::domain::duration::format_duration((row.expires_at - now).max(TimeDelta::zero()));
-    let expires = row.expires_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+fn reason(
+    row: &SubscriptionRow,
+    to: &AlertState,
+    concern: Option<Concern>,
+    now: DateTime<Utc>,
+) -> String {
+    let left =
+        crate::domain::duration::format_duration((row.expires_at - now).max(TimeDelta::zero()));
+    let expires = row
+        .expires_at
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     match (to, concern) {
         (AlertState::Firing, Some(Concern::ReauthorizationRequired)) => format!(
             "the identity provider asked to reauthorize subscription {} of stream {} (it expires at {expires}); reauthorize or renew it, or deliveries stop",

@@ -3,6 +3,7 @@
 
 use super::app::App;
 use crate::config::SvixConfig;
+use crate::domain::svix::DisableTrigger;
 use crate::ingest::svix_ops::OpEvent;
 use crate::store::svix::{SvixApply, SvixPage};
 use crate::store::{EventOutcome, NewEvent, StoreError};
@@ -77,6 +78,9 @@ impl App {
             m.svix_disabled
                 .with_label_values(&labels)
                 .set(i64::from(row.disabled.is_some()));
+            m.svix_disabled_manually
+                .with_label_values(&labels)
+                .set(i64::from(row.disabled == Some(DisableTrigger::Manual)));
             m.svix_failing
                 .with_label_values(&labels)
                 .set(i64::from(row.failing > 0));

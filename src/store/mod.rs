@@ -35,6 +35,7 @@ use chrono::{DateTime, Utc};
 use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::clock::{Clock, SystemClock};
 use writer::{Control, Msg, Task};
 
 /// Jobs that may wait for the writer before callers feel backpressure. Each
@@ -114,6 +115,15 @@ pub enum EventOutcome {
 pub enum AlertState {
     Ok,
     Firing,
+}
+
+/// What `Store::add_templated_stream` did.
+#[derive(Debug)]
+pub enum TemplatedOutcome {
+    Created(StreamRow),
+    Exists(StreamRow),
+    /// `max_streams` templated streams exist already.
+    Full,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -199,8 +209,19 @@ pub struct OutboxRow {
     pub next_attempt_at: Option<DateTime<Utc>>,
     /// Redacted reason of the last failed attempt.
     pub last_error: Option<String>,
-    /// What the alert is about: `silence` (a stream went quiet) or `svix`.
+    /// What the alert is about: `silence` (a stream went quiet) or a Svix
+    /// alert (`svix_endpoint_disabled`, `svix_messages_exhausted`,
+    /// `svix_endpoint_failing`, `svix_endpoint_deleted`; `svix` on rows
+    /// written before schema v8).
     pub alert_kind: String,
+    /// `critical` or `warning`, decided when the page was queued.
+    pub severity: String,
+    /// For Svix pages: the `[svix.NAME]` source and endpoint id.
+    pub source: Option<String>,
+    pub endpoint_id: Option<String>,
+    /// For a silence resolve: the arrival that ended the silence (the
+    /// row's `silent_since` is then where that silence began).
+    pub resumed_at: Option<DateTime<Utc>>,
 }
 
 /// Outcome of one delivery attempt, as persisted.
@@ -242,25 +263,43 @@ struct Shared {
 
 /// Cheap, cloneable handle to the writer thread. The thread exits once every
 /// handle is dropped or `close` is called, after finishing queued work.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Store {
     tx: mpsc::Sender<Msg>,
     shared: Arc<Shared>,
+    /// The instants the store stamps itself (outbox `created_at`, the
+    /// readiness probe) come from the same clock as everything else.
+    clock: Arc<dyn Clock>,
+}
+
+impl fmt::Debug for Store {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Store")
+            .field("shared", &self.shared)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Store {
     /// Opens (creating if needed) the database at `path`, migrates it, and
-    /// starts the writer thread. Blocking: call it at startup, not per request.
+    /// starts the writer thread, on the wall clock. Blocking: call it at
+    /// startup, not per request.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
-        let conn = schema::open(path)?;
-        Self::start(conn)
+        Self::open_with_clock(path, Arc::new(SystemClock))
     }
 
-    fn start(conn: Connection) -> Result<Store, StoreError> {
+    /// Like `open`, with the clock the rest of the sidecar uses (a
+    /// `ManualClock` in tests).
+    pub fn open_with_clock(path: &Path, clock: Arc<dyn Clock>) -> Result<Store, StoreError> {
+        let conn = schema::open(path)?;
+        Self::start(conn, clock)
+    }
+
+    fn start(conn: Connection, clock: Arc<dyn Clock>) -> Result<Store, StoreError> {
         let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
         let shared = Arc::new(Shared::default());
         writer::spawn(conn, rx, Arc::clone(&shared))?;
-        Ok(Store { tx, shared })
+        Ok(Store { tx, shared, clock })
     }
 
     /// Number of transactions the writer has committed. With concurrent
@@ -282,6 +321,29 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<Vec<StreamRow>, StoreError> {
         self.call(move |c| ops::watch_streams(c, &names, now)).await
+    }
+
+    /// Streams created from a template, by name.
+    pub async fn templated_streams(&self) -> Result<Vec<String>, StoreError> {
+        self.call(ops::templated_streams).await
+    }
+
+    /// Creates a templated stream (at most `max` exist); see
+    /// `ops::add_templated_stream`.
+    pub async fn add_templated_stream(
+        &self,
+        name: String,
+        now: DateTime<Utc>,
+        max: usize,
+    ) -> Result<TemplatedOutcome, StoreError> {
+        self.call(move |c| ops::add_templated_stream(c, &name, now, max))
+            .await
+    }
+
+    /// Forgets a templated stream; false if it did not exist.
+    pub async fn remove_templated_stream(&self, name: String) -> Result<bool, StoreError> {
+        self.call(move |c| ops::remove_templated_stream(c, &name))
+            .await
     }
 
     /// Store one request's worth of events; see `ops::record_event` for the
@@ -321,9 +383,7 @@ impl Store {
     }
 
     /// Every tracked provider subscription.
-    pub async fn subscriptions(
-        &self,
-    ) -> Result<Vec<subscriptions::SubscriptionRow>, StoreError> {
+    pub async fn subscriptions(&self) -> Result<Vec<subscriptions::SubscriptionRow>, StoreError> {
         self.call(subscriptions::all).await
     }
 
@@ -331,7 +391,7 @@ impl Store {
     /// atomically. Returns Ok(false), writing nothing, when the stream is
     /// already in `t.to`, so re-evaluating after a crash is idempotent.
     pub async fn record_transition(&self, t: Transition) -> Result<bool, StoreError> {
-        let created_at = Utc::now();
+        let created_at = self.clock.now();
         self.call(move |c| ops::record_transition(c, &t, created_at))
             .await
     }
@@ -348,7 +408,7 @@ impl Store {
         t: Transition,
         silent_since: DateTime<Utc>,
     ) -> Result<TransitionOutcome, StoreError> {
-        let created_at = Utc::now();
+        let created_at = self.clock.now();
         self.call(move |c| ops::record_transition_if_silent(c, &t, silent_since, created_at))
             .await
     }
@@ -394,7 +454,7 @@ impl Store {
         self.call(|c| ops::outbox_summary(c, 20)).await
     }
 
-    /// Delivered firing pages of episodes still firing (for re-posting).
+    /// Delivered firing pages of alerts still firing (for re-posting).
     pub async fn active_firing_pages(&self) -> Result<Vec<OutboxRow>, StoreError> {
         self.call(ops::active_firing_pages).await
     }
@@ -494,7 +554,7 @@ impl Store {
     /// A real write through the normal commit path, for /readyz: proves the
     /// disk still accepts writes and fsyncs.
     pub async fn probe(&self) -> Result<(), StoreError> {
-        let now = Utc::now();
+        let now = self.clock.now();
         self.call(move |c| ops::probe(c, now)).await
     }
 

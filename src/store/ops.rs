@@ -79,7 +79,8 @@ fn stream_from_row(row: &Row<'_>) -> rusqlite::Result<StreamRow> {
 const OUTBOX_COLUMNS: &str = "o.id, o.stream, o.notifier, o.alert_state, o.at, o.reason, \
      o.created_at, o.page_kind, o.alert_id, o.started_at, o.silent_since, o.attempts, \
      o.first_attempt_at, o.next_attempt_at, o.last_error, \
-     (SELECT value FROM meta WHERE key = 'salt'), o.alert_kind";
+     (SELECT value FROM meta WHERE key = 'salt'), o.alert_kind, o.severity, o.source, \
+     o.endpoint_id, o.resumed_at";
 
 fn outbox_from_row(row: &Row<'_>) -> rusqlite::Result<OutboxRow> {
     let id: i64 = row.get(0)?;
@@ -111,6 +112,10 @@ fn outbox_from_row(row: &Row<'_>) -> rusqlite::Result<OutboxRow> {
         next_attempt_at: opt_time_at(row, 13)?,
         last_error: row.get(14)?,
         alert_kind: row.get(16)?,
+        severity: row.get(17)?,
+        source: row.get(18)?,
+        endpoint_id: row.get(19)?,
+        resumed_at: opt_time_at(row, 20)?,
     })
 }
 
@@ -453,28 +458,53 @@ fn set_alert_state(conn: &Connection, t: &Transition) -> rusqlite::Result<()> {
     Ok(())
 }
 
-/// A page that is not about a stream's silence (e.g. a Svix endpoint
-/// alert). `alert_key` names the alert, so its firing and resolved pages
-/// share one alert id (PagerDuty dedup_key, webhook `alert.id`) that never
-/// collides with a silence episode's; `alert_kind` is its `kind` label.
+/// What a page that is not about a stream's silence (e.g. a Svix
+/// endpoint alert) is about.
+pub(super) struct KeyedAlert<'a> {
+    /// The `kind` label, e.g. `svix_endpoint_disabled`.
+    pub kind: &'a str,
+    /// Where the alert comes from (`svix`): with `key`, what the alert id
+    /// is derived from (unchanged since before `kind` was stored).
+    pub family: &'a str,
+    /// Names the alert, so its firing and resolved pages share one alert id
+    /// (PagerDuty dedup_key, webhook `alert.id`) that never collides with
+    /// a silence episode's.
+    pub key: &'a str,
+    pub severity: &'a str,
+    pub source: &'a str,
+    pub endpoint_id: &'a str,
+}
+
+/// Queues a page of a keyed alert. A resolve keeps the severity its alert
+/// fired with (a manually disabled endpoint resolves as a warning too).
 pub(super) fn insert_keyed_page(
     conn: &Connection,
     t: &Transition,
     notifier: &str,
     created_at: DateTime<Utc>,
-    alert_kind: &str,
-    alert_key: &str,
+    alert: &KeyedAlert<'_>,
 ) -> rusqlite::Result<()> {
     let alert_id = uuid_like(&hex32(&[
         b"keyed-alert",
         salt(conn)?.as_bytes(),
-        alert_kind.as_bytes(),
-        alert_key.as_bytes(),
+        alert.family.as_bytes(),
+        alert.key.as_bytes(),
     ]));
+    let fired_with: Option<String> = if t.to == AlertState::Ok {
+        conn.prepare_cached(
+            "SELECT severity FROM outbox WHERE alert_id = ?1 AND alert_state = 'firing'
+             ORDER BY id DESC LIMIT 1",
+        )?
+        .query_row([&alert_id], |row| row.get(0))
+        .optional()?
+    } else {
+        None
+    };
     conn.prepare_cached(
         "INSERT INTO outbox (stream, notifier, alert_state, at, reason, created_at,
-                             page_kind, alert_id, started_at, alert_kind)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'page', ?7, ?4, ?8)",
+                             page_kind, alert_id, started_at, alert_kind, severity,
+                             source, endpoint_id)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'page', ?7, ?4, ?8, ?9, ?10, ?11)",
     )?
     .execute(params![
         t.stream,
@@ -484,12 +514,17 @@ pub(super) fn insert_keyed_page(
         t.reason,
         millis(created_at),
         alert_id,
-        alert_kind,
+        alert.kind,
+        fired_with.as_deref().unwrap_or(alert.severity),
+        alert.source,
+        alert.endpoint_id,
     ])?;
     Ok(())
 }
 
-/// A page of a stream's silence alert: its alert id is the episode's.
+/// A page of a stream's silence alert: its alert id is the episode's. A
+/// resolve says where the silence began (its firing page's
+/// `silent_since`) and which arrival ended it.
 fn insert_silence_page(
     conn: &Connection,
     t: &Transition,
@@ -498,7 +533,7 @@ fn insert_silence_page(
 ) -> rusqlite::Result<()> {
     // Runs after set_alert_state, so firing_since is this episode's start
     // for both the firing and the resolving transition.
-    let (started_at, silent_since): (Option<i64>, i64) = conn
+    let (started_at, last_arrival): (Option<i64>, i64) = conn
         .prepare_cached(
             "SELECT firing_since, coalesce(last_arrival_at, watch_started_at)
              FROM streams WHERE name = ?1",
@@ -508,10 +543,24 @@ fn insert_silence_page(
         .and_then(DateTime::from_timestamp_millis)
         .unwrap_or(t.at);
     let alert_id = alert_id_for(&salt(conn)?, &t.stream, started);
+    let (silent_since, resumed_at) = match t.to {
+        AlertState::Firing => (last_arrival, None),
+        AlertState::Ok => {
+            let fired_from: Option<i64> = conn
+                .prepare_cached(
+                    "SELECT silent_since FROM outbox WHERE alert_id = ?1 AND page_kind = 'page'
+                       AND alert_state = 'firing' ORDER BY id LIMIT 1",
+                )?
+                .query_row([&alert_id], |row| row.get(0))
+                .optional()?
+                .flatten();
+            (fired_from.unwrap_or(last_arrival), Some(last_arrival))
+        }
+    };
     conn.prepare_cached(
         "INSERT INTO outbox (stream, notifier, alert_state, at, reason, created_at,
-                             page_kind, alert_id, started_at, silent_since)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'page', ?7, ?8, ?9)",
+                             page_kind, alert_id, started_at, silent_since, resumed_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'page', ?7, ?8, ?9, ?10)",
     )?
     .execute(params![
         t.stream,
@@ -523,6 +572,7 @@ fn insert_silence_page(
         alert_id,
         millis(started),
         silent_since,
+        resumed_at,
     ])?;
     Ok(())
 }
@@ -656,8 +706,16 @@ pub(super) fn outbox_summary(
     Ok(summary)
 }
 
-/// The newest delivered firing page per (stream, notifier) whose stream is
-/// still firing in that same episode: what an Alertmanager needs re-posted.
+/// What an Alertmanager needs re-posted (before its `resolve_timeout`
+/// ends a firing alert by itself):
+/// - silence: the newest delivered firing page per (episode, notifier)
+///   whose stream is still firing in that same episode (one episode is one
+///   alert id; looked up through `outbox_by_alert`, as a per-stream
+///   subquery would rescan every delivered page once per page);
+/// - other alerts (Svix): the newest page per (alert, notifier) when it is
+///   a delivered firing page, i.e. nothing resolved it since. A deleted
+///   endpoint is a one-shot notice that never resolves, so it is not
+///   re-posted; nor are pre-v8 rows (`svix`), whose alert is unknown.
 pub(super) fn active_firing_pages(conn: &Connection) -> Result<Vec<OutboxRow>, StoreError> {
     all_rows(
         conn,
@@ -667,9 +725,16 @@ pub(super) fn active_firing_pages(conn: &Connection) -> Result<Vec<OutboxRow>, S
            AND o.alert_kind = 'silence'
            AND o.outcome = 'delivered' AND o.started_at = s.firing_since
            AND o.id = (SELECT max(o2.id) FROM outbox o2
-                       WHERE o2.stream = o.stream AND o2.notifier = o.notifier
-                         AND o2.outcome = 'delivered' AND o2.alert_kind = 'silence')
-         ORDER BY o.id"
+                       WHERE o2.alert_id = o.alert_id AND o2.notifier = o.notifier
+                         AND o2.outcome = 'delivered')
+         UNION ALL
+         SELECT {OUTBOX_COLUMNS} FROM outbox o
+         WHERE o.outcome = 'delivered' AND o.alert_state = 'firing'
+           AND o.alert_kind NOT IN ('silence', 'svix', 'svix_endpoint_deleted')
+           AND o.id = (SELECT max(o2.id) FROM outbox o2
+                       WHERE o2.alert_id = o.alert_id AND o2.notifier = o.notifier
+                         AND o2.page_kind = 'page')
+         ORDER BY 1"
         ),
         outbox_from_row,
     )
@@ -755,4 +820,54 @@ pub(super) fn event_count(conn: &Connection, stream: &str) -> Result<u64, StoreE
         |row| row.get(0),
     )?;
     u64::try_from(count).map_err(|_| StoreError::Sql(format!("negative event count {count}")))
+}
+
+/// Names of the streams created from a template.
+pub(super) fn templated_streams(conn: &Connection) -> Result<Vec<String>, StoreError> {
+    let mut stmt = conn.prepare_cached("SELECT name FROM templated_streams ORDER BY name")?;
+    let names = stmt
+        .query_map([], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(names)
+}
+
+/// Creates a templated stream unless it exists or `max` exist already. A
+/// stream created again after a `DELETE` starts a fresh clock: its old
+/// silence is not its new one.
+pub(super) fn add_templated_stream(
+    conn: &Connection,
+    name: &str,
+    now: DateTime<Utc>,
+    max: usize,
+) -> Result<super::TemplatedOutcome, StoreError> {
+    let exists: bool = conn
+        .prepare_cached("SELECT EXISTS (SELECT 1 FROM templated_streams WHERE name = ?1)")?
+        .query_row([name], |r| r.get(0))?;
+    if exists {
+        return Ok(super::TemplatedOutcome::Exists(stream_row(conn, name)?));
+    }
+    let count: i64 = conn
+        .prepare_cached("SELECT COUNT(*) FROM templated_streams")?
+        .query_row([], |r| r.get(0))?;
+    if count as u64 >= max as u64 {
+        return Ok(super::TemplatedOutcome::Full);
+    }
+    conn.prepare_cached("INSERT INTO templated_streams (name, created_at) VALUES (?1, ?2)")?
+        .execute(params![name, millis(now)])?;
+    conn.prepare_cached(
+        "INSERT INTO streams (name, watch_started_at) VALUES (?1, ?2)
+         ON CONFLICT(name) DO UPDATE SET watch_started_at = ?2, last_arrival_at = NULL,
+             newest_event_at = NULL, last_event_type = NULL, last_event_id = NULL,
+             alert_state = 'ok', firing_since = NULL, cleared_at = NULL",
+    )?
+    .execute(params![name, millis(now)])?;
+    Ok(super::TemplatedOutcome::Created(stream_row(conn, name)?))
+}
+
+/// Removes a templated stream; false if there was none.
+pub(super) fn remove_templated_stream(conn: &Connection, name: &str) -> Result<bool, StoreError> {
+    let n = conn
+        .prepare_cached("DELETE FROM templated_streams WHERE name = ?1")?
+        .execute([name])?;
+    Ok(n > 0)
 }

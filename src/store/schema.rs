@@ -24,6 +24,9 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// salt, so page keys never repeat even if the file is recreated.
 /// v6: per-channel delivery dedup.
 /// v7: an index on the audit log by stream, for the status page's timeline.
+/// v8: each page's severity, and for Svix pages the endpoint it is about
+/// (`source`, `endpoint_id`: the labels of the shipped Prometheus rules),
+/// and for silence resolves the arrival that ended the silence.
 pub(super) const MIGRATIONS: &[&str] = &[
     // v1
     "CREATE TABLE streams (
@@ -101,8 +104,26 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // v7
     super::status::MIGRATION,
     // v8
+    TEMPLATED_STREAMS,
+    // v9: rows written before it were all silence pages or Svix pages
+    // paged as critical, so that is what they keep saying.
+    "ALTER TABLE outbox ADD COLUMN severity TEXT NOT NULL DEFAULT 'critical'
+        CHECK (severity IN ('critical', 'warning'));
+    ALTER TABLE outbox ADD COLUMN source TEXT;
+    ALTER TABLE outbox ADD COLUMN endpoint_id TEXT;
+    ALTER TABLE outbox ADD COLUMN resumed_at INTEGER;
+    CREATE INDEX outbox_by_alert ON outbox(alert_id, notifier, id);",
+    // v10
     super::subscriptions::MIGRATION,
 ];
+
+/// v8: streams created from a template (`[streams."PREFIX*"]`), so a
+/// restart watches them again, even ones that never heard an event.
+pub(super) const TEMPLATED_STREAMS: &str = "
+    CREATE TABLE templated_streams (
+        name       TEXT PRIMARY KEY NOT NULL,
+        created_at INTEGER NOT NULL
+    );";
 
 /// v6: delivery ids are deduplicated per channel (see `ops::delivery_hash`).
 /// Old rows were keyed by hash(stream, id) for every channel, and the raw id

@@ -167,7 +167,9 @@ pub(super) fn transition(
     t: &SubscriptionTransition,
 ) -> Result<bool, StoreError> {
     let fired_kind: Option<String> = conn
-        .prepare_cached("SELECT concern FROM subscriptions WHERE stream = ?1 AND subscription = ?2")?
+        .prepare_cached(
+            "SELECT concern FROM subscriptions WHERE stream = ?1 AND subscription = ?2",
+        )?
         .query_row(params![t.stream, t.subscription], |row| row.get(0))
         .optional()?
         .flatten();

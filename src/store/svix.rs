@@ -4,7 +4,7 @@
 //! to the outbox in that transaction too: an acknowledged operational
 //! webhook can never lose its page.
 
-use super::ops::{insert_keyed_page, record_event};
+use super::ops::{insert_keyed_page, record_event, KeyedAlert};
 use super::{AlertState, EventOutcome, NewEvent, StoreError, Transition};
 use crate::domain::svix::{
     alert_changes, AlertChange, DisableTrigger, EndpointSummary, Severity, SvixAlert,
@@ -312,11 +312,8 @@ fn queue_pages(
     let row = endpoint_row(conn, &a.source, endpoint_id)?;
     let mut pages = Vec::new();
     for change in changes {
-        let summary = format!(
-            "[{}] {}",
-            change.severity.as_str(),
-            summary_text(a, endpoint_id, change, &row)
-        );
+        // The severity travels as its own field (every notifier shows it).
+        let summary = summary_text(a, endpoint_id, change, &row);
         let t = Transition {
             stream: a.stream.clone(),
             to: if change.firing {
@@ -331,8 +328,18 @@ fn queue_pages(
         for notifier in &a.notifiers {
             // One alert id per endpoint and alert, shared by its firing
             // and resolved pages (PagerDuty dedup_key).
+            // The key keeps the pre-v8 form, so an alert that fired
+            // before an upgrade resolves under the same id.
             let key = format!("{}/{}/{}", a.source, endpoint_id, change.alert.as_str());
-            insert_keyed_page(conn, &t, notifier, a.now, "svix", &key)?;
+            let alert = KeyedAlert {
+                kind: change.alert.as_str(),
+                family: "svix",
+                key: &key,
+                severity: change.severity.as_str(),
+                source: &a.source,
+                endpoint_id,
+            };
+            insert_keyed_page(conn, &t, notifier, a.now, &alert)?;
         }
         if change.alert == SvixAlert::MessagesExhausted {
             conn.execute(

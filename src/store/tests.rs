@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use rusqlite::Connection;
+use rusqlite::{params, Connection};
 use tempfile::TempDir;
 use tokio::sync::oneshot;
 
@@ -814,6 +814,115 @@ async fn an_audited_event_is_recorded_once_in_the_audit_log() {
     assert_eq!(n, 1);
 }
 
+#[tokio::test]
+async fn a_silence_resolve_row_says_where_the_silence_began_and_what_ended_it() {
+    let (_dir, path) = temp_db();
+    let store = open(&path);
+    store.watch_streams(names(&["a"]), at(0)).await.unwrap();
+    let fire = transition(AlertState::Firing, 3_600_000, &["pager"]);
+    assert!(store.record_transition(fire).await.unwrap());
+    store
+        .record_events(vec![event("a", Some("e1"), "user.created", 4_000_000)])
+        .await
+        .unwrap();
+    let resolve = transition(AlertState::Ok, 4_001_000, &["pager"]);
+    assert!(store.record_transition(resolve).await.unwrap());
+    let rows = store.pending_outbox().await.unwrap();
+    let facts: Vec<_> = rows
+        .iter()
+        .map(|r| {
+            (
+                r.state.clone(),
+                r.alert_kind.as_str(),
+                r.severity.as_str(),
+                r.silent_since,
+                r.resumed_at,
+            )
+        })
+        .collect();
+    assert_eq!(
+        facts,
+        [
+            (AlertState::Firing, "silence", "critical", Some(at(0)), None),
+            (
+                AlertState::Ok,
+                "silence",
+                "critical",
+                Some(at(0)),
+                Some(at(4_000_000))
+            ),
+        ]
+    );
+    assert_eq!(rows[0].alert_id, rows[1].alert_id);
+    store.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn v5_outbox_rows_read_as_critical_pages_after_the_v8_migration() {
+    let (_dir, path) = temp_db();
+    {
+        let conn = Connection::open(&path).unwrap();
+        for (version, step) in (1_i64..).zip(&super::schema::MIGRATIONS[..5]) {
+            conn.execute_batch(step).unwrap();
+            conn.pragma_update(None, "user_version", version).unwrap();
+        }
+        conn.execute_batch(
+            "INSERT INTO streams (name, watch_started_at) VALUES ('a', 0);
+             INSERT INTO outbox (stream, notifier, alert_state, at, reason, created_at, alert_id, alert_kind)
+             VALUES ('a', 'pager', 'firing', 1000, 'no a events', 1000, 'id-1', 'silence'),
+                    ('a', 'pager', 'firing', 2000, '[critical] Svix endpoint', 2000, 'id-2', 'svix');",
+        )
+        .unwrap();
+    }
+    let store = open(&path);
+    let rows = store.pending_outbox().await.unwrap();
+    let facts: Vec<_> = rows
+        .iter()
+        .map(|r| {
+            (
+                r.alert_kind.as_str(),
+                r.severity.as_str(),
+                r.source.clone(),
+                r.resumed_at,
+            )
+        })
+        .collect();
+    assert_eq!(
+        facts,
+        [
+            ("silence", "critical", None, None),
+            ("svix", "critical", None, None)
+        ]
+    );
+    store.close().await.unwrap();
+}
+
+/// The store stamps rows from the clock it was given, not the wall clock:
+/// with a manual clock set in 2031, a page queued now says 2031.
+#[tokio::test]
+async fn the_store_stamps_pages_and_probes_with_its_clock() {
+    let (_dir, path) = temp_db();
+    let then = at(1_924_992_000_000); // 2031-01-01T00:00:00Z
+    let clock = Arc::new(crate::clock::ManualClock::new(then));
+    let store = Store::open_with_clock(&path, clock.clone()).expect("open store");
+    store.watch_streams(names(&["a"]), at(0)).await.unwrap();
+    assert!(store
+        .record_transition(transition(AlertState::Firing, 5_000, &["pager"]))
+        .await
+        .unwrap());
+    let rows = store.pending_outbox().await.unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].created_at, then);
+    clock.advance(chrono::TimeDelta::seconds(7));
+    store.probe().await.unwrap();
+    store.close().await.unwrap();
+    let conn = Connection::open(&path).unwrap();
+    let probed: i64 = conn
+        .query_row("SELECT at FROM probe WHERE id = 1", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(probed, 1_924_992_007_000);
+}
+
 fn on_channel(mut e: NewEvent, channel: &'static str) -> NewEvent {
     e.channel = channel;
     e
@@ -948,6 +1057,71 @@ async fn pre_dedup_rows_are_attributed_from_the_audit_log_or_kept_as_legacy() {
             EventOutcome::Duplicate,
             EventOutcome::Duplicate,
         ]
+    );
+    store.close().await.unwrap();
+}
+
+/// What one delivery round's outbox reads cost with a large outbox:
+/// `cargo test --release --lib outbox_reads -- --ignored --nocapture`.
+#[tokio::test]
+#[ignore = "benchmark; prints the time of the delivery worker's outbox reads"]
+async fn outbox_reads_with_100k_delivered_pages() {
+    let (_dir, path) = temp_db();
+    open(&path).close().await.unwrap();
+    {
+        let mut conn = Connection::open(&path).unwrap();
+        let tx = conn.transaction().unwrap();
+        tx.execute(
+            "INSERT INTO streams (name, watch_started_at) VALUES ('a', 0)",
+            [],
+        )
+        .unwrap();
+        {
+            let mut insert = tx
+                .prepare(
+                    "INSERT INTO outbox (stream, notifier, alert_state, at, reason, created_at,
+                                         alert_id, alert_kind, status, outcome, done_at)
+                     VALUES ('a', ?1, ?2, ?3, 'r', ?3, ?4, ?5, 'done', 'delivered', ?3)",
+                )
+                .unwrap();
+            // 50k alerts of 2 pages each (firing, then resolved), half of
+            // them Svix, over 4 notifiers; the last 100 stay firing.
+            for i in 0..100_000_i64 {
+                let alert = i / 2;
+                let state = if i % 2 == 0 || alert >= 49_900 {
+                    "firing"
+                } else {
+                    "ok"
+                };
+                let kind = if alert % 2 == 0 {
+                    "silence"
+                } else {
+                    "svix_endpoint_disabled"
+                };
+                insert
+                    .execute(params![
+                        format!("n{}", alert % 4),
+                        state,
+                        i,
+                        format!("alert-{alert}"),
+                        kind
+                    ])
+                    .unwrap();
+            }
+        }
+        tx.commit().unwrap();
+    }
+    let store = open(&path);
+    let started = Instant::now();
+    let rounds = 20;
+    let mut active = 0;
+    for _ in 0..rounds {
+        active = store.active_firing_pages().await.unwrap().len();
+        store.pending_outbox().await.unwrap();
+    }
+    println!(
+        "100000 delivered pages: active_firing_pages + pending_outbox {:.2?} per round ({active} active)",
+        started.elapsed() / rounds
     );
     store.close().await.unwrap();
 }

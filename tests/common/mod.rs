@@ -400,3 +400,24 @@ impl Drop for InProcess {
         self.shutdown();
     }
 }
+
+/// True (after saying so on stderr, past the test harness's capture) when
+/// the process is not root: tests that mount a tmpfs or `chattr +i` call
+/// this first and return, instead of failing for a reason that is not a
+/// bug. CI runs as root, so there they run.
+pub fn skip_unless_root(test: &str, needs: &str) -> bool {
+    let euid = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            let uids = status.lines().find(|l| l.starts_with("Uid:"))?.to_owned();
+            uids.split_whitespace().nth(2)?.parse::<u32>().ok()
+        });
+    if euid == Some(0) {
+        return false;
+    }
+    let _ = writeln!(
+        std::io::stderr(),
+        "SKIPPED {test}: it {needs}, which needs root; run the suite as root (as CI does)"
+    );
+    true
+}

@@ -71,13 +71,13 @@ pub struct Receiver {
 
 impl Receiver {
     pub fn start(script: Vec<Answer>) -> Receiver {
-        Self::start_on("127.0.0.1:0", script)
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind receiver");
+        Self::on(listener, script)
     }
 
-    /// On a specific address, e.g. one reserved with `free_port` while the
-    /// receiver was "down".
-    pub fn start_on(addr: &str, script: Vec<Answer>) -> Receiver {
-        let listener = TcpListener::bind(addr).expect("bind receiver");
+    /// On an already-bound listener, e.g. a `ClosedPort` that was "down"
+    /// until now (`ClosedPort::listen`).
+    pub fn on(listener: TcpListener, script: Vec<Answer>) -> Receiver {
         let addr = listener.local_addr().unwrap();
         let script = Arc::new(Mutex::new(VecDeque::from(script)));
         let got = Arc::new(Mutex::new(Vec::new()));
@@ -203,13 +203,62 @@ fn reply(conn: &mut TcpStream, status: u16, headers: &[(&str, String)], body: &s
     let _ = conn.flush();
 }
 
-/// A port nobody listens on (bound, then released).
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// A port on 127.0.0.1 that is bound but not listening: connecting is
+/// refused (a receiver or cluster member that is down), and the port stays
+/// ours, so no other test, child process or outgoing connection can take it
+/// meanwhile. Never bind-and-release a port: another listener can take it
+/// before it is used, and two tests then talk to each other's servers.
+pub struct ClosedPort(socket2::Socket);
+
+impl ClosedPort {
+    pub fn new() -> ClosedPort {
+        let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+            .expect("socket");
+        let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        socket.bind(&any.into()).expect("bind a closed port");
+        ClosedPort(socket)
+    }
+
+    pub fn port(&self) -> u16 {
+        self.0
+            .local_addr()
+            .unwrap()
+            .as_socket()
+            .expect("an IP socket")
+            .port()
+    }
+
+    /// The receiver comes up on this very port, without releasing it.
+    pub fn listen(self, script: Vec<Answer>) -> Receiver {
+        self.0.listen(128).expect("listen");
+        Receiver::on(self.0.into(), script)
+    }
+}
+
+/// The TCP port a child process listens on, read from /proc: the child
+/// binds port 0 itself, so no port is ever picked by bind-and-release, and
+/// the port found is certainly the child's (not another test's listener).
+pub fn child_listening_port(pid: u32) -> Option<u16> {
+    let inodes: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .ok()?
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter_map(|l| {
+            let l = l.to_string_lossy().into_owned();
+            Some(l.strip_prefix("socket:[")?.strip_suffix(']')?.to_string())
+        })
+        .collect();
+    let table = std::fs::read_to_string(format!("/proc/{pid}/net/tcp")).ok()?;
+    // Columns: sl local_address rem_address st ... inode (10th).
+    table.lines().skip(1).find_map(|line| {
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        let listening = cols.get(3) == Some(&"0A");
+        let ours = cols.get(9).is_some_and(|i| inodes.iter().any(|x| x == i));
+        if !(listening && ours) {
+            return None;
+        }
+        let port = cols.get(1)?.rsplit_once(':')?.1;
+        u16::from_str_radix(port, 16).ok()
+    })
 }
 
 /// Polls `check` until it returns Some, at most `LIMIT`.
@@ -364,30 +413,57 @@ fn missing(what: &str) -> ! {
     panic!("{what} is missing: run scripts/test-components to install the test components")
 }
 
-/// Waits until something accepts TCP connections on `port`.
-pub fn wait_port(port: u16, proc: &mut Proc) {
-    poll(&format!("{} to listen on {port}", proc.1), || {
+/// Waits until the child itself listens on TCP and returns that port.
+pub fn wait_listening(proc: &mut Proc) -> u16 {
+    poll(&format!("{} to listen", proc.1), || {
         if let Ok(Some(status)) = proc.0.try_wait() {
             panic!("{} exited early with {status}", proc.1);
         }
-        TcpStream::connect(("127.0.0.1", port)).ok().map(|_| ())
-    });
+        child_listening_port(proc.0.id())
+    })
 }
 
-/// `python3 -m aiosmtpd` with the Maildir handler, optionally with
-/// STARTTLS required (`tls` = (cert, key)).
-pub fn start_smtp(port: u16, maildir: &Path, tls: Option<(&Path, &Path)>) -> Proc {
-    start_smtp_with(port, maildir, tls, false)
+/// `python3 -m aiosmtpd` with the Maildir handler on a port it picks
+/// itself, optionally with STARTTLS required (`tls` = (cert, key)).
+/// Returns the process and its port.
+pub fn start_smtp(maildir: &Path, tls: Option<(&Path, &Path)>) -> (Proc, u16) {
+    start_smtp_with(maildir, tls, false)
 }
 
 /// Like `start_smtp`; `implicit` serves SMTPS (TLS from the first byte)
 /// with the given certificate instead of STARTTLS.
-pub fn start_smtp_with(
-    port: u16,
-    maildir: &Path,
-    tls: Option<(&Path, &Path)>,
-    implicit: bool,
-) -> Proc {
+pub fn start_smtp_with(maildir: &Path, tls: Option<(&Path, &Path)>, implicit: bool) -> (Proc, u16) {
+    let mut p = spawn_smtp(0, maildir, tls, implicit);
+    let port = wait_listening(&mut p);
+    (p, port)
+}
+
+/// An SMTP server that was "down" comes up on the reserved port (the
+/// config already names it). The reservation is released just before the
+/// start; should anything take the port in that instant, aiosmtpd exits
+/// and is started again.
+pub fn start_smtp_on(reserved: ClosedPort, maildir: &Path) -> Proc {
+    let port = reserved.port();
+    drop(reserved);
+    let mut tries = 0;
+    loop {
+        let mut p = spawn_smtp(port, maildir, None, false);
+        let listening = poll(&format!("{} to listen on {port}", p.1), || {
+            match p.0.try_wait() {
+                Ok(Some(_)) => Some(false),
+                _ => (child_listening_port(p.0.id()) == Some(port)).then_some(true),
+            }
+        });
+        if listening {
+            return p;
+        }
+        tries += 1;
+        assert!(tries < 20, "port {port} stays taken by someone else");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn spawn_smtp(port: u16, maildir: &Path, tls: Option<(&Path, &Path)>, implicit: bool) -> Proc {
     let ok = Command::new("python3")
         .args(["-c", "import aiosmtpd"])
         .status()
@@ -413,13 +489,12 @@ pub fn start_smtp_with(
         .stderr(Stdio::null())
         .spawn()
         .unwrap_or_else(|_| missing("python3"));
-    let mut p = Proc(child, "aiosmtpd".into());
-    wait_port(port, &mut p);
-    p
+    Proc(child, "aiosmtpd".into())
 }
 
-/// A real Alertmanager (Debian's `prometheus-alertmanager`), single node.
-pub fn start_alertmanager(port: u16, dir: &Path) -> Proc {
+/// A real Alertmanager (Debian's `prometheus-alertmanager`), single node,
+/// on a port it picks itself. Returns the process and its port.
+pub fn start_alertmanager(dir: &Path) -> (Proc, u16) {
     let conf = dir.join("am.yml");
     std::fs::write(
         &conf,
@@ -429,15 +504,15 @@ pub fn start_alertmanager(port: u16, dir: &Path) -> Proc {
     let child = Command::new("prometheus-alertmanager")
         .arg(format!("--config.file={}", conf.display()))
         .arg(format!("--storage.path={}", dir.join("am-data").display()))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .arg("--web.listen-address=127.0.0.1:0")
         .arg("--cluster.listen-address=")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap_or_else(|_| missing("prometheus-alertmanager"));
     let mut p = Proc(child, "prometheus-alertmanager".into());
-    wait_port(port, &mut p);
-    p
+    let port = wait_listening(&mut p);
+    (p, port)
 }
 
 /// Makes a throwaway CA and a leaf certificate for 127.0.0.1/localhost
@@ -610,4 +685,37 @@ impl Drop for Binary {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The operational-webhook secret the notification tests give `[svix.main]`.
+pub const SVIX_OPS_SECRET: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
+
+/// Posts a signed Svix operational webhook to `/v1/svix/main/operational`,
+/// signed at `ts` (the sidecar's clock); returns the HTTP status.
+pub fn post_svix_op(addr: SocketAddr, ts: i64, msg_id: &str, body: &str) -> u16 {
+    let key = hushwatch::ingest::signature::SecretKey::parse(SVIX_OPS_SECRET).unwrap();
+    let sig = hushwatch::ingest::signature::sign(&key, msg_id, ts, body.as_bytes());
+    let ts = ts.to_string();
+    common::request(
+        addr,
+        "POST",
+        "/v1/svix/main/operational",
+        &[
+            ("content-type", "application/json"),
+            ("webhook-id", msg_id),
+            ("webhook-timestamp", &ts),
+            ("webhook-signature", &sig),
+        ],
+        body.as_bytes(),
+    )
+    .status
+}
+
+/// An `endpoint.disabled` (`trigger`: automatic or manual) or
+/// `endpoint.enabled` body for endpoint `ep`.
+pub fn svix_endpoint_body(kind: &str, ep: &str, trigger: Option<&str>) -> String {
+    let extra = trigger
+        .map(|t| format!(r#","failSince":"2026-12-01T00:30:00Z","trigger":"{t}""#))
+        .unwrap_or_default();
+    format!(r#"{{"type":"{kind}","data":{{"appId":"app_1","endpointId":"{ep}"{extra}}}}}"#)
 }

@@ -35,7 +35,7 @@ pub fn validation_token(query: Option<&str>) -> Result<Option<String>, Rejection
         return Ok(None);
     };
     let Some((_, token)) =
-        form_urlencoded::parse(query.as_bytes()).find(|(name, _)| name == "validationToken")
+        url::form_urlencoded::parse(query.as_bytes()).find(|(name, _)| name == "validationToken")
     else {
         return Ok(None);
     };
