@@ -37,19 +37,10 @@ pub async fn webhook(
     body_deadline: Instant,
 ) -> Reply {
     let config = app.config();
-    // A name a `[streams."PREFIX*"]` pattern covers is checked with its
-    // template's credentials; the stream is created only once verified.
-    let templated;
-    let stream = match config.streams.get(stream_name) {
-        Some(s) => s,
-        None => match config.templates.stream(stream_name) {
-            Some(s) => {
-                templated = s;
-                &templated
-            }
-            None => return unknown_stream(stream_name),
-        },
+    let Some(stream) = configured_or_templated(&config, stream_name) else {
+        return unknown_stream(stream_name);
     };
+    let stream = stream.as_ref();
     if !matches!(stream.ingest.provider, ProviderConfig::Standard) {
         return super::providers::webhook(app, stream, &stream.ingest.provider, req, body_deadline)
             .await;
@@ -112,19 +103,10 @@ pub async fn app_report(
     body_deadline: Instant,
 ) -> Reply {
     let config = app.config();
-    // A name a `[streams."PREFIX*"]` pattern covers is checked with its
-    // template's credentials; the stream is created only once verified.
-    let templated;
-    let stream = match config.streams.get(stream_name) {
-        Some(s) => s,
-        None => match config.templates.stream(stream_name) {
-            Some(s) => {
-                templated = s;
-                &templated
-            }
-            None => return unknown_stream(stream_name),
-        },
+    let Some(stream) = configured_or_templated(&config, stream_name) else {
+        return unknown_stream(stream_name);
     };
+    let stream = stream.as_ref();
     let (parts, body) = req.into_parts();
     if let Err(reason) = check_bearer(stream, &parts) {
         return reject(
@@ -340,6 +322,19 @@ async fn create_templated(app: &App, name: &str) -> Result<(), Reply> {
             StatusCode::SERVICE_UNAVAILABLE,
             "state storage unavailable; retry later",
         )),
+    }
+}
+
+/// The stream a route names: a configured one, or one a `[streams."PREFIX*"]` pattern
+/// covers, which is checked with its template's credentials (and created only once a
+/// request to it verified).
+fn configured_or_templated<'c>(
+    config: &'c crate::config::Config,
+    name: &str,
+) -> Option<std::borrow::Cow<'c, StreamConfig>> {
+    match config.streams.get(name) {
+        Some(s) => Some(std::borrow::Cow::Borrowed(s)),
+        None => config.templates.stream(name).map(std::borrow::Cow::Owned),
     }
 }
 
