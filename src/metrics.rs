@@ -12,8 +12,8 @@
 
 use chrono::{DateTime, TimeDelta, Utc};
 use prometheus::{
-    Encoder, Gauge, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec,
-    Opts, Registry, TextEncoder,
+    Encoder, Gauge, GaugeVec, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry, TextEncoder,
 };
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -36,6 +36,10 @@ pub const OUTCOMES: [&str; 8] = [
 
 pub struct Metrics {
     registry: Registry,
+    /// Provider subscriptions that must be renewed (Entra, Google), by stream and
+    /// subscription id. Ids come from authenticated deliveries and are capped per stream
+    /// (`store::subscriptions::MAX_PER_STREAM`), so the label sets stay bounded.
+    pub subscription_expires: GaugeVec,
     pub in_business_hours: IntGaugeVec,
     /// `hushwatch_events_total` by stream, one slot per [`OUTCOMES`] entry;
     /// only streams declared here are counted, so a request for a stream
@@ -166,6 +170,19 @@ impl Metrics {
             Box::new(notification_latency.clone()),
         );
         Metrics {
+            subscription_expires: {
+                let name = "hushwatch_subscription_expires_timestamp_seconds";
+                let g = GaugeVec::new(
+                    Opts::new(
+                        name,
+                        "When a provider subscription or channel expires unless renewed.",
+                    ),
+                    &["stream", "subscription"],
+                )
+                .unwrap_or_else(|e| unreachable_metric(name, e));
+                register(&r, name, Box::new(g.clone()));
+                g
+            },
             in_business_hours: int_gauge_vec(
                 &r,
                 "hushwatch_in_business_hours",

@@ -20,13 +20,14 @@ fn hushwatch(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
     )
 }
 
-const SECRETS: [(&str, &str); 3] = [
+const SECRETS: [(&str, &str); 4] = [
     (
         "CLERK_WEBHOOK_SECRET",
         "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
     ),
     ("HUSHWATCH_TOKEN", "token"),
     ("SVIX_OPS_SECRET", "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD"),
+    ("ENTRA_CLIENT_STATE", "entra-client-state"),
 ];
 
 #[test]
@@ -49,6 +50,7 @@ fn example_config_checks_with_no_variable_exported_and_says_what_is_off() {
         "streams.identity.ingest.webhook_secret[0] is empty; signed webhooks are off",
         "streams.identity.ingest.token[0] is empty; app reports are off",
         "svix.main.secret[0] is empty; operational webhooks to this source are refused",
+        "streams.directory.ingest.client_state[0] is empty; this provider's webhooks are off",
     ] {
         assert!(said.contains(off), "{said}");
     }

@@ -200,3 +200,8 @@ fn seeds_app_reports() {
 fn seeds_svix_operational() {
     run("svix_operational", operational);
 }
+
+#[test]
+fn seeds_providers() {
+    run("providers", hushwatch::ingest::providers::fuzz_one);
+}

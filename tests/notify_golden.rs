@@ -262,6 +262,7 @@ fn alertnames_are_the_shipped_rule_names() {
             "svix_messages_exhausted",
             "IdentityWebhookMessagesExhausted",
         ),
+        ("subscription_expiring", "IdentitySubscriptionExpiring"),
     ] {
         let page = Page {
             alert_kind: kind.into(),

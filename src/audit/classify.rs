@@ -96,6 +96,26 @@ const BUILT_IN: &[(&str, Access)] = &[
     ("user.session.clear", Access::Revoke),
     ("user.authentication.universal_logout", Access::Revoke),
     ("user.account.lock", Access::Revoke),
+    // Auth0 log type codes (Auth0 "Log event type codes"; `du` is the older name of `sdu`)
+    ("s", Access::Grant),
+    ("ss", Access::Grant),
+    ("sdu", Access::Revoke),
+    ("du", Access::Revoke),
+    ("slo", Access::Revoke),
+    ("limit_wc", Access::Revoke),
+    // Microsoft Graph change notifications, read as `<resource kind>.<changeType>`
+    // (`user.deleted` and `group.deleted` are already listed above)
+    ("user.created", Access::Grant),
+    ("group.updated", Access::Change),
+    // Google Workspace Admin activity event names
+    ("CREATE_USER", Access::Grant),
+    ("UNSUSPEND_USER", Access::Grant),
+    ("ADD_GROUP_MEMBER", Access::Grant),
+    ("GRANT_ADMIN_PRIVILEGE", Access::Grant),
+    ("DELETE_USER", Access::Revoke),
+    ("SUSPEND_USER", Access::Revoke),
+    ("REMOVE_GROUP_MEMBER", Access::Revoke),
+    ("REVOKE_ADMIN_PRIVILEGE", Access::Revoke),
 ];
 
 /// The built-in table plus config additions (which win on conflict).
@@ -136,6 +156,8 @@ mod tests {
             "session.revoked",
             "organization_membership.deleted",
             "user.lifecycle.deactivate",
+            "sdu",
+            "DELETE_USER",
         ] {
             assert_eq!(c.classify(t), Access::Revoke, "{t}");
         }
@@ -147,10 +169,10 @@ mod tests {
     #[test]
     fn config_extends_and_overrides() {
         let c = Classifier::new(vec![
-            ("sdu".into(), Access::Revoke),
+            ("sdu".into(), Access::Neutral),
             ("user.updated".into(), Access::Revoke),
         ]);
-        assert_eq!(c.classify("sdu"), Access::Revoke);
+        assert_eq!(c.classify("sdu"), Access::Neutral);
         assert_eq!(c.classify("user.updated"), Access::Revoke);
     }
 

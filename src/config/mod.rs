@@ -4,6 +4,7 @@
 
 mod env;
 pub mod notifiers;
+pub mod providers;
 mod reader;
 pub mod secret;
 pub mod templates;
@@ -114,8 +115,11 @@ pub struct StreamConfig {
 
 #[derive(Debug, Clone, Default)]
 pub struct IngestConfig {
-    /// Present when `webhook_secret` is set: verifies signed webhooks.
+    /// Present when `webhook_secret` is set with the standard provider: verifies signed
+    /// webhooks.
     pub verifier: Option<Arc<Verifier>>,
+    /// How the webhook route authenticates and reads deliveries.
+    pub provider: providers::ProviderConfig,
     pub tokens: Vec<SecretString>,
 }
 
@@ -1050,13 +1054,19 @@ fn read_ingest(r: &mut Reader<'_>, stream_path: &str, stream: &Table) -> IngestC
     let Some(t) = r.sub_table(stream_path, stream, "ingest") else {
         return IngestConfig::default();
     };
-    r.reject_unknown(&path, t, &["webhook_secret", "token"]);
-    let mut keys = Vec::new();
-    for (i, secret) in r
-        .string_list(&path, t, "webhook_secret", true)
+    let allowed: Vec<&str> = ["webhook_secret", "token"]
         .into_iter()
-        .enumerate()
-    {
+        .chain(providers::PROVIDER_KEYS.iter().copied())
+        .collect();
+    r.reject_unknown(&path, t, &allowed);
+    let provider = providers::read(r, &path, t);
+    let standard_secrets = if matches!(provider, providers::ProviderConfig::Standard) {
+        r.string_list(&path, t, "webhook_secret", true)
+    } else {
+        Vec::new()
+    };
+    let mut keys = Vec::new();
+    for (i, secret) in standard_secrets.into_iter().enumerate() {
         let secret = r.trim_secret(&format!("{path}.webhook_secret[{i}]"), secret);
         // An empty value (e.g. `${VAR:-}` with VAR unset) switches the
         // method off; the stream then fires, which is the safe direction.
@@ -1090,6 +1100,7 @@ fn read_ingest(r: &mut Reader<'_>, stream_path: &str, stream: &Table) -> IngestC
     }
     IngestConfig {
         verifier: (!keys.is_empty()).then(|| Arc::new(Verifier::new(keys))),
+        provider,
         tokens,
     }
 }
@@ -1138,9 +1149,13 @@ fn check_references(r: &mut Reader<'_>, config: &mut Config, declared: &Declared
                 "{path}: no notifiers; it will only show in metrics and /v1/status"
             ));
         }
-        if stream.ingest.verifier.is_none() && stream.ingest.tokens.is_empty() {
+        if stream.ingest.verifier.is_none()
+            && stream.ingest.tokens.is_empty()
+            && !stream.ingest.provider.has_credentials()
+        {
+            let credential = stream.ingest.provider.credential_key();
             config.warnings.push(format!(
-                "{path}.ingest: no webhook_secret or token, so nothing can report to it and it will fire"
+                "{path}.ingest: no {credential} or token, so nothing can report to it and it will fire"
             ));
         }
     }

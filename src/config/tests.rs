@@ -397,6 +397,103 @@ channel = "#ops"
     assert!(!errs.iter().any(|e| e.contains("hooks.slack.com")));
 }
 
+const PROVIDER_STREAM: &str = r#"
+[streams.idp]
+calendar = "always"
+silence_threshold = "1h"
+[streams.idp.ingest]
+"#;
+
+#[test]
+fn every_provider_reads_its_own_keys() {
+    let c = parse_ok(&format!(
+        r#"{PROVIDER_STREAM}provider = "workos"
+webhook_secret = " wos_plain_secret "
+"#
+    ));
+    let ingest = &c.streams["idp"].ingest;
+    assert_eq!(ingest.provider.name(), "workos");
+    assert!(
+        ingest.verifier.is_none(),
+        "a WorkOS secret is not a whsec_ key"
+    );
+    assert!(ingest.provider.has_credentials());
+
+    for (provider, key) in [("okta", "authorization"), ("auth0", "authorization")] {
+        let c = parse_ok(&format!(
+            "{PROVIDER_STREAM}provider = \"{provider}\"\n{key} = \"Bearer abc\"\n"
+        ));
+        assert_eq!(c.streams["idp"].ingest.provider.name(), provider);
+    }
+    let c = parse_ok(&format!(
+        "{PROVIDER_STREAM}provider = \"entra\"\nclient_state = \"cs\"\n"
+    ));
+    match &c.streams["idp"].ingest.provider {
+        providers::ProviderConfig::Entra {
+            client_state,
+            expiry_warning,
+        } => {
+            assert!(client_state[0].matches("cs"));
+            assert_eq!(*expiry_warning, TimeDelta::hours(24));
+        }
+        other => panic!("{other:?}"),
+    }
+    let c = parse_ok(&format!(
+        "{PROVIDER_STREAM}provider = \"google\"\nchannel_token = \"t\"\nexpiry_warning = \"30m\"\n"
+    ));
+    match &c.streams["idp"].ingest.provider {
+        providers::ProviderConfig::Google { expiry_warning, .. } => {
+            assert_eq!(*expiry_warning, TimeDelta::minutes(30));
+        }
+        other => panic!("{other:?}"),
+    }
+    let c = parse_ok(&format!(
+        "{PROVIDER_STREAM}webhook_secret = \"${{CLERK_WEBHOOK_SECRET}}\"\n"
+    ));
+    assert_eq!(c.streams["idp"].ingest.provider.name(), "standard");
+    assert!(c.streams["idp"].ingest.verifier.is_some());
+}
+
+#[test]
+fn provider_errors_name_their_key_path() {
+    let errs = errors(&format!("{PROVIDER_STREAM}provider = \"ping\"\n"));
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("streams.idp.ingest.provider")
+                && e.contains("standard, workos, okta, auth0, entra, google")),
+        "{errs:?}"
+    );
+    let errs = errors(&format!(
+        "{PROVIDER_STREAM}provider = \"workos\"\nwebhook_secret = \"s\"\nclient_state = \"cs\"\n"
+    ));
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("streams.idp.ingest.client_state") && e.contains("workos")),
+        "{errs:?}"
+    );
+    let errs = errors(&format!(
+        "{PROVIDER_STREAM}provider = \"entra\"\nclient_state = \"{}\"\n",
+        "x".repeat(129)
+    ));
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("streams.idp.ingest.client_state[0]") && e.contains("128")),
+        "{errs:?}"
+    );
+    assert!(
+        errs.iter().all(|e| !e.contains("xxxx")),
+        "no value echoed: {errs:?}"
+    );
+    let errs = errors(&format!(
+        "{PROVIDER_STREAM}provider = \"google\"\nchannel_token = \"t\"\nexpiry_warning = \"soon\"\n"
+    ));
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("streams.idp.ingest.expiry_warning")),
+        "{errs:?}"
+    );
+}
+
 /// A config with one email notifier whose keys are `mail` (TOML lines).
 fn email_config(mail: &str) -> String {
     format!(

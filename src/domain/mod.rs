@@ -10,5 +10,6 @@ pub mod event_filter;
 pub mod holidays;
 pub mod ics;
 pub mod silence;
+pub mod subscription;
 pub mod svix;
 pub mod weekly;

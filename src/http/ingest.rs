@@ -8,6 +8,7 @@
 use super::body::{self, BodyError};
 use super::log_field::Escaped;
 use super::reply::{self, Reply};
+use crate::config::providers::ProviderConfig;
 use crate::config::StreamConfig;
 use crate::ingest::payload::{app_reports, webhook_facts};
 use crate::ingest::signature::{check_timestamp, SignedHeaders, VerifyError};
@@ -36,19 +37,14 @@ pub async fn webhook(
     body_deadline: Instant,
 ) -> Reply {
     let config = app.config();
-    // A name a `[streams."PREFIX*"]` pattern covers is checked with its
-    // template's credentials; the stream is created only once verified.
-    let templated;
-    let stream = match config.streams.get(stream_name) {
-        Some(s) => s,
-        None => match config.templates.stream(stream_name) {
-            Some(s) => {
-                templated = s;
-                &templated
-            }
-            None => return unknown_stream(stream_name),
-        },
+    let Some(stream) = configured_or_templated(&config, stream_name) else {
+        return unknown_stream(stream_name);
     };
+    let stream = stream.as_ref();
+    if !matches!(stream.ingest.provider, ProviderConfig::Standard) {
+        return super::providers::webhook(app, stream, &stream.ingest.provider, req, body_deadline)
+            .await;
+    }
     let (parts, body) = req.into_parts();
     if body::declared_too_large(&parts) {
         return reject_body(app, stream, BodyError::TooLarge);
@@ -107,19 +103,10 @@ pub async fn app_report(
     body_deadline: Instant,
 ) -> Reply {
     let config = app.config();
-    // A name a `[streams."PREFIX*"]` pattern covers is checked with its
-    // template's credentials; the stream is created only once verified.
-    let templated;
-    let stream = match config.streams.get(stream_name) {
-        Some(s) => s,
-        None => match config.templates.stream(stream_name) {
-            Some(s) => {
-                templated = s;
-                &templated
-            }
-            None => return unknown_stream(stream_name),
-        },
+    let Some(stream) = configured_or_templated(&config, stream_name) else {
+        return unknown_stream(stream_name);
     };
+    let stream = stream.as_ref();
     let (parts, body) = req.into_parts();
     if let Err(reason) = check_bearer(stream, &parts) {
         return reject(
@@ -228,13 +215,28 @@ pub(super) fn bearer_matches(
     }
 }
 
-async fn store(app: &App, stream: &StreamConfig, events: Vec<crate::store::NewEvent>) -> Reply {
+pub(super) async fn store(
+    app: &App,
+    stream: &StreamConfig,
+    events: Vec<crate::store::NewEvent>,
+) -> Reply {
+    store_delivery(app, stream, events, None).await
+}
+
+/// `store`, with what the delivery said about the stream's provider subscriptions,
+/// committed in the same transaction.
+pub(super) async fn store_delivery(
+    app: &App,
+    stream: &StreamConfig,
+    events: Vec<crate::store::NewEvent>,
+    update: Option<crate::store::subscriptions::SubscriptionUpdate>,
+) -> Reply {
     if !app.config().streams.contains_key(&stream.name) {
         if let Err(refused) = create_templated(app, &stream.name).await {
             return refused;
         }
     }
-    match tokio::time::timeout(STORE_TIMEOUT, app.ingest(events)).await {
+    match tokio::time::timeout(STORE_TIMEOUT, app.ingest_delivery(events, update)).await {
         Ok(Ok(outcomes)) => {
             let accepted = outcomes
                 .iter()
@@ -249,7 +251,8 @@ async fn store(app: &App, stream: &StreamConfig, events: Vec<crate::store::NewEv
                 };
                 app.metrics.count_event(&stream.name, label);
             }
-            let status = if accepted > 0 {
+            // A delivery with no events (an Entra lifecycle notice) was still heard.
+            let status = if accepted > 0 || outcomes.is_empty() {
                 "accepted"
             } else {
                 "duplicate"
@@ -279,7 +282,7 @@ async fn store(app: &App, stream: &StreamConfig, events: Vec<crate::store::NewEv
     }
 }
 
-fn reject_body(app: &App, stream: &StreamConfig, e: BodyError) -> Reply {
+pub(super) fn reject_body(app: &App, stream: &StreamConfig, e: BodyError) -> Reply {
     let (status, outcome, reason) = body_failure(e);
     reject(app, stream, status, outcome, reason)
 }
@@ -290,7 +293,7 @@ fn reject_verify(app: &App, stream: &StreamConfig, e: VerifyError) -> Reply {
 }
 
 /// Counts and logs a rejected request (one line, no body, no secrets).
-fn reject(
+pub(super) fn reject(
     app: &App,
     stream: &StreamConfig,
     status: StatusCode,
@@ -322,7 +325,20 @@ async fn create_templated(app: &App, name: &str) -> Result<(), Reply> {
     }
 }
 
-fn unknown_stream(name: &str) -> Reply {
+/// The stream a route names: a configured one, or one a `[streams."PREFIX*"]` pattern
+/// covers, which is checked with its template's credentials (and created only once a
+/// request to it verified).
+fn configured_or_templated<'c>(
+    config: &'c crate::config::Config,
+    name: &str,
+) -> Option<std::borrow::Cow<'c, StreamConfig>> {
+    match config.streams.get(name) {
+        Some(s) => Some(std::borrow::Cow::Borrowed(s)),
+        None => config.templates.stream(name).map(std::borrow::Cow::Owned),
+    }
+}
+
+pub(super) fn unknown_stream(name: &str) -> Reply {
     // Not counted per stream: labels only come from config.
     let shown: String = name.chars().take(64).collect();
     tracing::warn!(stream = %Escaped(&shown), status = 404, "rejected request: unknown stream");
@@ -332,7 +348,7 @@ fn unknown_stream(name: &str) -> Reply {
     )
 }
 
-fn clip(mut event_type: String) -> String {
+pub(super) fn clip(mut event_type: String) -> String {
     if event_type.len() > MAX_TYPE_LEN {
         let mut cut = MAX_TYPE_LEN;
         while !event_type.is_char_boundary(cut) {

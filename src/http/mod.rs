@@ -14,6 +14,7 @@
 mod body;
 mod ingest;
 mod log_field;
+mod providers;
 mod readiness;
 mod reply;
 mod routes;

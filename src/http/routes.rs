@@ -101,6 +101,13 @@ async fn route(
             let stream = stream.to_string();
             ingest::webhook(&app, &stream, req, body_deadline).await
         }
+        (&Method::GET, ["v1", "streams", stream, "webhook"]) => {
+            let config = app.config();
+            match config.streams.get(*stream) {
+                Some(stream) => super::providers::verification(&app, stream, req).await,
+                None => ingest::unknown_stream(stream),
+            }
+        }
         (&Method::POST, ["v1", "streams", stream, "events"]) => {
             let stream = stream.to_string();
             ingest::app_report(&app, &stream, req, body_deadline).await

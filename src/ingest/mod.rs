@@ -2,5 +2,6 @@
 //! any parsing) and payload extraction. Pure: no I/O, no clock reads.
 
 pub mod payload;
+pub mod providers;
 pub mod signature;
 pub mod svix_ops;

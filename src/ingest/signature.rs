@@ -227,8 +227,11 @@ pub fn check_timestamp(headers: &SignedHeaders<'_>, now_unix: i64) -> Result<(),
 /// Signature payloads of the `v1` entries in a signature header; other versions are
 /// skipped because an HMAC key cannot check them.
 fn v1_entries(signature_header: &str) -> impl Iterator<Item = &str> {
+    // Entries are space-separated in the spec; Supabase joins them with ", ", which after
+    // the split leaves a trailing comma on each entry but the last.
     signature_header
         .split_ascii_whitespace()
+        .map(|entry| entry.strip_suffix(',').unwrap_or(entry))
         .filter_map(|entry| entry.split_once(','))
         .filter(|(version, _)| *version == HMAC_VERSION)
         .map(|(_, encoded)| encoded)
@@ -680,6 +683,24 @@ mod tests {
         assert_eq!(
             verifier.verify(&headers_a(&with_good), BODY_A, TS_A),
             Ok(())
+        );
+    }
+
+    #[test]
+    fn comma_space_separated_lists_verify_as_supabase_sends_them() {
+        let other = "v1,AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
+        for list in [format!("{SIG_A}, {other}"), format!("{other}, {SIG_A}")] {
+            assert_eq!(
+                verifier_a().verify(&headers_a(&list), BODY_A, TS_A),
+                Ok(()),
+                "{list}"
+            );
+        }
+        // The comma ends an entry; it never joins two tags into one.
+        let glued = format!("{SIG_A},{other}");
+        assert_eq!(
+            verifier_a().verify(&headers_a(&glued), BODY_A, TS_A),
+            Err(VerifyError::NoMatchingSignature)
         );
     }
 

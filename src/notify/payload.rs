@@ -229,6 +229,8 @@ pub fn alertname(page: &Page) -> &'static str {
         "svix_messages_exhausted" => "IdentityWebhookMessagesExhausted",
         "svix_endpoint_failing" => "IdentityWebhookEndpointFailing",
         "svix_endpoint_deleted" => "IdentityWebhookEndpointDeleted",
+        "subscription_expiring" => "IdentitySubscriptionExpiring",
+        "subscription_reauthorization_required" => "IdentitySubscriptionReauthorizationRequired",
         // Svix pages queued before schema v8 did not record which alert.
         _ => "IdentityWebhookAlert",
     }

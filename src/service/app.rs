@@ -9,6 +9,7 @@ use crate::domain::alert::{next_transition, AlertStatus, Transition as DomainTra
 use crate::domain::duration::format_duration;
 use crate::domain::silence::{evaluate, Evaluation};
 use crate::metrics::Metrics;
+use crate::store::subscriptions::SubscriptionUpdate;
 use crate::store::{AlertState, EventOutcome, NewEvent, Store, StoreError, StreamRow, Transition};
 use crate::store::{TemplatedOutcome, TransitionOutcome};
 use chrono::{DateTime, SecondsFormat, TimeDelta, Utc};
@@ -33,6 +34,8 @@ pub struct App {
     pub replan: Notify,
     /// Wakes the delivery worker (new pages in the outbox).
     pub outbox_wake: Notify,
+    /// Wakes the subscription watcher (a delivery changed a provider subscription).
+    pub subscriptions_changed: Notify,
     /// False after a failed write, until a write succeeds again.
     storage_ok: AtomicBool,
     /// Serializes changes of the stream set (templated create/delete,
@@ -68,6 +71,7 @@ impl App {
             schedule: Mutex::new(Schedule::default()),
             replan: Notify::new(),
             outbox_wake: Notify::new(),
+            subscriptions_changed: Notify::new(),
             storage_ok: AtomicBool::new(true),
             stream_set: tokio::sync::Mutex::new(()),
         };
@@ -243,7 +247,24 @@ impl App {
     /// Durably records events, then moves the in-memory clock and wakes the
     /// timer. Returns only after the commit.
     pub async fn ingest(&self, events: Vec<NewEvent>) -> Result<Vec<EventOutcome>, StoreError> {
-        let result = self.store.record_events(events.clone()).await;
+        self.ingest_delivery(events, None).await
+    }
+
+    /// `ingest`, plus the provider subscription facts the same delivery carried, committed
+    /// together.
+    pub async fn ingest_delivery(
+        &self,
+        events: Vec<NewEvent>,
+        update: Option<SubscriptionUpdate>,
+    ) -> Result<Vec<EventOutcome>, StoreError> {
+        let has_update = update.is_some();
+        let result = self
+            .store
+            .record_delivery(events.clone(), update, self.clock.now())
+            .await;
+        if has_update && result.is_ok() {
+            self.subscriptions_changed.notify_one();
+        }
         self.note_storage(&result);
         let outcomes = result?;
         let mut moved = Vec::new();

@@ -6,6 +6,7 @@ pub mod app;
 mod delivery;
 mod maintenance;
 mod status;
+mod subscriptions;
 mod svix;
 mod timer;
 
@@ -93,6 +94,7 @@ pub async fn start(
         tokio::spawn(delivery::run(Arc::clone(&app), rx.clone())),
         tokio::spawn(maintenance::run(Arc::clone(&app), rx.clone())),
         tokio::spawn(svix::regroup_loop(Arc::clone(&app), rx.clone())),
+        tokio::spawn(subscriptions::run(Arc::clone(&app), rx.clone())),
     ];
     if let Some(admin) = admin {
         tasks.push(tokio::spawn(crate::http::serve(

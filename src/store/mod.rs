@@ -19,6 +19,7 @@ pub mod audit;
 mod ops;
 mod schema;
 pub mod status;
+pub mod subscriptions;
 pub mod svix;
 mod writer;
 
@@ -352,6 +353,38 @@ impl Store {
         events: Vec<NewEvent>,
     ) -> Result<Vec<EventOutcome>, StoreError> {
         self.call(move |c| ops::record_events(c, &events)).await
+    }
+
+    /// `record_events`, plus what the same delivery said about the stream's provider
+    /// subscriptions, in one transaction: a 2xx then means both are durable.
+    pub async fn record_delivery(
+        &self,
+        events: Vec<NewEvent>,
+        update: Option<subscriptions::SubscriptionUpdate>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<EventOutcome>, StoreError> {
+        self.call(move |c| {
+            let outcomes = ops::record_events(c, &events)?;
+            if let Some(update) = &update {
+                subscriptions::record(c, update, now)?;
+            }
+            Ok(outcomes)
+        })
+        .await
+    }
+
+    /// Records a provider subscription's warning alert moving (see
+    /// `subscriptions::transition`); false when it was already there.
+    pub async fn subscription_transition(
+        &self,
+        t: subscriptions::SubscriptionTransition,
+    ) -> Result<bool, StoreError> {
+        self.call(move |c| subscriptions::transition(c, &t)).await
+    }
+
+    /// Every tracked provider subscription.
+    pub async fn subscriptions(&self) -> Result<Vec<subscriptions::SubscriptionRow>, StoreError> {
+        self.call(subscriptions::all).await
     }
 
     /// Persist an alert transition plus one pending outbox row per notifier,

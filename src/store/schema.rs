@@ -113,6 +113,8 @@ pub(super) const MIGRATIONS: &[&str] = &[
     ALTER TABLE outbox ADD COLUMN endpoint_id TEXT;
     ALTER TABLE outbox ADD COLUMN resumed_at INTEGER;
     CREATE INDEX outbox_by_alert ON outbox(alert_id, notifier, id);",
+    // v10
+    super::subscriptions::MIGRATION,
 ];
 
 /// v8: streams created from a template (`[streams."PREFIX*"]`), so a

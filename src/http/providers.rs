@@ -1,0 +1,244 @@
+//! The webhook route for streams whose `provider` is not `standard`.
+//!
+//! Same order as the Standard Webhooks path: everything that can be judged from the head
+//! (credentials, signed timestamp) is judged before a body byte is read; the body is read
+//! under the shared size cap and deadline; it is parsed only once the sender is
+//! authenticated (Entra excepted: its `clientState` is inside the body, see
+//! `ingest::providers::entra`); 2xx only after the store committed.
+
+use super::body;
+use super::ingest::{clip, reject, reject_body, store_delivery};
+use super::reply::{self, Reply};
+use crate::config::providers::ProviderConfig;
+use crate::config::secret::SecretString;
+use crate::config::StreamConfig;
+use crate::ingest::providers::{self, google, okta, workos, Delivery, Rejection};
+use crate::service::app::App;
+use crate::store::subscriptions::SubscriptionUpdate;
+use crate::store::NewEvent;
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE};
+use hyper::http::request::Parts;
+use hyper::{Request, StatusCode};
+use sha2::{Digest, Sha256};
+use tokio::time::Instant;
+
+/// Recorded for an authenticated body whose events cannot be read.
+const UNKNOWN_TYPE: &str = "unknown";
+
+/// `POST /v1/streams/{stream}/webhook` for a native provider.
+pub async fn webhook(
+    app: &App,
+    stream: &StreamConfig,
+    provider: &ProviderConfig,
+    req: Request<Incoming>,
+    body_deadline: Instant,
+) -> Reply {
+    let (parts, incoming) = req.into_parts();
+    if body::declared_too_large(&parts) {
+        return reject_body(app, stream, body::BodyError::TooLarge);
+    }
+    if let ProviderConfig::Entra { .. } = provider {
+        // Graph's subscription handshake carries no credential at all; echoing the token
+        // proves only that this URL answers, which is what Graph asks.
+        match providers::entra::validation_token(parts.uri.query()) {
+            Ok(Some(token)) => {
+                if let Err(e) = body::read(&parts, incoming, body_deadline).await {
+                    return reject_body(app, stream, e);
+                }
+                return validation_echo(token);
+            }
+            Ok(None) => {}
+            Err(e) => return reject_rejection(app, stream, &e),
+        }
+    }
+    // Head-only authentication.
+    let now = app.clock.now();
+    let workos_head = match provider {
+        ProviderConfig::Standard => return misrouted(),
+        ProviderConfig::Workos { keys } => {
+            if keys.is_empty() {
+                return not_configured(app, stream, "webhook_secret");
+            }
+            match workos::check_header(header(&parts, workos::SIGNATURE_HEADER), now) {
+                Ok(head) => Some(head),
+                Err(e) => return reject_rejection(app, stream, &e),
+            }
+        }
+        ProviderConfig::Okta { authorization } | ProviderConfig::Auth0 { authorization } => {
+            if authorization.is_empty() {
+                return not_configured(app, stream, "authorization");
+            }
+            if let Err(e) = shared_header(authorization, header(&parts, AUTHORIZATION.as_str())) {
+                return reject_rejection(app, stream, &e);
+            }
+            None
+        }
+        ProviderConfig::Entra { client_state, .. } => {
+            if client_state.is_empty() {
+                return not_configured(app, stream, "client_state");
+            }
+            None
+        }
+        ProviderConfig::Google { channel_token, .. } => {
+            if channel_token.is_empty() {
+                return not_configured(app, stream, "channel_token");
+            }
+            if let Err(e) = google::authorize(&exposed(channel_token), &google_headers(&parts)) {
+                return reject_rejection(app, stream, &e);
+            }
+            None
+        }
+    };
+    let body = match body::read(&parts, incoming, body_deadline).await {
+        Ok(b) => b,
+        Err(e) => return reject_body(app, stream, e),
+    };
+    if let (Some(head), ProviderConfig::Workos { keys }) = (&workos_head, provider) {
+        if let Err(e) = workos::verify(head, keys, &body) {
+            return reject_rejection(app, stream, &e);
+        }
+    }
+    let parsed = match provider {
+        ProviderConfig::Workos { .. } => workos::parse(&body),
+        ProviderConfig::Okta { .. } => okta::parse(&body),
+        ProviderConfig::Auth0 { .. } => providers::auth0::parse(&body),
+        ProviderConfig::Entra { client_state, .. } => {
+            match providers::entra::parse(&body, &exposed(client_state)) {
+                // Entra authenticates inside the body: any failure here is a refusal.
+                Err(e) => return reject_rejection(app, stream, &e),
+                ok => ok,
+            }
+        }
+        ProviderConfig::Google { .. } => match google::parse(&google_headers(&parts), &body) {
+            Err(e) => return reject_rejection(app, stream, &e),
+            ok => ok,
+        },
+        ProviderConfig::Standard => return misrouted(),
+    };
+    // The sender proved who it is, so even an unreadable body is an arrival: refusing it
+    // would only make the provider retry and, in the end, give up on us.
+    let delivery = parsed.unwrap_or_else(|e| {
+        tracing::warn!(stream = %stream.name, provider = provider.name(), error = %super::log_field::Escaped(&e.to_string()), "authenticated body unreadable; recorded as an unknown event");
+        Delivery {
+            events: vec![providers::ProviderEvent {
+                delivery_id: None,
+                event_type: UNKNOWN_TYPE.to_owned(),
+                event_time: None,
+                subject_ids: Vec::new(),
+                feeds_clock: true,
+            }],
+            ..Delivery::default()
+        }
+    });
+    let update = (!delivery.expiries.is_empty() || !delivery.lifecycle.is_empty()).then(|| {
+        SubscriptionUpdate {
+            stream: stream.name.clone(),
+            expiries: delivery.expiries.clone(),
+            lifecycle: delivery.lifecycle.clone(),
+            carried_events: delivery.events.iter().any(|e| e.feeds_clock),
+        }
+    });
+    let digest: [u8; 32] = Sha256::digest(&body).into();
+    let audit = app.config().audit.enabled;
+    let hmac_verified = matches!(provider, ProviderConfig::Workos { .. });
+    let events: Vec<NewEvent> = delivery
+        .events
+        .into_iter()
+        .map(|e| NewEvent {
+            stream: stream.name.clone(),
+            delivery_id: e.delivery_id,
+            feeds_clock: e.feeds_clock && stream.event_filter.feeds_clock(&e.event_type),
+            event_type: clip(e.event_type),
+            event_time: e.event_time,
+            received_at: now,
+            body_sha256: Some(digest),
+            channel: "webhook",
+            signature_verified: hmac_verified,
+            subject_ids: e.subject_ids,
+            audit,
+        })
+        .collect();
+    store_delivery(app, stream, events, update).await
+}
+
+/// `GET /v1/streams/{stream}/webhook`: Okta's one-time verification challenge.
+pub async fn verification(app: &App, stream: &StreamConfig, req: Request<Incoming>) -> Reply {
+    let (parts, _) = req.into_parts();
+    let ProviderConfig::Okta { authorization } = &stream.ingest.provider else {
+        return reply::error(StatusCode::METHOD_NOT_ALLOWED, "use POST");
+    };
+    if let Err(e) = shared_header(authorization, header(&parts, AUTHORIZATION.as_str())) {
+        return reject_rejection(app, stream, &e);
+    }
+    let Some(challenge) = header(&parts, okta::CHALLENGE_HEADER) else {
+        return reject(
+            app,
+            stream,
+            StatusCode::BAD_REQUEST,
+            "error",
+            "missing X-Okta-Verification-Challenge header",
+        );
+    };
+    match okta::challenge_response(challenge) {
+        Ok(body) => reply::text(StatusCode::OK, "application/json", body),
+        Err(e) => reject_rejection(app, stream, &e),
+    }
+}
+
+fn validation_echo(token: String) -> Reply {
+    let mut response = reply::text(StatusCode::OK, "text/plain; charset=utf-8", token);
+    // The token is attacker-chosen text: never let a browser sniff it into HTML.
+    response.headers_mut().insert(
+        "x-content-type-options",
+        HeaderValue::from_static("nosniff"),
+    );
+    debug_assert!(response.headers().contains_key(CONTENT_TYPE));
+    response
+}
+
+fn header<'a>(parts: &'a Parts, name: &str) -> Option<&'a str> {
+    parts.headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+fn google_headers(parts: &Parts) -> google::PushHeaders<'_> {
+    google::PushHeaders {
+        channel_id: header(parts, "x-goog-channel-id"),
+        channel_token: header(parts, "x-goog-channel-token"),
+        channel_expiration: header(parts, "x-goog-channel-expiration"),
+        resource_state: header(parts, "x-goog-resource-state"),
+        message_number: header(parts, "x-goog-message-number"),
+    }
+}
+
+fn exposed(values: &[SecretString]) -> Vec<&str> {
+    values.iter().map(SecretString::expose).collect()
+}
+
+fn shared_header(expected: &[SecretString], got: Option<&str>) -> Result<(), Rejection> {
+    okta::authorize(&exposed(expected), got)
+}
+
+fn not_configured(app: &App, stream: &StreamConfig, key: &str) -> Reply {
+    reject(
+        app,
+        stream,
+        StatusCode::UNAUTHORIZED,
+        "unauthorized",
+        &format!(
+            "{} webhooks are not configured for this stream (set ingest.{key})",
+            stream.ingest.provider.name()
+        ),
+    )
+}
+
+fn reject_rejection(app: &App, stream: &StreamConfig, e: &Rejection) -> Reply {
+    let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::BAD_REQUEST);
+    reject(app, stream, status, e.outcome(), &e.to_string())
+}
+
+/// The standard provider never reaches this module (`ingest::webhook` keeps it); answering
+/// 500 rather than panicking keeps a wiring mistake from taking the process down.
+fn misrouted() -> Reply {
+    reply::error(StatusCode::INTERNAL_SERVER_ERROR, "misrouted request")
+}

@@ -1,0 +1,266 @@
+//! Microsoft Graph change notifications (Entra ID users and groups).
+//!
+//! Wire facts (Microsoft Graph docs: "Set up notifications for changes in resource data",
+//! the `changeNotification` and `changeNotificationCollection` resource types, and "Reduce
+//! missing subscriptions and change notifications"):
+//! - Creating or renewing a subscription first POSTs to the URL with `?validationToken=T`;
+//!   the answer must be `200 text/plain` with the decoded `T` within 10 s. The lifecycle URL
+//!   gets the same handshake.
+//! - Notifications are `{value: [{id?, subscriptionId, subscriptionExpirationDateTime,
+//!   clientState, changeType, resource, tenantId, resourceData: {id}}]}`; lifecycle
+//!   notifications carry `lifecycleEvent` (`reauthorizationRequired`, …) instead of
+//!   `changeType`.
+//! - Nothing is signed: the only proof of origin for basic notifications is `clientState`,
+//!   the secret given when subscribing (at most 128 characters). It sits inside the body,
+//!   so this is the one provider whose body is parsed before it is authenticated; the HTTP
+//!   layer's size and time bounds still apply first.
+//! - Graph sends no event time: arrival time is all there is.
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+use super::{bad_request, bounded, parse_json, push_subject, same_secret};
+use super::{Delivery, LifecycleNotice, ProviderEvent, Rejection, SubscriptionExpiry, MAX_BATCH};
+
+/// Longest `clientState` Graph accepts when subscribing.
+pub const MAX_CLIENT_STATE_LEN: usize = 128;
+
+/// Longest validation token echoed back.
+const MAX_VALIDATION_TOKEN_LEN: usize = 4096;
+
+/// The decoded `validationToken` query parameter, when this request is Graph's handshake.
+/// Decoding follows `application/x-www-form-urlencoded`, as Microsoft's own samples do.
+pub fn validation_token(query: Option<&str>) -> Result<Option<String>, Rejection> {
+    let Some(query) = query else {
+        return Ok(None);
+    };
+    let Some((_, token)) =
+        url::form_urlencoded::parse(query.as_bytes()).find(|(name, _)| name == "validationToken")
+    else {
+        return Ok(None);
+    };
+    if token.is_empty()
+        || token.len() > MAX_VALIDATION_TOKEN_LEN
+        || token.chars().any(|c| c.is_control() && c != ' ')
+    {
+        return Err(bad_request(
+            "validationToken must be 1 to 4096 printable characters",
+        ));
+    }
+    Ok(Some(token.into_owned()))
+}
+
+/// Reads a notification collection, keeping only items whose `clientState` matches one of
+/// `client_states`. No matching item at all is 401; a collection with some foreign items
+/// (another app sharing the URL, or forgeries mixed in) keeps the matching ones.
+pub fn parse(body: &[u8], client_states: &[&str]) -> Result<Delivery, Rejection> {
+    let root = parse_json(body)?;
+    let items = root
+        .get("value")
+        .and_then(Value::as_array)
+        .ok_or_else(|| bad_request("field `value` must be an array"))?;
+    if items.len() > MAX_BATCH {
+        return Err(bad_request(format!(
+            "field `value` has more than {MAX_BATCH} notifications"
+        )));
+    }
+    let mut delivery = Delivery::default();
+    let mut matched = false;
+    for (i, item) in items.iter().enumerate() {
+        let state = item
+            .get("clientState")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        if !client_states
+            .iter()
+            .any(|expected| same_secret(expected, state))
+        {
+            continue;
+        }
+        matched = true;
+        read_item(item, i, &mut delivery)?;
+    }
+    if matched {
+        Ok(delivery)
+    } else {
+        Err(Rejection::Unauthorized(
+            "no notification carried the configured clientState",
+        ))
+    }
+}
+
+fn read_item(item: &Value, i: usize, delivery: &mut Delivery) -> Result<(), Rejection> {
+    let field = |name: &str| format!("value[{i}].{name}");
+    let subscription = item
+        .get("subscriptionId")
+        .and_then(Value::as_str)
+        .and_then(bounded)
+        .ok_or_else(|| {
+            bad_request(format!(
+                "field `{}` must be a non-empty string",
+                field("subscriptionId")
+            ))
+        })?;
+    if let Some(expires) = item.get("subscriptionExpirationDateTime") {
+        let expires_at = expires
+            .as_str()
+            .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+            .ok_or_else(|| {
+                bad_request(format!(
+                    "field `{}` is not an RFC 3339 time",
+                    field("subscriptionExpirationDateTime")
+                ))
+            })?
+            .with_timezone(&Utc);
+        if !delivery
+            .expiries
+            .iter()
+            .any(|e| e.subscription == subscription)
+        {
+            delivery.expiries.push(SubscriptionExpiry {
+                subscription: subscription.clone(),
+                expires_at,
+            });
+        }
+    }
+    if let Some(event) = item
+        .get("lifecycleEvent")
+        .and_then(Value::as_str)
+        .and_then(bounded)
+    {
+        delivery.lifecycle.push(LifecycleNotice {
+            subscription,
+            event,
+        });
+        return Ok(());
+    }
+    let change = item
+        .get("changeType")
+        .and_then(Value::as_str)
+        .and_then(bounded)
+        .ok_or_else(|| {
+            bad_request(format!(
+                "field `{}` must be a non-empty string",
+                field("changeType")
+            ))
+        })?;
+    let resource = item.get("resource").and_then(Value::as_str).unwrap_or("");
+    let mut subject_ids = Vec::new();
+    let kind = resource_kind(resource);
+    let subject_kind = match kind.as_str() {
+        "user" => "user_id",
+        "group" => "group_id",
+        _ => "resource_id",
+    };
+    push_subject(
+        &mut subject_ids,
+        subject_kind,
+        item.get("resourceData").and_then(|d| d.get("id")),
+    );
+    push_subject(&mut subject_ids, "tenant_id", item.get("tenantId"));
+    delivery.events.push(ProviderEvent {
+        delivery_id: item.get("id").and_then(Value::as_str).and_then(bounded),
+        event_type: format!("{kind}.{change}"),
+        event_time: None,
+        subject_ids,
+        feeds_clock: true,
+    });
+    Ok(())
+}
+
+/// `Users/{id}` → `user`, `groups/{id}/members` → `group`: the collection named first,
+/// lower-cased and made singular, so types read like other providers' (`user.deleted`).
+fn resource_kind(resource: &str) -> String {
+    let first = resource
+        .trim_start_matches('/')
+        .split('/')
+        .next()
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    let singular = first.strip_suffix('s').unwrap_or(&first);
+    if singular.is_empty() || !singular.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        "resource".to_owned()
+    } else {
+        singular.to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Shaped like the basic notification examples in the Graph docs (ids invented).
+    const NOTIFICATION: &str = r##"{"value":[
+      {"subscriptionId":"7f105c7d-2dc5-4530-97cd-4e7ae6534c07",
+       "subscriptionExpirationDateTime":"2026-12-20T18:23:45.9356913Z",
+       "changeType":"deleted","resource":"Users/8bc8d3b4-6e1a-4d0b-9f3e-1c1a2b3c4d5e",
+       "resourceData":{"@odata.type":"#Microsoft.Graph.User","@odata.id":"Users/8bc8d3b4-6e1a-4d0b-9f3e-1c1a2b3c4d5e","id":"8bc8d3b4-6e1a-4d0b-9f3e-1c1a2b3c4d5e"},
+       "clientState":"secretClientValue","tenantId":"84bd8158-6d4d-4958-8b9f-9d6445542f95"},
+      {"subscriptionId":"other","changeType":"updated","resource":"Groups/g1",
+       "resourceData":{"id":"g1"},"clientState":"someone-else"}
+    ]}"##;
+
+    #[test]
+    fn validation_token_is_form_decoded() {
+        let token = validation_token(Some("validationToken=Validation%3A+Testing%20client+app"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(token, "Validation: Testing client app");
+        assert_eq!(validation_token(Some("other=1")).unwrap(), None);
+        assert_eq!(validation_token(None).unwrap(), None);
+        assert!(validation_token(Some("validationToken=")).is_err());
+    }
+
+    #[test]
+    fn matching_items_become_events_and_expiries() {
+        let delivery = parse(NOTIFICATION.as_bytes(), &["secretClientValue"]).unwrap();
+        assert_eq!(delivery.events.len(), 1, "the foreign item is dropped");
+        let event = &delivery.events[0];
+        assert_eq!(event.event_type, "user.deleted");
+        assert_eq!(event.event_time, None);
+        assert_eq!(event.delivery_id, None);
+        assert_eq!(
+            event.subject_ids[0],
+            (
+                "user_id".to_owned(),
+                "8bc8d3b4-6e1a-4d0b-9f3e-1c1a2b3c4d5e".to_owned()
+            )
+        );
+        assert_eq!(delivery.expiries.len(), 1);
+        assert_eq!(
+            delivery.expiries[0].expires_at.to_rfc3339(),
+            "2026-12-20T18:23:45.935691300+00:00"
+        );
+    }
+
+    #[test]
+    fn no_matching_client_state_is_unauthorized() {
+        let err = parse(NOTIFICATION.as_bytes(), &["wrong"]).unwrap_err();
+        assert_eq!(err.status(), 401);
+        assert!(!err.to_string().contains("secretClientValue"));
+    }
+
+    #[test]
+    fn lifecycle_notices_are_not_identity_events() {
+        let body = r#"{"value":[{"subscriptionId":"s1","subscriptionExpirationDateTime":"2026-12-02T00:00:00Z",
+            "lifecycleEvent":"reauthorizationRequired","clientState":"cs","tenantId":"t"}]}"#;
+        let delivery = parse(body.as_bytes(), &["cs"]).unwrap();
+        assert!(delivery.events.is_empty());
+        assert_eq!(
+            delivery.lifecycle,
+            vec![LifecycleNotice {
+                subscription: "s1".to_owned(),
+                event: "reauthorizationRequired".to_owned()
+            }]
+        );
+        assert_eq!(delivery.expiries.len(), 1);
+    }
+
+    #[test]
+    fn resource_kinds_read_like_event_types() {
+        assert_eq!(resource_kind("Users/abc"), "user");
+        assert_eq!(resource_kind("/groups/g1/members"), "group");
+        assert_eq!(resource_kind(""), "resource");
+        assert_eq!(resource_kind("we!rd/1"), "resource");
+    }
+}

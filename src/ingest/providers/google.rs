@@ -1,0 +1,166 @@
+//! Google Workspace Admin SDK Reports push notifications (the Activities resource).
+//!
+//! Wire facts (Google Admin SDK docs, Reports API "Push notifications"): each message is a
+//! POST whose meaning is in headers: `X-Goog-Channel-ID`, `X-Goog-Channel-Token` (the token
+//! set when the channel was created, echoed on every message), `X-Goog-Channel-Expiration`
+//! (an RFC 1123 date, when present), `X-Goog-Resource-State` (`sync` right after the channel
+//! is created, otherwise the event name such as `CREATE_USER`) and
+//! `X-Goog-Message-Number`. The body is an Activity resource
+//! (`{kind, id: {time, uniqueQualifier, applicationName, customerId}, actor, events[]}`).
+//! Channels live at most about six hours and must be re-created: their expiry is exactly
+//! the silent failure worth warning about.
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+use super::{bad_request, bounded, parse_json, same_secret};
+use super::{Delivery, ProviderEvent, Rejection, SubscriptionExpiry};
+
+/// The resource state sent once when a channel is created.
+pub const SYNC_STATE: &str = "sync";
+
+/// The push headers of one message, as the HTTP layer found them.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PushHeaders<'a> {
+    pub channel_id: Option<&'a str>,
+    pub channel_token: Option<&'a str>,
+    pub channel_expiration: Option<&'a str>,
+    pub resource_state: Option<&'a str>,
+    pub message_number: Option<&'a str>,
+}
+
+/// Checks the channel token against the configured values; from the head alone.
+pub fn authorize(expected: &[&str], headers: &PushHeaders<'_>) -> Result<(), Rejection> {
+    let got = headers.channel_token.ok_or(Rejection::Unauthorized(
+        "missing X-Goog-Channel-Token header",
+    ))?;
+    if expected.iter().any(|e| same_secret(e, got)) {
+        Ok(())
+    } else {
+        Err(Rejection::Unauthorized(
+            "X-Goog-Channel-Token does not match",
+        ))
+    }
+}
+
+/// Reads an authorized message. `sync` is recorded but does not feed the clock: it proves
+/// the channel was made, not that identity events flow.
+pub fn parse(headers: &PushHeaders<'_>, body: &[u8]) -> Result<Delivery, Rejection> {
+    let channel = headers
+        .channel_id
+        .and_then(bounded)
+        .ok_or_else(|| bad_request("missing X-Goog-Channel-ID header"))?;
+    let state = headers
+        .resource_state
+        .and_then(bounded)
+        .ok_or_else(|| bad_request("missing X-Goog-Resource-State header"))?;
+    let number = headers
+        .message_number
+        .map(str::trim)
+        .filter(|n| !n.is_empty() && n.len() <= 20 && n.bytes().all(|b| b.is_ascii_digit()))
+        .ok_or_else(|| bad_request("X-Goog-Message-Number must be a decimal number"))?;
+    let mut delivery = Delivery::default();
+    if let Some(expiration) = headers.channel_expiration {
+        let expires_at = DateTime::parse_from_rfc2822(expiration.trim())
+            .map_err(|_| bad_request("X-Goog-Channel-Expiration is not an RFC 1123 date"))?
+            .with_timezone(&Utc);
+        delivery.expiries.push(SubscriptionExpiry {
+            subscription: channel.clone(),
+            expires_at,
+        });
+    }
+    let is_sync = state == SYNC_STATE;
+    // `sync` messages have no body; other messages carry the Activity, whose `id.time` is
+    // the event's own time. A body that is not an Activity is still an authorized arrival.
+    let activity = if is_sync || body.iter().all(u8::is_ascii_whitespace) {
+        None
+    } else {
+        Some(parse_json(body)?)
+    };
+    let event_time = activity
+        .as_ref()
+        .and_then(|a| a.get("id"))
+        .and_then(|id| id.get("time"))
+        .and_then(Value::as_str)
+        .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+        .map(|t| t.with_timezone(&Utc));
+    delivery.events.push(ProviderEvent {
+        // The message number is unique and increasing per channel, so the pair names one
+        // message across retries.
+        delivery_id: Some(format!("{channel}:{number}")),
+        event_type: state,
+        event_time,
+        // Activities name users by e-mail address (personal data), so no subject is kept.
+        subject_ids: Vec::new(),
+        feeds_clock: !is_sync,
+    });
+    Ok(delivery)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers<'a>(state: &'a str, number: &'a str) -> PushHeaders<'a> {
+        PushHeaders {
+            channel_id: Some("reportsApiId"),
+            channel_token: Some("tok-1"),
+            channel_expiration: Some("Tue, 01 Dec 2026 16:00:00 GMT"),
+            resource_state: Some(state),
+            message_number: Some(number),
+        }
+    }
+
+    /// Shaped like the Activity resource in the Reports API reference (values invented).
+    const ACTIVITY: &str = r#"{"kind":"admin#reports#activity",
+      "id":{"time":"2026-12-01T10:00:00.000Z","uniqueQualifier":"-1234567890","applicationName":"admin","customerId":"C01abc"},
+      "actor":{"callerType":"USER","email":"admin@example.com","profileId":"1234"},
+      "events":[{"type":"USER_SETTINGS","name":"DELETE_USER","parameters":[{"name":"USER_EMAIL","value":"gone@example.com"}]}]}"#;
+
+    #[test]
+    fn event_messages_feed_the_clock_with_expiry() {
+        let h = headers("DELETE_USER", "42");
+        authorize(&["tok-1"], &h).unwrap();
+        let delivery = parse(&h, ACTIVITY.as_bytes()).unwrap();
+        let event = &delivery.events[0];
+        assert_eq!(event.event_type, "DELETE_USER");
+        assert_eq!(event.delivery_id.as_deref(), Some("reportsApiId:42"));
+        assert!(event.feeds_clock);
+        assert_eq!(
+            event.event_time.unwrap().to_rfc3339(),
+            "2026-12-01T10:00:00+00:00"
+        );
+        assert!(event.subject_ids.is_empty(), "no e-mail addresses kept");
+        assert_eq!(
+            delivery.expiries[0].expires_at.to_rfc3339(),
+            "2026-12-01T16:00:00+00:00"
+        );
+    }
+
+    #[test]
+    fn sync_is_recorded_but_does_not_feed_the_clock() {
+        let delivery = parse(&headers("sync", "1"), b"").unwrap();
+        assert!(!delivery.events[0].feeds_clock);
+        assert_eq!(delivery.events[0].event_type, "sync");
+    }
+
+    #[test]
+    fn wrong_or_missing_token_is_unauthorized() {
+        let mut h = headers("sync", "1");
+        assert_eq!(authorize(&["other"], &h).unwrap_err().status(), 401);
+        h.channel_token = None;
+        assert_eq!(authorize(&["tok-1"], &h).unwrap_err().status(), 401);
+    }
+
+    #[test]
+    fn malformed_headers_are_bad_requests() {
+        let mut h = headers("DELETE_USER", "x1");
+        assert_eq!(parse(&h, ACTIVITY.as_bytes()).unwrap_err().status(), 400);
+        h.message_number = Some("7");
+        h.channel_expiration = Some("soon");
+        assert_eq!(parse(&h, ACTIVITY.as_bytes()).unwrap_err().status(), 400);
+        h.channel_expiration = None;
+        h.resource_state = None;
+        assert_eq!(parse(&h, ACTIVITY.as_bytes()).unwrap_err().status(), 400);
+    }
+}

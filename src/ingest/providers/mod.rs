@@ -1,0 +1,247 @@
+//! Native intake for identity providers that do not speak Standard Webhooks.
+//!
+//! Each provider authenticates its deliveries differently (an HMAC over a timestamped body,
+//! a fixed header value, a shared `clientState`, a channel token) and packs events
+//! differently (one per request, a batch, a notification without a body). Each submodule
+//! turns one authenticated request into a [`Delivery`]: the events it carries, the
+//! subscription expiries it reveals, and lifecycle notices that need a person. Nothing here
+//! does I/O or reads a clock: the HTTP adapter passes the instant in.
+//!
+//! The order is always the same: authenticate from the head (and, for HMACs, the raw
+//! body) first, parse second, so an unauthenticated body never reaches a JSON parser.
+
+pub mod auth0;
+pub mod entra;
+pub mod google;
+pub mod okta;
+pub mod workos;
+
+use std::fmt;
+
+use chrono::{DateTime, Utc};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+/// Longest delivery id or event type we keep; real ones are well under this.
+pub const MAX_FIELD_LEN: usize = 200;
+
+/// Most events taken from one batched delivery (Okta, Auth0, Entra). A batch past this is
+/// refused whole rather than cut, so the sender retries and nothing is silently dropped.
+pub const MAX_BATCH: usize = 1000;
+
+/// One event a provider told us about, ready for the store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderEvent {
+    /// The provider's own id for this event: the dedup key within the stream's webhook
+    /// channel. `None` where the provider gives none (an Entra notification without `id`):
+    /// such events are never deduplicated, because two real changes can look identical.
+    pub delivery_id: Option<String>,
+    pub event_type: String,
+    /// When the event happened according to the provider, where it says.
+    pub event_time: Option<DateTime<Utc>>,
+    /// `(kind, id)` pairs for the audit log.
+    pub subject_ids: Vec<(String, String)>,
+    /// False for deliveries that prove the channel exists but report no identity event
+    /// (Google's `sync`): they are recorded but must not reset the silence clock.
+    pub feeds_clock: bool,
+}
+
+/// A subscription or channel the app must renew; deliveries stop after `expires_at`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubscriptionExpiry {
+    pub subscription: String,
+    pub expires_at: DateTime<Utc>,
+}
+
+/// Something about the subscription itself that a person must act on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LifecycleNotice {
+    pub subscription: String,
+    /// The provider's name for it, e.g. `reauthorizationRequired`.
+    pub event: String,
+}
+
+/// What one authenticated request contributes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Delivery {
+    pub events: Vec<ProviderEvent>,
+    pub expiries: Vec<SubscriptionExpiry>,
+    pub lifecycle: Vec<LifecycleNotice>,
+}
+
+/// Why a request was refused. `Display` is safe for the response body and logs: it never
+/// contains a secret, a token or a signature.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rejection {
+    /// Credentials missing or wrong (401).
+    Unauthorized(&'static str),
+    /// A signed timestamp that is unparseable or outside the tolerance (400).
+    Timestamp(String),
+    /// Authenticated, but the body or headers are not the provider's shape (400).
+    BadRequest(String),
+}
+
+impl Rejection {
+    pub fn status(&self) -> u16 {
+        match self {
+            Rejection::Unauthorized(_) => 401,
+            Rejection::Timestamp(_) | Rejection::BadRequest(_) => 400,
+        }
+    }
+
+    /// The same outcome labels the Standard Webhooks path uses, so dashboards need no
+    /// per-provider cases.
+    pub fn outcome(&self) -> &'static str {
+        match self {
+            Rejection::Unauthorized(_) => "bad_signature",
+            Rejection::Timestamp(_) => "stale",
+            Rejection::BadRequest(_) => "error",
+        }
+    }
+}
+
+impl fmt::Display for Rejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Rejection::Unauthorized(reason) => f.write_str(reason),
+            Rejection::Timestamp(reason) | Rejection::BadRequest(reason) => f.write_str(reason),
+        }
+    }
+}
+
+impl std::error::Error for Rejection {}
+
+/// Compares a configured shared value with what arrived, in time independent of where they
+/// differ and of their lengths: both sides are hashed first, so only equal-length digests
+/// are compared.
+pub fn same_secret(expected: &str, got: &str) -> bool {
+    let a = Sha256::digest(expected.as_bytes());
+    let b = Sha256::digest(got.as_bytes());
+    bool::from(a.ct_eq(&b))
+}
+
+/// Keeps a provider-supplied label short and single-line; `None` when empty after that.
+fn bounded(text: &str) -> Option<String> {
+    let text = text.trim();
+    if text.is_empty() || text.len() > MAX_FIELD_LEN || text.chars().any(char::is_control) {
+        return None;
+    }
+    Some(text.to_owned())
+}
+
+fn bad_request(reason: impl Into<String>) -> Rejection {
+    Rejection::BadRequest(reason.into())
+}
+
+/// Reads a JSON body whose authenticity is already settled.
+fn parse_json(body: &[u8]) -> Result<serde_json::Value, Rejection> {
+    serde_json::from_slice(body).map_err(|e| {
+        // The parser's message names a line and column, never the content.
+        bad_request(format!("body is not valid JSON: {e}"))
+    })
+}
+
+/// An RFC 3339 instant, or `None` when absent; wrong shape is an error naming the field.
+fn optional_instant(
+    value: Option<&serde_json::Value>,
+    field: &str,
+) -> Result<Option<DateTime<Utc>>, Rejection> {
+    match value {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(serde_json::Value::String(text)) => DateTime::parse_from_rfc3339(text)
+            .map(|t| Some(t.with_timezone(&Utc)))
+            .map_err(|_| bad_request(format!("field `{field}` is not an RFC 3339 time"))),
+        Some(_) => Err(bad_request(format!(
+            "field `{field}` must be an RFC 3339 string"
+        ))),
+    }
+}
+
+/// Adds `(kind, id)` unless it is unusable or already there.
+fn push_subject(pairs: &mut Vec<(String, String)>, kind: &str, id: Option<&serde_json::Value>) {
+    let Some(id) = id.and_then(serde_json::Value::as_str).and_then(bounded) else {
+        return;
+    };
+    let pair = (kind.to_owned(), id);
+    if pairs.len() < crate::ingest::payload::MAX_SUBJECT_IDS && !pairs.contains(&pair) {
+        pairs.push(pair);
+    }
+}
+
+/// The fuzzing property for every reader here, stated once for `fuzz/` and
+/// `tests/fuzz_seeds.rs`: the first line of `data` is used as a header value, the rest as
+/// the body; nothing may panic, and whatever is accepted respects the documented bounds.
+#[doc(hidden)]
+pub fn fuzz_one(data: &[u8]) {
+    let split = data.iter().position(|b| *b == b'\n').unwrap_or(data.len());
+    let header = std::str::from_utf8(&data[..split]).unwrap_or("");
+    let body = data.get(split + 1..).unwrap_or_default();
+    let now = DateTime::from_timestamp(1_700_000_000, 0).unwrap_or_default();
+    let check = |delivery: Delivery| {
+        assert!(delivery.events.len() <= MAX_BATCH);
+        for event in &delivery.events {
+            assert!(event.event_type.len() <= MAX_FIELD_LEN);
+            assert!(event
+                .delivery_id
+                .as_ref()
+                .is_none_or(|id| id.len() <= MAX_FIELD_LEN + 32));
+        }
+    };
+    if let Ok(key) = workos::WorkosKey::parse("example_workos_endpoint_secret") {
+        if let Ok(parsed) = workos::check_header(Some(header), now) {
+            let _ = workos::verify(&parsed, &[key], body);
+        }
+    }
+    let _ = okta::challenge_response(header);
+    let _ = entra::validation_token(Some(header));
+    for parsed in [
+        workos::parse(body),
+        okta::parse(body),
+        auth0::parse(body),
+        entra::parse(body, &["secretClientValue", "cs"]),
+        google::parse(
+            &google::PushHeaders {
+                channel_id: Some("c"),
+                channel_token: Some("t"),
+                channel_expiration: Some(header),
+                resource_state: Some("CREATE_USER"),
+                message_number: Some("1"),
+            },
+            body,
+        ),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        check(parsed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn same_secret_compares_whole_values() {
+        assert!(same_secret("Bearer abc", "Bearer abc"));
+        assert!(!same_secret("Bearer abc", "Bearer abd"));
+        assert!(!same_secret("Bearer abc", "Bearer abc "));
+        assert!(!same_secret("Bearer abc", ""));
+    }
+
+    #[test]
+    fn bounded_refuses_empty_long_and_control_text() {
+        assert_eq!(bounded(" user.created "), Some("user.created".to_owned()));
+        assert_eq!(bounded(""), None);
+        assert_eq!(bounded("a\nb"), None);
+        assert_eq!(bounded(&"x".repeat(MAX_FIELD_LEN + 1)), None);
+    }
+
+    #[test]
+    fn rejections_map_to_documented_statuses() {
+        assert_eq!(Rejection::Unauthorized("x").status(), 401);
+        assert_eq!(Rejection::Timestamp("x".into()).status(), 400);
+        assert_eq!(Rejection::BadRequest("x".into()).status(), 400);
+        assert_eq!(Rejection::Timestamp("x".into()).outcome(), "stale");
+    }
+}

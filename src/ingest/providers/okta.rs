@@ -1,0 +1,208 @@
+//! Okta Event Hooks: a fixed `Authorization` value, a one-time GET challenge, and batches
+//! of System Log events.
+//!
+//! Wire facts (Okta developer docs, "Event hooks" concept page): Okta signs nothing; it
+//! sends the header value configured with the hook on every request. Verification is a
+//! `GET` with `X-Okta-Verification-Challenge: <v>`, answered `200 {"verification": "<v>"}`.
+//! Deliveries are `POST {eventType: "com.okta.event_hook", eventId, eventTime,
+//! data: {events: [LogEvent…]}}`; each LogEvent has `uuid`, `published`, `eventType`,
+//! `target[]`. Okta waits 3 s and retries once, so the caller must answer fast; delivery is
+//! at least once, so every LogEvent is deduplicated by its own `uuid` (the older docs' key,
+//! stable across the batch-level `eventId` of a retry).
+
+use serde_json::Value;
+
+use super::{bad_request, bounded, optional_instant, parse_json, push_subject, same_secret};
+use super::{Delivery, ProviderEvent, Rejection, MAX_BATCH};
+
+/// The header carrying Okta's one-time verification challenge.
+pub const CHALLENGE_HEADER: &str = "x-okta-verification-challenge";
+
+/// Longest challenge echoed back; Okta's are short random strings.
+const MAX_CHALLENGE_LEN: usize = 512;
+
+/// Checks the `Authorization` header against the configured values (several allow
+/// rotation). Runs on the head alone, before any body byte is read.
+pub fn authorize(expected: &[&str], got: Option<&str>) -> Result<(), Rejection> {
+    let got = got.ok_or(Rejection::Unauthorized("missing Authorization header"))?;
+    if expected.iter().any(|e| same_secret(e, got)) {
+        Ok(())
+    } else {
+        Err(Rejection::Unauthorized(
+            "Authorization header does not match",
+        ))
+    }
+}
+
+/// The JSON body answering a verification GET (after [`authorize`] passed).
+pub fn challenge_response(challenge: &str) -> Result<String, Rejection> {
+    if challenge.is_empty()
+        || challenge.len() > MAX_CHALLENGE_LEN
+        || challenge.chars().any(char::is_control)
+    {
+        return Err(bad_request(
+            "X-Okta-Verification-Challenge must be 1 to 512 printable characters",
+        ));
+    }
+    Ok(serde_json::json!({ "verification": challenge }).to_string())
+}
+
+/// Reads an authorized delivery: one event per element of `data.events`.
+pub fn parse(body: &[u8]) -> Result<Delivery, Rejection> {
+    let root = parse_json(body)?;
+    let events = root
+        .get("data")
+        .and_then(|d| d.get("events"))
+        .and_then(Value::as_array)
+        .ok_or_else(|| bad_request("field `data.events` must be an array"))?;
+    if events.len() > MAX_BATCH {
+        return Err(bad_request(format!(
+            "field `data.events` has more than {MAX_BATCH} events"
+        )));
+    }
+    let mut delivery = Delivery::default();
+    for (i, event) in events.iter().enumerate() {
+        let field = |name: &str| format!("data.events[{i}].{name}");
+        let uuid = event
+            .get("uuid")
+            .and_then(Value::as_str)
+            .and_then(bounded)
+            .ok_or_else(|| {
+                bad_request(format!(
+                    "field `{}` must be a non-empty string",
+                    field("uuid")
+                ))
+            })?;
+        let event_type = event
+            .get("eventType")
+            .and_then(Value::as_str)
+            .and_then(bounded)
+            .ok_or_else(|| {
+                bad_request(format!(
+                    "field `{}` must be a non-empty string",
+                    field("eventType")
+                ))
+            })?;
+        let event_time = optional_instant(event.get("published"), &field("published"))?;
+        let mut subject_ids = Vec::new();
+        for target in event
+            .get("target")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let kind = match target.get("type").and_then(Value::as_str) {
+                Some("User") => "user_id",
+                Some("UserGroup") => "group_id",
+                Some("AppInstance") => "app_id",
+                _ => continue,
+            };
+            push_subject(&mut subject_ids, kind, target.get("id"));
+        }
+        delivery.events.push(ProviderEvent {
+            delivery_id: Some(uuid),
+            event_type,
+            event_time,
+            subject_ids,
+            feeds_clock: true,
+        });
+    }
+    Ok(delivery)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Shaped like the example delivery on Okta's event hooks page (ids invented).
+    const BATCH: &str = r#"{
+      "eventType": "com.okta.event_hook",
+      "eventTypeVersion": "1.0",
+      "cloudEventsVersion": "0.1",
+      "source": "https://example.okta.com/api/v1/eventHooks/whoabcdefg",
+      "eventId": "b5a188b9-5ece-4636-b041-482ffda96311",
+      "eventTime": "2026-12-01T10:00:01.000Z",
+      "contentType": "application/json",
+      "data": {"events": [
+        {"uuid": "7d4f4bd2-0000-11ef-8000-000000000001",
+         "published": "2026-12-01T10:00:00.000Z",
+         "eventType": "user.lifecycle.deactivate",
+         "displayMessage": "Deactivate Okta user",
+         "outcome": {"result": "SUCCESS"},
+         "target": [{"id": "00u1abcd", "type": "User", "alternateId": "someone@example.com"}]},
+        {"uuid": "7d4f4bd2-0000-11ef-8000-000000000002",
+         "published": "2026-12-01T10:00:00.500Z",
+         "eventType": "group.user_membership.remove",
+         "target": [{"id": "00u1abcd", "type": "User"}, {"id": "00g1grp", "type": "UserGroup"}]}
+      ]}
+    }"#;
+
+    #[test]
+    fn every_log_event_is_its_own_event() {
+        let delivery = parse(BATCH.as_bytes()).unwrap();
+        assert_eq!(delivery.events.len(), 2);
+        let first = &delivery.events[0];
+        assert_eq!(
+            first.delivery_id.as_deref(),
+            Some("7d4f4bd2-0000-11ef-8000-000000000001")
+        );
+        assert_eq!(first.event_type, "user.lifecycle.deactivate");
+        assert_eq!(
+            first.event_time.unwrap().to_rfc3339(),
+            "2026-12-01T10:00:00+00:00"
+        );
+        assert_eq!(
+            first.subject_ids,
+            vec![("user_id".to_owned(), "00u1abcd".to_owned())]
+        );
+        assert_eq!(
+            delivery.events[1].subject_ids,
+            vec![
+                ("user_id".to_owned(), "00u1abcd".to_owned()),
+                ("group_id".to_owned(), "00g1grp".to_owned()),
+            ]
+        );
+    }
+
+    #[test]
+    fn authorization_must_match_exactly() {
+        authorize(&["Bearer s3cret"], Some("Bearer s3cret")).unwrap();
+        authorize(&["old", "Bearer s3cret"], Some("Bearer s3cret")).unwrap();
+        assert_eq!(
+            authorize(&["Bearer s3cret"], Some("Bearer s3cre"))
+                .unwrap_err()
+                .status(),
+            401
+        );
+        assert_eq!(
+            authorize(&["Bearer s3cret"], None).unwrap_err().status(),
+            401
+        );
+    }
+
+    #[test]
+    fn challenge_is_echoed_as_json() {
+        assert_eq!(
+            challenge_response("abc-123").unwrap(),
+            r#"{"verification":"abc-123"}"#
+        );
+        assert!(challenge_response("").is_err());
+        assert!(challenge_response(&"x".repeat(513)).is_err());
+    }
+
+    #[test]
+    fn malformed_batches_are_bad_requests() {
+        for body in [
+            r#"{"data":{}}"#,
+            r#"{"data":{"events":[{"eventType":"x"}]}}"#,
+            r#"{"data":{"events":[{"uuid":"u","eventType":"x","published":"yesterday"}]}}"#,
+        ] {
+            assert_eq!(parse(body.as_bytes()).unwrap_err().status(), 400, "{body}");
+        }
+        let many = format!(
+            r#"{{"data":{{"events":[{}]}}}}"#,
+            vec![r#"{"uuid":"u","eventType":"x"}"#; MAX_BATCH + 1].join(",")
+        );
+        assert!(parse(many.as_bytes()).is_err());
+    }
+}
