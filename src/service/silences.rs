@@ -1,0 +1,47 @@
+//! Operator silences and acknowledgements on the service side: queuing
+//! the firing pages a silence held once it ends, and the
+//! `hushwatch_stream_silenced` / `hushwatch_silence_acknowledged` gauges.
+//! The decisions themselves read persisted state in the store (see
+//! `store::silences`), never this process's memory.
+
+use super::app::App;
+use crate::store::StoreError;
+use chrono::{DateTime, Utc};
+
+impl App {
+    /// Queues held firing pages whose silence is over; returns when the
+    /// next silence ends (the next moment a held page may be released).
+    pub(super) async fn release_held_pages(&self) -> Result<Option<DateTime<Utc>>, StoreError> {
+        if self.store.release_held().await? > 0 {
+            tracing::info!("a silence ended while its stream still fires: paging it now");
+        }
+        let now = self.clock.now();
+        let silences = self.store.silences(now).await?;
+        Ok(silences.iter().map(|s| s.ends_at).min())
+    }
+
+    /// Sets the per-stream silence and acknowledgement gauges from the
+    /// store. On a storage error the gauges keep their last values.
+    pub async fn refresh_operator_metrics(&self) {
+        let now = self.clock.now();
+        let (Ok(silences), Ok(acks)) = (
+            self.store.silences(now).await,
+            self.store.current_acks().await,
+        ) else {
+            return;
+        };
+        let m = &self.metrics;
+        for row in self.stream_rows() {
+            let silenced = silences
+                .iter()
+                .any(|s| s.active_at(now) && s.matches(&row.name, "silence"));
+            let acked = acks.iter().any(|a| a.stream == row.name);
+            m.stream_silenced
+                .with_label_values(&[row.name.as_str()])
+                .set(i64::from(silenced));
+            m.silence_acknowledged
+                .with_label_values(&[row.name.as_str()])
+                .set(i64::from(acked));
+        }
+    }
+}
