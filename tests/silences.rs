@@ -402,3 +402,63 @@ fn bad_requests_are_refused_and_store_nothing() {
     assert_eq!(status, 404);
     s.stop();
 }
+
+#[test]
+fn planned_maintenance_in_the_config_holds_pages_like_a_silence() {
+    let team = Receiver::start(vec![]);
+    let dir = tempfile::tempdir().unwrap();
+    let window = "[[streams.identity.maintenance]]\nfrom = 2026-12-01T10:30:00Z\nuntil = \"2026-12-01T13:00:00Z\"\ncomment = \"IdP migration\"\n";
+    let text = ops_config("", &team, None).replace(
+        "[streams.identity.ingest]",
+        &format!("{window}\n[streams.identity.ingest]"),
+    );
+    let s = Sidecar::start(dir.path(), &text, utc("2026-12-01T10:00:00Z"));
+    let listed = silences(&s);
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0]["created_by"], "config");
+    assert_eq!(listed[0]["comment"], "IdP migration");
+    s.fire();
+    assert_eq!(queued_for_team(&s), 0, "held during the window");
+    s.clock.set(utc("2026-12-01T13:00:00Z"));
+    poll("the page when the window ends", || {
+        (team.delivered().len() == 1).then_some(())
+    });
+    s.stop();
+    // A restart does not store the window twice.
+    let s = Sidecar::start(dir.path(), &text, utc("2026-12-01T12:00:00Z"));
+    assert_eq!(silences(&s).len(), 1);
+    s.stop();
+}
+
+#[test]
+fn check_refuses_bad_maintenance_windows_naming_the_key() {
+    let team = Receiver::start(vec![]);
+    for (window, key) in [
+        (
+            "from = \"2026-12-02T00:00:00Z\"\nuntil = \"2026-12-01T00:00:00Z\"",
+            "streams.identity.maintenance[0].until",
+        ),
+        (
+            "from = \"2026-12-01T00:00:00Z\"\nuntil = \"2027-01-15T00:00:00Z\"",
+            "streams.identity.maintenance[0].until",
+        ),
+        (
+            "from = \"tomorrow\"\nuntil = \"2026-12-01T00:00:00Z\"",
+            "streams.identity.maintenance[0].from",
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let text = ops_config("", &team, None).replace(
+            "[streams.identity.ingest]",
+            &format!("[[streams.identity.maintenance]]\n{window}\n\n[streams.identity.ingest]"),
+        );
+        let path = dir.path().join("hushwatch.toml");
+        std::fs::write(&path, text).unwrap();
+        let (code, out, err) = cli(&["check"], &path);
+        assert_eq!(code, 2, "{window}: {out}{err}");
+        assert!(
+            err.contains(key) || out.contains(key),
+            "{key} in {out}{err}"
+        );
+    }
+}

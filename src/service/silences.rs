@@ -44,4 +44,23 @@ impl App {
                 .set(i64::from(acked));
         }
     }
+
+    /// Stores the config's `[[streams.X.maintenance]]` windows as silences,
+    /// so they take effect exactly like operator ones (and replicas share
+    /// them through the store).
+    pub(super) async fn sync_maintenance(&self) -> Result<(), StoreError> {
+        let config = self.config();
+        let windows = config
+            .streams
+            .values()
+            .flat_map(|s| {
+                s.maintenance
+                    .iter()
+                    .map(|w| (s.name.clone(), w.from, w.until, w.comment.clone()))
+            })
+            .collect();
+        self.store
+            .sync_maintenance(windows, config.audit.enabled)
+            .await
+    }
 }

@@ -616,6 +616,18 @@ impl Store {
             .await
     }
 
+    /// Stores the configured maintenance windows as silences (see
+    /// `silences::sync_maintenance`).
+    pub async fn sync_maintenance(
+        &self,
+        windows: Vec<(String, DateTime<Utc>, DateTime<Utc>, String)>,
+        audit: bool,
+    ) -> Result<(), StoreError> {
+        let now = self.clock.now();
+        self.call(move |c| silences::sync_maintenance(c, &windows, now, audit))
+            .await
+    }
+
     /// Acknowledgements of episodes still firing.
     pub async fn current_acks(&self) -> Result<Vec<silences::AckRow>, StoreError> {
         self.call(|c| Ok(silences::current_acks(c)?)).await

@@ -448,3 +448,45 @@ pub(super) fn current_acks(conn: &Connection) -> rusqlite::Result<Vec<AckRow>> {
     })?
     .collect()
 }
+
+/// Who planned maintenance windows are stored as created by.
+pub const CONFIG_AUTHOR: &str = "config";
+
+/// Makes the stored maintenance windows (silences created by
+/// [`CONFIG_AUTHOR`]) match `windows` = (stream, from, until, comment):
+/// new ones are stored and audited once, ones no longer configured end now.
+pub(super) fn sync_maintenance(
+    conn: &Connection,
+    windows: &[(String, DateTime<Utc>, DateTime<Utc>, String)],
+    now: DateTime<Utc>,
+    audit: bool,
+) -> Result<(), StoreError> {
+    let stored: Vec<SilenceRow> = silences_ending_after(conn, now)?
+        .into_iter()
+        .filter(|s| s.created_by == CONFIG_AUTHOR && s.expired_by.is_none())
+        .collect();
+    let same = |s: &SilenceRow, w: &(String, DateTime<Utc>, DateTime<Utc>, String)| {
+        s.streams == [w.0.clone()] && s.starts_at == w.1 && s.ends_at == w.2
+    };
+    for s in stored
+        .iter()
+        .filter(|s| !windows.iter().any(|w| same(s, w)))
+    {
+        expire(conn, s.id, CONFIG_AUTHOR, now, audit)?;
+    }
+    for w in windows.iter().filter(|w| w.2 > now) {
+        if stored.iter().any(|s| same(s, w)) {
+            continue;
+        }
+        let new = NewSilence {
+            streams: vec![w.0.clone()],
+            kinds: vec!["*".to_string()],
+            starts_at: w.1,
+            ends_at: w.2,
+            comment: w.3.clone(),
+            created_by: CONFIG_AUTHOR.to_string(),
+        };
+        add(conn, &new, now, usize::MAX, audit)?;
+    }
+    Ok(())
+}
