@@ -462,3 +462,106 @@ fn check_refuses_bad_maintenance_windows_naming_the_key() {
         );
     }
 }
+
+fn cli_env(args: &[&str], token: &str) -> (i32, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hushwatch"))
+        .args(args)
+        .env("OPS_TOKEN", token)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn the_cli_adds_lists_expires_and_acknowledges() {
+    let team = Receiver::start(vec![]);
+    let dir = tempfile::tempdir().unwrap();
+    let s = Sidecar::start(
+        dir.path(),
+        &ops_config("", &team, None),
+        utc("2026-12-01T10:00:00Z"),
+    );
+    let url = format!("http://{}", s.addr());
+    let target = ["--url", url.as_str(), "--token-env", "OPS_TOKEN"];
+    let add = |extra: &[&str], token: &str| {
+        let mut args = vec!["silence", "add"];
+        args.extend(target);
+        args.extend(extra);
+        cli_env(&args, token)
+    };
+    let (code, out, err) = add(
+        &[
+            "--stream",
+            "identity",
+            "--for",
+            "2h",
+            "--comment",
+            "IdP migration",
+            "--created-by",
+            "ana",
+        ],
+        ADMIN,
+    );
+    assert_eq!(code, 0, "{err}");
+    let id = serde_json::from_str::<serde_json::Value>(&out).unwrap()["id"]
+        .as_i64()
+        .unwrap();
+    let (code, _, err) = add(
+        &["--stream", "identity", "--for", "2h", "--comment", "x"],
+        "wrong",
+    );
+    assert_eq!(code, 1, "refused by the server");
+    assert!(err.contains("401"), "{err}");
+
+    let mut list = vec!["silence", "list"];
+    list.extend(target);
+    let (code, out, err) = cli_env(&list, ADMIN);
+    assert_eq!(code, 0, "{err}");
+    let listed: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(listed["silences"][0]["comment"], "IdP migration");
+    assert_eq!(
+        listed["silences"][0]["starts_at"],
+        "2026-12-01T10:00:00.000Z"
+    );
+    assert_eq!(listed["silences"][0]["ends_at"], "2026-12-01T12:00:00.000Z");
+
+    let id_text = id.to_string();
+    let mut expire = vec![
+        "silence",
+        "expire",
+        id_text.as_str(),
+        "--created-by",
+        "ana b",
+    ];
+    expire.extend(target);
+    let (code, _, err) = cli_env(&expire, ADMIN);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(silences(&s)[0]["expired_by"], "ana b");
+
+    s.fire();
+    poll("the page", || (team.delivered().len() == 1).then_some(()));
+    let mut ack = vec![
+        "ack",
+        "--stream",
+        "identity",
+        "--comment",
+        "on it",
+        "--created-by",
+        "bo",
+    ];
+    ack.extend(target);
+    let (code, _, err) = cli_env(&ack, ADMIN);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        metric(
+            s.addr(),
+            "hushwatch_silence_acknowledged{stream=\"identity\"}"
+        ),
+        1.0
+    );
+    s.stop();
+}

@@ -237,9 +237,9 @@ pub async fn expire(app: &App, id: &str, req: Request<Incoming>) -> Reply {
         .uri
         .query()
         .and_then(|q| q.split('&').find_map(|p| p.strip_prefix("created_by=")))
+        .and_then(|s| percent_encoding::percent_decode_str(s).decode_utf8().ok())
         .filter(|s| !s.is_empty() && s.len() <= MAX_TEXT)
-        .unwrap_or("admin api")
-        .to_string();
+        .map_or_else(|| "admin api".to_string(), |s| s.into_owned());
     let audit = app.config().audit.enabled;
     match app.store.expire_silence(id, by, audit).await {
         Ok(true) => {
