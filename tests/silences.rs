@@ -362,6 +362,10 @@ fn bad_requests_are_refused_and_store_nothing() {
             400,
         ),
         (r#"not json"#, 400),
+        (
+            r#"{"streams": ["identity"], "kinds": ["svix_*"], "duration": "2h", "comment": "c", "created_by": "a"}"#,
+            400,
+        ),
     ] {
         let (status, json) = admin(&s, "POST", "/v1/silences", body);
         assert_eq!(status, want, "{body}: {json}");
