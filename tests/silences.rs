@@ -111,6 +111,15 @@ fn a_silence_holds_the_page_and_its_reminders_and_ending_it_pages_once() {
         1.0
     );
 
+    let status = s.http_status();
+    assert_eq!(
+        status["operator"]["silences"][0]["comment"],
+        "IdP migration"
+    );
+    let page = request(s.addr(), "GET", "/", &[], b"").body;
+    assert!(page.contains("id=\"silences\""), "{page}");
+    assert!(page.contains("IdP migration"));
+
     s.fire();
     // Evaluation stays truthful: the stream fires, and the firing metric says so.
     assert_eq!(s.http_status()["streams"][0]["state"], "firing");
@@ -218,6 +227,9 @@ fn an_acknowledgement_stops_reminders_and_escalation_but_not_the_resolve_and_is_
         ),
         1.0
     );
+    let page = request(s.addr(), "GET", "/", &[], b"").body;
+    assert!(page.contains("id=\"acks\""), "{page}");
+    assert!(page.contains("looking into it"));
     s.advance(3 * 3600);
     assert!(!reminder_queued(&s, 3), "no reminder once acknowledged");
     s.resolve();

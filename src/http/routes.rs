@@ -145,6 +145,9 @@ async fn status(app: &App) -> Reply {
 pub(super) async fn status_document(app: &App) -> serde_json::Value {
     let mut doc = app.status_with_notifications().await;
     doc["audit"] = app.audit_status().await;
+    if let Some(operator) = app.operator_status().await {
+        doc["operator"] = operator;
+    }
     if !app.config().svix.is_empty() {
         match app.svix_status().await {
             Ok(svix) => doc["svix"] = svix,

@@ -63,4 +63,45 @@ impl App {
             .sync_maintenance(windows, config.audit.enabled)
             .await
     }
+
+    /// The `operator` section of `/v1/status`: silences not ended yet and
+    /// acknowledgements of episodes still firing; `None` when there are
+    /// none (or the store cannot be read: the section is informational).
+    pub async fn operator_status(&self) -> Option<serde_json::Value> {
+        let now = self.clock.now();
+        let silences = self.store.silences(now).await.ok()?;
+        let acks = self.store.current_acks().await.ok()?;
+        if silences.is_empty() && acks.is_empty() {
+            return None;
+        }
+        let rfc = |t: DateTime<Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        let silences: Vec<_> = silences
+            .iter()
+            .map(|s| {
+                serde_json::json!({
+                    "id": s.id,
+                    "streams": s.streams,
+                    "kinds": s.kinds,
+                    "starts_at": rfc(s.starts_at),
+                    "ends_at": rfc(s.ends_at),
+                    "comment": s.comment,
+                    "created_by": s.created_by,
+                    "active": s.active_at(now),
+                })
+            })
+            .collect();
+        let acks: Vec<_> = acks
+            .iter()
+            .map(|a| {
+                serde_json::json!({
+                    "stream": a.stream,
+                    "episode_started_at": rfc(a.started_at),
+                    "created_by": a.created_by,
+                    "comment": a.comment,
+                    "created_at": rfc(a.created_at),
+                })
+            })
+            .collect();
+        Some(serde_json::json!({ "silences": silences, "acknowledgements": acks }))
+    }
 }
