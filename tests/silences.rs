@@ -581,3 +581,27 @@ fn the_cli_adds_lists_expires_and_acknowledges() {
     );
     s.stop();
 }
+
+#[test]
+fn an_escalation_only_stream_still_escalates() {
+    // No direct notifier, so no firing page: the escalation must not wait
+    // for one (only a page held by a silence holds the steps back).
+    let boss = Receiver::start(vec![]);
+    let dir = tempfile::tempdir().unwrap();
+    let text = config(
+        &[],
+        "escalate = [{ after = \"1h\", notify = [\"boss\"] }]",
+        &webhook("boss", &boss.url("/boss")),
+    );
+    let s = Sidecar::start(dir.path(), &text, utc("2026-12-01T10:00:00Z"));
+    s.fire();
+    s.advance(3600);
+    poll("the escalation", || {
+        (boss.delivered().len() == 1).then_some(())
+    });
+    assert_eq!(
+        boss.delivered()[0].json()["alert"]["details"]["page_kind"],
+        "escalation"
+    );
+    s.stop();
+}

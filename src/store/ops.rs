@@ -667,7 +667,12 @@ fn extra_wanted(
                AND alert_state = 'firing'",
         )?
         .query_row([alert_id], |row| row.get(0))?;
-    Ok(first_page.is_some_and(|first| millis(at) >= first))
+    // No firing page at all: either it is still held (no extras yet) or
+    // the stream notifies nobody directly (escalation-only streams).
+    Ok(match first_page {
+        Some(first) => millis(at) >= first,
+        None => !super::silences::is_held(conn, stream)?,
+    })
 }
 
 /// Records the outcome of one delivery attempt on a pending row.

@@ -255,6 +255,14 @@ pub(super) fn release_held(
     Ok(true)
 }
 
+/// True while the stream's firing page is held by a silence.
+pub(super) fn is_held(conn: &Connection, stream: &str) -> rusqlite::Result<bool> {
+    conn.prepare_cached("SELECT 1 FROM silence_held WHERE stream = ?1")?
+        .query_row([stream], |_| Ok(()))
+        .optional()
+        .map(|r| r.is_some())
+}
+
 /// Streams with a held firing page.
 pub(super) fn held_streams(conn: &Connection) -> rusqlite::Result<Vec<String>> {
     conn.prepare_cached("SELECT stream FROM silence_held ORDER BY stream")?
@@ -489,4 +497,22 @@ pub(super) fn sync_maintenance(
         add(conn, &new, now, usize::MAX, audit)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::glob;
+
+    #[test]
+    fn glob_matches_runs_of_characters() {
+        assert!(glob("*", "silence"));
+        assert!(glob("silence", "silence"));
+        assert!(!glob("silence", "silences"));
+        assert!(glob("svix_*", "svix_endpoint_disabled"));
+        assert!(!glob("svix_*", "silence"));
+        assert!(glob("*_disabled", "svix_endpoint_disabled"));
+        assert!(glob("s*e*e", "silence"));
+        assert!(!glob("s*x*e", "silence"));
+        assert!(!glob("ab*ba", "aba"), "head and tail may not overlap");
+    }
 }
