@@ -31,6 +31,10 @@ impl App {
             return;
         };
         let m = &self.metrics;
+        // Rebuilt from the watched streams each time, so a deleted
+        // templated stream's series disappear with it.
+        m.stream_silenced.reset();
+        m.silence_acknowledged.reset();
         for row in self.stream_rows() {
             let silenced = silences
                 .iter()
