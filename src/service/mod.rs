@@ -10,6 +10,7 @@ mod status;
 mod subscriptions;
 mod svix;
 mod timer;
+mod wake;
 
 use crate::clock::{Clock, SystemClock};
 use crate::config::{self, Config};

@@ -32,16 +32,8 @@ pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
                 }
             }
         };
-        let wait = async {
-            match next {
-                Some(deadline) => app.clock.sleep_until(deadline).await,
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            _ = wait => {}
-            _ = app.replan.notified() => {}
-            _ = shutdown.changed() => return,
+        if !super::wake::until_next_or_woken(&*app.clock, next, &app.replan, &mut shutdown).await {
+            return;
         }
     }
 }
