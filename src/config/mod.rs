@@ -6,6 +6,7 @@ mod audit;
 mod calendars;
 mod env;
 mod ingest;
+pub mod maintenance;
 mod notifier_tables;
 pub mod notifiers;
 pub mod providers;

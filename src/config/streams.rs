@@ -20,6 +20,9 @@ pub struct StreamConfig {
     /// Business time between reminders while firing; None: no reminders.
     pub repeat_interval: Option<TimeDelta>,
     pub escalate: Vec<EscalationStep>,
+    /// `[[streams.NAME.maintenance]]`: planned windows, silenced like an
+    /// operator silence.
+    pub maintenance: Vec<super::maintenance::MaintenanceWindow>,
 }
 
 /// One `escalate = [{ after = "2h", notify = [...] }]` step.
@@ -87,6 +90,7 @@ pub(crate) fn read_stream(
             "event_types",
             "repeat_interval",
             "escalate",
+            "maintenance",
         ],
     );
     let calendar = r.req_string(path, t, "calendar");
@@ -115,6 +119,7 @@ pub(crate) fn read_stream(
         .opt_duration(path, t, "repeat_interval")
         .filter(|d| *d > TimeDelta::zero());
     let escalate = read_escalate(r, path, t);
+    let maintenance = super::maintenance::read(r, path, t);
     // Placeholders keep the stream in the map after a field error, so its
     // references are still checked; any error discards the whole config.
     Some(StreamConfig {
@@ -129,5 +134,6 @@ pub(crate) fn read_stream(
         event_filter: EventFilter::new(event_types),
         repeat_interval,
         escalate,
+        maintenance,
     })
 }

@@ -78,6 +78,20 @@ fn silence_facts(page: &Page) -> Value {
     v
 }
 
+/// How to acknowledge or silence a firing silence page from a shell with
+/// the admin API in reach: copy-paste commands, never the token (the CLI
+/// reads it from `$HUSHWATCH_ADMIN_TOKEN`). `None` on resolves, test
+/// pages and Svix pages (which silences do not hold).
+pub fn operator_hint(page: &Page) -> Option<String> {
+    if !page.firing || page.test || !page.is_silence() {
+        return None;
+    }
+    Some(format!(
+        "hushwatch ack --stream {s} --comment \"...\"  (or: hushwatch silence add --stream {s} --for 2h --comment \"...\"; add --url of the admin listener, token in $HUSHWATCH_ADMIN_TOKEN)",
+        s = page.stream
+    ))
+}
+
 /// Extra facts every structured payload carries under `details`: the
 /// silence facts on silence pages, the endpoint on Svix pages.
 pub fn details(page: &Page) -> Value {
@@ -92,6 +106,9 @@ pub fn details(page: &Page) -> Value {
     v["page_key"] = json!(page.key);
     v["page_kind"] = json!(page.kind.as_str());
     v["test"] = json!(page.test);
+    if let Some(hint) = operator_hint(page) {
+        v["how_to_ack"] = json!(hint);
+    }
     v
 }
 
@@ -181,6 +198,9 @@ pub fn slack_message(page: &Page) -> Value {
         let _ = write!(text, "\n• Endpoint: `{endpoint}` (`{source}`)");
     }
     let _ = write!(text, "\n• Alert id: `{}`", page.alert_id);
+    if let Some(hint) = operator_hint(page) {
+        let _ = write!(text, "\n• To acknowledge: `{hint}`");
+    }
     json!({ "text": text })
 }
 
@@ -346,6 +366,10 @@ pub fn email_body(page: &Page) -> String {
              - The reconciliation job: did it run, and does it find events that never arrived here?\n\
              - hushwatch itself: GET /v1/status shows the last event it accepted.\n",
         );
+        b.push('\n');
+    }
+    if let Some(hint) = operator_hint(page) {
+        let _ = writeln!(b, "To acknowledge: {hint}");
         b.push('\n');
     }
     let _ = writeln!(b, "Alert id: {}", page.alert_id);

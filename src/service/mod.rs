@@ -5,6 +5,7 @@
 pub mod app;
 mod delivery;
 mod maintenance;
+mod silences;
 mod status;
 mod subscriptions;
 mod svix;

@@ -8,6 +8,8 @@
 // The ingest tests' helpers: one in-process starter, one poll, one `utc`.
 #[path = "../common/mod.rs"]
 mod common;
+#[allow(unused_imports)]
+pub use common::{metric, request};
 #[allow(unused_imports)] // as with dead_code: not every test binary uses it
 pub use common::{utc, TOKEN};
 
