@@ -156,7 +156,7 @@ pub fn run_blocking(config_path: &Path, config: Config) -> ExitCode {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("cannot start the runtime: {e}");
-            return ExitCode::from(crate::cli::EXIT_FAILURE);
+            return ExitCode::from(crate::exit::EXIT_FAILURE);
         }
     };
     match runtime.block_on(serve(config_path, config)) {
@@ -164,7 +164,7 @@ pub fn run_blocking(config_path: &Path, config: Config) -> ExitCode {
         Err(e) => {
             tracing::error!("{e}");
             eprintln!("hushwatch: {e}");
-            ExitCode::from(crate::cli::EXIT_FAILURE)
+            ExitCode::from(crate::exit::EXIT_FAILURE)
         }
     }
 }
