@@ -62,7 +62,7 @@ fn reminder_queued(s: &Sidecar, step: i64) -> bool {
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
-    rt.block_on(s.app().store.enqueue_extra(
+    rt.block_on(s.app().store().enqueue_extra(
         "identity".into(),
         PageKind::Reminder,
         step,

@@ -409,17 +409,6 @@ fn rfc(t: DateTime<Utc>) -> String {
 }
 
 impl App {
-    /// `/v1/status` with its `notifications` section. If the outbox cannot
-    /// be read the section says so instead of hiding the problem.
-    pub async fn status_with_notifications(&self) -> Value {
-        let mut status = self.status();
-        status["notifications"] = match self.notifications_status().await {
-            Ok(n) => n,
-            Err(e) => json!({ "error": e.to_string() }),
-        };
-        status
-    }
-
     /// The `notifications` section of `/v1/status`: per-notifier counts and
     /// the newest failed pages with their (redacted) reasons.
     pub async fn notifications_status(&self) -> Result<Value, StoreError> {

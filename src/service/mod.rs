@@ -4,6 +4,7 @@
 
 pub mod app;
 mod delivery;
+mod http_api;
 mod maintenance;
 mod silences;
 mod status;
@@ -14,6 +15,7 @@ mod wake;
 
 use crate::clock::{Clock, SystemClock};
 use crate::config::{self, Config};
+use crate::http::api::Api;
 use crate::http::Routes;
 use crate::store::{Store, StoreError};
 use app::App;
@@ -88,7 +90,7 @@ pub async fn start(
     let mut tasks = vec![
         tokio::spawn(crate::http::serve(
             listener,
-            Arc::clone(&app),
+            Arc::clone(&app) as Arc<dyn Api>,
             main_routes,
             rx.clone(),
         )),
@@ -101,7 +103,7 @@ pub async fn start(
     if let Some(admin) = admin {
         tasks.push(tokio::spawn(crate::http::serve(
             admin,
-            Arc::clone(&app),
+            Arc::clone(&app) as Arc<dyn Api>,
             Routes::Admin,
             rx,
         )));

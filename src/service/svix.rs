@@ -49,6 +49,53 @@ impl App {
         Ok((outcome, pages))
     }
 
+    /// Acknowledges lost messages of one endpoint: (acknowledged now, still
+    /// lost). When that resolves the critical "messages exhausted" alert,
+    /// the resolve page is queued and, with the audit log on, an audit entry
+    /// naming `by` commits in the same transaction.
+    pub async fn svix_acknowledge(
+        &self,
+        apply: SvixApply,
+        endpoint_id: String,
+        msg_ids: Vec<String>,
+        by: String,
+    ) -> Result<(usize, u64), StoreError> {
+        // Filed like the operational events (`svix:SOURCE`), so one export
+        // of the source shows what happened to it and who acknowledged.
+        let entry = self.config().audit.enabled.then(|| NewEvent {
+            stream: format!("svix:{}", apply.source),
+            delivery_id: Some(format!(
+                "svix-ack-{}-{}-{}",
+                apply.source,
+                endpoint_id,
+                apply.now.timestamp_millis()
+            )),
+            event_type: "hushwatch.svix.acknowledged".to_string(),
+            event_time: None,
+            received_at: apply.now,
+            feeds_clock: false,
+            body_sha256: None,
+            channel: "admin",
+            signature_verified: false,
+            subject_ids: vec![
+                ("created_by".to_string(), by),
+                ("svix_source".to_string(), apply.source.clone()),
+                ("endpoint_id".to_string(), endpoint_id.clone()),
+                // The count, not the ids: one request may name thousands.
+                ("msg_count".to_string(), msg_ids.len().to_string()),
+            ],
+            audit: true,
+        });
+        let result = self
+            .store()
+            .svix_acknowledge_audited(apply, endpoint_id, msg_ids, entry)
+            .await;
+        self.note_storage(&result);
+        let (acknowledged, remaining, pages) = result?;
+        self.announce(&pages);
+        Ok((acknowledged, remaining))
+    }
+
     pub fn announce(&self, pages: &[SvixPage]) {
         for p in pages {
             tracing::warn!(

@@ -15,6 +15,7 @@
 //! All times are stored as INTEGER milliseconds since the Unix epoch, so
 //! sub-millisecond precision of the `DateTime`s passed in is dropped.
 
+mod arrivals;
 pub mod audit;
 mod ops;
 mod schema;
@@ -22,6 +23,7 @@ pub mod silences;
 pub mod status;
 pub mod subscriptions;
 pub mod svix;
+mod svix_ack;
 mod writer;
 
 #[cfg(test)]

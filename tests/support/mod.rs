@@ -361,7 +361,7 @@ impl Sidecar {
 
     pub fn pending(&self) -> Vec<hushwatch::store::OutboxRow> {
         self.inner
-            .block_on(self.app().store.pending_outbox())
+            .block_on(self.app().store().pending_outbox())
             .unwrap()
     }
 
@@ -372,7 +372,7 @@ impl Sidecar {
     }
 
     pub fn metric(&self, series: &str) -> f64 {
-        let text = self.app().metrics.encode();
+        let text = self.app().metrics().encode();
         text.lines()
             .find_map(|l| l.strip_prefix(series).and_then(|v| v.trim().parse().ok()))
             .unwrap_or_else(|| panic!("no series {series} in\n{text}"))

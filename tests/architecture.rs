@@ -1,0 +1,301 @@
+//! Layering, checked on the source. The crate's top-level modules (`src/X.rs`
+//! or `src/X/`) must form a graph without cycles: a module that both uses and
+//! is used by another cannot be understood, tested or replaced on its own.
+//! Every `crate::X` (and `super::` reaching the crate root) in `src/**/*.rs`
+//! is an edge, found in `use` trees, in paths anywhere in the code and in
+//! macro bodies; comments and doc text are not code and do not count.
+
+use proc_macro2::{TokenStream, TokenTree};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::path::{Path, PathBuf};
+use syn::visit::Visit;
+
+/// From module → to module → where the first use was seen (`file:line`).
+type Graph = BTreeMap<String, BTreeMap<String, String>>;
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// `http/svix.rs` → `[http, svix]`; `http/mod.rs` → `[http]`.
+fn module_path(relative: &Path) -> Vec<String> {
+    let mut parts: Vec<String> = relative
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    let file = parts.pop().unwrap();
+    let stem = file.trim_end_matches(".rs");
+    if stem != "mod" {
+        parts.push(stem.to_string());
+    }
+    parts
+}
+
+/// Collects the top-level modules one file names.
+struct Uses<'a> {
+    /// The module the code being visited is in (inline `mod` blocks push).
+    module: Vec<String>,
+    top_level: &'a BTreeSet<String>,
+    file: String,
+    found: BTreeMap<String, String>,
+}
+
+impl Uses<'_> {
+    /// Resolves a path's leading segments (`crate`, `super`, `self`) and
+    /// records the top-level module it lands in.
+    fn record(&mut self, segments: &[String], line: usize) {
+        let target = match segments.first().map(String::as_str) {
+            Some("crate") => segments.get(1).cloned(),
+            Some("super") | Some("self") => {
+                let mut module = self.module.clone();
+                let mut rest = segments;
+                while let Some(first) = rest.first() {
+                    match first.as_str() {
+                        "super" => {
+                            module.pop();
+                        }
+                        "self" => {}
+                        _ => break,
+                    }
+                    rest = &rest[1..];
+                }
+                module.first().cloned().or_else(|| rest.first().cloned())
+            }
+            _ => None,
+        };
+        if let Some(target) = target.filter(|t| self.top_level.contains(t)) {
+            self.found
+                .entry(target)
+                .or_insert_with(|| format!("{}:{line}", self.file));
+        }
+    }
+
+    fn use_tree(&mut self, prefix: &mut Vec<String>, tree: &syn::UseTree) {
+        match tree {
+            syn::UseTree::Path(p) => {
+                prefix.push(p.ident.to_string());
+                self.use_tree(prefix, &p.tree);
+                prefix.pop();
+            }
+            syn::UseTree::Name(n) => self.use_leaf(prefix, &n.ident),
+            syn::UseTree::Rename(r) => self.use_leaf(prefix, &r.ident),
+            syn::UseTree::Glob(g) => {
+                self.record(&prefix.clone(), g.star_token.spans[0].start().line)
+            }
+            syn::UseTree::Group(g) => {
+                for item in &g.items {
+                    self.use_tree(prefix, item);
+                }
+            }
+        }
+    }
+
+    fn use_leaf(&mut self, prefix: &[String], ident: &syn::Ident) {
+        let mut full = prefix.to_vec();
+        full.push(ident.to_string());
+        self.record(&full, ident.span().start().line);
+    }
+
+    /// Macro bodies are tokens, not syntax: looks for `crate :: NAME`.
+    fn tokens(&mut self, tokens: TokenStream) {
+        let trees: Vec<TokenTree> = tokens.into_iter().collect();
+        for (i, tree) in trees.iter().enumerate() {
+            match tree {
+                TokenTree::Group(g) => self.tokens(g.stream()),
+                TokenTree::Ident(id) if id == "crate" => {
+                    let colons = trees[i + 1..]
+                        .iter()
+                        .take(2)
+                        .all(|t| matches!(t, TokenTree::Punct(p) if p.as_char() == ':'));
+                    if let (true, Some(TokenTree::Ident(name))) = (colons, trees.get(i + 3)) {
+                        self.record(
+                            &["crate".to_string(), name.to_string()],
+                            id.span().start().line,
+                        );
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+impl<'ast> Visit<'ast> for Uses<'_> {
+    fn visit_item_use(&mut self, item: &'ast syn::ItemUse) {
+        self.use_tree(&mut Vec::new(), &item.tree);
+    }
+
+    fn visit_path(&mut self, path: &'ast syn::Path) {
+        if path.leading_colon.is_none() {
+            let segments: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
+            let line = path
+                .segments
+                .first()
+                .map_or(0, |s| s.ident.span().start().line);
+            self.record(&segments, line);
+        }
+        syn::visit::visit_path(self, path);
+    }
+
+    fn visit_macro(&mut self, mac: &'ast syn::Macro) {
+        self.tokens(mac.tokens.clone());
+        syn::visit::visit_macro(self, mac);
+    }
+
+    fn visit_item_mod(&mut self, item: &'ast syn::ItemMod) {
+        self.module.push(item.ident.to_string());
+        syn::visit::visit_item_mod(self, item);
+        self.module.pop();
+    }
+}
+
+/// The module graph of `src/`, without self-edges.
+fn module_graph() -> Graph {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files.sort();
+    let mut modules: Vec<(PathBuf, Vec<String>)> = files
+        .into_iter()
+        .map(|f| {
+            let m = module_path(f.strip_prefix(&src).unwrap());
+            (f, m)
+        })
+        .collect();
+    // lib.rs declares the modules and main.rs calls the library by name:
+    // neither is a module of the graph.
+    modules.retain(|(_, m)| !m.is_empty() && m[0] != "lib" && m[0] != "main");
+    let top_level: BTreeSet<String> = modules.iter().map(|(_, m)| m[0].clone()).collect();
+    let mut graph = Graph::new();
+    for (file, module) in &modules {
+        let text = std::fs::read_to_string(file).unwrap();
+        let ast = syn::parse_file(&text)
+            .unwrap_or_else(|e| panic!("{} does not parse: {e}", file.display()));
+        let mut uses = Uses {
+            module: module.clone(),
+            top_level: &top_level,
+            file: file.strip_prefix(&src).unwrap().display().to_string(),
+            found: BTreeMap::new(),
+        };
+        uses.visit_file(&ast);
+        let from = graph.entry(module[0].clone()).or_default();
+        for (to, at) in uses.found {
+            if to != module[0] {
+                from.entry(to).or_insert(at);
+            }
+        }
+    }
+    graph
+}
+
+/// Every cycle's shortest loop through each strongly connected group of
+/// modules, written `a -> b (file:line) -> a (file:line)`.
+fn cycles(graph: &Graph) -> Vec<String> {
+    let reach = |start: &str| -> BTreeSet<String> {
+        let mut seen = BTreeSet::new();
+        let mut queue = VecDeque::from([start.to_string()]);
+        while let Some(m) = queue.pop_front() {
+            for next in graph.get(&m).into_iter().flat_map(|e| e.keys()) {
+                if seen.insert(next.clone()) {
+                    queue.push_back(next.clone());
+                }
+            }
+        }
+        seen
+    };
+    let mut reported: BTreeSet<String> = BTreeSet::new();
+    let mut out = Vec::new();
+    for start in graph.keys() {
+        if reported.contains(start) || !reach(start).contains(start) {
+            continue;
+        }
+        // Shortest path start → … → start (breadth first, remembering parents).
+        let mut parent: BTreeMap<String, String> = BTreeMap::new();
+        let mut queue = VecDeque::from([start.clone()]);
+        'search: while let Some(m) = queue.pop_front() {
+            for next in graph.get(&m).into_iter().flat_map(|e| e.keys()) {
+                if next == start {
+                    parent.insert(format!("{start}#end"), m.clone());
+                    break 'search;
+                }
+                if !parent.contains_key(next) {
+                    parent.insert(next.clone(), m.clone());
+                    queue.push_back(next.clone());
+                }
+            }
+        }
+        // Walked back from the end: start, last, …, first; then reversed.
+        let mut chain = vec![start.clone()];
+        let mut at = parent[&format!("{start}#end")].clone();
+        while at != *start {
+            chain.push(at.clone());
+            at = parent[&at].clone();
+        }
+        chain.push(start.clone());
+        chain.reverse();
+        let mut text = start.clone();
+        for pair in chain.windows(2) {
+            text.push_str(&format!(" -> {} ({})", pair[1], graph[&pair[0]][&pair[1]]));
+        }
+        reported.extend(chain);
+        out.push(text);
+    }
+    out
+}
+
+#[test]
+fn top_level_modules_have_no_cycles() {
+    let graph = module_graph();
+    // The parser must still see the edges everyone knows exist, or this
+    // test would pass while checking nothing.
+    for (from, to) in [
+        ("service", "store"),
+        ("http", "ingest"),
+        ("config", "domain"),
+    ] {
+        assert!(
+            graph.get(from).is_some_and(|e| e.contains_key(to)),
+            "expected {from} -> {to} in the module graph: {graph:#?}"
+        );
+    }
+    let found = cycles(&graph);
+    assert!(
+        found.is_empty(),
+        "module cycles (each arrow names the first use):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_domain_uses_no_other_module() {
+    let graph = module_graph();
+    let uses: Vec<_> = graph
+        .get("domain")
+        .map(|e| e.iter().map(|(m, at)| format!("{m} ({at})")).collect())
+        .unwrap_or_default();
+    assert!(uses.is_empty(), "domain must stay pure: {uses:?}");
+}
+
+#[test]
+fn the_cycle_finder_names_the_loop() {
+    let mut graph = Graph::new();
+    for (from, to) in [("a", "b"), ("b", "c"), ("c", "a"), ("c", "d"), ("d", "e")] {
+        graph
+            .entry(from.to_string())
+            .or_default()
+            .insert(to.to_string(), format!("{from}.rs:1"));
+    }
+    assert_eq!(
+        cycles(&graph),
+        vec!["a -> b (a.rs:1) -> c (b.rs:1) -> a (c.rs:1)".to_string()]
+    );
+    graph.get_mut("c").unwrap().remove("a");
+    assert!(cycles(&graph).is_empty());
+}
