@@ -9,7 +9,7 @@ use super::ingest::{bearer_matches, body_failure, configured_or_templated};
 use super::reply::{self, Reply};
 use crate::domain::duration::parse_duration;
 use crate::service::app::App;
-use crate::store::silences::{glob, AckOutcome, NewSilence, SilenceRow};
+use crate::store::silences::{is_known_kind, AckOutcome, NewSilence, SilenceRow, PAGE_KINDS};
 use chrono::{DateTime, SecondsFormat, TimeDelta, Utc};
 use hyper::body::Incoming;
 use hyper::{Method, Request, StatusCode};
@@ -145,13 +145,13 @@ fn parse_silence(app: &App, v: &Value, now: DateTime<Utc>) -> Result<NewSilence,
         ));
     }
     let kinds = string_list(v, "kinds")?.unwrap_or_else(|| vec!["*".to_string()]);
-    // Only silence pages are held so far (Svix and subscription pages have
-    // no release path yet); a silence that could hold nothing is refused
-    // rather than stored as a false promise.
-    if !kinds.iter().any(|k| glob(k, "silence")) {
-        return Err(bad(
-            "\"kinds\" must include \"silence\" (or \"*\"): only silence pages can be silenced so far",
-        ));
+    // A pattern that matches no page kind is a typo: refused rather than
+    // stored as a silence that holds nothing.
+    if let Some(unknown) = kinds.iter().find(|k| !is_known_kind(k)) {
+        return Err(bad(&format!(
+            "no page kind matches {unknown:?}; kinds are {}",
+            PAGE_KINDS.join(", ")
+        )));
     }
     let starts_at = time_field(v, "starts_at")?.unwrap_or(now);
     let ends_at = match (time_field(v, "ends_at")?, v.get("duration")) {

@@ -7,7 +7,7 @@ mod delivery;
 mod maintenance;
 mod silences;
 mod status;
-mod subscriptions;
+pub(crate) mod subscriptions;
 mod svix;
 mod timer;
 mod wake;
