@@ -573,11 +573,33 @@ fn the_cli_adds_lists_expires_and_acknowledges() {
         id_text.as_str(),
         "--created-by",
         "ana b",
+        "--comment",
+        "done early",
     ];
     expire.extend(target);
     let (code, _, err) = cli_env(&expire, ADMIN);
     assert_eq!(code, 0, "{err}");
     assert_eq!(silences(&s)[0]["expired_by"], "ana b");
+
+    // --until and --kind: a silence of the Svix pages only, so the
+    // stream's own page below still goes out.
+    let (code, _, err) = add(
+        &[
+            "--stream",
+            "identity",
+            "--kind",
+            "svix_*",
+            "--until",
+            "2026-12-01T15:00:00Z",
+            "--comment",
+            "Svix move",
+        ],
+        ADMIN,
+    );
+    assert_eq!(code, 0, "{err}");
+    let listed = silences(&s);
+    assert_eq!(listed[1]["kinds"], serde_json::json!(["svix_*"]));
+    assert_eq!(listed[1]["ends_at"], "2026-12-01T15:00:00.000Z");
 
     s.fire();
     poll("the page", || (team.delivered().len() == 1).then_some(()));
@@ -805,7 +827,7 @@ fn silences_are_audited_with_who_when_what_and_why_and_the_chain_verifies() {
     let (status, _) = admin(
         &s,
         "DELETE",
-        &format!("/v1/silences/{id}?created_by=bo%20b"),
+        &format!("/v1/silences/{id}?created_by=bo%20b&comment=migration+done+early"),
         "",
     );
     assert_eq!(status, 200);
@@ -847,6 +869,7 @@ fn silences_are_audited_with_who_when_what_and_why_and_the_chain_verifies() {
     let expired = find("hushwatch.silence.expired");
     assert_eq!(expired["received_at"], "2026-12-01T10:10:00.000Z");
     assert_eq!(expired["subject_ids"]["created_by"], "bo b");
+    assert_eq!(expired["subject_ids"]["comment"], "migration done early");
     assert_eq!(expired["subject_ids"]["silence_id"], id.to_string());
 
     let ack = find("hushwatch.stream.acknowledged");
@@ -917,6 +940,29 @@ fn check_says_whether_the_operator_routes_are_on() {
     assert!(
         out.contains("off (404) without [server] admin_token"),
         "{out}"
+    );
+
+    // The token may come from the environment.
+    std::fs::write(
+        &path,
+        ops_config("", &team, None).replace(ADMIN, "${HW_TEST_OPS_ADMIN}"),
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hushwatch"))
+        .args(["check", "--config"])
+        .arg(&path)
+        .env("HW_TEST_OPS_ADMIN", "from-the-environment")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("acknowledge): on, with [server] admin_token"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("from-the-environment"),
+        "the token is never printed"
     );
 }
 

@@ -231,8 +231,25 @@ pub async fn list(app: &App, req: Request<Incoming>) -> Reply {
     }
 }
 
-/// `DELETE /v1/silences/{id}`: ends the silence now. The actor is the
-/// optional `?created_by=` query parameter (else "admin api").
+/// A query parameter of at most `MAX_TEXT` bytes; `Err` when it is longer.
+fn query_text(parts: &hyper::http::request::Parts, key: &str) -> Result<Option<String>, Refusal> {
+    let value = parts.uri.query().and_then(|q| {
+        url::form_urlencoded::parse(q.as_bytes())
+            .find(|(name, _)| name == key)
+            .map(|(_, v)| v.into_owned())
+    });
+    match value {
+        Some(v) if v.len() > MAX_TEXT => {
+            Err(bad(&format!("\"{key}\" must be at most {MAX_TEXT} bytes")))
+        }
+        Some(v) if v.trim().is_empty() => Ok(None),
+        v => Ok(v),
+    }
+}
+
+/// `DELETE /v1/silences/{id}`: ends the silence now. Who and why are the
+/// optional `?created_by=` (else "admin api") and `?comment=` query
+/// parameters, recorded in the audit log.
 pub async fn expire(app: &App, id: &str, req: Request<Incoming>) -> Reply {
     let (parts, _) = req.into_parts();
     if let Err(r) = authorize(app, &parts) {
@@ -241,15 +258,15 @@ pub async fn expire(app: &App, id: &str, req: Request<Incoming>) -> Reply {
     let Ok(id) = id.parse::<i64>() else {
         return reply::error(StatusCode::NOT_FOUND, "no such silence");
     };
-    let by = parts
-        .uri
-        .query()
-        .and_then(|q| q.split('&').find_map(|p| p.strip_prefix("created_by=")))
-        .and_then(|s| percent_encoding::percent_decode_str(s).decode_utf8().ok())
-        .filter(|s| !s.is_empty() && s.len() <= MAX_TEXT)
-        .map_or_else(|| "admin api".to_string(), |s| s.into_owned());
+    let (by, comment) = match (
+        query_text(&parts, "created_by"),
+        query_text(&parts, "comment"),
+    ) {
+        (Ok(by), Ok(comment)) => (by.unwrap_or_else(|| "admin api".to_string()), comment),
+        (Err(r), _) | (_, Err(r)) => return r.reply(),
+    };
     let audit = app.config().audit.enabled;
-    match app.store.expire_silence(id, by, audit).await {
+    match app.store.expire_silence(id, by, comment, audit).await {
         Ok(true) => {
             app.outbox_wake.notify_one();
             reply::json(StatusCode::OK, &json!({ "expired": id }))

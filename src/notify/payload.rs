@@ -256,6 +256,11 @@ pub fn alertmanager_alerts(page: &Page) -> Value {
     if page.test {
         alert["labels"]["test"] = json!("true");
     }
+    // An annotation, not a label: labels name the alert, and this text
+    // must not split one alert into two.
+    if let Some(hint) = operator_hint(page) {
+        alert["annotations"]["how_to_ack"] = json!(hint);
+    }
     json!([alert])
 }
 
@@ -416,6 +421,9 @@ pub fn log_line(page: &Page, sent_at: DateTime<Utc>) -> Value {
         "summary": format!("{}{}", test_prefix(page), page.summary),
         "test": page.test,
     });
+    if let Some(hint) = operator_hint(page) {
+        v["how_to_ack"] = json!(hint);
+    }
     if page.is_silence() {
         v["silent_since"] = json!(page.silent_since.map(|t| local_and_utc(page, t)));
         v["fired_at"] = json!(local_and_utc(page, page.started_at));

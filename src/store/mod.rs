@@ -583,10 +583,11 @@ impl Store {
         &self,
         id: i64,
         by: String,
+        comment: Option<String>,
         audit: bool,
     ) -> Result<bool, StoreError> {
         let now = self.clock.now();
-        self.call(move |c| silences::expire(c, id, &by, now, audit))
+        self.call(move |c| silences::expire(c, id, &by, comment.as_deref(), now, audit))
             .await
     }
 

@@ -521,12 +521,13 @@ pub(super) fn add(
     Ok(Some(id))
 }
 
-/// Ends a silence now (if it has not ended yet). `Ok(false)`: no such
-/// silence.
+/// Ends a silence now (if it has not ended yet); `comment` says why, in
+/// the audit entry. `Ok(false)`: no such silence.
 pub(super) fn expire(
     conn: &Connection,
     id: i64,
     by: &str,
+    comment: Option<&str>,
     now: DateTime<Utc>,
     audit: bool,
 ) -> Result<bool, StoreError> {
@@ -543,6 +544,13 @@ pub(super) fn expire(
              WHERE id = ?1",
             params![id, millis(now), by],
         )?;
+        let mut subject = vec![
+            ("created_by".into(), by.to_string()),
+            ("silence_id".into(), id.to_string()),
+        ];
+        if let Some(comment) = comment {
+            subject.push(("comment".into(), comment.to_string()));
+        }
         audit_entry(
             conn,
             audit,
@@ -550,10 +558,7 @@ pub(super) fn expire(
             format!("silence-{id}-expired"),
             "hushwatch.silence.expired",
             now,
-            vec![
-                ("created_by".into(), by.to_string()),
-                ("silence_id".into(), id.to_string()),
-            ],
+            subject,
         )?;
     }
     Ok(true)
@@ -646,7 +651,14 @@ pub(super) fn sync_maintenance(
         .iter()
         .filter(|s| !windows.iter().any(|w| same(s, w)))
     {
-        expire(conn, s.id, CONFIG_AUTHOR, now, audit)?;
+        expire(
+            conn,
+            s.id,
+            CONFIG_AUTHOR,
+            Some("maintenance window no longer in the config"),
+            now,
+            audit,
+        )?;
     }
     for w in windows.iter().filter(|w| w.2 > now) {
         if stored.iter().any(|s| same(s, w)) {
