@@ -705,6 +705,8 @@ fn a_silence_of_svix_kinds_holds_svix_pages_only_and_pages_once_when_it_ends() {
         1.0,
         "a stream with silenced Svix pages counts as silenced"
     );
+    let html = request(s.addr(), "GET", "/", &[], b"").body;
+    assert!(html.contains("identity (pages: svix_*)"), "{html}");
     svix_op(&s, "msg_disable_1", "endpoint.disabled");
     assert_eq!(
         s.http_status()["svix"]["endpoints"][0]["state"],
