@@ -398,6 +398,15 @@ pub(super) fn release_held_keyed(
         }
         conn.prepare_cached("DELETE FROM silence_held_keyed WHERE alert_id = ?1")?
             .execute([&alert_id])?;
+        // A templated stream removed meanwhile takes its held pages with it.
+        let exists = conn
+            .prepare_cached("SELECT 1 FROM streams WHERE name = ?1")?
+            .query_row([&stream], |_| Ok(()))
+            .optional()?
+            .is_some();
+        if !exists {
+            continue;
+        }
         let t = Transition {
             stream,
             to: AlertState::Firing,
