@@ -159,6 +159,9 @@ pub enum SilenceCommand {
         /// Who ends it (default: $USER)
         #[arg(long, value_name = "NAME")]
         created_by: Option<String>,
+        /// Why it ends early (recorded in the audit log)
+        #[arg(long, value_name = "TEXT")]
+        comment: Option<String>,
     },
 }
 
@@ -271,6 +274,12 @@ fn run_silence(command: SilenceCommand) -> ExitCode {
             target,
             id,
             created_by,
-        } => commands::silence::expire(&target.target(), id, created_by.as_deref()),
+            comment,
+        } => commands::silence::expire(
+            &target.target(),
+            id,
+            created_by.as_deref(),
+            comment.as_deref(),
+        ),
     }
 }

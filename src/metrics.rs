@@ -58,7 +58,8 @@ pub struct Metrics {
     pub svix_exhausted: IntCounterVec,
     pub svix_lost: IntGaugeVec,
     pub svix_events: IntCounterVec,
-    /// 1 while an operator silence (or planned maintenance) covers the stream.
+    /// 1 while an operator silence (or planned maintenance) covers the
+    /// stream, for any page kind.
     pub stream_silenced: IntGaugeVec,
     /// 1 while the stream's firing episode is acknowledged.
     pub silence_acknowledged: IntGaugeVec,
@@ -236,7 +237,7 @@ impl Metrics {
             stream_silenced: int_gauge_vec(
                 &r,
                 "hushwatch_stream_silenced",
-                "1 while an operator silence or planned maintenance covers the stream's silence alert.",
+                "1 while an operator silence or planned maintenance covers the stream (for any page kind).",
                 "stream",
             ),
             silence_acknowledged: int_gauge_vec(

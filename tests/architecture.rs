@@ -3,7 +3,9 @@
 //! is used by another cannot be understood, tested or replaced on its own.
 //! Every `crate::X` (and `super::` reaching the crate root) in `src/**/*.rs`
 //! is an edge, found in `use` trees, in paths anywhere in the code and in
-//! macro bodies; comments and doc text are not code and do not count.
+//! macro bodies; comments and doc text are not code and do not count, and
+//! neither does `#[cfg(test)]` code (a unit test may check one module's
+//! list against another's constants; it is not part of the program).
 //! `HUSHWATCH_PRINT_GRAPH=1 cargo test --test architecture -- --nocapture`
 //! prints the graph.
 
@@ -165,7 +167,36 @@ impl Uses<'_> {
     }
 }
 
+/// `#[cfg(test)]` (also inside `all(...)`/`any(...)`).
+fn is_test_only(attrs: &[syn::Attribute]) -> bool {
+    attrs.iter().any(|a| {
+        a.path().is_ident("cfg")
+            && matches!(&a.meta, syn::Meta::List(l)
+                if l.tokens.clone().into_iter().any(|t| matches!(t, TokenTree::Ident(i) if i == "test")))
+    })
+}
+
+fn item_attrs(item: &syn::Item) -> &[syn::Attribute] {
+    match item {
+        syn::Item::Mod(i) => &i.attrs,
+        syn::Item::Fn(i) => &i.attrs,
+        syn::Item::Use(i) => &i.attrs,
+        syn::Item::Impl(i) => &i.attrs,
+        syn::Item::Const(i) => &i.attrs,
+        syn::Item::Static(i) => &i.attrs,
+        syn::Item::Struct(i) => &i.attrs,
+        syn::Item::Enum(i) => &i.attrs,
+        _ => &[],
+    }
+}
+
 impl<'ast> Visit<'ast> for Uses<'_> {
+    fn visit_item(&mut self, item: &'ast syn::Item) {
+        if !is_test_only(item_attrs(item)) {
+            syn::visit::visit_item(self, item);
+        }
+    }
+
     fn visit_item_use(&mut self, item: &'ast syn::ItemUse) {
         self.use_tree(&mut Vec::new(), &item.tree);
     }
@@ -212,13 +243,36 @@ fn analyse() -> Analysis {
     // neither is a module of the graph.
     modules.retain(|(_, m)| !m.is_empty() && m[0] != "lib" && m[0] != "main");
     let top_level: BTreeSet<String> = modules.iter().map(|(_, m)| m[0].clone()).collect();
+    let parsed: Vec<(&PathBuf, &Vec<String>, syn::File)> = modules
+        .iter()
+        .map(|(file, module)| {
+            let text = std::fs::read_to_string(file).unwrap();
+            let ast = syn::parse_file(&text)
+                .unwrap_or_else(|e| panic!("{} does not parse: {e}", file.display()));
+            (file, module, ast)
+        })
+        .collect();
+    // `#[cfg(test)] mod tests;` puts a whole file under test only.
+    let mut test_modules: Vec<Vec<String>> = Vec::new();
+    for (_, module, ast) in &parsed {
+        for item in &ast.items {
+            if let syn::Item::Mod(m) = item {
+                if m.content.is_none() && is_test_only(&m.attrs) {
+                    let mut path = (*module).clone();
+                    path.push(m.ident.to_string());
+                    test_modules.push(path);
+                }
+            }
+        }
+    }
     let mut graph = Graph::new();
     let mut io: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut handles: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for (file, module) in &modules {
-        let text = std::fs::read_to_string(file).unwrap();
-        let ast = syn::parse_file(&text)
-            .unwrap_or_else(|e| panic!("{} does not parse: {e}", file.display()));
+    for (file, module, ast) in &parsed {
+        if test_modules.iter().any(|t| module.starts_with(t)) {
+            continue;
+        }
+        let (file, module) = (*file, *module);
         let mut uses = Uses {
             module: module.clone(),
             top_level: &top_level,
@@ -227,7 +281,7 @@ fn analyse() -> Analysis {
             io: Vec::new(),
             store_handle: Vec::new(),
         };
-        uses.visit_file(&ast);
+        uses.visit_file(ast);
         io.entry(module[0].clone()).or_default().extend(uses.io);
         handles
             .entry(module[0].clone())

@@ -152,15 +152,18 @@ pub fn list(target: &Target<'_>) -> ExitCode {
     call(target, hyper::Method::GET, "/v1/silences", None)
 }
 
-pub fn expire(target: &Target<'_>, id: i64, created_by: Option<&str>) -> ExitCode {
+pub fn expire(
+    target: &Target<'_>,
+    id: i64,
+    created_by: Option<&str>,
+    comment: Option<&str>,
+) -> ExitCode {
     let by = created_by.map_or_else(default_author, str::to_string);
-    let by: String = url_encode(&by);
-    call(
-        target,
-        hyper::Method::DELETE,
-        &format!("/v1/silences/{id}?created_by={by}"),
-        None,
-    )
+    let mut path = format!("/v1/silences/{id}?created_by={}", url_encode(&by));
+    if let Some(comment) = comment {
+        path.push_str(&format!("&comment={}", url_encode(comment)));
+    }
+    call(target, hyper::Method::DELETE, &path, None)
 }
 
 pub fn ack(target: &Target<'_>, stream: &str, comment: &str, created_by: Option<&str>) -> ExitCode {

@@ -110,8 +110,14 @@ pub trait Api: Send + Sync {
     ) -> Result<Option<i64>, Unavailable>;
     /// Silences that end after `ended_after`.
     async fn silences(&self, ended_after: DateTime<Utc>) -> Result<Vec<SilenceRow>, Unavailable>;
-    /// Ends a silence now; false if there is none with that id.
-    async fn expire_silence(&self, id: i64, by: String) -> Result<bool, Unavailable>;
+    /// Ends a silence now (who, and why if given, go to the audit log);
+    /// false if there is none with that id.
+    async fn expire_silence(
+        &self,
+        id: i64,
+        by: String,
+        comment: Option<String>,
+    ) -> Result<bool, Unavailable>;
     /// Acknowledges the stream's current firing episode.
     async fn acknowledge_stream(
         &self,

@@ -9,7 +9,7 @@ use super::body;
 use super::ingest::{bearer_matches, body_failure, configured_or_templated};
 use super::reply::{self, Reply};
 use crate::domain::duration::parse_duration;
-use crate::store::silences::{glob, AckOutcome, NewSilence, SilenceRow};
+use crate::store::silences::{is_known_kind, AckOutcome, NewSilence, SilenceRow, PAGE_KINDS};
 use chrono::{DateTime, SecondsFormat, TimeDelta, Utc};
 use hyper::body::Incoming;
 use hyper::{Method, Request, StatusCode};
@@ -145,13 +145,13 @@ fn parse_silence(app: &dyn Api, v: &Value, now: DateTime<Utc>) -> Result<NewSile
         ));
     }
     let kinds = string_list(v, "kinds")?.unwrap_or_else(|| vec!["*".to_string()]);
-    // Only silence pages are held so far (Svix and subscription pages have
-    // no release path yet); a silence that could hold nothing is refused
-    // rather than stored as a false promise.
-    if !kinds.iter().any(|k| glob(k, "silence")) {
-        return Err(bad(
-            "\"kinds\" must include \"silence\" (or \"*\"): only silence pages can be silenced so far",
-        ));
+    // A pattern that matches no page kind is a typo: refused rather than
+    // stored as a silence that holds nothing.
+    if let Some(unknown) = kinds.iter().find(|k| !is_known_kind(k)) {
+        return Err(bad(&format!(
+            "no page kind matches {unknown:?}; kinds are {}",
+            PAGE_KINDS.join(", ")
+        )));
     }
     let starts_at = time_field(v, "starts_at")?.unwrap_or(now);
     let ends_at = match (time_field(v, "ends_at")?, v.get("duration")) {
@@ -223,8 +223,25 @@ pub async fn list(app: &dyn Api, req: Request<Incoming>) -> Reply {
     }
 }
 
-/// `DELETE /v1/silences/{id}`: ends the silence now. The actor is the
-/// optional `?created_by=` query parameter (else "admin api").
+/// A query parameter of at most `MAX_TEXT` bytes; `Err` when it is longer.
+fn query_text(parts: &hyper::http::request::Parts, key: &str) -> Result<Option<String>, Refusal> {
+    let value = parts.uri.query().and_then(|q| {
+        url::form_urlencoded::parse(q.as_bytes())
+            .find(|(name, _)| name == key)
+            .map(|(_, v)| v.into_owned())
+    });
+    match value {
+        Some(v) if v.len() > MAX_TEXT => {
+            Err(bad(&format!("\"{key}\" must be at most {MAX_TEXT} bytes")))
+        }
+        Some(v) if v.trim().is_empty() => Ok(None),
+        v => Ok(v),
+    }
+}
+
+/// `DELETE /v1/silences/{id}`: ends the silence now. Who and why are the
+/// optional `?created_by=` (else "admin api") and `?comment=` query
+/// parameters, recorded in the audit log.
 pub async fn expire(app: &dyn Api, id: &str, req: Request<Incoming>) -> Reply {
     let (parts, _) = req.into_parts();
     if let Err(r) = authorize(app, &parts) {
@@ -233,14 +250,14 @@ pub async fn expire(app: &dyn Api, id: &str, req: Request<Incoming>) -> Reply {
     let Ok(id) = id.parse::<i64>() else {
         return reply::error(StatusCode::NOT_FOUND, "no such silence");
     };
-    let by = parts
-        .uri
-        .query()
-        .and_then(|q| q.split('&').find_map(|p| p.strip_prefix("created_by=")))
-        .and_then(|s| percent_encoding::percent_decode_str(s).decode_utf8().ok())
-        .filter(|s| !s.is_empty() && s.len() <= MAX_TEXT)
-        .map_or_else(|| "admin api".to_string(), |s| s.into_owned());
-    match app.expire_silence(id, by).await {
+    let (by, comment) = match (
+        query_text(&parts, "created_by"),
+        query_text(&parts, "comment"),
+    ) {
+        (Ok(by), Ok(comment)) => (by.unwrap_or_else(|| "admin api".to_string()), comment),
+        (Err(r), _) | (_, Err(r)) => return r.reply(),
+    };
+    match app.expire_silence(id, by, comment).await {
         Ok(true) => reply::json(StatusCode::OK, &json!({ "expired": id })),
         Ok(false) => reply::error(StatusCode::NOT_FOUND, "no such silence"),
         Err(_) => unavailable(),

@@ -118,10 +118,15 @@ impl Api for App {
         self.guarded(self.store().silences(ended_after)).await
     }
 
-    async fn expire_silence(&self, id: i64, by: String) -> Result<bool, Unavailable> {
+    async fn expire_silence(
+        &self,
+        id: i64,
+        by: String,
+        comment: Option<String>,
+    ) -> Result<bool, Unavailable> {
         let audit = self.config().audit.enabled;
         let expired = self
-            .guarded(self.store().expire_silence(id, by, audit))
+            .guarded(self.store().expire_silence(id, by, comment, audit))
             .await?;
         if expired {
             self.outbox_wake.notify_one();

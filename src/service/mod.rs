@@ -8,7 +8,7 @@ mod http_api;
 mod maintenance;
 mod silences;
 mod status;
-mod subscriptions;
+pub(crate) mod subscriptions;
 mod svix;
 mod timer;
 mod wake;

@@ -5,6 +5,7 @@
 //! `store::silences`), never this process's memory.
 
 use super::app::App;
+use crate::store::silences::PAGE_KINDS;
 use crate::store::StoreError;
 use chrono::{DateTime, Utc};
 
@@ -12,11 +13,14 @@ impl App {
     /// Queues held firing pages whose silence is over; returns when the
     /// next silence ends (the next moment a held page may be released).
     pub(super) async fn release_held_pages(&self) -> Result<Option<DateTime<Utc>>, StoreError> {
+        // Read before the release: a silence that ends while the release
+        // runs must still be a wake-up instant, or its held page would
+        // wait for an unrelated wake-up.
+        let before = self.clock.now();
         if self.store.release_held().await? > 0 {
-            tracing::info!("a silence ended while its stream still fires: paging it now");
+            tracing::info!("a silence ended while its alert still fires: paging it now");
         }
-        let now = self.clock.now();
-        let silences = self.store.silences(now).await?;
+        let silences = self.store.silences(before).await?;
         Ok(silences.iter().map(|s| s.ends_at).min())
     }
 
@@ -36,9 +40,11 @@ impl App {
         m.stream_silenced.reset();
         m.silence_acknowledged.reset();
         for row in self.stream_rows() {
+            // Any kind counts: a stream whose Svix pages are silenced is
+            // muted too, and the gauge is there so nobody forgets that.
             let silenced = silences
                 .iter()
-                .any(|s| s.active_at(now) && s.matches(&row.name, "silence"));
+                .any(|s| s.active_at(now) && PAGE_KINDS.iter().any(|k| s.matches(&row.name, k)));
             let acked = acks.iter().any(|a| a.stream == row.name);
             m.stream_silenced
                 .with_label_values(&[row.name.as_str()])

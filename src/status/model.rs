@@ -37,6 +37,9 @@ pub struct Operator {
 pub struct OperatorSilence {
     pub id: i64,
     pub streams: Vec<String>,
+    /// Page kind patterns (`["*"]`: every kind).
+    #[serde(default)]
+    pub kinds: Vec<String>,
     pub starts_at: DateTime<Utc>,
     pub ends_at: DateTime<Utc>,
     pub comment: String,

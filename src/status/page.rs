@@ -435,12 +435,16 @@ fn operator_section(h: &mut String, doc: &StatusDoc) {
              <th scope=\"col\">From</th><th scope=\"col\">Until</th><th scope=\"col\">By</th><th scope=\"col\">Why</th></tr></thead><tbody>",
         );
         for s in &op.silences {
+            let mut covers = s.streams.join(", ");
+            if !s.kinds.is_empty() && s.kinds != ["*"] {
+                let _ = write!(covers, " (pages: {})", s.kinds.join(", "));
+            }
             let _ = write!(
                 h,
                 "<tr><td>#{}{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 s.id,
                 if s.active { " (active)" } else { " (planned)" },
-                esc(&s.streams.join(", ")),
+                esc(&covers),
                 time(s.starts_at),
                 time(s.ends_at),
                 esc(&s.created_by),

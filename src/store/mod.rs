@@ -567,10 +567,6 @@ impl Store {
         self.call(move |c| ops::event_count(c, &stream)).await
     }
 
-    /// Graceful shutdown: stops accepting jobs, lets the writer finish
-    /// everything already queued, closes the connection (checkpointing the
-    /// WAL) and waits for that. Other clones get `Closed` afterwards.
-    /// Closing an already closed store is Ok; a writer that had crashed is `Closed`.
     /// Stores an operator silence (see `silences`); `None` when `cap`
     /// silences have not ended yet.
     pub async fn add_silence(
@@ -589,10 +585,11 @@ impl Store {
         &self,
         id: i64,
         by: String,
+        comment: Option<String>,
         audit: bool,
     ) -> Result<bool, StoreError> {
         let now = self.clock.now();
-        self.call(move |c| silences::expire(c, id, &by, now, audit))
+        self.call(move |c| silences::expire(c, id, &by, comment.as_deref(), now, audit))
             .await
     }
 
@@ -636,7 +633,7 @@ impl Store {
     }
 
     /// Queues the firing pages that silences held and that may go out now;
-    /// returns how many streams were paged.
+    /// returns how many alerts (stream episodes or keyed alerts) were paged.
     pub async fn release_held(&self) -> Result<usize, StoreError> {
         let now = self.clock.now();
         self.call(move |c| {
@@ -644,11 +641,15 @@ impl Store {
             for stream in silences::held_streams(c)? {
                 paged += usize::from(silences::release_held(c, &stream, now)?);
             }
-            Ok(paged)
+            Ok(paged + silences::release_held_keyed(c, now)?)
         })
         .await
     }
 
+    /// Graceful shutdown: stops accepting jobs, lets the writer finish
+    /// everything already queued, closes the connection (checkpointing the
+    /// WAL) and waits for that. Other clones get `Closed` afterwards.
+    /// Closing an already closed store is Ok; a writer that had crashed is `Closed`.
     pub async fn close(self) -> Result<(), StoreError> {
         let (reply, done) = oneshot::channel();
         if self

@@ -480,6 +480,38 @@ pub(super) struct KeyedAlert<'a> {
     pub endpoint_id: &'a str,
 }
 
+/// The alert id of a keyed alert: the same for its firing and resolved
+/// pages, never equal to a silence episode's.
+pub(super) fn keyed_alert_id(
+    conn: &Connection,
+    alert: &KeyedAlert<'_>,
+) -> rusqlite::Result<String> {
+    Ok(uuid_like(&hex32(&[
+        b"keyed-alert",
+        salt(conn)?.as_bytes(),
+        alert.family.as_bytes(),
+        alert.key.as_bytes(),
+    ])))
+}
+
+/// Queues one page of a keyed alert per notifier of `t`, unless an
+/// operator silence holds it (see `silences::suppress_keyed`). Returns
+/// whether pages were queued.
+pub(super) fn queue_keyed_pages(
+    conn: &Connection,
+    t: &Transition,
+    created_at: DateTime<Utc>,
+    alert: &KeyedAlert<'_>,
+) -> rusqlite::Result<bool> {
+    if super::silences::suppress_keyed(conn, t, alert)? {
+        return Ok(false);
+    }
+    for notifier in &t.notifiers {
+        insert_keyed_page(conn, t, notifier, created_at, alert)?;
+    }
+    Ok(true)
+}
+
 /// Queues a page of a keyed alert. A resolve keeps the severity its alert
 /// fired with (a manually disabled endpoint resolves as a warning too).
 pub(super) fn insert_keyed_page(
@@ -489,12 +521,7 @@ pub(super) fn insert_keyed_page(
     created_at: DateTime<Utc>,
     alert: &KeyedAlert<'_>,
 ) -> rusqlite::Result<()> {
-    let alert_id = uuid_like(&hex32(&[
-        b"keyed-alert",
-        salt(conn)?.as_bytes(),
-        alert.family.as_bytes(),
-        alert.key.as_bytes(),
-    ]));
+    let alert_id = keyed_alert_id(conn, alert)?;
     let fired_with: Option<String> = if t.to == AlertState::Ok {
         conn.prepare_cached(
             "SELECT severity FROM outbox WHERE alert_id = ?1 AND alert_state = 'firing'

@@ -9,9 +9,14 @@
 //!   `silence_held` (one row per stream); it is queued once when the
 //!   silence ends while the stream still fires, or dropped (with its
 //!   resolve) when the stream resolves first.
+//! - Keyed alerts (Svix, provider subscriptions) follow the same rules per
+//!   alert id: a firing page under a silence of its kind is remembered in
+//!   `silence_held_keyed` (the newest one per alert) and queued once when
+//!   the silence ends, unless the alert resolved first; a resolve is not
+//!   paged when the receivers were never told the alert fired.
 //! - An acknowledgement names one firing episode (`streams.firing_since`).
 
-use super::ops::{insert_silence_page, millis};
+use super::ops::{insert_keyed_page, insert_silence_page, keyed_alert_id, millis, KeyedAlert};
 use super::{AlertState, NewEvent, StoreError, Transition};
 use chrono::{DateTime, Utc};
 use rusqlite::{params, Connection, OptionalExtension};
@@ -43,7 +48,39 @@ pub(super) const MIGRATION: &str = "
         comment    TEXT NOT NULL,
         created_at INTEGER NOT NULL,
         PRIMARY KEY (stream, started_at)
+    );
+    CREATE TABLE silence_held_keyed (
+        alert_id    TEXT PRIMARY KEY NOT NULL,
+        stream      TEXT NOT NULL,
+        kind        TEXT NOT NULL,
+        family      TEXT NOT NULL,
+        key         TEXT NOT NULL,
+        severity    TEXT NOT NULL,
+        source      TEXT NOT NULL,
+        endpoint_id TEXT NOT NULL,
+        reason      TEXT NOT NULL,
+        notifiers   TEXT NOT NULL,
+        held_at     INTEGER NOT NULL
     );";
+
+/// Every alert kind a page can carry (the outbox `alert_kind`, the
+/// notifiers' `kind`). A silence's `kinds` patterns must each match one of
+/// them, so a typo is refused instead of silently holding nothing.
+/// (`svix` on pre-v8 outbox rows is not a kind new pages carry.)
+pub const PAGE_KINDS: &[&str] = &[
+    "silence",
+    "svix_endpoint_disabled",
+    "svix_messages_exhausted",
+    "svix_endpoint_failing",
+    "svix_endpoint_deleted",
+    "subscription_expiring",
+    "subscription_reauthorization_required",
+];
+
+/// True when `pattern` matches at least one of [`PAGE_KINDS`].
+pub fn is_known_kind(pattern: &str) -> bool {
+    PAGE_KINDS.iter().any(|k| glob(pattern, k))
+}
 
 /// A silence as requested (already validated by the caller).
 #[derive(Debug, Clone)]
@@ -255,6 +292,144 @@ pub(super) fn release_held(
     Ok(true)
 }
 
+/// Called by `ops::queue_keyed_pages` before it queues a keyed alert's
+/// pages. Returns true when they must not be queued: a firing page under a
+/// silence of its kind (held, replacing an older held page of the same
+/// alert, for when the silence ends), or a resolve of an alert whose
+/// firing page was held and whose receivers were last told it is not
+/// firing (so nobody waits for this resolve).
+pub(super) fn suppress_keyed(
+    conn: &Connection,
+    t: &Transition,
+    alert: &KeyedAlert<'_>,
+) -> rusqlite::Result<bool> {
+    let alert_id = keyed_alert_id(conn, alert)?;
+    match t.to {
+        AlertState::Firing => {
+            if !silenced(conn, &t.stream, alert.kind, t.at)? {
+                return Ok(false);
+            }
+            conn.prepare_cached(
+                "INSERT OR REPLACE INTO silence_held_keyed
+                     (alert_id, stream, kind, family, key, severity, source, endpoint_id,
+                      reason, notifiers, held_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            )?
+            .execute(params![
+                alert_id,
+                t.stream,
+                alert.kind,
+                alert.family,
+                alert.key,
+                alert.severity,
+                alert.source,
+                alert.endpoint_id,
+                t.reason,
+                serde_json::to_string(&t.notifiers).unwrap_or_else(|_| "[]".into()),
+                millis(t.at),
+            ])?;
+            Ok(true)
+        }
+        AlertState::Ok => {
+            let held = conn
+                .prepare_cached("DELETE FROM silence_held_keyed WHERE alert_id = ?1")?
+                .execute([&alert_id])?;
+            if held == 0 {
+                return Ok(false);
+            }
+            let last_told: Option<AlertState> = conn
+                .prepare_cached(
+                    "SELECT alert_state FROM outbox WHERE alert_id = ?1 AND page_kind = 'page'
+                     ORDER BY id DESC LIMIT 1",
+                )?
+                .query_row([&alert_id], |r| r.get(0))
+                .optional()?;
+            Ok(last_told != Some(AlertState::Firing))
+        }
+    }
+}
+
+/// Queues the held keyed pages whose silence is over (the alert has not
+/// resolved since, or its row would be gone). Returns how many alerts were
+/// paged.
+pub(super) fn release_held_keyed(
+    conn: &Connection,
+    now: DateTime<Utc>,
+) -> Result<usize, StoreError> {
+    type Held = (
+        String,
+        String,
+        String,
+        String,
+        String,
+        String,
+        String,
+        String,
+        String,
+        String,
+    );
+    let held: Vec<Held> = conn
+        .prepare_cached(
+            "SELECT alert_id, stream, kind, family, key, severity, source, endpoint_id,
+                    reason, notifiers
+             FROM silence_held_keyed ORDER BY held_at, alert_id",
+        )?
+        .query_map([], |r| {
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+                r.get(6)?,
+                r.get(7)?,
+                r.get(8)?,
+                r.get(9)?,
+            ))
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut paged = 0;
+    for (alert_id, stream, kind, family, key, severity, source, endpoint_id, reason, notifiers) in
+        held
+    {
+        if silenced(conn, &stream, &kind, now)? {
+            continue;
+        }
+        conn.prepare_cached("DELETE FROM silence_held_keyed WHERE alert_id = ?1")?
+            .execute([&alert_id])?;
+        // A templated stream removed meanwhile takes its held pages with it.
+        let exists = conn
+            .prepare_cached("SELECT 1 FROM streams WHERE name = ?1")?
+            .query_row([&stream], |_| Ok(()))
+            .optional()?
+            .is_some();
+        if !exists {
+            continue;
+        }
+        let t = Transition {
+            stream,
+            to: AlertState::Firing,
+            at: now,
+            reason,
+            notifiers: list(&notifiers),
+        };
+        let alert = KeyedAlert {
+            kind: &kind,
+            family: &family,
+            key: &key,
+            severity: &severity,
+            source: &source,
+            endpoint_id: &endpoint_id,
+        };
+        for notifier in &t.notifiers {
+            insert_keyed_page(conn, &t, notifier, now, &alert)?;
+        }
+        paged += 1;
+    }
+    Ok(paged)
+}
+
 /// True while the stream's firing page is held by a silence.
 pub(super) fn is_held(conn: &Connection, stream: &str) -> rusqlite::Result<bool> {
     conn.prepare_cached("SELECT 1 FROM silence_held WHERE stream = ?1")?
@@ -355,12 +530,13 @@ pub(super) fn add(
     Ok(Some(id))
 }
 
-/// Ends a silence now (if it has not ended yet). `Ok(false)`: no such
-/// silence.
+/// Ends a silence now (if it has not ended yet); `comment` says why, in
+/// the audit entry. `Ok(false)`: no such silence.
 pub(super) fn expire(
     conn: &Connection,
     id: i64,
     by: &str,
+    comment: Option<&str>,
     now: DateTime<Utc>,
     audit: bool,
 ) -> Result<bool, StoreError> {
@@ -377,6 +553,13 @@ pub(super) fn expire(
              WHERE id = ?1",
             params![id, millis(now), by],
         )?;
+        let mut subject = vec![
+            ("created_by".into(), by.to_string()),
+            ("silence_id".into(), id.to_string()),
+        ];
+        if let Some(comment) = comment {
+            subject.push(("comment".into(), comment.to_string()));
+        }
         audit_entry(
             conn,
             audit,
@@ -384,10 +567,7 @@ pub(super) fn expire(
             format!("silence-{id}-expired"),
             "hushwatch.silence.expired",
             now,
-            vec![
-                ("created_by".into(), by.to_string()),
-                ("silence_id".into(), id.to_string()),
-            ],
+            subject,
         )?;
     }
     Ok(true)
@@ -480,7 +660,14 @@ pub(super) fn sync_maintenance(
         .iter()
         .filter(|s| !windows.iter().any(|w| same(s, w)))
     {
-        expire(conn, s.id, CONFIG_AUTHOR, now, audit)?;
+        expire(
+            conn,
+            s.id,
+            CONFIG_AUTHOR,
+            Some("maintenance window no longer in the config"),
+            now,
+            audit,
+        )?;
     }
     for w in windows.iter().filter(|w| w.2 > now) {
         if stored.iter().any(|s| same(s, w)) {
@@ -501,7 +688,46 @@ pub(super) fn sync_maintenance(
 
 #[cfg(test)]
 mod tests {
-    use super::glob;
+    use super::{glob, is_known_kind, PAGE_KINDS};
+    use crate::domain::svix::SvixAlert;
+
+    #[test]
+    fn page_kinds_lists_every_kind_a_page_can_carry() {
+        let svix = [
+            SvixAlert::EndpointDisabled,
+            SvixAlert::MessagesExhausted,
+            SvixAlert::EndpointFailing,
+            SvixAlert::EndpointDeleted,
+        ];
+        // A new variant fails to compile here until it is listed above
+        // (and so checked against PAGE_KINDS below).
+        for a in svix {
+            match a {
+                SvixAlert::EndpointDisabled
+                | SvixAlert::MessagesExhausted
+                | SvixAlert::EndpointFailing
+                | SvixAlert::EndpointDeleted => {}
+            }
+        }
+        let mut all: Vec<&str> = svix.iter().map(|a| a.as_str()).collect();
+        all.push(crate::notify::ALERT_KIND);
+        all.push(crate::service::subscriptions::EXPIRING);
+        all.push(crate::service::subscriptions::REAUTHORIZATION_REQUIRED);
+        all.sort_unstable();
+        let mut listed = PAGE_KINDS.to_vec();
+        listed.sort_unstable();
+        assert_eq!(all, listed);
+    }
+
+    #[test]
+    fn kind_patterns_must_match_a_page_kind() {
+        for ok in ["*", "silence", "svix_*", "*_disabled", "subscription_*"] {
+            assert!(is_known_kind(ok), "{ok}");
+        }
+        for typo in ["silenced", "svix_exhausted", "svix", "subscriptions_*", ""] {
+            assert!(!is_known_kind(typo), "{typo}");
+        }
+    }
 
     #[test]
     fn glob_matches_runs_of_characters() {

@@ -352,6 +352,11 @@ impl Sidecar {
         self.inner.addr
     }
 
+    /// Where `[server] admin_listen` was bound, when it is set.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.inner.admin_addr()
+    }
+
     /// GET /v1/status over real HTTP.
     pub fn http_status(&self) -> serde_json::Value {
         let reply = common::get(self.addr(), "/v1/status");
