@@ -6,6 +6,7 @@
 //! macro bodies; comments and doc text are not code and do not count, and
 //! neither does `#[cfg(test)]` code (a unit test may check one module's
 //! list against another's constants; it is not part of the program).
+//! The same file checks that only `src/clock.rs` reads the wall clock.
 //! `HUSHWATCH_PRINT_GRAPH=1 cargo test --test architecture -- --nocapture`
 //! prints the graph.
 
@@ -37,6 +38,15 @@ const IO_PATHS: &[&[&str]] = &[
 /// The store handle itself (its row and error types are fine): routes reach
 /// the store only through `http::Api`, i.e. through `service::App`.
 const STORE_HANDLE: &[&[&str]] = &[&["crate", "store", "Store"]];
+
+/// Calls that read the wall clock directly. `Instant::now` is allowed: it
+/// measures durations (timeouts, latency), never an instant on a calendar.
+const WALL_CLOCK_READS: &[&str] = &[
+    "Utc::now(",
+    "Local::now(",
+    "SystemTime::now(",
+    "OffsetDateTime::now_utc(",
+];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap() {
@@ -466,4 +476,48 @@ fn routes_never_hold_the_store_handle() {
         "http must reach the store through http::Api, but names:\n{}",
         http.join("\n")
     );
+}
+
+/// "Now" has one source: `src/clock.rs`. Everything else takes a `Clock`
+/// (commands that default `--now` to the wall clock ask `SystemClock`), so
+/// tests can move time with a `ManualClock` and nothing silently reads the
+/// real time behind their back.
+#[test]
+fn only_the_clock_module_reads_the_wall_clock() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    assert!(
+        files.len() > 20,
+        "found only {} files under src/",
+        files.len()
+    );
+    let clock = src.join("clock.rs");
+    let mut found = Vec::new();
+    for file in files.iter().filter(|f| **f != clock) {
+        let text = std::fs::read_to_string(file).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            let code = line.trim_start();
+            if code.starts_with("//") {
+                continue;
+            }
+            if WALL_CLOCK_READS.iter().any(|call| code.contains(call)) {
+                found.push(format!(
+                    "{}:{}: {}",
+                    file.strip_prefix(&src).unwrap().display(),
+                    n + 1,
+                    code
+                ));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "read the time through clock::Clock (SystemClock for a command's default), not directly:\n{}",
+        found.join("\n")
+    );
+    // The clock module itself must still be where the wall clock is read,
+    // or this test would pass while checking nothing.
+    let clock_text = std::fs::read_to_string(&clock).unwrap();
+    assert!(clock_text.contains("Utc::now("));
 }
