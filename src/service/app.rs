@@ -2,31 +2,30 @@
 //! every stream's silence, status. HTTP handlers and the timer task call
 //! into this; it calls the pure domain and the store.
 
+use super::core::Core;
+use super::delivery::Delivery;
+use super::silences::Operator;
+use super::svix::Svix;
 use super::timer::{Due, Schedule};
 use crate::clock::Clock;
 use crate::config::{Config, StreamConfig};
 use crate::domain::alert::{next_transition, AlertStatus, Transition as DomainTransition};
 use crate::domain::duration::format_duration;
 use crate::domain::silence::{evaluate, Evaluation};
-use crate::http::api::{Created, Unavailable};
-use crate::metrics::Metrics;
+use crate::http::api::Created;
 use crate::store::subscriptions::SubscriptionUpdate;
 use crate::store::{AlertState, EventOutcome, NewEvent, Store, StoreError, StreamRow, Transition};
 use crate::store::{TemplatedOutcome, TransitionOutcome};
 use chrono::{DateTime, TimeDelta, Utc};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
-use tokio::sync::Notify;
+use std::sync::{Arc, Mutex};
 
-/// The running sidecar's state. No field is public: routes reach it
-/// through `http::Api`, the service's tasks (`service::*`) through these
-/// `pub(super)` handles and the methods of the file that owns the concern.
+/// The running sidecar: the shared `Core` (reached through `Deref`), the
+/// stream read cache and the timer's schedule, and one type per concern
+/// (`Svix`, `Operator`, `Delivery`). No field is public: routes reach it
+/// through `http::Api`, the service's tasks through the concern they run.
 pub struct App {
-    config: RwLock<Arc<Config>>,
-    pub(super) store: Store,
-    pub(super) metrics: Metrics,
-    pub(super) clock: Arc<dyn Clock>,
+    core: Arc<Core>,
     /// Read cache of the store's stream rows. The store is the truth and the
     /// only one that decides: rows come from it (at start, and as committed
     /// by each delivery, `Store::record_delivery_rows`), and a fire is
@@ -35,22 +34,22 @@ pub struct App {
     streams: Mutex<BTreeMap<String, Watched>>,
     /// Which streams the timer evaluates next, ordered by `fires_at`.
     schedule: Mutex<Schedule>,
-    /// Wakes the silence timer to re-plan (new event, reload).
-    pub(super) replan: Notify,
-    /// Wakes the delivery worker (new pages in the outbox).
-    pub(super) outbox_wake: Notify,
-    /// Wakes the subscription watcher (a delivery changed a provider subscription).
-    pub(super) subscriptions_changed: Notify,
-    /// False after a failed write, until a write succeeds again.
-    storage_ok: AtomicBool,
     /// Serializes changes of the stream set (templated create/delete,
     /// reload), which each swap in a new config.
     stream_set: tokio::sync::Mutex<()>,
+    svix: Svix,
+    operator: Operator,
+    delivery: Delivery,
 }
 
-/// Upper bound on a route's wait for the store; past it the route answers
-/// 503 and the sender retries.
-const STORE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+/// `app.store`, `app.config()`, `app.note_storage(…)`: the shared handles.
+impl std::ops::Deref for App {
+    type Target = Core;
+
+    fn deref(&self) -> &Core {
+        &self.core
+    }
+}
 
 impl App {
     /// Loads persisted state and starts watching every configured stream
@@ -60,21 +59,18 @@ impl App {
         store: Store,
         clock: Arc<dyn Clock>,
     ) -> Result<App, StoreError> {
+        let core = Arc::new(Core::new(config, store, clock));
         let app = App {
-            config: RwLock::new(Arc::new(config)),
-            store,
-            metrics: Metrics::new(),
-            clock,
             streams: Mutex::new(BTreeMap::new()),
             schedule: Mutex::new(Schedule::default()),
-            replan: Notify::new(),
-            outbox_wake: Notify::new(),
-            subscriptions_changed: Notify::new(),
-            storage_ok: AtomicBool::new(true),
             stream_set: tokio::sync::Mutex::new(()),
+            svix: Svix::new(Arc::clone(&core)),
+            operator: Operator::new(Arc::clone(&core)),
+            delivery: Delivery::new(Arc::clone(&core)),
+            core,
         };
         let config = app.with_templated(app.config()).await?;
-        *app.config.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(config);
+        app.set_config(config);
         app.watch_configured().await?;
         app.metrics.reload_successful.set(1);
         app.metrics
@@ -83,50 +79,21 @@ impl App {
         Ok(app)
     }
 
-    pub fn config(&self) -> Arc<Config> {
-        Arc::clone(&self.config.read().unwrap_or_else(|p| p.into_inner()))
+    /// The shared handles (also reached through `Deref`).
+    pub fn core(&self) -> &Core {
+        &self.core
     }
 
-    /// The durable state (tests and the service's own tasks read it).
-    pub fn store(&self) -> &Store {
-        &self.store
+    pub fn svix(&self) -> &Svix {
+        &self.svix
     }
 
-    pub fn metrics(&self) -> &Metrics {
-        &self.metrics
+    pub fn operator(&self) -> &Operator {
+        &self.operator
     }
 
-    pub fn clock(&self) -> &Arc<dyn Clock> {
-        &self.clock
-    }
-
-    /// A route's wait for an operation that notes its own storage outcome:
-    /// bounded by `STORE_TIMEOUT` (a timeout counts as a storage error).
-    pub(super) async fn timed<T>(
-        &self,
-        call: impl std::future::Future<Output = Result<T, StoreError>>,
-    ) -> Result<T, Unavailable> {
-        match tokio::time::timeout(STORE_TIMEOUT, call).await {
-            Ok(result) => result.map_err(Unavailable::Store),
-            Err(_) => {
-                self.metrics.storage_errors.inc();
-                Err(Unavailable::Slow)
-            }
-        }
-    }
-
-    /// A route's store call: `timed`, and its result marks storage healthy
-    /// or not (`note_storage`).
-    pub(super) async fn guarded<T>(
-        &self,
-        call: impl std::future::Future<Output = Result<T, StoreError>>,
-    ) -> Result<T, Unavailable> {
-        self.timed(async {
-            let result = call.await;
-            self.note_storage(&result);
-            result
-        })
-        .await
+    pub fn delivery(&self) -> &Delivery {
+        &self.delivery
     }
 
     /// Swaps in a validated config. Clocks of streams that still exist are
@@ -134,7 +101,7 @@ impl App {
     pub async fn reload(&self, config: Config) -> Result<(), StoreError> {
         let _set = self.stream_set.lock().await;
         let config = self.with_templated(Arc::new(config)).await?;
-        *self.config.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(config);
+        self.set_config(config);
         self.watch_configured().await?;
         self.lock_schedule().request_full();
         self.metrics.reload_successful.set(1);
@@ -195,7 +162,7 @@ impl App {
         // O(streams), paid once per new stream, never per event.
         let mut next = Arc::unwrap_or_clone(config);
         next.streams.insert(name.to_string(), stream);
-        *self.config.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(next);
+        self.set_config(next);
         self.lock_streams()
             .insert(name.to_string(), Watched::new(row));
         self.metrics.declare_stream(name);
@@ -220,7 +187,7 @@ impl App {
         }
         let mut next = Arc::unwrap_or_clone(config);
         next.streams.remove(name);
-        *self.config.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(next);
+        self.set_config(next);
         self.lock_streams().remove(name);
         self.lock_schedule().set(name, None);
         self.metrics.forget_stream(name);
@@ -235,7 +202,7 @@ impl App {
             .store
             .watch_streams(names.clone(), self.clock.now())
             .await?;
-        self.sync_maintenance().await?;
+        self.operator.sync_maintenance().await?;
         let mut cache = self.lock_streams();
         // Evaluations cached under the old config may not hold under the
         // new one (calendar, threshold); the full pass that follows refills.
@@ -268,21 +235,6 @@ impl App {
             .values()
             .map(|w| w.row.clone())
             .collect()
-    }
-
-    pub fn storage_ok(&self) -> bool {
-        self.storage_ok.load(Ordering::Relaxed)
-    }
-
-    pub(super) fn note_storage(&self, result: &Result<impl Sized, StoreError>) {
-        match result {
-            Ok(_) => self.storage_ok.store(true, Ordering::Relaxed),
-            Err(e) => {
-                self.storage_ok.store(false, Ordering::Relaxed);
-                self.metrics.storage_errors.inc();
-                tracing::error!(error = %e, "hushwatch cannot write its state: ingest answers 503 until storage recovers");
-            }
-        }
     }
 
     /// Durably records events, then moves the in-memory clock and wakes the

@@ -22,7 +22,7 @@ use std::sync::Arc;
 #[async_trait]
 impl Api for App {
     fn config(&self) -> Arc<Config> {
-        App::config(self)
+        self.core().config()
     }
 
     fn now(&self) -> DateTime<Utc> {
@@ -30,7 +30,7 @@ impl Api for App {
     }
 
     fn metrics(&self) -> &Metrics {
-        App::metrics(self)
+        self.core().metrics()
     }
 
     async fn ingest_delivery(
@@ -57,7 +57,7 @@ impl Api for App {
         event_type: &str,
         endpoint: Option<(&str, Option<&str>)>,
     ) -> SvixApply {
-        App::svix_apply(self, svix, event, event_type, endpoint)
+        self.svix().apply(svix, event, event_type, endpoint)
     }
 
     async fn svix_record(
@@ -65,7 +65,7 @@ impl Api for App {
         event: NewEvent,
         apply: SvixApply,
     ) -> Result<(EventOutcome, Vec<SvixPage>), Unavailable> {
-        self.timed(App::svix_record(self, event, apply)).await
+        self.timed(self.svix().record(event, apply)).await
     }
 
     async fn svix_acknowledge(
@@ -75,13 +75,14 @@ impl Api for App {
         msg_ids: Vec<String>,
         by: String,
     ) -> Result<(usize, u64), Unavailable> {
-        self.timed(App::svix_acknowledge(self, apply, endpoint_id, msg_ids, by))
+        self.timed(self.svix().acknowledge(apply, endpoint_id, msg_ids, by))
             .await
     }
 
     async fn metrics_page(&self) -> String {
-        self.refresh_svix_metrics().await;
-        self.refresh_operator_metrics().await;
+        self.svix().refresh_metrics().await;
+        let streams: Vec<String> = self.stream_rows().into_iter().map(|r| r.name).collect();
+        self.operator().refresh_metrics(&streams).await;
         self.encode_metrics()
     }
 

@@ -3,13 +3,14 @@
 //! lifecycle (start, reload, graceful shutdown).
 
 pub mod app;
-mod delivery;
+mod core;
+pub mod delivery;
 mod http_api;
 mod maintenance;
-mod silences;
+pub mod silences;
 mod status;
 pub(crate) mod subscriptions;
-mod svix;
+pub mod svix;
 mod timer;
 mod wake;
 

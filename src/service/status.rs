@@ -22,16 +22,16 @@ impl App {
     /// A section whose state cannot be read says so rather than hiding it.
     pub async fn status_document(&self) -> Value {
         let mut doc = self.status();
-        doc["notifications"] = match self.notifications_status().await {
+        doc["notifications"] = match self.delivery().notifications_status().await {
             Ok(n) => n,
             Err(e) => json!({ "error": e.to_string() }),
         };
         doc["audit"] = self.audit_status().await;
-        if let Some(operator) = self.operator_status().await {
+        if let Some(operator) = self.operator().status().await {
             doc["operator"] = operator;
         }
         if !self.config().svix.is_empty() {
-            match self.svix_status().await {
+            match self.svix().status().await {
                 Ok(svix) => doc["svix"] = svix,
                 Err(e) => {
                     tracing::error!(error = %e, "status: Svix state unreadable");

@@ -372,7 +372,7 @@ impl Sidecar {
 
     pub fn notifications(&self) -> serde_json::Value {
         self.inner
-            .block_on(self.app().notifications_status())
+            .block_on(self.app().delivery().notifications_status())
             .unwrap()
     }
 
