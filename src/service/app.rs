@@ -251,14 +251,15 @@ impl App {
         update: Option<SubscriptionUpdate>,
     ) -> Result<Vec<EventOutcome>, StoreError> {
         let has_update = update.is_some();
-        // Only what the lag gauge needs is kept of the events: how the
-        // clock moved is the store's answer (the committed rows).
-        let lags: Vec<(String, i64)> = events
+        // Only what the lag gauge needs is kept of the events (per event:
+        // stream and arrival minus event time, when it feeds the clock and
+        // carries a time); how the clock moved is the store's answer, the
+        // committed rows.
+        let lags: Vec<Option<(String, i64)>> = events
             .iter()
-            .filter(|e| e.feeds_clock)
-            .filter_map(|e| {
+            .map(|e| {
                 let lag = (e.received_at - e.event_time?).num_milliseconds();
-                Some((e.stream.clone(), lag))
+                e.feeds_clock.then(|| (e.stream.clone(), lag))
             })
             .collect();
         let result = self
@@ -275,7 +276,13 @@ impl App {
         for stored in &rows {
             if let Some(watched) = cache.get_mut(&stored.name) {
                 catch_up(&mut watched.row, stored);
-                if let Some((_, lag)) = lags.iter().rev().find(|(s, _)| *s == stored.name) {
+                let lag = lags
+                    .iter()
+                    .zip(&outcomes)
+                    .rev()
+                    .filter(|(_, o)| **o == EventOutcome::Accepted)
+                    .find_map(|(l, _)| l.as_ref().filter(|(s, _)| *s == stored.name));
+                if let Some((_, lag)) = lag {
                     watched.lag_ms = *lag;
                 }
                 moved.push(stored.name.as_str());
