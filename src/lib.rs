@@ -15,6 +15,7 @@ pub mod commands;
 pub mod config;
 pub mod domain;
 pub mod exit;
+pub mod heap;
 pub mod http;
 pub mod ingest;
 pub mod metrics;
