@@ -65,7 +65,7 @@ fn anchor(conn: &Connection) -> rusqlite::Result<Anchor> {
     }))
 }
 
-fn subject_json(pairs: &[(String, String)]) -> String {
+pub(super) fn subject_json(pairs: &[(String, String)]) -> String {
     let map: serde_json::Map<String, serde_json::Value> = pairs
         .iter()
         .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))

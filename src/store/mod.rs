@@ -13,6 +13,7 @@
 pub mod audit;
 pub mod backend;
 mod ops;
+pub mod pg;
 mod schema;
 mod sqlite;
 pub mod status;
@@ -285,6 +286,18 @@ impl Store {
     /// `ManualClock` in tests).
     pub fn open_with_clock(path: &Path, clock: Arc<dyn Clock>) -> Result<Store, StoreError> {
         let backend = sqlite::SqliteBackend::open(path)?;
+        Ok(Self::with_backend(Arc::new(backend), clock))
+    }
+
+    /// Connects to the shared PostgreSQL database of `[store] url`,
+    /// migrating it under the migration lock, with at most `pool_size`
+    /// connections.
+    pub async fn open_postgres(
+        settings: &pg::Settings,
+        pool_size: usize,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Store, StoreError> {
+        let backend = pg::PgBackend::open(settings, pool_size).await?;
         Ok(Self::with_backend(Arc::new(backend), clock))
     }
 

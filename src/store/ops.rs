@@ -138,7 +138,7 @@ impl FromSql for PageKind {
     }
 }
 
-fn hex32(parts: &[&[u8]]) -> String {
+pub(super) fn hex32(parts: &[&[u8]]) -> String {
     let mut h = Sha256::new();
     for p in parts {
         h.update((p.len() as u64).to_be_bytes());
@@ -148,7 +148,7 @@ fn hex32(parts: &[&[u8]]) -> String {
 }
 
 /// UUID-shaped text from 32 hex digits.
-fn uuid_like(hex: &str) -> String {
+pub(super) fn uuid_like(hex: &str) -> String {
     format!(
         "{}-{}-{}-{}-{}",
         &hex[..8],

@@ -66,6 +66,7 @@ pub(crate) async fn stream(store: &Store, name: &str) -> StreamRow {
 /// its temp dir (SQLite) when the value is dropped.
 pub(crate) enum TestDb {
     Sqlite { _dir: TempDir, path: PathBuf },
+    Postgres(PgTestDb),
 }
 
 impl TestDb {
@@ -85,6 +86,9 @@ impl TestDb {
             TestDb::Sqlite { path, .. } => {
                 Store::open_with_clock(path, clock).expect("open SQLite store")
             }
+            TestDb::Postgres(db) => Store::open_postgres(&db.settings(), 4, clock)
+                .await
+                .expect("open PostgreSQL store"),
         }
     }
 }
@@ -96,12 +100,143 @@ impl TestDb {
     pub(crate) async fn open_second(&self, first: &Store) -> Store {
         match self {
             TestDb::Sqlite { .. } => first.clone(),
+            TestDb::Postgres(_) => self.open().await,
         }
     }
 
-    /// Without `HUSHWATCH_TEST_PG_URL`: prints why and returns None.
+    /// A fresh database on the server of `HUSHWATCH_TEST_PG_URL`. Without
+    /// the variable, or with the server down: prints why and returns None,
+    /// unless `HUSHWATCH_REQUIRE_PG=1`, which makes both a failure.
     pub(crate) async fn postgres() -> Option<TestDb> {
-        println!("skipped: PostgreSQL backend not built yet");
-        None
+        PgTestDb::create().await.map(TestDb::Postgres)
+    }
+}
+
+/// The admin URL of the test server (a role that may create databases).
+pub(crate) const PG_URL_VAR: &str = "HUSHWATCH_TEST_PG_URL";
+pub(crate) const REQUIRE_PG_VAR: &str = "HUSHWATCH_REQUIRE_PG";
+
+fn pg_required() -> bool {
+    std::env::var(REQUIRE_PG_VAR).is_ok_and(|v| v == "1")
+}
+
+/// A database created for one test and dropped (`WITH (FORCE)`, so open
+/// connections do not keep it) when this value is dropped.
+pub(crate) struct PgTestDb {
+    admin_url: String,
+    pub(crate) name: String,
+    pub(crate) url: String,
+}
+
+impl PgTestDb {
+    pub(crate) async fn create() -> Option<PgTestDb> {
+        let Ok(admin_url) = std::env::var(PG_URL_VAR) else {
+            assert!(
+                !pg_required(),
+                "{REQUIRE_PG_VAR}=1 but {PG_URL_VAR} is not set"
+            );
+            println!("skipped: {PG_URL_VAR} is not set (scripts/test sets it)");
+            return None;
+        };
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("hw_test_{}_{n}", std::process::id());
+        match admin_exec(&admin_url, &format!("CREATE DATABASE {name}")).await {
+            Ok(()) => {}
+            Err(e) if !pg_required() => {
+                println!("skipped: PostgreSQL at {PG_URL_VAR} is unavailable: {e}");
+                return None;
+            }
+            Err(e) => panic!("{REQUIRE_PG_VAR}=1 but PostgreSQL is unavailable: {e}"),
+        }
+        let mut url = url::Url::parse(&admin_url).expect("admin URL");
+        url.set_path(&name);
+        Some(PgTestDb {
+            admin_url,
+            name,
+            url: url.to_string(),
+        })
+    }
+
+    pub(crate) fn settings(&self) -> super::pg::Settings {
+        super::pg::settings::parse(&self.url, std::path::Path::new(".")).expect("test URL")
+    }
+
+    /// Refuses (or allows again) new connections to this database: the
+    /// database is unreachable for hushwatch, as in an outage.
+    pub(crate) async fn set_allow_connections(&self, allow: bool) {
+        admin_exec(
+            &self.admin_url,
+            &format!(
+                "ALTER DATABASE {} WITH ALLOW_CONNECTIONS {allow}",
+                self.name
+            ),
+        )
+        .await
+        .expect("alter database");
+    }
+
+    /// Ends every connection to this database (a server-side fault).
+    pub(crate) async fn terminate_connections(&self) -> u64 {
+        let (client, conn) =
+            tokio_postgres::connect(&plain(&self.admin_url), tokio_postgres::NoTls)
+                .await
+                .expect("admin connection");
+        tokio::spawn(conn);
+        let rows = client
+            .query(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                 WHERE datname = $1 AND pid <> pg_backend_pid()",
+                &[&self.name],
+            )
+            .await
+            .expect("terminate");
+        rows.len() as u64
+    }
+}
+
+/// The admin URL without hushwatch-only parameters, for tokio-postgres.
+fn plain(url: &str) -> String {
+    let mut u = url::Url::parse(url).expect("admin URL");
+    let kept: Vec<(String, String)> = u
+        .query_pairs()
+        .filter(|(k, _)| k != "sslmode" && k != "sslrootcert")
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect();
+    u.set_query(None);
+    if !kept.is_empty() {
+        u.query_pairs_mut().extend_pairs(kept);
+    }
+    u.to_string()
+}
+
+async fn admin_exec(admin_url: &str, sql: &str) -> Result<(), String> {
+    let (client, conn) = tokio_postgres::connect(&plain(admin_url), tokio_postgres::NoTls)
+        .await
+        .map_err(|e| e.to_string())?;
+    let task = tokio::spawn(conn);
+    let done = client.batch_execute(sql).await.map_err(|e| e.to_string());
+    drop(client);
+    let _ = task.await;
+    done
+}
+
+impl Drop for PgTestDb {
+    fn drop(&mut self) {
+        let admin = self.admin_url.clone();
+        let sql = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name);
+        // Drop runs inside a runtime (or while unwinding from a panic in
+        // one), so the drop gets its own thread and runtime.
+        let dropped = std::thread::spawn(move || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| e.to_string())?
+                .block_on(admin_exec(&admin, &sql))
+        })
+        .join();
+        if let Ok(Err(e)) = dropped {
+            eprintln!("could not drop test database {}: {e}", self.name);
+        }
     }
 }
