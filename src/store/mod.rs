@@ -301,6 +301,45 @@ impl Store {
         Ok(Self::with_backend(Arc::new(backend), clock))
     }
 
+    /// The store `[store]` names: the SQLite file at `sqlite_path` (opened
+    /// off the runtime's threads), or the PostgreSQL database of `url`.
+    pub async fn open_configured(
+        store: &crate::config::store::StoreConfig,
+        sqlite_path: std::path::PathBuf,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Store, StoreError> {
+        match &store.postgres {
+            None => {
+                tokio::task::spawn_blocking(move || Store::open_with_clock(&sqlite_path, clock))
+                    .await
+                    .map_err(|e| StoreError::Open(format!("store open panicked: {e}")))?
+            }
+            Some(pg) => {
+                tracing::info!(url = %pg.settings.redacted, "store: PostgreSQL");
+                Store::open_postgres(&pg.settings, pg.pool_size, clock).await
+            }
+        }
+    }
+
+    /// The clock `serve` runs on: the wall clock, or with PostgreSQL the
+    /// wall clock corrected to the database server's, so that every
+    /// replica stamps instants from one timeline (`pg::clock`).
+    pub async fn serve_clock(
+        store: &crate::config::store::StoreConfig,
+    ) -> Result<Arc<dyn Clock>, StoreError> {
+        match &store.postgres {
+            None => Ok(Arc::new(SystemClock)),
+            Some(pg) => {
+                let clock = pg::clock::DbClock::start(pg::pool(&pg.settings, 1)?).await?;
+                tracing::info!(
+                    offset_ms = clock.offset().num_milliseconds(),
+                    "clock: corrected to the database server's"
+                );
+                Ok(clock)
+            }
+        }
+    }
+
     /// A store over any backend.
     pub fn with_backend(backend: Arc<dyn Backend>, clock: Arc<dyn Clock>) -> Store {
         Store { backend, clock }

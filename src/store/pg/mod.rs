@@ -10,6 +10,7 @@
 //! caller's back: a failed commit may or may not have happened, and only
 //! the sender's retry (deduplicated) can settle that.
 
+pub(crate) mod audit_reader;
 pub mod clock;
 mod ops;
 mod schema;
