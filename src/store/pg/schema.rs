@@ -167,6 +167,8 @@ pub(super) const MIGRATIONS: &[&str] = &[
         concern      TEXT,
         PRIMARY KEY (stream, subscription)
     );",
+    // v2: outbox claims with leases, the leader lease, replica heartbeats.
+    super::replica::MIGRATION,
 ];
 
 pub(super) fn binary_version() -> i32 {
