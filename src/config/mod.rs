@@ -2,7 +2,7 @@
 //! key and cross-reference, and builds the domain objects (calendars,
 //! policies) the service runs on. A `Config` that exists is valid.
 
-mod env;
+pub(crate) mod env;
 pub mod notifiers;
 pub mod providers;
 mod reader;

@@ -12,6 +12,7 @@
 
 pub(crate) mod audit_reader;
 pub mod clock;
+pub mod migrate;
 mod ops;
 mod replica;
 mod schema;

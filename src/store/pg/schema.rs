@@ -20,7 +20,7 @@ use super::pg_err;
 use crate::store::StoreError;
 
 /// Arbitrary constant identifying hushwatch's migration lock ("hushwatc").
-const MIGRATION_LOCK: i64 = 0x6875_7368_7761_7463;
+pub(super) const MIGRATION_LOCK: i64 = 0x6875_7368_7761_7463;
 
 pub(super) const MIGRATIONS: &[&str] = &[
     // v1: everything SQLite has at its v10.
