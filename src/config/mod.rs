@@ -2,12 +2,13 @@
 //! key and cross-reference, and builds the domain objects (calendars,
 //! policies) the service runs on. A `Config` that exists is valid.
 
-mod env;
+pub(crate) mod env;
 pub mod maintenance;
 pub mod notifiers;
 pub mod providers;
 mod reader;
 pub mod secret;
+pub mod store;
 pub mod templates;
 
 use crate::audit::classify::{Access, Classifier};
@@ -78,6 +79,8 @@ pub struct Config {
     pub warnings: Vec<String>,
     /// `[templates.NAME]`, `[streams."PREFIX*"]` and their limits.
     pub templates: templates::Templates,
+    /// `[store]`: SQLite in `data_dir` (default) or a PostgreSQL URL.
+    pub store: store::StoreConfig,
 }
 
 #[derive(Debug, Clone)]
@@ -333,6 +336,7 @@ pub fn parse(
             "audit",
             "svix",
             "templates",
+            "store",
         ],
     );
     let patterns = templates::take_patterns(&mut root);
@@ -363,6 +367,7 @@ pub fn parse(
         svix,
         warnings: std::mem::take(&mut r.warnings),
         templates,
+        store: store::read(&mut r, &root, base_dir),
     };
     // Names declared but invalid are already reported; referring to them is
     // not a second error.
