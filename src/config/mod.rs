@@ -4,7 +4,7 @@
 
 mod audit;
 mod calendars;
-mod env;
+pub(crate) mod env;
 mod ingest;
 pub mod maintenance;
 mod notifier_tables;
@@ -14,6 +14,7 @@ mod reader;
 mod references;
 pub mod secret;
 mod server;
+pub mod store;
 mod streams;
 mod svix;
 pub mod templates;
@@ -88,6 +89,8 @@ pub struct Config {
     pub warnings: Vec<String>,
     /// `[templates.NAME]`, `[streams."PREFIX*"]` and their limits.
     pub templates: templates::Templates,
+    /// `[store]`: SQLite in `data_dir` (default) or a PostgreSQL URL.
+    pub store: store::StoreConfig,
 }
 
 /// Reads and validates the config file; `${VAR}` comes from the process
@@ -128,6 +131,7 @@ pub fn parse(
             "audit",
             "svix",
             "templates",
+            "store",
         ],
     );
     let patterns = templates::take_patterns(&mut root);
@@ -158,6 +162,7 @@ pub fn parse(
         svix,
         warnings: std::mem::take(&mut r.warnings),
         templates,
+        store: store::read(&mut r, &root, base_dir),
     };
     // Names declared but invalid are already reported; referring to them is
     // not a second error.

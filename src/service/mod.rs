@@ -14,7 +14,7 @@ pub mod svix;
 mod timer;
 mod wake;
 
-use crate::clock::{Clock, SystemClock};
+use crate::clock::Clock;
 use crate::config::{self, Config};
 use crate::http::api::Api;
 use crate::http::Routes;
@@ -63,9 +63,8 @@ pub async fn start(
     })?;
     let path = data_dir.join(STATE_FILE);
     let store_clock = Arc::clone(&clock);
-    let store = tokio::task::spawn_blocking(move || Store::open_with_clock(&path, store_clock))
+    let store = Store::open_configured(&config.store, path, store_clock)
         .await
-        .map_err(|e| StartError(format!("store open panicked: {e}")))?
         .map_err(StartError::store)?;
     let app = Arc::new(
         App::new(config, store, clock)
@@ -194,7 +193,10 @@ async fn serve(config_path: &Path, config: Config) -> Result<(), StartError> {
     let listen = config.server.listen;
     let listener =
         bind(listen).map_err(|e| StartError(format!("cannot listen on {listen}: {e}")))?;
-    let running = start(config, Arc::new(SystemClock), listener).await?;
+    let clock = Store::serve_clock(&config.store)
+        .await
+        .map_err(StartError::store)?;
+    let running = start(config, clock, listener).await?;
     crate::heap::release_free_memory();
     // Tests and operators look for this exact line to learn the port.
     tracing::info!(addr = %running.addr, "hushwatch listening on {}", running.addr);

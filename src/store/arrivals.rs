@@ -1,9 +1,10 @@
 //! Recording a delivery and answering with the stream rows it moved, read
-//! inside the same transaction: the store alone decides how an arrival moves
-//! a stream's clock (`ops::record_event`), and the service's mirror takes
-//! the committed rows instead of re-applying that rule itself.
+//! inside the same transaction (`Backend::record_delivery_rows`): the store
+//! alone decides how an arrival moves a stream's clock, and the service's
+//! cache takes the committed rows instead of re-applying that rule.
 
-use super::{ops, subscriptions, EventOutcome, NewEvent, Store, StoreError, StreamRow};
+use super::subscriptions::SubscriptionUpdate;
+use super::{EventOutcome, NewEvent, Store, StoreError, StreamRow};
 use chrono::{DateTime, Utc};
 
 impl Store {
@@ -12,27 +13,22 @@ impl Store {
     pub async fn record_delivery_rows(
         &self,
         events: Vec<NewEvent>,
-        update: Option<subscriptions::SubscriptionUpdate>,
+        update: Option<SubscriptionUpdate>,
         now: DateTime<Utc>,
     ) -> Result<(Vec<EventOutcome>, Vec<StreamRow>), StoreError> {
-        self.call(move |c| {
-            let outcomes = ops::record_events(c, &events)?;
-            if let Some(update) = &update {
-                subscriptions::record(c, update, now)?;
-            }
-            let mut moved: Vec<&str> = Vec::new();
-            for (event, outcome) in events.iter().zip(&outcomes) {
-                let feeds = *outcome == EventOutcome::Accepted && event.feeds_clock;
-                if feeds && !moved.contains(&event.stream.as_str()) {
-                    moved.push(&event.stream);
-                }
-            }
-            let rows = moved
-                .into_iter()
-                .map(|name| ops::stream_row(c, name))
-                .collect::<Result<Vec<_>, _>>()?;
-            Ok((outcomes, rows))
-        })
-        .await
+        self.backend.record_delivery_rows(events, update, now).await
     }
+}
+
+/// The streams whose clock a delivery moved: those of accepted,
+/// clock-feeding events, each once, in first-event order (both backends).
+pub(crate) fn moved_streams<'e>(events: &'e [NewEvent], outcomes: &[EventOutcome]) -> Vec<&'e str> {
+    let mut moved: Vec<&str> = Vec::new();
+    for (event, outcome) in events.iter().zip(outcomes) {
+        let feeds = *outcome == EventOutcome::Accepted && event.feeds_clock;
+        if feeds && !moved.contains(&event.stream.as_str()) {
+            moved.push(&event.stream);
+        }
+    }
+    moved
 }

@@ -1,25 +1,26 @@
-//! Durable storage for hushwatch: one SQLite file, one writer thread.
+//! Durable storage for hushwatch. `Store` is a facade over one
+//! [`backend::Backend`]: the embedded SQLite file in `data_dir` (`sqlite`,
+//! one writer thread with group commit), or a shared PostgreSQL database.
 //!
 //! Fail-closed contract: every `async fn` here resolves `Ok` only after the
-//! transaction holding its work has committed with `synchronous=FULL`, i.e.
-//! after the WAL has been fsynced. Callers may therefore answer an HTTP 2xx
-//! as soon as `record_events` returns `Ok`.
+//! transaction holding its work has committed durably (SQLite: WAL fsynced
+//! with `synchronous=FULL`). Callers may therefore answer an HTTP 2xx as
+//! soon as `record_events` returns `Ok`.
 //!
-//! Reads go through the same writer thread as writes. That costs little (the
-//! workload is a trickle of webhooks plus a periodic evaluator) and buys
-//! read-your-writes ordering for free: a read queued after an acknowledged
-//! write always sees it, with no second connection, no mutex and no
-//! `spawn_blocking`. It also means a read fails when the writer's connection
-//! fails, which is what `/v1/status` should report anyway.
-//!
-//! All times are stored as INTEGER milliseconds since the Unix epoch, so
+//! All times are stored as integer milliseconds since the Unix epoch, so
 //! sub-millisecond precision of the `DateTime`s passed in is dropped.
 
 mod arrivals;
+pub mod location;
+pub(crate) use arrivals::moved_streams;
 pub mod audit;
+pub mod backend;
 mod ops;
+pub mod pg;
+pub mod replica;
 mod schema;
 pub mod silences;
+mod sqlite;
 pub mod status;
 pub mod subscriptions;
 pub mod svix;
@@ -27,24 +28,21 @@ mod svix_ack;
 mod writer;
 
 #[cfg(test)]
+mod conformance;
+#[cfg(test)]
+pub(crate) mod testdb;
+#[cfg(test)]
 mod tests;
 
 use std::fmt;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use rusqlite::Connection;
-use tokio::sync::{mpsc, oneshot};
 
 use crate::clock::{Clock, SystemClock};
-use writer::{Control, Msg, Task};
-
-/// Jobs that may wait for the writer before callers feel backpressure. Each
-/// in-flight HTTP request holds at most one slot, so this is far above normal
-/// load; past it, `send` waits instead of growing memory without bound.
-const QUEUE_CAPACITY: usize = 4096;
+use backend::Backend;
 
 /// Why a storage call failed. `Display` is one line naming what failed and
 /// never includes event bodies (the store never sees them).
@@ -258,18 +256,21 @@ pub struct OutboxSummary {
     pub recent_failures: Vec<OutboxRow>,
 }
 
+/// Change-feed messages a slow receiver may fall behind by before it sees
+/// `Lagged` (and should then re-read every stream, as on `Change::Resync`).
+const FEED_CAPACITY: usize = 1024;
+
 /// Counters the writer updates and handles read, for tests and metrics.
 #[derive(Debug, Default)]
 struct Shared {
     commits: AtomicU64,
 }
 
-/// Cheap, cloneable handle to the writer thread. The thread exits once every
-/// handle is dropped or `close` is called, after finishing queued work.
+/// Cheap, cloneable handle to the storage backend. Every method is one
+/// transaction on it.
 #[derive(Clone)]
 pub struct Store {
-    tx: mpsc::Sender<Msg>,
-    shared: Arc<Shared>,
+    backend: Arc<dyn Backend>,
     /// The instants the store stamps itself (outbox `created_at`, the
     /// readiness probe) come from the same clock as everything else.
     clock: Arc<dyn Clock>,
@@ -278,15 +279,15 @@ pub struct Store {
 impl fmt::Debug for Store {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Store")
-            .field("shared", &self.shared)
+            .field("engine", &self.backend.engine())
             .finish_non_exhaustive()
     }
 }
 
 impl Store {
-    /// Opens (creating if needed) the database at `path`, migrates it, and
-    /// starts the writer thread, on the wall clock. Blocking: call it at
-    /// startup, not per request.
+    /// Opens (creating if needed) the SQLite database at `path`, migrates
+    /// it, and starts the writer thread, on the wall clock. Blocking: call
+    /// it at startup, not per request.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
         Self::open_with_clock(path, Arc::new(SystemClock))
     }
@@ -294,26 +295,78 @@ impl Store {
     /// Like `open`, with the clock the rest of the sidecar uses (a
     /// `ManualClock` in tests).
     pub fn open_with_clock(path: &Path, clock: Arc<dyn Clock>) -> Result<Store, StoreError> {
-        let conn = schema::open(path)?;
-        Self::start(conn, clock)
+        let backend = sqlite::SqliteBackend::open(path)?;
+        Ok(Self::with_backend(Arc::new(backend), clock))
     }
 
-    fn start(conn: Connection, clock: Arc<dyn Clock>) -> Result<Store, StoreError> {
-        let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
-        let shared = Arc::new(Shared::default());
-        writer::spawn(conn, rx, Arc::clone(&shared))?;
-        Ok(Store { tx, shared, clock })
+    /// Connects to the shared PostgreSQL database of `[store] url`,
+    /// migrating it under the migration lock, with at most `pool_size`
+    /// connections.
+    pub async fn open_postgres(
+        settings: &pg::Settings,
+        pool_size: usize,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Store, StoreError> {
+        let backend = pg::PgBackend::open(settings, pool_size).await?;
+        Ok(Self::with_backend(Arc::new(backend), clock))
     }
 
-    /// Number of transactions the writer has committed. With concurrent
+    /// The store `[store]` names: the SQLite file at `sqlite_path` (opened
+    /// off the runtime's threads), or the PostgreSQL database of `url`.
+    pub async fn open_configured(
+        store: &location::StoreConfig,
+        sqlite_path: std::path::PathBuf,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Store, StoreError> {
+        match &store.postgres {
+            None => {
+                tokio::task::spawn_blocking(move || Store::open_with_clock(&sqlite_path, clock))
+                    .await
+                    .map_err(|e| StoreError::Open(format!("store open panicked: {e}")))?
+            }
+            Some(pg) => {
+                tracing::info!(url = %pg.settings.redacted, "store: PostgreSQL");
+                Store::open_postgres(&pg.settings, pg.pool_size, clock).await
+            }
+        }
+    }
+
+    /// The clock `serve` runs on: the wall clock, or with PostgreSQL the
+    /// wall clock corrected to the database server's, so that every
+    /// replica stamps instants from one timeline (`pg::clock`).
+    pub async fn serve_clock(store: &location::StoreConfig) -> Result<Arc<dyn Clock>, StoreError> {
+        match &store.postgres {
+            None => Ok(Arc::new(SystemClock)),
+            Some(pg) => {
+                let clock = pg::clock::DbClock::start(pg::pool(&pg.settings, 1)?).await?;
+                tracing::info!(
+                    offset_ms = clock.offset().num_milliseconds(),
+                    "clock: corrected to the database server's"
+                );
+                Ok(clock)
+            }
+        }
+    }
+
+    /// A store over any backend.
+    pub fn with_backend(backend: Arc<dyn Backend>, clock: Arc<dyn Clock>) -> Store {
+        Store { backend, clock }
+    }
+
+    /// `sqlite` or `postgres`.
+    pub fn engine(&self) -> &'static str {
+        self.backend.engine()
+    }
+
+    /// Number of transactions the backend has committed. With concurrent
     /// callers this grows slower than the number of calls (group commit).
     pub fn commits(&self) -> u64 {
-        self.shared.commits.load(Ordering::Relaxed)
+        self.backend.commits()
     }
 
-    /// Jobs queued for the writer and not yet picked up; a gauge for metrics.
+    /// Jobs queued for the database and not yet picked up; a gauge for metrics.
     pub fn queue_depth(&self) -> usize {
-        self.tx.max_capacity() - self.tx.capacity()
+        self.backend.queue_depth()
     }
 
     /// Insert missing streams with watch_started_at = now; existing rows
@@ -323,12 +376,12 @@ impl Store {
         names: Vec<String>,
         now: DateTime<Utc>,
     ) -> Result<Vec<StreamRow>, StoreError> {
-        self.call(move |c| ops::watch_streams(c, &names, now)).await
+        self.backend.watch_streams(names, now).await
     }
 
     /// Streams created from a template, by name.
     pub async fn templated_streams(&self) -> Result<Vec<String>, StoreError> {
-        self.call(ops::templated_streams).await
+        self.backend.templated_streams().await
     }
 
     /// Creates a templated stream (at most `max` exist); see
@@ -339,14 +392,12 @@ impl Store {
         now: DateTime<Utc>,
         max: usize,
     ) -> Result<TemplatedOutcome, StoreError> {
-        self.call(move |c| ops::add_templated_stream(c, &name, now, max))
-            .await
+        self.backend.add_templated_stream(name, now, max).await
     }
 
     /// Forgets a templated stream; false if it did not exist.
     pub async fn remove_templated_stream(&self, name: String) -> Result<bool, StoreError> {
-        self.call(move |c| ops::remove_templated_stream(c, &name))
-            .await
+        self.backend.remove_templated_stream(name).await
     }
 
     /// Store one request's worth of events; see `ops::record_event` for the
@@ -355,7 +406,8 @@ impl Store {
         &self,
         events: Vec<NewEvent>,
     ) -> Result<Vec<EventOutcome>, StoreError> {
-        self.call(move |c| ops::record_events(c, &events)).await
+        let now = self.clock.now();
+        self.backend.record_delivery(events, None, now).await
     }
 
     /// `record_events`, plus what the same delivery said about the stream's provider
@@ -366,14 +418,7 @@ impl Store {
         update: Option<subscriptions::SubscriptionUpdate>,
         now: DateTime<Utc>,
     ) -> Result<Vec<EventOutcome>, StoreError> {
-        self.call(move |c| {
-            let outcomes = ops::record_events(c, &events)?;
-            if let Some(update) = &update {
-                subscriptions::record(c, update, now)?;
-            }
-            Ok(outcomes)
-        })
-        .await
+        self.backend.record_delivery(events, update, now).await
     }
 
     /// Records a provider subscription's warning alert moving (see
@@ -382,12 +427,12 @@ impl Store {
         &self,
         t: subscriptions::SubscriptionTransition,
     ) -> Result<bool, StoreError> {
-        self.call(move |c| subscriptions::transition(c, &t)).await
+        self.backend.subscription_transition(t).await
     }
 
     /// Every tracked provider subscription.
     pub async fn subscriptions(&self) -> Result<Vec<subscriptions::SubscriptionRow>, StoreError> {
-        self.call(subscriptions::all).await
+        self.backend.subscriptions().await
     }
 
     /// Persist an alert transition plus one pending outbox row per notifier,
@@ -395,8 +440,7 @@ impl Store {
     /// already in `t.to`, so re-evaluating after a crash is idempotent.
     pub async fn record_transition(&self, t: Transition) -> Result<bool, StoreError> {
         let created_at = self.clock.now();
-        self.call(move |c| ops::record_transition(c, &t, created_at))
-            .await
+        self.backend.record_transition(t, created_at).await
     }
 
     /// Records a silence alert transition only if the evaluation behind it
@@ -412,30 +456,30 @@ impl Store {
         silent_since: DateTime<Utc>,
     ) -> Result<TransitionOutcome, StoreError> {
         let created_at = self.clock.now();
-        self.call(move |c| ops::record_transition_if_silent(c, &t, silent_since, created_at))
+        self.backend
+            .record_transition_if_silent(t, silent_since, created_at)
             .await
     }
 
     /// All stream rows, ordered by name.
     pub async fn streams(&self) -> Result<Vec<StreamRow>, StoreError> {
-        self.call(ops::streams).await
+        self.backend.streams().await
     }
 
     /// Outbox rows not yet marked done, oldest first.
     pub async fn pending_outbox(&self) -> Result<Vec<OutboxRow>, StoreError> {
-        self.call(ops::pending_outbox).await
+        self.backend.pending_outbox().await
     }
 
     /// Marks an outbox row delivered. Idempotent: a row already done keeps
     /// its first done time, and an unknown id is a no-op.
     pub async fn mark_outbox_done(&self, id: i64, at: DateTime<Utc>) -> Result<(), StoreError> {
-        self.call(move |c| ops::mark_outbox_done(c, id, at)).await
+        self.backend.mark_outbox_done(id, at).await
     }
 
     /// Records one delivery attempt's outcome on a pending outbox row.
     pub async fn record_attempt(&self, id: i64, attempt: Attempt) -> Result<(), StoreError> {
-        self.call(move |c| ops::record_attempt(c, id, &attempt))
-            .await
+        self.backend.record_attempt(id, attempt).await
     }
 
     /// Queues reminder or escalation pages for the stream's current firing
@@ -448,24 +492,25 @@ impl Store {
         notifiers: Vec<String>,
         at: DateTime<Utc>,
     ) -> Result<usize, StoreError> {
-        self.call(move |c| ops::enqueue_extra(c, &stream, kind, step, &notifiers, at))
+        self.backend
+            .enqueue_extra(stream, kind, step, notifiers, at)
             .await
     }
 
     /// Counts per notifier and the newest failed pages.
     pub async fn outbox_summary(&self) -> Result<OutboxSummary, StoreError> {
-        self.call(|c| ops::outbox_summary(c, 20)).await
+        self.backend.outbox_summary(20).await
     }
 
     /// Delivered firing pages of alerts still firing (for re-posting).
     pub async fn active_firing_pages(&self) -> Result<Vec<OutboxRow>, StoreError> {
-        self.call(ops::active_firing_pages).await
+        self.backend.active_firing_pages().await
     }
 
     /// Delete seen_deliveries older than `before` (callers pass now - 7
     /// days); returns rows deleted.
     pub async fn prune_seen(&self, before: DateTime<Utc>) -> Result<usize, StoreError> {
-        self.call(move |c| ops::prune_seen(c, before)).await
+        self.backend.prune_seen(before).await
     }
 
     /// Records an operational webhook and applies it to the endpoint's state,
@@ -475,7 +520,7 @@ impl Store {
         event: NewEvent,
         apply: svix::SvixApply,
     ) -> Result<(EventOutcome, Vec<svix::SvixPage>), StoreError> {
-        self.call(move |c| svix::record(c, &event, &apply)).await
+        self.backend.record_svix(event, apply).await
     }
 
     /// Acknowledges lost messages: (acknowledged now, still lost, pages).
@@ -485,7 +530,8 @@ impl Store {
         endpoint_id: String,
         msg_ids: Vec<String>,
     ) -> Result<(usize, u64, Vec<svix::SvixPage>), StoreError> {
-        self.call(move |c| svix::acknowledge(c, &apply, &endpoint_id, &msg_ids))
+        self.backend
+            .svix_acknowledge(apply, endpoint_id, msg_ids)
             .await
     }
 
@@ -494,7 +540,7 @@ impl Store {
         &self,
         source: String,
     ) -> Result<Vec<(String, Option<String>)>, StoreError> {
-        self.call(move |c| svix::grown(c, &source)).await
+        self.backend.svix_grown(source).await
     }
 
     /// Queues one updated exhausted page for `endpoint_id`, if still grown.
@@ -503,12 +549,11 @@ impl Store {
         apply: svix::SvixApply,
         endpoint_id: String,
     ) -> Result<Vec<svix::SvixPage>, StoreError> {
-        self.call(move |c| svix::regroup(c, &apply, &endpoint_id))
-            .await
+        self.backend.svix_regroup(apply, endpoint_id).await
     }
 
     pub async fn svix_endpoints(&self) -> Result<Vec<svix::SvixEndpointRow>, StoreError> {
-        self.call(|c| svix::endpoints(c, None)).await
+        self.backend.svix_endpoints().await
     }
 
     /// Writes a checkpoint of the audit chain head (HMAC-signed with `key`).
@@ -517,14 +562,12 @@ impl Store {
         now: DateTime<Utc>,
         key: Option<Vec<u8>>,
     ) -> Result<Option<crate::audit::checkpoint::Checkpoint>, StoreError> {
-        self.call(move |c| audit::checkpoint(c, now.timestamp_millis(), key.as_deref()))
-            .await
+        self.backend.audit_checkpoint(now, key).await
     }
 
     /// Prunes audit entries received before `before`; returns how many.
     pub async fn audit_prune(&self, before: DateTime<Utc>) -> Result<usize, StoreError> {
-        self.call(move |c| audit::prune(c, before.timestamp_millis()))
-            .await
+        self.backend.audit_prune(before).await
     }
 
     /// Deletes up to `limit` event rows received before `before`.
@@ -533,8 +576,7 @@ impl Store {
         before: DateTime<Utc>,
         limit: i64,
     ) -> Result<usize, StoreError> {
-        self.call(move |c| ops::prune_events(c, before, limit))
-            .await
+        self.backend.prune_events(before, limit).await
     }
 
     /// Up to `cap` newest events per stream received since `since`, newest
@@ -545,26 +587,24 @@ impl Store {
         since: DateTime<Utc>,
         cap: i64,
     ) -> Result<Vec<(String, Vec<status::Arrival>)>, StoreError> {
-        self.call(move |c| status::recent_arrivals(c, &streams, since, cap))
-            .await
+        self.backend.recent_arrivals(streams, since, cap).await
     }
 
     /// The audit chain's head and its newest checkpoint.
     pub async fn audit_summary(&self) -> Result<status::AuditSummary, StoreError> {
-        self.call(status::audit_summary).await
+        self.backend.audit_summary().await
     }
 
     /// A real write through the normal commit path, for /readyz: proves the
-    /// disk still accepts writes and fsyncs.
+    /// database still accepts writes (and, on SQLite, the disk fsyncs).
     pub async fn probe(&self) -> Result<(), StoreError> {
         let now = self.clock.now();
-        self.call(move |c| ops::probe(c, now)).await
+        self.backend.probe(now).await
     }
 
     /// Number of stored events (including non-clock-feeding ones) on `stream`.
     pub async fn event_count(&self, stream: &str) -> Result<u64, StoreError> {
-        let stream = stream.to_owned();
-        self.call(move |c| ops::event_count(c, &stream)).await
+        self.backend.event_count(stream.to_owned()).await
     }
 
     /// Stores an operator silence (see `silences`); `None` when `cap`
@@ -576,8 +616,7 @@ impl Store {
         audit: bool,
     ) -> Result<Option<i64>, StoreError> {
         let now = self.clock.now();
-        self.call(move |c| silences::add(c, &silence, now, cap, audit))
-            .await
+        self.backend.add_silence(silence, now, cap, audit).await
     }
 
     /// Ends a silence now; false when there is no such silence.
@@ -589,7 +628,8 @@ impl Store {
         audit: bool,
     ) -> Result<bool, StoreError> {
         let now = self.clock.now();
-        self.call(move |c| silences::expire(c, id, &by, comment.as_deref(), now, audit))
+        self.backend
+            .expire_silence(id, by, comment, now, audit)
             .await
     }
 
@@ -598,8 +638,7 @@ impl Store {
         &self,
         since: DateTime<Utc>,
     ) -> Result<Vec<silences::SilenceRow>, StoreError> {
-        self.call(move |c| Ok(silences::silences_ending_after(c, since)?))
-            .await
+        self.backend.silences(since).await
     }
 
     /// Acknowledges the stream's current firing episode.
@@ -611,7 +650,8 @@ impl Store {
         audit: bool,
     ) -> Result<silences::AckOutcome, StoreError> {
         let now = self.clock.now();
-        self.call(move |c| silences::acknowledge(c, &stream, &created_by, &comment, now, audit))
+        self.backend
+            .acknowledge(stream, created_by, comment, now, audit)
             .await
     }
 
@@ -623,63 +663,97 @@ impl Store {
         audit: bool,
     ) -> Result<(), StoreError> {
         let now = self.clock.now();
-        self.call(move |c| silences::sync_maintenance(c, &windows, now, audit))
-            .await
+        self.backend.sync_maintenance(windows, now, audit).await
     }
 
     /// Acknowledgements of episodes still firing.
     pub async fn current_acks(&self) -> Result<Vec<silences::AckRow>, StoreError> {
-        self.call(|c| Ok(silences::current_acks(c)?)).await
+        self.backend.current_acks().await
     }
 
     /// Queues the firing pages that silences held and that may go out now;
     /// returns how many alerts (stream episodes or keyed alerts) were paged.
     pub async fn release_held(&self) -> Result<usize, StoreError> {
         let now = self.clock.now();
-        self.call(move |c| {
-            let mut paged = 0;
-            for stream in silences::held_streams(c)? {
-                paged += usize::from(silences::release_held(c, &stream, now)?);
-            }
-            Ok(paged + silences::release_held_keyed(c, now)?)
-        })
-        .await
+        self.backend.release_held(now).await
     }
 
-    /// Graceful shutdown: stops accepting jobs, lets the writer finish
-    /// everything already queued, closes the connection (checkpointing the
-    /// WAL) and waits for that. Other clones get `Closed` afterwards.
-    /// Closing an already closed store is Ok; a writer that had crashed is `Closed`.
+    /// Claims up to `limit` due outbox rows for `replica`, leased for
+    /// `lease` from now on the store's clock (see `replica`).
+    pub async fn claim_outbox(
+        &self,
+        replica: &str,
+        lease: chrono::TimeDelta,
+        limit: i64,
+    ) -> Result<Vec<replica::Claim>, StoreError> {
+        let now = self.clock.now();
+        self.backend
+            .claim_outbox(replica.to_owned(), now, lease, limit)
+            .await
+    }
+
+    /// Records an attempt on a claimed row; false (nothing written) when
+    /// `token` is no longer the row's claim or the row is settled.
+    pub async fn settle_claim(
+        &self,
+        id: i64,
+        token: i64,
+        attempt: Attempt,
+    ) -> Result<bool, StoreError> {
+        self.backend.settle_claim(id, token, attempt).await
+    }
+
+    /// Renews `replica`'s lease in `term`, takes a new term if the lease
+    /// is free, or reports who holds it (see `replica`).
+    pub async fn elect(
+        &self,
+        replica: &str,
+        term: Option<i64>,
+        ttl: chrono::TimeDelta,
+    ) -> Result<replica::Leadership, StoreError> {
+        let now = self.clock.now();
+        self.backend.elect(replica.to_owned(), term, now, ttl).await
+    }
+
+    /// Gives the leader lease up early (at shutdown).
+    pub async fn resign(&self, replica: &str, term: i64) -> Result<bool, StoreError> {
+        self.backend.resign(replica.to_owned(), term).await
+    }
+
+    /// Marks `replica` alive now.
+    pub async fn heartbeat(&self, replica: &str) -> Result<(), StoreError> {
+        let now = self.clock.now();
+        self.backend.heartbeat(replica.to_owned(), now).await
+    }
+
+    /// Replicas whose last heartbeat is at or after `seen_since`.
+    pub async fn replicas(
+        &self,
+        seen_since: DateTime<Utc>,
+    ) -> Result<Vec<replica::ReplicaRow>, StoreError> {
+        self.backend.replicas(seen_since).await
+    }
+
+    /// The change feed: streams whose last arrival a commit moved, on this
+    /// or (PostgreSQL) any other replica.
+    pub fn changes(&self) -> tokio::sync::broadcast::Receiver<replica::Change> {
+        self.backend.changes()
+    }
+
+    /// Graceful shutdown: stops accepting jobs, finishes everything already
+    /// queued, closes the connection(s) and waits for that. Other clones get
+    /// `Closed` afterwards. Closing an already closed store is Ok; a writer
+    /// that had crashed is `Closed`.
     pub async fn close(self) -> Result<(), StoreError> {
-        let (reply, done) = oneshot::channel();
-        if self
-            .tx
-            .send(Msg::Control(Control::Shutdown(reply)))
-            .await
-            .is_err()
-        {
-            return Ok(());
-        }
-        // A dropped reply means the writer died mid-work rather than shutting down.
-        done.await.unwrap_or(Err(StoreError::Closed))
+        self.backend.close().await
     }
 
-    /// Runs `work` on the writer thread inside the next group-commit batch
-    /// and resolves once that batch has committed (or failed).
-    ///
-    /// If the caller stops waiting, the job still runs and may commit; that
-    /// is safe because a retried delivery is then reported as Duplicate.
-    async fn call<T, F>(&self, work: F) -> Result<T, StoreError>
-    where
-        T: Send + 'static,
-        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
-    {
-        let (reply, answer) = oneshot::channel();
-        let job = Box::new(Task::new(work, reply));
-        self.tx
-            .send(Msg::Job(job))
-            .await
-            .map_err(|_| StoreError::Closed)?;
-        answer.await.map_err(|_| StoreError::Closed)?
+    /// The SQLite backend behind this store, for its own tests.
+    #[cfg(test)]
+    pub(crate) fn sqlite(&self) -> &sqlite::SqliteBackend {
+        self.backend
+            .as_any()
+            .downcast_ref()
+            .expect("a SQLite-backed store")
     }
 }

@@ -117,6 +117,8 @@ pub(super) const MIGRATIONS: &[&str] = &[
     super::subscriptions::MIGRATION,
     // v11: operator silences, held firing pages, acknowledgements
     super::silences::MIGRATION,
+    // v12: outbox claims with leases, the leader lease, replica heartbeats
+    super::replica::MIGRATION,
 ];
 
 /// v8: streams created from a template (`[streams."PREFIX*"]`), so a

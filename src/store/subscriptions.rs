@@ -207,4 +207,4 @@ pub(super) fn transition(
 }
 
 /// The kind a resolve falls back to when its firing kind was not kept.
-const EXPIRING_KIND: &str = "subscription_expiring";
+pub(super) const EXPIRING_KIND: &str = "subscription_expiring";

@@ -250,7 +250,7 @@ fn apply_event(conn: &Connection, a: &SvixApply) -> rusqlite::Result<Option<(Str
 }
 
 /// What a person should do, per alert. Shown in every page.
-fn summary_text(
+pub(super) fn summary_text(
     a: &SvixApply,
     endpoint_id: &str,
     change: &AlertChange,

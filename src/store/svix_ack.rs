@@ -1,8 +1,10 @@
 //! Acknowledging lost Svix messages together with its audit entry, in one
-//! transaction: an acknowledgement can resolve a critical alert, so who
-//! resolved it is on the tamper-evident record exactly when it happened.
+//! transaction (`Backend::svix_acknowledge_audited`): an acknowledgement can
+//! resolve a critical alert, so who resolved it is on the tamper-evident
+//! record exactly when it happened.
 
-use super::{audit, svix, NewEvent, Store, StoreError};
+use super::svix::{SvixApply, SvixPage};
+use super::{NewEvent, Store, StoreError};
 
 impl Store {
     /// `svix_acknowledge`; `entry` is appended to the audit log when at
@@ -10,18 +12,13 @@ impl Store {
     /// nothing is not an action).
     pub async fn svix_acknowledge_audited(
         &self,
-        apply: svix::SvixApply,
+        apply: SvixApply,
         endpoint_id: String,
         msg_ids: Vec<String>,
         entry: Option<NewEvent>,
-    ) -> Result<(usize, u64, Vec<svix::SvixPage>), StoreError> {
-        self.call(move |c| {
-            let (acked, lost, pages) = svix::acknowledge(c, &apply, &endpoint_id, &msg_ids)?;
-            if let (true, Some(entry)) = (acked > 0, &entry) {
-                audit::append(c, entry)?;
-            }
-            Ok((acked, lost, pages))
-        })
-        .await
+    ) -> Result<(usize, u64, Vec<SvixPage>), StoreError> {
+        self.backend
+            .svix_acknowledge_audited(apply, endpoint_id, msg_ids, entry)
+            .await
     }
 }

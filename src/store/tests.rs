@@ -1,42 +1,19 @@
-//! Store tests. All use real SQLite files in temp dirs, because durability
-//! across reopen is the property under test.
+//! Tests of the SQLite backend itself (writer thread, group commit, file
+//! settings, old file versions, full disk). What every backend must do is
+//! in `conformance`. All use real SQLite files in temp dirs.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use chrono::{DateTime, Utc};
 use rusqlite::{params, Connection};
 use tempfile::TempDir;
 use tokio::sync::oneshot;
 
 use super::ops::{delivery_hash, legacy_delivery_hash};
 use super::schema::binary_version;
+use super::testdb::{at, event, names, on_channel, stream, transition};
 use super::writer::{Control, Msg};
 use super::*;
-
-fn at(ms: i64) -> DateTime<Utc> {
-    DateTime::from_timestamp_millis(ms).expect("valid test time")
-}
-
-fn event(stream: &str, id: Option<&str>, event_type: &str, received_ms: i64) -> NewEvent {
-    NewEvent {
-        stream: stream.to_owned(),
-        delivery_id: id.map(str::to_owned),
-        event_type: event_type.to_owned(),
-        event_time: None,
-        received_at: at(received_ms),
-        feeds_clock: true,
-        body_sha256: None,
-        channel: "report",
-        signature_verified: false,
-        subject_ids: Vec::new(),
-        audit: true,
-    }
-}
-
-fn names(list: &[&str]) -> Vec<String> {
-    list.iter().map(|s| (*s).to_owned()).collect()
-}
 
 fn temp_db() -> (TempDir, PathBuf) {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -48,20 +25,13 @@ fn open(path: &Path) -> Store {
     Store::open(path).expect("open store")
 }
 
-async fn stream(store: &Store, name: &str) -> StreamRow {
-    let rows = store.streams().await.expect("streams");
-    rows.into_iter()
-        .find(|row| row.name == name)
-        .expect("stream row exists")
-}
-
 /// Parks the writer between batches; it resumes when the returned sender is
 /// dropped. Lets tests queue an exact backlog without sleeping.
 async fn pause(store: &Store) -> oneshot::Sender<()> {
     let (parked, is_parked) = oneshot::channel();
     let (resume_tx, resume) = oneshot::channel();
     let control = Control::Pause { parked, resume };
-    assert!(store.tx.send(Msg::Control(control)).await.is_ok());
+    assert!(store.sqlite().tx.send(Msg::Control(control)).await.is_ok());
     is_parked.await.expect("writer parked");
     resume_tx
 }
@@ -93,53 +63,6 @@ fn error_display_is_one_line_naming_the_failure() {
 }
 
 #[tokio::test]
-async fn accepted_then_duplicate_per_stream() {
-    let (_dir, path) = temp_db();
-    let store = open(&path);
-    let first = store.record_events(vec![event("a", Some("d1"), "login", 1_000)]);
-    assert_eq!(first.await.unwrap(), vec![EventOutcome::Accepted]);
-    let again = store.record_events(vec![event("a", Some("d1"), "login", 2_000)]);
-    assert_eq!(again.await.unwrap(), vec![EventOutcome::Duplicate]);
-    assert_eq!(store.event_count("a").await.unwrap(), 1);
-    // A duplicate does not touch the clock either.
-    assert_eq!(stream(&store, "a").await.last_arrival_at, Some(at(1_000)));
-
-    let other = store.record_events(vec![event("b", Some("d1"), "login", 3_000)]);
-    assert_eq!(other.await.unwrap(), vec![EventOutcome::Accepted]);
-    assert_eq!(store.event_count("b").await.unwrap(), 1);
-    store.close().await.unwrap();
-}
-
-#[tokio::test]
-async fn duplicates_inside_one_batch_count() {
-    let (_dir, path) = temp_db();
-    let store = open(&path);
-    let batch = vec![
-        event("a", Some("x"), "login", 1_000),
-        event("a", Some("x"), "login", 1_001),
-        event("a", Some("y"), "login", 1_002),
-    ];
-    let outcomes = store.record_events(batch).await.unwrap();
-    use EventOutcome::{Accepted, Duplicate};
-    assert_eq!(outcomes, vec![Accepted, Duplicate, Accepted]);
-    assert_eq!(store.event_count("a").await.unwrap(), 2);
-    store.close().await.unwrap();
-}
-
-#[tokio::test]
-async fn events_without_delivery_id_are_never_duplicates() {
-    let (_dir, path) = temp_db();
-    let store = open(&path);
-    let same = event("a", None, "login", 1_000);
-    let outcomes = store.record_events(vec![same.clone(), same.clone()]);
-    assert_eq!(outcomes.await.unwrap(), vec![EventOutcome::Accepted; 2]);
-    let later = store.record_events(vec![same]).await.unwrap();
-    assert_eq!(later, vec![EventOutcome::Accepted]);
-    assert_eq!(store.event_count("a").await.unwrap(), 3);
-    store.close().await.unwrap();
-}
-
-#[tokio::test]
 async fn raw_delivery_ids_are_stored_only_as_the_latest_arrival() {
     let (_dir, path) = temp_db();
     let store = open(&path);
@@ -150,6 +73,7 @@ async fn raw_delivery_ids_are_stored_only_as_the_latest_arrival() {
     e.body_sha256 = Some([7u8; 32]);
     store.record_events(vec![e]).await.unwrap();
     let stored = store
+        .sqlite()
         .call(|c| {
             let row = c.query_row(
                 "SELECT e.delivery_hash, e.body_sha256, s.hash FROM events e
@@ -172,192 +96,6 @@ async fn raw_delivery_ids_are_stored_only_as_the_latest_arrival() {
 }
 
 #[tokio::test]
-async fn clock_never_moves_backwards() {
-    let (_dir, path) = temp_db();
-    let store = open(&path);
-    store.watch_streams(names(&["a"]), at(0)).await.unwrap();
-    let mut newer = event("a", Some("n"), "newer", 2_000);
-    newer.event_time = Some(at(1_500));
-    let mut older = event("a", Some("o"), "older", 1_000);
-    older.event_time = Some(at(1_800));
-    store.record_events(vec![newer]).await.unwrap();
-    store.record_events(vec![older]).await.unwrap();
-
-    let row = stream(&store, "a").await;
-    assert_eq!(row.last_arrival_at, Some(at(2_000)));
-    assert_eq!(row.last_event_type.as_deref(), Some("newer"));
-    assert_eq!(row.last_event_id.as_deref(), Some("n"));
-    assert_eq!(row.newest_event_at, Some(at(1_800)));
-    assert_eq!(store.event_count("a").await.unwrap(), 2);
-    store.close().await.unwrap();
-}
-
-#[tokio::test]
-async fn filtered_event_is_stored_but_leaves_clock_alone() {
-    let (_dir, path) = temp_db();
-    let store = open(&path);
-    store.watch_streams(names(&["a"]), at(0)).await.unwrap();
-    let mut filtered = event("a", Some("f"), "noise", 5_000);
-    filtered.feeds_clock = false;
-    filtered.event_time = Some(at(4_000));
-    let outcomes = store.record_events(vec![filtered]).await.unwrap();
-    assert_eq!(outcomes, vec![EventOutcome::Accepted]);
-    assert_eq!(store.event_count("a").await.unwrap(), 1);
-
-    let row = stream(&store, "a").await;
-    assert_eq!(row.last_arrival_at, None);
-    assert_eq!(row.newest_event_at, None);
-    assert_eq!(row.last_event_type, None);
-    assert_eq!(row.last_event_id, None);
-    store.close().await.unwrap();
-}
-
-#[tokio::test]
-async fn unwatched_stream_starts_its_watch_at_first_event() {
-    let (_dir, path) = temp_db();
-    let store = open(&path);
-    store
-        .record_events(vec![event("new", None, "login", 7_000)])
-        .await
-        .unwrap();
-    let row = stream(&store, "new").await;
-    assert_eq!(row.watch_started_at, at(7_000));
-    assert_eq!(row.alert_state, AlertState::Ok);
-    store.close().await.unwrap();
-}
-
-#[tokio::test]
-async fn watch_started_at_survives_rewatch_and_reopen() {
-    let (_dir, path) = temp_db();
-    let store = open(&path);
-    let first = store.watch_streams(names(&["b", "a"]), at(1_000)).await;
-    let first = first.unwrap();
-    assert_eq!(first[0].name, "b");
-    assert_eq!(first[1].name, "a");
-    assert!(first.iter().all(|r| r.watch_started_at == at(1_000)));
-    let again = store.watch_streams(names(&["a", "c"]), at(2_000)).await;
-    let again = again.unwrap();
-    assert_eq!(again[0].watch_started_at, at(1_000));
-    assert_eq!(again[1].watch_started_at, at(2_000));
-    let before = store.streams().await.unwrap();
-    store.close().await.unwrap();
-
-    let store = open(&path);
-    let reopened = store.watch_streams(names(&["a", "b", "c"]), at(9_000));
-    let reopened = reopened.await.unwrap();
-    assert_eq!(reopened, before);
-    store.close().await.unwrap();
-}
-
-#[tokio::test]
-async fn events_streams_and_outbox_survive_reopen() {
-    let (_dir, path) = temp_db();
-    let store = open(&path);
-    store.watch_streams(names(&["a"]), at(0)).await.unwrap();
-    let mut e = event("a", Some("d1"), "login", 1_000);
-    e.event_time = Some(at(900));
-    store.record_events(vec![e.clone()]).await.unwrap();
-    let firing = Transition {
-        stream: "a".to_owned(),
-        to: AlertState::Firing,
-        at: at(5_000),
-        reason: "quiet for 4s".to_owned(),
-        notifiers: names(&["pager"]),
-    };
-    assert!(store.record_transition(firing).await.unwrap());
-    let rows_before = store.streams().await.unwrap();
-    let outbox_before = store.pending_outbox().await.unwrap();
-    store.close().await.unwrap();
-
-    let store = open(&path);
-    assert_eq!(store.event_count("a").await.unwrap(), 1);
-    assert_eq!(store.streams().await.unwrap(), rows_before);
-    assert_eq!(store.pending_outbox().await.unwrap(), outbox_before);
-    assert_eq!(outbox_before.len(), 1);
-    // Dedup memory is durable too: a redelivery after restart is caught.
-    let again = store.record_events(vec![e]).await.unwrap();
-    assert_eq!(again, vec![EventOutcome::Duplicate]);
-    store.close().await.unwrap();
-}
-
-fn transition(to: AlertState, at_ms: i64, notifiers: &[&str]) -> Transition {
-    Transition {
-        stream: "a".to_owned(),
-        to,
-        at: at(at_ms),
-        reason: "test".to_owned(),
-        notifiers: names(notifiers),
-    }
-}
-
-#[tokio::test]
-async fn transitions_are_idempotent_and_fan_out_to_the_outbox() {
-    let (_dir, path) = temp_db();
-    let store = open(&path);
-    store.watch_streams(names(&["a"]), at(0)).await.unwrap();
-    let to_ok = transition(AlertState::Ok, 500, &["slack"]);
-    assert!(!store.record_transition(to_ok).await.unwrap());
-    assert!(store.pending_outbox().await.unwrap().is_empty());
-
-    let fire = transition(AlertState::Firing, 1_000, &["slack", "pager"]);
-    assert!(store.record_transition(fire.clone()).await.unwrap());
-    assert!(!store.record_transition(fire).await.unwrap());
-    let pending = store.pending_outbox().await.unwrap();
-    let notifiers: Vec<&str> = pending.iter().map(|r| r.notifier.as_str()).collect();
-    assert_eq!(notifiers, ["slack", "pager"]);
-    assert!(pending.iter().all(|r| r.state == AlertState::Firing));
-    assert!(pending.iter().all(|r| r.at == at(1_000) && r.stream == "a"));
-    let row = stream(&store, "a").await;
-    assert_eq!(row.alert_state, AlertState::Firing);
-    assert_eq!((row.firing_since, row.cleared_at), (Some(at(1_000)), None));
-
-    let clear = transition(AlertState::Ok, 3_000, &["slack", "pager"]);
-    assert!(store.record_transition(clear).await.unwrap());
-    let row = stream(&store, "a").await;
-    assert_eq!(row.alert_state, AlertState::Ok);
-    assert_eq!(row.firing_since, Some(at(1_000)));
-    assert_eq!(row.cleared_at, Some(at(3_000)));
-    assert_eq!(store.pending_outbox().await.unwrap().len(), 4);
-
-    let first_id = pending[0].id;
-    store.mark_outbox_done(first_id, at(4_000)).await.unwrap();
-    store.mark_outbox_done(first_id, at(4_001)).await.unwrap();
-    let left = store.pending_outbox().await.unwrap();
-    assert_eq!(left.len(), 3);
-    assert!(left.iter().all(|r| r.id != first_id));
-    store.close().await.unwrap();
-}
-
-#[tokio::test]
-async fn transition_for_unknown_stream_is_an_error() {
-    let (_dir, path) = temp_db();
-    let store = open(&path);
-    let result = store
-        .record_transition(transition(AlertState::Firing, 1, &["x"]))
-        .await;
-    assert!(matches!(result, Err(StoreError::Sql(_))), "{result:?}");
-    assert!(store.pending_outbox().await.unwrap().is_empty());
-    store.close().await.unwrap();
-}
-
-#[tokio::test]
-async fn prune_seen_forgets_old_deliveries_only() {
-    let (_dir, path) = temp_db();
-    let store = open(&path);
-    let old = event("a", Some("old"), "login", 1_000);
-    let new = event("a", Some("new"), "login", 9_000);
-    store
-        .record_events(vec![old.clone(), new.clone()])
-        .await
-        .unwrap();
-    assert_eq!(store.prune_seen(at(5_000)).await.unwrap(), 1);
-    let outcomes = store.record_events(vec![old, new]).await.unwrap();
-    use EventOutcome::{Accepted, Duplicate};
-    assert_eq!(outcomes, vec![Accepted, Duplicate]);
-    store.close().await.unwrap();
-}
-
-#[tokio::test]
 async fn probe_writes() {
     let (_dir, path) = temp_db();
     let store = open(&path);
@@ -366,6 +104,7 @@ async fn probe_writes() {
     store.probe().await.unwrap();
     assert_eq!(store.commits(), before + 2);
     let rows: i64 = store
+        .sqlite()
         .call(|c| Ok(c.query_row("SELECT count(*) FROM probe", [], |r| r.get(0))?))
         .await
         .unwrap();
@@ -378,6 +117,7 @@ async fn writer_connection_is_durable_and_strict() {
     let (_dir, path) = temp_db();
     let store = open(&path);
     let settings = store
+        .sqlite()
         .call(|c| {
             let mode: String = c.query_row("PRAGMA journal_mode", [], |r| r.get(0))?;
             let sync: i64 = c.query_row("PRAGMA synchronous", [], |r| r.get(0))?;
@@ -437,6 +177,7 @@ async fn failing_job_rolls_back_alone_in_its_batch() {
     let bad_store = store.clone();
     let bad = tokio::spawn(async move {
         bad_store
+            .sqlite()
             .call(|c| {
                 // Writes something, then fails: the write must be undone.
                 let e = event("a", Some("bad"), "login", 1_000);
@@ -483,6 +224,7 @@ async fn full_disk_answers_err_and_keeps_acknowledged_events() {
     // Cap the file a few pages above its size so writes soon hit SQLITE_FULL,
     // as a full disk would, without needing a tiny filesystem.
     store
+        .sqlite()
         .call(|c| {
             let pages: i64 = c.query_row("PRAGMA page_count", [], |r| r.get(0))?;
             c.pragma_update(None, "max_page_count", pages + 16)?;
@@ -525,6 +267,7 @@ async fn full_disk_mid_batch_fails_every_job_in_that_batch() {
         .await
         .unwrap();
     store
+        .sqlite()
         .call(|c| {
             let pages: i64 = c.query_row("PRAGMA page_count", [], |r| r.get(0))?;
             c.pragma_update(None, "max_page_count", pages + 2)?;
@@ -771,24 +514,6 @@ async fn throughput_10k_events_from_16_tasks() {
 }
 
 #[tokio::test]
-async fn old_event_rows_are_pruned_but_the_clock_stays() {
-    let (_dir, path) = temp_db();
-    let store = open(&path);
-    let unaudited = |id: &str, ms: i64| NewEvent {
-        audit: false,
-        ..event("s", Some(id), "user.created", ms)
-    };
-    store
-        .record_events(vec![unaudited("a", 1_000), unaudited("b", 9_000)])
-        .await
-        .unwrap();
-    assert_eq!(store.prune_events(at(5_000), 10).await.unwrap(), 1);
-    assert_eq!(store.event_count("s").await.unwrap(), 1);
-    assert_eq!(stream(&store, "s").await.last_arrival_at, Some(at(9_000)));
-    store.close().await.unwrap();
-}
-
-#[tokio::test]
 async fn an_audited_event_is_recorded_once_in_the_audit_log() {
     let (_dir, path) = temp_db();
     let store = open(&path);
@@ -812,49 +537,6 @@ async fn an_audited_event_is_recorded_once_in_the_audit_log() {
         })
         .unwrap();
     assert_eq!(n, 1);
-}
-
-#[tokio::test]
-async fn a_silence_resolve_row_says_where_the_silence_began_and_what_ended_it() {
-    let (_dir, path) = temp_db();
-    let store = open(&path);
-    store.watch_streams(names(&["a"]), at(0)).await.unwrap();
-    let fire = transition(AlertState::Firing, 3_600_000, &["pager"]);
-    assert!(store.record_transition(fire).await.unwrap());
-    store
-        .record_events(vec![event("a", Some("e1"), "user.created", 4_000_000)])
-        .await
-        .unwrap();
-    let resolve = transition(AlertState::Ok, 4_001_000, &["pager"]);
-    assert!(store.record_transition(resolve).await.unwrap());
-    let rows = store.pending_outbox().await.unwrap();
-    let facts: Vec<_> = rows
-        .iter()
-        .map(|r| {
-            (
-                r.state.clone(),
-                r.alert_kind.as_str(),
-                r.severity.as_str(),
-                r.silent_since,
-                r.resumed_at,
-            )
-        })
-        .collect();
-    assert_eq!(
-        facts,
-        [
-            (AlertState::Firing, "silence", "critical", Some(at(0)), None),
-            (
-                AlertState::Ok,
-                "silence",
-                "critical",
-                Some(at(0)),
-                Some(at(4_000_000))
-            ),
-        ]
-    );
-    assert_eq!(rows[0].alert_id, rows[1].alert_id);
-    store.close().await.unwrap();
 }
 
 #[tokio::test]
@@ -923,50 +605,6 @@ async fn the_store_stamps_pages_and_probes_with_its_clock() {
     assert_eq!(probed, 1_924_992_007_000);
 }
 
-fn on_channel(mut e: NewEvent, channel: &'static str) -> NewEvent {
-    e.channel = channel;
-    e
-}
-
-#[tokio::test]
-async fn delivery_ids_are_deduplicated_per_channel() {
-    let (_dir, path) = temp_db();
-    let store = open(&path);
-    let report = event("identity", Some("msg_X"), "user.updated", 1_000);
-    let webhook = on_channel(
-        event("identity", Some("msg_X"), "user.deleted", 2_000),
-        "webhook",
-    );
-    // A report first does not make the signed webhook a duplicate ...
-    let outcomes = store
-        .record_events(vec![report.clone(), webhook.clone()])
-        .await
-        .unwrap();
-    assert_eq!(
-        outcomes,
-        vec![EventOutcome::Accepted, EventOutcome::Accepted]
-    );
-    // ... and within each channel a repeat is still a duplicate.
-    let again = store.record_events(vec![webhook, report]).await.unwrap();
-    assert_eq!(
-        again,
-        vec![EventOutcome::Duplicate, EventOutcome::Duplicate]
-    );
-    // The other direction: a webhook id first never shadows a later report.
-    let first = on_channel(
-        event("identity", Some("msg_Y"), "user.deleted", 3_000),
-        "webhook",
-    );
-    let later = event("identity", Some("msg_Y"), "user.updated", 4_000);
-    let outcomes = store.record_events(vec![first, later]).await.unwrap();
-    assert_eq!(
-        outcomes,
-        vec![EventOutcome::Accepted, EventOutcome::Accepted]
-    );
-    assert_eq!(store.event_count("identity").await.unwrap(), 4);
-    store.close().await.unwrap();
-}
-
 /// A file at the version before per-channel dedup, with one remembered id
 /// the audit log can attribute (a report) and one it cannot (audit off).
 fn write_pre_dedup_file(path: &Path) {
@@ -1013,6 +651,7 @@ async fn pre_dedup_rows_are_attributed_from_the_audit_log_or_kept_as_legacy() {
     write_pre_dedup_file(&path);
     let store = open(&path);
     let channels: Vec<(String, String)> = store
+        .sqlite()
         .call(|c| {
             let mut stmt =
                 c.prepare("SELECT hash, channel FROM seen_deliveries ORDER BY seen_at")?;

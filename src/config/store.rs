@@ -1,0 +1,110 @@
+//! `[store]`: where the state lives. Absent, it is the embedded SQLite file
+//! in `data_dir`; with `url`, a shared PostgreSQL database, parsed by the
+//! very parser the backend connects with (`store::pg::settings::parse`).
+
+use std::path::Path;
+
+use toml::{Table, Value};
+
+use super::reader::Reader;
+use crate::store::pg::DEFAULT_POOL_SIZE;
+
+/// Most connections one process may hold; keeps replicas × pool well under
+/// PostgreSQL's default `max_connections` of 100.
+pub const MAX_POOL_SIZE: usize = 64;
+
+pub use crate::store::location::{PostgresConfig, StoreConfig};
+
+pub fn read(r: &mut Reader<'_>, root: &Table, base_dir: &Path) -> StoreConfig {
+    let Some(t) = r.sub_table("", root, "store") else {
+        return StoreConfig::default();
+    };
+    r.reject_unknown("store", t, &["url", "pool_size"]);
+    let pool_size = match t.get("pool_size") {
+        None => DEFAULT_POOL_SIZE,
+        Some(Value::Integer(n)) if (1..=MAX_POOL_SIZE as i64).contains(n) => *n as usize,
+        Some(_) => {
+            r.error(
+                "store.pool_size",
+                format!("must be a whole number from 1 to {MAX_POOL_SIZE}"),
+            );
+            DEFAULT_POOL_SIZE
+        }
+    };
+    let Some(url) = r.req_string("store", t, "url") else {
+        return StoreConfig::default();
+    };
+    match crate::store::pg::settings::parse(&url, base_dir) {
+        Ok(settings) => StoreConfig {
+            postgres: Some(PostgresConfig {
+                settings,
+                pool_size,
+            }),
+        },
+        Err(reason) => {
+            r.error("store.url", reason);
+            StoreConfig::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    const SECRET: &str = "Pa55-w0rd-x";
+
+    fn parse(text: &str) -> Result<crate::config::Config, String> {
+        let env = |name: &str| (name == "PG_PASSWORD").then(|| SECRET.to_owned());
+        crate::config::parse(text, Path::new("/srv/hw"), &env).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn no_store_table_means_sqlite() {
+        let c = parse("").unwrap();
+        assert!(c.store.postgres.is_none());
+    }
+
+    #[test]
+    fn url_with_env_password_is_parsed_and_never_printed() {
+        let c = parse(
+            "[store]\nurl = \"postgres://hw:${PG_PASSWORD}@db:5432/hw?sslmode=require\"\npool_size = 3\n",
+        )
+        .unwrap();
+        let pg = c.store.postgres.as_ref().unwrap();
+        assert_eq!(pg.pool_size, 3);
+        assert_eq!(pg.settings.config.get_password(), Some(SECRET.as_bytes()));
+        assert_eq!(pg.settings.ssl_mode.as_str(), "require");
+        assert!(
+            !format!("{c:?}").contains(SECRET),
+            "Debug of the whole config"
+        );
+    }
+
+    #[test]
+    fn bad_values_are_errors_naming_the_key_and_not_the_password() {
+        for (text, key) in [
+            (
+                "[store]\nurl = \"postgres://hw:${PG_PASSWORD}@db/hw?sslmode=verify-ca\"\n",
+                "store.url: sslmode must be",
+            ),
+            (
+                "[store]\nurl = \"mysql://hw:${PG_PASSWORD}@db/hw\"\n",
+                "store.url: must be a postgres:// URL",
+            ),
+            (
+                "[store]\nurl = \"postgres://hw:${PG_PASSWORD}@db/hw\"\npool_size = 0\n",
+                "store.pool_size: must be",
+            ),
+            ("[store]\npool_size = 2\n", "store.url: is required"),
+            (
+                "[store]\nurl = \"postgres://hw@db/hw\"\npool = 2\n",
+                "store.pool: unknown key",
+            ),
+        ] {
+            let err = parse(text).expect_err(text);
+            assert!(err.contains(key), "{err}");
+            assert!(!err.contains(SECRET), "{err}");
+        }
+    }
+}

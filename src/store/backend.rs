@@ -1,0 +1,268 @@
+//! The storage interface: one trait whose methods are domain operations,
+//! implemented once per database engine (SQLite in `sqlite`, PostgreSQL in
+//! `pg`). `Store` is a facade holding an `Arc<dyn Backend>`; callers never
+//! see which engine they talk to. The shared conformance suite
+//! (`store::conformance`) runs every behaviour against every backend, in
+//! the way River's `riverdriver` interface is checked by `riverdrivertest`.
+//!
+//! Contract for every implementation:
+//! - a method resolves `Ok` only after its work committed durably, so a 2xx
+//!   may follow at once; on `Err` nothing of it was acknowledged;
+//! - instants are stored at millisecond resolution;
+//! - a stream's last arrival only moves forward;
+//! - a transition and its outbox rows commit together, and a fire commits
+//!   only if the stored silence still starts where the evaluation's did.
+
+use async_trait::async_trait;
+use chrono::{DateTime, TimeDelta, Utc};
+use tokio::sync::broadcast;
+
+use super::replica::{Change, Claim, Leadership, ReplicaRow};
+use super::silences::{AckOutcome, AckRow, NewSilence, SilenceRow};
+
+use super::status::{Arrival, AuditSummary};
+use super::subscriptions::{SubscriptionRow, SubscriptionTransition, SubscriptionUpdate};
+use super::svix::{SvixApply, SvixEndpointRow, SvixPage};
+use super::{
+    Attempt, EventOutcome, NewEvent, OutboxRow, OutboxSummary, PageKind, StoreError, StreamRow,
+    TemplatedOutcome, Transition, TransitionOutcome,
+};
+use crate::audit::checkpoint::Checkpoint;
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// See the module documentation. Every method is one transaction.
+#[async_trait]
+pub trait Backend: Send + Sync + 'static {
+    /// `sqlite` or `postgres`, for logs and `/v1/status`.
+    fn engine(&self) -> &'static str;
+
+    /// Transactions committed so far (group commit makes this grow slower
+    /// than the number of calls on SQLite).
+    fn commits(&self) -> u64;
+
+    /// Work waiting for the database; a gauge for metrics.
+    fn queue_depth(&self) -> usize;
+
+    /// Inserts missing streams with `watch_started_at = now`; returns the
+    /// rows for `names` in that order.
+    async fn watch_streams(
+        &self,
+        names: Vec<String>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Vec<StreamRow>>;
+
+    async fn templated_streams(&self) -> StoreResult<Vec<String>>;
+
+    async fn add_templated_stream(
+        &self,
+        name: String,
+        now: DateTime<Utc>,
+        max: usize,
+    ) -> StoreResult<TemplatedOutcome>;
+
+    async fn remove_templated_stream(&self, name: String) -> StoreResult<bool>;
+
+    /// Records events (dedup, audit append, clock advance) and, when given,
+    /// what the delivery said about provider subscriptions, in one
+    /// transaction.
+    async fn record_delivery(
+        &self,
+        events: Vec<NewEvent>,
+        update: Option<SubscriptionUpdate>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Vec<EventOutcome>>;
+
+    /// `record_delivery`, plus the committed row of every stream an accepted
+    /// clock-feeding event moved (each once, in first-event order), read in
+    /// the same transaction: the store decides how an arrival moves a
+    /// clock, and the service's cache takes these rows.
+    async fn record_delivery_rows(
+        &self,
+        events: Vec<NewEvent>,
+        update: Option<SubscriptionUpdate>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<(Vec<EventOutcome>, Vec<StreamRow>)>;
+
+    async fn subscription_transition(&self, t: SubscriptionTransition) -> StoreResult<bool>;
+
+    async fn subscriptions(&self) -> StoreResult<Vec<SubscriptionRow>>;
+
+    /// A transition plus one pending outbox row per notifier; `Ok(false)`
+    /// when the stream is already in `t.to`.
+    async fn record_transition(
+        &self,
+        t: Transition,
+        created_at: DateTime<Utc>,
+    ) -> StoreResult<bool>;
+
+    /// The compare-and-set transition (see `Store::record_transition_if_silent`).
+    async fn record_transition_if_silent(
+        &self,
+        t: Transition,
+        silent_since: DateTime<Utc>,
+        created_at: DateTime<Utc>,
+    ) -> StoreResult<TransitionOutcome>;
+
+    async fn streams(&self) -> StoreResult<Vec<StreamRow>>;
+
+    async fn pending_outbox(&self) -> StoreResult<Vec<OutboxRow>>;
+
+    async fn mark_outbox_done(&self, id: i64, at: DateTime<Utc>) -> StoreResult<()>;
+
+    async fn record_attempt(&self, id: i64, attempt: Attempt) -> StoreResult<()>;
+
+    async fn enqueue_extra(
+        &self,
+        stream: String,
+        kind: PageKind,
+        step: i64,
+        notifiers: Vec<String>,
+        at: DateTime<Utc>,
+    ) -> StoreResult<usize>;
+
+    async fn outbox_summary(&self, failed_limit: usize) -> StoreResult<OutboxSummary>;
+
+    async fn active_firing_pages(&self) -> StoreResult<Vec<OutboxRow>>;
+
+    async fn prune_seen(&self, before: DateTime<Utc>) -> StoreResult<usize>;
+
+    async fn record_svix(
+        &self,
+        event: NewEvent,
+        apply: SvixApply,
+    ) -> StoreResult<(EventOutcome, Vec<SvixPage>)>;
+
+    async fn svix_acknowledge(
+        &self,
+        apply: SvixApply,
+        endpoint_id: String,
+        msg_ids: Vec<String>,
+    ) -> StoreResult<(usize, u64, Vec<SvixPage>)>;
+
+    /// `svix_acknowledge`, and `entry` appended to the audit log in the same
+    /// transaction when at least one message was acknowledged (an
+    /// acknowledgement can resolve a critical alert).
+    async fn svix_acknowledge_audited(
+        &self,
+        apply: SvixApply,
+        endpoint_id: String,
+        msg_ids: Vec<String>,
+        entry: Option<NewEvent>,
+    ) -> StoreResult<(usize, u64, Vec<SvixPage>)>;
+
+    async fn svix_grown(&self, source: String) -> StoreResult<Vec<(String, Option<String>)>>;
+
+    async fn svix_regroup(
+        &self,
+        apply: SvixApply,
+        endpoint_id: String,
+    ) -> StoreResult<Vec<SvixPage>>;
+
+    async fn svix_endpoints(&self) -> StoreResult<Vec<SvixEndpointRow>>;
+
+    async fn audit_checkpoint(
+        &self,
+        now: DateTime<Utc>,
+        key: Option<Vec<u8>>,
+    ) -> StoreResult<Option<Checkpoint>>;
+
+    async fn audit_prune(&self, before: DateTime<Utc>) -> StoreResult<usize>;
+
+    async fn prune_events(&self, before: DateTime<Utc>, limit: i64) -> StoreResult<usize>;
+
+    async fn recent_arrivals(
+        &self,
+        streams: Vec<String>,
+        since: DateTime<Utc>,
+        cap: i64,
+    ) -> StoreResult<Vec<(String, Vec<Arrival>)>>;
+
+    async fn audit_summary(&self) -> StoreResult<AuditSummary>;
+
+    /// A real write through the normal commit path (for `/readyz`).
+    async fn probe(&self, now: DateTime<Utc>) -> StoreResult<()>;
+
+    async fn event_count(&self, stream: String) -> StoreResult<u64>;
+
+    /// Operator silences and acknowledgements (see `store::silences`).
+    async fn add_silence(
+        &self,
+        silence: NewSilence,
+        now: DateTime<Utc>,
+        cap: usize,
+        audit: bool,
+    ) -> StoreResult<Option<i64>>;
+
+    async fn expire_silence(
+        &self,
+        id: i64,
+        by: String,
+        comment: Option<String>,
+        now: DateTime<Utc>,
+        audit: bool,
+    ) -> StoreResult<bool>;
+
+    async fn silences(&self, since: DateTime<Utc>) -> StoreResult<Vec<SilenceRow>>;
+
+    async fn acknowledge(
+        &self,
+        stream: String,
+        created_by: String,
+        comment: String,
+        now: DateTime<Utc>,
+        audit: bool,
+    ) -> StoreResult<AckOutcome>;
+
+    async fn sync_maintenance(
+        &self,
+        windows: Vec<(String, DateTime<Utc>, DateTime<Utc>, String)>,
+        now: DateTime<Utc>,
+        audit: bool,
+    ) -> StoreResult<()>;
+
+    async fn current_acks(&self) -> StoreResult<Vec<AckRow>>;
+
+    /// Queues held firing pages whose silence ended; how many alerts paged.
+    async fn release_held(&self, now: DateTime<Utc>) -> StoreResult<usize>;
+
+    /// Claims up to `limit` due outbox rows for `replica` until `now +
+    /// lease` (see `store::replica`).
+    async fn claim_outbox(
+        &self,
+        replica: String,
+        now: DateTime<Utc>,
+        lease: TimeDelta,
+        limit: i64,
+    ) -> StoreResult<Vec<Claim>>;
+
+    /// Records an attempt on a claimed row if `token` is still its claim.
+    async fn settle_claim(&self, id: i64, token: i64, attempt: Attempt) -> StoreResult<bool>;
+
+    /// Renews, takes or reports the leader lease.
+    async fn elect(
+        &self,
+        replica: String,
+        term: Option<i64>,
+        now: DateTime<Utc>,
+        ttl: TimeDelta,
+    ) -> StoreResult<Leadership>;
+
+    /// Gives the lease up if `replica` holds it in `term`.
+    async fn resign(&self, replica: String, term: i64) -> StoreResult<bool>;
+
+    async fn heartbeat(&self, replica: String, now: DateTime<Utc>) -> StoreResult<()>;
+
+    async fn replicas(&self, seen_since: DateTime<Utc>) -> StoreResult<Vec<ReplicaRow>>;
+
+    /// Streams whose arrival a commit moved, on any replica.
+    fn changes(&self) -> broadcast::Receiver<Change>;
+
+    /// Finishes queued work and releases the connection(s). Other handles
+    /// get `Closed` afterwards; closing twice is `Ok`.
+    async fn close(&self) -> StoreResult<()>;
+
+    /// For backend-specific tests only.
+    #[cfg(test)]
+    fn as_any(&self) -> &dyn std::any::Any;
+}

@@ -1,0 +1,505 @@
+//! The PostgreSQL backend: any number of hushwatch processes share one
+//! database (`[store] url`).
+//!
+//! Every `Backend` call is one transaction on a pooled connection
+//! (deadpool-postgres); it resolves `Ok` only after `COMMIT` returned, so a
+//! 2xx follows a PostgreSQL commit. Connections are checked before reuse
+//! (`RecyclingMethod::Verified`): after the server dropped them (restart,
+//! `pg_terminate_backend`), the operation that was running fails, and the
+//! next one gets a fresh connection. Nothing is retried behind the
+//! caller's back: a failed commit may or may not have happened, and only
+//! the sender's retry (deduplicated) can settle that.
+
+pub(crate) mod audit_reader;
+pub mod clock;
+pub mod migrate;
+mod ops;
+mod replica;
+mod schema;
+pub mod settings;
+mod silences;
+mod sql;
+mod subscriptions;
+mod svix;
+#[cfg(test)]
+mod tests;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, TimeDelta, Utc};
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use tokio::sync::broadcast;
+
+use super::backend::{Backend, StoreResult};
+use super::replica::{Change, Claim, Leadership, ReplicaRow};
+use super::silences::{AckOutcome, AckRow, NewSilence, SilenceRow};
+use super::status::{Arrival, AuditSummary};
+use super::subscriptions::{SubscriptionRow, SubscriptionTransition, SubscriptionUpdate};
+use super::svix::{SvixApply, SvixEndpointRow, SvixPage};
+use super::{
+    Attempt, EventOutcome, NewEvent, OutboxRow, OutboxSummary, PageKind, StoreError, StreamRow,
+    TemplatedOutcome, Transition, TransitionOutcome,
+};
+use crate::audit::checkpoint::Checkpoint;
+pub use settings::Settings;
+
+/// Connections per process unless `[store] pool_size` says otherwise.
+pub const DEFAULT_POOL_SIZE: usize = 8;
+
+/// How long a call waits for a free pooled connection before failing
+/// (then ingest answers 503).
+const POOL_WAIT: Duration = Duration::from_secs(10);
+
+/// One line naming what failed. Database errors keep only their SQLSTATE
+/// and primary message (never DETAIL, which can quote row values).
+pub(crate) fn pg_err(e: tokio_postgres::Error) -> StoreError {
+    let msg = match e.as_db_error() {
+        Some(db) => format!("{} ({})", db.message(), db.code().code()),
+        None => e.to_string(),
+    };
+    StoreError::Sql(msg.lines().next().unwrap_or_default().to_owned())
+}
+
+fn pool_err(e: deadpool_postgres::PoolError) -> StoreError {
+    match e {
+        deadpool_postgres::PoolError::Backend(e) => pg_err(e),
+        other => StoreError::Sql(format!("database unavailable: {other}")),
+    }
+}
+
+/// Builds a pool for `settings` (no connection is made yet).
+pub(crate) fn pool(settings: &Settings, size: usize) -> Result<Pool, StoreError> {
+    let manager_config = ManagerConfig {
+        recycling_method: RecyclingMethod::Verified,
+    };
+    let manager = match &settings.tls {
+        None => Manager::from_config(
+            settings.config.clone(),
+            tokio_postgres::NoTls,
+            manager_config,
+        ),
+        Some(tls) => Manager::from_config(
+            settings.config.clone(),
+            tokio_postgres_rustls::MakeRustlsConnect::new((**tls).clone()),
+            manager_config,
+        ),
+    };
+    Pool::builder(manager)
+        .max_size(size.max(1))
+        .runtime(Runtime::Tokio1)
+        .wait_timeout(Some(POOL_WAIT))
+        .create_timeout(Some(settings::CONNECT_TIMEOUT))
+        .recycle_timeout(Some(settings::CONNECT_TIMEOUT))
+        .build()
+        .map_err(|e| StoreError::Open(format!("cannot build the connection pool: {e}")))
+}
+
+pub(crate) struct PgBackend {
+    pool: Pool,
+    commits: AtomicU64,
+    /// Fed by the LISTEN connection (`replica::spawn_listener`).
+    feed: Arc<broadcast::Sender<Change>>,
+}
+
+/// Runs `$body` in a transaction on a pooled connection and commits; `$tx`
+/// names the transaction inside `$body`, whose `?` errors roll it back.
+macro_rules! in_tx {
+    ($self:ident, |$tx:ident| $body:expr) => {{
+        let mut client = $self.pool.get().await.map_err(pool_err)?;
+        let $tx = client.transaction().await.map_err(pg_err)?;
+        let out = $body;
+        $tx.commit().await.map_err(pg_err)?;
+        $self.commits.fetch_add(1, Ordering::Relaxed);
+        Ok(out)
+    }};
+}
+
+impl PgBackend {
+    /// Connects, migrates (under the migration lock) and returns the backend.
+    pub(crate) async fn open(
+        settings: &Settings,
+        pool_size: usize,
+    ) -> Result<PgBackend, StoreError> {
+        let pool = pool(settings, pool_size)?;
+        let mut client = pool
+            .get()
+            .await
+            .map_err(|e| StoreError::Open(pool_err(e).to_string()))?;
+        schema::migrate(&mut client).await?;
+        drop(client);
+        let feed = Arc::new(broadcast::channel(super::FEED_CAPACITY).0);
+        replica::spawn_listener(
+            Arc::new(settings.clone()),
+            Arc::downgrade(&feed),
+            pool.clone(),
+        );
+        Ok(PgBackend {
+            pool,
+            commits: AtomicU64::new(0),
+            feed,
+        })
+    }
+}
+
+#[async_trait]
+impl Backend for PgBackend {
+    fn engine(&self) -> &'static str {
+        "postgres"
+    }
+
+    fn commits(&self) -> u64 {
+        self.commits.load(Ordering::Relaxed)
+    }
+
+    fn queue_depth(&self) -> usize {
+        self.pool.status().waiting
+    }
+
+    async fn watch_streams(
+        &self,
+        names: Vec<String>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Vec<StreamRow>> {
+        in_tx!(self, |tx| ops::watch_streams(&tx, &names, now).await?)
+    }
+
+    async fn templated_streams(&self) -> StoreResult<Vec<String>> {
+        in_tx!(self, |tx| ops::templated_streams(&tx).await?)
+    }
+
+    async fn add_templated_stream(
+        &self,
+        name: String,
+        now: DateTime<Utc>,
+        max: usize,
+    ) -> StoreResult<TemplatedOutcome> {
+        in_tx!(self, |tx| ops::add_templated_stream(&tx, &name, now, max)
+            .await?)
+    }
+
+    async fn remove_templated_stream(&self, name: String) -> StoreResult<bool> {
+        in_tx!(self, |tx| ops::remove_templated_stream(&tx, &name).await?)
+    }
+
+    async fn record_delivery(
+        &self,
+        events: Vec<NewEvent>,
+        update: Option<SubscriptionUpdate>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Vec<EventOutcome>> {
+        in_tx!(self, |tx| {
+            let outcomes = ops::record_events(&tx, &events).await?;
+            if let Some(update) = &update {
+                subscriptions::record(&tx, update, now).await?;
+            }
+            outcomes
+        })
+    }
+
+    async fn record_delivery_rows(
+        &self,
+        events: Vec<NewEvent>,
+        update: Option<SubscriptionUpdate>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<(Vec<EventOutcome>, Vec<StreamRow>)> {
+        in_tx!(self, |tx| {
+            let outcomes = ops::record_events(&tx, &events).await?;
+            if let Some(update) = &update {
+                subscriptions::record(&tx, update, now).await?;
+            }
+            let mut rows = Vec::new();
+            for name in crate::store::moved_streams(&events, &outcomes) {
+                if let Some(row) = ops::stream_row(&tx, name).await? {
+                    rows.push(row);
+                }
+            }
+            (outcomes, rows)
+        })
+    }
+
+    async fn subscription_transition(&self, t: SubscriptionTransition) -> StoreResult<bool> {
+        in_tx!(self, |tx| subscriptions::transition(&tx, &t).await?)
+    }
+
+    async fn subscriptions(&self) -> StoreResult<Vec<SubscriptionRow>> {
+        in_tx!(self, |tx| subscriptions::all(&tx).await?)
+    }
+
+    async fn record_transition(
+        &self,
+        t: Transition,
+        created_at: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        in_tx!(self, |tx| ops::record_transition(&tx, &t, created_at)
+            .await?)
+    }
+
+    async fn record_transition_if_silent(
+        &self,
+        t: Transition,
+        silent_since: DateTime<Utc>,
+        created_at: DateTime<Utc>,
+    ) -> StoreResult<TransitionOutcome> {
+        in_tx!(self, |tx| {
+            ops::record_transition_if_silent(&tx, &t, silent_since, created_at).await?
+        })
+    }
+
+    async fn streams(&self) -> StoreResult<Vec<StreamRow>> {
+        in_tx!(self, |tx| ops::streams(&tx).await?)
+    }
+
+    async fn pending_outbox(&self) -> StoreResult<Vec<OutboxRow>> {
+        in_tx!(self, |tx| ops::pending_outbox(&tx).await?)
+    }
+
+    async fn mark_outbox_done(&self, id: i64, at: DateTime<Utc>) -> StoreResult<()> {
+        in_tx!(self, |tx| ops::mark_outbox_done(&tx, id, at).await?)
+    }
+
+    async fn record_attempt(&self, id: i64, attempt: Attempt) -> StoreResult<()> {
+        in_tx!(self, |tx| ops::record_attempt(&tx, id, &attempt).await?)
+    }
+
+    async fn enqueue_extra(
+        &self,
+        stream: String,
+        kind: PageKind,
+        step: i64,
+        notifiers: Vec<String>,
+        at: DateTime<Utc>,
+    ) -> StoreResult<usize> {
+        in_tx!(self, |tx| {
+            ops::enqueue_extra(&tx, &stream, kind, step, &notifiers, at).await?
+        })
+    }
+
+    async fn outbox_summary(&self, failed_limit: usize) -> StoreResult<OutboxSummary> {
+        in_tx!(self, |tx| ops::outbox_summary(&tx, failed_limit).await?)
+    }
+
+    async fn active_firing_pages(&self) -> StoreResult<Vec<OutboxRow>> {
+        in_tx!(self, |tx| ops::active_firing_pages(&tx).await?)
+    }
+
+    async fn prune_seen(&self, before: DateTime<Utc>) -> StoreResult<usize> {
+        in_tx!(self, |tx| ops::prune_seen(&tx, before).await?)
+    }
+
+    async fn record_svix(
+        &self,
+        event: NewEvent,
+        apply: SvixApply,
+    ) -> StoreResult<(EventOutcome, Vec<SvixPage>)> {
+        in_tx!(self, |tx| svix::record(&tx, &event, &apply).await?)
+    }
+
+    async fn svix_acknowledge(
+        &self,
+        apply: SvixApply,
+        endpoint_id: String,
+        msg_ids: Vec<String>,
+    ) -> StoreResult<(usize, u64, Vec<SvixPage>)> {
+        in_tx!(self, |tx| {
+            svix::acknowledge(&tx, &apply, &endpoint_id, &msg_ids).await?
+        })
+    }
+
+    async fn svix_acknowledge_audited(
+        &self,
+        apply: SvixApply,
+        endpoint_id: String,
+        msg_ids: Vec<String>,
+        entry: Option<NewEvent>,
+    ) -> StoreResult<(usize, u64, Vec<SvixPage>)> {
+        in_tx!(self, |tx| {
+            // The audit head lock first, as every appending transaction takes it.
+            let entries: Vec<NewEvent> = entry.iter().cloned().collect();
+            ops::lock_audit_head(&tx, &entries).await?;
+            let (acked, lost, pages) =
+                svix::acknowledge(&tx, &apply, &endpoint_id, &msg_ids).await?;
+            if let (true, Some(entry)) = (acked > 0, &entry) {
+                ops::append_audit(&tx, entry).await?;
+            }
+            (acked, lost, pages)
+        })
+    }
+
+    async fn svix_grown(&self, source: String) -> StoreResult<Vec<(String, Option<String>)>> {
+        in_tx!(self, |tx| svix::grown(&tx, &source).await?)
+    }
+
+    async fn svix_regroup(
+        &self,
+        apply: SvixApply,
+        endpoint_id: String,
+    ) -> StoreResult<Vec<SvixPage>> {
+        in_tx!(self, |tx| svix::regroup(&tx, &apply, &endpoint_id).await?)
+    }
+
+    async fn svix_endpoints(&self) -> StoreResult<Vec<SvixEndpointRow>> {
+        in_tx!(self, |tx| svix::endpoints(&tx, None).await?)
+    }
+
+    async fn audit_checkpoint(
+        &self,
+        now: DateTime<Utc>,
+        key: Option<Vec<u8>>,
+    ) -> StoreResult<Option<Checkpoint>> {
+        in_tx!(self, |tx| {
+            ops::audit_checkpoint(&tx, now.timestamp_millis(), key.as_deref()).await?
+        })
+    }
+
+    async fn audit_prune(&self, before: DateTime<Utc>) -> StoreResult<usize> {
+        in_tx!(self, |tx| ops::audit_prune(&tx, before.timestamp_millis())
+            .await?)
+    }
+
+    async fn prune_events(&self, before: DateTime<Utc>, limit: i64) -> StoreResult<usize> {
+        in_tx!(self, |tx| ops::prune_events(&tx, before, limit).await?)
+    }
+
+    async fn recent_arrivals(
+        &self,
+        streams: Vec<String>,
+        since: DateTime<Utc>,
+        cap: i64,
+    ) -> StoreResult<Vec<(String, Vec<Arrival>)>> {
+        in_tx!(self, |tx| ops::recent_arrivals(&tx, &streams, since, cap)
+            .await?)
+    }
+
+    async fn audit_summary(&self) -> StoreResult<AuditSummary> {
+        in_tx!(self, |tx| ops::audit_summary(&tx).await?)
+    }
+
+    async fn probe(&self, now: DateTime<Utc>) -> StoreResult<()> {
+        in_tx!(self, |tx| ops::probe(&tx, now).await?)
+    }
+
+    async fn event_count(&self, stream: String) -> StoreResult<u64> {
+        in_tx!(self, |tx| ops::event_count(&tx, &stream).await?)
+    }
+
+    async fn add_silence(
+        &self,
+        silence: NewSilence,
+        now: DateTime<Utc>,
+        cap: usize,
+        audit: bool,
+    ) -> StoreResult<Option<i64>> {
+        in_tx!(self, |tx| silences::add(&tx, &silence, now, cap, audit)
+            .await?)
+    }
+
+    async fn expire_silence(
+        &self,
+        id: i64,
+        by: String,
+        comment: Option<String>,
+        now: DateTime<Utc>,
+        audit: bool,
+    ) -> StoreResult<bool> {
+        in_tx!(self, |tx| {
+            silences::expire(&tx, id, &by, comment.as_deref(), now, audit).await?
+        })
+    }
+
+    async fn silences(&self, since: DateTime<Utc>) -> StoreResult<Vec<SilenceRow>> {
+        in_tx!(self, |tx| silences::silences_ending_after(&tx, since)
+            .await?)
+    }
+
+    async fn acknowledge(
+        &self,
+        stream: String,
+        created_by: String,
+        comment: String,
+        now: DateTime<Utc>,
+        audit: bool,
+    ) -> StoreResult<AckOutcome> {
+        in_tx!(self, |tx| {
+            silences::acknowledge(&tx, &stream, &created_by, &comment, now, audit).await?
+        })
+    }
+
+    async fn sync_maintenance(
+        &self,
+        windows: Vec<(String, DateTime<Utc>, DateTime<Utc>, String)>,
+        now: DateTime<Utc>,
+        audit: bool,
+    ) -> StoreResult<()> {
+        in_tx!(self, |tx| silences::sync_maintenance(
+            &tx, &windows, now, audit
+        )
+        .await?)
+    }
+
+    async fn current_acks(&self) -> StoreResult<Vec<AckRow>> {
+        in_tx!(self, |tx| silences::current_acks(&tx).await?)
+    }
+
+    async fn release_held(&self, now: DateTime<Utc>) -> StoreResult<usize> {
+        in_tx!(self, |tx| silences::release_held(&tx, now).await?)
+    }
+
+    async fn claim_outbox(
+        &self,
+        replica: String,
+        now: DateTime<Utc>,
+        lease: TimeDelta,
+        limit: i64,
+    ) -> StoreResult<Vec<Claim>> {
+        in_tx!(self, |tx| {
+            replica::claim_outbox(&tx, &replica, now, lease, limit).await?
+        })
+    }
+
+    async fn settle_claim(&self, id: i64, token: i64, attempt: Attempt) -> StoreResult<bool> {
+        in_tx!(self, |tx| replica::settle_claim(&tx, id, token, &attempt)
+            .await?)
+    }
+
+    async fn elect(
+        &self,
+        replica: String,
+        term: Option<i64>,
+        now: DateTime<Utc>,
+        ttl: TimeDelta,
+    ) -> StoreResult<Leadership> {
+        in_tx!(self, |tx| replica::elect(&tx, &replica, term, now, ttl)
+            .await?)
+    }
+
+    async fn resign(&self, replica: String, term: i64) -> StoreResult<bool> {
+        in_tx!(self, |tx| replica::resign(&tx, &replica, term).await?)
+    }
+
+    async fn heartbeat(&self, replica: String, now: DateTime<Utc>) -> StoreResult<()> {
+        in_tx!(self, |tx| replica::heartbeat(&tx, &replica, now).await?)
+    }
+
+    async fn replicas(&self, seen_since: DateTime<Utc>) -> StoreResult<Vec<ReplicaRow>> {
+        in_tx!(self, |tx| replica::replicas(&tx, seen_since).await?)
+    }
+
+    fn changes(&self) -> broadcast::Receiver<Change> {
+        self.feed.subscribe()
+    }
+
+    /// Waits for nothing: every acknowledged call already committed. Closes
+    /// the pool so idle connections are released at once.
+    async fn close(&self) -> StoreResult<()> {
+        self.pool.close();
+        Ok(())
+    }
+
+    #[cfg(test)]
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}

@@ -1,0 +1,266 @@
+//! PostgreSQL-only behaviour: concurrent migration, several processes' worth
+//! of pools on one database, and server-side faults. Every behaviour both
+//! backends share is in `store::conformance`. Each test makes its own
+//! database (see `store::testdb`) and skips, saying so, without
+//! `HUSHWATCH_TEST_PG_URL` (fails instead with `HUSHWATCH_REQUIRE_PG=1`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::clock::SystemClock;
+use crate::store::testdb::{at, event, names, PgTestDb};
+use crate::store::{EventOutcome, Store, StoreError};
+
+async fn open(db: &PgTestDb) -> Store {
+    Store::open_postgres(&db.settings(), 4, Arc::new(SystemClock))
+        .await
+        .expect("open PostgreSQL store")
+}
+
+/// A plain client on the test database, for faults and raw checks.
+async fn raw(db: &PgTestDb) -> tokio_postgres::Client {
+    let (client, conn) = tokio_postgres::connect(
+        &db.url.replace("sslmode=disable", ""),
+        tokio_postgres::NoTls,
+    )
+    .await
+    .expect("raw connection");
+    tokio::spawn(conn);
+    client
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_replicas_starting_at_once_migrate_exactly_once() {
+    let Some(db) = PgTestDb::create().await else {
+        return;
+    };
+    let opens: Vec<_> = (0..3)
+        .map(|_| {
+            let settings = db.settings();
+            tokio::spawn(
+                async move { Store::open_postgres(&settings, 2, Arc::new(SystemClock)).await },
+            )
+        })
+        .collect();
+    let mut stores = Vec::new();
+    for open in opens {
+        stores.push(open.await.unwrap().expect("every replica opens"));
+    }
+    let client = raw(&db).await;
+    let version: i32 = client
+        .query_one("SELECT version FROM schema_version", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(version, super::schema::binary_version());
+    let salts: i64 = client
+        .query_one("SELECT count(*) FROM meta WHERE key = 'salt'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(salts, 1, "the v1 step ran once");
+    for s in stores {
+        s.close().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_from_a_newer_binary_is_refused_untouched() {
+    let Some(db) = PgTestDb::create().await else {
+        return;
+    };
+    open(&db).await.close().await.unwrap();
+    let client = raw(&db).await;
+    client
+        .execute("UPDATE schema_version SET version = 99", &[])
+        .await
+        .unwrap();
+    let err = Store::open_postgres(&db.settings(), 2, Arc::new(SystemClock))
+        .await
+        .expect_err("too new");
+    assert!(matches!(err, StoreError::TooNew { file: 99, .. }), "{err}");
+    let version: i32 = client
+        .query_one("SELECT version FROM schema_version", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(version, 99);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_delivery_through_two_replicas_is_stored_once() {
+    let Some(db) = PgTestDb::create().await else {
+        return;
+    };
+    let (a, b) = (open(&db).await, open(&db).await);
+    a.watch_streams(names(&["s"]), at(0)).await.unwrap();
+    for round in 0..20 {
+        let id = format!("evt_{round}");
+        let (ra, rb) = tokio::join!(
+            a.record_events(vec![event("s", Some(&id), "user.deleted", 1_000 + round)]),
+            b.record_events(vec![event("s", Some(&id), "user.deleted", 1_000 + round)]),
+        );
+        let mut outcomes = vec![ra.unwrap()[0], rb.unwrap()[0]];
+        outcomes.sort_by_key(|o| *o == EventOutcome::Duplicate);
+        assert_eq!(outcomes, [EventOutcome::Accepted, EventOutcome::Duplicate]);
+    }
+    assert_eq!(a.event_count("s").await.unwrap(), 20);
+    assert_eq!(b.audit_summary().await.unwrap().head_seq, 20);
+    a.close().await.unwrap();
+    b.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminated_connections_fail_the_running_call_then_reconnect() {
+    let Some(db) = PgTestDb::create().await else {
+        return;
+    };
+    let store = open(&db).await;
+    store.watch_streams(names(&["s"]), at(0)).await.unwrap();
+    store
+        .record_events(vec![event("s", Some("before"), "x", 1_000)])
+        .await
+        .unwrap();
+    // Hold the audit head's lock from outside, so the next ingest is
+    // mid-transaction (waiting on it) when every connection is killed.
+    let mut holder = raw(&db).await;
+    let lock = holder.transaction().await.unwrap();
+    lock.execute("SELECT 1 FROM audit_head FOR UPDATE", &[])
+        .await
+        .unwrap();
+    let blocked = {
+        let store = store.clone();
+        tokio::spawn(async move {
+            store
+                .record_events(vec![event("s", Some("during"), "x", 2_000)])
+                .await
+        })
+    };
+    wait_for_lock_waiter(&db).await;
+    assert!(db.terminate_connections().await >= 2);
+    let during = blocked.await.unwrap();
+    assert!(during.is_err(), "no false success: {during:?}");
+    // The pool drops the dead connections and opens new ones by itself.
+    assert_eq!(
+        store.event_count("s").await.unwrap(),
+        1,
+        "`during` not stored"
+    );
+    let retry = store
+        .record_events(vec![event("s", Some("during"), "x", 3_000)])
+        .await
+        .unwrap();
+    assert_eq!(
+        retry,
+        [EventOutcome::Accepted],
+        "the sender's retry is stored"
+    );
+    drop(lock);
+    store.close().await.unwrap();
+}
+
+/// Polls `pg_stat_activity` until a backend of the test database waits on
+/// a lock (the blocked call is mid-transaction).
+async fn wait_for_lock_waiter(db: &PgTestDb) {
+    let client = raw(db).await;
+    let waiting = async {
+        loop {
+            let n: i64 = client
+                .query_one(
+                    "SELECT count(*) FROM pg_stat_activity
+                     WHERE datname = current_database() AND wait_event_type = 'Lock'",
+                    &[],
+                )
+                .await
+                .unwrap()
+                .get(0);
+            if n > 0 {
+                return;
+            }
+            tokio::task::yield_now().await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), waiting)
+        .await
+        .expect("the ingest call waits on the lock");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_database_fails_calls_until_it_is_back() {
+    let Some(db) = PgTestDb::create().await else {
+        return;
+    };
+    let store = open(&db).await;
+    store.watch_streams(names(&["s"]), at(0)).await.unwrap();
+    db.set_allow_connections(false).await;
+    db.terminate_connections().await;
+    let down = store
+        .record_events(vec![event("s", Some("e1"), "x", 1_000)])
+        .await;
+    assert!(matches!(down, Err(StoreError::Sql(_))), "{down:?}");
+    assert!(store.probe().await.is_err());
+    db.set_allow_connections(true).await;
+    let up = store
+        .record_events(vec![event("s", Some("e1"), "x", 2_000)])
+        .await
+        .unwrap();
+    assert_eq!(up, [EventOutcome::Accepted]);
+    store.probe().await.unwrap();
+    store.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_password_is_an_open_error_that_does_not_echo_it() {
+    let Some(db) = PgTestDb::create().await else {
+        return;
+    };
+    let mut url = url::Url::parse(&db.url).unwrap();
+    url.set_password(Some("Wr0ng-Pa55word")).unwrap();
+    let settings = super::settings::parse(url.as_str(), std::path::Path::new(".")).unwrap();
+    let err = Store::open_postgres(&settings, 1, Arc::new(SystemClock))
+        .await
+        .expect_err("authentication fails");
+    let text = err.to_string();
+    assert!(matches!(err, StoreError::Open(_)), "{text}");
+    assert!(!text.contains("Wr0ng-Pa55word"), "{text}");
+    assert!(!format!("{settings:?}").contains("Wr0ng-Pa55word"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_require_encrypts_and_verify_full_refuses_an_unknown_ca() {
+    let Some(db) = PgTestDb::create().await else {
+        return;
+    };
+    let client = raw(&db).await;
+    let ssl: String = client.query_one("SHOW ssl", &[]).await.unwrap().get(0);
+    if ssl != "on" {
+        println!("skipped: the test server has ssl = {ssl}");
+        return;
+    }
+    let with_mode = |mode: &str| {
+        let mut url = url::Url::parse(&db.url).unwrap();
+        url.set_query(Some(&format!("sslmode={mode}")));
+        super::settings::parse(url.as_str(), std::path::Path::new(".")).unwrap()
+    };
+    let store = Store::open_postgres(&with_mode("require"), 1, Arc::new(SystemClock))
+        .await
+        .expect("require connects over TLS");
+    store.probe().await.unwrap();
+    store.close().await.unwrap();
+    let encrypted: bool = client
+        .query_one(
+            "SELECT bool_or(s.ssl) FROM pg_stat_ssl s JOIN pg_stat_activity a ON a.pid = s.pid
+             WHERE a.application_name = 'hushwatch'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .try_get::<_, Option<bool>>(0)
+        .unwrap()
+        .unwrap_or(true);
+    assert!(encrypted);
+    // The server's certificate is self-signed (Debian's snakeoil): not a
+    // Mozilla root, so verify-full must refuse it.
+    let refused = Store::open_postgres(&with_mode("verify-full"), 1, Arc::new(SystemClock)).await;
+    assert!(matches!(refused, Err(StoreError::Open(_))), "{refused:?}");
+}

@@ -1,0 +1,470 @@
+//! The SQLite backend: one file, one writer thread doing group commit
+//! (`writer`), the SQL in `ops`, `audit`, `svix`, `subscriptions` and
+//! `status`.
+//!
+//! Reads go through the same writer thread as writes. That costs little (the
+//! workload is a trickle of webhooks plus a periodic evaluator) and buys
+//! read-your-writes ordering for free: a read queued after an acknowledged
+//! write always sees it, with no second connection, no mutex and no
+//! `spawn_blocking`. It also means a read fails when the writer's connection
+//! fails, which is what `/v1/status` should report anyway.
+
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use chrono::{DateTime, TimeDelta, Utc};
+use rusqlite::Connection;
+use tokio::sync::{broadcast, mpsc, oneshot};
+
+use super::backend::{Backend, StoreResult};
+use super::replica::{self, Change, Claim, Leadership, ReplicaRow};
+use super::silences::{self, AckOutcome, AckRow, NewSilence, SilenceRow};
+use super::status::{Arrival, AuditSummary};
+use super::subscriptions::{SubscriptionRow, SubscriptionTransition, SubscriptionUpdate};
+use super::svix::{SvixApply, SvixEndpointRow, SvixPage};
+use super::writer::{Control, Msg, Task};
+use super::{audit, moved_streams, ops, schema, status, subscriptions, svix, writer};
+use super::{
+    Attempt, EventOutcome, NewEvent, OutboxRow, OutboxSummary, PageKind, Shared, StoreError,
+    StreamRow, TemplatedOutcome, Transition, TransitionOutcome,
+};
+use crate::audit::checkpoint::Checkpoint;
+
+/// Jobs that may wait for the writer before callers feel backpressure. Each
+/// in-flight HTTP request holds at most one slot, so this is far above normal
+/// load; past it, `send` waits instead of growing memory without bound.
+const QUEUE_CAPACITY: usize = 4096;
+
+/// Cheap, cloneable handle to the writer thread. The thread exits once every
+/// handle is dropped or `close` is called, after finishing queued work.
+#[derive(Clone)]
+pub(crate) struct SqliteBackend {
+    pub(super) tx: mpsc::Sender<Msg>,
+    shared: Arc<Shared>,
+    /// One process owns the file, so its own commits are all the news.
+    feed: broadcast::Sender<Change>,
+}
+
+impl SqliteBackend {
+    /// Opens (creating if needed) the database at `path`, migrates it, and
+    /// starts the writer thread. Blocking: call it at startup.
+    pub(crate) fn open(path: &Path) -> Result<SqliteBackend, StoreError> {
+        let conn = schema::open(path)?;
+        let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
+        let shared = Arc::new(Shared::default());
+        writer::spawn(conn, rx, Arc::clone(&shared))?;
+        Ok(SqliteBackend {
+            tx,
+            shared,
+            feed: broadcast::channel(super::FEED_CAPACITY).0,
+        })
+    }
+
+    /// Runs `work` on the writer thread inside the next group-commit batch
+    /// and resolves once that batch has committed (or failed).
+    ///
+    /// If the caller stops waiting, the job still runs and may commit; that
+    /// is safe because a retried delivery is then reported as Duplicate.
+    pub(super) async fn call<T, F>(&self, work: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        let (reply, answer) = oneshot::channel();
+        let job = Box::new(Task::new(work, reply));
+        self.tx
+            .send(Msg::Job(job))
+            .await
+            .map_err(|_| StoreError::Closed)?;
+        answer.await.map_err(|_| StoreError::Closed)?
+    }
+}
+
+#[async_trait]
+impl Backend for SqliteBackend {
+    fn engine(&self) -> &'static str {
+        "sqlite"
+    }
+
+    fn commits(&self) -> u64 {
+        self.shared.commits.load(Ordering::Relaxed)
+    }
+
+    fn queue_depth(&self) -> usize {
+        self.tx.max_capacity() - self.tx.capacity()
+    }
+
+    async fn watch_streams(
+        &self,
+        names: Vec<String>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Vec<StreamRow>> {
+        self.call(move |c| ops::watch_streams(c, &names, now)).await
+    }
+
+    async fn templated_streams(&self) -> StoreResult<Vec<String>> {
+        self.call(ops::templated_streams).await
+    }
+
+    async fn add_templated_stream(
+        &self,
+        name: String,
+        now: DateTime<Utc>,
+        max: usize,
+    ) -> StoreResult<TemplatedOutcome> {
+        self.call(move |c| ops::add_templated_stream(c, &name, now, max))
+            .await
+    }
+
+    async fn remove_templated_stream(&self, name: String) -> StoreResult<bool> {
+        self.call(move |c| ops::remove_templated_stream(c, &name))
+            .await
+    }
+
+    async fn record_delivery(
+        &self,
+        events: Vec<NewEvent>,
+        update: Option<SubscriptionUpdate>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Vec<EventOutcome>> {
+        let moved: Vec<(String, bool)> = events
+            .iter()
+            .map(|e| (e.stream.clone(), e.feeds_clock))
+            .collect();
+        let outcomes = self
+            .call(move |c| {
+                let outcomes = ops::record_events(c, &events)?;
+                if let Some(update) = &update {
+                    subscriptions::record(c, update, now)?;
+                }
+                Ok(outcomes)
+            })
+            .await?;
+        for ((stream, feeds), outcome) in moved.into_iter().zip(&outcomes) {
+            if feeds && *outcome == EventOutcome::Accepted {
+                let _ = self.feed.send(Change::Arrival(stream));
+            }
+        }
+        Ok(outcomes)
+    }
+
+    async fn record_delivery_rows(
+        &self,
+        events: Vec<NewEvent>,
+        update: Option<SubscriptionUpdate>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<(Vec<EventOutcome>, Vec<StreamRow>)> {
+        let (outcomes, rows) = self
+            .call(move |c| {
+                let outcomes = ops::record_events(c, &events)?;
+                if let Some(update) = &update {
+                    subscriptions::record(c, update, now)?;
+                }
+                let rows = moved_streams(&events, &outcomes)
+                    .into_iter()
+                    .map(|name| ops::stream_row(c, name))
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok((outcomes, rows))
+            })
+            .await?;
+        for row in &rows {
+            let _ = self.feed.send(Change::Arrival(row.name.clone()));
+        }
+        Ok((outcomes, rows))
+    }
+
+    async fn subscription_transition(&self, t: SubscriptionTransition) -> StoreResult<bool> {
+        self.call(move |c| subscriptions::transition(c, &t)).await
+    }
+
+    async fn subscriptions(&self) -> StoreResult<Vec<SubscriptionRow>> {
+        self.call(subscriptions::all).await
+    }
+
+    async fn record_transition(
+        &self,
+        t: Transition,
+        created_at: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        self.call(move |c| ops::record_transition(c, &t, created_at))
+            .await
+    }
+
+    async fn record_transition_if_silent(
+        &self,
+        t: Transition,
+        silent_since: DateTime<Utc>,
+        created_at: DateTime<Utc>,
+    ) -> StoreResult<TransitionOutcome> {
+        self.call(move |c| ops::record_transition_if_silent(c, &t, silent_since, created_at))
+            .await
+    }
+
+    async fn streams(&self) -> StoreResult<Vec<StreamRow>> {
+        self.call(ops::streams).await
+    }
+
+    async fn pending_outbox(&self) -> StoreResult<Vec<OutboxRow>> {
+        self.call(ops::pending_outbox).await
+    }
+
+    async fn mark_outbox_done(&self, id: i64, at: DateTime<Utc>) -> StoreResult<()> {
+        self.call(move |c| ops::mark_outbox_done(c, id, at)).await
+    }
+
+    async fn record_attempt(&self, id: i64, attempt: Attempt) -> StoreResult<()> {
+        self.call(move |c| ops::record_attempt(c, id, &attempt))
+            .await
+    }
+
+    async fn enqueue_extra(
+        &self,
+        stream: String,
+        kind: PageKind,
+        step: i64,
+        notifiers: Vec<String>,
+        at: DateTime<Utc>,
+    ) -> StoreResult<usize> {
+        self.call(move |c| ops::enqueue_extra(c, &stream, kind, step, &notifiers, at))
+            .await
+    }
+
+    async fn outbox_summary(&self, failed_limit: usize) -> StoreResult<OutboxSummary> {
+        self.call(move |c| ops::outbox_summary(c, failed_limit))
+            .await
+    }
+
+    async fn active_firing_pages(&self) -> StoreResult<Vec<OutboxRow>> {
+        self.call(ops::active_firing_pages).await
+    }
+
+    async fn prune_seen(&self, before: DateTime<Utc>) -> StoreResult<usize> {
+        self.call(move |c| ops::prune_seen(c, before)).await
+    }
+
+    async fn record_svix(
+        &self,
+        event: NewEvent,
+        apply: SvixApply,
+    ) -> StoreResult<(EventOutcome, Vec<SvixPage>)> {
+        self.call(move |c| svix::record(c, &event, &apply)).await
+    }
+
+    async fn svix_acknowledge(
+        &self,
+        apply: SvixApply,
+        endpoint_id: String,
+        msg_ids: Vec<String>,
+    ) -> StoreResult<(usize, u64, Vec<SvixPage>)> {
+        self.call(move |c| svix::acknowledge(c, &apply, &endpoint_id, &msg_ids))
+            .await
+    }
+
+    async fn svix_acknowledge_audited(
+        &self,
+        apply: SvixApply,
+        endpoint_id: String,
+        msg_ids: Vec<String>,
+        entry: Option<NewEvent>,
+    ) -> StoreResult<(usize, u64, Vec<SvixPage>)> {
+        self.call(move |c| {
+            let (acked, lost, pages) = svix::acknowledge(c, &apply, &endpoint_id, &msg_ids)?;
+            if let (true, Some(entry)) = (acked > 0, &entry) {
+                audit::append(c, entry)?;
+            }
+            Ok((acked, lost, pages))
+        })
+        .await
+    }
+
+    async fn svix_grown(&self, source: String) -> StoreResult<Vec<(String, Option<String>)>> {
+        self.call(move |c| svix::grown(c, &source)).await
+    }
+
+    async fn svix_regroup(
+        &self,
+        apply: SvixApply,
+        endpoint_id: String,
+    ) -> StoreResult<Vec<SvixPage>> {
+        self.call(move |c| svix::regroup(c, &apply, &endpoint_id))
+            .await
+    }
+
+    async fn svix_endpoints(&self) -> StoreResult<Vec<SvixEndpointRow>> {
+        self.call(|c| svix::endpoints(c, None)).await
+    }
+
+    async fn audit_checkpoint(
+        &self,
+        now: DateTime<Utc>,
+        key: Option<Vec<u8>>,
+    ) -> StoreResult<Option<Checkpoint>> {
+        self.call(move |c| audit::checkpoint(c, now.timestamp_millis(), key.as_deref()))
+            .await
+    }
+
+    async fn audit_prune(&self, before: DateTime<Utc>) -> StoreResult<usize> {
+        self.call(move |c| audit::prune(c, before.timestamp_millis()))
+            .await
+    }
+
+    async fn prune_events(&self, before: DateTime<Utc>, limit: i64) -> StoreResult<usize> {
+        self.call(move |c| ops::prune_events(c, before, limit))
+            .await
+    }
+
+    async fn recent_arrivals(
+        &self,
+        streams: Vec<String>,
+        since: DateTime<Utc>,
+        cap: i64,
+    ) -> StoreResult<Vec<(String, Vec<Arrival>)>> {
+        self.call(move |c| status::recent_arrivals(c, &streams, since, cap))
+            .await
+    }
+
+    async fn audit_summary(&self) -> StoreResult<AuditSummary> {
+        self.call(status::audit_summary).await
+    }
+
+    async fn probe(&self, now: DateTime<Utc>) -> StoreResult<()> {
+        self.call(move |c| ops::probe(c, now)).await
+    }
+
+    async fn event_count(&self, stream: String) -> StoreResult<u64> {
+        self.call(move |c| ops::event_count(c, &stream)).await
+    }
+
+    async fn add_silence(
+        &self,
+        silence: NewSilence,
+        now: DateTime<Utc>,
+        cap: usize,
+        audit: bool,
+    ) -> StoreResult<Option<i64>> {
+        self.call(move |c| silences::add(c, &silence, now, cap, audit))
+            .await
+    }
+
+    async fn expire_silence(
+        &self,
+        id: i64,
+        by: String,
+        comment: Option<String>,
+        now: DateTime<Utc>,
+        audit: bool,
+    ) -> StoreResult<bool> {
+        self.call(move |c| silences::expire(c, id, &by, comment.as_deref(), now, audit))
+            .await
+    }
+
+    async fn silences(&self, since: DateTime<Utc>) -> StoreResult<Vec<SilenceRow>> {
+        self.call(move |c| Ok(silences::silences_ending_after(c, since)?))
+            .await
+    }
+
+    async fn acknowledge(
+        &self,
+        stream: String,
+        created_by: String,
+        comment: String,
+        now: DateTime<Utc>,
+        audit: bool,
+    ) -> StoreResult<AckOutcome> {
+        self.call(move |c| silences::acknowledge(c, &stream, &created_by, &comment, now, audit))
+            .await
+    }
+
+    async fn sync_maintenance(
+        &self,
+        windows: Vec<(String, DateTime<Utc>, DateTime<Utc>, String)>,
+        now: DateTime<Utc>,
+        audit: bool,
+    ) -> StoreResult<()> {
+        self.call(move |c| silences::sync_maintenance(c, &windows, now, audit))
+            .await
+    }
+
+    async fn current_acks(&self) -> StoreResult<Vec<AckRow>> {
+        self.call(|c| Ok(silences::current_acks(c)?)).await
+    }
+
+    async fn release_held(&self, now: DateTime<Utc>) -> StoreResult<usize> {
+        self.call(move |c| {
+            let mut paged = 0;
+            for stream in silences::held_streams(c)? {
+                paged += usize::from(silences::release_held(c, &stream, now)?);
+            }
+            Ok(paged + silences::release_held_keyed(c, now)?)
+        })
+        .await
+    }
+
+    async fn claim_outbox(
+        &self,
+        replica: String,
+        now: DateTime<Utc>,
+        lease: TimeDelta,
+        limit: i64,
+    ) -> StoreResult<Vec<Claim>> {
+        self.call(move |c| replica::claim_outbox(c, &replica, now, lease, limit))
+            .await
+    }
+
+    async fn settle_claim(&self, id: i64, token: i64, attempt: Attempt) -> StoreResult<bool> {
+        self.call(move |c| replica::settle_claim(c, id, token, &attempt))
+            .await
+    }
+
+    async fn elect(
+        &self,
+        replica: String,
+        term: Option<i64>,
+        now: DateTime<Utc>,
+        ttl: TimeDelta,
+    ) -> StoreResult<Leadership> {
+        self.call(move |c| replica::elect(c, &replica, term, now, ttl))
+            .await
+    }
+
+    async fn resign(&self, replica: String, term: i64) -> StoreResult<bool> {
+        self.call(move |c| replica::resign(c, &replica, term)).await
+    }
+
+    async fn heartbeat(&self, replica: String, now: DateTime<Utc>) -> StoreResult<()> {
+        self.call(move |c| replica::heartbeat(c, &replica, now))
+            .await
+    }
+
+    async fn replicas(&self, seen_since: DateTime<Utc>) -> StoreResult<Vec<ReplicaRow>> {
+        self.call(move |c| replica::replicas(c, seen_since)).await
+    }
+
+    fn changes(&self) -> broadcast::Receiver<Change> {
+        self.feed.subscribe()
+    }
+
+    /// Stops accepting jobs, lets the writer finish everything already
+    /// queued, closes the connection (checkpointing the WAL) and waits for
+    /// that. A writer that had crashed is `Closed`.
+    async fn close(&self) -> StoreResult<()> {
+        let (reply, done) = oneshot::channel();
+        if self
+            .tx
+            .send(Msg::Control(Control::Shutdown(reply)))
+            .await
+            .is_err()
+        {
+            return Ok(());
+        }
+        // A dropped reply means the writer died mid-work rather than shutting down.
+        done.await.unwrap_or(Err(StoreError::Closed))
+    }
+
+    #[cfg(test)]
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
