@@ -246,19 +246,19 @@ async fn tls_require_encrypts_and_verify_full_refuses_an_unknown_ca() {
         .await
         .expect("require connects over TLS");
     store.probe().await.unwrap();
-    store.close().await.unwrap();
-    let encrypted: bool = client
+    // Asked while the store's connection is open, and only about this test's
+    // own database: other tests' connections share the server.
+    let encrypted: Option<bool> = client
         .query_one(
-            "SELECT bool_or(s.ssl) FROM pg_stat_ssl s JOIN pg_stat_activity a ON a.pid = s.pid
-             WHERE a.application_name = 'hushwatch'",
+            "SELECT bool_and(s.ssl) FROM pg_stat_ssl s JOIN pg_stat_activity a ON a.pid = s.pid
+             WHERE a.application_name = 'hushwatch' AND a.datname = current_database()",
             &[],
         )
         .await
         .unwrap()
-        .try_get::<_, Option<bool>>(0)
-        .unwrap()
-        .unwrap_or(true);
-    assert!(encrypted);
+        .get(0);
+    assert_eq!(encrypted, Some(true), "the store's connection uses TLS");
+    store.close().await.unwrap();
     // The server's certificate is self-signed (Debian's snakeoil): not a
     // Mozilla root, so verify-full must refuse it.
     let refused = Store::open_postgres(&with_mode("verify-full"), 1, Arc::new(SystemClock)).await;
