@@ -58,6 +58,9 @@ pub struct Metrics {
     pub svix_exhausted: IntCounterVec,
     pub svix_lost: IntGaugeVec,
     pub svix_events: IntCounterVec,
+    /// Issue #19: `hushwatch_heartbeat_total{outcome}`, `hushwatch_degraded`,
+    /// `hushwatch_notifier_consecutive_failures{notifier}`.
+    pub watchdog: WatchdogMetrics,
     /// 1 while an operator silence (or planned maintenance) covers the
     /// stream, for any page kind.
     pub stream_silenced: IntGaugeVec,
@@ -246,6 +249,7 @@ impl Metrics {
                 "1 while the stream's firing episode is acknowledged.",
                 "stream",
             ),
+            watchdog: WatchdogMetrics::new(&r),
             events: Mutex::new(HashMap::new()),
             templated_streams_refused,
             reload_successful,
@@ -269,6 +273,14 @@ impl Metrics {
                 self.notifications.with_label_values(&[*notifier, outcome]);
             }
             self.notification_latency.with_label_values(&[*notifier]);
+        }
+    }
+
+    /// Pre-creates the per-notifier failure gauges (and zeroes them).
+    pub fn declare_watchdog(&self, notifiers: &[&str]) {
+        self.watchdog.consecutive_failures.reset();
+        for n in notifiers {
+            self.watchdog.consecutive_failures.with_label_values(&[*n]);
         }
     }
 
@@ -455,6 +467,48 @@ impl std::fmt::Display for Escaped<'_> {
             }
         }
         Ok(())
+    }
+}
+
+/// Outcomes of one heartbeat ping, as counted in `hushwatch_heartbeat_total`:
+/// `ok` (the healthy URL answered 2xx), `fail` (the fail URL answered 2xx:
+/// hushwatch is degraded), `error` (the ping itself failed).
+pub const HEARTBEAT_OUTCOMES: [&str; 3] = ["ok", "fail", "error"];
+
+/// The watchdog's own series (issue #19).
+pub struct WatchdogMetrics {
+    pub heartbeat: IntCounterVec,
+    pub degraded: IntGauge,
+    pub consecutive_failures: IntGaugeVec,
+}
+
+impl WatchdogMetrics {
+    fn new(r: &Registry) -> WatchdogMetrics {
+        let heartbeat = counter_vec(
+            r,
+            "hushwatch_heartbeat_total",
+            "Outbound heartbeat pings by outcome (ok, fail = degraded ping delivered, error = ping not delivered).",
+            &["outcome"],
+        );
+        for outcome in HEARTBEAT_OUTCOMES {
+            heartbeat.with_label_values(&[outcome]);
+        }
+        let degraded = IntGauge::new(
+            "hushwatch_degraded",
+            "1 while hushwatch is degraded (storage failing, a page failed, config reload failed); the reason is in /v1/status.",
+        )
+        .unwrap_or_else(|e| unreachable_metric("hushwatch_degraded", e));
+        register(r, "hushwatch_degraded", Box::new(degraded.clone()));
+        WatchdogMetrics {
+            heartbeat,
+            degraded,
+            consecutive_failures: int_gauge_vec(
+                r,
+                "hushwatch_notifier_consecutive_failures",
+                "Delivery attempts to the notifier that failed in a row (retryable or permanent) since its last delivery.",
+                "notifier",
+            ),
+        }
     }
 }
 

@@ -18,6 +18,7 @@ pub mod store;
 mod streams;
 mod svix;
 pub mod templates;
+pub mod watchdog;
 
 // Each section's types live beside its reader; these keep every
 // `crate::config::X` path the rest of the crate uses.
@@ -91,6 +92,9 @@ pub struct Config {
     pub templates: templates::Templates,
     /// `[store]`: SQLite in `data_dir` (default) or a PostgreSQL URL.
     pub store: store::StoreConfig,
+    /// `[heartbeat]`, `[server] store_alarm_after`/`emergency_notify`,
+    /// `[notifiers.X] fallback`/`fallback_after` (issue #19).
+    pub watchdog: watchdog::WatchdogConfig,
 }
 
 /// Reads and validates the config file; `${VAR}` comes from the process
@@ -132,6 +136,7 @@ pub fn parse(
             "svix",
             "templates",
             "store",
+            "heartbeat",
         ],
     );
     let patterns = templates::take_patterns(&mut root);
@@ -163,6 +168,7 @@ pub fn parse(
         warnings: std::mem::take(&mut r.warnings),
         templates,
         store: store::read(&mut r, &root, base_dir),
+        watchdog: watchdog::read(&mut r, &root, &section_names(&root, "notifiers")),
     };
     // Names declared but invalid are already reported; referring to them is
     // not a second error.

@@ -138,7 +138,12 @@ pub(super) fn read_notifier(
             return None;
         }
     };
-    let allowed: Vec<&str> = COMMON_NOTIFIER_KEYS.iter().chain(own).copied().collect();
+    let allowed: Vec<&str> = COMMON_NOTIFIER_KEYS
+        .iter()
+        .chain(own)
+        .chain(&super::watchdog::NOTIFIER_KEYS)
+        .copied()
+        .collect();
     r.reject_unknown(path, t, &allowed);
     let policy = read_delivery_policy(r, path, t);
     let kind = match kind_word.as_str() {

@@ -34,6 +34,8 @@ pub(super) fn read_server(r: &mut Reader<'_>, root: &Table, base_dir: &Path) -> 
             "body_timeout",
             "max_streams",
             "admin_token",
+            super::watchdog::SERVER_KEYS[0],
+            super::watchdog::SERVER_KEYS[1],
         ],
     );
     let listen_text = r

@@ -17,6 +17,7 @@ mod ingest;
 mod log_field;
 mod providers;
 mod readiness;
+pub(crate) use readiness::storage_health;
 mod reply;
 mod routes;
 pub mod silences;

@@ -82,6 +82,16 @@ async fn compute(app: &dyn Api) -> Result<(), NotReady> {
     }
 }
 
+/// The same storage check as `/readyz` (a tiny write and the data
+/// folder's headroom, within the probe deadline), uncached: the watchdog's
+/// heartbeat and store alarm ask it once per tick.
+pub(crate) async fn storage_health(app: &dyn Api) -> Result<(), String> {
+    compute(app).await.map_err(|e| match e {
+        NotReady::Storage(reason) => reason,
+        NotReady::Slow => "storage did not answer within 5s".to_string(),
+    })
+}
+
 /// Free space for unprivileged writers, from statvfs: no bytes written.
 fn headroom(dir: &Path) -> Result<(), String> {
     let stat = rustix::fs::statvfs(dir).map_err(|e| format!("data_dir: statvfs failed: {e}"))?;

@@ -56,6 +56,20 @@ impl Client {
         body: Vec<u8>,
         timeout: Duration,
     ) -> Outcome {
+        self.request(Method::POST, url, headers, body, timeout)
+            .await
+    }
+
+    /// `post_json` with any method (the heartbeat may `GET`); a body, when
+    /// not empty, is sent as JSON.
+    pub async fn request(
+        &self,
+        method: Method,
+        url: &str,
+        headers: &[(&str, String)],
+        body: Vec<u8>,
+        timeout: Duration,
+    ) -> Outcome {
         let shown = redact_url(url);
         // The parser config loading used, so this cannot fail on a URL
         // that passed `check`.
@@ -69,10 +83,12 @@ impl Client {
         };
         let basic = target.basic_auth;
         let mut req = Request::builder()
-            .method(Method::POST)
+            .method(method)
             .uri(target.url.as_str())
-            .header(CONTENT_TYPE, "application/json")
             .header(USER_AGENT, concat!("hushwatch/", env!("CARGO_PKG_VERSION")));
+        if !body.is_empty() {
+            req = req.header(CONTENT_TYPE, "application/json");
+        }
         if let Some(credentials) = basic {
             req = req.header(hyper::header::AUTHORIZATION, credentials);
         }

@@ -7,6 +7,7 @@ use super::delivery::Delivery;
 use super::silences::Operator;
 use super::svix::Svix;
 use super::timer::{Due, Schedule};
+use super::watchdog::Watchdog;
 use crate::clock::Clock;
 use crate::config::{Config, StreamConfig};
 use crate::domain::alert::{next_transition, AlertStatus, Transition as DomainTransition};
@@ -40,6 +41,7 @@ pub struct App {
     svix: Svix,
     operator: Operator,
     delivery: Delivery,
+    watchdog: Watchdog,
 }
 
 /// `app.store`, `app.config()`, `app.note_storage(…)`: the shared handles.
@@ -67,6 +69,7 @@ impl App {
             svix: Svix::new(Arc::clone(&core)),
             operator: Operator::new(Arc::clone(&core)),
             delivery: Delivery::new(Arc::clone(&core)),
+            watchdog: Watchdog::new(Arc::clone(&core)),
             core,
         };
         let config = app.with_templated(app.config()).await?;
@@ -94,6 +97,10 @@ impl App {
 
     pub fn delivery(&self) -> &Delivery {
         &self.delivery
+    }
+
+    pub fn watchdog(&self) -> &Watchdog {
+        &self.watchdog
     }
 
     /// Swaps in a validated config. Clocks of streams that still exist are
@@ -214,6 +221,7 @@ impl App {
         let calendars: Vec<&str> = config.calendars.keys().map(String::as_str).collect();
         let notifiers: Vec<&str> = config.notifiers.keys().map(String::as_str).collect();
         self.metrics.declare(&calendars, &notifiers);
+        self.metrics.declare_watchdog(&notifiers);
         let streams: Vec<&str> = names.iter().map(String::as_str).collect();
         self.metrics.declare_streams(&streams);
         let sources: Vec<&str> = config.svix.keys().map(String::as_str).collect();

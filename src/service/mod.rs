@@ -13,6 +13,7 @@ pub(crate) mod subscriptions;
 pub mod svix;
 mod timer;
 mod wake;
+pub mod watchdog;
 
 use crate::clock::Clock;
 use crate::config::{self, Config};
@@ -99,6 +100,7 @@ pub async fn start(
         tokio::spawn(maintenance::run(Arc::clone(&app), rx.clone())),
         tokio::spawn(svix::regroup_loop(Arc::clone(&app), rx.clone())),
         tokio::spawn(subscriptions::run(Arc::clone(&app), rx.clone())),
+        tokio::spawn(watchdog::run(Arc::clone(&app), rx.clone())),
     ];
     if let Some(admin) = admin {
         tasks.push(tokio::spawn(crate::http::serve(

@@ -27,6 +27,9 @@ impl App {
             Err(e) => json!({ "error": e.to_string() }),
         };
         doc["audit"] = self.audit_status().await;
+        let reasons = self.watchdog().reasons();
+        doc["degraded"] = json!(!reasons.is_empty());
+        doc["degraded_reasons"] = json!(reasons);
         if let Some(operator) = self.operator().status().await {
             doc["operator"] = operator;
         }

@@ -1,0 +1,297 @@
+//! Who watches the watcher (issue #19): every tick the watchdog checks the
+//! store the way `/readyz` does, decides whether hushwatch is degraded
+//! (and why), pings the `[heartbeat]` URL (or its fail URL), and pages
+//! `[server] emergency_notify` directly when the store has not been
+//! writable for `store_alarm_after`.
+//!
+//! It is a task of its own: a ping or an emergency page never holds up
+//! ingest or the outbox worker, and each exchange has a short deadline.
+//! Every replica runs it (each pings; the external check sees one
+//! deployment when all use one URL). The emergency page is per replica by
+//! design: it is sent exactly when the shared store cannot be trusted to
+//! decide anything.
+
+use super::app::App;
+use super::core::Core;
+use crate::config::watchdog::{HeartbeatConfig, HeartbeatMethod};
+use crate::config::Config;
+use crate::notify::{self, Outcome, Page, Sender};
+use crate::store::PageKind;
+use chrono::{DateTime, SecondsFormat, TimeDelta, Utc};
+use serde_json::json;
+use std::sync::{Arc, Mutex};
+use tokio::sync::watch;
+
+/// Longest pause between two health checks (shorter when the heartbeat
+/// interval is).
+const CHECK_EVERY: TimeDelta = TimeDelta::seconds(5);
+/// Deadline of one heartbeat ping (shorter when the interval is).
+const PING_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+/// An ongoing storage outage is paged again at most this often.
+const EMERGENCY_REPEAT: TimeDelta = TimeDelta::hours(1);
+
+/// Why hushwatch is degraded, as shown in `/v1/status` and sent to the fail URL.
+#[derive(Default)]
+struct State {
+    /// The current reasons; empty when healthy.
+    reasons: Vec<String>,
+    /// Failed pages counted when the previous ping went out.
+    failed_seen: Option<u64>,
+    next_ping: Option<DateTime<Utc>>,
+    /// Outcome of the last ping, to log only changes.
+    last_ping: Option<&'static str>,
+    /// Since when the storage check fails.
+    store_failing_since: Option<DateTime<Utc>>,
+    /// Last emergency page of the ongoing outage.
+    emergency_sent: Option<DateTime<Utc>>,
+}
+
+/// The watchdog's state-facing side (`/v1/status`'s `degraded`).
+pub struct Watchdog {
+    core: Arc<Core>,
+    state: Mutex<State>,
+}
+
+impl Watchdog {
+    pub(super) fn new(core: Arc<Core>) -> Watchdog {
+        Watchdog {
+            core,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The reasons hushwatch is degraded (empty when healthy).
+    pub fn reasons(&self) -> Vec<String> {
+        self.lock().reasons.clone()
+    }
+
+    /// Pages that failed for good, over the configured notifiers.
+    fn failed_pages(&self, config: &Config) -> u64 {
+        config
+            .notifiers
+            .keys()
+            .map(|n| {
+                self.core
+                    .metrics
+                    .notifications
+                    .with_label_values(&[n.as_str(), "failed"])
+                    .get()
+            })
+            .sum()
+    }
+}
+
+pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
+    let sender = Arc::new(Sender::new());
+    let http = crate::notify::http::Client::new();
+    loop {
+        if *shutdown.borrow() {
+            break;
+        }
+        let next = tick(&app, &sender, &http).await;
+        tokio::select! {
+            _ = app.clock.sleep_until(next) => {}
+            _ = shutdown.changed() => break,
+        }
+    }
+}
+
+/// One check: returns when the next one is due.
+async fn tick(app: &Arc<App>, sender: &Arc<Sender>, http: &notify::http::Client) -> DateTime<Utc> {
+    let config = app.config();
+    let storage = crate::http::storage_health(app.as_ref()).await;
+    let now = app.clock.now();
+    let watchdog = app.watchdog();
+    app.core().set_storage_ok(storage.is_ok());
+    store_alarm(app, &config, sender, storage.as_ref().err(), now);
+    let failed = watchdog.failed_pages(&config);
+    let heartbeat = config.watchdog.heartbeat.as_ref();
+    let (reasons, ping_due) = {
+        let mut s = watchdog.lock();
+        let mut reasons = Vec::new();
+        if let Err(e) = &storage {
+            reasons.push(format!("storage failing: {e}"));
+        }
+        if s.failed_seen.is_some_and(|seen| failed > seen) {
+            reasons.push("a page failed permanently in the last interval".to_string());
+        }
+        if app.metrics.reload_successful.get() == 0 {
+            reasons.push("the last config reload failed".to_string());
+        }
+        s.reasons.clone_from(&reasons);
+        let due = heartbeat.is_some() && s.next_ping.is_none_or(|t| t <= now);
+        if due || heartbeat.is_none() {
+            s.failed_seen = Some(failed);
+        }
+        (reasons, due)
+    };
+    app.metrics
+        .watchdog
+        .degraded
+        .set(i64::from(!reasons.is_empty()));
+    if let (Some(h), true) = (heartbeat, ping_due) {
+        let outcome = ping(http, h, &reasons, now).await;
+        app.metrics
+            .watchdog
+            .heartbeat
+            .with_label_values(&[outcome])
+            .inc();
+        let mut s = watchdog.lock();
+        if s.last_ping != Some(outcome) {
+            match outcome {
+                "ok" => tracing::info!("heartbeat: pinging the healthy URL"),
+                "fail" => {
+                    tracing::warn!(reason = %reasons.join("; "), "heartbeat: hushwatch is degraded; pinging the fail URL")
+                }
+                _ => tracing::error!("heartbeat: the ping could not be delivered; the external check will alert when it misses pings"),
+            }
+            s.last_ping = Some(outcome);
+        }
+        s.next_ping = Some(now + h.interval);
+    }
+    let mut next = now + CHECK_EVERY;
+    if let Some(t) = watchdog.lock().next_ping.filter(|_| heartbeat.is_some()) {
+        next = next.min(t);
+    }
+    next
+}
+
+/// Sends one ping: to `url` when healthy, else `fail_url` with the reason.
+/// The URLs are never logged (they carry the check's token).
+async fn ping(
+    http: &notify::http::Client,
+    h: &HeartbeatConfig,
+    reasons: &[String],
+    now: DateTime<Utc>,
+) -> &'static str {
+    let healthy = reasons.is_empty();
+    let url = if healthy { &h.url } else { &h.fail_url };
+    let (method, body) = match h.method {
+        HeartbeatMethod::Get => (hyper::Method::GET, Vec::new()),
+        HeartbeatMethod::Post => (
+            hyper::Method::POST,
+            json!({
+                "status": if healthy { "ok" } else { "degraded" },
+                "reason": reasons.join("; "),
+                "at": now.to_rfc3339_opts(SecondsFormat::Secs, true),
+                "version": env!("CARGO_PKG_VERSION"),
+            })
+            .to_string()
+            .into_bytes(),
+        ),
+    };
+    let timeout = PING_TIMEOUT.min(h.interval.to_std().unwrap_or(PING_TIMEOUT));
+    match http.request(method, url, &[], body, timeout).await {
+        Outcome::Delivered if healthy => "ok",
+        Outcome::Delivered => "fail",
+        _ => "error",
+    }
+}
+
+/// Pages `emergency_notify` directly once the store has failed for
+/// `store_alarm_after`, again at most hourly, and once when it recovers.
+fn store_alarm(
+    app: &Arc<App>,
+    config: &Arc<Config>,
+    sender: &Arc<Sender>,
+    failure: Option<&String>,
+    now: DateTime<Utc>,
+) {
+    let w = &config.watchdog;
+    let mut s = app.watchdog().lock();
+    let page = match (failure, s.store_failing_since) {
+        (Some(e), None) => {
+            tracing::error!(error = %e, "storage check failed: hushwatch cannot write its state");
+            s.store_failing_since = Some(now);
+            None
+        }
+        (Some(e), Some(since)) => {
+            let due = now - since >= w.store_alarm_after
+                && s.emergency_sent.is_none_or(|t| now - t >= EMERGENCY_REPEAT);
+            if due {
+                s.emergency_sent = Some(now);
+                tracing::error!(error = %e, since = %since, "STORAGE BROKEN: hushwatch cannot write its state; the outbox cannot be trusted; paging server.emergency_notify directly");
+                Some(emergency_page(config, since, now, Some(e)))
+            } else {
+                None
+            }
+        }
+        (None, Some(since)) => {
+            s.store_failing_since = None;
+            tracing::info!(since = %since, "storage recovered: hushwatch can write its state again");
+            s.emergency_sent
+                .take()
+                .map(|_| emergency_page(config, since, now, None))
+        }
+        (None, None) => None,
+    };
+    drop(s);
+    let Some(page) = page else { return };
+    for name in &w.emergency_notify {
+        let Some(notifier) = config.notifiers.get(name).cloned() else {
+            continue;
+        };
+        let (sender, page, name) = (Arc::clone(sender), page.clone(), name.clone());
+        // Its own task: a slow notifier must not delay the heartbeat.
+        tokio::spawn(async move {
+            match sender.send(&notifier, &page, now).await {
+                Outcome::Delivered => {
+                    tracing::info!(notifier = %name, page = %page.key, "emergency page delivered")
+                }
+                other => {
+                    tracing::error!(notifier = %name, page = %page.key, outcome = ?other, "emergency page not delivered")
+                }
+            }
+        });
+    }
+}
+
+/// The direct page about the store: firing while broken, resolved once.
+fn emergency_page(
+    config: &Config,
+    since: DateTime<Utc>,
+    now: DateTime<Utc>,
+    error: Option<&String>,
+) -> Page {
+    let id = format!("hushwatch-store-{}", since.timestamp_millis());
+    let firing = error.is_some();
+    let summary = match error {
+        Some(e) => format!(
+            "hushwatch cannot write its state since {}: {e}; pages in its outbox may not go out",
+            since.to_rfc3339_opts(SecondsFormat::Secs, true)
+        ),
+        None => format!(
+            "hushwatch storage recovered (it failed from {})",
+            since.to_rfc3339_opts(SecondsFormat::Secs, true)
+        ),
+    };
+    let (calendar, timezone, business_hours) = notify::calendar_facts(config, None);
+    Page {
+        key: format!("{id}-{}", now.timestamp_millis()),
+        alert_id: id,
+        alert_kind: "hushwatch_storage".to_string(),
+        stream: "hushwatch".to_string(),
+        firing,
+        kind: PageKind::Page,
+        at: now,
+        started_at: since,
+        resolved_at: (!firing).then_some(now),
+        silent_since: None,
+        resumed_at: None,
+        business_silence: None,
+        summary,
+        severity: notify::SEVERITY.to_string(),
+        source: None,
+        endpoint_id: None,
+        calendar,
+        timezone,
+        business_hours,
+        threshold: TimeDelta::zero(),
+        max_silence: None,
+        test: false,
+    }
+}
