@@ -69,6 +69,32 @@ fn a_heartbeat_that_cannot_be_delivered_is_counted() {
     s.stop();
 }
 
+/// A notifier at a dead port: every failed attempt (retryable here) adds
+/// one to `hushwatch_notifier_consecutive_failures`; the first delivery
+/// sets it back to 0.
+#[test]
+fn consecutive_failures_count_until_the_notifier_delivers() {
+    let down = ClosedPort::new();
+    let dir = tempfile::tempdir().unwrap();
+    let notifiers = format!(
+        "[notifiers.hook]\nkind = \"webhook\"\nurl = \"http://127.0.0.1:{}/hook\"\ntimeout = \"1s\"\nbackoff_initial = \"1s\"\nbackoff_max = \"2s\"\n",
+        down.port()
+    );
+    let s = Sidecar::start(dir.path(), &config(&["hook"], "", &notifiers), utc(START));
+    let series = "hushwatch_notifier_consecutive_failures{notifier=\"hook\"}";
+    assert_eq!(s.metric(series), 0.0);
+    s.fire();
+    s.advance_until(2, "three failed attempts", || {
+        (s.metric(series) >= 3.0).then_some(())
+    });
+    let recv = down.listen(vec![]);
+    s.advance_until(2, "delivered", || {
+        (!recv.delivered().is_empty()).then_some(())
+    });
+    poll("counter reset", || (s.metric(series) == 0.0).then_some(()));
+    s.stop();
+}
+
 /// A full data dir (tmpfs): the heartbeat switches to `url + /fail` with
 /// the reason, `hushwatch_degraded` and `/v1/status` say why, one
 /// emergency page goes out directly after `store_alarm_after` (not

@@ -238,6 +238,17 @@ impl Worker {
             .notifications
             .with_label_values(&[name, label])
             .inc();
+        // Attempts that failed in a row, per process (issue #19).
+        let failures = app
+            .metrics
+            .watchdog
+            .consecutive_failures
+            .with_label_values(&[name]);
+        if label == "delivered" {
+            failures.set(0);
+        } else {
+            failures.inc();
+        }
         app.store.record_attempt(row.id, attempt).await
     }
 
