@@ -95,6 +95,66 @@ fn consecutive_failures_count_until_the_notifier_delivers() {
     s.stop();
 }
 
+/// A notifier at a dead port with `fallback = ["backup"]`: the backup is
+/// paged at exactly 1, 5 and 20 failed attempts in a row, once each, and
+/// once more when the notifier delivers again.
+#[test]
+fn the_fallback_ladder_pages_at_1_5_and_20_failures_then_recovers() {
+    let down = ClosedPort::new();
+    let backup = Receiver::start(vec![]);
+    let dir = tempfile::tempdir().unwrap();
+    let notifiers = format!(
+        "[notifiers.hook]\nkind = \"webhook\"\nurl = \"http://127.0.0.1:{}/hook\"\ntimeout = \"1s\"\nbackoff_initial = \"1s\"\nbackoff_max = \"2s\"\nfallback = [\"backup\"]\n[notifiers.backup]\nkind = \"webhook\"\nurl = \"{}\"\ntimeout = \"2s\"\n",
+        down.port(),
+        backup.url("/backup")
+    );
+    let s = Sidecar::start(dir.path(), &config(&["hook"], "", &notifiers), utc(START));
+    let series = "hushwatch_notifier_consecutive_failures{notifier=\"hook\"}";
+    s.fire();
+    s.advance_until(2, "20 failed attempts", || {
+        (s.metric(series) >= 20.0 && backup.delivered().len() >= 3).then_some(())
+    });
+    let summaries = |r: &Receiver| -> Vec<String> {
+        r.delivered()
+            .iter()
+            .map(|p| {
+                p.json()["alert"]["summary"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+            })
+            .collect()
+    };
+    let got = summaries(&backup);
+    for step in [1, 5, 20] {
+        let n = got
+            .iter()
+            .filter(|t| t.contains(&format!("({step} failed attempts in a row)")))
+            .count();
+        assert_eq!(n, 1, "step {step} paged once: {got:#?}");
+    }
+    assert_eq!(got.len(), 3, "{got:#?}");
+    assert!(
+        got[0].starts_with("hushwatch cannot deliver to hook: "),
+        "{got:#?}"
+    );
+    let hook = down.listen(vec![]);
+    s.advance_until(2, "hook delivers", || {
+        (!hook.delivered().is_empty()).then_some(())
+    });
+    poll("recovery page", || {
+        (backup.delivered().len() == 4).then_some(())
+    });
+    let got = summaries(&backup);
+    assert!(
+        got[3].starts_with("hushwatch delivers to hook again"),
+        "{got:#?}"
+    );
+    let body = String::from_utf8_lossy(&backup.delivered()[3].body).into_owned();
+    assert!(body.contains("resolved"), "{body}");
+    s.stop();
+}
+
 /// A full data dir (tmpfs): the heartbeat switches to `url + /fail` with
 /// the reason, `hushwatch_degraded` and `/v1/status` say why, one
 /// emergency page goes out directly after `store_alarm_after` (not

@@ -244,12 +244,19 @@ impl Worker {
             .watchdog
             .consecutive_failures
             .with_label_values(&[name]);
+        let before = failures.get();
         if label == "delivered" {
             failures.set(0);
         } else {
             failures.inc();
         }
-        app.store.record_attempt(row.id, attempt).await
+        let after = failures.get();
+        let error = match &attempt {
+            Attempt::Retry { error, .. } | Attempt::Failed { error, .. } => Some(error.clone()),
+            Attempt::Delivered { .. } => None,
+        };
+        app.store.record_attempt(row.id, attempt).await?;
+        super::fallback::after_attempt(app, config, row, before, after, error.as_deref(), now).await
     }
 
     /// Re-posts firing alerts to Alertmanagers before their

@@ -5,6 +5,7 @@
 pub mod app;
 mod core;
 pub mod delivery;
+mod fallback;
 mod http_api;
 mod maintenance;
 pub mod silences;

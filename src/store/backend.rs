@@ -121,6 +121,11 @@ pub trait Backend: Send + Sync + 'static {
         at: DateTime<Utc>,
     ) -> StoreResult<usize>;
 
+    /// Issue #19: queues a fallback-ladder page about notifier `about` to
+    /// each of `t.notifiers` (a keyed alert: one alert id per failing
+    /// notifier, shared by its steps and its recovery page).
+    async fn queue_fallback_pages(&self, t: super::Transition, about: String) -> StoreResult<()>;
+
     async fn outbox_summary(&self, failed_limit: usize) -> StoreResult<OutboxSummary>;
 
     async fn active_firing_pages(&self) -> StoreResult<Vec<OutboxRow>>;

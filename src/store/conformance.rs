@@ -75,7 +75,35 @@ backend_matrix!(
     an_acknowledged_episode_gets_no_reminders,
     maintenance_windows_are_stored_once_and_end_when_removed,
     silences_past_the_cap_are_refused,
+    fallback_pages_share_one_alert_per_notifier_with_their_own_keys,
 );
+
+/// Issue #19: the fallback ladder's pages about notifier `hook`, sent to
+/// `backup`: each step and the recovery is its own outbox row (own page
+/// key), all under one alert id, firing then resolved.
+async fn fallback_pages_share_one_alert_per_notifier_with_their_own_keys(db: TestDb) {
+    let store = db.open().await;
+    store.watch_streams(names(&["a"]), at(0)).await.unwrap();
+    for (state, ms) in [
+        (AlertState::Firing, 1_000),
+        (AlertState::Firing, 2_000),
+        (AlertState::Ok, 3_000),
+    ] {
+        let mut t = transition(state, ms, &["backup"]);
+        t.reason = format!("step at {ms}");
+        store.queue_fallback_pages(t, "hook".into()).await.unwrap();
+    }
+    let rows = store.pending_outbox().await.unwrap();
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    assert!(rows.iter().all(|r| r.notifier == "backup"
+        && r.alert_kind == "hushwatch_fallback"
+        && r.alert_id == rows[0].alert_id
+        && r.endpoint_id.as_deref() == Some("hook")));
+    let keys: std::collections::BTreeSet<_> = rows.iter().map(|r| &r.page_key).collect();
+    assert_eq!(keys.len(), 3, "own key per page");
+    assert_eq!(rows[2].state, AlertState::Ok);
+    assert_eq!(rows[1].reason, "step at 2000");
+}
 
 async fn accepted_then_duplicate_per_stream(db: TestDb) {
     let store = db.open().await;

@@ -497,6 +497,16 @@ impl Store {
             .await
     }
 
+    /// Issue #19: a fallback-ladder page (firing: a step; ok: recovery)
+    /// about notifier `about`, through the outbox to `t.notifiers`.
+    pub async fn queue_fallback_pages(
+        &self,
+        t: Transition,
+        about: String,
+    ) -> Result<(), StoreError> {
+        self.backend.queue_fallback_pages(t, about).await
+    }
+
     /// Counts per notifier and the newest failed pages.
     pub async fn outbox_summary(&self) -> Result<OutboxSummary, StoreError> {
         self.backend.outbox_summary(20).await

@@ -485,6 +485,18 @@ pub(super) struct KeyedAlert<'a> {
     pub endpoint_id: &'a str,
 }
 
+/// The keyed alert of a fallback-ladder page about notifier `about`.
+pub(super) fn fallback_alert(about: &str) -> KeyedAlert<'_> {
+    KeyedAlert {
+        kind: "hushwatch_fallback",
+        family: "fallback",
+        key: about,
+        severity: "critical",
+        source: "fallback",
+        endpoint_id: about,
+    }
+}
+
 /// The alert id of a keyed alert: the same for its firing and resolved
 /// pages, never equal to a silence episode's.
 pub(super) fn keyed_alert_id(

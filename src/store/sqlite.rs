@@ -231,6 +231,17 @@ impl Backend for SqliteBackend {
             .await
     }
 
+    async fn queue_fallback_pages(&self, t: super::Transition, about: String) -> StoreResult<()> {
+        self.call(move |c| {
+            let alert = ops::fallback_alert(&about);
+            for notifier in &t.notifiers {
+                ops::insert_keyed_page(c, &t, notifier, t.at, &alert)?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
     async fn outbox_summary(&self, failed_limit: usize) -> StoreResult<OutboxSummary> {
         self.call(move |c| ops::outbox_summary(c, failed_limit))
             .await

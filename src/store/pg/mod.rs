@@ -277,6 +277,15 @@ impl Backend for PgBackend {
         })
     }
 
+    async fn queue_fallback_pages(&self, t: super::Transition, about: String) -> StoreResult<()> {
+        in_tx!(self, |tx| {
+            let alert = super::ops::fallback_alert(&about);
+            for notifier in &t.notifiers {
+                ops::insert_keyed_page(&tx, &t, notifier, t.at, &alert).await?;
+            }
+        })
+    }
+
     async fn outbox_summary(&self, failed_limit: usize) -> StoreResult<OutboxSummary> {
         in_tx!(self, |tx| ops::outbox_summary(&tx, failed_limit).await?)
     }
