@@ -12,7 +12,10 @@
 #   AUDIT=off ONLY='webhook' bench/ingest.sh   # audit chain off; only matching cases
 #
 # AUDIT=off sets `[audit] enabled = false`, to measure what the hash chain
-# costs; ONLY is a grep pattern over case names.
+# costs; ONLY is a grep pattern over case names. WATCHDOG=on adds a
+# `[heartbeat]` pinging every 1s a loopback receiver that never answers
+# (each ping runs into its deadline), to show a hung dead-man's switch does
+# not slow ingest (issue #19).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS="${RUNS:-3}"
@@ -33,6 +36,15 @@ silence_threshold = "1h"
 webhook_secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 token = "bench-token"
 TOML
+if [ "${WATCHDOG:-off}" = on ]; then
+  # A listener that accepts and never answers: every ping times out.
+  python3 -c 'import socket,time; s=socket.socket(); s.bind(("127.0.0.1",0)); s.listen(1024); print(s.getsockname()[1], flush=True); c=[]
+while True: c.append(s.accept()[0])' > "$work/hb.port" &
+  hb=$!
+  trap 'kill "$pid" "$hb" 2>/dev/null || true; rm -rf "$work"' EXIT
+  for _ in $(seq 50); do [ -s "$work/hb.port" ] && break; sleep 0.1; done
+  printf '[heartbeat]\nurl = "http://127.0.0.1:%s/ping"\ninterval = "1s"\n' "$(cat "$work/hb.port")" >> "$work/hushwatch.toml"
+fi
 if [ "${AUDIT:-on}" = off ]; then printf '[audit]\nenabled = false\n' >> "$work/hushwatch.toml"; fi
 HUSHWATCH_LOG=warn,hushwatch::service=info target/release/hushwatch serve --config "$work/hushwatch.toml" 2>"$work/err.log" &
 pid=$!

@@ -289,3 +289,78 @@ fn common_skip() -> bool {
     }
     !root
 }
+
+/// `hushwatch check` refuses what `serve` would: exit 2, each bad key
+/// named, the heartbeat URL (which may carry a token) never echoed.
+#[test]
+fn check_exits_2_naming_each_bad_watchdog_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = config(
+        &["ops"],
+        "",
+        "[notifiers.ops]\nkind = \"log\"\nfallback = [\"ops\"]\n[heartbeat]\nurl = \"ftp://tok3n@example.org/x\"\n",
+    )
+    .replace(
+        "data_dir = \"data\"",
+        "data_dir = \"data\"\nemergency_notify = [\"pager\"]",
+    );
+    let path = dir.path().join("hushwatch.toml");
+    std::fs::write(&path, text).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hushwatch"))
+        .args(["check", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let err =
+        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    for want in [
+        "notifiers.ops.fallback[0]: a notifier cannot be its own fallback",
+        "server.emergency_notify[0]: no notifier named \"pager\"",
+        "heartbeat.url: must start with http:// or https://",
+    ] {
+        assert!(err.contains(want), "missing {want:?} in\n{err}");
+    }
+    assert!(!err.contains("tok3n"), "{err}");
+}
+
+/// A page that failed permanently makes the next ping go to the fail URL
+/// with that reason; with no new failure the one after is healthy again.
+#[test]
+fn a_permanently_failed_page_fails_the_next_heartbeat_only() {
+    let hb = Receiver::start(vec![]);
+    let hook = Receiver::start(vec![Answer::Status(400)]);
+    let dir = tempfile::tempdir().unwrap();
+    let notifiers = format!(
+        "[notifiers.hook]\nkind = \"webhook\"\nurl = \"{}\"\ntimeout = \"2s\"\n{}",
+        hook.url("/hook"),
+        heartbeat(&hb.url("/ping"), "")
+    );
+    let s = Sidecar::start(dir.path(), &config(&["hook"], "", &notifiers), utc(START));
+    poll("first ping", || (hb.received().len() == 1).then_some(()));
+    s.fire();
+    poll("page refused", || {
+        (s.metric("hushwatch_notifications_total{notifier=\"hook\",outcome=\"failed\"}") == 1.0)
+            .then_some(())
+    });
+    // The ping the fire's clock jump triggered may have gone out before or
+    // after the page failed; the first fail ping is the one that counts.
+    let fail = s.advance_until(5, "fail ping", || {
+        hb.received().into_iter().find(|r| r.path == "/ping/fail")
+    });
+    assert_eq!(fail.path, "/ping/fail");
+    assert!(fail.json()["reason"]
+        .as_str()
+        .unwrap()
+        .contains("a page failed permanently"));
+    let seen = 1 + hb
+        .received()
+        .iter()
+        .position(|r| r.path == "/ping/fail")
+        .unwrap();
+    let next = s.advance_until(5, "next ping", || {
+        hb.received().into_iter().skip(seen).next()
+    });
+    assert_eq!(next.path, "/ping", "healthy again: no new failure");
+    s.stop();
+}
