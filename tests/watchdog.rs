@@ -358,9 +358,7 @@ fn a_permanently_failed_page_fails_the_next_heartbeat_only() {
         .iter()
         .position(|r| r.path == "/ping/fail")
         .unwrap();
-    let next = s.advance_until(5, "next ping", || {
-        hb.received().into_iter().skip(seen).next()
-    });
+    let next = s.advance_until(5, "next ping", || hb.received().into_iter().nth(seen));
     assert_eq!(next.path, "/ping", "healthy again: no new failure");
     s.stop();
 }
