@@ -312,6 +312,11 @@ async fn queue_extras(app: &App, config: &Config) -> Result<Option<DateTime<Utc>
         return Ok(None);
     }
     let now = app.clock.now();
+    // Scheduling reminders and escalations is housekeeping: the leader's
+    // alone. Others look again in a while, in case they become leader.
+    if super::replicas::housekeeping_term(app).await.is_none() {
+        return Ok(Some(now + chrono::TimeDelta::seconds(2)));
+    }
     let mut next: Option<DateTime<Utc>> = None;
     let mut later = |t: Option<DateTime<Utc>>| {
         if let Some(t) = t {

@@ -4,7 +4,10 @@
 
 pub mod app;
 mod delivery;
+mod feed;
+pub mod leader;
 mod maintenance;
+pub mod replicas;
 mod status;
 mod subscriptions;
 mod svix;
@@ -33,6 +36,7 @@ pub struct Running {
     /// The `[server] admin_listen` listener's address, when configured.
     pub admin_addr: Option<SocketAddr>,
     pub app: Arc<App>,
+    replicas: Arc<replicas::Replicas>,
     shutdown: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -68,6 +72,7 @@ pub async fn start(
             .await
             .map_err(StartError::store)?,
     );
+    let replicas = replicas::join(&app).await?;
     let addr = listener
         .local_addr()
         .map_err(|e| StartError(format!("listener: {e}")))?;
@@ -97,6 +102,7 @@ pub async fn start(
         tokio::spawn(svix::regroup_loop(Arc::clone(&app), rx.clone())),
         tokio::spawn(subscriptions::run(Arc::clone(&app), rx.clone())),
     ];
+    tasks.extend(replicas::spawn(&app, &replicas, &rx));
     if let Some(admin) = admin {
         tasks.push(tokio::spawn(crate::http::serve(
             admin,
@@ -109,6 +115,7 @@ pub async fn start(
         addr,
         admin_addr,
         app,
+        replicas,
         shutdown,
         tasks,
     })
@@ -121,6 +128,8 @@ impl Running {
         for task in self.tasks {
             let _ = task.await;
         }
+        // After the last checkpoint, so the lease covered it.
+        self.replicas.leadership.resign().await;
         if let Err(e) = self.app.store.clone().close().await {
             tracing::error!(error = %e, "closing the store failed");
         }

@@ -12,8 +12,10 @@
 
 pub mod audit;
 pub mod backend;
+pub mod coordination;
 mod ops;
 pub mod pg;
+pub mod pg_coordination;
 mod schema;
 mod sqlite;
 pub mod status;
