@@ -7,6 +7,7 @@ pub mod notifiers;
 pub mod providers;
 mod reader;
 pub mod secret;
+pub mod store;
 pub mod templates;
 
 use crate::audit::classify::{Access, Classifier};
@@ -77,6 +78,8 @@ pub struct Config {
     pub warnings: Vec<String>,
     /// `[templates.NAME]`, `[streams."PREFIX*"]` and their limits.
     pub templates: templates::Templates,
+    /// `[store]`: SQLite in `data_dir`, or a shared PostgreSQL database.
+    pub store: store::StoreConfig,
 }
 
 #[derive(Debug, Clone)]
@@ -329,6 +332,7 @@ pub fn parse(
             "audit",
             "svix",
             "templates",
+            "store",
         ],
     );
     let patterns = templates::take_patterns(&mut root);
@@ -357,9 +361,11 @@ pub fn parse(
         notifiers,
         audit,
         svix,
-        warnings: std::mem::take(&mut r.warnings),
+        warnings: Vec::new(),
         templates,
+        store: store::read_store(&mut r, &root, base_dir),
     };
+    config.warnings = std::mem::take(&mut r.warnings);
     // Names declared but invalid are already reported; referring to them is
     // not a second error.
     let declared = |section: &str| -> Vec<String> {

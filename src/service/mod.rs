@@ -14,7 +14,7 @@ mod svix;
 mod timer;
 mod wake;
 
-use crate::clock::{Clock, SystemClock};
+use crate::clock::Clock;
 use crate::config::{self, Config};
 use crate::http::Routes;
 use crate::store::{Store, StoreError};
@@ -61,12 +61,7 @@ pub async fn start(
             data_dir.display()
         ))
     })?;
-    let path = data_dir.join(STATE_FILE);
-    let store_clock = Arc::clone(&clock);
-    let store = tokio::task::spawn_blocking(move || Store::open_with_clock(&path, store_clock))
-        .await
-        .map_err(|e| StartError(format!("store open panicked: {e}")))?
-        .map_err(StartError::store)?;
+    let store = open_store(&config, &data_dir, Arc::clone(&clock)).await?;
     let app = Arc::new(
         App::new(config, store, clock)
             .await
@@ -136,6 +131,24 @@ impl Running {
     }
 }
 
+/// SQLite in `data_dir`, or the PostgreSQL database of `[store] url`.
+async fn open_store(
+    config: &Config,
+    data_dir: &Path,
+    clock: Arc<dyn Clock>,
+) -> Result<Store, StartError> {
+    if let Some(settings) = &config.store.postgres {
+        return Store::open_postgres(settings, config.store.pool_size, clock)
+            .await
+            .map_err(StartError::store);
+    }
+    let path = data_dir.join(STATE_FILE);
+    tokio::task::spawn_blocking(move || Store::open_with_clock(&path, clock))
+        .await
+        .map_err(|e| StartError(format!("store open panicked: {e}")))?
+        .map_err(StartError::store)
+}
+
 #[derive(Debug)]
 pub struct StartError(pub String);
 
@@ -199,7 +212,8 @@ async fn serve(config_path: &Path, config: Config) -> Result<(), StartError> {
     let listen = config.server.listen;
     let listener =
         bind(listen).map_err(|e| StartError(format!("cannot listen on {listen}: {e}")))?;
-    let running = start(config, Arc::new(SystemClock), listener).await?;
+    let clock = replicas::clock_for(&config).await?;
+    let running = start(config, clock, listener).await?;
     // Tests and operators look for this exact line to learn the port.
     tracing::info!(addr = %running.addr, "hushwatch listening on {}", running.addr);
     if let Some(admin) = running.admin_addr {

@@ -225,10 +225,32 @@ async fn coordination_for(
     app: &super::app::App,
 ) -> Result<(Arc<dyn Coordination>, bool, Duration), super::StartError> {
     let config = app.config();
-    let _ = &config;
-    Ok((
-        Arc::new(crate::store::coordination::Solo),
-        true,
-        DEFAULT_LEASE,
-    ))
+    let lease = config.store.leader_lease;
+    match &config.store.postgres {
+        None => Ok((Arc::new(crate::store::coordination::Solo), true, lease)),
+        Some(settings) => {
+            let pg = crate::store::pg_coordination::PgCoordination::open(settings)
+                .await
+                .map_err(|e| super::StartError(format!("cannot open the replica tables: {e}")))?;
+            Ok((Arc::new(pg), false, lease))
+        }
+    }
+}
+
+/// `serve`'s clock: the wall clock, or on PostgreSQL the wall clock
+/// corrected to the database server's (`store::pg::clock::DbClock`), so
+/// every replica stamps arrivals on one timeline.
+pub(super) async fn clock_for(
+    config: &crate::config::Config,
+) -> Result<Arc<dyn crate::clock::Clock>, super::StartError> {
+    let Some(settings) = &config.store.postgres else {
+        return Ok(Arc::new(crate::clock::SystemClock));
+    };
+    let failed =
+        |e: crate::store::StoreError| super::StartError(format!("cannot reach the database: {e}"));
+    let pool = crate::store::pg::pool(settings, 1).map_err(failed)?;
+    let clock = crate::store::pg::clock::DbClock::start(pool)
+        .await
+        .map_err(failed)?;
+    Ok(clock)
 }
