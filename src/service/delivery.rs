@@ -137,12 +137,19 @@ impl Worker {
             match row.next_attempt_at {
                 Some(t) if t > now => next = Some(next.map_or(t, |n| n.min(t))),
                 _ => {
+                    let Some(token) = super::replicas::claim(app, row, notifier).await? else {
+                        // Another replica is sending it; look again soon,
+                        // in case its claim lapses (the sender died).
+                        let t = now + chrono::TimeDelta::seconds(1);
+                        next = Some(next.map_or(t, |n| n.min(t)));
+                        continue;
+                    };
                     lock(&self.in_flight).insert(row.id);
                     let (worker, app) = (Arc::clone(self), Arc::clone(app));
                     let (config, notifier, row) =
                         (Arc::clone(&config), notifier.clone(), row.clone());
                     attempts.spawn(async move {
-                        if let Err(e) = worker.attempt(&app, &config, &notifier, &row).await {
+                        if let Err(e) = worker.attempt(&app, &config, &notifier, &row, token).await {
                             tracing::error!(error = %e, page = %row.page_key, "could not record a delivery attempt; the page stays pending and is sent again under the same key");
                         }
                         lock(&worker.in_flight).remove(&row.id);
@@ -168,6 +175,7 @@ impl Worker {
         config: &Config,
         notifier: &NotifierConfig,
         row: &OutboxRow,
+        token: i64,
     ) -> Result<(), StoreError> {
         let page = Page::from_row(row, config);
         let started = app.clock.now();
@@ -235,7 +243,7 @@ impl Worker {
             .notifications
             .with_label_values(&[name, label])
             .inc();
-        app.store.record_attempt(row.id, attempt).await
+        super::replicas::settle(app, row, token, attempt).await
     }
 
     /// Re-posts firing alerts to Alertmanagers before their
@@ -252,6 +260,10 @@ impl Worker {
             .any(|n| matches!(n.kind, NotifierKind::Alertmanager(_)));
         if !has_am {
             return Ok(None);
+        }
+        // Re-posting is housekeeping: one replica (the leader) does it.
+        if super::replicas::housekeeping_term(app).await.is_none() {
+            return Ok(Some(app.clock.now() + chrono::TimeDelta::seconds(2)));
         }
         let active = app.store.active_firing_pages().await?;
         let now = app.clock.now();

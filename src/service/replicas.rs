@@ -26,6 +26,7 @@ pub struct Replicas {
     started_at: DateTime<Utc>,
     coordination: Arc<dyn Coordination>,
     pub leadership: Arc<Leadership>,
+    lease: Duration,
     /// Heartbeat period; a replica is alive while its last heartbeat is
     /// within three periods.
     every: Duration,
@@ -59,6 +60,7 @@ impl Replicas {
             started_at,
             coordination,
             leadership,
+            lease,
             every: (lease / 3).max(Duration::from_millis(100)),
             solo,
             seen: Mutex::new(Cluster::default()),
@@ -68,6 +70,34 @@ impl Replicas {
 
     pub fn id(&self) -> &str {
         &self.me
+    }
+
+    /// See `Coordination::claim_outbox`.
+    pub async fn claim(
+        &self,
+        id: i64,
+        lease: Duration,
+    ) -> Result<Option<i64>, crate::store::StoreError> {
+        self.coordination.claim_outbox(&self.me, id, lease).await
+    }
+
+    /// See `Coordination::settle_outbox`.
+    pub async fn settle(
+        &self,
+        id: i64,
+        token: i64,
+        attempt: crate::store::Attempt,
+    ) -> Result<crate::store::coordination::Settled, crate::store::StoreError> {
+        self.coordination
+            .settle_outbox(&self.me, id, token, attempt)
+            .await
+    }
+
+    /// How long a delivery claim lasts: the lease, and always longer than
+    /// one attempt can take (`timeout`), so a live sender is never
+    /// overtaken by a second one.
+    pub fn claim_lease(&self, attempt_timeout: Duration) -> Duration {
+        self.lease.max(attempt_timeout + Duration::from_secs(2))
     }
 
     fn alive_within(&self) -> Duration {
@@ -227,9 +257,15 @@ async fn coordination_for(
     let config = app.config();
     let lease = config.store.leader_lease;
     match &config.store.postgres {
-        None => Ok((Arc::new(crate::store::coordination::Solo), true, lease)),
+        None => Ok((
+            Arc::new(crate::store::coordination::Solo {
+                store: app.store.clone(),
+            }),
+            true,
+            lease,
+        )),
         Some(settings) => {
-            let pg = crate::store::pg_coordination::PgCoordination::open(settings)
+            let pg = crate::store::pg::coordination::PgCoordination::open(settings)
                 .await
                 .map_err(|e| super::StartError(format!("cannot open the replica tables: {e}")))?;
             Ok((Arc::new(pg), false, lease))
@@ -253,4 +289,36 @@ pub(super) async fn clock_for(
         .await
         .map_err(failed)?;
     Ok(clock)
+}
+
+/// Claims outbox row `row` for one attempt on `notifier` (see
+/// `Coordination::claim_outbox`); `None` while another replica holds it.
+pub(super) async fn claim(
+    app: &super::app::App,
+    row: &crate::store::OutboxRow,
+    notifier: &crate::config::NotifierConfig,
+) -> Result<Option<i64>, crate::store::StoreError> {
+    let Some(replicas) = app.replicas() else {
+        return Ok(Some(0));
+    };
+    let timeout = notifier.policy.timeout.to_std().unwrap_or_default();
+    replicas.claim(row.id, replicas.claim_lease(timeout)).await
+}
+
+/// Records an attempt under its claim; a fenced result (the claim lapsed
+/// and another replica took the page over) is dropped with a warning.
+pub(super) async fn settle(
+    app: &super::app::App,
+    row: &crate::store::OutboxRow,
+    token: i64,
+    attempt: crate::store::Attempt,
+) -> Result<(), crate::store::StoreError> {
+    let Some(replicas) = app.replicas() else {
+        return app.store.record_attempt(row.id, attempt).await;
+    };
+    let settled = replicas.settle(row.id, token, attempt).await?;
+    if settled == crate::store::coordination::Settled::Fenced {
+        tracing::warn!(page = %row.page_key, "delivery claim lapsed before the attempt ended; another replica owns this page now and its attempt is recorded instead");
+    }
+    Ok(())
 }

@@ -17,6 +17,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::backend::StoreResult;
+use super::{Attempt, Store};
 
 /// A replica seen alive: its last heartbeat is within the window asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,10 +76,39 @@ pub trait Coordination: Send + Sync + 'static {
     /// Gives the lease up (at shutdown), so another replica need not wait
     /// for it to lapse.
     async fn resign(&self, me: &str, term: i64) -> StoreResult<()>;
+
+    /// Claims pending outbox row `id` for one attempt: `Some(token)` when
+    /// it is pending and nobody holds a live claim; the claim lapses after
+    /// `lease` (a holder killed mid-send leaves the row to another replica,
+    /// which sends it under the same page key). The token grows with every
+    /// claim of the row and fences `settle_outbox`.
+    async fn claim_outbox(&self, me: &str, id: i64, lease: Duration) -> StoreResult<Option<i64>>;
+
+    /// Records the attempt's result and releases the claim, in one
+    /// transaction, only if `me` still holds the claim with `token`.
+    async fn settle_outbox(
+        &self,
+        me: &str,
+        id: i64,
+        token: i64,
+        attempt: Attempt,
+    ) -> StoreResult<Settled>;
+}
+
+/// What `settle_outbox` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settled {
+    Recorded,
+    /// The claim had lapsed and another replica took the row over: the
+    /// result is not recorded (that replica's attempt decides).
+    Fenced,
 }
 
 /// The single-process answer (SQLite).
-pub struct Solo;
+pub struct Solo {
+    /// Attempts are recorded through the ordinary store call.
+    pub store: Store,
+}
 
 #[async_trait]
 impl Coordination for Solo {
@@ -100,5 +130,26 @@ impl Coordination for Solo {
 
     async fn resign(&self, _me: &str, _term: i64) -> StoreResult<()> {
         Ok(())
+    }
+
+    /// One process: the delivery worker's own in-flight set is the claim.
+    async fn claim_outbox(
+        &self,
+        _me: &str,
+        _id: i64,
+        _lease: Duration,
+    ) -> StoreResult<Option<i64>> {
+        Ok(Some(1))
+    }
+
+    async fn settle_outbox(
+        &self,
+        _me: &str,
+        id: i64,
+        _token: i64,
+        attempt: Attempt,
+    ) -> StoreResult<Settled> {
+        self.store.record_attempt(id, attempt).await?;
+        Ok(Settled::Recorded)
     }
 }

@@ -15,7 +15,6 @@ pub mod backend;
 pub mod coordination;
 mod ops;
 pub mod pg;
-pub mod pg_coordination;
 mod schema;
 mod sqlite;
 pub mod status;

@@ -11,6 +11,7 @@
 //! the sender's retry (deduplicated) can settle that.
 
 pub mod clock;
+pub mod coordination;
 mod ops;
 mod schema;
 pub mod settings;

@@ -14,10 +14,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 use deadpool_postgres::Pool;
 
-use super::backend::StoreResult;
-use super::coordination::{Cluster, Coordination, LeaderRow, Lease, ReplicaRow};
-use super::pg::{self, pg_err};
-use super::StoreError;
+use super::{ops, pg_err};
+use crate::store::backend::StoreResult;
+use crate::store::coordination::{Cluster, Coordination, LeaderRow, Lease, ReplicaRow, Settled};
+use crate::store::{Attempt, StoreError};
 
 /// Connections for heartbeats, elections and fencing checks.
 const POOL_SIZE: usize = 2;
@@ -43,6 +43,12 @@ const DDL: &str = "
         term        BIGINT NOT NULL,
         elected_at  BIGINT NOT NULL,
         lease_until BIGINT NOT NULL
+    );
+    CREATE TABLE IF NOT EXISTS outbox_claims (
+        outbox_id   BIGINT PRIMARY KEY REFERENCES outbox(id) ON DELETE CASCADE,
+        claimed_by  TEXT NOT NULL,
+        lease_until BIGINT NOT NULL,
+        token       BIGINT NOT NULL
     );";
 
 /// The database's time in epoch milliseconds, as SQL.
@@ -70,8 +76,8 @@ fn time(ms: i64) -> StoreResult<chrono::DateTime<chrono::Utc>> {
 
 impl PgCoordination {
     /// Builds the pool and creates the tables when missing.
-    pub async fn open(settings: &pg::Settings) -> StoreResult<PgCoordination> {
-        let pool = pg::pool(settings, POOL_SIZE)?;
+    pub async fn open(settings: &super::Settings) -> StoreResult<PgCoordination> {
+        let pool = super::pool(settings, POOL_SIZE)?;
         let mut client = pool
             .get()
             .await
@@ -198,6 +204,65 @@ impl Coordination for PgCoordination {
             .await
             .map_err(pg_err)?;
         Ok(row.is_some())
+    }
+
+    async fn claim_outbox(&self, me: &str, id: i64, lease: Duration) -> StoreResult<Option<i64>> {
+        let client = self.client().await?;
+        // The outbox row is locked with SKIP LOCKED: a row another replica
+        // is settling right now is simply not claimable this round. Only a
+        // pending row can be claimed, so a page delivered elsewhere since
+        // the caller's snapshot is never sent again. A live claim of
+        // another replica blocks; a lapsed one is taken over with the next
+        // token.
+        let sql = format!(
+            "WITH p AS (SELECT id FROM outbox WHERE id = $1 AND status = 'pending'
+                        FOR UPDATE SKIP LOCKED)
+             INSERT INTO outbox_claims AS c (outbox_id, claimed_by, lease_until, token)
+             SELECT p.id, $2, {NOW_MS} + $3, 1 FROM p
+             ON CONFLICT (outbox_id) DO UPDATE SET
+               claimed_by = EXCLUDED.claimed_by,
+               lease_until = EXCLUDED.lease_until,
+               token = c.token + 1
+             WHERE c.lease_until <= EXCLUDED.lease_until - $3
+             RETURNING token"
+        );
+        let row = client
+            .query_opt(&sql, &[&id, &me, &millis(lease)])
+            .await
+            .map_err(pg_err)?;
+        row.map(|r| r.try_get(0).map_err(pg_err)).transpose()
+    }
+
+    async fn settle_outbox(
+        &self,
+        me: &str,
+        id: i64,
+        token: i64,
+        attempt: Attempt,
+    ) -> StoreResult<Settled> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(pg_err)?;
+        // Lock order outbox, then claim, as in `claim_outbox`.
+        tx.execute("SELECT 1 FROM outbox WHERE id = $1 FOR UPDATE", &[&id])
+            .await
+            .map_err(pg_err)?;
+        let held = tx
+            .query_opt(
+                "SELECT 1 FROM outbox_claims
+                 WHERE outbox_id = $1 AND claimed_by = $2 AND token = $3 FOR UPDATE",
+                &[&id, &me, &token],
+            )
+            .await
+            .map_err(pg_err)?;
+        if held.is_none() {
+            return Ok(Settled::Fenced);
+        }
+        ops::record_attempt(&tx, id, &attempt).await?;
+        tx.execute("DELETE FROM outbox_claims WHERE outbox_id = $1", &[&id])
+            .await
+            .map_err(pg_err)?;
+        tx.commit().await.map_err(pg_err)?;
+        Ok(Settled::Recorded)
     }
 
     async fn resign(&self, me: &str, term: i64) -> StoreResult<()> {
