@@ -126,7 +126,9 @@ impl Leadership {
                 self.gauge.set(1);
             }
             Ok(None) => {
-                if let Some(h) = *self.lock() {
+                // Copied out first: `lose` takes the lock again.
+                let held = *self.lock();
+                if let Some(h) = held {
                     self.lose(h.term, "another replica holds the lease");
                 }
             }
