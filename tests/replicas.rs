@@ -8,7 +8,6 @@
 //! that may create databases; `scripts/test` sets it). Without it these
 //! tests print why and pass, unless `HUSHWATCH_REQUIRE_PG=1`.
 
-mod common;
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -17,8 +16,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use common::{wait_for, Sidecar, Workdir, TOKEN};
-use support::{Answer, Receiver};
+use support::{get, metric, wait_for, Answer, Process as Sidecar, Receiver, Workdir, TOKEN};
 
 /// Every wait in this file; generous, since the machine is shared.
 const LIMIT: Duration = Duration::from_secs(60);
@@ -202,7 +200,7 @@ impl Cluster {
     }
 
     fn status(&self, i: usize) -> serde_json::Value {
-        let reply = common::get(self.addr(i), "/v1/status");
+        let reply = get(self.addr(i), "/v1/status");
         assert_eq!(reply.status, 200, "{}", reply.body);
         reply.json()
     }
@@ -431,7 +429,7 @@ fn a_leader_stopped_past_its_lease_is_replaced_and_never_acts_on_its_old_term() 
     wait_for(LIMIT, "the old leader to step down", || {
         let s = cluster.status(old);
         (s["replicas"]["is_leader"] == false
-            && common::metric(cluster.addr(old), "hushwatch_leader") == 0.0)
+            && metric(cluster.addr(old), "hushwatch_leader") == 0.0)
             .then_some(())
     });
     // More housekeeping happens (by the new leader) after the resume.
@@ -464,10 +462,10 @@ fn a_leader_stopped_past_its_lease_is_replaced_and_never_acts_on_its_old_term() 
     let leaders: Vec<f64> = cluster
         .live()
         .iter()
-        .map(|i| common::metric(cluster.addr(*i), "hushwatch_leader"))
+        .map(|i| metric(cluster.addr(*i), "hushwatch_leader"))
         .collect();
     assert_eq!(leaders.iter().sum::<f64>(), 1.0, "{leaders:?}");
-    assert_eq!(common::metric(cluster.addr(old), "hushwatch_replicas"), 3.0);
+    assert_eq!(metric(cluster.addr(old), "hushwatch_replicas"), 3.0);
     println!("leader takeover after SIGSTOP: {takeover:?} (lease 2s)");
 }
 
@@ -493,7 +491,7 @@ fn terminating_every_database_connection_mid_burst_loses_no_acknowledged_event()
     assert_all_stored(&cluster, &acked);
     for i in cluster.live() {
         wait_for(LIMIT, "every replica ready again", || {
-            (common::get(cluster.addr(i), "/readyz").status == 200).then_some(())
+            (get(cluster.addr(i), "/readyz").status == 200).then_some(())
         });
     }
     let stored: i64 = cluster
@@ -526,7 +524,7 @@ fn while_the_database_is_unreachable_ingest_and_readyz_answer_503_and_a_passed_s
             answer.filter(|(s, _)| *s == 503).map(|_| ())
         });
         wait_for(LIMIT, "/readyz to answer 503", || {
-            (common::get(cluster.addr(i), "/readyz").status == 503).then_some(())
+            (get(cluster.addr(i), "/readyz").status == 503).then_some(())
         });
     }
     // The 4 s threshold passes during the outage; nothing can be paged.
@@ -538,7 +536,7 @@ fn while_the_database_is_unreachable_ingest_and_readyz_answer_503_and_a_passed_s
     cluster.wait_pages("firing", 1);
     for i in cluster.live() {
         wait_for(LIMIT, "ready again", || {
-            (common::get(cluster.addr(i), "/readyz").status == 200).then_some(())
+            (get(cluster.addr(i), "/readyz").status == 200).then_some(())
         });
     }
     let (episodes, deliveries, keys) = assert_one_key_per_page(&cluster);
