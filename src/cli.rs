@@ -78,6 +78,14 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
     },
+    /// Copy the SQLite state of --config's data_dir into an empty PostgreSQL database.
+    MigrateStore {
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+        /// postgres:// URL of the empty target database (${VAR} is expanded)
+        #[arg(long, value_name = "URL")]
+        to: String,
+    },
     /// The tamper-evident audit log of every accepted event.
     Audit {
         #[command(subcommand)]
@@ -135,6 +143,7 @@ pub fn run(cli: Cli) -> ExitCode {
             timestamp,
         }),
         Command::Status { url, config } => commands::status::run(url.as_deref(), config.as_deref()),
+        Command::MigrateStore { config, to } => commands::migrate_store::run(&config, &to),
         Command::Audit {
             command: AuditCommand::Verify { config },
         } => commands::audit::verify(&config),

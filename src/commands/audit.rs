@@ -15,10 +15,12 @@ use std::process::ExitCode;
 
 fn open(config_path: &Path) -> Result<(crate::config::Config, AuditReader), ExitCode> {
     let config = load_or_exit(config_path)?;
-    let reader = AuditReader::open(&config.server.data_dir.join(STATE_FILE)).map_err(|e| {
-        eprintln!("cannot read the audit log: {e}");
-        ExitCode::from(EXIT_FAILURE)
-    })?;
+    let reader =
+        AuditReader::open_configured(&config.store, &config.server.data_dir.join(STATE_FILE))
+            .map_err(|e| {
+                eprintln!("cannot read the audit log: {e}");
+                ExitCode::from(EXIT_FAILURE)
+            })?;
     Ok((config, reader))
 }
 

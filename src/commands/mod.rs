@@ -4,6 +4,7 @@
 pub mod audit;
 pub mod check;
 pub mod explain;
+pub mod migrate_store;
 pub mod notify_test;
 pub mod serve;
 pub mod sign;

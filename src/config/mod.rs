@@ -2,7 +2,7 @@
 //! key and cross-reference, and builds the domain objects (calendars,
 //! policies) the service runs on. A `Config` that exists is valid.
 
-mod env;
+pub(crate) mod env;
 pub mod notifiers;
 pub mod providers;
 mod reader;
@@ -78,7 +78,7 @@ pub struct Config {
     pub warnings: Vec<String>,
     /// `[templates.NAME]`, `[streams."PREFIX*"]` and their limits.
     pub templates: templates::Templates,
-    /// `[store]`: SQLite in `data_dir`, or a shared PostgreSQL database.
+    /// `[store]`: SQLite in `data_dir` (default) or a PostgreSQL URL.
     pub store: store::StoreConfig,
 }
 
@@ -361,11 +361,10 @@ pub fn parse(
         notifiers,
         audit,
         svix,
-        warnings: Vec::new(),
+        warnings: std::mem::take(&mut r.warnings),
         templates,
-        store: store::read_store(&mut r, &root, base_dir),
+        store: store::read(&mut r, &root, base_dir),
     };
-    config.warnings = std::mem::take(&mut r.warnings);
     // Names declared but invalid are already reported; referring to them is
     // not a second error.
     let declared = |section: &str| -> Vec<String> {

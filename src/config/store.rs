@@ -1,73 +1,150 @@
-//! `[store]`: where the state lives. Without the section, the embedded
-//! SQLite file in `data_dir`; with `url`, a PostgreSQL database that any
-//! number of replicas share.
-//!
-//! The URL is parsed here by the parser the store connects with
-//! (`store::pg::settings::parse`), so `check` rejects what `serve` would.
-//! Errors never quote the URL (it carries a password).
+//! `[store]`: where the state lives. Absent, it is the embedded SQLite file
+//! in `data_dir`; with `url`, a shared PostgreSQL database, parsed by the
+//! very parser the backend connects with (`store::pg::settings::parse`).
 
 use std::path::Path;
-use std::time::Duration;
 
-use toml::Table;
+use toml::{Table, Value};
 
 use super::reader::Reader;
-use crate::store::pg;
+use crate::store::pg::{Settings, DEFAULT_POOL_SIZE};
 
-/// Shortest `leader_lease`: a lease is renewed three times per period, and
-/// faster than this would be a database round trip every few milliseconds.
-const MIN_LEASE: Duration = Duration::from_secs(1);
+/// Most connections one process may hold; keeps replicas × pool well under
+/// PostgreSQL's default `max_connections` of 100.
+pub const MAX_POOL_SIZE: usize = 64;
+
+#[derive(Debug, Clone, Default)]
+pub struct StoreConfig {
+    /// `None`: SQLite in `data_dir`.
+    pub postgres: Option<PostgresConfig>,
+}
 
 #[derive(Debug, Clone)]
-pub struct StoreConfig {
-    /// `url`: `None` keeps SQLite in `data_dir`.
-    pub postgres: Option<pg::Settings>,
-    /// `pool_size`: connections per process to PostgreSQL.
+pub struct PostgresConfig {
+    /// Parsed `url` (its `Debug` shows the URL with the password masked).
+    pub settings: Settings,
+    /// `pool_size`: connections this process keeps at most.
     pub pool_size: usize,
     /// `leader_lease`: how long the housekeeping leader's lease lasts on
-    /// the database clock; another replica takes over at most this long
-    /// after the leader stops.
-    pub leader_lease: Duration,
+    /// the database clock (`service::leader`); another replica takes over
+    /// at most about this long after the leader stops.
+    pub leader_lease: std::time::Duration,
 }
 
-impl Default for StoreConfig {
-    fn default() -> Self {
-        StoreConfig {
-            postgres: None,
-            pool_size: pg::DEFAULT_POOL_SIZE,
-            leader_lease: crate::service::replicas::DEFAULT_LEASE,
-        }
-    }
-}
+/// `leader_lease` unless configured.
+pub const DEFAULT_LEADER_LEASE: std::time::Duration = std::time::Duration::from_secs(15);
 
-pub(super) fn read_store(r: &mut Reader<'_>, root: &Table, base_dir: &Path) -> StoreConfig {
-    let mut store = StoreConfig::default();
+pub fn read(r: &mut Reader<'_>, root: &Table, base_dir: &Path) -> StoreConfig {
     let Some(t) = r.sub_table("", root, "store") else {
-        return store;
+        return StoreConfig::default();
     };
     r.reject_unknown("store", t, &["url", "pool_size", "leader_lease"]);
-    if let Some(url) = r.opt_string("store", t, "url") {
-        match pg::settings::parse(&url, base_dir) {
-            Ok(settings) => store.postgres = Some(settings),
-            Err(reason) => r.error("store.url", reason),
+    let leader_lease = read_leader_lease(r, t);
+    let pool_size = match t.get("pool_size") {
+        None => DEFAULT_POOL_SIZE,
+        Some(Value::Integer(n)) if (1..=MAX_POOL_SIZE as i64).contains(n) => *n as usize,
+        Some(_) => {
+            r.error(
+                "store.pool_size",
+                format!("must be a whole number from 1 to {MAX_POOL_SIZE}"),
+            );
+            DEFAULT_POOL_SIZE
+        }
+    };
+    let Some(url) = r.req_string("store", t, "url") else {
+        return StoreConfig::default();
+    };
+    match crate::store::pg::settings::parse(&url, base_dir) {
+        Ok(settings) => StoreConfig {
+            postgres: Some(PostgresConfig {
+                settings,
+                pool_size,
+                leader_lease,
+            }),
+        },
+        Err(reason) => {
+            r.error("store.url", reason);
+            StoreConfig::default()
         }
     }
-    match t.get("pool_size") {
-        None => {}
-        Some(toml::Value::Integer(n)) if (1..=64).contains(n) => store.pool_size = *n as usize,
-        Some(_) => r.error("store.pool_size", "must be an integer from 1 to 64"),
-    }
-    if let Some(lease) = r.opt_duration("store", t, "leader_lease") {
-        match lease.to_std() {
-            Ok(lease) if lease >= MIN_LEASE => store.leader_lease = lease,
-            _ => r.error("store.leader_lease", "must be at least 1s"),
+}
+
+/// At least 1 s: the lease is renewed three times per period, and a
+/// shorter one would be a database round trip every few milliseconds.
+fn read_leader_lease(r: &mut Reader<'_>, t: &Table) -> std::time::Duration {
+    let Some(lease) = r.opt_duration("store", t, "leader_lease") else {
+        return DEFAULT_LEADER_LEASE;
+    };
+    match lease.to_std() {
+        Ok(lease) if lease >= std::time::Duration::from_secs(1) => lease,
+        _ => {
+            r.error("store.leader_lease", "must be at least 1s");
+            DEFAULT_LEADER_LEASE
         }
     }
-    if store.postgres.is_none() && t.contains_key("leader_lease") {
-        r.warnings.push(
-            "store.leader_lease has no effect without store.url (SQLite has one process, always the leader)"
-                .to_owned(),
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    const SECRET: &str = "Pa55-w0rd-x";
+
+    fn parse(text: &str) -> Result<crate::config::Config, String> {
+        let env = |name: &str| (name == "PG_PASSWORD").then(|| SECRET.to_owned());
+        crate::config::parse(text, Path::new("/srv/hw"), &env).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn no_store_table_means_sqlite() {
+        let c = parse("").unwrap();
+        assert!(c.store.postgres.is_none());
+    }
+
+    #[test]
+    fn url_with_env_password_is_parsed_and_never_printed() {
+        let c = parse(
+            "[store]\nurl = \"postgres://hw:${PG_PASSWORD}@db:5432/hw?sslmode=require\"\npool_size = 3\n",
+        )
+        .unwrap();
+        let pg = c.store.postgres.as_ref().unwrap();
+        assert_eq!(pg.pool_size, 3);
+        assert_eq!(pg.settings.config.get_password(), Some(SECRET.as_bytes()));
+        assert_eq!(pg.settings.ssl_mode.as_str(), "require");
+        assert!(
+            !format!("{c:?}").contains(SECRET),
+            "Debug of the whole config"
         );
     }
-    store
+
+    #[test]
+    fn bad_values_are_errors_naming_the_key_and_not_the_password() {
+        for (text, key) in [
+            (
+                "[store]\nurl = \"postgres://hw:${PG_PASSWORD}@db/hw?sslmode=verify-ca\"\n",
+                "store.url: sslmode must be",
+            ),
+            (
+                "[store]\nurl = \"mysql://hw:${PG_PASSWORD}@db/hw\"\n",
+                "store.url: must be a postgres:// URL",
+            ),
+            (
+                "[store]\nurl = \"postgres://hw:${PG_PASSWORD}@db/hw\"\npool_size = 0\n",
+                "store.pool_size: must be",
+            ),
+            ("[store]\npool_size = 2\n", "store.url: is required"),
+            (
+                "[store]\nurl = \"postgres://hw@db/hw\"\nleader_lease = \"500ms\"\n",
+                "store.leader_lease: must be at least 1s",
+            ),
+            (
+                "[store]\nurl = \"postgres://hw@db/hw\"\npool = 2\n",
+                "store.pool: unknown key",
+            ),
+        ] {
+            let err = parse(text).expect_err(text);
+            assert!(err.contains(key), "{err}");
+            assert!(!err.contains(SECRET), "{err}");
+        }
+    }
 }

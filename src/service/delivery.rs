@@ -103,6 +103,9 @@ impl Worker {
     ) -> Result<Option<DateTime<Utc>>, StoreError> {
         let config = app.config();
         let extras_due = queue_extras(app, &config).await?;
+        // Several replicas: attempt only pages claimed here (before the
+        // snapshot, so every claimed row is in it).
+        let claimed = super::replicas::claim_due(app, &config).await?;
         let now = app.clock.now();
         // Pages in flight before the snapshot is read may finish (and be
         // marked delivered) while it is read, so the snapshot can show them
@@ -137,12 +140,18 @@ impl Worker {
             match row.next_attempt_at {
                 Some(t) if t > now => next = Some(next.map_or(t, |n| n.min(t))),
                 _ => {
-                    let Some(token) = super::replicas::claim(app, row, notifier).await? else {
-                        // Another replica is sending it; look again soon,
-                        // in case its claim lapses (the sender died).
-                        let t = now + chrono::TimeDelta::seconds(1);
-                        next = Some(next.map_or(t, |n| n.min(t)));
-                        continue;
+                    let token = match &claimed {
+                        None => None,
+                        Some(claimed) => match claimed.get(&row.id) {
+                            Some(token) => Some(*token),
+                            None => {
+                                // Another replica is sending it; look again
+                                // soon, in case its claim lapses (it died).
+                                let t = now + chrono::TimeDelta::seconds(1);
+                                next = Some(next.map_or(t, |n| n.min(t)));
+                                continue;
+                            }
+                        },
                     };
                     lock(&self.in_flight).insert(row.id);
                     let (worker, app) = (Arc::clone(self), Arc::clone(app));
@@ -175,7 +184,7 @@ impl Worker {
         config: &Config,
         notifier: &NotifierConfig,
         row: &OutboxRow,
-        token: i64,
+        token: Option<i64>,
     ) -> Result<(), StoreError> {
         let page = Page::from_row(row, config);
         let started = app.clock.now();

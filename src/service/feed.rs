@@ -1,29 +1,39 @@
-//! How this replica learns what other replicas changed: while the store is
-//! shared (PostgreSQL), every `EVERY` the stream rows are read again and
-//! the mirror follows them (`App::absorb_stored`), so the timer evaluates a
-//! stream that heard an event through another replica (a resolve is
-//! recorded within about `EVERY` of the arrival, wherever it landed) and
-//! never fires from an arrival it has not seen. The compare-and-set in the
-//! store stays the guard: this only keeps a replica's view fresh.
-//!
-//! A re-read rather than LISTEN/NOTIFY: it needs no dedicated connection,
-//! survives a dropped connection without a resubscribe step, and one read
-//! of every stream row every half second is small next to ingest.
+//! How this replica learns what other replicas changed. While the store is
+//! shared (PostgreSQL), the stream rows are read again whenever the
+//! store's change feed reports an arrival committed anywhere
+//! (`Store::changes`: LISTEN/NOTIFY), and at least every `EVERY` (the feed
+//! does not carry transitions, and may miss notifications across a
+//! reconnect). The mirror follows the rows (`App::absorb_stored`), so the
+//! timer evaluates a stream that heard an event through another replica (a
+//! resolve is recorded within about a second of the arrival, wherever it
+//! landed) and never fires from an arrival it has not seen. The store's
+//! compare-and-set stays the guard; this keeps each replica's view fresh.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::watch;
 
 use super::app::App;
 
-/// Re-read period; resolves land within about this much of the arrival.
+/// Longest time between two re-reads.
 pub const EVERY: Duration = Duration::from_millis(500);
 
 pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
+    let mut changes = app.store.changes();
     loop {
         tokio::select! {
             _ = tokio::time::sleep(EVERY) => {}
+            got = changes.recv() => {
+                if matches!(got, Err(RecvError::Closed)) {
+                    // The store closed: only the periodic re-read is left.
+                    changes = app.store.changes();
+                    tokio::time::sleep(EVERY).await;
+                }
+                // One re-read covers every change queued meanwhile.
+                while changes.try_recv().is_ok() {}
+            }
             _ = shutdown.changed() => return,
         }
         match app.store.streams().await {

@@ -1,16 +1,20 @@
-//! Housekeeping leader election: one replica at a time holds a lease row
-//! on the shared database (`store::coordination`) and only it runs audit
-//! checkpoints, pruning, the Svix grouping timer and reminder/escalation
-//! scheduling.
+//! Housekeeping leader election: one replica at a time holds the lease row
+//! on the shared database (`Store::elect`, terms on the database clock) and
+//! only it runs audit checkpoints, pruning, the Svix grouping timer,
+//! reminder/escalation scheduling and Alertmanager re-posts.
 //!
 //! A replica acts on a term only while two things hold:
 //! - locally, the lease it was granted has not run out on the monotonic
 //!   clock (measured from *before* the grant was asked for, minus a
 //!   margin). The monotonic clock keeps running while a process is
-//!   SIGSTOPped, so a leader resumed past its lease knows at once that its
-//!   term is over, before any database round trip;
-//! - the database still names it holder of that term (`confirm`, the
-//!   fencing check right before each action).
+//!   SIGSTOPped, so a leader resumed past its lease knows its term is over
+//!   before any database round trip;
+//! - the database still grants it that same term (`confirm`, a renewal
+//!   right before each action: a superseded holder cannot renew).
+//!
+//! The lease is a row with an expiry, not a session advisory lock: a
+//! session lock survives a SIGSTOPped holder (its connection stays open)
+//! and breaks behind transaction poolers.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -18,7 +22,8 @@ use std::time::{Duration, Instant};
 use prometheus::IntGauge;
 use tokio::sync::watch;
 
-use crate::store::coordination::Coordination;
+use crate::store::replica::Leadership as LeaseRow;
+use crate::store::Store;
 
 /// How much of a granted lease is never used locally, so a small rate
 /// difference between this host's clock and the database's cannot make
@@ -33,35 +38,32 @@ struct Held {
 
 pub struct Leadership {
     me: String,
-    coordination: Arc<dyn Coordination>,
+    store: Store,
     lease: Duration,
     /// One process per database (SQLite): always the leader, term 1.
     solo: bool,
     held: Mutex<Option<Held>>,
+    /// The lease row as the last election round saw it (for the status).
+    last: Mutex<Option<LeaseRow>>,
     gauge: IntGauge,
 }
 
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 impl Leadership {
-    pub fn new(
-        me: String,
-        coordination: Arc<dyn Coordination>,
-        lease: Duration,
-        solo: bool,
-        gauge: IntGauge,
-    ) -> Leadership {
+    pub fn new(me: String, store: Store, lease: Duration, solo: bool, gauge: IntGauge) -> Self {
         gauge.set(i64::from(solo));
         Leadership {
             me,
-            coordination,
+            store,
             lease,
             solo,
             held: Mutex::new(None),
+            last: Mutex::new(None),
             gauge,
         }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Held>> {
-        self.held.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The term this replica may act on right now, judged locally (no
@@ -71,65 +73,58 @@ impl Leadership {
         if self.solo {
             return Some(1);
         }
-        let held = *self.lock();
+        let held = *lock(&self.held);
         held.filter(|h| Instant::now() < h.until).map(|h| h.term)
     }
 
+    /// The lease row as last seen (holder, term, lease end).
+    pub fn last_seen(&self) -> Option<LeaseRow> {
+        lock(&self.last).clone()
+    }
+
     /// The fencing check before a housekeeping action: the local lease is
-    /// live and the database still names this replica holder of the same
-    /// term. Returns that term.
+    /// live and the database renews this replica's lease in the same term.
+    /// Returns that term.
     pub async fn confirm(&self) -> Option<i64> {
         let term = self.term()?;
         if self.solo {
             return Some(term);
         }
-        match self.coordination.holds(&self.me, term).await {
-            // A pause during the query may have outlived the lease.
-            Ok(true) => self.term().filter(|t| *t == term),
-            Ok(false) => {
-                self.lose(term, "another replica holds the lease");
-                None
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, term, "cannot confirm the leader lease; skipping housekeeping this time");
-                None
-            }
-        }
+        self.campaign().await;
+        // A pause during the round trip may have outlived the lease, and a
+        // new term is not the one the caller was about to act on.
+        self.term().filter(|t| *t == term)
     }
 
-    /// One election round: take or renew the lease.
+    /// One election round: renew the lease, take it if it is free, or
+    /// learn who holds it.
     pub async fn campaign(&self) {
         if self.solo {
             return;
         }
         let asked = Instant::now();
-        match self
-            .coordination
-            .acquire_or_renew(&self.me, self.lease)
-            .await
-        {
-            Ok(Some(lease)) => {
-                let usable = lease.remaining - lease.remaining / MARGIN_DIVISOR;
-                let until = asked + usable;
-                let before = self.lock().replace(Held {
-                    term: lease.term,
-                    until,
-                });
-                if before.map(|h| h.term) != Some(lease.term) {
-                    tracing::info!(
-                        replica = %self.me,
-                        term = lease.term,
-                        "this replica is now the housekeeping leader (term {})",
-                        lease.term
-                    );
-                }
-                self.gauge.set(1);
-            }
-            Ok(None) => {
-                // Copied out first: `lose` takes the lock again.
-                let held = *self.lock();
-                if let Some(h) = held {
-                    self.lose(h.term, "another replica holds the lease");
+        let known = lock(&self.held).map(|h| h.term);
+        let ttl = chrono::TimeDelta::from_std(self.lease).unwrap_or(chrono::TimeDelta::MAX);
+        match self.store.elect(&self.me, known, ttl).await {
+            Ok(row) => {
+                let (leader, term) = (row.leader, row.term);
+                *lock(&self.last) = Some(row);
+                if leader {
+                    let usable = self.lease - self.lease / MARGIN_DIVISOR;
+                    let before = lock(&self.held).replace(Held {
+                        term,
+                        until: asked + usable,
+                    });
+                    if before.map(|h| h.term) != Some(term) {
+                        tracing::info!(replica = %self.me, term, "this replica is now the housekeeping leader (term {term})");
+                    }
+                    self.gauge.set(1);
+                } else {
+                    // Copied out first: `lose` takes the lock again.
+                    let held = *lock(&self.held);
+                    if let Some(h) = held {
+                        self.lose(h.term, "another replica holds the lease");
+                    }
                 }
             }
             Err(e) => {
@@ -143,7 +138,7 @@ impl Leadership {
     }
 
     fn lose(&self, term: i64, why: &str) {
-        let mut held = self.lock();
+        let mut held = lock(&self.held);
         if held.is_some_and(|h| h.term == term) {
             *held = None;
             drop(held);
@@ -157,10 +152,10 @@ impl Leadership {
         if self.solo {
             return;
         }
-        let held = self.lock().take();
+        let held = lock(&self.held).take();
         self.gauge.set(0);
         if let Some(h) = held {
-            if let Err(e) = self.coordination.resign(&self.me, h.term).await {
+            if let Err(e) = self.store.resign(&self.me, h.term).await {
                 tracing::warn!(error = %e, "could not resign the leader lease; it lapses on its own");
             }
         }
@@ -175,6 +170,8 @@ impl Leadership {
 
 /// Campaigns until shutdown. Resigning is left to the caller, after the
 /// housekeeping tasks stopped (a last checkpoint may still need the lease).
+/// Real time, not the sidecar's `Clock`: the lease coordinates separate
+/// processes on the database's clock.
 pub async fn run(leadership: Arc<Leadership>, mut shutdown: watch::Receiver<bool>) {
     if leadership.solo {
         return;

@@ -61,7 +61,11 @@ pub async fn start(
             data_dir.display()
         ))
     })?;
-    let store = open_store(&config, &data_dir, Arc::clone(&clock)).await?;
+    let path = data_dir.join(STATE_FILE);
+    let store_clock = Arc::clone(&clock);
+    let store = Store::open_configured(&config.store, path, store_clock)
+        .await
+        .map_err(StartError::store)?;
     let app = Arc::new(
         App::new(config, store, clock)
             .await
@@ -131,24 +135,6 @@ impl Running {
     }
 }
 
-/// SQLite in `data_dir`, or the PostgreSQL database of `[store] url`.
-async fn open_store(
-    config: &Config,
-    data_dir: &Path,
-    clock: Arc<dyn Clock>,
-) -> Result<Store, StartError> {
-    if let Some(settings) = &config.store.postgres {
-        return Store::open_postgres(settings, config.store.pool_size, clock)
-            .await
-            .map_err(StartError::store);
-    }
-    let path = data_dir.join(STATE_FILE);
-    tokio::task::spawn_blocking(move || Store::open_with_clock(&path, clock))
-        .await
-        .map_err(|e| StartError(format!("store open panicked: {e}")))?
-        .map_err(StartError::store)
-}
-
 #[derive(Debug)]
 pub struct StartError(pub String);
 
@@ -212,7 +198,9 @@ async fn serve(config_path: &Path, config: Config) -> Result<(), StartError> {
     let listen = config.server.listen;
     let listener =
         bind(listen).map_err(|e| StartError(format!("cannot listen on {listen}: {e}")))?;
-    let clock = replicas::clock_for(&config).await?;
+    let clock = Store::serve_clock(&config.store)
+        .await
+        .map_err(StartError::store)?;
     let running = start(config, clock, listener).await?;
     // Tests and operators look for this exact line to learn the port.
     tracing::info!(addr = %running.addr, "hushwatch listening on {}", running.addr);

@@ -16,22 +16,22 @@ use tokio::sync::watch;
 
 use super::leader::Leadership;
 use crate::metrics::Metrics;
-use crate::store::coordination::{Cluster, Coordination};
-
-/// Lease length unless `[store] leader_lease` says otherwise.
-pub const DEFAULT_LEASE: Duration = Duration::from_secs(15);
+use crate::store::replica::ReplicaRow;
+use crate::store::{Attempt, OutboxRow, Store, StoreError};
 
 pub struct Replicas {
     me: String,
     started_at: DateTime<Utc>,
-    coordination: Arc<dyn Coordination>,
+    store: Store,
+    /// The clock the store stamps with (the database server's on PostgreSQL).
+    clock: Arc<dyn crate::clock::Clock>,
     pub leadership: Arc<Leadership>,
     lease: Duration,
     /// Heartbeat period; a replica is alive while its last heartbeat is
     /// within three periods.
     every: Duration,
     solo: bool,
-    seen: Mutex<Cluster>,
+    seen: Mutex<Vec<ReplicaRow>>,
     gauge: IntGauge,
 }
 
@@ -39,7 +39,8 @@ impl Replicas {
     /// `solo`: the store allows one process (SQLite), so this one is the
     /// only replica and always the leader.
     pub fn new(
-        coordination: Arc<dyn Coordination>,
+        store: Store,
+        clock: Arc<dyn crate::clock::Clock>,
         lease: Duration,
         solo: bool,
         metrics: &Metrics,
@@ -50,7 +51,7 @@ impl Replicas {
         gauge.set(1);
         let leadership = Arc::new(Leadership::new(
             me.clone(),
-            Arc::clone(&coordination),
+            store.clone(),
             lease,
             solo,
             leader_gauge,
@@ -58,12 +59,13 @@ impl Replicas {
         Replicas {
             me,
             started_at,
-            coordination,
+            store,
+            clock,
             leadership,
             lease,
             every: (lease / 3).max(Duration::from_millis(100)),
             solo,
-            seen: Mutex::new(Cluster::default()),
+            seen: Mutex::new(Vec::new()),
             gauge,
         }
     }
@@ -72,29 +74,8 @@ impl Replicas {
         &self.me
     }
 
-    /// See `Coordination::claim_outbox`.
-    pub async fn claim(
-        &self,
-        id: i64,
-        lease: Duration,
-    ) -> Result<Option<i64>, crate::store::StoreError> {
-        self.coordination.claim_outbox(&self.me, id, lease).await
-    }
-
-    /// See `Coordination::settle_outbox`.
-    pub async fn settle(
-        &self,
-        id: i64,
-        token: i64,
-        attempt: crate::store::Attempt,
-    ) -> Result<crate::store::coordination::Settled, crate::store::StoreError> {
-        self.coordination
-            .settle_outbox(&self.me, id, token, attempt)
-            .await
-    }
-
     /// How long a delivery claim lasts: the lease, and always longer than
-    /// one attempt can take (`timeout`), so a live sender is never
+    /// one attempt can take (`attempt_timeout`), so a live sender is never
     /// overtaken by a second one.
     pub fn claim_lease(&self, attempt_timeout: Duration) -> Duration {
         self.lease.max(attempt_timeout + Duration::from_secs(2))
@@ -109,23 +90,28 @@ impl Replicas {
         if self.solo {
             return;
         }
-        match self
-            .coordination
-            .heartbeat(&self.me, self.alive_within())
-            .await
-        {
-            Ok(cluster) => {
-                self.gauge.set(cluster.replicas.len() as i64);
-                *self.seen.lock().unwrap_or_else(|p| p.into_inner()) = cluster;
+        let window = chrono::TimeDelta::from_std(self.alive_within()).unwrap_or_default();
+        let seen = async {
+            self.store.heartbeat(&self.me).await?;
+            self.store.replicas(self.store_now() - window).await
+        };
+        match seen.await {
+            Ok(rows) => {
+                self.gauge.set(rows.len() as i64);
+                *self.seen.lock().unwrap_or_else(|p| p.into_inner()) = rows;
             }
             Err(e) => tracing::warn!(error = %e, "replica heartbeat could not reach the database"),
         }
     }
 
+    /// The store's clock (the database server's on PostgreSQL).
+    fn store_now(&self) -> DateTime<Utc> {
+        self.clock.now()
+    }
+
     /// The `replicas` section of `/v1/status`.
     pub fn status(&self) -> Value {
         let rfc = |t: DateTime<Utc>| t.to_rfc3339_opts(SecondsFormat::Millis, true);
-        let term = self.leadership.term();
         if self.solo {
             return json!({
                 "self": self.me,
@@ -135,22 +121,22 @@ impl Replicas {
                 "is_leader": true,
             });
         }
+        let now = self.store_now();
+        // The lease row says who holds the lease; a lapsed one names nobody.
+        let leader = self
+            .leadership
+            .last_seen()
+            .filter(|l| l.holder.is_some() && l.lease_until.is_some_and(|u| u > now));
+        let holder = leader.as_ref().and_then(|l| l.holder.clone());
         let seen = self.seen.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        // The leader row says who holds the lease; a lapsed one names nobody.
-        let leader = seen
-            .leader
-            .as_ref()
-            .filter(|l| seen.now.is_none_or(|now| l.lease_until > now));
-        let holder = leader.map(|l| l.holder.as_str());
         let replicas: Vec<Value> = seen
-            .replicas
             .iter()
             .map(|r| {
                 json!({
                     "id": r.id,
                     "started_at": rfc(r.started_at),
-                    "last_seen": rfc(r.last_seen),
-                    "leader": Some(r.id.as_str()) == holder,
+                    "last_seen": rfc(r.seen_at),
+                    "leader": Some(&r.id) == holder.as_ref(),
                 })
             })
             .collect();
@@ -161,10 +147,9 @@ impl Replicas {
             "leader": leader.map(|l| json!({
                 "replica": l.holder,
                 "term": l.term,
-                "elected_at": rfc(l.elected_at),
-                "lease_until": rfc(l.lease_until),
+                "lease_until": l.lease_until.map(rfc),
             })),
-            "is_leader": term.is_some(),
+            "is_leader": self.leadership.term().is_some(),
         })
     }
 }
@@ -215,11 +200,16 @@ pub async fn housekeeping_term(app: &super::app::App) -> Option<i64> {
 /// election round before serving, so `/v1/status` and `hushwatch_leader`
 /// are right from the first request.
 pub(super) async fn join(app: &Arc<super::app::App>) -> Result<Arc<Replicas>, super::StartError> {
-    let (coordination, solo, lease) = coordination_for(app).await?;
+    let config = app.config();
+    let shared = config.store.postgres.as_ref();
+    let lease = shared.map_or(crate::config::store::DEFAULT_LEADER_LEASE, |pg| {
+        pg.leader_lease
+    });
     let replicas = Arc::new(Replicas::new(
-        coordination,
+        app.store.clone(),
+        Arc::clone(&app.clock),
         lease,
-        solo,
+        shared.is_none(),
         &app.metrics,
         app.clock.now(),
     ));
@@ -249,75 +239,49 @@ pub(super) fn spawn(
     ]
 }
 
-/// SQLite: one process, `Solo`. PostgreSQL: the shared lease and heartbeat
-/// tables, on a small pool of their own.
-async fn coordination_for(
+/// Claims the due pages this replica may attempt now (see
+/// `Store::claim_outbox`): page id → fencing token. `None` on a store of
+/// one process (SQLite), where the delivery worker's own in-flight set is
+/// enough and attempts are recorded directly.
+pub(super) async fn claim_due(
     app: &super::app::App,
-) -> Result<(Arc<dyn Coordination>, bool, Duration), super::StartError> {
-    let config = app.config();
-    let lease = config.store.leader_lease;
-    match &config.store.postgres {
-        None => Ok((
-            Arc::new(crate::store::coordination::Solo {
-                store: app.store.clone(),
-            }),
-            true,
-            lease,
-        )),
-        Some(settings) => {
-            let pg = crate::store::pg::coordination::PgCoordination::open(settings)
-                .await
-                .map_err(|e| super::StartError(format!("cannot open the replica tables: {e}")))?;
-            Ok((Arc::new(pg), false, lease))
-        }
-    }
-}
-
-/// `serve`'s clock: the wall clock, or on PostgreSQL the wall clock
-/// corrected to the database server's (`store::pg::clock::DbClock`), so
-/// every replica stamps arrivals on one timeline.
-pub(super) async fn clock_for(
     config: &crate::config::Config,
-) -> Result<Arc<dyn crate::clock::Clock>, super::StartError> {
-    let Some(settings) = &config.store.postgres else {
-        return Ok(Arc::new(crate::clock::SystemClock));
+) -> Result<Option<std::collections::BTreeMap<i64, i64>>, StoreError> {
+    let Some(replicas) = app.replicas().filter(|r| !r.solo) else {
+        return Ok(None);
     };
-    let failed =
-        |e: crate::store::StoreError| super::StartError(format!("cannot reach the database: {e}"));
-    let pool = crate::store::pg::pool(settings, 1).map_err(failed)?;
-    let clock = crate::store::pg::clock::DbClock::start(pool)
-        .await
-        .map_err(failed)?;
-    Ok(clock)
+    let slowest = config
+        .notifiers
+        .values()
+        .filter_map(|n| n.policy.timeout.to_std().ok())
+        .max()
+        .unwrap_or_default();
+    let lease = chrono::TimeDelta::from_std(replicas.claim_lease(slowest)).unwrap_or_default();
+    let claims = app
+        .store
+        .claim_outbox(&replicas.me, lease, CLAIM_BATCH)
+        .await?;
+    Ok(Some(
+        claims.into_iter().map(|c| (c.row.id, c.token)).collect(),
+    ))
 }
 
-/// Claims outbox row `row` for one attempt on `notifier` (see
-/// `Coordination::claim_outbox`); `None` while another replica holds it.
-pub(super) async fn claim(
-    app: &super::app::App,
-    row: &crate::store::OutboxRow,
-    notifier: &crate::config::NotifierConfig,
-) -> Result<Option<i64>, crate::store::StoreError> {
-    let Some(replicas) = app.replicas() else {
-        return Ok(Some(0));
-    };
-    let timeout = notifier.policy.timeout.to_std().unwrap_or_default();
-    replicas.claim(row.id, replicas.claim_lease(timeout)).await
-}
+/// Pages claimed per delivery round at most.
+const CLAIM_BATCH: i64 = 64;
 
-/// Records an attempt under its claim; a fenced result (the claim lapsed
-/// and another replica took the page over) is dropped with a warning.
+/// Records an attempt: under its claim on a shared store (a fenced result,
+/// whose claim lapsed and was taken over by another replica, is dropped
+/// with a warning: that replica's attempt is the one recorded).
 pub(super) async fn settle(
     app: &super::app::App,
-    row: &crate::store::OutboxRow,
-    token: i64,
-    attempt: crate::store::Attempt,
-) -> Result<(), crate::store::StoreError> {
-    let Some(replicas) = app.replicas() else {
+    row: &OutboxRow,
+    token: Option<i64>,
+    attempt: Attempt,
+) -> Result<(), StoreError> {
+    let Some(token) = token else {
         return app.store.record_attempt(row.id, attempt).await;
     };
-    let settled = replicas.settle(row.id, token, attempt).await?;
-    if settled == crate::store::coordination::Settled::Fenced {
+    if !app.store.settle_claim(row.id, token, attempt).await? {
         tracing::warn!(page = %row.page_key, "delivery claim lapsed before the attempt ended; another replica owns this page now and its attempt is recorded instead");
     }
     Ok(())

@@ -158,9 +158,14 @@ pub(super) fn prune(conn: &Connection, before_ms: i64) -> Result<usize, StoreErr
     Ok(deleted)
 }
 
-/// Read-only access for `hushwatch audit`.
+/// Read-only access for `hushwatch audit`, on either engine.
 pub struct AuditReader {
-    conn: Connection,
+    inner: Reader,
+}
+
+enum Reader {
+    Sqlite(Connection),
+    Postgres(Box<super::pg::audit_reader::PgAuditReader>),
 }
 
 /// Filters for export; all optional.
@@ -211,17 +216,41 @@ impl AuditReader {
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(|e| StoreError::Open(e.to_string()))?;
-        Ok(AuditReader { conn })
+        Ok(AuditReader {
+            inner: Reader::Sqlite(conn),
+        })
+    }
+
+    /// The chain of the store `config` names: the SQLite file
+    /// `sqlite_path` without `[store] url`, else the PostgreSQL database.
+    pub fn open_configured(
+        store: &crate::config::store::StoreConfig,
+        sqlite_path: &Path,
+    ) -> Result<AuditReader, StoreError> {
+        match &store.postgres {
+            None => Self::open(sqlite_path),
+            Some(pg) => Ok(AuditReader {
+                inner: Reader::Postgres(Box::new(super::pg::audit_reader::PgAuditReader::open(
+                    &pg.settings,
+                )?)),
+            }),
+        }
     }
 
     pub fn anchor(&self) -> Result<Anchor, StoreError> {
-        Ok(anchor(&self.conn)?)
+        match &self.inner {
+            Reader::Sqlite(conn) => Ok(anchor(conn)?),
+            Reader::Postgres(pg) => pg.anchor(),
+        }
     }
 
     pub fn checkpoints(&self) -> Result<Vec<Checkpoint>, StoreError> {
-        let mut stmt = self
-            .conn
-            .prepare("SELECT seq, hash, created_at, mac FROM audit_checkpoints ORDER BY seq")?;
+        let conn = match &self.inner {
+            Reader::Sqlite(conn) => conn,
+            Reader::Postgres(pg) => return pg.checkpoints(),
+        };
+        let mut stmt =
+            conn.prepare("SELECT seq, hash, created_at, mac FROM audit_checkpoints ORDER BY seq")?;
         let rows = stmt.query_map([], |r| {
             let hash: String = r.get(1)?;
             let mac: Option<String> = r.get(3)?;
@@ -241,13 +270,17 @@ impl AuditReader {
         filter: &ExportFilter,
         mut visit: impl FnMut(StoredEntry) -> bool,
     ) -> Result<(), StoreError> {
+        let conn = match &self.inner {
+            Reader::Sqlite(conn) => conn,
+            Reader::Postgres(pg) => return pg.for_each(filter, visit),
+        };
         let sql = format!(
             "SELECT {COLUMNS} FROM audit_log
              WHERE (?1 IS NULL OR received_at >= ?1) AND (?2 IS NULL OR received_at < ?2)
                AND (?3 IS NULL OR source = ?3)
              ORDER BY seq"
         );
-        let mut stmt = self.conn.prepare(&sql)?;
+        let mut stmt = conn.prepare(&sql)?;
         let mut rows = stmt.query(params![filter.since_ms, filter.until_ms, filter.stream])?;
         while let Some(row) = rows.next()? {
             if !visit(entry_from_row(row)?) {

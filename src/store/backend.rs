@@ -14,7 +14,10 @@
 //!   only if the stored silence still starts where the evaluation's did.
 
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, TimeDelta, Utc};
+use tokio::sync::broadcast;
+
+use super::replica::{Change, Claim, Leadership, ReplicaRow};
 
 use super::status::{Arrival, AuditSummary};
 use super::subscriptions::{SubscriptionRow, SubscriptionTransition, SubscriptionUpdate};
@@ -158,6 +161,38 @@ pub trait Backend: Send + Sync + 'static {
     async fn probe(&self, now: DateTime<Utc>) -> StoreResult<()>;
 
     async fn event_count(&self, stream: String) -> StoreResult<u64>;
+
+    /// Claims up to `limit` due outbox rows for `replica` until `now +
+    /// lease` (see `store::replica`).
+    async fn claim_outbox(
+        &self,
+        replica: String,
+        now: DateTime<Utc>,
+        lease: TimeDelta,
+        limit: i64,
+    ) -> StoreResult<Vec<Claim>>;
+
+    /// Records an attempt on a claimed row if `token` is still its claim.
+    async fn settle_claim(&self, id: i64, token: i64, attempt: Attempt) -> StoreResult<bool>;
+
+    /// Renews, takes or reports the leader lease.
+    async fn elect(
+        &self,
+        replica: String,
+        term: Option<i64>,
+        now: DateTime<Utc>,
+        ttl: TimeDelta,
+    ) -> StoreResult<Leadership>;
+
+    /// Gives the lease up if `replica` holds it in `term`.
+    async fn resign(&self, replica: String, term: i64) -> StoreResult<bool>;
+
+    async fn heartbeat(&self, replica: String, now: DateTime<Utc>) -> StoreResult<()>;
+
+    async fn replicas(&self, seen_since: DateTime<Utc>) -> StoreResult<Vec<ReplicaRow>>;
+
+    /// Streams whose arrival a commit moved, on any replica.
+    fn changes(&self) -> broadcast::Receiver<Change>;
 
     /// Finishes queued work and releases the connection(s). Other handles
     /// get `Closed` afterwards; closing twice is `Ok`.

@@ -62,6 +62,12 @@ backend_matrix!(
     attempts_settle_rows_and_feed_the_summary,
     delivered_firing_pages_are_active_until_resolved,
     recent_arrivals_are_newest_first_and_capped,
+    claims_take_the_oldest_page_of_each_queue_once,
+    an_expired_claim_is_retried_under_the_same_key_and_the_old_holder_is_fenced,
+    a_claimed_retry_waits_for_its_backoff,
+    leader_lease_has_terms_and_a_superseded_holder_cannot_renew,
+    heartbeats_list_the_replicas_seen_recently,
+    the_change_feed_reports_arrivals_committed_through_another_handle,
 );
 
 async fn accepted_then_duplicate_per_stream(db: TestDb) {
@@ -748,4 +754,242 @@ async fn recent_arrivals_are_newest_first_and_capped(db: TestDb) {
     assert_eq!(got[0].1[0].event_type, "type.e4");
     assert_eq!(times(1), [150_000]);
     store.close().await.unwrap();
+}
+
+fn manual(ms: i64) -> Arc<crate::clock::ManualClock> {
+    Arc::new(crate::clock::ManualClock::new(at(ms)))
+}
+
+/// A firing then a resolve on two notifiers: four pages in two queues.
+async fn two_queues(store: &Store) {
+    store.watch_streams(names(&["a"]), at(0)).await.unwrap();
+    let fire = transition(AlertState::Firing, 1_000, &["p", "q"]);
+    assert!(store.record_transition(fire).await.unwrap());
+    let resolve = transition(AlertState::Ok, 2_000, &["p", "q"]);
+    assert!(store.record_transition(resolve).await.unwrap());
+}
+
+async fn claims_take_the_oldest_page_of_each_queue_once(db: TestDb) {
+    let clock = manual(10_000);
+    let store = db.open_with_clock(clock.clone()).await;
+    let other = db.open_second_with_clock(&store, clock.clone()).await;
+    two_queues(&store).await;
+    let lease = chrono::TimeDelta::seconds(30);
+    let (mine, theirs) = tokio::join!(
+        store.claim_outbox("r1", lease, 10),
+        other.claim_outbox("r2", lease, 10)
+    );
+    let (mine, theirs) = (mine.unwrap(), theirs.unwrap());
+    let mut claimed: Vec<_> = mine.iter().chain(&theirs).map(|c| c.row.clone()).collect();
+    claimed.sort_by_key(|r| r.id);
+    // Only the firing pages: each resolve waits behind its queue's firing page.
+    assert_eq!(claimed.len(), 2, "{claimed:?}");
+    assert!(claimed.iter().all(|r| r.state == AlertState::Firing));
+    assert_eq!(claimed[0].notifier, "p");
+    assert_eq!(claimed[1].notifier, "q");
+    assert!(store
+        .claim_outbox("r3", lease, 10)
+        .await
+        .unwrap()
+        .is_empty());
+    // Settling the firing page of p makes p's resolve claimable.
+    let p = mine
+        .iter()
+        .chain(&theirs)
+        .find(|c| c.row.notifier == "p")
+        .unwrap();
+    let delivered = Attempt::Delivered { at: at(10_500) };
+    assert!(store
+        .settle_claim(p.row.id, p.token, delivered)
+        .await
+        .unwrap());
+    let next = store.claim_outbox("r3", lease, 10).await.unwrap();
+    assert_eq!(next.len(), 1);
+    assert_eq!(
+        (next[0].row.notifier.as_str(), &next[0].row.state),
+        ("p", &AlertState::Ok)
+    );
+    other.close().await.unwrap();
+    store.close().await.unwrap();
+}
+
+async fn an_expired_claim_is_retried_under_the_same_key_and_the_old_holder_is_fenced(db: TestDb) {
+    let clock = manual(10_000);
+    let store = db.open_with_clock(clock.clone()).await;
+    let other = db.open_second_with_clock(&store, clock.clone()).await;
+    two_queues(&store).await;
+    let lease = chrono::TimeDelta::seconds(30);
+    let first = store.claim_outbox("r1", lease, 1).await.unwrap().remove(0);
+    assert_eq!(first.lease_until, at(40_000));
+    // r1 dies mid-send; before the lease ends nobody else may take the row.
+    clock.set(at(39_999));
+    assert!(other
+        .claim_outbox("r2", lease, 10)
+        .await
+        .unwrap()
+        .iter()
+        .all(|c| c.row.id != first.row.id));
+    clock.set(at(40_000));
+    let again = other.claim_outbox("r2", lease, 10).await.unwrap();
+    let taken = again
+        .iter()
+        .find(|c| c.row.id == first.row.id)
+        .expect("retaken");
+    assert_eq!(
+        taken.row.page_key, first.row.page_key,
+        "same idempotency key"
+    );
+    assert_eq!(taken.row.alert_id, first.row.alert_id);
+    assert!(taken.token > first.token);
+    // The old holder comes back: its result is refused, nothing written.
+    let stale = Attempt::Delivered { at: at(40_001) };
+    assert!(!store
+        .settle_claim(first.row.id, first.token, stale)
+        .await
+        .unwrap());
+    let row = store.pending_outbox().await.unwrap();
+    assert!(row.iter().any(|r| r.id == first.row.id && r.attempts == 0));
+    let done = Attempt::Delivered { at: at(40_002) };
+    assert!(other
+        .settle_claim(taken.row.id, taken.token, done)
+        .await
+        .unwrap());
+    let settled_twice = Attempt::Delivered { at: at(40_003) };
+    assert!(!other
+        .settle_claim(taken.row.id, taken.token, settled_twice)
+        .await
+        .unwrap());
+    assert!(store
+        .pending_outbox()
+        .await
+        .unwrap()
+        .iter()
+        .all(|r| r.id != first.row.id));
+    other.close().await.unwrap();
+    store.close().await.unwrap();
+}
+
+async fn a_claimed_retry_waits_for_its_backoff(db: TestDb) {
+    let clock = manual(10_000);
+    let store = db.open_with_clock(clock.clone()).await;
+    two_queues(&store).await;
+    let lease = chrono::TimeDelta::seconds(30);
+    let claim = store.claim_outbox("r1", lease, 1).await.unwrap().remove(0);
+    let retry = Attempt::Retry {
+        at: at(10_100),
+        next: at(70_000),
+        error: "503".into(),
+    };
+    assert!(store
+        .settle_claim(claim.row.id, claim.token, retry)
+        .await
+        .unwrap());
+    let ids = |c: Vec<crate::store::replica::Claim>| c.iter().map(|c| c.row.id).collect::<Vec<_>>();
+    let now = ids(store.claim_outbox("r1", lease, 10).await.unwrap());
+    assert!(!now.contains(&claim.row.id), "released, but backing off");
+    clock.set(at(70_000));
+    let later = store.claim_outbox("r2", lease, 10).await.unwrap();
+    let again = later
+        .iter()
+        .find(|c| c.row.id == claim.row.id)
+        .expect("due again");
+    assert_eq!(again.row.attempts, 1);
+    store.close().await.unwrap();
+}
+
+async fn leader_lease_has_terms_and_a_superseded_holder_cannot_renew(db: TestDb) {
+    let clock = manual(0);
+    let store = db.open_with_clock(clock.clone()).await;
+    let other = db.open_second_with_clock(&store, clock.clone()).await;
+    let ttl = chrono::TimeDelta::seconds(15);
+    let a = store.elect("a", None, ttl).await.unwrap();
+    assert!(a.leader);
+    assert_eq!((a.term, a.lease_until), (1, Some(at(15_000))));
+    let b = other.elect("b", None, ttl).await.unwrap();
+    assert!(!b.leader);
+    assert_eq!((b.holder.as_deref(), b.term), (Some("a"), 1));
+    clock.set(at(10_000));
+    let renewed = store.elect("a", Some(1), ttl).await.unwrap();
+    assert!(renewed.leader && renewed.term == 1);
+    assert_eq!(renewed.lease_until, Some(at(25_000)));
+    // a stops renewing (SIGSTOP); its lease runs out and b takes term 2.
+    clock.set(at(25_000));
+    let b = other.elect("b", None, ttl).await.unwrap();
+    assert!(b.leader);
+    assert_eq!(b.term, 2);
+    // a wakes up still believing in term 1: it cannot renew it.
+    let a = store.elect("a", Some(1), ttl).await.unwrap();
+    assert!(!a.leader);
+    assert_eq!((a.holder.as_deref(), a.term), (Some("b"), 2));
+    assert!(!store.resign("a", 1).await.unwrap(), "not a's to give up");
+    assert!(other.resign("b", 2).await.unwrap());
+    let a = store.elect("a", Some(1), ttl).await.unwrap();
+    assert!(a.leader);
+    assert_eq!(a.term, 3, "a new term, never the old one");
+    other.close().await.unwrap();
+    store.close().await.unwrap();
+}
+
+async fn heartbeats_list_the_replicas_seen_recently(db: TestDb) {
+    let clock = manual(0);
+    let store = db.open_with_clock(clock.clone()).await;
+    store.heartbeat("r1").await.unwrap();
+    clock.set(at(5_000));
+    store.heartbeat("r2").await.unwrap();
+    clock.set(at(9_000));
+    store.heartbeat("r2").await.unwrap();
+    let seen = store.replicas(at(1_000)).await.unwrap();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(
+        (seen[0].id.as_str(), seen[0].started_at, seen[0].seen_at),
+        ("r2", at(5_000), at(9_000))
+    );
+    assert_eq!(store.replicas(at(0)).await.unwrap().len(), 2);
+    store.close().await.unwrap();
+}
+
+async fn the_change_feed_reports_arrivals_committed_through_another_handle(db: TestDb) {
+    let store = db.open().await;
+    let other = db.open_second(&store).await;
+    store
+        .watch_streams(names(&["a", "b"]), at(0))
+        .await
+        .unwrap();
+    let mut feed = store.changes();
+    // PostgreSQL: the LISTEN connection may still be starting; an arrival
+    // committed before it listens is covered by its first Resync, so send
+    // until one is seen.
+    let mut filtered = event("b", None, "noise", 1_000);
+    filtered.feeds_clock = false;
+    other.record_events(vec![filtered]).await.unwrap();
+    let mut got = None;
+    for i in 0..50 {
+        other
+            .record_events(vec![event("a", Some(&format!("e{i}")), "x", 2_000 + i)])
+            .await
+            .unwrap();
+        let wait = std::time::Duration::from_millis(200);
+        if let Ok(s) = tokio::time::timeout(wait, next_arrival(&mut feed)).await {
+            got = Some(s);
+            break;
+        }
+    }
+    assert_eq!(
+        got.as_deref(),
+        Some("a"),
+        "filtered events are not arrivals"
+    );
+    other.close().await.unwrap();
+    store.close().await.unwrap();
+}
+
+async fn next_arrival(
+    feed: &mut tokio::sync::broadcast::Receiver<crate::store::replica::Change>,
+) -> String {
+    loop {
+        match feed.recv().await.expect("feed open") {
+            crate::store::replica::Change::Arrival(s) => return s,
+            crate::store::replica::Change::Resync => continue,
+        }
+    }
 }

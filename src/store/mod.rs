@@ -12,9 +12,9 @@
 
 pub mod audit;
 pub mod backend;
-pub mod coordination;
 mod ops;
 pub mod pg;
+pub mod replica;
 mod schema;
 mod sqlite;
 pub mod status;
@@ -251,6 +251,10 @@ pub struct OutboxSummary {
     pub recent_failures: Vec<OutboxRow>,
 }
 
+/// Change-feed messages a slow receiver may fall behind by before it sees
+/// `Lagged` (and should then re-read every stream, as on `Change::Resync`).
+const FEED_CAPACITY: usize = 1024;
+
 /// Counters the writer updates and handles read, for tests and metrics.
 #[derive(Debug, Default)]
 struct Shared {
@@ -300,6 +304,45 @@ impl Store {
     ) -> Result<Store, StoreError> {
         let backend = pg::PgBackend::open(settings, pool_size).await?;
         Ok(Self::with_backend(Arc::new(backend), clock))
+    }
+
+    /// The store `[store]` names: the SQLite file at `sqlite_path` (opened
+    /// off the runtime's threads), or the PostgreSQL database of `url`.
+    pub async fn open_configured(
+        store: &crate::config::store::StoreConfig,
+        sqlite_path: std::path::PathBuf,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Store, StoreError> {
+        match &store.postgres {
+            None => {
+                tokio::task::spawn_blocking(move || Store::open_with_clock(&sqlite_path, clock))
+                    .await
+                    .map_err(|e| StoreError::Open(format!("store open panicked: {e}")))?
+            }
+            Some(pg) => {
+                tracing::info!(url = %pg.settings.redacted, "store: PostgreSQL");
+                Store::open_postgres(&pg.settings, pg.pool_size, clock).await
+            }
+        }
+    }
+
+    /// The clock `serve` runs on: the wall clock, or with PostgreSQL the
+    /// wall clock corrected to the database server's, so that every
+    /// replica stamps instants from one timeline (`pg::clock`).
+    pub async fn serve_clock(
+        store: &crate::config::store::StoreConfig,
+    ) -> Result<Arc<dyn Clock>, StoreError> {
+        match &store.postgres {
+            None => Ok(Arc::new(SystemClock)),
+            Some(pg) => {
+                let clock = pg::clock::DbClock::start(pg::pool(&pg.settings, 1)?).await?;
+                tracing::info!(
+                    offset_ms = clock.offset().num_milliseconds(),
+                    "clock: corrected to the database server's"
+                );
+                Ok(clock)
+            }
+        }
     }
 
     /// A store over any backend.
@@ -559,6 +602,68 @@ impl Store {
     /// Number of stored events (including non-clock-feeding ones) on `stream`.
     pub async fn event_count(&self, stream: &str) -> Result<u64, StoreError> {
         self.backend.event_count(stream.to_owned()).await
+    }
+
+    /// Claims up to `limit` due outbox rows for `replica`, leased for
+    /// `lease` from now on the store's clock (see `replica`).
+    pub async fn claim_outbox(
+        &self,
+        replica: &str,
+        lease: chrono::TimeDelta,
+        limit: i64,
+    ) -> Result<Vec<replica::Claim>, StoreError> {
+        let now = self.clock.now();
+        self.backend
+            .claim_outbox(replica.to_owned(), now, lease, limit)
+            .await
+    }
+
+    /// Records an attempt on a claimed row; false (nothing written) when
+    /// `token` is no longer the row's claim or the row is settled.
+    pub async fn settle_claim(
+        &self,
+        id: i64,
+        token: i64,
+        attempt: Attempt,
+    ) -> Result<bool, StoreError> {
+        self.backend.settle_claim(id, token, attempt).await
+    }
+
+    /// Renews `replica`'s lease in `term`, takes a new term if the lease
+    /// is free, or reports who holds it (see `replica`).
+    pub async fn elect(
+        &self,
+        replica: &str,
+        term: Option<i64>,
+        ttl: chrono::TimeDelta,
+    ) -> Result<replica::Leadership, StoreError> {
+        let now = self.clock.now();
+        self.backend.elect(replica.to_owned(), term, now, ttl).await
+    }
+
+    /// Gives the leader lease up early (at shutdown).
+    pub async fn resign(&self, replica: &str, term: i64) -> Result<bool, StoreError> {
+        self.backend.resign(replica.to_owned(), term).await
+    }
+
+    /// Marks `replica` alive now.
+    pub async fn heartbeat(&self, replica: &str) -> Result<(), StoreError> {
+        let now = self.clock.now();
+        self.backend.heartbeat(replica.to_owned(), now).await
+    }
+
+    /// Replicas whose last heartbeat is at or after `seen_since`.
+    pub async fn replicas(
+        &self,
+        seen_since: DateTime<Utc>,
+    ) -> Result<Vec<replica::ReplicaRow>, StoreError> {
+        self.backend.replicas(seen_since).await
+    }
+
+    /// The change feed: streams whose last arrival a commit moved, on this
+    /// or (PostgreSQL) any other replica.
+    pub fn changes(&self) -> tokio::sync::broadcast::Receiver<replica::Change> {
+        self.backend.changes()
     }
 
     /// Graceful shutdown: stops accepting jobs, finishes everything already

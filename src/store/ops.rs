@@ -82,7 +82,12 @@ const OUTBOX_COLUMNS: &str = "o.id, o.stream, o.notifier, o.alert_state, o.at, o
      (SELECT value FROM meta WHERE key = 'salt'), o.alert_kind, o.severity, o.source, \
      o.endpoint_id, o.resumed_at";
 
-fn outbox_from_row(row: &Row<'_>) -> rusqlite::Result<OutboxRow> {
+/// The columns `outbox_from_row` reads, for queries outside this module.
+pub(super) fn outbox_columns() -> &'static str {
+    OUTBOX_COLUMNS
+}
+
+pub(super) fn outbox_from_row(row: &Row<'_>) -> rusqlite::Result<OutboxRow> {
     let id: i64 = row.get(0)?;
     let stream: String = row.get(1)?;
     let at = time_at(row, 4)?;

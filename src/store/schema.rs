@@ -115,6 +115,8 @@ pub(super) const MIGRATIONS: &[&str] = &[
     CREATE INDEX outbox_by_alert ON outbox(alert_id, notifier, id);",
     // v10
     super::subscriptions::MIGRATION,
+    // v11: outbox claims with leases, the leader lease, replica heartbeats
+    super::replica::MIGRATION,
 ];
 
 /// v8: streams created from a template (`[streams."PREFIX*"]`), so a

@@ -14,11 +14,12 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, TimeDelta, Utc};
 use rusqlite::Connection;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{broadcast, mpsc, oneshot};
 
 use super::backend::{Backend, StoreResult};
+use super::replica::{self, Change, Claim, Leadership, ReplicaRow};
 use super::status::{Arrival, AuditSummary};
 use super::subscriptions::{SubscriptionRow, SubscriptionTransition, SubscriptionUpdate};
 use super::svix::{SvixApply, SvixEndpointRow, SvixPage};
@@ -41,6 +42,8 @@ const QUEUE_CAPACITY: usize = 4096;
 pub(crate) struct SqliteBackend {
     pub(super) tx: mpsc::Sender<Msg>,
     shared: Arc<Shared>,
+    /// One process owns the file, so its own commits are all the news.
+    feed: broadcast::Sender<Change>,
 }
 
 impl SqliteBackend {
@@ -51,7 +54,11 @@ impl SqliteBackend {
         let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
         let shared = Arc::new(Shared::default());
         writer::spawn(conn, rx, Arc::clone(&shared))?;
-        Ok(SqliteBackend { tx, shared })
+        Ok(SqliteBackend {
+            tx,
+            shared,
+            feed: broadcast::channel(super::FEED_CAPACITY).0,
+        })
     }
 
     /// Runs `work` on the writer thread inside the next group-commit batch
@@ -121,14 +128,25 @@ impl Backend for SqliteBackend {
         update: Option<SubscriptionUpdate>,
         now: DateTime<Utc>,
     ) -> StoreResult<Vec<EventOutcome>> {
-        self.call(move |c| {
-            let outcomes = ops::record_events(c, &events)?;
-            if let Some(update) = &update {
-                subscriptions::record(c, update, now)?;
+        let moved: Vec<(String, bool)> = events
+            .iter()
+            .map(|e| (e.stream.clone(), e.feeds_clock))
+            .collect();
+        let outcomes = self
+            .call(move |c| {
+                let outcomes = ops::record_events(c, &events)?;
+                if let Some(update) = &update {
+                    subscriptions::record(c, update, now)?;
+                }
+                Ok(outcomes)
+            })
+            .await?;
+        for ((stream, feeds), outcome) in moved.into_iter().zip(&outcomes) {
+            if feeds && *outcome == EventOutcome::Accepted {
+                let _ = self.feed.send(Change::Arrival(stream));
             }
-            Ok(outcomes)
-        })
-        .await
+        }
+        Ok(outcomes)
     }
 
     async fn subscription_transition(&self, t: SubscriptionTransition) -> StoreResult<bool> {
@@ -274,6 +292,50 @@ impl Backend for SqliteBackend {
 
     async fn event_count(&self, stream: String) -> StoreResult<u64> {
         self.call(move |c| ops::event_count(c, &stream)).await
+    }
+
+    async fn claim_outbox(
+        &self,
+        replica: String,
+        now: DateTime<Utc>,
+        lease: TimeDelta,
+        limit: i64,
+    ) -> StoreResult<Vec<Claim>> {
+        self.call(move |c| replica::claim_outbox(c, &replica, now, lease, limit))
+            .await
+    }
+
+    async fn settle_claim(&self, id: i64, token: i64, attempt: Attempt) -> StoreResult<bool> {
+        self.call(move |c| replica::settle_claim(c, id, token, &attempt))
+            .await
+    }
+
+    async fn elect(
+        &self,
+        replica: String,
+        term: Option<i64>,
+        now: DateTime<Utc>,
+        ttl: TimeDelta,
+    ) -> StoreResult<Leadership> {
+        self.call(move |c| replica::elect(c, &replica, term, now, ttl))
+            .await
+    }
+
+    async fn resign(&self, replica: String, term: i64) -> StoreResult<bool> {
+        self.call(move |c| replica::resign(c, &replica, term)).await
+    }
+
+    async fn heartbeat(&self, replica: String, now: DateTime<Utc>) -> StoreResult<()> {
+        self.call(move |c| replica::heartbeat(c, &replica, now))
+            .await
+    }
+
+    async fn replicas(&self, seen_since: DateTime<Utc>) -> StoreResult<Vec<ReplicaRow>> {
+        self.call(move |c| replica::replicas(c, seen_since)).await
+    }
+
+    fn changes(&self) -> broadcast::Receiver<Change> {
+        self.feed.subscribe()
     }
 
     /// Stops accepting jobs, lets the writer finish everything already

@@ -98,9 +98,19 @@ impl TestDb {
     /// have. SQLite allows one writer per file, so there it is a clone of
     /// `first` (one process, several callers).
     pub(crate) async fn open_second(&self, first: &Store) -> Store {
+        self.open_second_with_clock(first, Arc::new(SystemClock))
+            .await
+    }
+
+    /// `open_second` on another clock (e.g. a second `ManualClock` handle).
+    pub(crate) async fn open_second_with_clock(
+        &self,
+        first: &Store,
+        clock: Arc<dyn Clock>,
+    ) -> Store {
         match self {
-            TestDb::Sqlite { .. } => first.clone(),
-            TestDb::Postgres(_) => self.open().await,
+            TestDb::Sqlite { .. } => Store::with_backend(Arc::clone(&first.backend), clock),
+            TestDb::Postgres(_) => self.open_with_clock(clock).await,
         }
     }
 

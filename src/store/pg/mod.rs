@@ -10,9 +10,11 @@
 //! caller's back: a failed commit may or may not have happened, and only
 //! the sender's retry (deduplicated) can settle that.
 
+pub(crate) mod audit_reader;
 pub mod clock;
-pub mod coordination;
+pub mod migrate;
 mod ops;
+mod replica;
 mod schema;
 pub mod settings;
 mod sql;
@@ -22,13 +24,16 @@ mod svix;
 mod tests;
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, TimeDelta, Utc};
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use tokio::sync::broadcast;
 
 use super::backend::{Backend, StoreResult};
+use super::replica::{Change, Claim, Leadership, ReplicaRow};
 use super::status::{Arrival, AuditSummary};
 use super::subscriptions::{SubscriptionRow, SubscriptionTransition, SubscriptionUpdate};
 use super::svix::{SvixApply, SvixEndpointRow, SvixPage};
@@ -93,6 +98,8 @@ pub(crate) fn pool(settings: &Settings, size: usize) -> Result<Pool, StoreError>
 pub(crate) struct PgBackend {
     pool: Pool,
     commits: AtomicU64,
+    /// Fed by the LISTEN connection (`replica::spawn_listener`).
+    feed: Arc<broadcast::Sender<Change>>,
 }
 
 /// Runs `$body` in a transaction on a pooled connection and commits; `$tx`
@@ -121,9 +128,16 @@ impl PgBackend {
             .map_err(|e| StoreError::Open(pool_err(e).to_string()))?;
         schema::migrate(&mut client).await?;
         drop(client);
+        let feed = Arc::new(broadcast::channel(super::FEED_CAPACITY).0);
+        replica::spawn_listener(
+            Arc::new(settings.clone()),
+            Arc::downgrade(&feed),
+            pool.clone(),
+        );
         Ok(PgBackend {
             pool,
             commits: AtomicU64::new(0),
+            feed,
         })
     }
 }
@@ -326,6 +340,50 @@ impl Backend for PgBackend {
 
     async fn event_count(&self, stream: String) -> StoreResult<u64> {
         in_tx!(self, |tx| ops::event_count(&tx, &stream).await?)
+    }
+
+    async fn claim_outbox(
+        &self,
+        replica: String,
+        now: DateTime<Utc>,
+        lease: TimeDelta,
+        limit: i64,
+    ) -> StoreResult<Vec<Claim>> {
+        in_tx!(self, |tx| {
+            replica::claim_outbox(&tx, &replica, now, lease, limit).await?
+        })
+    }
+
+    async fn settle_claim(&self, id: i64, token: i64, attempt: Attempt) -> StoreResult<bool> {
+        in_tx!(self, |tx| replica::settle_claim(&tx, id, token, &attempt)
+            .await?)
+    }
+
+    async fn elect(
+        &self,
+        replica: String,
+        term: Option<i64>,
+        now: DateTime<Utc>,
+        ttl: TimeDelta,
+    ) -> StoreResult<Leadership> {
+        in_tx!(self, |tx| replica::elect(&tx, &replica, term, now, ttl)
+            .await?)
+    }
+
+    async fn resign(&self, replica: String, term: i64) -> StoreResult<bool> {
+        in_tx!(self, |tx| replica::resign(&tx, &replica, term).await?)
+    }
+
+    async fn heartbeat(&self, replica: String, now: DateTime<Utc>) -> StoreResult<()> {
+        in_tx!(self, |tx| replica::heartbeat(&tx, &replica, now).await?)
+    }
+
+    async fn replicas(&self, seen_since: DateTime<Utc>) -> StoreResult<Vec<ReplicaRow>> {
+        in_tx!(self, |tx| replica::replicas(&tx, seen_since).await?)
+    }
+
+    fn changes(&self) -> broadcast::Receiver<Change> {
+        self.feed.subscribe()
     }
 
     /// Waits for nothing: every acknowledged call already committed. Closes

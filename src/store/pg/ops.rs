@@ -241,6 +241,14 @@ pub(super) async fn record_event(
             ],
         )
         .await?;
+        // Delivered to every LISTENing replica at COMMIT (and dropped on
+        // rollback), so other replicas' timers learn of this arrival.
+        exec(
+            tx,
+            "SELECT pg_notify($1, $2)",
+            &[&super::replica::CHANNEL, &event.stream],
+        )
+        .await?;
     }
     Ok(EventOutcome::Accepted)
 }

@@ -1,6 +1,6 @@
 //! PostgreSQL schema and its versioned migrations.
 //!
-//! The version lives in `hushwatch_schema`. `MIGRATIONS[i]` takes a
+//! The version lives in `schema_version`. `MIGRATIONS[i]` takes a
 //! database from version `i` to `i + 1`. All pending steps run in ONE
 //! transaction that first takes `pg_advisory_xact_lock(MIGRATION_LOCK)`, so
 //! several replicas starting at once apply each step exactly once (the
@@ -20,7 +20,7 @@ use super::pg_err;
 use crate::store::StoreError;
 
 /// Arbitrary constant identifying hushwatch's migration lock ("hushwatc").
-const MIGRATION_LOCK: i64 = 0x6875_7368_7761_7463;
+pub(super) const MIGRATION_LOCK: i64 = 0x6875_7368_7761_7463;
 
 pub(super) const MIGRATIONS: &[&str] = &[
     // v1: everything SQLite has at its v10.
@@ -167,6 +167,8 @@ pub(super) const MIGRATIONS: &[&str] = &[
         concern      TEXT,
         PRIMARY KEY (stream, subscription)
     );",
+    // v2: outbox claims with leases, the leader lease, replica heartbeats.
+    super::replica::MIGRATION,
 ];
 
 pub(super) fn binary_version() -> i32 {
@@ -182,16 +184,16 @@ pub(super) async fn migrate(client: &mut Client) -> Result<(), StoreError> {
         .await
         .map_err(fail)?;
     tx.batch_execute(
-        "CREATE TABLE IF NOT EXISTS hushwatch_schema (
+        "CREATE TABLE IF NOT EXISTS schema_version (
             id      INTEGER PRIMARY KEY CHECK (id = 1),
             version INTEGER NOT NULL
         );
-        INSERT INTO hushwatch_schema (id, version) VALUES (1, 0) ON CONFLICT (id) DO NOTHING;",
+        INSERT INTO schema_version (id, version) VALUES (1, 0) ON CONFLICT (id) DO NOTHING;",
     )
     .await
     .map_err(fail)?;
     let version: i32 = tx
-        .query_one("SELECT version FROM hushwatch_schema WHERE id = 1", &[])
+        .query_one("SELECT version FROM schema_version WHERE id = 1", &[])
         .await
         .map_err(fail)?
         .get(0);
@@ -210,7 +212,7 @@ pub(super) async fn migrate(client: &mut Client) -> Result<(), StoreError> {
             .map_err(|e| StoreError::Migration(format!("to v{to}: {}", pg_err(e))))?;
     }
     tx.execute(
-        "UPDATE hushwatch_schema SET version = $1 WHERE id = 1",
+        "UPDATE schema_version SET version = $1 WHERE id = 1",
         &[&binary_version()],
     )
     .await

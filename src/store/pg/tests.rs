@@ -48,7 +48,7 @@ async fn three_replicas_starting_at_once_migrate_exactly_once() {
     }
     let client = raw(&db).await;
     let version: i32 = client
-        .query_one("SELECT version FROM hushwatch_schema", &[])
+        .query_one("SELECT version FROM schema_version", &[])
         .await
         .unwrap()
         .get(0);
@@ -72,7 +72,7 @@ async fn a_database_from_a_newer_binary_is_refused_untouched() {
     open(&db).await.close().await.unwrap();
     let client = raw(&db).await;
     client
-        .execute("UPDATE hushwatch_schema SET version = 99", &[])
+        .execute("UPDATE schema_version SET version = 99", &[])
         .await
         .unwrap();
     let err = Store::open_postgres(&db.settings(), 2, Arc::new(SystemClock))
@@ -80,7 +80,7 @@ async fn a_database_from_a_newer_binary_is_refused_untouched() {
         .expect_err("too new");
     assert!(matches!(err, StoreError::TooNew { file: 99, .. }), "{err}");
     let version: i32 = client
-        .query_one("SELECT version FROM hushwatch_schema", &[])
+        .query_one("SELECT version FROM schema_version", &[])
         .await
         .unwrap()
         .get(0);
