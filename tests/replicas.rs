@@ -31,8 +31,7 @@ static SERIAL: Mutex<()> = Mutex::new(());
 // ----------------------------------------------------------------- cluster
 
 struct Cluster {
-    /// Holds the config file and data dir for the replicas' lifetime.
-    _work: Workdir,
+    work: Workdir,
     replicas: Vec<Option<Sidecar>>,
     receiver: Receiver,
     db: Db,
@@ -80,7 +79,7 @@ impl Cluster {
             .map(|_| Some(Sidecar::start(&work.config_path())))
             .collect();
         Some(Cluster {
-            _work: work,
+            work,
             replicas,
             receiver,
             db,
@@ -126,6 +125,22 @@ impl Cluster {
     /// The leader's term as replica `i` last saw it (its heartbeat).
     fn term_of(&self, i: usize) -> Option<i64> {
         self.status(i)["replicas"]["leader"]["term"].as_i64()
+    }
+
+    /// `hushwatch audit verify` on the shared database: one chain, intact,
+    /// whatever the interleaving of the replicas' appends.
+    fn assert_audit_verifies(&self) {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_hushwatch"))
+            .args(["audit", "verify", "--config"])
+            .arg(self.work.config_path())
+            .output()
+            .expect("run audit verify");
+        assert!(
+            out.status.success(),
+            "audit verify failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 
     /// Pages the receiver accepted: (status, alert id, page key).
@@ -292,6 +307,7 @@ fn kill9_of_a_replica_mid_burst_loses_no_acknowledged_event_and_pages_once_per_e
         deliveries, keys,
         "no page was sent twice (no sender died mid-send here)"
     );
+    cluster.assert_audit_verifies();
 }
 
 #[test]
@@ -404,6 +420,7 @@ fn terminating_every_database_connection_mid_burst_loses_no_acknowledged_event()
         .parse()
         .expect("count");
     assert!(stored as usize >= acked.len());
+    cluster.assert_audit_verifies();
 }
 
 #[test]
