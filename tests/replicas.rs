@@ -504,3 +504,31 @@ fn a_page_whose_sender_was_killed_mid_send_is_sent_by_another_replica_under_the_
     );
     println!("page delivered {redelivered:?} after kill -9 of its claim holder (claim lease 5s)");
 }
+
+#[test]
+fn every_replica_learns_of_an_arrival_that_landed_on_another() {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(cluster) = Cluster::start("feed", 2, "1h", Vec::new()) else {
+        return;
+    };
+    let (a, b) = (cluster.addr(0), cluster.addr(1));
+    let last_event = |addr| {
+        let reply = get(addr, "/v1/status");
+        reply.json()["streams"][0]["last_event_at"]
+            .as_str()
+            .map(str::to_owned)
+    };
+    assert_eq!(last_event(b), None);
+    let (status, body) = post(a, "feed-1").expect("replica a answers");
+    assert_eq!(status, 200, "{body}");
+    let on_a = last_event(a).expect("a recorded the arrival");
+    // b never saw the request; the change feed brings it the same arrival.
+    let on_b = wait_for(LIMIT, "b to learn of the arrival", || last_event(b));
+    assert_eq!(on_a, on_b);
+    assert!(
+        metric(
+            b,
+            "hushwatch_last_event_timestamp_seconds{stream=\"identity\"}"
+        ) > 0.0
+    );
+}
