@@ -38,11 +38,11 @@ cleanup() {
 trap cleanup EXIT
 
 admin_plain="${ADMIN%%\?*}"
-new_db() { # prints the URL of a fresh database
+new_db() { # sets url to a fresh database (no subshell: dbs must persist)
   local name="hw_bench_$$_${#dbs[@]}"
   psql "$admin_plain" -qtAc "CREATE DATABASE $name" >/dev/null
   dbs+=("$name")
-  echo "${admin_plain%/*}/$name?sslmode=disable"
+  url="${admin_plain%/*}/$name?sslmode=disable"
 }
 
 config() { # dir store-url-or-empty hook-url-or-empty
@@ -127,13 +127,13 @@ start "$work/sqlite" s
 ingest_table "sqlite" "$addr_s"
 kill "$pid_s"
 
-url="$(new_db)"
+new_db
 config "$work/pg1" "$url" ""
 start "$work/pg1" p
 ingest_table "postgres, 1 replica" "$addr_p"
 kill "$pid_p"
 
-url="$(new_db)"
+new_db
 config "$work/pg3" "$url" ""
 for i in 0 1 2; do start "$work/pg3" "r$i"; done
 ingest_table "postgres, 3 replicas" "$addr_r0" "$addr_r1" "$addr_r2"
@@ -165,7 +165,7 @@ pids+=($!)
 for _ in $(seq 100); do grep -q PORT "$work/recv.log" && break; sleep 0.1; done
 port="$(awk '/PORT/ {print $2}' "$work/recv.log")"
 
-url="$(new_db)"
+new_db
 config "$work/fo" "$url" "http://127.0.0.1:$port/hook"
 for i in 0 1 2; do start "$work/fo" "f$i"; done
 leader=""
@@ -191,7 +191,7 @@ took=""
 for _ in $(seq 600); do
   for i in 0 1 2; do
     [ "$i" = "$leader" ] && continue
-    line="$(grep 'audit checkpoint' "$work/fo/err.f$i.log" | sed -n "$(( before[i] + 1 ))p")"
+    line="$(grep 'audit checkpoint' "$work/fo/err.f$i.log" | sed -n "$(( before[i] + 1 ))p" || true)"
     if [ -n "$line" ]; then
       at="$(date -d "$(cut -d' ' -f1 <<<"$line")" +%s%3N)"
       took=$(( at - killed ))

@@ -20,6 +20,11 @@ use super::app::App;
 /// Longest time between two re-reads.
 pub const EVERY: Duration = Duration::from_millis(500);
 
+/// Shortest time between two re-reads: under an ingest burst every commit
+/// notifies, and one read per notification would compete with ingest for
+/// the database.
+const MIN_GAP: Duration = Duration::from_millis(100);
+
 pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
     let mut changes = app.store.changes();
     loop {
@@ -41,6 +46,10 @@ pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
             // The outage shows in /readyz and on ingest; the next round
             // retries, and the first one after the outage catches up.
             Err(e) => tracing::debug!(error = %e, "re-reading stream rows failed"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(MIN_GAP) => {}
+            _ = shutdown.changed() => return,
         }
     }
 }
