@@ -81,7 +81,9 @@ fn a_sqlite_state_is_copied_into_an_empty_postgres_and_keeps_working() {
     assert!(sqlite_verify.status.success(), "{:?}", text(&sqlite_verify));
     let streams_before = sqlite_rows(&file, STREAMS);
     let outbox_before = sqlite_rows(&file, OUTBOX);
-    assert_eq!(outbox_before.len(), 2, "a firing and a resolved page");
+    // A firing and a resolved page (and another firing if the machine was
+    // slow enough for 2 s of silence to pass before the stop).
+    assert!(outbox_before.len() >= 2, "{outbox_before:?}");
 
     let env = [("HW_PG_URL", db.url.as_str())];
     let copy = hushwatch(
@@ -91,6 +93,7 @@ fn a_sqlite_state_is_copied_into_an_empty_postgres_and_keeps_working() {
     let (out, err) = text(&copy);
     assert!(copy.status.success(), "{out} {err}");
     assert!(out.contains("audit_log: 2 rows"), "{out}");
+    assert!(out.contains("outbox: "), "{out}");
     assert!(!format!("{out}{err}").contains(&db.password()));
 
     // Same rows, same clocks, same page identity.
@@ -119,8 +122,6 @@ fn a_sqlite_state_is_copied_into_an_empty_postgres_and_keeps_working() {
         r#"{"type": "user.deleted", "id": "evt_1"}"#,
     );
     assert_eq!(again.json()["duplicate"], 1, "{}", again.body);
-    let status = common::stream_status(s.addr, "identity");
-    assert_eq!(status["state"], "ok");
     let next = post_events(
         s.addr,
         "identity",
@@ -132,8 +133,20 @@ fn a_sqlite_state_is_copied_into_an_empty_postgres_and_keeps_working() {
     let after = hushwatch(&["audit", "verify", "--config", config], &env);
     assert!(after.status.success(), "{:?}", text(&after));
     assert!(text(&after).0.contains("audit log intact: 3 entries"));
-    let ids = db.query("SELECT id FROM outbox ORDER BY id");
-    assert_eq!(ids.len(), 2, "no page was queued again");
+    // The copied pages are untouched; any page queued since (the 2 s
+    // threshold may pass again while this test runs: counted from the
+    // copied arrival, so no clock restarted) got a new id, never an old
+    // one, so never an old page key.
+    let outbox_after = db.query(OUTBOX);
+    assert_eq!(outbox_after[..outbox_before.len()], outbox_before[..]);
+    let watch = "SELECT watch_started_at::TEXT FROM streams WHERE name = 'identity'";
+    assert_eq!(
+        db.query(watch),
+        sqlite_rows(
+            &file,
+            "SELECT CAST(watch_started_at AS TEXT) FROM streams WHERE name = 'identity'"
+        )
+    );
 
     // A second copy into the now non-empty database is refused.
     work.write_config(&sqlite_config);

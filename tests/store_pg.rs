@@ -101,3 +101,46 @@ fn check_validates_the_store_url_without_printing_the_password() {
     assert!(err.contains("store.url: sslmode must be"), "{err}");
     assert!(!err.contains(secret), "{err}");
 }
+
+#[test]
+fn while_the_database_is_unreachable_ingest_and_readyz_answer_503_then_recover() {
+    let Some(db) = PgDb::create("database_outage") else {
+        return;
+    };
+    let work = Workdir::new(&pg_config(""));
+    let env = [("HW_PG_URL", db.url.as_str())];
+    let s = Sidecar::start_with_env(&work.config_path(), &env);
+    let event = |id: &str| format!(r#"{{"type": "user.deleted", "id": "{id}"}}"#);
+    assert_eq!(
+        post_events(s.addr, "identity", TOKEN, &event("before")).status,
+        200
+    );
+    db.set_allow_connections(false);
+    db.terminate_connections();
+    let down = post_events(s.addr, "identity", TOKEN, &event("during"));
+    assert_eq!(down.status, 503, "{}", down.body);
+    common::wait_for(
+        std::time::Duration::from_secs(30),
+        "/readyz to answer 503",
+        || (common::get(s.addr, "/readyz").status == 503).then_some(()),
+    );
+    db.set_allow_connections(true);
+    // The sender's retry is accepted once the database is back: nothing was
+    // stored from the failed attempt, so it is not a duplicate.
+    let retried = common::wait_for(
+        std::time::Duration::from_secs(30),
+        "ingest to recover",
+        || {
+            let r = post_events(s.addr, "identity", TOKEN, &event("during"));
+            (r.status == 200).then_some(r)
+        },
+    );
+    assert_eq!(retried.json()["accepted"], 1, "{}", retried.body);
+    common::wait_for(
+        std::time::Duration::from_secs(30),
+        "/readyz to answer 200",
+        || (common::get(s.addr, "/readyz").status == 200).then_some(()),
+    );
+    assert_eq!(db.query("SELECT count(*) FROM audit_log"), ["2"]);
+    assert!(s.stop().success());
+}

@@ -8,6 +8,7 @@ pub mod migrate_store;
 pub mod notify_test;
 pub mod serve;
 pub mod sign;
+pub mod silence;
 pub mod status;
 
 use crate::cli::EXIT_CONFIG;

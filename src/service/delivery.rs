@@ -102,6 +102,7 @@ impl Worker {
         attempts: &mut JoinSet<()>,
     ) -> Result<Option<DateTime<Utc>>, StoreError> {
         let config = app.config();
+        let held_due = app.release_held_pages().await?;
         let extras_due = queue_extras(app, &config).await?;
         // Several replicas: attempt only pages claimed here (before the
         // snapshot, so every claimed row is in it).
@@ -169,6 +170,7 @@ impl Worker {
         for t in [
             self.repost_alertmanager(app, &config, attempts).await?,
             extras_due,
+            held_due,
         ]
         .into_iter()
         .flatten()

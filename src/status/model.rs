@@ -22,6 +22,10 @@ pub struct StatusDoc {
     /// The replicas on the shared database and the housekeeping leader.
     #[serde(default)]
     pub replicas: Option<Replicas>,
+    /// Operator silences (active or future) and acknowledgements; present
+    /// only when there are some.
+    #[serde(default)]
+    pub operator: Option<Operator>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -57,6 +61,36 @@ pub struct Leader {
     pub term: i64,
     #[serde(default)]
     pub lease_until: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Operator {
+    #[serde(default)]
+    pub silences: Vec<OperatorSilence>,
+    #[serde(default)]
+    pub acknowledgements: Vec<Acknowledgement>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct OperatorSilence {
+    pub id: i64,
+    pub streams: Vec<String>,
+    /// Page kind patterns (`["*"]`: every kind).
+    #[serde(default)]
+    pub kinds: Vec<String>,
+    pub starts_at: DateTime<Utc>,
+    pub ends_at: DateTime<Utc>,
+    pub comment: String,
+    pub created_by: String,
+    pub active: bool,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Acknowledgement {
+    pub stream: String,
+    pub created_by: String,
+    pub comment: String,
+    pub created_at: DateTime<Utc>,
 }
 
 fn yes() -> bool {

@@ -18,6 +18,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 use tokio::sync::broadcast;
 
 use super::replica::{Change, Claim, Leadership, ReplicaRow};
+use super::silences::{AckOutcome, AckRow, NewSilence, SilenceRow};
 
 use super::status::{Arrival, AuditSummary};
 use super::subscriptions::{SubscriptionRow, SubscriptionTransition, SubscriptionUpdate};
@@ -161,6 +162,47 @@ pub trait Backend: Send + Sync + 'static {
     async fn probe(&self, now: DateTime<Utc>) -> StoreResult<()>;
 
     async fn event_count(&self, stream: String) -> StoreResult<u64>;
+
+    /// Operator silences and acknowledgements (see `store::silences`).
+    async fn add_silence(
+        &self,
+        silence: NewSilence,
+        now: DateTime<Utc>,
+        cap: usize,
+        audit: bool,
+    ) -> StoreResult<Option<i64>>;
+
+    async fn expire_silence(
+        &self,
+        id: i64,
+        by: String,
+        comment: Option<String>,
+        now: DateTime<Utc>,
+        audit: bool,
+    ) -> StoreResult<bool>;
+
+    async fn silences(&self, since: DateTime<Utc>) -> StoreResult<Vec<SilenceRow>>;
+
+    async fn acknowledge(
+        &self,
+        stream: String,
+        created_by: String,
+        comment: String,
+        now: DateTime<Utc>,
+        audit: bool,
+    ) -> StoreResult<AckOutcome>;
+
+    async fn sync_maintenance(
+        &self,
+        windows: Vec<(String, DateTime<Utc>, DateTime<Utc>, String)>,
+        now: DateTime<Utc>,
+        audit: bool,
+    ) -> StoreResult<()>;
+
+    async fn current_acks(&self) -> StoreResult<Vec<AckRow>>;
+
+    /// Queues held firing pages whose silence ended; how many alerts paged.
+    async fn release_held(&self, now: DateTime<Utc>) -> StoreResult<usize>;
 
     /// Claims up to `limit` due outbox rows for `replica` until `now +
     /// lease` (see `store::replica`).

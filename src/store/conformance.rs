@@ -68,6 +68,11 @@ backend_matrix!(
     leader_lease_has_terms_and_a_superseded_holder_cannot_renew,
     heartbeats_list_the_replicas_seen_recently,
     the_change_feed_reports_arrivals_committed_through_another_handle,
+    a_silence_holds_the_firing_page_until_it_ends,
+    the_resolve_of_a_held_firing_page_is_dropped,
+    an_acknowledged_episode_gets_no_reminders,
+    maintenance_windows_are_stored_once_and_end_when_removed,
+    silences_past_the_cap_are_refused,
 );
 
 async fn accepted_then_duplicate_per_stream(db: TestDb) {
@@ -992,4 +997,158 @@ async fn next_arrival(
             crate::store::replica::Change::Resync => continue,
         }
     }
+}
+
+fn silence(streams: &[&str], kinds: &[&str], from_ms: i64, until_ms: i64) -> silences::NewSilence {
+    silences::NewSilence {
+        streams: names(streams),
+        kinds: names(kinds),
+        starts_at: at(from_ms),
+        ends_at: at(until_ms),
+        comment: "deploy".into(),
+        created_by: "ops".into(),
+    }
+}
+
+async fn a_silence_holds_the_firing_page_until_it_ends(db: TestDb) {
+    let clock = manual(1_000);
+    let store = db.open_with_clock(clock.clone()).await;
+    store.watch_streams(names(&["a"]), at(0)).await.unwrap();
+    let id = store
+        .add_silence(silence(&["a"], &["*"], 0, 10_000), 10, true)
+        .await
+        .unwrap();
+    assert!(id.is_some());
+    assert_eq!(store.audit_summary().await.unwrap().head_seq, 1, "audited");
+    let fire = transition(AlertState::Firing, 5_000, &["p"]);
+    assert!(store.record_transition(fire).await.unwrap());
+    assert_eq!(stream(&store, "a").await.alert_state, AlertState::Firing);
+    assert!(store.pending_outbox().await.unwrap().is_empty(), "held");
+    clock.set(at(9_999));
+    assert_eq!(store.release_held().await.unwrap(), 0, "still silenced");
+    clock.set(at(10_000));
+    assert_eq!(store.release_held().await.unwrap(), 1);
+    let pages = store.pending_outbox().await.unwrap();
+    assert_eq!(pages.len(), 1);
+    assert_eq!(
+        (pages[0].state.clone(), pages[0].at),
+        (AlertState::Firing, at(10_000))
+    );
+    assert_eq!(store.release_held().await.unwrap(), 0, "released once");
+    let listed = store.silences(at(0)).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert!(listed[0].matches("a", "silence"));
+    store.close().await.unwrap();
+}
+
+async fn the_resolve_of_a_held_firing_page_is_dropped(db: TestDb) {
+    let clock = manual(1_000);
+    let store = db.open_with_clock(clock.clone()).await;
+    store.watch_streams(names(&["a"]), at(0)).await.unwrap();
+    store
+        .add_silence(silence(&["*"], &["silence"], 0, 10_000), 10, false)
+        .await
+        .unwrap();
+    assert!(store
+        .record_transition(transition(AlertState::Firing, 5_000, &["p"]))
+        .await
+        .unwrap());
+    assert!(store
+        .record_transition(transition(AlertState::Ok, 6_000, &["p"]))
+        .await
+        .unwrap());
+    clock.set(at(20_000));
+    assert_eq!(store.release_held().await.unwrap(), 0);
+    assert!(
+        store.pending_outbox().await.unwrap().is_empty(),
+        "nobody was told it fired"
+    );
+    store.close().await.unwrap();
+}
+
+async fn an_acknowledged_episode_gets_no_reminders(db: TestDb) {
+    let store = db.open().await;
+    store.watch_streams(names(&["a"]), at(0)).await.unwrap();
+    let ack = |store: Store| async move {
+        store
+            .acknowledge("a".into(), "ops".into(), "on it".into(), true)
+            .await
+            .unwrap()
+    };
+    assert_eq!(ack(store.clone()).await, silences::AckOutcome::NotFiring);
+    assert!(store
+        .record_transition(transition(AlertState::Firing, 5_000, &["p"]))
+        .await
+        .unwrap());
+    assert_eq!(
+        ack(store.clone()).await,
+        silences::AckOutcome::Acknowledged(at(5_000))
+    );
+    assert_eq!(
+        ack(store.clone()).await,
+        silences::AckOutcome::Acknowledged(at(5_000))
+    );
+    assert_eq!(
+        store.audit_summary().await.unwrap().head_seq,
+        1,
+        "audited once"
+    );
+    let acks = store.current_acks().await.unwrap();
+    assert_eq!(acks.len(), 1);
+    assert_eq!(
+        (acks[0].stream.as_str(), acks[0].started_at),
+        ("a", at(5_000))
+    );
+    let reminders = store
+        .enqueue_extra("a".into(), PageKind::Reminder, 1, names(&["p"]), at(9_000))
+        .await
+        .unwrap();
+    assert_eq!(reminders, 0);
+    store.close().await.unwrap();
+}
+
+async fn maintenance_windows_are_stored_once_and_end_when_removed(db: TestDb) {
+    let clock = manual(1_000);
+    let store = db.open_with_clock(clock.clone()).await;
+    let window = vec![("a".to_string(), at(2_000), at(9_000), "patch".to_string())];
+    store.sync_maintenance(window.clone(), true).await.unwrap();
+    store.sync_maintenance(window, true).await.unwrap();
+    let stored = store.silences(at(0)).await.unwrap();
+    assert_eq!(stored.len(), 1);
+    assert_eq!(stored[0].created_by, silences::CONFIG_AUTHOR);
+    clock.set(at(3_000));
+    store.sync_maintenance(Vec::new(), true).await.unwrap();
+    assert!(
+        store.silences(at(3_000)).await.unwrap().is_empty(),
+        "ended now"
+    );
+    assert_eq!(
+        store.audit_summary().await.unwrap().head_seq,
+        2,
+        "created, expired"
+    );
+    store.close().await.unwrap();
+}
+
+async fn silences_past_the_cap_are_refused(db: TestDb) {
+    let store = db.open_with_clock(manual(1_000)).await;
+    let first = store.add_silence(silence(&["a"], &["*"], 0, 5_000), 1, false);
+    assert!(first.await.unwrap().is_some());
+    let second = store.add_silence(silence(&["b"], &["*"], 0, 5_000), 1, false);
+    assert_eq!(second.await.unwrap(), None);
+    let id = store.silences(at(0)).await.unwrap()[0].id;
+    assert!(store
+        .expire_silence(id, "ops".into(), None, false)
+        .await
+        .unwrap());
+    assert!(!store
+        .expire_silence(id + 100, "ops".into(), None, false)
+        .await
+        .unwrap());
+    let third = store.add_silence(silence(&["b"], &["*"], 0, 5_000), 1, false);
+    assert!(
+        third.await.unwrap().is_some(),
+        "an expired silence frees its slot"
+    );
+    store.close().await.unwrap();
 }

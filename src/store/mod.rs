@@ -16,6 +16,7 @@ mod ops;
 pub mod pg;
 pub mod replica;
 mod schema;
+pub mod silences;
 mod sqlite;
 pub mod status;
 pub mod subscriptions;
@@ -602,6 +603,77 @@ impl Store {
     /// Number of stored events (including non-clock-feeding ones) on `stream`.
     pub async fn event_count(&self, stream: &str) -> Result<u64, StoreError> {
         self.backend.event_count(stream.to_owned()).await
+    }
+
+    /// Stores an operator silence (see `silences`); `None` when `cap`
+    /// silences have not ended yet.
+    pub async fn add_silence(
+        &self,
+        silence: silences::NewSilence,
+        cap: usize,
+        audit: bool,
+    ) -> Result<Option<i64>, StoreError> {
+        let now = self.clock.now();
+        self.backend.add_silence(silence, now, cap, audit).await
+    }
+
+    /// Ends a silence now; false when there is no such silence.
+    pub async fn expire_silence(
+        &self,
+        id: i64,
+        by: String,
+        comment: Option<String>,
+        audit: bool,
+    ) -> Result<bool, StoreError> {
+        let now = self.clock.now();
+        self.backend
+            .expire_silence(id, by, comment, now, audit)
+            .await
+    }
+
+    /// Silences that end after `since`, oldest first.
+    pub async fn silences(
+        &self,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<silences::SilenceRow>, StoreError> {
+        self.backend.silences(since).await
+    }
+
+    /// Acknowledges the stream's current firing episode.
+    pub async fn acknowledge(
+        &self,
+        stream: String,
+        created_by: String,
+        comment: String,
+        audit: bool,
+    ) -> Result<silences::AckOutcome, StoreError> {
+        let now = self.clock.now();
+        self.backend
+            .acknowledge(stream, created_by, comment, now, audit)
+            .await
+    }
+
+    /// Stores the configured maintenance windows as silences (see
+    /// `silences::sync_maintenance`).
+    pub async fn sync_maintenance(
+        &self,
+        windows: Vec<(String, DateTime<Utc>, DateTime<Utc>, String)>,
+        audit: bool,
+    ) -> Result<(), StoreError> {
+        let now = self.clock.now();
+        self.backend.sync_maintenance(windows, now, audit).await
+    }
+
+    /// Acknowledgements of episodes still firing.
+    pub async fn current_acks(&self) -> Result<Vec<silences::AckRow>, StoreError> {
+        self.backend.current_acks().await
+    }
+
+    /// Queues the firing pages that silences held and that may go out now;
+    /// returns how many alerts (stream episodes or keyed alerts) were paged.
+    pub async fn release_held(&self) -> Result<usize, StoreError> {
+        let now = self.clock.now();
+        self.backend.release_held(now).await
     }
 
     /// Claims up to `limit` due outbox rows for `replica`, leased for

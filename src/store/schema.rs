@@ -115,7 +115,9 @@ pub(super) const MIGRATIONS: &[&str] = &[
     CREATE INDEX outbox_by_alert ON outbox(alert_id, notifier, id);",
     // v10
     super::subscriptions::MIGRATION,
-    // v11: outbox claims with leases, the leader lease, replica heartbeats
+    // v11: operator silences, held firing pages, acknowledgements
+    super::silences::MIGRATION,
+    // v12: outbox claims with leases, the leader lease, replica heartbeats
     super::replica::MIGRATION,
 ];
 

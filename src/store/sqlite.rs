@@ -20,6 +20,7 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 
 use super::backend::{Backend, StoreResult};
 use super::replica::{self, Change, Claim, Leadership, ReplicaRow};
+use super::silences::{self, AckOutcome, AckRow, NewSilence, SilenceRow};
 use super::status::{Arrival, AuditSummary};
 use super::subscriptions::{SubscriptionRow, SubscriptionTransition, SubscriptionUpdate};
 use super::svix::{SvixApply, SvixEndpointRow, SvixPage};
@@ -292,6 +293,71 @@ impl Backend for SqliteBackend {
 
     async fn event_count(&self, stream: String) -> StoreResult<u64> {
         self.call(move |c| ops::event_count(c, &stream)).await
+    }
+
+    async fn add_silence(
+        &self,
+        silence: NewSilence,
+        now: DateTime<Utc>,
+        cap: usize,
+        audit: bool,
+    ) -> StoreResult<Option<i64>> {
+        self.call(move |c| silences::add(c, &silence, now, cap, audit))
+            .await
+    }
+
+    async fn expire_silence(
+        &self,
+        id: i64,
+        by: String,
+        comment: Option<String>,
+        now: DateTime<Utc>,
+        audit: bool,
+    ) -> StoreResult<bool> {
+        self.call(move |c| silences::expire(c, id, &by, comment.as_deref(), now, audit))
+            .await
+    }
+
+    async fn silences(&self, since: DateTime<Utc>) -> StoreResult<Vec<SilenceRow>> {
+        self.call(move |c| Ok(silences::silences_ending_after(c, since)?))
+            .await
+    }
+
+    async fn acknowledge(
+        &self,
+        stream: String,
+        created_by: String,
+        comment: String,
+        now: DateTime<Utc>,
+        audit: bool,
+    ) -> StoreResult<AckOutcome> {
+        self.call(move |c| silences::acknowledge(c, &stream, &created_by, &comment, now, audit))
+            .await
+    }
+
+    async fn sync_maintenance(
+        &self,
+        windows: Vec<(String, DateTime<Utc>, DateTime<Utc>, String)>,
+        now: DateTime<Utc>,
+        audit: bool,
+    ) -> StoreResult<()> {
+        self.call(move |c| silences::sync_maintenance(c, &windows, now, audit))
+            .await
+    }
+
+    async fn current_acks(&self) -> StoreResult<Vec<AckRow>> {
+        self.call(|c| Ok(silences::current_acks(c)?)).await
+    }
+
+    async fn release_held(&self, now: DateTime<Utc>) -> StoreResult<usize> {
+        self.call(move |c| {
+            let mut paged = 0;
+            for stream in silences::held_streams(c)? {
+                paged += usize::from(silences::release_held(c, &stream, now)?);
+            }
+            Ok(paged + silences::release_held_keyed(c, now)?)
+        })
+        .await
     }
 
     async fn claim_outbox(

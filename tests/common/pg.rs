@@ -110,6 +110,19 @@ impl PgDb {
         query(&self.url, sql).unwrap_or_else(|e| panic!("{sql}: {e}"))
     }
 
+    /// Refuses (or allows again) new connections to this database, as in
+    /// an outage of the database alone.
+    pub fn set_allow_connections(&self, allow: bool) {
+        query(
+            &self.admin_url,
+            &format!(
+                "ALTER DATABASE {} WITH ALLOW_CONNECTIONS {allow}",
+                self.name
+            ),
+        )
+        .unwrap();
+    }
+
     /// Ends every connection to this database (a server-side fault).
     pub fn terminate_connections(&self) {
         query(

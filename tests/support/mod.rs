@@ -11,7 +11,7 @@ mod common;
 /// The real binary and its HTTP helpers, for tests that drive processes
 /// and a receiver together (tests/replicas.rs).
 #[allow(unused_imports)]
-pub use common::{get, metric, wait_for, Sidecar as Process, Workdir};
+pub use common::{get, metric, request, wait_for, Sidecar as Process, Workdir};
 #[allow(unused_imports)] // as with dead_code: not every test binary uses it
 pub use common::{utc, TOKEN};
 
@@ -352,6 +352,11 @@ impl Sidecar {
 
     pub fn addr(&self) -> SocketAddr {
         self.inner.addr
+    }
+
+    /// Where `[server] admin_listen` was bound, when it is set.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.inner.admin_addr()
     }
 
     /// GET /v1/status over real HTTP.

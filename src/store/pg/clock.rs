@@ -82,3 +82,45 @@ impl Clock for DbClock {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::testdb::PgTestDb;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_database_clock_follows_the_server_and_sleeps_on_it() {
+        let Some(db) = PgTestDb::create().await else {
+            return;
+        };
+        let pool = crate::store::pg::pool(&db.settings(), 1).unwrap();
+        let clock = DbClock::start(pool.clone()).await.unwrap();
+        // Same host: the server's clock is the local one, up to the
+        // measurement's half round trip.
+        assert!(
+            clock.offset().num_milliseconds().abs() < 1_000,
+            "{:?}",
+            clock.offset()
+        );
+        let server: i64 = pool
+            .get()
+            .await
+            .unwrap()
+            .query_one(
+                "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::BIGINT",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        let ours = clock.now().timestamp_millis();
+        assert!(
+            (ours - server).abs() < 1_000,
+            "ours {ours}, server {server}"
+        );
+        let deadline = clock.now() + TimeDelta::milliseconds(50);
+        clock.sleep_until(deadline).await;
+        assert!(clock.now() >= deadline);
+        pool.close();
+    }
+}

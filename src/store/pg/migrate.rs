@@ -258,7 +258,7 @@ async fn finish(tx: &Tx<'_>) -> Result<(), StoreError> {
         &[],
     )
     .await?;
-    for table in ["events", "outbox"] {
+    for table in ["events", "outbox", "silences"] {
         exec(
             tx,
             &format!(

@@ -17,6 +17,7 @@ mod ops;
 mod replica;
 mod schema;
 pub mod settings;
+mod silences;
 mod sql;
 mod subscriptions;
 mod svix;
@@ -34,6 +35,7 @@ use tokio::sync::broadcast;
 
 use super::backend::{Backend, StoreResult};
 use super::replica::{Change, Claim, Leadership, ReplicaRow};
+use super::silences::{AckOutcome, AckRow, NewSilence, SilenceRow};
 use super::status::{Arrival, AuditSummary};
 use super::subscriptions::{SubscriptionRow, SubscriptionTransition, SubscriptionUpdate};
 use super::svix::{SvixApply, SvixEndpointRow, SvixPage};
@@ -340,6 +342,68 @@ impl Backend for PgBackend {
 
     async fn event_count(&self, stream: String) -> StoreResult<u64> {
         in_tx!(self, |tx| ops::event_count(&tx, &stream).await?)
+    }
+
+    async fn add_silence(
+        &self,
+        silence: NewSilence,
+        now: DateTime<Utc>,
+        cap: usize,
+        audit: bool,
+    ) -> StoreResult<Option<i64>> {
+        in_tx!(self, |tx| silences::add(&tx, &silence, now, cap, audit)
+            .await?)
+    }
+
+    async fn expire_silence(
+        &self,
+        id: i64,
+        by: String,
+        comment: Option<String>,
+        now: DateTime<Utc>,
+        audit: bool,
+    ) -> StoreResult<bool> {
+        in_tx!(self, |tx| {
+            silences::expire(&tx, id, &by, comment.as_deref(), now, audit).await?
+        })
+    }
+
+    async fn silences(&self, since: DateTime<Utc>) -> StoreResult<Vec<SilenceRow>> {
+        in_tx!(self, |tx| silences::silences_ending_after(&tx, since)
+            .await?)
+    }
+
+    async fn acknowledge(
+        &self,
+        stream: String,
+        created_by: String,
+        comment: String,
+        now: DateTime<Utc>,
+        audit: bool,
+    ) -> StoreResult<AckOutcome> {
+        in_tx!(self, |tx| {
+            silences::acknowledge(&tx, &stream, &created_by, &comment, now, audit).await?
+        })
+    }
+
+    async fn sync_maintenance(
+        &self,
+        windows: Vec<(String, DateTime<Utc>, DateTime<Utc>, String)>,
+        now: DateTime<Utc>,
+        audit: bool,
+    ) -> StoreResult<()> {
+        in_tx!(self, |tx| silences::sync_maintenance(
+            &tx, &windows, now, audit
+        )
+        .await?)
+    }
+
+    async fn current_acks(&self) -> StoreResult<Vec<AckRow>> {
+        in_tx!(self, |tx| silences::current_acks(&tx).await?)
+    }
+
+    async fn release_held(&self, now: DateTime<Utc>) -> StoreResult<usize> {
+        in_tx!(self, |tx| silences::release_held(&tx, now).await?)
     }
 
     async fn claim_outbox(

@@ -254,7 +254,7 @@ pub(super) async fn record_event(
 }
 
 /// Appends to the chain under the head row lock (taken by the caller).
-async fn append_audit(tx: &Tx<'_>, event: &NewEvent) -> Result<(), StoreError> {
+pub(super) async fn append_audit(tx: &Tx<'_>, event: &NewEvent) -> Result<(), StoreError> {
     let head = one(tx, "SELECT seq, hash FROM audit_head WHERE id = 1", &[]).await?;
     let seq: i64 = get(&head, 0)?;
     let prev: Option<String> = get(&head, 1)?;
@@ -350,6 +350,11 @@ async fn apply_transition(
         AlertState::Ok => "UPDATE streams SET alert_state = $2, cleared_at = $3 WHERE name = $1",
     };
     exec(tx, sql, &[&t.stream, &state_str(&t.to), &ms(t.at)]).await?;
+    // An operator silence holds the firing page (and drops the resolve of
+    // a held one): the state above stays truthful either way.
+    if super::silences::suppress_transition(tx, t).await? {
+        return Ok(true);
+    }
     for notifier in &t.notifiers {
         insert_silence_page(tx, t, notifier, created_at).await?;
     }
@@ -388,7 +393,7 @@ pub(super) async fn record_transition_if_silent(
     })
 }
 
-async fn insert_silence_page(
+pub(super) async fn insert_silence_page(
     tx: &Tx<'_>,
     t: &Transition,
     notifier: &str,
@@ -446,6 +451,36 @@ async fn insert_silence_page(
     Ok(())
 }
 
+/// `store::ops::keyed_alert_id` on PostgreSQL.
+pub(super) async fn keyed_alert_id(
+    tx: &Tx<'_>,
+    alert: &KeyedAlert<'_>,
+) -> Result<String, StoreError> {
+    Ok(uuid_like(&hex32(&[
+        b"keyed-alert",
+        salt(tx).await?.as_bytes(),
+        alert.family.as_bytes(),
+        alert.key.as_bytes(),
+    ])))
+}
+
+/// `store::ops::queue_keyed_pages`: one page per notifier of `t` unless an
+/// operator silence holds them. Returns whether pages were queued.
+pub(super) async fn queue_keyed_pages(
+    tx: &Tx<'_>,
+    t: &Transition,
+    created_at: DateTime<Utc>,
+    alert: &KeyedAlert<'_>,
+) -> Result<bool, StoreError> {
+    if super::silences::suppress_keyed(tx, t, alert).await? {
+        return Ok(false);
+    }
+    for notifier in &t.notifiers {
+        insert_keyed_page(tx, t, notifier, created_at, alert).await?;
+    }
+    Ok(true)
+}
+
 /// `store::ops::insert_keyed_page` on PostgreSQL.
 pub(super) async fn insert_keyed_page(
     tx: &Tx<'_>,
@@ -454,12 +489,7 @@ pub(super) async fn insert_keyed_page(
     created_at: DateTime<Utc>,
     alert: &KeyedAlert<'_>,
 ) -> Result<(), StoreError> {
-    let alert_id = uuid_like(&hex32(&[
-        b"keyed-alert",
-        salt(tx).await?.as_bytes(),
-        alert.family.as_bytes(),
-        alert.key.as_bytes(),
-    ]));
+    let alert_id = keyed_alert_id(tx, alert).await?;
     let fired_with: Option<String> = if t.to == AlertState::Ok {
         match opt(
             tx,
@@ -515,6 +545,9 @@ pub(super) async fn enqueue_extra(
     };
     let silent_since = ms(row.last_arrival_at.unwrap_or(row.watch_started_at));
     let alert_id = alert_id_for(&salt(tx).await?, stream, started_at);
+    if !extra_wanted(tx, stream, ms(started_at), &alert_id, at).await? {
+        return Ok(0);
+    }
     let reason: String = match opt(
         tx,
         "SELECT reason FROM outbox WHERE alert_id = $1 AND page_kind = 'page'
@@ -549,6 +582,36 @@ pub(super) async fn enqueue_extra(
         .await?;
     }
     Ok(usize::try_from(queued).unwrap_or(usize::MAX))
+}
+
+/// `store::ops::extra_wanted`: not when acknowledged, not under a
+/// silence, not before the episode's firing page was queued.
+async fn extra_wanted(
+    tx: &Tx<'_>,
+    stream: &str,
+    started: i64,
+    alert_id: &str,
+    at: DateTime<Utc>,
+) -> Result<bool, StoreError> {
+    if super::silences::acknowledged(tx, stream, started).await?
+        || super::silences::silenced(tx, stream, "silence", at).await?
+    {
+        return Ok(false);
+    }
+    let first_page: Option<i64> = get(
+        &one(
+            tx,
+            "SELECT min(at) FROM outbox WHERE alert_id = $1 AND page_kind = 'page'
+               AND alert_state = 'firing'",
+            &[&alert_id],
+        )
+        .await?,
+        0,
+    )?;
+    Ok(match first_page {
+        Some(first) => ms(at) >= first,
+        None => !super::silences::is_held(tx, stream).await?,
+    })
 }
 
 pub(super) async fn record_attempt(

@@ -169,6 +169,8 @@ pub(super) const MIGRATIONS: &[&str] = &[
     );",
     // v2: outbox claims with leases, the leader lease, replica heartbeats.
     super::replica::MIGRATION,
+    // v3: operator silences, held firing pages, acknowledgements.
+    super::silences::MIGRATION,
 ];
 
 pub(super) fn binary_version() -> i32 {

@@ -2,7 +2,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::ops::insert_keyed_page;
+use super::ops::queue_keyed_pages;
 use super::sql::{exec, get, ms, opt, opt_time, rows, state, state_str, time, Tx};
 use crate::store::ops::KeyedAlert;
 use crate::store::subscriptions::{
@@ -120,16 +120,14 @@ pub(super) async fn transition(
         reason: t.reason.clone(),
         notifiers: t.notifiers.clone(),
     };
-    for notifier in &t.notifiers {
-        let alert = KeyedAlert {
-            kind: &kind,
-            family: "subscription",
-            key: &key,
-            severity: "warning",
-            source: "subscription",
-            endpoint_id: &t.subscription,
-        };
-        insert_keyed_page(tx, &page, notifier, t.at, &alert).await?;
-    }
+    let alert = KeyedAlert {
+        kind: &kind,
+        family: "subscription",
+        key: &key,
+        severity: "warning",
+        source: "subscription",
+        endpoint_id: &t.subscription,
+    };
+    queue_keyed_pages(tx, &page, t.at, &alert).await?;
     Ok(true)
 }

@@ -4,7 +4,7 @@
 //! replicas applying events for one endpoint take turns and each sees the
 //! other's committed change.
 
-use super::ops::{insert_keyed_page, lock_audit_head, record_event};
+use super::ops::{lock_audit_head, queue_keyed_pages, record_event};
 use super::sql::{exec, get, ms, one, opt, rows, Tx};
 use crate::domain::svix::{
     alert_changes, AlertChange, DisableTrigger, EndpointSummary, Severity, SvixAlert,
@@ -241,18 +241,16 @@ async fn queue_pages(
             reason: summary.clone(),
             notifiers: a.notifiers.clone(),
         };
-        for notifier in &a.notifiers {
-            let key = format!("{}/{}/{}", a.source, endpoint_id, change.alert.as_str());
-            let alert = KeyedAlert {
-                kind: change.alert.as_str(),
-                family: "svix",
-                key: &key,
-                severity: change.severity.as_str(),
-                source: &a.source,
-                endpoint_id,
-            };
-            insert_keyed_page(tx, &t, notifier, a.now, &alert).await?;
-        }
+        let key = format!("{}/{}/{}", a.source, endpoint_id, change.alert.as_str());
+        let alert = KeyedAlert {
+            kind: change.alert.as_str(),
+            family: "svix",
+            key: &key,
+            severity: change.severity.as_str(),
+            source: &a.source,
+            endpoint_id,
+        };
+        queue_keyed_pages(tx, &t, a.now, &alert).await?;
         if change.alert == SvixAlert::MessagesExhausted {
             exec(
                 tx,
