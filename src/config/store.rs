@@ -7,29 +7,13 @@ use std::path::Path;
 use toml::{Table, Value};
 
 use super::reader::Reader;
-use crate::store::pg::{Settings, DEFAULT_POOL_SIZE};
+use crate::store::pg::DEFAULT_POOL_SIZE;
 
 /// Most connections one process may hold; keeps replicas × pool well under
 /// PostgreSQL's default `max_connections` of 100.
 pub const MAX_POOL_SIZE: usize = 64;
 
-#[derive(Debug, Clone, Default)]
-pub struct StoreConfig {
-    /// `None`: SQLite in `data_dir`.
-    pub postgres: Option<PostgresConfig>,
-}
-
-#[derive(Debug, Clone)]
-pub struct PostgresConfig {
-    /// Parsed `url` (its `Debug` shows the URL with the password masked).
-    pub settings: Settings,
-    /// `pool_size`: connections this process keeps at most.
-    pub pool_size: usize,
-    /// `leader_lease`: how long the housekeeping leader's lease lasts on
-    /// the database clock (`service::leader`); another replica takes over
-    /// at most about this long after the leader stops.
-    pub leader_lease: std::time::Duration,
-}
+pub use crate::store::location::{PostgresConfig, StoreConfig};
 
 /// `leader_lease` unless configured.
 pub const DEFAULT_LEADER_LEASE: std::time::Duration = std::time::Duration::from_secs(15);

@@ -3,20 +3,23 @@
 //! lifecycle (start, reload, graceful shutdown).
 
 pub mod app;
-mod delivery;
+mod core;
+pub mod delivery;
 mod feed;
+mod http_api;
 pub mod leader;
 mod maintenance;
 pub mod replicas;
-mod silences;
+pub mod silences;
 mod status;
 pub(crate) mod subscriptions;
-mod svix;
+pub mod svix;
 mod timer;
 mod wake;
 
 use crate::clock::Clock;
 use crate::config::{self, Config};
+use crate::http::api::Api;
 use crate::http::Routes;
 use crate::store::{Store, StoreError};
 use app::App;
@@ -92,7 +95,7 @@ pub async fn start(
     let mut tasks = vec![
         tokio::spawn(crate::http::serve(
             listener,
-            Arc::clone(&app),
+            Arc::clone(&app) as Arc<dyn Api>,
             main_routes,
             rx.clone(),
         )),
@@ -106,7 +109,7 @@ pub async fn start(
     if let Some(admin) = admin {
         tasks.push(tokio::spawn(crate::http::serve(
             admin,
-            Arc::clone(&app),
+            Arc::clone(&app) as Arc<dyn Api>,
             Routes::Admin,
             rx,
         )));
@@ -164,7 +167,7 @@ pub fn run_blocking(config_path: &Path, config: Config) -> ExitCode {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("cannot start the runtime: {e}");
-            return ExitCode::from(crate::cli::EXIT_FAILURE);
+            return ExitCode::from(crate::exit::EXIT_FAILURE);
         }
     };
     match runtime.block_on(serve(config_path, config)) {
@@ -172,7 +175,7 @@ pub fn run_blocking(config_path: &Path, config: Config) -> ExitCode {
         Err(e) => {
             tracing::error!("{e}");
             eprintln!("hushwatch: {e}");
-            ExitCode::from(crate::cli::EXIT_FAILURE)
+            ExitCode::from(crate::exit::EXIT_FAILURE)
         }
     }
 }

@@ -199,6 +199,27 @@ impl Backend for PgBackend {
         })
     }
 
+    async fn record_delivery_rows(
+        &self,
+        events: Vec<NewEvent>,
+        update: Option<SubscriptionUpdate>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<(Vec<EventOutcome>, Vec<StreamRow>)> {
+        in_tx!(self, |tx| {
+            let outcomes = ops::record_events(&tx, &events).await?;
+            if let Some(update) = &update {
+                subscriptions::record(&tx, update, now).await?;
+            }
+            let mut rows = Vec::new();
+            for name in crate::store::moved_streams(&events, &outcomes) {
+                if let Some(row) = ops::stream_row(&tx, name).await? {
+                    rows.push(row);
+                }
+            }
+            (outcomes, rows)
+        })
+    }
+
     async fn subscription_transition(&self, t: SubscriptionTransition) -> StoreResult<bool> {
         in_tx!(self, |tx| subscriptions::transition(&tx, &t).await?)
     }
@@ -284,6 +305,26 @@ impl Backend for PgBackend {
     ) -> StoreResult<(usize, u64, Vec<SvixPage>)> {
         in_tx!(self, |tx| {
             svix::acknowledge(&tx, &apply, &endpoint_id, &msg_ids).await?
+        })
+    }
+
+    async fn svix_acknowledge_audited(
+        &self,
+        apply: SvixApply,
+        endpoint_id: String,
+        msg_ids: Vec<String>,
+        entry: Option<NewEvent>,
+    ) -> StoreResult<(usize, u64, Vec<SvixPage>)> {
+        in_tx!(self, |tx| {
+            // The audit head lock first, as every appending transaction takes it.
+            let entries: Vec<NewEvent> = entry.iter().cloned().collect();
+            ops::lock_audit_head(&tx, &entries).await?;
+            let (acked, lost, pages) =
+                svix::acknowledge(&tx, &apply, &endpoint_id, &msg_ids).await?;
+            if let (true, Some(entry)) = (acked > 0, &entry) {
+                ops::append_audit(&tx, entry).await?;
+            }
+            (acked, lost, pages)
         })
     }
 
