@@ -14,6 +14,7 @@ pub mod clock;
 pub mod commands;
 pub mod config;
 pub mod domain;
+pub mod heap;
 pub mod http;
 pub mod ingest;
 pub mod metrics;

@@ -82,21 +82,31 @@ fn every_retry_of_a_page_carries_the_same_key_and_it_is_delivered_once() {
     poll("the outbox to empty", || {
         s.pending().is_empty().then_some(())
     });
-    assert_eq!(
-        s.metric(r#"hushwatch_notifications_total{notifier="hook",outcome="retry"}"#),
-        4.0
-    );
-    assert_eq!(
-        s.metric(r#"hushwatch_notifications_total{notifier="hook",outcome="delivered"}"#),
-        1.0
-    );
-    assert_eq!(
-        s.metric(r#"hushwatch_notification_latency_seconds_count{notifier="hook"}"#),
-        1.0
-    );
-    assert_eq!(
-        s.metric(r#"hushwatch_outbox_pending{notifier="hook"}"#),
-        0.0
+    // The pending gauge is refreshed by the next delivery round, which can
+    // run just after the store reports the outbox empty: wait for it.
+    let settled = [
+        (
+            r#"hushwatch_notifications_total{notifier="hook",outcome="retry"}"#,
+            4.0,
+        ),
+        (
+            r#"hushwatch_notifications_total{notifier="hook",outcome="delivered"}"#,
+            1.0,
+        ),
+        (
+            r#"hushwatch_notification_latency_seconds_count{notifier="hook"}"#,
+            1.0,
+        ),
+        (r#"hushwatch_outbox_pending{notifier="hook"}"#, 0.0),
+    ];
+    poll(
+        "4 retries, 1 delivery and nothing pending in /metrics",
+        || {
+            settled
+                .iter()
+                .all(|(series, want)| s.metric(series) == *want)
+                .then_some(())
+        },
     );
     let n = s.notifications();
     assert_eq!(n["notifiers"]["hook"]["delivered"], 1);

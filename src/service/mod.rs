@@ -194,6 +194,7 @@ async fn serve(config_path: &Path, config: Config) -> Result<(), StartError> {
         .await
         .map_err(StartError::store)?;
     let running = start(config, clock, listener).await?;
+    crate::heap::release_free_memory();
     // Tests and operators look for this exact line to learn the port.
     tracing::info!(addr = %running.addr, "hushwatch listening on {}", running.addr);
     if let Some(admin) = running.admin_addr {
@@ -235,7 +236,10 @@ async fn reload(config_path: &Path, app: &App) {
                 );
             }
             match app.reload(new).await {
-                Ok(()) => tracing::info!("config reloaded"),
+                Ok(()) => {
+                    crate::heap::release_free_memory();
+                    tracing::info!("config reloaded")
+                }
                 Err(e) => {
                     app.metrics.reload_successful.set(0);
                     tracing::error!(error = %e, "config reload could not update state; new config is active, state writes failing");
