@@ -6,10 +6,7 @@ use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// Exit code for invalid configuration or arguments (clap uses 2 as well).
-pub const EXIT_CONFIG: u8 = 2;
-/// Exit code for a runtime failure.
-pub const EXIT_FAILURE: u8 = 1;
+pub use crate::exit::{EXIT_CONFIG, EXIT_FAILURE};
 
 #[derive(Debug, Parser)]
 #[command(

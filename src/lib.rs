@@ -6,7 +6,7 @@
 //! - `config`: reads and validates the TOML file into domain objects.
 //! - `service`: the running sidecar, wiring adapters together.
 //! - `status`: the status document's types and its human renderings (page, terminal).
-//! - `commands`, `cli`: the command line.
+//! - `commands`, `cli`: the command line; `exit`: the exit codes they and `service` share.
 
 pub mod audit;
 pub mod cli;
@@ -14,6 +14,7 @@ pub mod clock;
 pub mod commands;
 pub mod config;
 pub mod domain;
+pub mod exit;
 pub mod heap;
 pub mod http;
 pub mod ingest;

@@ -213,14 +213,14 @@ impl Bare {
 
     /// Pages in the outbox, as (state, at).
     fn pages(&self) -> Vec<(String, chrono::DateTime<chrono::Utc>)> {
-        let rows = self.rt.block_on(self.app.store.pending_outbox()).unwrap();
+        let rows = self.rt.block_on(self.app.store().pending_outbox()).unwrap();
         rows.iter()
             .map(|r| (format!("{:?}", r.state), r.at))
             .collect()
     }
 
     fn stored_state(&self) -> hushwatch::store::AlertState {
-        let rows = self.rt.block_on(self.app.store.streams()).unwrap();
+        let rows = self.rt.block_on(self.app.store().streams()).unwrap();
         rows[0].alert_state.clone()
     }
 }
@@ -268,7 +268,7 @@ fn a_fire_is_withdrawn_even_before_the_in_memory_row_has_the_event() {
     b.clock.set(utc("2026-12-01T01:30:00Z"));
     let plan = b.app.plan_transitions();
     assert_eq!(plan.transitions(), [("identity", true)]);
-    b.rt.block_on(b.app.store.record_events(vec![b.event("other-path")]))
+    b.rt.block_on(b.app.store().record_events(vec![b.event("other-path")]))
         .unwrap();
     b.rt.block_on(b.app.record_planned(plan)).unwrap();
     assert_eq!(b.pages(), []);

@@ -94,7 +94,7 @@ fn error_statuses_store_nothing() {
     let (_work, s) = start_basic();
     // The server's (frozen) clock, not the wall clock: a second boundary
     // crossed since start would put "301 s old" at exactly 300 s.
-    let now = s.app().clock.now().timestamp();
+    let now = s.app().clock().now().timestamp();
     let body = r#"{"type":"user.deleted","timestamp":1700000000000,"data":{"id":"user_1","object":"user"}}"#;
     let cases: Vec<(&str, Reply, u16)> = vec![
         (

@@ -22,7 +22,7 @@ fn assert_no_secret(s: &Sidecar, extra: &str) {
         "{} {} {} {extra}",
         s.notifications(),
         s.app().status(),
-        s.app().metrics.encode()
+        s.app().metrics().encode()
     );
     for secret in [ROUTING_KEY, SLACK_TOKEN] {
         assert!(!seen.contains(secret), "{secret} leaked in {seen}");

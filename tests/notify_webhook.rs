@@ -220,7 +220,7 @@ fn a_permanent_error_fails_the_page_visibly_without_leaking_secrets() {
         error
     );
     // No secret anywhere an operator (or attacker) can read.
-    let status = format!("{n} {over_http} {}", s.app().metrics.encode());
+    let status = format!("{n} {over_http} {}", s.app().metrics().encode());
     for secret in [
         "T0KEN-SEKRIT",
         "sig=abcdef",

@@ -30,7 +30,7 @@ fn many_streams_config(n: usize) -> String {
 
 /// Names of the streams the store has firing, with when each fired.
 fn firing(s: &InProcess) -> Vec<(String, chrono::DateTime<chrono::Utc>)> {
-    let rows = s.block_on(s.app().store.streams()).unwrap();
+    let rows = s.block_on(s.app().store().streams()).unwrap();
     rows.into_iter()
         .filter(|r| r.alert_state == AlertState::Firing)
         .map(|r| (r.name, r.firing_since.unwrap()))

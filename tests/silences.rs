@@ -62,7 +62,7 @@ fn reminder_queued(s: &Sidecar, step: i64) -> bool {
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
-    rt.block_on(s.app().store.enqueue_extra(
+    rt.block_on(s.app().store().enqueue_extra(
         "identity".into(),
         PageKind::Reminder,
         step,
@@ -79,7 +79,7 @@ fn release_held(s: &Sidecar) -> usize {
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
-    rt.block_on(s.app().store.release_held()).unwrap()
+    rt.block_on(s.app().store().release_held()).unwrap()
 }
 
 /// The stored provider subscriptions.
@@ -87,7 +87,7 @@ fn subscriptions(s: &Sidecar) -> Vec<hushwatch::store::subscriptions::Subscripti
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
-    rt.block_on(s.app().store.subscriptions()).unwrap()
+    rt.block_on(s.app().store().subscriptions()).unwrap()
 }
 
 /// Pages ever queued for `team` (pending, delivered or failed).

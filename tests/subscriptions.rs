@@ -103,7 +103,7 @@ fn entra_expiry_warns_before_and_clears_on_renewal() {
     let series = r#"hushwatch_subscription_expires_timestamp_seconds{stream="directory",subscription="sub-1"}"#;
     let want = format!("{series} {}", utc("2026-12-03T00:00:00Z").timestamp());
     poll("the expiry metric", || {
-        let text = s.app().metrics.encode();
+        let text = s.app().metrics().encode();
         text.lines().any(|l| l == want).then_some(())
     });
 

@@ -519,3 +519,76 @@ fn svix_state_survives_kill_9() {
         "operational events are in the audit log: {out}"
     );
 }
+
+/// The audit export lines of the Svix source `main`.
+fn audit_export(work: &Workdir) -> Vec<serde_json::Value> {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_hushwatch"))
+        .args(["audit", "export", "--stream", "svix:main", "--config"])
+        .arg(work.config_path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn an_acknowledgement_that_resolves_the_exhausted_alert_is_audited() {
+    let work = Workdir::new(&config());
+    let t0 = utc("2026-12-02T10:00:00Z");
+    let s = InProcess::start(&work, t0);
+    let ex = attempt_body(
+        "message.attempt.exhausted",
+        "msg_lost",
+        0,
+        "2026-12-02T09:59:00Z",
+    );
+    assert_eq!(
+        send_at(s.addr, t0.timestamp(), "x1", &ex, "svix").json()["pages"],
+        1
+    );
+    let auth = format!("Bearer {ADMIN}");
+    let ack = |ids: &str| {
+        let body = format!(r#"{{"endpoint_id":"{EP}","msg_ids":[{ids}]}}"#);
+        request(
+            s.addr,
+            "POST",
+            "/v1/svix/main/acknowledge",
+            &[("authorization", &auth)],
+            body.as_bytes(),
+        )
+    };
+    // Naming an unknown message acknowledges nothing: no action, no entry.
+    assert_eq!(ack(r#""msg_other""#).json()["acknowledged"], 0);
+    assert_eq!(audit_export(&work).len(), 1, "only the operational event");
+    let reply = ack(r#""msg_lost""#);
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.json()["remaining"], 0);
+    let lines = audit_export(&work);
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    let entry = &lines[1];
+    assert_eq!(
+        entry["event_type"], "hushwatch.svix.acknowledged",
+        "{entry}"
+    );
+    let text = entry.to_string();
+    assert!(text.contains("admin api"), "names who acknowledged: {text}");
+    assert!(text.contains(EP), "names the endpoint: {text}");
+    assert!(!text.contains(ADMIN), "never the token: {text}");
+    // The resolve page went out with it.
+    s.stop();
+    let reasons = outbox_reasons(&work);
+    assert!(
+        reasons
+            .last()
+            .is_some_and(|r| r.contains("every lost message was acknowledged")),
+        "{reasons:?}"
+    );
+}

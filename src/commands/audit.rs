@@ -5,7 +5,7 @@ use crate::audit::chain::to_hex;
 use crate::audit::classify::Access;
 use crate::audit::export::{csv, jsonl, CSV_HEADER};
 use crate::audit::verify::ChainWalker;
-use crate::cli::{EXIT_CONFIG, EXIT_FAILURE};
+use crate::exit::{EXIT_CONFIG, EXIT_FAILURE};
 use crate::service::STATE_FILE;
 use crate::store::audit::{AuditReader, ExportFilter};
 use chrono::{DateTime, SecondsFormat};

@@ -1,9 +1,9 @@
 //! `hushwatch explain`: when would this stream fire?
 
 use super::{load_or_exit, parse_time};
-use crate::cli::EXIT_CONFIG;
 use crate::clock::{Clock, SystemClock};
 use crate::domain::silence::evaluate;
+use crate::exit::EXIT_CONFIG;
 use chrono::{SecondsFormat, Utc};
 use serde_json::json;
 use std::path::Path;

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use super::load_or_exit;
-use crate::cli::{EXIT_CONFIG, EXIT_FAILURE};
+use crate::exit::{EXIT_CONFIG, EXIT_FAILURE};
 use crate::service::STATE_FILE;
 use crate::store::pg::migrate::{copy_sqlite, MigrateError};
 

@@ -11,8 +11,8 @@ pub mod sign;
 pub mod silence;
 pub mod status;
 
-use crate::cli::EXIT_CONFIG;
 use crate::config::{self, Config};
+use crate::exit::EXIT_CONFIG;
 use std::path::Path;
 use std::process::ExitCode;
 

@@ -3,9 +3,9 @@
 //! the notifier's own timeout), and reports what happened.
 
 use super::load_or_exit;
-use crate::cli::{EXIT_CONFIG, EXIT_FAILURE};
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
+use crate::exit::{EXIT_CONFIG, EXIT_FAILURE};
 use crate::notify::{Outcome, Page, Sender, SEVERITY};
 use crate::store::PageKind;
 use chrono::{DateTime, TimeDelta, Utc};

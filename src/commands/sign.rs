@@ -4,8 +4,8 @@
 //! The secret comes from an environment variable, never from the command
 //! line (where `ps` and shell history would keep it), and is never printed.
 
-use crate::cli::EXIT_CONFIG;
 use crate::clock::{Clock, SystemClock};
+use crate::exit::EXIT_CONFIG;
 use crate::ingest::signature::{sign, SecretKey};
 use sha2::{Digest, Sha256};
 use std::io::Read;

@@ -30,7 +30,7 @@ pub struct Target<'a> {
 
 fn fail(message: impl std::fmt::Display) -> ExitCode {
     eprintln!("hushwatch: {message}");
-    ExitCode::from(crate::cli::EXIT_CONFIG)
+    ExitCode::from(crate::exit::EXIT_CONFIG)
 }
 
 /// Who did it when `--created-by` is not given: the login name.
@@ -73,7 +73,7 @@ fn call(target: &Target<'_>, method: hyper::Method, path: &str, body: Option<Val
                 .as_str()
                 .map_or(answer.to_string(), str::to_string);
             eprintln!("hushwatch: {url} answered {status}: {reason}");
-            ExitCode::from(crate::cli::EXIT_FAILURE)
+            ExitCode::from(crate::exit::EXIT_FAILURE)
         }
         Err(e) => fail(format!("{url}: {e}")),
     }

@@ -17,7 +17,7 @@ use std::time::Duration;
 pub const EXIT_FIRING: u8 = 1;
 /// Exit code when the server is unreachable (the same as for a bad
 /// `--config`: either way the command cannot tell whether all is well).
-pub const EXIT_UNREACHABLE: u8 = crate::cli::EXIT_CONFIG;
+pub const EXIT_UNREACHABLE: u8 = crate::exit::EXIT_CONFIG;
 /// Whole request, connect to last byte.
 const TIMEOUT: Duration = Duration::from_secs(10);
 /// A status document of 10,000 streams is a few MiB.

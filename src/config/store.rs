@@ -7,25 +7,13 @@ use std::path::Path;
 use toml::{Table, Value};
 
 use super::reader::Reader;
-use crate::store::pg::{Settings, DEFAULT_POOL_SIZE};
+use crate::store::pg::DEFAULT_POOL_SIZE;
 
 /// Most connections one process may hold; keeps replicas × pool well under
 /// PostgreSQL's default `max_connections` of 100.
 pub const MAX_POOL_SIZE: usize = 64;
 
-#[derive(Debug, Clone, Default)]
-pub struct StoreConfig {
-    /// `None`: SQLite in `data_dir`.
-    pub postgres: Option<PostgresConfig>,
-}
-
-#[derive(Debug, Clone)]
-pub struct PostgresConfig {
-    /// Parsed `url` (its `Debug` shows the URL with the password masked).
-    pub settings: Settings,
-    /// `pool_size`: connections this process keeps at most.
-    pub pool_size: usize,
-}
+pub use crate::store::location::{PostgresConfig, StoreConfig};
 
 pub fn read(r: &mut Reader<'_>, root: &Table, base_dir: &Path) -> StoreConfig {
     let Some(t) = r.sub_table("", root, "store") else {

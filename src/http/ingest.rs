@@ -5,6 +5,7 @@
 //! is parsed only after that, and 2xx is answered only after the store
 //! committed (503 otherwise, so the sender retries).
 
+use super::api::{Api, Created, Unavailable};
 use super::body::{self, BodyError};
 use super::log_field::Escaped;
 use super::reply::{self, Reply};
@@ -12,7 +13,6 @@ use crate::config::providers::ProviderConfig;
 use crate::config::StreamConfig;
 use crate::ingest::payload::{app_reports, webhook_facts};
 use crate::ingest::signature::{check_timestamp, SignedHeaders, VerifyError};
-use crate::service::app::{App, Created};
 use crate::store::{EventOutcome, NewEvent};
 use hyper::body::Incoming;
 use hyper::header::AUTHORIZATION;
@@ -20,18 +20,15 @@ use hyper::http::request::Parts;
 use hyper::{Request, StatusCode};
 use serde_json::json;
 use sha2::{Digest, Sha256};
-use std::time::Duration;
 use tokio::time::Instant;
 
-/// Upper bound on waiting for the store; past it the sender retries.
-const STORE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Event types are labels for people, not payloads.
 const MAX_TYPE_LEN: usize = 200;
 /// Recorded for a verified body that has no recognisable type.
 const UNKNOWN_TYPE: &str = "unknown";
 
 pub async fn webhook(
-    app: &App,
+    app: &dyn Api,
     stream_name: &str,
     req: Request<Incoming>,
     body_deadline: Instant,
@@ -58,7 +55,7 @@ pub async fn webhook(
             "signed webhooks are not configured for this stream (set ingest.webhook_secret)",
         );
     };
-    let now = app.clock.now().timestamp();
+    let now = app.now().timestamp();
     let headers = match signed_head(&parts, now) {
         Ok(h) => h,
         Err(e) => return reject_verify(app, stream, e),
@@ -86,7 +83,7 @@ pub async fn webhook(
         feeds_clock: stream.event_filter.feeds_clock(&event_type),
         event_type: clip(event_type),
         event_time,
-        received_at: app.clock.now(),
+        received_at: app.now(),
         body_sha256: Some(Sha256::digest(&body).into()),
         channel: "webhook",
         signature_verified: true,
@@ -97,7 +94,7 @@ pub async fn webhook(
 }
 
 pub async fn app_report(
-    app: &App,
+    app: &dyn Api,
     stream_name: &str,
     req: Request<Incoming>,
     body_deadline: Instant,
@@ -133,7 +130,7 @@ pub async fn app_report(
             )
         }
     };
-    let now = app.clock.now();
+    let now = app.now();
     // Every report in one request shares the request body's digest.
     let body_digest: [u8; 32] = Sha256::digest(&body).into();
     let events = reports
@@ -216,7 +213,7 @@ pub(super) fn bearer_matches(
 }
 
 pub(super) async fn store(
-    app: &App,
+    app: &dyn Api,
     stream: &StreamConfig,
     events: Vec<crate::store::NewEvent>,
 ) -> Reply {
@@ -226,7 +223,7 @@ pub(super) async fn store(
 /// `store`, with what the delivery said about the stream's provider subscriptions,
 /// committed in the same transaction.
 pub(super) async fn store_delivery(
-    app: &App,
+    app: &dyn Api,
     stream: &StreamConfig,
     events: Vec<crate::store::NewEvent>,
     update: Option<crate::store::subscriptions::SubscriptionUpdate>,
@@ -236,8 +233,8 @@ pub(super) async fn store_delivery(
             return refused;
         }
     }
-    match tokio::time::timeout(STORE_TIMEOUT, app.ingest_delivery(events, update)).await {
-        Ok(Ok(outcomes)) => {
+    match app.ingest_delivery(events, update).await {
+        Ok(outcomes) => {
             let accepted = outcomes
                 .iter()
                 .filter(|o| **o == EventOutcome::Accepted)
@@ -249,7 +246,7 @@ pub(super) async fn store_delivery(
                 } else {
                     "duplicate"
                 };
-                app.metrics.count_event(&stream.name, label);
+                app.metrics().count_event(&stream.name, label);
             }
             // A delivery with no events (an Entra lifecycle notice) was still heard.
             let status = if accepted > 0 || outcomes.is_empty() {
@@ -262,17 +259,16 @@ pub(super) async fn store_delivery(
                 &json!({ "status": status, "accepted": accepted, "duplicate": duplicate }),
             )
         }
-        Ok(Err(e)) => {
+        Err(Unavailable::Store(e)) => {
             tracing::error!(stream = %stream.name, error = %e, "event not stored; answered 503");
-            app.metrics.count_event(&stream.name, "error");
+            app.metrics().count_event(&stream.name, "error");
             reply::error(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "event could not be stored; retry later",
             )
         }
-        Err(_) => {
-            app.metrics.count_event(&stream.name, "error");
-            app.metrics.storage_errors.inc();
+        Err(Unavailable::Slow) => {
+            app.metrics().count_event(&stream.name, "error");
             tracing::error!(stream = %stream.name, "storage did not answer in time; answered 503");
             reply::error(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -282,43 +278,43 @@ pub(super) async fn store_delivery(
     }
 }
 
-pub(super) fn reject_body(app: &App, stream: &StreamConfig, e: BodyError) -> Reply {
+pub(super) fn reject_body(app: &dyn Api, stream: &StreamConfig, e: BodyError) -> Reply {
     let (status, outcome, reason) = body_failure(e);
     reject(app, stream, status, outcome, reason)
 }
 
-fn reject_verify(app: &App, stream: &StreamConfig, e: VerifyError) -> Reply {
+fn reject_verify(app: &dyn Api, stream: &StreamConfig, e: VerifyError) -> Reply {
     let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::UNAUTHORIZED);
     reject(app, stream, status, e.outcome(), &e.to_string())
 }
 
 /// Counts and logs a rejected request (one line, no body, no secrets).
 pub(super) fn reject(
-    app: &App,
+    app: &dyn Api,
     stream: &StreamConfig,
     status: StatusCode,
     outcome: &str,
     reason: &str,
 ) -> Reply {
-    app.metrics.count_event(&stream.name, outcome);
+    app.metrics().count_event(&stream.name, outcome);
     // A parser's reason can quote the request, so it is escaped too.
     tracing::warn!(stream = %stream.name, status = status.as_u16(), outcome, reason = %Escaped(reason), "rejected request");
     reply::error(status, reason)
 }
 
 /// Creates a templated stream on its first verified request.
-async fn create_templated(app: &App, name: &str) -> Result<(), Reply> {
-    match tokio::time::timeout(STORE_TIMEOUT, app.create_stream(name)).await {
-        Ok(Ok(Created::New | Created::Exists)) => Ok(()),
-        Ok(Ok(Created::Full)) => {
+async fn create_templated(app: &dyn Api, name: &str) -> Result<(), Reply> {
+    match app.create_stream(name).await {
+        Ok(Created::New | Created::Exists) => Ok(()),
+        Ok(Created::Full) => {
             tracing::warn!(stream = %name, status = 429, "templated stream refused: max_streams reached");
             Err(reply::error(
                 StatusCode::TOO_MANY_REQUESTS,
                 "max_streams templated streams exist; delete one or raise [server] max_streams",
             ))
         }
-        Ok(Ok(Created::NoTemplate)) => Err(unknown_stream(name)),
-        Ok(Err(_)) | Err(_) => Err(reply::error(
+        Ok(Created::NoTemplate) => Err(unknown_stream(name)),
+        Err(_) => Err(reply::error(
             StatusCode::SERVICE_UNAVAILABLE,
             "state storage unavailable; retry later",
         )),

@@ -11,6 +11,7 @@
 //! for [`write_deadline::WRITE_STALL`] (a client that does not read) fails
 //! and closes the connection.
 
+pub mod api;
 mod body;
 mod ingest;
 mod log_field;
@@ -28,7 +29,7 @@ pub use log_field::Escaped;
 
 pub use routes::Routes;
 
-use crate::service::app::App;
+use api::Api;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -59,7 +60,7 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 /// listener both run through here, so they share every limit and timeout.
 pub async fn serve(
     listener: TcpListener,
-    app: Arc<App>,
+    app: Arc<dyn Api>,
     routes: Routes,
     mut shutdown: watch::Receiver<bool>,
 ) {

@@ -6,6 +6,7 @@
 //! authenticated (Entra excepted: its `clientState` is inside the body, see
 //! `ingest::providers::entra`); 2xx only after the store committed.
 
+use super::api::Api;
 use super::body;
 use super::ingest::{clip, reject, reject_body, store_delivery};
 use super::reply::{self, Reply};
@@ -13,7 +14,6 @@ use crate::config::providers::ProviderConfig;
 use crate::config::secret::SecretString;
 use crate::config::StreamConfig;
 use crate::ingest::providers::{self, google, okta, workos, Delivery, Rejection};
-use crate::service::app::App;
 use crate::store::subscriptions::SubscriptionUpdate;
 use crate::store::NewEvent;
 use hyper::body::Incoming;
@@ -28,7 +28,7 @@ const UNKNOWN_TYPE: &str = "unknown";
 
 /// `POST /v1/streams/{stream}/webhook` for a native provider.
 pub async fn webhook(
-    app: &App,
+    app: &dyn Api,
     stream: &StreamConfig,
     provider: &ProviderConfig,
     req: Request<Incoming>,
@@ -53,7 +53,7 @@ pub async fn webhook(
         }
     }
     // Head-only authentication.
-    let now = app.clock.now();
+    let now = app.now();
     let workos_head = match provider {
         ProviderConfig::Standard => return misrouted(),
         ProviderConfig::Workos { keys } => {
@@ -163,7 +163,7 @@ pub async fn webhook(
 }
 
 /// `GET /v1/streams/{stream}/webhook`: Okta's one-time verification challenge.
-pub async fn verification(app: &App, stream: &StreamConfig, req: Request<Incoming>) -> Reply {
+pub async fn verification(app: &dyn Api, stream: &StreamConfig, req: Request<Incoming>) -> Reply {
     let (parts, _) = req.into_parts();
     let ProviderConfig::Okta { authorization } = &stream.ingest.provider else {
         return reply::error(StatusCode::METHOD_NOT_ALLOWED, "use POST");
@@ -219,7 +219,7 @@ fn shared_header(expected: &[SecretString], got: Option<&str>) -> Result<(), Rej
     okta::authorize(&exposed(expected), got)
 }
 
-fn not_configured(app: &App, stream: &StreamConfig, key: &str) -> Reply {
+fn not_configured(app: &dyn Api, stream: &StreamConfig, key: &str) -> Reply {
     reject(
         app,
         stream,
@@ -232,7 +232,7 @@ fn not_configured(app: &App, stream: &StreamConfig, key: &str) -> Reply {
     )
 }
 
-fn reject_rejection(app: &App, stream: &StreamConfig, e: &Rejection) -> Reply {
+fn reject_rejection(app: &dyn Api, stream: &StreamConfig, e: &Rejection) -> Reply {
     let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::BAD_REQUEST);
     reject(app, stream, status, e.outcome(), &e.to_string())
 }

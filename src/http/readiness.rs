@@ -4,7 +4,7 @@
 //! most once per [`CACHE_FOR`] and shared by every probe in between, and
 //! computing it writes one tiny SQLite row (no scratch file).
 
-use crate::service::app::App;
+use super::api::Api;
 use std::path::Path;
 use std::time::Duration;
 use tokio::sync::Mutex;
@@ -41,7 +41,7 @@ impl Readiness {
 
     /// The cached answer if fresh, else a new one (counted and logged once
     /// per computation when it fails).
-    pub async fn check(&self, app: &App) -> Result<(), NotReady> {
+    pub async fn check(&self, app: &dyn Api) -> Result<(), NotReady> {
         let mut last = self.last.lock().await;
         if let Some((at, answer)) = &*last {
             if at.elapsed() < CACHE_FOR {
@@ -50,7 +50,7 @@ impl Readiness {
         }
         let answer = compute(app).await;
         if let Err(e) = &answer {
-            app.metrics.storage_errors.inc();
+            app.metrics().storage_errors.inc();
             match e {
                 NotReady::Storage(reason) => {
                     tracing::error!(error = %reason, "readiness probe: storage is not writable; hushwatch cannot record events")
@@ -65,11 +65,10 @@ impl Readiness {
     }
 }
 
-async fn compute(app: &App) -> Result<(), NotReady> {
+async fn compute(app: &dyn Api) -> Result<(), NotReady> {
     let dir = app.config().server.data_dir.clone();
     let checks = async {
-        app.store
-            .probe()
+        app.probe_storage()
             .await
             .map_err(|e| NotReady::Storage(e.to_string()))?;
         tokio::task::spawn_blocking(move || headroom(&dir))

@@ -1,9 +1,9 @@
 //! Routing and the small read-only endpoints.
 
+use super::api::Api;
 use super::ingest;
 use super::readiness::{NotReady, Readiness};
 use super::reply::{self, Reply};
-use crate::service::app::App;
 use hyper::body::Incoming;
 use hyper::header::{CONTENT_LENGTH, TRANSFER_ENCODING};
 use hyper::{Method, Request, StatusCode};
@@ -13,7 +13,7 @@ use tokio::time::Instant;
 /// Routes one request. hyper calls this once the head is complete, which is
 /// where the body deadline starts.
 pub async fn handle(
-    app: Arc<App>,
+    app: Arc<dyn Api>,
     routes: Routes,
     readiness: Arc<Readiness>,
     req: Request<Incoming>,
@@ -65,64 +65,60 @@ fn is_admin(segments: &[&str]) -> bool {
 }
 
 async fn route(
-    app: Arc<App>,
+    app: Arc<dyn Api>,
     routes: Routes,
     readiness: &Readiness,
     req: Request<Incoming>,
     body_deadline: Instant,
 ) -> Reply {
+    let app: &dyn Api = &*app;
     let path = req.uri().path().to_string();
     let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     if !routes.serves(&segments) {
         return reply::error(StatusCode::NOT_FOUND, "no such route");
     }
     if super::silences::is_route(&segments) {
-        let app = Arc::clone(&app);
-        if let Some(reply) = super::silences::route(&app, &segments, req, body_deadline).await {
+        if let Some(reply) = super::silences::route(app, &segments, req, body_deadline).await {
             return reply;
         }
         return reply::error(StatusCode::NOT_FOUND, "no such route");
     }
     match (req.method(), segments.as_slice()) {
-        (&Method::GET, [""]) => super::status_page::page(&app).await,
+        (&Method::GET, [""]) => super::status_page::page(app).await,
         (&Method::GET, ["healthz"]) => reply::text(StatusCode::OK, "text/plain", "ok\n".into()),
-        (&Method::GET, ["readyz"]) => readyz(&app, readiness).await,
-        (&Method::GET, ["metrics"]) => {
-            app.refresh_svix_metrics().await;
-            app.refresh_operator_metrics().await;
-            reply::text(
-                StatusCode::OK,
-                "text/plain; version=0.0.4",
-                app.encode_metrics(),
-            )
-        }
-        (&Method::GET, ["v1", "status"]) => status(&app).await,
+        (&Method::GET, ["readyz"]) => readyz(app, readiness).await,
+        (&Method::GET, ["metrics"]) => reply::text(
+            StatusCode::OK,
+            "text/plain; version=0.0.4",
+            app.metrics_page().await,
+        ),
+        (&Method::GET, ["v1", "status"]) => status(app).await,
         (&Method::POST, ["v1", "svix", source, "operational"]) => {
             let source = source.to_string();
-            super::svix::operational(&app, &source, req, body_deadline).await
+            super::svix::operational(app, &source, req, body_deadline).await
         }
         (&Method::POST, ["v1", "svix", source, "acknowledge"]) => {
             let source = source.to_string();
-            super::svix::acknowledge(&app, &source, req, body_deadline).await
+            super::svix::acknowledge(app, &source, req, body_deadline).await
         }
         (&Method::POST, ["v1", "streams", stream, "webhook"]) => {
             let stream = stream.to_string();
-            ingest::webhook(&app, &stream, req, body_deadline).await
+            ingest::webhook(app, &stream, req, body_deadline).await
         }
         (&Method::GET, ["v1", "streams", stream, "webhook"]) => {
             let config = app.config();
             match config.streams.get(*stream) {
-                Some(stream) => super::providers::verification(&app, stream, req).await,
+                Some(stream) => super::providers::verification(app, stream, req).await,
                 None => ingest::unknown_stream(stream),
             }
         }
         (&Method::POST, ["v1", "streams", stream, "events"]) => {
             let stream = stream.to_string();
-            ingest::app_report(&app, &stream, req, body_deadline).await
+            ingest::app_report(app, &stream, req, body_deadline).await
         }
         (&Method::PUT | &Method::DELETE, ["v1", "streams", stream]) => {
             let stream = stream.to_string();
-            super::streams_admin::handle(&app, &stream, req).await
+            super::streams_admin::handle(app, &stream, req).await
         }
         (_, [""] | ["healthz"] | ["readyz"] | ["metrics"] | ["v1", "status"]) => {
             reply::error(StatusCode::METHOD_NOT_ALLOWED, "use GET")
@@ -136,32 +132,13 @@ async fn route(
     }
 }
 
-/// `/v1/status`: streams, plus the Svix section when sources are configured.
-async fn status(app: &App) -> Reply {
-    reply::json(StatusCode::OK, &status_document(app).await)
-}
-
-/// The `/v1/status` document, which the status page renders too.
-pub(super) async fn status_document(app: &App) -> serde_json::Value {
-    let mut doc = app.status_with_notifications().await;
-    doc["audit"] = app.audit_status().await;
-    if let Some(operator) = app.operator_status().await {
-        doc["operator"] = operator;
-    }
-    if !app.config().svix.is_empty() {
-        match app.svix_status().await {
-            Ok(svix) => doc["svix"] = svix,
-            Err(e) => {
-                tracing::error!(error = %e, "status: Svix state unreadable");
-                doc["svix"] = serde_json::json!({ "error": "state unreadable" });
-            }
-        }
-    }
-    doc
+/// `/v1/status` (assembled by the service: `Api::status_document`).
+async fn status(app: &dyn Api) -> Reply {
+    reply::json(StatusCode::OK, &app.status_document().await)
 }
 
 /// `/readyz`: the cached readiness answer (see `readiness`).
-async fn readyz(app: &App, readiness: &Readiness) -> Reply {
+async fn readyz(app: &dyn Api, readiness: &Readiness) -> Reply {
     match readiness.check(app).await {
         Ok(()) => reply::text(StatusCode::OK, "text/plain", "ready\n".into()),
         Err(NotReady::Storage(_)) => {

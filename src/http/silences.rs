@@ -4,11 +4,11 @@
 //! the body is read); without that key the routes answer 404. Decisions
 //! about pages are taken by the store (see `store::silences`).
 
+use super::api::Api;
 use super::body;
 use super::ingest::{bearer_matches, body_failure, configured_or_templated};
 use super::reply::{self, Reply};
 use crate::domain::duration::parse_duration;
-use crate::service::app::App;
 use crate::store::silences::{is_known_kind, AckOutcome, NewSilence, SilenceRow, PAGE_KINDS};
 use chrono::{DateTime, SecondsFormat, TimeDelta, Utc};
 use hyper::body::Incoming;
@@ -70,7 +70,7 @@ pub fn silence_json(s: &SilenceRow, now: DateTime<Utc>) -> Value {
 }
 
 /// Checks the admin token; `Err` is the reply to send.
-fn authorize(app: &App, parts: &hyper::http::request::Parts) -> Result<(), Refusal> {
+fn authorize(app: &dyn Api, parts: &hyper::http::request::Parts) -> Result<(), Refusal> {
     let config = app.config();
     let Some(token) = &config.templates.admin_token else {
         return Err(Refusal(
@@ -132,7 +132,7 @@ fn time_field(v: &Value, key: &str) -> Result<Option<DateTime<Utc>>, Refusal> {
 }
 
 /// Validates a `POST /v1/silences` body against the config and `now`.
-fn parse_silence(app: &App, v: &Value, now: DateTime<Utc>) -> Result<NewSilence, Refusal> {
+fn parse_silence(app: &dyn Api, v: &Value, now: DateTime<Utc>) -> Result<NewSilence, Refusal> {
     let streams = string_list(v, "streams")?.ok_or_else(|| bad("\"streams\" is required"))?;
     let config = app.config();
     if let Some(unknown) = streams
@@ -181,7 +181,7 @@ fn parse_silence(app: &App, v: &Value, now: DateTime<Utc>) -> Result<NewSilence,
 }
 
 /// `POST /v1/silences`.
-pub async fn create(app: &App, req: Request<Incoming>, deadline: Instant) -> Reply {
+pub async fn create(app: &dyn Api, req: Request<Incoming>, deadline: Instant) -> Reply {
     let (parts, body) = req.into_parts();
     if let Err(r) = authorize(app, &parts) {
         return r.reply();
@@ -190,20 +190,12 @@ pub async fn create(app: &App, req: Request<Incoming>, deadline: Instant) -> Rep
         Ok(v) => v,
         Err(r) => return r.reply(),
     };
-    let silence = match parse_silence(app, &v, app.clock.now()) {
+    let silence = match parse_silence(app, &v, app.now()) {
         Ok(s) => s,
         Err(r) => return r.reply(),
     };
-    let audit = app.config().audit.enabled;
-    match app
-        .store
-        .add_silence(silence, MAX_ACTIVE_SILENCES, audit)
-        .await
-    {
-        Ok(Some(id)) => {
-            app.outbox_wake.notify_one();
-            reply::json(StatusCode::CREATED, &json!({ "id": id }))
-        }
+    match app.add_silence(silence, MAX_ACTIVE_SILENCES).await {
+        Ok(Some(id)) => reply::json(StatusCode::CREATED, &json!({ "id": id })),
         Ok(None) => reply::error(
             StatusCode::TOO_MANY_REQUESTS,
             "1000 silences have not ended yet; expire some first",
@@ -216,13 +208,13 @@ pub async fn create(app: &App, req: Request<Incoming>, deadline: Instant) -> Rep
 }
 
 /// `GET /v1/silences`: active, future and recently ended silences.
-pub async fn list(app: &App, req: Request<Incoming>) -> Reply {
+pub async fn list(app: &dyn Api, req: Request<Incoming>) -> Reply {
     let (parts, _) = req.into_parts();
     if let Err(r) = authorize(app, &parts) {
         return r.reply();
     }
-    let now = app.clock.now();
-    match app.store.silences(now - LIST_EXPIRED_FOR).await {
+    let now = app.now();
+    match app.silences(now - LIST_EXPIRED_FOR).await {
         Ok(rows) => {
             let list: Vec<Value> = rows.iter().map(|s| silence_json(s, now)).collect();
             reply::json(StatusCode::OK, &json!({ "silences": list }))
@@ -250,7 +242,7 @@ fn query_text(parts: &hyper::http::request::Parts, key: &str) -> Result<Option<S
 /// `DELETE /v1/silences/{id}`: ends the silence now. Who and why are the
 /// optional `?created_by=` (else "admin api") and `?comment=` query
 /// parameters, recorded in the audit log.
-pub async fn expire(app: &App, id: &str, req: Request<Incoming>) -> Reply {
+pub async fn expire(app: &dyn Api, id: &str, req: Request<Incoming>) -> Reply {
     let (parts, _) = req.into_parts();
     if let Err(r) = authorize(app, &parts) {
         return r.reply();
@@ -265,12 +257,8 @@ pub async fn expire(app: &App, id: &str, req: Request<Incoming>) -> Reply {
         (Ok(by), Ok(comment)) => (by.unwrap_or_else(|| "admin api".to_string()), comment),
         (Err(r), _) | (_, Err(r)) => return r.reply(),
     };
-    let audit = app.config().audit.enabled;
-    match app.store.expire_silence(id, by, comment, audit).await {
-        Ok(true) => {
-            app.outbox_wake.notify_one();
-            reply::json(StatusCode::OK, &json!({ "expired": id }))
-        }
+    match app.expire_silence(id, by, comment).await {
+        Ok(true) => reply::json(StatusCode::OK, &json!({ "expired": id })),
         Ok(false) => reply::error(StatusCode::NOT_FOUND, "no such silence"),
         Err(_) => unavailable(),
     }
@@ -278,7 +266,7 @@ pub async fn expire(app: &App, id: &str, req: Request<Incoming>) -> Reply {
 
 /// `POST /v1/streams/{stream}/acknowledge`.
 pub async fn acknowledge(
-    app: &App,
+    app: &dyn Api,
     stream: &str,
     req: Request<Incoming>,
     deadline: Instant,
@@ -298,10 +286,8 @@ pub async fn acknowledge(
         (Ok(by), Ok(c)) => (by, c),
         (Err(r), _) | (_, Err(r)) => return r.reply(),
     };
-    let audit = app.config().audit.enabled;
     match app
-        .store
-        .acknowledge(stream.to_string(), created_by, comment, audit)
+        .acknowledge_stream(stream.to_string(), created_by, comment)
         .await
     {
         Ok(AckOutcome::Acknowledged(started)) => reply::json(
@@ -326,7 +312,7 @@ pub fn is_route(segments: &[&str]) -> bool {
 
 /// Dispatches this module's routes; `None` when the request is not one.
 pub async fn route(
-    app: &App,
+    app: &dyn Api,
     segments: &[&str],
     req: Request<Incoming>,
     deadline: Instant,

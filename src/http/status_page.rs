@@ -1,15 +1,15 @@
 //! `GET /`: the status page, rendered from the same document as
 //! `/v1/status` plus each stream's timeline, under a strict CSP.
 
+use super::api::Api;
 use super::reply::{self, Reply};
-use crate::service::app::App;
 use crate::status::model::StatusDoc;
 use crate::status::page;
 use hyper::header::{HeaderName, HeaderValue};
 use hyper::StatusCode;
 
-pub async fn page(app: &App) -> Reply {
-    let doc = super::routes::status_document(app).await;
+pub async fn page(app: &dyn Api) -> Reply {
+    let doc = app.status_document().await;
     let doc: StatusDoc = match serde_json::from_value(doc) {
         Ok(d) => d,
         Err(e) => {

@@ -3,14 +3,14 @@
 //! Both take `Authorization: Bearer <[server] admin_token>`; without that
 //! key the routes do not exist (404).
 
+use super::api::{Api, Created};
 use super::ingest::bearer_matches;
 use super::reply::{self, Reply};
-use crate::service::app::{App, Created};
 use hyper::body::Incoming;
 use hyper::{Method, Request, StatusCode};
 use serde_json::json;
 
-pub async fn handle(app: &App, name: &str, req: Request<Incoming>) -> Reply {
+pub async fn handle(app: &dyn Api, name: &str, req: Request<Incoming>) -> Reply {
     let config = app.config();
     let Some(token) = &config.templates.admin_token else {
         return reply::error(

@@ -4,6 +4,7 @@
 //! MAC that does not match, 2xx only after the event and its state change
 //! committed, 503 otherwise.
 
+use super::api::Api;
 use super::body::{self, BodyError};
 use super::ingest::{bearer_matches, body_failure, signed_head};
 use super::log_field::Escaped;
@@ -11,7 +12,6 @@ use super::reply::{self, Reply};
 use crate::config::SvixConfig;
 use crate::ingest::signature::VerifyError;
 use crate::ingest::svix_ops::{parse_operational, OpEvent};
-use crate::service::app::App;
 use crate::store::{EventOutcome, NewEvent};
 use hyper::body::Incoming;
 use hyper::{Request, StatusCode};
@@ -28,18 +28,24 @@ fn unknown_source(name: &str) -> Reply {
     )
 }
 
-fn reject(app: &App, svix: &SvixConfig, status: StatusCode, outcome: &str, reason: &str) -> Reply {
-    app.metrics.count_svix_rejected(&svix.name, outcome);
+fn reject(
+    app: &dyn Api,
+    svix: &SvixConfig,
+    status: StatusCode,
+    outcome: &str,
+    reason: &str,
+) -> Reply {
+    app.metrics().count_svix_rejected(&svix.name, outcome);
     tracing::warn!(source = %svix.name, status = status.as_u16(), outcome, reason = %Escaped(reason), "rejected operational webhook");
     reply::error(status, reason)
 }
 
-fn reject_body(app: &App, svix: &SvixConfig, e: BodyError) -> Reply {
+fn reject_body(app: &dyn Api, svix: &SvixConfig, e: BodyError) -> Reply {
     let (status, outcome, reason) = body_failure(e);
     reject(app, svix, status, outcome, reason)
 }
 
-fn reject_verify(app: &App, svix: &SvixConfig, e: VerifyError) -> Reply {
+fn reject_verify(app: &dyn Api, svix: &SvixConfig, e: VerifyError) -> Reply {
     let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::UNAUTHORIZED);
     reject(app, svix, status, e.outcome(), &e.to_string())
 }
@@ -65,7 +71,7 @@ fn subjects(event: &OpEvent) -> Vec<(String, String)> {
 }
 
 pub async fn operational(
-    app: &App,
+    app: &dyn Api,
     name: &str,
     req: Request<Incoming>,
     body_deadline: Instant,
@@ -78,7 +84,7 @@ pub async fn operational(
     if body::declared_too_large(&parts) {
         return reject_body(app, svix, BodyError::TooLarge);
     }
-    let now = app.clock.now().timestamp();
+    let now = app.now().timestamp();
     let headers = match signed_head(&parts, now) {
         Ok(h) => h,
         Err(e) => return reject_verify(app, svix, e),
@@ -111,7 +117,7 @@ pub async fn operational(
         delivery_id: Some(delivery_id),
         event_type: event_type.clone(),
         event_time: None,
-        received_at: app.clock.now(),
+        received_at: app.now(),
         feeds_clock: false,
         body_sha256: Some(Sha256::digest(&body).into()),
         channel: "svix",
@@ -135,14 +141,14 @@ pub async fn operational(
             } else {
                 "duplicate"
             };
-            app.metrics.count_svix(&svix.name, &event_type, label);
+            app.metrics().count_svix(&svix.name, &event_type, label);
             reply::json(
                 StatusCode::OK,
                 &json!({ "status": label, "pages": pages.len() }),
             )
         }
         Err(e) => {
-            app.metrics.count_svix(&svix.name, &event_type, "error");
+            app.metrics().count_svix(&svix.name, &event_type, "error");
             tracing::error!(source = %svix.name, error = %e, "operational webhook not stored; answered 503");
             reply::error(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -153,7 +159,7 @@ pub async fn operational(
 }
 
 pub async fn acknowledge(
-    app: &App,
+    app: &dyn Api,
     name: &str,
     req: Request<Incoming>,
     body_deadline: Instant,
@@ -202,18 +208,13 @@ pub async fn acknowledge(
         "acknowledge",
         Some((&endpoint_id, None)),
     );
-    match app
-        .store
-        .svix_acknowledge(apply, endpoint_id, msg_ids)
-        .await
-    {
-        Ok((acknowledged, remaining, pages)) => {
-            app.announce(&pages);
-            reply::json(
-                StatusCode::OK,
-                &json!({ "acknowledged": acknowledged, "remaining": remaining }),
-            )
-        }
+    // Whoever holds the source's admin token: the audit entry's actor.
+    let by = "admin api".to_string();
+    match app.svix_acknowledge(apply, endpoint_id, msg_ids, by).await {
+        Ok((acknowledged, remaining)) => reply::json(
+            StatusCode::OK,
+            &json!({ "acknowledged": acknowledged, "remaining": remaining }),
+        ),
         Err(e) => {
             tracing::error!(source = %svix.name, error = %e, "acknowledge not stored");
             reply::error(

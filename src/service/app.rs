@@ -2,56 +2,53 @@
 //! every stream's silence, status. HTTP handlers and the timer task call
 //! into this; it calls the pure domain and the store.
 
+use super::core::Core;
+use super::delivery::Delivery;
+use super::silences::Operator;
+use super::svix::Svix;
 use super::timer::{Due, Schedule};
 use crate::clock::Clock;
 use crate::config::{Config, StreamConfig};
 use crate::domain::alert::{next_transition, AlertStatus, Transition as DomainTransition};
 use crate::domain::duration::format_duration;
 use crate::domain::silence::{evaluate, Evaluation};
-use crate::metrics::Metrics;
+use crate::http::api::Created;
 use crate::store::subscriptions::SubscriptionUpdate;
 use crate::store::{AlertState, EventOutcome, NewEvent, Store, StoreError, StreamRow, Transition};
 use crate::store::{TemplatedOutcome, TransitionOutcome};
-use chrono::{DateTime, SecondsFormat, TimeDelta, Utc};
-use serde_json::{json, Value};
+use chrono::{DateTime, TimeDelta, Utc};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
-use tokio::sync::Notify;
+use std::sync::{Arc, Mutex};
 
+/// The running sidecar: the shared `Core` (reached through `Deref`), the
+/// stream read cache and the timer's schedule, and one type per concern
+/// (`Svix`, `Operator`, `Delivery`). No field is public: routes reach it
+/// through `http::Api`, the service's tasks through the concern they run.
 pub struct App {
-    config: RwLock<Arc<Config>>,
-    pub store: Store,
-    pub metrics: Metrics,
-    pub clock: Arc<dyn Clock>,
-    /// Mirror of the store's stream rows. The store is the truth (it is
-    /// loaded from there at start and updated only after a commit); the
-    /// mirror saves a database round trip on every evaluation and scrape.
+    core: Arc<Core>,
+    /// Read cache of the store's stream rows. The store is the truth and the
+    /// only one that decides: rows come from it (at start, and as committed
+    /// by each delivery, `Store::record_delivery_rows`), and a fire is
+    /// recorded only if the store still agrees (`record_transition_if_silent`).
+    /// The cache saves a database round trip on every evaluation and scrape.
     streams: Mutex<BTreeMap<String, Watched>>,
     /// Which streams the timer evaluates next, ordered by `fires_at`.
     schedule: Mutex<Schedule>,
-    /// Wakes the silence timer to re-plan (new event, reload).
-    pub replan: Notify,
-    /// Wakes the delivery worker (new pages in the outbox).
-    pub outbox_wake: Notify,
-    /// Wakes the subscription watcher (a delivery changed a provider subscription).
-    pub subscriptions_changed: Notify,
-    /// False after a failed write, until a write succeeds again.
-    storage_ok: AtomicBool,
     /// Serializes changes of the stream set (templated create/delete,
     /// reload), which each swap in a new config.
     stream_set: tokio::sync::Mutex<()>,
+    svix: Svix,
+    operator: Operator,
+    delivery: Delivery,
 }
 
-/// What [`App::create_stream`] did.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Created {
-    New,
-    Exists,
-    /// `max_streams` templated streams exist already.
-    Full,
-    /// No `[streams."PREFIX*"]` pattern covers the name.
-    NoTemplate,
+/// `app.store`, `app.config()`, `app.note_storage(…)`: the shared handles.
+impl std::ops::Deref for App {
+    type Target = Core;
+
+    fn deref(&self) -> &Core {
+        &self.core
+    }
 }
 
 impl App {
@@ -62,21 +59,18 @@ impl App {
         store: Store,
         clock: Arc<dyn Clock>,
     ) -> Result<App, StoreError> {
+        let core = Arc::new(Core::new(config, store, clock));
         let app = App {
-            config: RwLock::new(Arc::new(config)),
-            store,
-            metrics: Metrics::new(),
-            clock,
             streams: Mutex::new(BTreeMap::new()),
             schedule: Mutex::new(Schedule::default()),
-            replan: Notify::new(),
-            outbox_wake: Notify::new(),
-            subscriptions_changed: Notify::new(),
-            storage_ok: AtomicBool::new(true),
             stream_set: tokio::sync::Mutex::new(()),
+            svix: Svix::new(Arc::clone(&core)),
+            operator: Operator::new(Arc::clone(&core)),
+            delivery: Delivery::new(Arc::clone(&core)),
+            core,
         };
         let config = app.with_templated(app.config()).await?;
-        *app.config.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(config);
+        app.set_config(config);
         app.watch_configured().await?;
         app.metrics.reload_successful.set(1);
         app.metrics
@@ -85,8 +79,21 @@ impl App {
         Ok(app)
     }
 
-    pub fn config(&self) -> Arc<Config> {
-        Arc::clone(&self.config.read().unwrap_or_else(|p| p.into_inner()))
+    /// The shared handles (also reached through `Deref`).
+    pub fn core(&self) -> &Core {
+        &self.core
+    }
+
+    pub fn svix(&self) -> &Svix {
+        &self.svix
+    }
+
+    pub fn operator(&self) -> &Operator {
+        &self.operator
+    }
+
+    pub fn delivery(&self) -> &Delivery {
+        &self.delivery
     }
 
     /// Swaps in a validated config. Clocks of streams that still exist are
@@ -94,7 +101,7 @@ impl App {
     pub async fn reload(&self, config: Config) -> Result<(), StoreError> {
         let _set = self.stream_set.lock().await;
         let config = self.with_templated(Arc::new(config)).await?;
-        *self.config.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(config);
+        self.set_config(config);
         self.watch_configured().await?;
         self.lock_schedule().request_full();
         self.metrics.reload_successful.set(1);
@@ -155,7 +162,7 @@ impl App {
         // O(streams), paid once per new stream, never per event.
         let mut next = Arc::unwrap_or_clone(config);
         next.streams.insert(name.to_string(), stream);
-        *self.config.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(next);
+        self.set_config(next);
         self.lock_streams()
             .insert(name.to_string(), Watched::new(row));
         self.metrics.declare_stream(name);
@@ -180,7 +187,7 @@ impl App {
         }
         let mut next = Arc::unwrap_or_clone(config);
         next.streams.remove(name);
-        *self.config.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(next);
+        self.set_config(next);
         self.lock_streams().remove(name);
         self.lock_schedule().set(name, None);
         self.metrics.forget_stream(name);
@@ -195,7 +202,7 @@ impl App {
             .store
             .watch_streams(names.clone(), self.clock.now())
             .await?;
-        self.sync_maintenance().await?;
+        self.operator.sync_maintenance().await?;
         let mut cache = self.lock_streams();
         // Evaluations cached under the old config may not hold under the
         // new one (calendar, threshold); the full pass that follows refills.
@@ -214,7 +221,7 @@ impl App {
         Ok(())
     }
 
-    fn lock_streams(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Watched>> {
+    pub(super) fn lock_streams(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Watched>> {
         self.streams.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -228,21 +235,6 @@ impl App {
             .values()
             .map(|w| w.row.clone())
             .collect()
-    }
-
-    pub fn storage_ok(&self) -> bool {
-        self.storage_ok.load(Ordering::Relaxed)
-    }
-
-    pub(super) fn note_storage(&self, result: &Result<impl Sized, StoreError>) {
-        match result {
-            Ok(_) => self.storage_ok.store(true, Ordering::Relaxed),
-            Err(e) => {
-                self.storage_ok.store(false, Ordering::Relaxed);
-                self.metrics.storage_errors.inc();
-                tracing::error!(error = %e, "hushwatch cannot write its state: ingest answers 503 until storage recovers");
-            }
-        }
     }
 
     /// Durably records events, then moves the in-memory clock and wakes the
@@ -259,27 +251,41 @@ impl App {
         update: Option<SubscriptionUpdate>,
     ) -> Result<Vec<EventOutcome>, StoreError> {
         let has_update = update.is_some();
+        // Only what the lag gauge needs is kept of the events (per event:
+        // stream and arrival minus event time, when it feeds the clock and
+        // carries a time); how the clock moved is the store's answer, the
+        // committed rows.
+        let lags: Vec<Option<(String, i64)>> = events
+            .iter()
+            .map(|e| {
+                let lag = (e.received_at - e.event_time?).num_milliseconds();
+                e.feeds_clock.then(|| (e.stream.clone(), lag))
+            })
+            .collect();
         let result = self
             .store
-            .record_delivery(events.clone(), update, self.clock.now())
+            .record_delivery_rows(events, update, self.clock.now())
             .await;
         if has_update && result.is_ok() {
             self.subscriptions_changed.notify_one();
         }
         self.note_storage(&result);
-        let outcomes = result?;
+        let (outcomes, rows) = result?;
         let mut moved = Vec::new();
         let mut cache = self.lock_streams();
-        for (event, outcome) in events.iter().zip(&outcomes) {
-            if *outcome != EventOutcome::Accepted || !event.feeds_clock {
-                continue;
-            }
-            if let Some(watched) = cache.get_mut(&event.stream) {
-                apply_arrival(&mut watched.row, event);
-                if let Some(t) = event.event_time {
-                    watched.lag_ms = (event.received_at - t).num_milliseconds();
+        for stored in &rows {
+            if let Some(watched) = cache.get_mut(&stored.name) {
+                catch_up(&mut watched.row, stored);
+                let lag = lags
+                    .iter()
+                    .zip(&outcomes)
+                    .rev()
+                    .filter(|(_, o)| **o == EventOutcome::Accepted)
+                    .find_map(|(l, _)| l.as_ref().filter(|(s, _)| *s == stored.name));
+                if let Some((_, lag)) = lag {
+                    watched.lag_ms = *lag;
                 }
-                moved.push(event.stream.as_str());
+                moved.push(stored.name.as_str());
             }
         }
         drop(cache);
@@ -300,7 +306,7 @@ impl App {
         row.last_arrival_at.unwrap_or(row.watch_started_at)
     }
 
-    fn evaluate_row(
+    pub(super) fn evaluate_row(
         config: &Config,
         stream: &StreamConfig,
         row: &StreamRow,
@@ -540,76 +546,6 @@ impl App {
         crate::metrics::render_streams(&mut text, &samples, &self.metrics);
         text
     }
-
-    /// The `/v1/status` document.
-    pub fn status(&self) -> Value {
-        let config = self.config();
-        let now = self.clock.now();
-        let rfc =
-            |t: Option<DateTime<Utc>>| t.map(|t| t.to_rfc3339_opts(SecondsFormat::Millis, true));
-        let streams: Vec<Value> = self
-            .lock_streams()
-            .values()
-            .filter_map(|w| {
-                let row = &w.row;
-                let stream = config.streams.get(&row.name)?;
-                let eval = Self::evaluate_row(&config, stream, row, now);
-                let calendar = config.calendar_of(stream);
-                let tz = calendar.timezone();
-                let local = |t: Option<DateTime<Utc>>| t.map(|t| crate::status::format::local_rfc3339(t, tz));
-                let in_hours = calendar.in_business_hours(now);
-                let paused_until = if in_hours {
-                    None
-                } else {
-                    calendar.next_window(now).map(|w| w.start)
-                };
-                let firing = row.alert_state == AlertState::Firing;
-                let firing_since = row.firing_since.filter(|_| firing);
-                let fires_in = eval
-                    .fires_at
-                    .filter(|_| !firing)
-                    .map(|t| (t - now).num_seconds().max(0));
-                let mut doc = json!({
-                    "name": row.name,
-                    "calendar": stream.calendar,
-                    "last_event_at": rfc(row.last_arrival_at),
-                    "last_event_type": row.last_event_type,
-                    "last_event_id": row.last_event_id,
-                    "newest_event_time": rfc(row.newest_event_at),
-                    "watching_since": rfc(Some(row.watch_started_at)),
-                    "business_silence_seconds": eval.business_silence.num_seconds(),
-                    "threshold_seconds": stream.policy.threshold.num_seconds(),
-                    "max_silence_seconds": stream.policy.max_silence.map(|d| d.num_seconds()),
-                    "fires_at": rfc(eval.fires_at),
-                    "reason": eval.reason.map(|r| r.as_str()),
-                    "state": if row.alert_state == AlertState::Firing { "firing" } else { "ok" },
-                    "firing_since": rfc(row.firing_since.filter(|_| row.alert_state == AlertState::Firing)),
-                });
-                // Human facts beside the machine ones (issue #16).
-                let extra = json!({
-                    "timezone": tz.name(),
-                    "fires_in_seconds": fires_in,
-                    "in_business_hours": in_hours,
-                    "clock_paused_until": rfc(paused_until),
-                    "clock_paused_until_local": local(paused_until),
-                    "last_event_at_local": local(row.last_arrival_at),
-                    "newest_event_time_local": local(row.newest_event_at),
-                    "watching_since_local": local(Some(row.watch_started_at)),
-                    "fires_at_local": local(eval.fires_at),
-                    "firing_since_local": local(firing_since),
-                });
-                if let (Some(doc), Value::Object(extra)) = (doc.as_object_mut(), extra) {
-                    doc.extend(extra);
-                }
-                Some(doc)
-            })
-            .collect();
-        json!({
-            "now": rfc(Some(now)),
-            "storage_ok": self.storage_ok(),
-            "streams": streams,
-        })
-    }
 }
 
 /// Transitions decided by [`App::plan_transitions`], not yet recorded.
@@ -646,8 +582,8 @@ struct Planned {
 
 /// A watched stream: its persisted row plus what evaluation learned, so a
 /// scrape does not redo calendar maths from the start of a long silence.
-struct Watched {
-    row: StreamRow,
+pub(super) struct Watched {
+    pub(super) row: StreamRow,
     /// From the last evaluation (None: never, or not evaluated yet).
     fires_at: Option<DateTime<Utc>>,
     /// Business silence accrued from `since` up to `until`.
@@ -715,28 +651,20 @@ fn earliest(a: Option<DateTime<Utc>>, b: Option<DateTime<Utc>>) -> Option<DateTi
     }
 }
 
-/// Brings a cached row's arrival up to the stored one (forward only), after
-/// the store reported an event this process's mirror has not applied yet.
+/// Brings a cached row's arrival up to a committed one. Forward only:
+/// concurrent deliveries may hand their committed rows over out of order,
+/// and an older row must not move the cache back. The alert fields are not
+/// taken: they change only through `record`, which updates the cache after
+/// its own commit.
 fn catch_up(row: &mut StreamRow, stored: &StreamRow) {
-    if stored.last_arrival_at > row.last_arrival_at {
+    // At an equal arrival time the store let the later commit win; the
+    // row handed over last is that commit in the usual sequential case.
+    if stored.last_arrival_at >= row.last_arrival_at {
         row.last_arrival_at = stored.last_arrival_at;
         row.last_event_type = stored.last_event_type.clone();
         row.last_event_id = stored.last_event_id.clone();
     }
     row.newest_event_at = row.newest_event_at.max(stored.newest_event_at);
-}
-
-/// Moves a cached row the same way the store moved the persisted one.
-fn apply_arrival(row: &mut StreamRow, event: &NewEvent) {
-    let newer = row.last_arrival_at.is_none_or(|t| event.received_at >= t);
-    if newer {
-        row.last_arrival_at = Some(event.received_at);
-        row.last_event_type = Some(event.event_type.clone());
-        row.last_event_id = event.delivery_id.clone();
-    }
-    if let Some(t) = event.event_time {
-        row.newest_event_at = Some(row.newest_event_at.map_or(t, |old| old.max(t)));
-    }
 }
 
 /// One line a person reads in a page: what is silent and for how long.

@@ -20,6 +20,7 @@
 //! - Alertmanager alerts are re-posted every `REPOST_EVERY` while firing.
 
 use super::app::App;
+use super::core::Core;
 use crate::config::{Config, NotifierConfig, NotifierKind};
 use crate::notify::{alertmanager, retry, Outcome, Page, Sender};
 use crate::store::{AlertState, Attempt, OutboxRow, OutboxSummary, PageKind, StoreError};
@@ -102,7 +103,7 @@ impl Worker {
         attempts: &mut JoinSet<()>,
     ) -> Result<Option<DateTime<Utc>>, StoreError> {
         let config = app.config();
-        let held_due = app.release_held_pages().await?;
+        let held_due = app.operator().release_held_pages().await?;
         let extras_due = queue_extras(app, &config).await?;
         let now = app.clock.now();
         // Pages in flight before the snapshot is read may finish (and be
@@ -408,23 +409,22 @@ fn rfc(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
-impl App {
-    /// `/v1/status` with its `notifications` section. If the outbox cannot
-    /// be read the section says so instead of hiding the problem.
-    pub async fn status_with_notifications(&self) -> Value {
-        let mut status = self.status();
-        status["notifications"] = match self.notifications_status().await {
-            Ok(n) => n,
-            Err(e) => json!({ "error": e.to_string() }),
-        };
-        status
+/// The delivery concern's state-facing side: the `notifications` section of
+/// `/v1/status` (the worker itself is `run`).
+pub struct Delivery {
+    core: Arc<Core>,
+}
+
+impl Delivery {
+    pub(super) fn new(core: Arc<Core>) -> Delivery {
+        Delivery { core }
     }
 
     /// The `notifications` section of `/v1/status`: per-notifier counts and
     /// the newest failed pages with their (redacted) reasons.
     pub async fn notifications_status(&self) -> Result<Value, StoreError> {
-        let summary: OutboxSummary = self.store.outbox_summary().await?;
-        let config = self.config();
+        let summary: OutboxSummary = self.core.store.outbox_summary().await?;
+        let config = self.core.config();
         let notifiers: BTreeMap<&str, Value> = config
             .notifiers
             .iter()

@@ -3,17 +3,20 @@
 //! lifecycle (start, reload, graceful shutdown).
 
 pub mod app;
-mod delivery;
+mod core;
+pub mod delivery;
+mod http_api;
 mod maintenance;
-mod silences;
+pub mod silences;
 mod status;
 pub(crate) mod subscriptions;
-mod svix;
+pub mod svix;
 mod timer;
 mod wake;
 
 use crate::clock::Clock;
 use crate::config::{self, Config};
+use crate::http::api::Api;
 use crate::http::Routes;
 use crate::store::{Store, StoreError};
 use app::App;
@@ -87,7 +90,7 @@ pub async fn start(
     let mut tasks = vec![
         tokio::spawn(crate::http::serve(
             listener,
-            Arc::clone(&app),
+            Arc::clone(&app) as Arc<dyn Api>,
             main_routes,
             rx.clone(),
         )),
@@ -100,7 +103,7 @@ pub async fn start(
     if let Some(admin) = admin {
         tasks.push(tokio::spawn(crate::http::serve(
             admin,
-            Arc::clone(&app),
+            Arc::clone(&app) as Arc<dyn Api>,
             Routes::Admin,
             rx,
         )));
@@ -155,7 +158,7 @@ pub fn run_blocking(config_path: &Path, config: Config) -> ExitCode {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("cannot start the runtime: {e}");
-            return ExitCode::from(crate::cli::EXIT_FAILURE);
+            return ExitCode::from(crate::exit::EXIT_FAILURE);
         }
     };
     match runtime.block_on(serve(config_path, config)) {
@@ -163,7 +166,7 @@ pub fn run_blocking(config_path: &Path, config: Config) -> ExitCode {
         Err(e) => {
             tracing::error!("{e}");
             eprintln!("hushwatch: {e}");
-            ExitCode::from(crate::cli::EXIT_FAILURE)
+            ExitCode::from(crate::exit::EXIT_FAILURE)
         }
     }
 }

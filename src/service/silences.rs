@@ -4,53 +4,65 @@
 //! The decisions themselves read persisted state in the store (see
 //! `store::silences`), never this process's memory.
 
-use super::app::App;
+use super::core::Core;
 use crate::store::silences::PAGE_KINDS;
 use crate::store::StoreError;
 use chrono::{DateTime, Utc};
+use std::sync::Arc;
 
-impl App {
+/// The operator concern: held pages released when a silence ends, the
+/// silenced/acknowledged gauges, maintenance windows stored as silences,
+/// and the `operator` section of `/v1/status`.
+pub struct Operator {
+    core: Arc<Core>,
+}
+
+impl Operator {
+    pub(super) fn new(core: Arc<Core>) -> Operator {
+        Operator { core }
+    }
+
     /// Queues held firing pages whose silence is over; returns when the
     /// next silence ends (the next moment a held page may be released).
     pub(super) async fn release_held_pages(&self) -> Result<Option<DateTime<Utc>>, StoreError> {
         // Read before the release: a silence that ends while the release
         // runs must still be a wake-up instant, or its held page would
         // wait for an unrelated wake-up.
-        let before = self.clock.now();
-        if self.store.release_held().await? > 0 {
+        let before = self.core.clock.now();
+        if self.core.store.release_held().await? > 0 {
             tracing::info!("a silence ended while its alert still fires: paging it now");
         }
-        let silences = self.store.silences(before).await?;
+        let silences = self.core.store.silences(before).await?;
         Ok(silences.iter().map(|s| s.ends_at).min())
     }
 
     /// Sets the per-stream silence and acknowledgement gauges from the
     /// store. On a storage error the gauges keep their last values.
-    pub async fn refresh_operator_metrics(&self) {
-        let now = self.clock.now();
+    pub async fn refresh_metrics(&self, streams: &[String]) {
+        let now = self.core.clock.now();
         let (Ok(silences), Ok(acks)) = (
-            self.store.silences(now).await,
-            self.store.current_acks().await,
+            self.core.store.silences(now).await,
+            self.core.store.current_acks().await,
         ) else {
             return;
         };
-        let m = &self.metrics;
+        let m = &self.core.metrics;
         // Rebuilt from the watched streams each time, so a deleted
         // templated stream's series disappear with it.
         m.stream_silenced.reset();
         m.silence_acknowledged.reset();
-        for row in self.stream_rows() {
+        for stream in streams {
             // Any kind counts: a stream whose Svix pages are silenced is
             // muted too, and the gauge is there so nobody forgets that.
             let silenced = silences
                 .iter()
-                .any(|s| s.active_at(now) && PAGE_KINDS.iter().any(|k| s.matches(&row.name, k)));
-            let acked = acks.iter().any(|a| a.stream == row.name);
+                .any(|s| s.active_at(now) && PAGE_KINDS.iter().any(|k| s.matches(stream, k)));
+            let acked = acks.iter().any(|a| a.stream == *stream);
             m.stream_silenced
-                .with_label_values(&[row.name.as_str()])
+                .with_label_values(&[stream.as_str()])
                 .set(i64::from(silenced));
             m.silence_acknowledged
-                .with_label_values(&[row.name.as_str()])
+                .with_label_values(&[stream.as_str()])
                 .set(i64::from(acked));
         }
     }
@@ -59,7 +71,7 @@ impl App {
     /// so they take effect exactly like operator ones (and replicas share
     /// them through the store).
     pub(super) async fn sync_maintenance(&self) -> Result<(), StoreError> {
-        let config = self.config();
+        let config = self.core.config();
         let windows = config
             .streams
             .values()
@@ -69,7 +81,8 @@ impl App {
                     .map(|w| (s.name.clone(), w.from, w.until, w.comment.clone()))
             })
             .collect();
-        self.store
+        self.core
+            .store
             .sync_maintenance(windows, config.audit.enabled)
             .await
     }
@@ -77,10 +90,10 @@ impl App {
     /// The `operator` section of `/v1/status`: silences not ended yet and
     /// acknowledgements of episodes still firing; `None` when there are
     /// none (or the store cannot be read: the section is informational).
-    pub async fn operator_status(&self) -> Option<serde_json::Value> {
-        let now = self.clock.now();
-        let silences = self.store.silences(now).await.ok()?;
-        let acks = self.store.current_acks().await.ok()?;
+    pub async fn status(&self) -> Option<serde_json::Value> {
+        let now = self.core.clock.now();
+        let silences = self.core.store.silences(now).await.ok()?;
+        let acks = self.core.store.current_acks().await.ok()?;
         if silences.is_empty() && acks.is_empty() {
             return None;
         }

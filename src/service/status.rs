@@ -1,9 +1,12 @@
-//! What the status page needs beyond the stream evaluation: the audit
-//! section of `/v1/status` and each stream's 7-day timeline.
+//! `/v1/status`, assembled in one place (`App::status_document`): the
+//! streams (evaluated from the stream cache), then the sections each
+//! concern renders from the store (notifications, audit, operator, Svix);
+//! and each stream's 7-day timeline for the status page.
 
 use super::app::App;
 use crate::status::timeline::{self, Timeline};
-use chrono::{SecondsFormat, TimeDelta};
+use crate::store::AlertState;
+use chrono::{DateTime, SecondsFormat, TimeDelta, Utc};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
@@ -15,6 +18,100 @@ pub const TIMELINE_ARRIVALS: i64 = 500;
 pub const TIMELINE_STREAMS: usize = 100;
 
 impl App {
+    /// The whole `/v1/status` document, which the status page renders too.
+    /// A section whose state cannot be read says so rather than hiding it.
+    pub async fn status_document(&self) -> Value {
+        let mut doc = self.status();
+        doc["notifications"] = match self.delivery().notifications_status().await {
+            Ok(n) => n,
+            Err(e) => json!({ "error": e.to_string() }),
+        };
+        doc["audit"] = self.audit_status().await;
+        if let Some(operator) = self.operator().status().await {
+            doc["operator"] = operator;
+        }
+        if !self.config().svix.is_empty() {
+            match self.svix().status().await {
+                Ok(svix) => doc["svix"] = svix,
+                Err(e) => {
+                    tracing::error!(error = %e, "status: Svix state unreadable");
+                    doc["svix"] = json!({ "error": "state unreadable" });
+                }
+            }
+        }
+        doc
+    }
+
+    /// The `streams` part of `/v1/status` (with `now` and `storage_ok`).
+    pub fn status(&self) -> Value {
+        let config = self.config();
+        let now = self.clock.now();
+        let rfc =
+            |t: Option<DateTime<Utc>>| t.map(|t| t.to_rfc3339_opts(SecondsFormat::Millis, true));
+        let streams: Vec<Value> = self
+            .lock_streams()
+            .values()
+            .filter_map(|w| {
+                let row = &w.row;
+                let stream = config.streams.get(&row.name)?;
+                let eval = Self::evaluate_row(&config, stream, row, now);
+                let calendar = config.calendar_of(stream);
+                let tz = calendar.timezone();
+                let local = |t: Option<DateTime<Utc>>| t.map(|t| crate::status::format::local_rfc3339(t, tz));
+                let in_hours = calendar.in_business_hours(now);
+                let paused_until = if in_hours {
+                    None
+                } else {
+                    calendar.next_window(now).map(|w| w.start)
+                };
+                let firing = row.alert_state == AlertState::Firing;
+                let firing_since = row.firing_since.filter(|_| firing);
+                let fires_in = eval
+                    .fires_at
+                    .filter(|_| !firing)
+                    .map(|t| (t - now).num_seconds().max(0));
+                let mut doc = json!({
+                    "name": row.name,
+                    "calendar": stream.calendar,
+                    "last_event_at": rfc(row.last_arrival_at),
+                    "last_event_type": row.last_event_type,
+                    "last_event_id": row.last_event_id,
+                    "newest_event_time": rfc(row.newest_event_at),
+                    "watching_since": rfc(Some(row.watch_started_at)),
+                    "business_silence_seconds": eval.business_silence.num_seconds(),
+                    "threshold_seconds": stream.policy.threshold.num_seconds(),
+                    "max_silence_seconds": stream.policy.max_silence.map(|d| d.num_seconds()),
+                    "fires_at": rfc(eval.fires_at),
+                    "reason": eval.reason.map(|r| r.as_str()),
+                    "state": if row.alert_state == AlertState::Firing { "firing" } else { "ok" },
+                    "firing_since": rfc(row.firing_since.filter(|_| row.alert_state == AlertState::Firing)),
+                });
+                // Human facts beside the machine ones (issue #16).
+                let extra = json!({
+                    "timezone": tz.name(),
+                    "fires_in_seconds": fires_in,
+                    "in_business_hours": in_hours,
+                    "clock_paused_until": rfc(paused_until),
+                    "clock_paused_until_local": local(paused_until),
+                    "last_event_at_local": local(row.last_arrival_at),
+                    "newest_event_time_local": local(row.newest_event_at),
+                    "watching_since_local": local(Some(row.watch_started_at)),
+                    "fires_at_local": local(eval.fires_at),
+                    "firing_since_local": local(firing_since),
+                });
+                if let (Some(doc), Value::Object(extra)) = (doc.as_object_mut(), extra) {
+                    doc.extend(extra);
+                }
+                Some(doc)
+            })
+            .collect();
+        json!({
+            "now": rfc(Some(now)),
+            "storage_ok": self.storage_ok(),
+            "streams": streams,
+        })
+    }
+
     /// The `audit` section of `/v1/status`: chain head and last checkpoint.
     pub async fn audit_status(&self) -> Value {
         let enabled = self.config().audit.enabled;

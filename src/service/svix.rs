@@ -2,6 +2,7 @@
 //! grouping timer for bursts of exhausted messages, status and metrics.
 
 use super::app::App;
+use super::core::Core;
 use crate::config::SvixConfig;
 use crate::domain::svix::DisableTrigger;
 use crate::ingest::svix_ops::OpEvent;
@@ -12,9 +13,20 @@ use serde_json::{json, Value};
 use std::sync::Arc;
 use tokio::sync::watch;
 
-impl App {
+/// The Svix concern: applying operational events and acknowledgements
+/// (through the store, which decides the alerts), announcing the pages
+/// they cause, the Svix gauges and the `svix` section of `/v1/status`.
+pub struct Svix {
+    core: Arc<Core>,
+}
+
+impl Svix {
+    pub(super) fn new(core: Arc<Core>) -> Svix {
+        Svix { core }
+    }
+
     /// A template of where `source`'s pages for this endpoint go.
-    pub fn svix_apply(
+    pub fn apply(
         &self,
         svix: &SvixConfig,
         event: OpEvent,
@@ -33,20 +45,68 @@ impl App {
             clears_on: svix.clear_on.clone(),
             event_type: event_type.to_string(),
             mapped,
-            now: self.clock.now(),
+            now: self.core.clock.now(),
         }
     }
 
-    pub async fn svix_record(
+    pub async fn record(
         &self,
         event: NewEvent,
         apply: SvixApply,
     ) -> Result<(EventOutcome, Vec<SvixPage>), StoreError> {
-        let result = self.store.record_svix(event, apply).await;
-        self.note_storage(&result);
+        let result = self.core.store.record_svix(event, apply).await;
+        self.core.note_storage(&result);
         let (outcome, pages) = result?;
         self.announce(&pages);
         Ok((outcome, pages))
+    }
+
+    /// Acknowledges lost messages of one endpoint: (acknowledged now, still
+    /// lost). When that resolves the critical "messages exhausted" alert,
+    /// the resolve page is queued and, with the audit log on, an audit entry
+    /// naming `by` commits in the same transaction.
+    pub async fn acknowledge(
+        &self,
+        apply: SvixApply,
+        endpoint_id: String,
+        msg_ids: Vec<String>,
+        by: String,
+    ) -> Result<(usize, u64), StoreError> {
+        // Filed like the operational events (`svix:SOURCE`), so one export
+        // of the source shows what happened to it and who acknowledged.
+        let entry = self.core.config().audit.enabled.then(|| NewEvent {
+            stream: format!("svix:{}", apply.source),
+            delivery_id: Some(format!(
+                "svix-ack-{}-{}-{}",
+                apply.source,
+                endpoint_id,
+                apply.now.timestamp_millis()
+            )),
+            event_type: "hushwatch.svix.acknowledged".to_string(),
+            event_time: None,
+            received_at: apply.now,
+            feeds_clock: false,
+            body_sha256: None,
+            channel: "admin",
+            signature_verified: false,
+            subject_ids: vec![
+                ("created_by".to_string(), by),
+                ("svix_source".to_string(), apply.source.clone()),
+                ("endpoint_id".to_string(), endpoint_id.clone()),
+                // The count, not the ids: one request may name thousands.
+                ("msg_count".to_string(), msg_ids.len().to_string()),
+            ],
+            audit: true,
+        });
+        let result = self
+            .core
+            .store
+            .svix_acknowledge_audited(apply, endpoint_id, msg_ids, entry)
+            .await;
+        self.core.note_storage(&result);
+        let (acknowledged, remaining, pages) = result?;
+        self.announce(&pages);
+        Ok((acknowledged, remaining))
     }
 
     pub fn announce(&self, pages: &[SvixPage]) {
@@ -60,19 +120,19 @@ impl App {
             );
         }
         if !pages.is_empty() {
-            self.outbox_wake.notify_one();
+            self.core.outbox_wake.notify_one();
         }
     }
 
     /// Sets the Svix gauges and counters from the stored state.
-    pub async fn refresh_svix_metrics(&self) {
-        if self.config().svix.is_empty() {
+    pub async fn refresh_metrics(&self) {
+        if self.core.config().svix.is_empty() {
             return;
         }
-        let Ok(rows) = self.store.svix_endpoints().await else {
+        let Ok(rows) = self.core.store.svix_endpoints().await else {
             return;
         };
-        let m = &self.metrics;
+        let m = &self.core.metrics;
         for row in rows {
             let labels = [row.source.as_str(), row.endpoint_id.as_str()];
             m.svix_disabled
@@ -95,10 +155,10 @@ impl App {
     }
 
     /// The `svix` section of `/v1/status`.
-    pub async fn svix_status(&self) -> Result<Value, StoreError> {
-        let config = self.config();
+    pub async fn status(&self) -> Result<Value, StoreError> {
+        let config = self.core.config();
         let rfc = |t: chrono::DateTime<chrono::Utc>| t.to_rfc3339_opts(SecondsFormat::Secs, true);
-        let rows = self.store.svix_endpoints().await?;
+        let rows = self.core.store.svix_endpoints().await?;
         let endpoints: Vec<Value> = rows
             .iter()
             .map(|row| {
@@ -163,9 +223,10 @@ pub async fn regroup_loop(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
             };
             for (id, uid) in grown {
                 let apply =
-                    app.svix_apply(svix, OpEvent::Other, "regroup", Some((&id, uid.as_deref())));
+                    app.svix()
+                        .apply(svix, OpEvent::Other, "regroup", Some((&id, uid.as_deref())));
                 match app.store.svix_regroup(apply, id).await {
-                    Ok(pages) => app.announce(&pages),
+                    Ok(pages) => app.svix().announce(&pages),
                     Err(e) => {
                         tracing::error!(error = %e, "could not queue the grouped exhausted page")
                     }

@@ -224,7 +224,7 @@ impl AuditReader {
     /// The chain of the store `config` names: the SQLite file
     /// `sqlite_path` without `[store] url`, else the PostgreSQL database.
     pub fn open_configured(
-        store: &crate::config::store::StoreConfig,
+        store: &super::location::StoreConfig,
         sqlite_path: &Path,
     ) -> Result<AuditReader, StoreError> {
         match &store.postgres {

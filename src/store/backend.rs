@@ -73,6 +73,17 @@ pub trait Backend: Send + Sync + 'static {
         now: DateTime<Utc>,
     ) -> StoreResult<Vec<EventOutcome>>;
 
+    /// `record_delivery`, plus the committed row of every stream an accepted
+    /// clock-feeding event moved (each once, in first-event order), read in
+    /// the same transaction: the store decides how an arrival moves a
+    /// clock, and the service's cache takes these rows.
+    async fn record_delivery_rows(
+        &self,
+        events: Vec<NewEvent>,
+        update: Option<SubscriptionUpdate>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<(Vec<EventOutcome>, Vec<StreamRow>)>;
+
     async fn subscription_transition(&self, t: SubscriptionTransition) -> StoreResult<bool>;
 
     async fn subscriptions(&self) -> StoreResult<Vec<SubscriptionRow>>;
@@ -127,6 +138,17 @@ pub trait Backend: Send + Sync + 'static {
         apply: SvixApply,
         endpoint_id: String,
         msg_ids: Vec<String>,
+    ) -> StoreResult<(usize, u64, Vec<SvixPage>)>;
+
+    /// `svix_acknowledge`, and `entry` appended to the audit log in the same
+    /// transaction when at least one message was acknowledged (an
+    /// acknowledgement can resolve a critical alert).
+    async fn svix_acknowledge_audited(
+        &self,
+        apply: SvixApply,
+        endpoint_id: String,
+        msg_ids: Vec<String>,
+        entry: Option<NewEvent>,
     ) -> StoreResult<(usize, u64, Vec<SvixPage>)>;
 
     async fn svix_grown(&self, source: String) -> StoreResult<Vec<(String, Option<String>)>>;

@@ -36,6 +36,8 @@ macro_rules! backend_matrix {
 }
 
 backend_matrix!(
+    a_delivery_answers_the_rows_it_moved_as_committed,
+    a_svix_acknowledgement_is_audited_when_it_acknowledged,
     accepted_then_duplicate_per_stream,
     duplicates_inside_one_batch_count,
     events_without_delivery_id_are_never_duplicates,
@@ -113,6 +115,146 @@ async fn events_without_delivery_id_are_never_duplicates(db: TestDb) {
     let later = store.record_events(vec![same]).await.unwrap();
     assert_eq!(later, vec![EventOutcome::Accepted]);
     assert_eq!(store.event_count("a").await.unwrap(), 3);
+    store.close().await.unwrap();
+}
+
+/// `record_delivery_rows`: the rows the service's cache takes are the
+/// store's decision (an older arrival does not move the clock back), only
+/// for streams an accepted clock-feeding event touched.
+async fn a_delivery_answers_the_rows_it_moved_as_committed(db: TestDb) {
+    let store = db.open().await;
+    store
+        .watch_streams(names(&["a", "b", "c"]), at(0))
+        .await
+        .unwrap();
+    let mut filtered = event("c", Some("f"), "noise", 3_000);
+    filtered.feeds_clock = false;
+    let (outcomes, rows) = store
+        .record_delivery_rows(
+            vec![
+                event("a", Some("n"), "newer", 2_000),
+                event("b", Some("x"), "first", 1_000),
+                event("a", Some("n2"), "newer2", 2_500),
+                filtered,
+            ],
+            None,
+            at(3_000),
+        )
+        .await
+        .unwrap();
+    assert_eq!(outcomes, vec![EventOutcome::Accepted; 4]);
+    let moved: Vec<_> = rows
+        .iter()
+        .map(|r| {
+            (
+                r.name.as_str(),
+                r.last_arrival_at,
+                r.last_event_id.as_deref(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        moved,
+        vec![
+            ("a", Some(at(2_500)), Some("n2")),
+            ("b", Some(at(1_000)), Some("x")),
+        ]
+    );
+    // An older arrival is stored but the committed row keeps the newer one.
+    let (_, rows) = store
+        .record_delivery_rows(vec![event("a", Some("o"), "older", 1_500)], None, at(3_000))
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].last_arrival_at, Some(at(2_500)));
+    assert_eq!(rows[0].last_event_id.as_deref(), Some("n2"));
+    // A duplicate moves nothing, so no row comes back.
+    let (outcomes, rows) = store
+        .record_delivery_rows(vec![event("a", Some("o"), "older", 1_600)], None, at(3_000))
+        .await
+        .unwrap();
+    assert_eq!(outcomes, vec![EventOutcome::Duplicate]);
+    assert!(rows.is_empty());
+    store.close().await.unwrap();
+}
+
+/// `svix_acknowledge_audited`: the entry joins the chain with the
+/// acknowledgement that resolved the alert, and not when nothing changed.
+async fn a_svix_acknowledgement_is_audited_when_it_acknowledged(db: TestDb) {
+    use crate::ingest::svix_ops::{AttemptRef, EndpointRef, OpEvent};
+    let store = db.open().await;
+    store
+        .watch_streams(names(&["identity"]), at(0))
+        .await
+        .unwrap();
+    let endpoint = EndpointRef {
+        app_id: None,
+        endpoint_id: "ep_1".into(),
+        endpoint_uid: None,
+    };
+    let apply = |event: OpEvent| svix::SvixApply {
+        source: "main".into(),
+        stream: "identity".into(),
+        notifiers: vec!["pager".into()],
+        event,
+        clears_on: Vec::new(),
+        event_type: "message.attempt.exhausted".into(),
+        mapped: true,
+        now: at(1_000),
+    };
+    let exhausted = OpEvent::AttemptExhausted {
+        endpoint: endpoint.clone(),
+        attempt: AttemptRef {
+            msg_id: "msg_1".into(),
+            msg_event_id: None,
+            status_code: 0,
+            attempt_at: None,
+        },
+    };
+    let mut op = event("svix:main", Some("x1"), "message.attempt.exhausted", 1_000);
+    op.feeds_clock = false;
+    store.record_svix(op, apply(exhausted)).await.unwrap();
+    let head = |s: &Store| {
+        let s = s.clone();
+        async move { s.audit_summary().await.unwrap().head_seq }
+    };
+    let before = head(&store).await;
+    let entry = |id: &str| {
+        let mut e = event("svix:main", Some(id), "hushwatch.svix.acknowledged", 2_000);
+        e.feeds_clock = false;
+        e.channel = "admin";
+        Some(e)
+    };
+    let (acked, lost, _) = store
+        .svix_acknowledge_audited(
+            apply(OpEvent::Other),
+            "ep_1".into(),
+            vec!["msg_x".into()],
+            entry("a0"),
+        )
+        .await
+        .unwrap();
+    assert_eq!((acked, lost), (0, 1));
+    assert_eq!(
+        head(&store).await,
+        before,
+        "nothing acknowledged, nothing audited"
+    );
+    let (acked, lost, pages) = store
+        .svix_acknowledge_audited(
+            apply(OpEvent::Other),
+            "ep_1".into(),
+            vec!["msg_1".into()],
+            entry("a1"),
+        )
+        .await
+        .unwrap();
+    assert_eq!((acked, lost), (1, 0));
+    assert!(
+        pages.iter().any(|p| !p.firing),
+        "the resolve page: {pages:?}"
+    );
+    assert_eq!(head(&store).await, before + 1);
     store.close().await.unwrap();
 }
 

@@ -10,6 +10,9 @@
 //! All times are stored as integer milliseconds since the Unix epoch, so
 //! sub-millisecond precision of the `DateTime`s passed in is dropped.
 
+mod arrivals;
+pub mod location;
+pub(crate) use arrivals::moved_streams;
 pub mod audit;
 pub mod backend;
 mod ops;
@@ -21,6 +24,7 @@ mod sqlite;
 pub mod status;
 pub mod subscriptions;
 pub mod svix;
+mod svix_ack;
 mod writer;
 
 #[cfg(test)]
@@ -310,7 +314,7 @@ impl Store {
     /// The store `[store]` names: the SQLite file at `sqlite_path` (opened
     /// off the runtime's threads), or the PostgreSQL database of `url`.
     pub async fn open_configured(
-        store: &crate::config::store::StoreConfig,
+        store: &location::StoreConfig,
         sqlite_path: std::path::PathBuf,
         clock: Arc<dyn Clock>,
     ) -> Result<Store, StoreError> {
@@ -330,9 +334,7 @@ impl Store {
     /// The clock `serve` runs on: the wall clock, or with PostgreSQL the
     /// wall clock corrected to the database server's, so that every
     /// replica stamps instants from one timeline (`pg::clock`).
-    pub async fn serve_clock(
-        store: &crate::config::store::StoreConfig,
-    ) -> Result<Arc<dyn Clock>, StoreError> {
+    pub async fn serve_clock(store: &location::StoreConfig) -> Result<Arc<dyn Clock>, StoreError> {
         match &store.postgres {
             None => Ok(Arc::new(SystemClock)),
             Some(pg) => {

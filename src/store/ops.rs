@@ -234,7 +234,7 @@ fn ensure_stream(conn: &Connection, name: &str, now: DateTime<Utc>) -> rusqlite:
     Ok(())
 }
 
-fn stream_row(conn: &Connection, name: &str) -> rusqlite::Result<StreamRow> {
+pub(super) fn stream_row(conn: &Connection, name: &str) -> rusqlite::Result<StreamRow> {
     conn.prepare_cached(&format!(
         "SELECT {STREAM_COLUMNS} FROM streams WHERE name = ?1"
     ))?

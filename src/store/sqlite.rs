@@ -25,7 +25,7 @@ use super::status::{Arrival, AuditSummary};
 use super::subscriptions::{SubscriptionRow, SubscriptionTransition, SubscriptionUpdate};
 use super::svix::{SvixApply, SvixEndpointRow, SvixPage};
 use super::writer::{Control, Msg, Task};
-use super::{audit, ops, schema, status, subscriptions, svix, writer};
+use super::{audit, moved_streams, ops, schema, status, subscriptions, svix, writer};
 use super::{
     Attempt, EventOutcome, NewEvent, OutboxRow, OutboxSummary, PageKind, Shared, StoreError,
     StreamRow, TemplatedOutcome, Transition, TransitionOutcome,
@@ -150,6 +150,31 @@ impl Backend for SqliteBackend {
         Ok(outcomes)
     }
 
+    async fn record_delivery_rows(
+        &self,
+        events: Vec<NewEvent>,
+        update: Option<SubscriptionUpdate>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<(Vec<EventOutcome>, Vec<StreamRow>)> {
+        let (outcomes, rows) = self
+            .call(move |c| {
+                let outcomes = ops::record_events(c, &events)?;
+                if let Some(update) = &update {
+                    subscriptions::record(c, update, now)?;
+                }
+                let rows = moved_streams(&events, &outcomes)
+                    .into_iter()
+                    .map(|name| ops::stream_row(c, name))
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok((outcomes, rows))
+            })
+            .await?;
+        for row in &rows {
+            let _ = self.feed.send(Change::Arrival(row.name.clone()));
+        }
+        Ok((outcomes, rows))
+    }
+
     async fn subscription_transition(&self, t: SubscriptionTransition) -> StoreResult<bool> {
         self.call(move |c| subscriptions::transition(c, &t)).await
     }
@@ -235,6 +260,23 @@ impl Backend for SqliteBackend {
     ) -> StoreResult<(usize, u64, Vec<SvixPage>)> {
         self.call(move |c| svix::acknowledge(c, &apply, &endpoint_id, &msg_ids))
             .await
+    }
+
+    async fn svix_acknowledge_audited(
+        &self,
+        apply: SvixApply,
+        endpoint_id: String,
+        msg_ids: Vec<String>,
+        entry: Option<NewEvent>,
+    ) -> StoreResult<(usize, u64, Vec<SvixPage>)> {
+        self.call(move |c| {
+            let (acked, lost, pages) = svix::acknowledge(c, &apply, &endpoint_id, &msg_ids)?;
+            if let (true, Some(entry)) = (acked > 0, &entry) {
+                audit::append(c, entry)?;
+            }
+            Ok((acked, lost, pages))
+        })
+        .await
     }
 
     async fn svix_grown(&self, source: String) -> StoreResult<Vec<(String, Option<String>)>> {

@@ -366,18 +366,18 @@ impl Sidecar {
 
     pub fn pending(&self) -> Vec<hushwatch::store::OutboxRow> {
         self.inner
-            .block_on(self.app().store.pending_outbox())
+            .block_on(self.app().store().pending_outbox())
             .unwrap()
     }
 
     pub fn notifications(&self) -> serde_json::Value {
         self.inner
-            .block_on(self.app().notifications_status())
+            .block_on(self.app().delivery().notifications_status())
             .unwrap()
     }
 
     pub fn metric(&self, series: &str) -> f64 {
-        let text = self.app().metrics.encode();
+        let text = self.app().metrics().encode();
         text.lines()
             .find_map(|l| l.strip_prefix(series).and_then(|v| v.trim().parse().ok()))
             .unwrap_or_else(|| panic!("no series {series} in\n{text}"))

@@ -121,6 +121,29 @@ macro_rules! in_tx {
 }
 
 impl PgBackend {
+    /// Ingest through the group-commit task (`batch`).
+    async fn ingest_batched(
+        &self,
+        events: Vec<NewEvent>,
+        update: Option<SubscriptionUpdate>,
+        now: DateTime<Utc>,
+        with_rows: bool,
+    ) -> StoreResult<batch::Recorded> {
+        let (reply, answer) = oneshot::channel();
+        let job = batch::Job {
+            events,
+            update,
+            now,
+            with_rows,
+            reply,
+        };
+        self.ingest
+            .send(job)
+            .await
+            .map_err(|_| StoreError::Closed)?;
+        answer.await.map_err(|_| StoreError::Closed)?
+    }
+
     /// Connects, migrates (under the migration lock) and returns the backend.
     pub(crate) async fn open(
         settings: &Settings,
@@ -197,18 +220,17 @@ impl Backend for PgBackend {
         update: Option<SubscriptionUpdate>,
         now: DateTime<Utc>,
     ) -> StoreResult<Vec<EventOutcome>> {
-        let (reply, answer) = oneshot::channel();
-        let job = batch::Job {
-            events,
-            update,
-            now,
-            reply,
-        };
-        self.ingest
-            .send(job)
-            .await
-            .map_err(|_| StoreError::Closed)?;
-        answer.await.map_err(|_| StoreError::Closed)?
+        let (outcomes, _) = self.ingest_batched(events, update, now, false).await?;
+        Ok(outcomes)
+    }
+
+    async fn record_delivery_rows(
+        &self,
+        events: Vec<NewEvent>,
+        update: Option<SubscriptionUpdate>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<(Vec<EventOutcome>, Vec<StreamRow>)> {
+        self.ingest_batched(events, update, now, true).await
     }
 
     async fn subscription_transition(&self, t: SubscriptionTransition) -> StoreResult<bool> {
@@ -296,6 +318,26 @@ impl Backend for PgBackend {
     ) -> StoreResult<(usize, u64, Vec<SvixPage>)> {
         in_tx!(self, |tx| {
             svix::acknowledge(&tx, &apply, &endpoint_id, &msg_ids).await?
+        })
+    }
+
+    async fn svix_acknowledge_audited(
+        &self,
+        apply: SvixApply,
+        endpoint_id: String,
+        msg_ids: Vec<String>,
+        entry: Option<NewEvent>,
+    ) -> StoreResult<(usize, u64, Vec<SvixPage>)> {
+        in_tx!(self, |tx| {
+            // The audit head lock first, as every appending transaction takes it.
+            let entries: Vec<NewEvent> = entry.iter().cloned().collect();
+            ops::lock_audit_head(&tx, &entries).await?;
+            let (acked, lost, pages) =
+                svix::acknowledge(&tx, &apply, &endpoint_id, &msg_ids).await?;
+            if let (true, Some(entry)) = (acked > 0, &entry) {
+                ops::append_audit(&tx, entry).await?;
+            }
+            (acked, lost, pages)
         })
     }
 

@@ -103,7 +103,7 @@ async fn ensure_stream(tx: &Tx<'_>, name: &str, now: DateTime<Utc>) -> Result<()
     Ok(())
 }
 
-async fn stream_row(tx: &Tx<'_>, name: &str) -> Result<Option<StreamRow>, StoreError> {
+pub(super) async fn stream_row(tx: &Tx<'_>, name: &str) -> Result<Option<StreamRow>, StoreError> {
     let sql = format!("SELECT {STREAM_COLUMNS} FROM streams WHERE name = $1");
     opt(tx, &sql, &[&name])
         .await?

@@ -1,0 +1,135 @@
+//! `[svix.NAME]`: Svix environments whose operational webhooks we take.
+
+use super::reader::{join, Reader};
+use super::secret::SecretString;
+use crate::ingest::signature::{SecretKey, Verifier};
+use chrono::TimeDelta;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use toml::Table;
+
+#[derive(Debug, Clone)]
+pub struct SvixConfig {
+    pub name: String,
+    /// Verifies the operational endpoint's signatures (several for rotation).
+    pub verifier: Arc<Verifier>,
+    /// Streams these endpoints feed; the first files unmapped endpoints' pages.
+    pub streams: Vec<String>,
+    pub notify: Vec<String>,
+    /// Endpoint id or uid → stream.
+    pub endpoints: BTreeMap<String, String>,
+    /// Bearer token for `POST /v1/svix/NAME/acknowledge`.
+    pub admin_token: Option<SecretString>,
+    /// Event types that also clear a disabled endpoint (`endpoint.updated`, `endpoint.deleted`).
+    pub clear_on: Vec<String>,
+    /// A burst of exhausted messages is grouped into one updated page per endpoint per window.
+    pub group_window: TimeDelta,
+}
+
+impl SvixConfig {
+    /// The stream an endpoint feeds: mapped by id or uid, else the first.
+    pub fn stream_for(&self, endpoint_id: &str, endpoint_uid: Option<&str>) -> (String, bool) {
+        let mapped = self
+            .endpoints
+            .get(endpoint_id)
+            .or_else(|| endpoint_uid.and_then(|u| self.endpoints.get(u)));
+        match mapped {
+            Some(s) => (s.clone(), true),
+            None => (self.streams.first().cloned().unwrap_or_default(), false),
+        }
+    }
+}
+
+pub(super) fn read_svix(
+    r: &mut Reader<'_>,
+    path: &str,
+    name: &str,
+    t: &Table,
+) -> Option<SvixConfig> {
+    r.reject_unknown(
+        path,
+        t,
+        &[
+            "secret",
+            "streams",
+            "notify",
+            "endpoints",
+            "admin_token",
+            "clear_on",
+            "group_window",
+        ],
+    );
+    let mut keys = Vec::new();
+    let mut switched_off = false;
+    for (i, secret) in r
+        .string_list(path, t, "secret", true)
+        .into_iter()
+        .enumerate()
+    {
+        let secret = r.trim_secret(&format!("{path}.secret[{i}]"), secret);
+        // As for ingest secrets: an empty value (`${VAR:-}` with VAR unset)
+        // switches the route off; every delivery is refused with 401.
+        if secret.is_empty() {
+            r.warnings.push(format!(
+                "{path}.secret[{i}] is empty; operational webhooks to this source are refused"
+            ));
+            switched_off = true;
+            continue;
+        }
+        match SecretKey::parse(&secret) {
+            Ok(k) => keys.push(k),
+            Err(e) => r.error(&format!("{path}.secret[{i}]"), e.to_string()),
+        }
+    }
+    if keys.is_empty()
+        && !switched_off
+        && !r
+            .errors
+            .iter()
+            .any(|e| e.path.starts_with(&join(path, "secret")))
+    {
+        r.error(
+            &join(path, "secret"),
+            "is required: the operational endpoint's whsec_ secret",
+        );
+    }
+    let streams = r.string_list(path, t, "streams", false);
+    if streams.is_empty() {
+        r.error(
+            &join(path, "streams"),
+            "needs at least one stream these endpoints feed",
+        );
+    }
+    let mut endpoints = BTreeMap::new();
+    if let Some(map) = r.sub_table(path, t, "endpoints") {
+        let map_path = join(path, "endpoints");
+        for (endpoint, value) in map {
+            if let Some(stream) = r.string(&join(&map_path, endpoint), value) {
+                endpoints.insert(endpoint.clone(), stream);
+            }
+        }
+    }
+    let clear_on = r.string_list(path, t, "clear_on", false);
+    for (i, c) in clear_on.iter().enumerate() {
+        if c != "endpoint.updated" && c != "endpoint.deleted" {
+            r.error(&format!("{path}.clear_on[{i}]"), format!("{c:?} cannot clear a disabled endpoint (use \"endpoint.updated\" or \"endpoint.deleted\")"));
+        }
+    }
+    let group_window = r
+        .opt_duration(path, t, "group_window")
+        .unwrap_or(TimeDelta::seconds(30));
+    Some(SvixConfig {
+        name: name.to_string(),
+        verifier: Arc::new(Verifier::new(keys)),
+        streams,
+        notify: r.string_list(path, t, "notify", false),
+        endpoints,
+        admin_token: r
+            .opt_string(path, t, "admin_token")
+            .map(|s| r.trim_secret(&join(path, "admin_token"), s))
+            .filter(|s| !s.is_empty())
+            .map(SecretString::new),
+        clear_on,
+        group_window,
+    })
+}

@@ -1,0 +1,128 @@
+//! What the HTTP layer asks of the running sidecar, and nothing more. The
+//! routes hold an `Arc<dyn Api>`; `service::App` implements it. So `http`
+//! never names `service` (which wires `http` in), and every route reaches
+//! the store through the one place that applies the store timeout, marks
+//! storage healthy or not (`storage_ok`, `/readyz`), counts storage errors
+//! and writes the audit entries.
+
+use crate::config::{Config, SvixConfig};
+use crate::ingest::svix_ops::OpEvent;
+use crate::metrics::Metrics;
+use crate::status::timeline::Timeline;
+use crate::store::silences::{AckOutcome, NewSilence, SilenceRow};
+use crate::store::subscriptions::SubscriptionUpdate;
+use crate::store::svix::{SvixApply, SvixPage};
+use crate::store::{EventOutcome, NewEvent, StoreError};
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+/// What [`Api::create_stream`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Created {
+    New,
+    Exists,
+    /// `max_streams` templated streams exist already.
+    Full,
+    /// No `[streams."PREFIX*"]` pattern covers the name.
+    NoTemplate,
+}
+
+/// Why a route's store call did not complete: answered 503 either way.
+#[derive(Debug)]
+pub enum Unavailable {
+    /// The store answered with an error (already logged and counted).
+    Store(StoreError),
+    /// The store did not answer within the store timeout.
+    Slow,
+}
+
+impl fmt::Display for Unavailable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Unavailable::Store(e) => write!(f, "{e}"),
+            Unavailable::Slow => f.write_str("storage did not answer in time"),
+        }
+    }
+}
+
+#[async_trait]
+pub trait Api: Send + Sync {
+    /// The config in force (a reload swaps it; a request keeps the one it read).
+    fn config(&self) -> Arc<Config>;
+    /// The service's clock (a `ManualClock` in tests).
+    fn now(&self) -> DateTime<Utc>;
+    fn metrics(&self) -> &Metrics;
+
+    /// Commits a delivery's events (and what it said about the provider's
+    /// subscriptions); returns only after the commit.
+    async fn ingest_delivery(
+        &self,
+        events: Vec<NewEvent>,
+        update: Option<SubscriptionUpdate>,
+    ) -> Result<Vec<EventOutcome>, Unavailable>;
+    /// Creates the templated stream `name`; idempotent.
+    async fn create_stream(&self, name: &str) -> Result<Created, Unavailable>;
+    /// Removes the templated stream `name`; false if there is none.
+    async fn delete_stream(&self, name: &str) -> Result<bool, Unavailable>;
+
+    /// Where `svix`'s pages for this endpoint go.
+    fn svix_apply(
+        &self,
+        svix: &SvixConfig,
+        event: OpEvent,
+        event_type: &str,
+        endpoint: Option<(&str, Option<&str>)>,
+    ) -> SvixApply;
+    /// Commits one operational event and the pages it causes.
+    async fn svix_record(
+        &self,
+        event: NewEvent,
+        apply: SvixApply,
+    ) -> Result<(EventOutcome, Vec<SvixPage>), Unavailable>;
+    /// Acknowledges lost messages, audited (`by` is who asked):
+    /// (acknowledged now, still lost).
+    async fn svix_acknowledge(
+        &self,
+        apply: SvixApply,
+        endpoint_id: String,
+        msg_ids: Vec<String>,
+        by: String,
+    ) -> Result<(usize, u64), Unavailable>;
+
+    /// The whole `/metrics` page.
+    async fn metrics_page(&self) -> String;
+    /// The `/v1/status` document (the status page renders it too).
+    async fn status_document(&self) -> Value;
+    /// Each stream's 7-day timeline for the status page.
+    async fn status_timelines(&self) -> BTreeMap<String, Timeline>;
+    /// A tiny write, for `/readyz`.
+    async fn probe_storage(&self) -> Result<(), StoreError>;
+
+    /// Stores a silence unless `max` have not ended yet (`None`).
+    async fn add_silence(
+        &self,
+        silence: NewSilence,
+        max: usize,
+    ) -> Result<Option<i64>, Unavailable>;
+    /// Silences that end after `ended_after`.
+    async fn silences(&self, ended_after: DateTime<Utc>) -> Result<Vec<SilenceRow>, Unavailable>;
+    /// Ends a silence now (who, and why if given, go to the audit log);
+    /// false if there is none with that id.
+    async fn expire_silence(
+        &self,
+        id: i64,
+        by: String,
+        comment: Option<String>,
+    ) -> Result<bool, Unavailable>;
+    /// Acknowledges the stream's current firing episode.
+    async fn acknowledge_stream(
+        &self,
+        stream: String,
+        created_by: String,
+        comment: String,
+    ) -> Result<AckOutcome, Unavailable>;
+}

@@ -1,0 +1,21 @@
+//! Where the state lives: the embedded SQLite file in `data_dir`, or a
+//! PostgreSQL database. `config::store` reads `[store]` into this type
+//! (with `pg::settings::parse`, the parser the backend connects with); the
+//! store opens what it names. It lives here, not in `config`, so the store
+//! does not depend on the config module that depends on it.
+
+use super::pg::Settings;
+
+#[derive(Debug, Clone, Default)]
+pub struct StoreConfig {
+    /// `None`: SQLite in `data_dir`.
+    pub postgres: Option<PostgresConfig>,
+}
+
+#[derive(Debug, Clone)]
+pub struct PostgresConfig {
+    /// Parsed `url` (its `Debug` shows the URL with the password masked).
+    pub settings: Settings,
+    /// `pool_size`: connections this process keeps at most.
+    pub pool_size: usize,
+}
