@@ -16,7 +16,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::{ops, pg_err, pool_err, subscriptions};
 use crate::store::subscriptions::SubscriptionUpdate;
-use crate::store::{EventOutcome, NewEvent, StoreError};
+use crate::store::{EventOutcome, NewEvent, StoreError, StreamRow};
 
 /// Deliveries per transaction at most, so one backlog cannot hold the audit
 /// head lock (and every reply in it) for long.
@@ -25,11 +25,16 @@ const MAX_BATCH: usize = 256;
 /// Deliveries that may wait before callers feel backpressure.
 pub(super) const QUEUE: usize = 4096;
 
+/// What a caller gets back: each event's outcome and, when asked for, the
+/// rows of the streams its events moved (read inside the same transaction).
+pub(super) type Recorded = (Vec<EventOutcome>, Vec<StreamRow>);
+
 pub(super) struct Job {
     pub events: Vec<NewEvent>,
     pub update: Option<SubscriptionUpdate>,
     pub now: DateTime<Utc>,
-    pub reply: oneshot::Sender<Result<Vec<EventOutcome>, StoreError>>,
+    pub with_rows: bool,
+    pub reply: oneshot::Sender<Result<Recorded, StoreError>>,
 }
 
 /// Starts the batching task; it ends when every sender is dropped.
@@ -72,7 +77,7 @@ pub(super) fn spawn(pool: Pool, mut rx: mpsc::Receiver<Job>, commits: Arc<Atomic
 async fn run(
     pool: &Pool,
     jobs: &[Job],
-    results: &mut Vec<Result<Vec<EventOutcome>, StoreError>>,
+    results: &mut Vec<Result<Recorded, StoreError>>,
 ) -> Result<(), StoreError> {
     let mut client = pool.get().await.map_err(pool_err)?;
     let mut tx = client.transaction().await.map_err(pg_err)?;
@@ -89,7 +94,15 @@ async fn run(
             if let Some(update) = &job.update {
                 subscriptions::record(&sp, update, job.now).await?;
             }
-            Ok::<_, StoreError>(outcomes)
+            let mut rows = Vec::new();
+            if job.with_rows {
+                for name in crate::store::moved_streams(&job.events, &outcomes) {
+                    if let Some(row) = ops::stream_row(&sp, name).await? {
+                        rows.push(row);
+                    }
+                }
+            }
+            Ok::<_, StoreError>((outcomes, rows))
         }
         .await;
         match outcome {

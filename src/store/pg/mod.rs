@@ -121,6 +121,29 @@ macro_rules! in_tx {
 }
 
 impl PgBackend {
+    /// Ingest through the group-commit task (`batch`).
+    async fn ingest_batched(
+        &self,
+        events: Vec<NewEvent>,
+        update: Option<SubscriptionUpdate>,
+        now: DateTime<Utc>,
+        with_rows: bool,
+    ) -> StoreResult<batch::Recorded> {
+        let (reply, answer) = oneshot::channel();
+        let job = batch::Job {
+            events,
+            update,
+            now,
+            with_rows,
+            reply,
+        };
+        self.ingest
+            .send(job)
+            .await
+            .map_err(|_| StoreError::Closed)?;
+        answer.await.map_err(|_| StoreError::Closed)?
+    }
+
     /// Connects, migrates (under the migration lock) and returns the backend.
     pub(crate) async fn open(
         settings: &Settings,
@@ -197,18 +220,8 @@ impl Backend for PgBackend {
         update: Option<SubscriptionUpdate>,
         now: DateTime<Utc>,
     ) -> StoreResult<Vec<EventOutcome>> {
-        let (reply, answer) = oneshot::channel();
-        let job = batch::Job {
-            events,
-            update,
-            now,
-            reply,
-        };
-        self.ingest
-            .send(job)
-            .await
-            .map_err(|_| StoreError::Closed)?;
-        answer.await.map_err(|_| StoreError::Closed)?
+        let (outcomes, _) = self.ingest_batched(events, update, now, false).await?;
+        Ok(outcomes)
     }
 
     async fn record_delivery_rows(
@@ -217,19 +230,7 @@ impl Backend for PgBackend {
         update: Option<SubscriptionUpdate>,
         now: DateTime<Utc>,
     ) -> StoreResult<(Vec<EventOutcome>, Vec<StreamRow>)> {
-        in_tx!(self, |tx| {
-            let outcomes = ops::record_events(&tx, &events).await?;
-            if let Some(update) = &update {
-                subscriptions::record(&tx, update, now).await?;
-            }
-            let mut rows = Vec::new();
-            for name in crate::store::moved_streams(&events, &outcomes) {
-                if let Some(row) = ops::stream_row(&tx, name).await? {
-                    rows.push(row);
-                }
-            }
-            (outcomes, rows)
-        })
+        self.ingest_batched(events, update, now, true).await
     }
 
     async fn subscription_transition(&self, t: SubscriptionTransition) -> StoreResult<bool> {
