@@ -78,10 +78,93 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
     },
+    /// Operator silences over the admin API (needs [server] admin_token).
+    Silence {
+        #[command(subcommand)]
+        command: SilenceCommand,
+    },
+    /// Acknowledge a stream's firing episode: stops its reminders and escalations.
+    Ack {
+        #[command(flatten)]
+        target: AdminTarget,
+        #[arg(long, value_name = "NAME")]
+        stream: String,
+        #[arg(long, value_name = "TEXT")]
+        comment: String,
+        /// Who acknowledges (default: $USER)
+        #[arg(long, value_name = "NAME")]
+        created_by: Option<String>,
+    },
     /// The tamper-evident audit log of every accepted event.
     Audit {
         #[command(subcommand)]
         command: AuditCommand,
+    },
+}
+
+/// Where the admin API is and where its token comes from.
+#[derive(Debug, clap::Args)]
+pub struct AdminTarget {
+    /// Base URL of the server (default: from --config's admin_listen or listen, else http://127.0.0.1:9477)
+    #[arg(long, value_name = "URL")]
+    url: Option<String>,
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Environment variable holding [server] admin_token (never passed as an argument)
+    #[arg(long, value_name = "VAR", default_value = commands::silence::TOKEN_ENV)]
+    token_env: String,
+}
+
+impl AdminTarget {
+    fn target(&self) -> commands::silence::Target<'_> {
+        commands::silence::Target {
+            url: self.url.as_deref(),
+            config: self.config.as_deref(),
+            token_env: &self.token_env,
+        }
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SilenceCommand {
+    /// Silence streams for a while: no pages, but evaluation and metrics go on.
+    Add {
+        #[command(flatten)]
+        target: AdminTarget,
+        /// Stream to silence (repeatable; "*" for all)
+        #[arg(long, value_name = "NAME", required = true)]
+        stream: Vec<String>,
+        /// Alert kinds to silence (repeatable, '*' wildcards; default: all)
+        #[arg(long, value_name = "KIND")]
+        kind: Vec<String>,
+        /// How long, e.g. 2h (from now)
+        #[arg(long = "for", value_name = "DURATION", conflicts_with = "until")]
+        for_: Option<String>,
+        /// Until this RFC 3339 time
+        #[arg(long, value_name = "TIME")]
+        until: Option<String>,
+        #[arg(long, value_name = "TEXT")]
+        comment: String,
+        /// Who silences (default: $USER)
+        #[arg(long, value_name = "NAME")]
+        created_by: Option<String>,
+    },
+    /// Active silences and those that ended in the last 7 days, as JSON.
+    List {
+        #[command(flatten)]
+        target: AdminTarget,
+    },
+    /// End a silence now.
+    Expire {
+        #[command(flatten)]
+        target: AdminTarget,
+        id: i64,
+        /// Who ends it (default: $USER)
+        #[arg(long, value_name = "NAME")]
+        created_by: Option<String>,
+        /// Why it ends early (recorded in the audit log)
+        #[arg(long, value_name = "TEXT")]
+        comment: Option<String>,
     },
 }
 
@@ -135,6 +218,13 @@ pub fn run(cli: Cli) -> ExitCode {
             timestamp,
         }),
         Command::Status { url, config } => commands::status::run(url.as_deref(), config.as_deref()),
+        Command::Silence { command } => run_silence(command),
+        Command::Ack {
+            target,
+            stream,
+            comment,
+            created_by,
+        } => commands::silence::ack(&target.target(), &stream, &comment, created_by.as_deref()),
         Command::Audit {
             command: AuditCommand::Verify { config },
         } => commands::audit::verify(&config),
@@ -157,6 +247,42 @@ pub fn run(cli: Cli) -> ExitCode {
                 format: &format,
                 kind: kind.as_deref(),
             },
+        ),
+    }
+}
+
+fn run_silence(command: SilenceCommand) -> ExitCode {
+    match command {
+        SilenceCommand::Add {
+            target,
+            stream,
+            kind,
+            for_,
+            until,
+            comment,
+            created_by,
+        } => commands::silence::add(
+            &target.target(),
+            &commands::silence::AddArgs {
+                streams: &stream,
+                kinds: &kind,
+                for_: for_.as_deref(),
+                until: until.as_deref(),
+                comment: &comment,
+                created_by: created_by.as_deref(),
+            },
+        ),
+        SilenceCommand::List { target } => commands::silence::list(&target.target()),
+        SilenceCommand::Expire {
+            target,
+            id,
+            created_by,
+            comment,
+        } => commands::silence::expire(
+            &target.target(),
+            id,
+            created_by.as_deref(),
+            comment.as_deref(),
         ),
     }
 }

@@ -58,6 +58,11 @@ pub struct Metrics {
     pub svix_exhausted: IntCounterVec,
     pub svix_lost: IntGaugeVec,
     pub svix_events: IntCounterVec,
+    /// 1 while an operator silence (or planned maintenance) covers the
+    /// stream, for any page kind.
+    pub stream_silenced: IntGaugeVec,
+    /// 1 while the stream's firing episode is acknowledged.
+    pub silence_acknowledged: IntGaugeVec,
 }
 
 /// Operational event types counted by name; anything else is `other`, so
@@ -228,6 +233,18 @@ impl Metrics {
                 "hushwatch_svix_events_total",
                 "Operational webhooks by source, type and outcome.",
                 &["source", "type", "outcome"],
+            ),
+            stream_silenced: int_gauge_vec(
+                &r,
+                "hushwatch_stream_silenced",
+                "1 while an operator silence or planned maintenance covers the stream (for any page kind).",
+                "stream",
+            ),
+            silence_acknowledged: int_gauge_vec(
+                &r,
+                "hushwatch_silence_acknowledged",
+                "1 while the stream's firing episode is acknowledged.",
+                "stream",
             ),
             events: Mutex::new(HashMap::new()),
             templated_streams_refused,

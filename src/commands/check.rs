@@ -37,6 +37,15 @@ pub fn summary(path: &Path, config: &Config, now: DateTime<Utc>) -> String {
             "admin_listen {admin}: status page, /v1/status, /metrics and admin routes only there"
         );
     }
+    let _ = writeln!(
+        out,
+        "{}",
+        if config.templates.admin_token.is_some() {
+            "operator routes (/v1/silences, /v1/streams/NAME/acknowledge): on, with [server] admin_token"
+        } else {
+            "operator routes (/v1/silences, /v1/streams/NAME/acknowledge): off (404) without [server] admin_token"
+        }
+    );
     let _ = writeln!(out, "calendars:");
     let _ = writeln!(out, "  {ALWAYS}: built in, 24x7");
     for c in config.calendars.values() {
@@ -76,6 +85,15 @@ pub fn summary(path: &Path, config: &Config, now: DateTime<Utc>) -> String {
             "    next business window: {}",
             next_window(&calendar, now)
         );
+        for w in &s.maintenance {
+            let _ = writeln!(
+                out,
+                "    maintenance {} .. {}: {}",
+                w.from.to_rfc3339_opts(SecondsFormat::Secs, true),
+                w.until.to_rfc3339_opts(SecondsFormat::Secs, true),
+                w.comment
+            );
+        }
     }
     let audit = &config.audit;
     if audit.enabled {

@@ -7,6 +7,7 @@ pub mod explain;
 pub mod notify_test;
 pub mod serve;
 pub mod sign;
+pub mod silence;
 pub mod status;
 
 use crate::cli::EXIT_CONFIG;

@@ -3,6 +3,7 @@
 //! policies) the service runs on. A `Config` that exists is valid.
 
 mod env;
+pub mod maintenance;
 pub mod notifiers;
 pub mod providers;
 mod reader;
@@ -111,6 +112,9 @@ pub struct StreamConfig {
     /// Business time between reminders while firing; None: no reminders.
     pub repeat_interval: Option<TimeDelta>,
     pub escalate: Vec<EscalationStep>,
+    /// `[[streams.NAME.maintenance]]`: planned windows, silenced like an
+    /// operator silence.
+    pub maintenance: Vec<maintenance::MaintenanceWindow>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -915,6 +919,7 @@ fn read_stream(r: &mut Reader<'_>, path: &str, name: &str, t: &Table) -> Option<
             "event_types",
             "repeat_interval",
             "escalate",
+            "maintenance",
         ],
     );
     let calendar = r.req_string(path, t, "calendar");
@@ -943,6 +948,7 @@ fn read_stream(r: &mut Reader<'_>, path: &str, name: &str, t: &Table) -> Option<
         .opt_duration(path, t, "repeat_interval")
         .filter(|d| *d > TimeDelta::zero());
     let escalate = read_escalate(r, path, t);
+    let maintenance = maintenance::read(r, path, t);
     // Placeholders keep the stream in the map after a field error, so its
     // references are still checked; any error discards the whole config.
     Some(StreamConfig {
@@ -957,6 +963,7 @@ fn read_stream(r: &mut Reader<'_>, path: &str, name: &str, t: &Table) -> Option<
         event_filter: EventFilter::new(event_types),
         repeat_interval,
         escalate,
+        maintenance,
     })
 }
 

@@ -328,7 +328,7 @@ async fn create_templated(app: &App, name: &str) -> Result<(), Reply> {
 /// The stream a route names: a configured one, or one a `[streams."PREFIX*"]` pattern
 /// covers, which is checked with its template's credentials (and created only once a
 /// request to it verified).
-fn configured_or_templated<'c>(
+pub(super) fn configured_or_templated<'c>(
     config: &'c crate::config::Config,
     name: &str,
 ) -> Option<std::borrow::Cow<'c, StreamConfig>> {

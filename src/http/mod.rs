@@ -18,6 +18,7 @@ mod providers;
 mod readiness;
 mod reply;
 mod routes;
+pub mod silences;
 mod status_page;
 mod streams_admin;
 mod svix;

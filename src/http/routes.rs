@@ -61,7 +61,7 @@ fn is_admin(segments: &[&str]) -> bool {
             | ["v1", "status"]
             | ["v1", "svix", _, "acknowledge"]
             | ["v1", "streams", _]
-    )
+    ) || super::silences::is_route(segments)
 }
 
 async fn route(
@@ -76,12 +76,20 @@ async fn route(
     if !routes.serves(&segments) {
         return reply::error(StatusCode::NOT_FOUND, "no such route");
     }
+    if super::silences::is_route(&segments) {
+        let app = Arc::clone(&app);
+        if let Some(reply) = super::silences::route(&app, &segments, req, body_deadline).await {
+            return reply;
+        }
+        return reply::error(StatusCode::NOT_FOUND, "no such route");
+    }
     match (req.method(), segments.as_slice()) {
         (&Method::GET, [""]) => super::status_page::page(&app).await,
         (&Method::GET, ["healthz"]) => reply::text(StatusCode::OK, "text/plain", "ok\n".into()),
         (&Method::GET, ["readyz"]) => readyz(&app, readiness).await,
         (&Method::GET, ["metrics"]) => {
             app.refresh_svix_metrics().await;
+            app.refresh_operator_metrics().await;
             reply::text(
                 StatusCode::OK,
                 "text/plain; version=0.0.4",
@@ -137,6 +145,9 @@ async fn status(app: &App) -> Reply {
 pub(super) async fn status_document(app: &App) -> serde_json::Value {
     let mut doc = app.status_with_notifications().await;
     doc["audit"] = app.audit_status().await;
+    if let Some(operator) = app.operator_status().await {
+        doc["operator"] = operator;
+    }
     if !app.config().svix.is_empty() {
         match app.svix_status().await {
             Ok(svix) => doc["svix"] = svix,

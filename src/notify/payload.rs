@@ -78,6 +78,39 @@ fn silence_facts(page: &Page) -> Value {
     v
 }
 
+/// How to acknowledge or silence a firing page from a shell with the
+/// admin API in reach: copy-paste commands, never the token (the CLI reads
+/// it from `$HUSHWATCH_ADMIN_TOKEN`). A stream's silence alert can be
+/// acknowledged; other alerts (Svix, subscriptions) are silenced by their
+/// kind. `None` on resolves and test pages.
+pub fn operator_hint(page: &Page) -> Option<String> {
+    if !page.firing || page.test {
+        return None;
+    }
+    let where_ = "add --url of the admin listener, token in $HUSHWATCH_ADMIN_TOKEN";
+    Some(if page.is_silence() {
+        format!(
+            "hushwatch ack --stream {s} --comment \"...\"  (or: hushwatch silence add --stream {s} --for 2h --comment \"...\"; {where_})",
+            s = page.stream
+        )
+    } else {
+        format!(
+            "hushwatch silence add --stream {s} --kind {k} --for 2h --comment \"...\"  ({where_})",
+            s = page.stream,
+            k = page.alert_kind
+        )
+    })
+}
+
+/// The label in front of [`operator_hint`] in text pages.
+fn hint_label(page: &Page) -> &'static str {
+    if page.is_silence() {
+        "To acknowledge"
+    } else {
+        "To silence"
+    }
+}
+
 /// Extra facts every structured payload carries under `details`: the
 /// silence facts on silence pages, the endpoint on Svix pages.
 pub fn details(page: &Page) -> Value {
@@ -92,6 +125,9 @@ pub fn details(page: &Page) -> Value {
     v["page_key"] = json!(page.key);
     v["page_kind"] = json!(page.kind.as_str());
     v["test"] = json!(page.test);
+    if let Some(hint) = operator_hint(page) {
+        v["how_to_ack"] = json!(hint);
+    }
     v
 }
 
@@ -181,6 +217,9 @@ pub fn slack_message(page: &Page) -> Value {
         let _ = write!(text, "\n• Endpoint: `{endpoint}` (`{source}`)");
     }
     let _ = write!(text, "\n• Alert id: `{}`", page.alert_id);
+    if let Some(hint) = operator_hint(page) {
+        let _ = write!(text, "\n• {}: `{hint}`", hint_label(page));
+    }
     json!({ "text": text })
 }
 
@@ -216,6 +255,11 @@ pub fn alertmanager_alerts(page: &Page) -> Value {
     }
     if page.test {
         alert["labels"]["test"] = json!("true");
+    }
+    // An annotation, not a label: labels name the alert, and this text
+    // must not split one alert into two.
+    if let Some(hint) = operator_hint(page) {
+        alert["annotations"]["how_to_ack"] = json!(hint);
     }
     json!([alert])
 }
@@ -290,6 +334,10 @@ pub fn email_body(page: &Page) -> String {
         }
         let _ = writeln!(b, "At:              {}", local_and_utc(page, page.at));
         b.push('\n');
+        if let Some(hint) = operator_hint(page) {
+            let _ = writeln!(b, "{}: {hint}", hint_label(page));
+            b.push('\n');
+        }
         let _ = writeln!(b, "Alert id: {}", page.alert_id);
         let _ = writeln!(b, "Page key: {}", page.key);
         return b;
@@ -348,6 +396,10 @@ pub fn email_body(page: &Page) -> String {
         );
         b.push('\n');
     }
+    if let Some(hint) = operator_hint(page) {
+        let _ = writeln!(b, "{}: {hint}", hint_label(page));
+        b.push('\n');
+    }
     let _ = writeln!(b, "Alert id: {}", page.alert_id);
     let _ = writeln!(b, "Page key: {}", page.key);
     b
@@ -369,6 +421,9 @@ pub fn log_line(page: &Page, sent_at: DateTime<Utc>) -> Value {
         "summary": format!("{}{}", test_prefix(page), page.summary),
         "test": page.test,
     });
+    if let Some(hint) = operator_hint(page) {
+        v["how_to_ack"] = json!(hint);
+    }
     if page.is_silence() {
         v["silent_since"] = json!(page.silent_since.map(|t| local_and_utc(page, t)));
         v["fired_at"] = json!(local_and_utc(page, page.started_at));

@@ -195,6 +195,7 @@ impl App {
             .store
             .watch_streams(names.clone(), self.clock.now())
             .await?;
+        self.sync_maintenance().await?;
         let mut cache = self.lock_streams();
         // Evaluations cached under the old config may not hold under the
         // new one (calendar, threshold); the full pass that follows refills.

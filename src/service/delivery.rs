@@ -102,6 +102,7 @@ impl Worker {
         attempts: &mut JoinSet<()>,
     ) -> Result<Option<DateTime<Utc>>, StoreError> {
         let config = app.config();
+        let held_due = app.release_held_pages().await?;
         let extras_due = queue_extras(app, &config).await?;
         let now = app.clock.now();
         // Pages in flight before the snapshot is read may finish (and be
@@ -153,6 +154,7 @@ impl Worker {
         for t in [
             self.repost_alertmanager(app, &config, attempts).await?,
             extras_due,
+            held_due,
         ]
         .into_iter()
         .flatten()

@@ -5,8 +5,9 @@
 pub mod app;
 mod delivery;
 mod maintenance;
+mod silences;
 mod status;
-mod subscriptions;
+pub(crate) mod subscriptions;
 mod svix;
 mod timer;
 mod wake;

@@ -19,6 +19,40 @@ pub struct StatusDoc {
     pub svix: Option<Svix>,
     #[serde(default)]
     pub audit: Option<Audit>,
+    /// Operator silences (active or future) and acknowledgements; present
+    /// only when there are some.
+    #[serde(default)]
+    pub operator: Option<Operator>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Operator {
+    #[serde(default)]
+    pub silences: Vec<OperatorSilence>,
+    #[serde(default)]
+    pub acknowledgements: Vec<Acknowledgement>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct OperatorSilence {
+    pub id: i64,
+    pub streams: Vec<String>,
+    /// Page kind patterns (`["*"]`: every kind).
+    #[serde(default)]
+    pub kinds: Vec<String>,
+    pub starts_at: DateTime<Utc>,
+    pub ends_at: DateTime<Utc>,
+    pub comment: String,
+    pub created_by: String,
+    pub active: bool,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Acknowledgement {
+    pub stream: String,
+    pub created_by: String,
+    pub comment: String,
+    pub created_at: DateTime<Utc>,
 }
 
 fn yes() -> bool {

@@ -118,6 +118,7 @@ pub fn render(doc: &StatusDoc, timelines: &BTreeMap<String, Timeline>) -> String
     streams_table(&mut h, doc);
     timelines_section(&mut h, doc, timelines);
     svix_section(&mut h, doc);
+    operator_section(&mut h, doc);
     notifications_section(&mut h, doc);
     audit_section(&mut h, doc);
     // Replicas and leader: hushwatch runs as one replica today, so there is
@@ -419,6 +420,57 @@ fn timeline_svg(h: &mut String, name: &str, tz: Tz, t: &Timeline) {
         );
     }
     h.push_str("</svg></div></figure>");
+}
+
+/// Silences and acknowledgements: why a firing stream may not be paging.
+fn operator_section(h: &mut String, doc: &StatusDoc) {
+    let Some(op) = &doc.operator else { return };
+    let time = |t: DateTime<Utc>| esc(&t.format("%Y-%m-%d %H:%M UTC").to_string());
+    h.push_str(
+        "<section aria-labelledby=\"op-h\"><h2 id=\"op-h\">Silences and acknowledgements</h2>",
+    );
+    if !op.silences.is_empty() {
+        h.push_str(
+            "<table class=\"stack\" id=\"silences\"><thead><tr><th scope=\"col\">Silence</th><th scope=\"col\">Streams</th>\
+             <th scope=\"col\">From</th><th scope=\"col\">Until</th><th scope=\"col\">By</th><th scope=\"col\">Why</th></tr></thead><tbody>",
+        );
+        for s in &op.silences {
+            let mut covers = s.streams.join(", ");
+            if !s.kinds.is_empty() && s.kinds != ["*"] {
+                let _ = write!(covers, " (pages: {})", s.kinds.join(", "));
+            }
+            let _ = write!(
+                h,
+                "<tr><td>#{}{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                s.id,
+                if s.active { " (active)" } else { " (planned)" },
+                esc(&covers),
+                time(s.starts_at),
+                time(s.ends_at),
+                esc(&s.created_by),
+                esc(&s.comment)
+            );
+        }
+        h.push_str("</tbody></table>");
+    }
+    if !op.acknowledgements.is_empty() {
+        h.push_str(
+            "<table class=\"stack\" id=\"acks\"><thead><tr><th scope=\"col\">Acknowledged stream</th>\
+             <th scope=\"col\">At</th><th scope=\"col\">By</th><th scope=\"col\">Why</th></tr></thead><tbody>",
+        );
+        for a in &op.acknowledgements {
+            let _ = write!(
+                h,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&a.stream),
+                time(a.created_at),
+                esc(&a.created_by),
+                esc(&a.comment)
+            );
+        }
+        h.push_str("</tbody></table>");
+    }
+    h.push_str("</section>");
 }
 
 fn svix_section(h: &mut String, doc: &StatusDoc) {

@@ -18,6 +18,7 @@
 pub mod audit;
 mod ops;
 mod schema;
+pub mod silences;
 pub mod status;
 pub mod subscriptions;
 pub mod svix;
@@ -562,6 +563,85 @@ impl Store {
     pub async fn event_count(&self, stream: &str) -> Result<u64, StoreError> {
         let stream = stream.to_owned();
         self.call(move |c| ops::event_count(c, &stream)).await
+    }
+
+    /// Stores an operator silence (see `silences`); `None` when `cap`
+    /// silences have not ended yet.
+    pub async fn add_silence(
+        &self,
+        silence: silences::NewSilence,
+        cap: usize,
+        audit: bool,
+    ) -> Result<Option<i64>, StoreError> {
+        let now = self.clock.now();
+        self.call(move |c| silences::add(c, &silence, now, cap, audit))
+            .await
+    }
+
+    /// Ends a silence now; false when there is no such silence.
+    pub async fn expire_silence(
+        &self,
+        id: i64,
+        by: String,
+        comment: Option<String>,
+        audit: bool,
+    ) -> Result<bool, StoreError> {
+        let now = self.clock.now();
+        self.call(move |c| silences::expire(c, id, &by, comment.as_deref(), now, audit))
+            .await
+    }
+
+    /// Silences that end after `since`, oldest first.
+    pub async fn silences(
+        &self,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<silences::SilenceRow>, StoreError> {
+        self.call(move |c| Ok(silences::silences_ending_after(c, since)?))
+            .await
+    }
+
+    /// Acknowledges the stream's current firing episode.
+    pub async fn acknowledge(
+        &self,
+        stream: String,
+        created_by: String,
+        comment: String,
+        audit: bool,
+    ) -> Result<silences::AckOutcome, StoreError> {
+        let now = self.clock.now();
+        self.call(move |c| silences::acknowledge(c, &stream, &created_by, &comment, now, audit))
+            .await
+    }
+
+    /// Stores the configured maintenance windows as silences (see
+    /// `silences::sync_maintenance`).
+    pub async fn sync_maintenance(
+        &self,
+        windows: Vec<(String, DateTime<Utc>, DateTime<Utc>, String)>,
+        audit: bool,
+    ) -> Result<(), StoreError> {
+        let now = self.clock.now();
+        self.call(move |c| silences::sync_maintenance(c, &windows, now, audit))
+            .await
+    }
+
+    /// Acknowledgements of episodes still firing.
+    pub async fn current_acks(&self) -> Result<Vec<silences::AckRow>, StoreError> {
+        self.call(|c| Ok(silences::current_acks(c)?)).await
+    }
+
+    /// Queues the firing pages that silences held and that may go out now;
+    /// returns how many alerts (stream episodes or keyed alerts) were paged.
+    pub async fn release_held(&self) -> Result<usize, StoreError> {
+        let now = self.clock.now();
+        self.call(move |c| {
+            let mut paged = 0;
+            for stream in silences::held_streams(c)? {
+                paged += usize::from(silences::release_held(c, &stream, now)?);
+            }
+            Ok(paged + silences::release_held_keyed(c, now)?)
+        })
+        .await
     }
 
     /// Graceful shutdown: stops accepting jobs, lets the writer finish

@@ -41,7 +41,7 @@ impl FromSql for AlertState {
 }
 
 /// Times are INTEGER epoch milliseconds so SQL comparisons are exact.
-fn millis(t: DateTime<Utc>) -> i64 {
+pub(super) fn millis(t: DateTime<Utc>) -> i64 {
     t.timestamp_millis()
 }
 
@@ -394,6 +394,11 @@ pub(super) fn record_transition(
         Vec::new()
     };
     set_alert_state(conn, t)?;
+    // An operator silence holds the firing page (and drops the resolve of
+    // a held one): the state above stays truthful either way.
+    if super::silences::suppress_transition(conn, t)? {
+        return Ok(true);
+    }
     for notifier in &t.notifiers {
         insert_silence_page(conn, t, notifier, created_at)?;
     }
@@ -475,6 +480,38 @@ pub(super) struct KeyedAlert<'a> {
     pub endpoint_id: &'a str,
 }
 
+/// The alert id of a keyed alert: the same for its firing and resolved
+/// pages, never equal to a silence episode's.
+pub(super) fn keyed_alert_id(
+    conn: &Connection,
+    alert: &KeyedAlert<'_>,
+) -> rusqlite::Result<String> {
+    Ok(uuid_like(&hex32(&[
+        b"keyed-alert",
+        salt(conn)?.as_bytes(),
+        alert.family.as_bytes(),
+        alert.key.as_bytes(),
+    ])))
+}
+
+/// Queues one page of a keyed alert per notifier of `t`, unless an
+/// operator silence holds it (see `silences::suppress_keyed`). Returns
+/// whether pages were queued.
+pub(super) fn queue_keyed_pages(
+    conn: &Connection,
+    t: &Transition,
+    created_at: DateTime<Utc>,
+    alert: &KeyedAlert<'_>,
+) -> rusqlite::Result<bool> {
+    if super::silences::suppress_keyed(conn, t, alert)? {
+        return Ok(false);
+    }
+    for notifier in &t.notifiers {
+        insert_keyed_page(conn, t, notifier, created_at, alert)?;
+    }
+    Ok(true)
+}
+
 /// Queues a page of a keyed alert. A resolve keeps the severity its alert
 /// fired with (a manually disabled endpoint resolves as a warning too).
 pub(super) fn insert_keyed_page(
@@ -484,12 +521,7 @@ pub(super) fn insert_keyed_page(
     created_at: DateTime<Utc>,
     alert: &KeyedAlert<'_>,
 ) -> rusqlite::Result<()> {
-    let alert_id = uuid_like(&hex32(&[
-        b"keyed-alert",
-        salt(conn)?.as_bytes(),
-        alert.family.as_bytes(),
-        alert.key.as_bytes(),
-    ]));
+    let alert_id = keyed_alert_id(conn, alert)?;
     let fired_with: Option<String> = if t.to == AlertState::Ok {
         conn.prepare_cached(
             "SELECT severity FROM outbox WHERE alert_id = ?1 AND alert_state = 'firing'
@@ -525,7 +557,7 @@ pub(super) fn insert_keyed_page(
 /// A page of a stream's silence alert: its alert id is the episode's. A
 /// resolve says where the silence began (its firing page's
 /// `silent_since`) and which arrival ended it.
-fn insert_silence_page(
+pub(super) fn insert_silence_page(
     conn: &Connection,
     t: &Transition,
     notifier: &str,
@@ -602,6 +634,9 @@ pub(super) fn enqueue_extra(
     };
     let started_at = DateTime::from_timestamp_millis(started).unwrap_or(at);
     let alert_id = alert_id_for(&salt(conn)?, stream, started_at);
+    if !extra_wanted(conn, stream, started, &alert_id, at)? {
+        return Ok(0);
+    }
     // The page says what the episode's firing page said.
     let reason: String = conn
         .query_row(
@@ -634,6 +669,37 @@ pub(super) fn enqueue_extra(
             ])?;
     }
     Ok(queued)
+}
+
+/// Whether a reminder or escalation step due at `at` may be queued: not
+/// when the episode is acknowledged, not when it fell due under a silence,
+/// and not before the episode's firing page was queued (a firing page held
+/// by a silence goes out when it ends, without the steps that fell due in
+/// the meantime: one page, not a burst).
+fn extra_wanted(
+    conn: &Connection,
+    stream: &str,
+    started: i64,
+    alert_id: &str,
+    at: DateTime<Utc>,
+) -> rusqlite::Result<bool> {
+    if super::silences::acknowledged(conn, stream, started)?
+        || super::silences::silenced(conn, stream, "silence", at)?
+    {
+        return Ok(false);
+    }
+    let first_page: Option<i64> = conn
+        .prepare_cached(
+            "SELECT min(at) FROM outbox WHERE alert_id = ?1 AND page_kind = 'page'
+               AND alert_state = 'firing'",
+        )?
+        .query_row([alert_id], |row| row.get(0))?;
+    // No firing page at all: either it is still held (no extras yet) or
+    // the stream notifies nobody directly (escalation-only streams).
+    Ok(match first_page {
+        Some(first) => millis(at) >= first,
+        None => !super::silences::is_held(conn, stream)?,
+    })
 }
 
 /// Records the outcome of one delivery attempt on a pending row.

@@ -115,6 +115,8 @@ pub(super) const MIGRATIONS: &[&str] = &[
     CREATE INDEX outbox_by_alert ON outbox(alert_id, notifier, id);",
     // v10
     super::subscriptions::MIGRATION,
+    // v11: operator silences, held firing pages, acknowledgements
+    super::silences::MIGRATION,
 ];
 
 /// v8: streams created from a template (`[streams."PREFIX*"]`), so a

@@ -190,22 +190,19 @@ pub(super) fn transition(
         reason: t.reason.clone(),
         notifiers: t.notifiers.clone(),
     };
-    for notifier in &t.notifiers {
-        super::ops::insert_keyed_page(
-            conn,
-            &page,
-            notifier,
-            t.at,
-            &super::ops::KeyedAlert {
-                kind: &kind,
-                family: "subscription",
-                key: &key,
-                severity: "warning",
-                source: "subscription",
-                endpoint_id: &t.subscription,
-            },
-        )?;
-    }
+    super::ops::queue_keyed_pages(
+        conn,
+        &page,
+        t.at,
+        &super::ops::KeyedAlert {
+            kind: &kind,
+            family: "subscription",
+            key: &key,
+            severity: "warning",
+            source: "subscription",
+            endpoint_id: &t.subscription,
+        },
+    )?;
     Ok(true)
 }
 

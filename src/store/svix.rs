@@ -4,7 +4,7 @@
 //! to the outbox in that transaction too: an acknowledged operational
 //! webhook can never lose its page.
 
-use super::ops::{insert_keyed_page, record_event, KeyedAlert};
+use super::ops::{queue_keyed_pages, record_event, KeyedAlert};
 use super::{AlertState, EventOutcome, NewEvent, StoreError, Transition};
 use crate::domain::svix::{
     alert_changes, AlertChange, DisableTrigger, EndpointSummary, Severity, SvixAlert,
@@ -325,22 +325,20 @@ fn queue_pages(
             reason: summary.clone(),
             notifiers: a.notifiers.clone(),
         };
-        for notifier in &a.notifiers {
-            // One alert id per endpoint and alert, shared by its firing
-            // and resolved pages (PagerDuty dedup_key).
-            // The key keeps the pre-v8 form, so an alert that fired
-            // before an upgrade resolves under the same id.
-            let key = format!("{}/{}/{}", a.source, endpoint_id, change.alert.as_str());
-            let alert = KeyedAlert {
-                kind: change.alert.as_str(),
-                family: "svix",
-                key: &key,
-                severity: change.severity.as_str(),
-                source: &a.source,
-                endpoint_id,
-            };
-            insert_keyed_page(conn, &t, notifier, a.now, &alert)?;
-        }
+        // One alert id per endpoint and alert, shared by its firing and
+        // resolved pages (PagerDuty dedup_key). The key keeps the pre-v8
+        // form, so an alert that fired before an upgrade resolves under
+        // the same id.
+        let key = format!("{}/{}/{}", a.source, endpoint_id, change.alert.as_str());
+        let alert = KeyedAlert {
+            kind: change.alert.as_str(),
+            family: "svix",
+            key: &key,
+            severity: change.severity.as_str(),
+            source: &a.source,
+            endpoint_id,
+        };
+        queue_keyed_pages(conn, &t, a.now, &alert)?;
         if change.alert == SvixAlert::MessagesExhausted {
             conn.execute(
                 "UPDATE svix_endpoints SET lost_paged = ?3 WHERE source = ?1 AND endpoint_id = ?2",

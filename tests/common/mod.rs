@@ -379,6 +379,11 @@ impl InProcess {
         &self.running.as_ref().expect("running until stopped").app
     }
 
+    /// Where `[server] admin_listen` was bound, when it is set.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.running.as_ref().and_then(|r| r.admin_addr)
+    }
+
     /// Runs `f` on the server's runtime (e.g. a direct store read).
     pub fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
         self.rt.block_on(f)

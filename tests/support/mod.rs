@@ -8,6 +8,8 @@
 // The ingest tests' helpers: one in-process starter, one poll, one `utc`.
 #[path = "../common/mod.rs"]
 mod common;
+#[allow(unused_imports)]
+pub use common::{metric, request};
 #[allow(unused_imports)] // as with dead_code: not every test binary uses it
 pub use common::{utc, TOKEN};
 
@@ -348,6 +350,11 @@ impl Sidecar {
 
     pub fn addr(&self) -> SocketAddr {
         self.inner.addr
+    }
+
+    /// Where `[server] admin_listen` was bound, when it is set.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.inner.admin_addr()
     }
 
     /// GET /v1/status over real HTTP.

@@ -1,0 +1,184 @@
+//! `hushwatch silence add|list|expire` and `hushwatch ack`: thin clients of
+//! the operator routes (`/v1/silences`, `/v1/streams/NAME/acknowledge`).
+//! The admin token is read from an environment variable, never an
+//! argument (arguments show in `ps` and shell history).
+//! Exit 0: done; 1: the server refused (its reason is printed);
+//! 2: bad arguments, missing token, or the server could not be reached.
+
+use super::status::base_url;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use serde_json::{json, Value};
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Default of `--token-env`.
+pub const TOKEN_ENV: &str = "HUSHWATCH_ADMIN_TOKEN";
+const TIMEOUT: Duration = Duration::from_secs(10);
+/// 1,000 silences with long comments fit easily.
+const MAX_BODY: usize = 16 * 1024 * 1024;
+
+/// Where to send and how to authenticate.
+pub struct Target<'a> {
+    pub url: Option<&'a str>,
+    pub config: Option<&'a Path>,
+    pub token_env: &'a str,
+}
+
+fn fail(message: impl std::fmt::Display) -> ExitCode {
+    eprintln!("hushwatch: {message}");
+    ExitCode::from(crate::cli::EXIT_CONFIG)
+}
+
+/// Who did it when `--created-by` is not given: the login name.
+pub fn default_author() -> String {
+    std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .unwrap_or_else(|_| "cli".to_string())
+}
+
+/// Sends one request; prints the answer's JSON (2xx) or its reason.
+fn call(target: &Target<'_>, method: hyper::Method, path: &str, body: Option<Value>) -> ExitCode {
+    let base = match base_url(target.url, target.config) {
+        Ok(b) => b,
+        Err(code) => return code,
+    };
+    let token = match std::env::var(target.token_env) {
+        Ok(t) if !t.trim().is_empty() => t.trim().to_string(),
+        _ => {
+            return fail(format!(
+                "set the admin token in ${} (or name another variable with --token-env)",
+                target.token_env
+            ))
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return fail(format!("cannot start the runtime: {e}")),
+    };
+    let url = format!("{base}{path}");
+    match runtime.block_on(send(&url, method, &token, body)) {
+        Ok((status, answer)) if status.is_success() => {
+            println!("{answer}");
+            ExitCode::SUCCESS
+        }
+        Ok((status, answer)) => {
+            let reason = answer["error"]
+                .as_str()
+                .map_or(answer.to_string(), str::to_string);
+            eprintln!("hushwatch: {url} answered {status}: {reason}");
+            ExitCode::from(crate::cli::EXIT_FAILURE)
+        }
+        Err(e) => fail(format!("{url}: {e}")),
+    }
+}
+
+async fn send(
+    url: &str,
+    method: hyper::Method,
+    token: &str,
+    body: Option<Value>,
+) -> Result<(hyper::StatusCode, Value), String> {
+    let uri: hyper::Uri = url.parse().map_err(|_| "not a valid URL".to_string())?;
+    if uri.scheme_str() != Some("http") {
+        return Err("only http:// URLs are supported".to_string());
+    }
+    let mut connector = HttpConnector::new();
+    connector.set_connect_timeout(Some(TIMEOUT));
+    let client = hyper_util::client::legacy::Client::builder(TokioExecutor::new())
+        .build::<_, Full<Bytes>>(connector);
+    let bytes = body.map(|b| b.to_string()).unwrap_or_default();
+    let request = hyper::Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("authorization", format!("Bearer {token}"))
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(bytes)))
+        .map_err(|e| format!("cannot build the request ({e})"))?;
+    let exchange = async {
+        let response = client
+            .request(request)
+            .await
+            .map_err(|e| format!("unreachable ({e})"))?;
+        let status = response.status();
+        let body = Limited::new(response.into_body(), MAX_BODY)
+            .collect()
+            .await
+            .map_err(|e| format!("reading the answer failed ({e})"))?
+            .to_bytes();
+        let answer = serde_json::from_slice(&body)
+            .unwrap_or_else(|_| json!({ "error": String::from_utf8_lossy(&body) }));
+        Ok((status, answer))
+    };
+    tokio::time::timeout(TIMEOUT, exchange)
+        .await
+        .map_err(|_| format!("no answer within {} s", TIMEOUT.as_secs()))?
+}
+
+/// `silence add`: exactly one of `for_` (a duration) and `until` (RFC 3339).
+pub struct AddArgs<'a> {
+    pub streams: &'a [String],
+    pub kinds: &'a [String],
+    pub for_: Option<&'a str>,
+    pub until: Option<&'a str>,
+    pub comment: &'a str,
+    pub created_by: Option<&'a str>,
+}
+
+pub fn add(target: &Target<'_>, args: &AddArgs<'_>) -> ExitCode {
+    let mut body = json!({
+        "streams": args.streams,
+        "comment": args.comment,
+        "created_by": args.created_by.map_or_else(default_author, str::to_string),
+    });
+    match (args.for_, args.until) {
+        (Some(d), None) => body["duration"] = json!(d),
+        (None, Some(t)) => body["ends_at"] = json!(t),
+        _ => return fail("give exactly one of --for and --until"),
+    }
+    if !args.kinds.is_empty() {
+        body["kinds"] = json!(args.kinds);
+    }
+    call(target, hyper::Method::POST, "/v1/silences", Some(body))
+}
+
+pub fn list(target: &Target<'_>) -> ExitCode {
+    call(target, hyper::Method::GET, "/v1/silences", None)
+}
+
+pub fn expire(
+    target: &Target<'_>,
+    id: i64,
+    created_by: Option<&str>,
+    comment: Option<&str>,
+) -> ExitCode {
+    let by = created_by.map_or_else(default_author, str::to_string);
+    let mut path = format!("/v1/silences/{id}?created_by={}", url_encode(&by));
+    if let Some(comment) = comment {
+        path.push_str(&format!("&comment={}", url_encode(comment)));
+    }
+    call(target, hyper::Method::DELETE, &path, None)
+}
+
+pub fn ack(target: &Target<'_>, stream: &str, comment: &str, created_by: Option<&str>) -> ExitCode {
+    let body = json!({
+        "comment": comment,
+        "created_by": created_by.map_or_else(default_author, str::to_string),
+    });
+    call(
+        target,
+        hyper::Method::POST,
+        &format!("/v1/streams/{}/acknowledge", url_encode(stream)),
+        Some(body),
+    )
+}
+
+fn url_encode(text: &str) -> String {
+    percent_encoding::utf8_percent_encode(text, percent_encoding::NON_ALPHANUMERIC).to_string()
+}

@@ -1,0 +1,348 @@
+//! Operator actions (issue #17): `POST`/`GET /v1/silences`,
+//! `DELETE /v1/silences/{id}` and `POST /v1/streams/{stream}/acknowledge`.
+//! All take `Authorization: Bearer <[server] admin_token>` (checked before
+//! the body is read); without that key the routes answer 404. Decisions
+//! about pages are taken by the store (see `store::silences`).
+
+use super::body;
+use super::ingest::{bearer_matches, body_failure, configured_or_templated};
+use super::reply::{self, Reply};
+use crate::domain::duration::parse_duration;
+use crate::service::app::App;
+use crate::store::silences::{is_known_kind, AckOutcome, NewSilence, SilenceRow, PAGE_KINDS};
+use chrono::{DateTime, SecondsFormat, TimeDelta, Utc};
+use hyper::body::Incoming;
+use hyper::{Method, Request, StatusCode};
+use serde_json::{json, Value};
+use tokio::time::Instant;
+
+/// Silences that have not ended yet, at most. One more answers 429 and
+/// stores nothing, so a runaway script cannot grow the table (and every
+/// page decision's scan of it) without bound.
+pub const MAX_ACTIVE_SILENCES: usize = 1000;
+
+/// `GET /v1/silences` lists silences that ended at most this long ago.
+const LIST_EXPIRED_FOR: TimeDelta = TimeDelta::days(7);
+
+/// Text fields (`comment`, `created_by`, names) longer than this are refused.
+const MAX_TEXT: usize = 1024;
+
+/// Entries in `streams` or `kinds`.
+const MAX_LIST: usize = 64;
+
+/// A refused request: kept small (not a whole `Reply`) until it is sent.
+struct Refusal(StatusCode, String);
+
+impl Refusal {
+    fn reply(self) -> Reply {
+        reply::error(self.0, &self.1)
+    }
+}
+
+fn bad(message: &str) -> Refusal {
+    Refusal(StatusCode::BAD_REQUEST, message.to_string())
+}
+
+fn unavailable() -> Reply {
+    reply::error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "state storage unavailable; retry later",
+    )
+}
+
+fn rfc(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+pub fn silence_json(s: &SilenceRow, now: DateTime<Utc>) -> Value {
+    json!({
+        "id": s.id,
+        "streams": s.streams,
+        "kinds": s.kinds,
+        "starts_at": rfc(s.starts_at),
+        "ends_at": rfc(s.ends_at),
+        "comment": s.comment,
+        "created_by": s.created_by,
+        "created_at": rfc(s.created_at),
+        "expired_by": s.expired_by,
+        "active": s.active_at(now),
+    })
+}
+
+/// Checks the admin token; `Err` is the reply to send.
+fn authorize(app: &App, parts: &hyper::http::request::Parts) -> Result<(), Refusal> {
+    let config = app.config();
+    let Some(token) = &config.templates.admin_token else {
+        return Err(Refusal(
+            StatusCode::NOT_FOUND,
+            "operator routes need [server] admin_token".into(),
+        ));
+    };
+    bearer_matches(parts, std::slice::from_ref(token))
+        .map_err(|reason| Refusal(StatusCode::UNAUTHORIZED, reason.to_string()))
+}
+
+async fn json_body(
+    parts: &hyper::http::request::Parts,
+    body: Incoming,
+    deadline: Instant,
+) -> Result<Value, Refusal> {
+    let bytes = body::read(parts, body, deadline).await.map_err(|e| {
+        let (status, _, reason) = body_failure(e);
+        Refusal(status, reason.to_string())
+    })?;
+    serde_json::from_slice(&bytes).map_err(|_| bad("body must be a JSON object"))
+}
+
+fn text_field(v: &Value, key: &str) -> Result<String, Refusal> {
+    match v.get(key) {
+        Some(Value::String(s)) if !s.trim().is_empty() && s.len() <= MAX_TEXT => Ok(s.clone()),
+        _ => Err(bad(&format!(
+            "\"{key}\" must be a non-empty string of at most {MAX_TEXT} bytes"
+        ))),
+    }
+}
+
+fn string_list(v: &Value, key: &str) -> Result<Option<Vec<String>>, Refusal> {
+    let Some(value) = v.get(key) else {
+        return Ok(None);
+    };
+    let list = value.as_array().and_then(|a| {
+        a.iter()
+            .map(|x| x.as_str().filter(|s| !s.is_empty() && s.len() <= MAX_TEXT))
+            .map(|x| x.map(str::to_string))
+            .collect::<Option<Vec<_>>>()
+    });
+    match list {
+        Some(l) if !l.is_empty() && l.len() <= MAX_LIST => Ok(Some(l)),
+        _ => Err(bad(&format!(
+            "\"{key}\" must be a list of 1 to {MAX_LIST} non-empty strings"
+        ))),
+    }
+}
+
+fn time_field(v: &Value, key: &str) -> Result<Option<DateTime<Utc>>, Refusal> {
+    match v.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => DateTime::parse_from_rfc3339(s)
+            .map(|t| Some(t.with_timezone(&Utc)))
+            .map_err(|_| bad(&format!("\"{key}\" must be an RFC 3339 time"))),
+        Some(_) => Err(bad(&format!("\"{key}\" must be an RFC 3339 time"))),
+    }
+}
+
+/// Validates a `POST /v1/silences` body against the config and `now`.
+fn parse_silence(app: &App, v: &Value, now: DateTime<Utc>) -> Result<NewSilence, Refusal> {
+    let streams = string_list(v, "streams")?.ok_or_else(|| bad("\"streams\" is required"))?;
+    let config = app.config();
+    if let Some(unknown) = streams
+        .iter()
+        .find(|s| s.as_str() != "*" && configured_or_templated(&config, s).is_none())
+    {
+        return Err(Refusal(
+            StatusCode::NOT_FOUND,
+            format!("no such stream: {unknown:?} (name a configured stream or \"*\")"),
+        ));
+    }
+    let kinds = string_list(v, "kinds")?.unwrap_or_else(|| vec!["*".to_string()]);
+    // A pattern that matches no page kind is a typo: refused rather than
+    // stored as a silence that holds nothing.
+    if let Some(unknown) = kinds.iter().find(|k| !is_known_kind(k)) {
+        return Err(bad(&format!(
+            "no page kind matches {unknown:?}; kinds are {}",
+            PAGE_KINDS.join(", ")
+        )));
+    }
+    let starts_at = time_field(v, "starts_at")?.unwrap_or(now);
+    let ends_at = match (time_field(v, "ends_at")?, v.get("duration")) {
+        (Some(end), None) => end,
+        (None, Some(Value::String(d))) => {
+            let d = parse_duration(d).map_err(|e| bad(&format!("\"duration\": {e}")))?;
+            starts_at
+                .checked_add_signed(d)
+                .ok_or_else(|| bad("\"duration\" is too long"))?
+        }
+        _ => return Err(bad("give exactly one of \"ends_at\" or \"duration\"")),
+    };
+    if ends_at <= starts_at {
+        return Err(bad("the silence must end after it starts"));
+    }
+    if ends_at <= now {
+        return Err(bad("the silence must end in the future"));
+    }
+    Ok(NewSilence {
+        streams,
+        kinds,
+        starts_at,
+        ends_at,
+        comment: text_field(v, "comment")?,
+        created_by: text_field(v, "created_by")?,
+    })
+}
+
+/// `POST /v1/silences`.
+pub async fn create(app: &App, req: Request<Incoming>, deadline: Instant) -> Reply {
+    let (parts, body) = req.into_parts();
+    if let Err(r) = authorize(app, &parts) {
+        return r.reply();
+    }
+    let v = match json_body(&parts, body, deadline).await {
+        Ok(v) => v,
+        Err(r) => return r.reply(),
+    };
+    let silence = match parse_silence(app, &v, app.clock.now()) {
+        Ok(s) => s,
+        Err(r) => return r.reply(),
+    };
+    let audit = app.config().audit.enabled;
+    match app
+        .store
+        .add_silence(silence, MAX_ACTIVE_SILENCES, audit)
+        .await
+    {
+        Ok(Some(id)) => {
+            app.outbox_wake.notify_one();
+            reply::json(StatusCode::CREATED, &json!({ "id": id }))
+        }
+        Ok(None) => reply::error(
+            StatusCode::TOO_MANY_REQUESTS,
+            "1000 silences have not ended yet; expire some first",
+        ),
+        Err(e) => {
+            tracing::error!(error = %e, "silence not stored");
+            unavailable()
+        }
+    }
+}
+
+/// `GET /v1/silences`: active, future and recently ended silences.
+pub async fn list(app: &App, req: Request<Incoming>) -> Reply {
+    let (parts, _) = req.into_parts();
+    if let Err(r) = authorize(app, &parts) {
+        return r.reply();
+    }
+    let now = app.clock.now();
+    match app.store.silences(now - LIST_EXPIRED_FOR).await {
+        Ok(rows) => {
+            let list: Vec<Value> = rows.iter().map(|s| silence_json(s, now)).collect();
+            reply::json(StatusCode::OK, &json!({ "silences": list }))
+        }
+        Err(_) => unavailable(),
+    }
+}
+
+/// A query parameter of at most `MAX_TEXT` bytes; `Err` when it is longer.
+fn query_text(parts: &hyper::http::request::Parts, key: &str) -> Result<Option<String>, Refusal> {
+    let value = parts.uri.query().and_then(|q| {
+        url::form_urlencoded::parse(q.as_bytes())
+            .find(|(name, _)| name == key)
+            .map(|(_, v)| v.into_owned())
+    });
+    match value {
+        Some(v) if v.len() > MAX_TEXT => {
+            Err(bad(&format!("\"{key}\" must be at most {MAX_TEXT} bytes")))
+        }
+        Some(v) if v.trim().is_empty() => Ok(None),
+        v => Ok(v),
+    }
+}
+
+/// `DELETE /v1/silences/{id}`: ends the silence now. Who and why are the
+/// optional `?created_by=` (else "admin api") and `?comment=` query
+/// parameters, recorded in the audit log.
+pub async fn expire(app: &App, id: &str, req: Request<Incoming>) -> Reply {
+    let (parts, _) = req.into_parts();
+    if let Err(r) = authorize(app, &parts) {
+        return r.reply();
+    }
+    let Ok(id) = id.parse::<i64>() else {
+        return reply::error(StatusCode::NOT_FOUND, "no such silence");
+    };
+    let (by, comment) = match (
+        query_text(&parts, "created_by"),
+        query_text(&parts, "comment"),
+    ) {
+        (Ok(by), Ok(comment)) => (by.unwrap_or_else(|| "admin api".to_string()), comment),
+        (Err(r), _) | (_, Err(r)) => return r.reply(),
+    };
+    let audit = app.config().audit.enabled;
+    match app.store.expire_silence(id, by, comment, audit).await {
+        Ok(true) => {
+            app.outbox_wake.notify_one();
+            reply::json(StatusCode::OK, &json!({ "expired": id }))
+        }
+        Ok(false) => reply::error(StatusCode::NOT_FOUND, "no such silence"),
+        Err(_) => unavailable(),
+    }
+}
+
+/// `POST /v1/streams/{stream}/acknowledge`.
+pub async fn acknowledge(
+    app: &App,
+    stream: &str,
+    req: Request<Incoming>,
+    deadline: Instant,
+) -> Reply {
+    let (parts, body) = req.into_parts();
+    if let Err(r) = authorize(app, &parts) {
+        return r.reply();
+    }
+    if configured_or_templated(&app.config(), stream).is_none() {
+        return reply::error(StatusCode::NOT_FOUND, "no such stream");
+    }
+    let v = match json_body(&parts, body, deadline).await {
+        Ok(v) => v,
+        Err(r) => return r.reply(),
+    };
+    let (created_by, comment) = match (text_field(&v, "created_by"), text_field(&v, "comment")) {
+        (Ok(by), Ok(c)) => (by, c),
+        (Err(r), _) | (_, Err(r)) => return r.reply(),
+    };
+    let audit = app.config().audit.enabled;
+    match app
+        .store
+        .acknowledge(stream.to_string(), created_by, comment, audit)
+        .await
+    {
+        Ok(AckOutcome::Acknowledged(started)) => reply::json(
+            StatusCode::OK,
+            &json!({ "acknowledged": stream, "episode_started_at": rfc(started) }),
+        ),
+        Ok(AckOutcome::NotFiring) => reply::error(
+            StatusCode::CONFLICT,
+            "the stream is not firing; there is nothing to acknowledge",
+        ),
+        Err(_) => unavailable(),
+    }
+}
+
+/// True for the routes of this module (for `Routes::Admin`).
+pub fn is_route(segments: &[&str]) -> bool {
+    matches!(
+        segments,
+        ["v1", "silences"] | ["v1", "silences", _] | ["v1", "streams", _, "acknowledge"]
+    )
+}
+
+/// Dispatches this module's routes; `None` when the request is not one.
+pub async fn route(
+    app: &App,
+    segments: &[&str],
+    req: Request<Incoming>,
+    deadline: Instant,
+) -> Option<Reply> {
+    Some(match (req.method().clone(), segments) {
+        (Method::POST, ["v1", "silences"]) => create(app, req, deadline).await,
+        (Method::GET, ["v1", "silences"]) => list(app, req).await,
+        (Method::DELETE, ["v1", "silences", id]) => expire(app, id, req).await,
+        (Method::POST, ["v1", "streams", stream, "acknowledge"]) => {
+            acknowledge(app, stream, req, deadline).await
+        }
+        (_, ["v1", "silences"]) => reply::error(StatusCode::METHOD_NOT_ALLOWED, "use GET or POST"),
+        (_, ["v1", "silences", _]) => reply::error(StatusCode::METHOD_NOT_ALLOWED, "use DELETE"),
+        (_, ["v1", "streams", _, "acknowledge"]) => {
+            reply::error(StatusCode::METHOD_NOT_ALLOWED, "use POST")
+        }
+        _ => return None,
+    })
+}
