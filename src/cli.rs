@@ -194,7 +194,8 @@ pub enum AuditCommand {
         stream: Option<String>,
         #[arg(long, value_name = "FORMAT", default_value = "jsonl")]
         format: String,
-        /// Only events of this access direction: revoke, grant, change, neutral
+        /// Only events of this access direction: revoke, grant, change, neutral;
+        /// or `reconciliation`: only reconciliation reports
         #[arg(long, value_name = "KIND")]
         kind: Option<String>,
     },

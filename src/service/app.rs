@@ -109,6 +109,7 @@ impl App {
             .reload_timestamp
             .set(self.clock.now().timestamp() as f64);
         self.replan.notify_one();
+        self.reconcile_changed.notify_one();
         Ok(())
     }
 

@@ -7,6 +7,7 @@ mod core;
 pub mod delivery;
 mod http_api;
 mod maintenance;
+mod reconcile;
 pub mod silences;
 mod status;
 pub(crate) mod subscriptions;
@@ -99,6 +100,7 @@ pub async fn start(
         tokio::spawn(maintenance::run(Arc::clone(&app), rx.clone())),
         tokio::spawn(svix::regroup_loop(Arc::clone(&app), rx.clone())),
         tokio::spawn(subscriptions::run(Arc::clone(&app), rx.clone())),
+        tokio::spawn(reconcile::run(Arc::clone(&app), rx.clone())),
     ];
     if let Some(admin) = admin {
         tasks.push(tokio::spawn(crate::http::serve(

@@ -14,6 +14,7 @@ pub(crate) mod audit_reader;
 pub mod clock;
 pub mod migrate;
 mod ops;
+mod reconcile;
 mod replica;
 mod schema;
 pub mod settings;
@@ -34,6 +35,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio::sync::broadcast;
 
 use super::backend::{Backend, StoreResult};
+use super::reconcile::{NewReconciliation, ReconcileRow, ReconcileTransition, SubjectEntry};
 use super::replica::{Change, Claim, Leadership, ReplicaRow};
 use super::silences::{AckOutcome, AckRow, NewSilence, SilenceRow};
 use super::status::{Arrival, AuditSummary};
@@ -326,6 +328,31 @@ impl Backend for PgBackend {
             }
             (acked, lost, pages)
         })
+    }
+
+    async fn record_reconciliation(
+        &self,
+        report: NewReconciliation,
+        now: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        in_tx!(self, |tx| {
+            let entries: Vec<NewEvent> = report.entry.iter().cloned().collect();
+            ops::lock_audit_head(&tx, &entries).await?;
+            reconcile::record(&tx, &report, now).await?
+        })
+    }
+
+    async fn reconcile_states(&self) -> StoreResult<Vec<ReconcileRow>> {
+        in_tx!(self, |tx| reconcile::states(&tx).await?)
+    }
+
+    async fn reconcile_transition(&self, t: ReconcileTransition) -> StoreResult<bool> {
+        in_tx!(self, |tx| reconcile::transition(&tx, &t).await?)
+    }
+
+    async fn subject_entries(&self, subject: String, limit: i64) -> StoreResult<Vec<SubjectEntry>> {
+        in_tx!(self, |tx| reconcile::subject_entries(&tx, &subject, limit)
+            .await?)
     }
 
     async fn svix_grown(&self, source: String) -> StoreResult<Vec<(String, Option<String>)>> {

@@ -171,6 +171,8 @@ pub(super) const MIGRATIONS: &[&str] = &[
     super::replica::MIGRATION,
     // v3: operator silences, held firing pages, acknowledgements.
     super::silences::MIGRATION,
+    // v4: reconciliation reports and the missing-reconciliation alert.
+    crate::store::reconcile::MIGRATION,
 ];
 
 pub(super) fn binary_version() -> i32 {
