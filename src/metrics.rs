@@ -69,6 +69,9 @@ pub struct Metrics {
     /// `hushwatch_reconciliation_drift_total{stream,kind}`: drift items of
     /// stored reports; `kind` is one of the three the route accepts.
     pub reconciliation_drift: IntCounterVec,
+    /// `hushwatch_stale_grants_total{stream}`: grants recorded after a
+    /// revocation of the same subject with an older event time.
+    pub stale_grants: IntCounterVec,
 }
 
 /// Operational event types counted by name; anything else is `other`, so
@@ -196,6 +199,12 @@ impl Metrics {
                 "hushwatch_reconciliation_drift_total",
                 "Drift items reported by reconciliation reports.",
                 &["stream", "kind"],
+            ),
+            stale_grants: counter_vec(
+                &r,
+                "hushwatch_stale_grants_total",
+                "Grants that arrived after a revocation of the same subject, with an older event time.",
+                &["stream"],
             ),
             subscription_expires: {
                 let name = "hushwatch_subscription_expires_timestamp_seconds";

@@ -228,3 +228,69 @@ fn a_missing_reconciliation_pages_after_every_plus_grace_and_resolves_on_the_nex
     assert!(text.contains("reconciliation_missing"), "{text}");
     s.stop();
 }
+
+fn membership(kind: &str, ts_ms: i64) -> String {
+    format!(
+        r#"{{"type":"organizationMembership.{kind}","timestamp":{ts_ms},"data":{{"object":"organization_membership","id":"orgmem_1","organization":{{"id":"org_1"}},"public_user_data":{{"user_id":"user_stale"}}}}}}"#
+    )
+}
+
+#[test]
+fn a_grant_retried_after_its_revocation_is_accepted_and_pages_once() {
+    let recv = Receiver::start(vec![]);
+    let dir = tempfile::tempdir().unwrap();
+    let s = Sidecar::start(dir.path(), &config(&recv.url("/hook")), utc(START));
+    let now = s.now().timestamp();
+    let created_at = utc(START).timestamp_millis() - 60_000;
+    let deleted_at = created_at + 30_000;
+    // In order: nothing to say.
+    assert_eq!(
+        post_webhook(
+            s.addr(),
+            "msg_c1",
+            now,
+            &membership("created", created_at - 1)
+        ),
+        200
+    );
+    assert_eq!(
+        post_webhook(s.addr(), "msg_d1", now, &membership("deleted", deleted_at)),
+        200
+    );
+    // The creation retried after the deletion, with its older event time.
+    assert_eq!(
+        post_webhook(s.addr(), "msg_c2", now, &membership("created", created_at)),
+        200
+    );
+    let got = wait_pages(&recv, 1);
+    let text = got[0].to_string();
+    assert!(text.contains("stale_grant"), "{text}");
+    assert!(text.contains("warning"), "{text}");
+    assert!(
+        text.contains(
+            "a grant for user_stale arrived after its revocation, with an older event time"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("msg_c2") && text.contains("msg_d1"), "{text}");
+    // The same delivery again is a duplicate: no second record or page.
+    assert_eq!(
+        post_webhook(s.addr(), "msg_c2", now, &membership("created", created_at)),
+        200
+    );
+    // A grant newer than the revocation (a real re-add) is not stale.
+    assert_eq!(
+        post_webhook(
+            s.addr(),
+            "msg_c3",
+            now,
+            &membership("created", deleted_at + 1)
+        ),
+        200
+    );
+    let series = r#"hushwatch_stale_grants_total{stream="identity"}"#;
+    assert_eq!(s.metric(series), 1.0);
+    poll("outbox drained", || s.pending().is_empty().then_some(()));
+    assert_eq!(pages(&recv).len(), 1, "{:?}", pages(&recv));
+    s.stop();
+}

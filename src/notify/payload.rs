@@ -278,6 +278,7 @@ pub fn alertname(page: &Page) -> &'static str {
         // hushwatch's own pages only: no shipped Prometheus rule has these.
         "reconciliation_missing" => "IdentityReconciliationMissing",
         "reconciliation_revoke_missed" => "IdentityReconciliationRevokeMissed",
+        "stale_grant" => "IdentityStaleGrant",
         // Svix pages queued before schema v8 did not record which alert.
         _ => "IdentityWebhookAlert",
     }

@@ -9,6 +9,7 @@ mod http_api;
 mod maintenance;
 mod reconcile;
 pub mod silences;
+mod stale_grants;
 mod status;
 pub(crate) mod subscriptions;
 pub mod svix;

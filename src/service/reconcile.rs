@@ -54,7 +54,7 @@ impl App {
             for subject in missed.iter().take(NAMED_SUBJECTS) {
                 let entries = self
                     .store
-                    .subject_entries((*subject).to_owned(), ENTRIES_PER_SUBJECT)
+                    .subject_entries((*subject).to_owned(), None, ENTRIES_PER_SUBJECT)
                     .await?;
                 lines.push(told_about(&config, &stream.name, subject, &entries));
             }

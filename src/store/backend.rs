@@ -17,7 +17,9 @@ use async_trait::async_trait;
 use chrono::{DateTime, TimeDelta, Utc};
 use tokio::sync::broadcast;
 
-use super::reconcile::{NewReconciliation, ReconcileRow, ReconcileTransition, SubjectEntry};
+use super::reconcile::{
+    NewReconciliation, ReconcileRow, ReconcileTransition, StaleGrant, SubjectEntry,
+};
 use super::replica::{Change, Claim, Leadership, ReplicaRow};
 use super::silences::{AckOutcome, AckRow, NewSilence, SilenceRow};
 
@@ -271,8 +273,17 @@ pub trait Backend: Send + Sync + 'static {
     /// pages; `Ok(false)` when it is already in `t.to`.
     async fn reconcile_transition(&self, t: ReconcileTransition) -> StoreResult<bool>;
 
+    /// Records a stale grant once per (stream, delivery id) with its page;
+    /// `Ok(false)`, writing nothing, when it was recorded before.
+    async fn record_stale_grant(&self, g: StaleGrant, now: DateTime<Utc>) -> StoreResult<bool>;
+
     /// The newest `limit` audit entries naming `subject`, newest first.
-    async fn subject_entries(&self, subject: String, limit: i64) -> StoreResult<Vec<SubjectEntry>>;
+    async fn subject_entries(
+        &self,
+        subject: String,
+        window: Option<(String, DateTime<Utc>)>,
+        limit: i64,
+    ) -> StoreResult<Vec<SubjectEntry>>;
 
     /// Streams whose arrival a commit moved, on any replica.
     fn changes(&self) -> broadcast::Receiver<Change>;

@@ -74,6 +74,73 @@ pub struct SubjectEntry {
     pub delivery_id: Option<String>,
     pub event_time: Option<DateTime<Utc>>,
     pub received_at: DateTime<Utc>,
+    /// Every (kind, id) pair the entry names, e.g. ("organization_id", "org_1").
+    pub subject_ids: Vec<(String, String)>,
+}
+
+/// A grant that arrived after a revocation of the same subject with an
+/// older event time (see `service::stale_grants`).
+#[derive(Debug, Clone)]
+pub struct StaleGrant {
+    pub stream: String,
+    pub delivery_id: String,
+    pub subject: String,
+    pub grant_event_time: DateTime<Utc>,
+    /// The audit seq of the revocation it is older than.
+    pub revoke_seq: i64,
+    pub page: Transition,
+}
+
+pub const STALE_GRANT_KIND: &str = "stale_grant";
+
+/// Migration step: stale grants, once per (stream, delivery id).
+pub(super) const STALE_GRANTS_MIGRATION: &str = "CREATE TABLE stale_grants (
+        stream           TEXT NOT NULL,
+        delivery_id      TEXT NOT NULL,
+        subject          TEXT NOT NULL,
+        grant_event_time BIGINT NOT NULL,
+        revoke_seq       BIGINT NOT NULL,
+        recorded_at      BIGINT NOT NULL,
+        PRIMARY KEY (stream, delivery_id)
+    );";
+
+pub(super) fn stale_alert(key: &str) -> super::ops::KeyedAlert<'_> {
+    super::ops::KeyedAlert {
+        kind: STALE_GRANT_KIND,
+        family: "stale-grant",
+        key,
+        severity: "warning",
+        source: "audit",
+        endpoint_id: "",
+    }
+}
+
+/// Records a stale grant once; true (and its page queued) when new.
+pub(super) fn record_stale(
+    conn: &Connection,
+    g: &StaleGrant,
+    now: DateTime<Utc>,
+) -> Result<bool, StoreError> {
+    let inserted = conn
+        .prepare_cached(
+            "INSERT INTO stale_grants (stream, delivery_id, subject, grant_event_time,
+                                       revoke_seq, recorded_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (stream, delivery_id) DO NOTHING",
+        )?
+        .execute(params![
+            g.stream,
+            g.delivery_id,
+            g.subject,
+            millis(g.grant_event_time),
+            g.revoke_seq,
+            millis(now)
+        ])?;
+    if inserted == 0 {
+        return Ok(false);
+    }
+    let key = format!("{}/{}", g.stream, g.delivery_id);
+    super::ops::queue_keyed_pages(conn, &g.page, now, &stale_alert(&key))?;
+    Ok(true)
 }
 
 /// The "missing reconciliation" alert moving to `to`.
@@ -221,16 +288,18 @@ pub(super) fn transition(conn: &Connection, t: &ReconcileTransition) -> Result<b
 pub(super) fn subject_entries(
     conn: &Connection,
     subject: &str,
+    window: Option<&(String, DateTime<Utc>)>,
     limit: i64,
 ) -> Result<Vec<SubjectEntry>, StoreError> {
     let needle = subject_needle(subject);
-    let mut stmt = conn.prepare_cached(
-        "SELECT seq, source, channel, event_type, delivery_id, event_time, received_at,
-                subject_ids
-         FROM audit_log WHERE instr(subject_ids, ?1) > 0 ORDER BY seq DESC LIMIT ?2",
-    )?;
+    // With a window, the (source, received_at) index bounds the scan.
+    let (sql, source, since) = match window {
+        Some((stream, since)) => (WINDOWED_SQL, Some(stream.as_str()), millis(*since)),
+        None => (ALL_SQL, None, 0),
+    };
+    let mut stmt = conn.prepare_cached(sql)?;
     let rows = stmt
-        .query_map(params![needle, limit], |row| {
+        .query_map(params![needle, limit, source, since], |row| {
             Ok((
                 SubjectEntry {
                     seq: row.get(0)?,
@@ -240,6 +309,7 @@ pub(super) fn subject_entries(
                     delivery_id: row.get(4)?,
                     event_time: row.get::<_, Option<i64>>(5)?.map(time).transpose()?,
                     received_at: time(row.get(6)?)?,
+                    subject_ids: Vec::new(),
                 },
                 row.get::<_, String>(7)?,
             ))
@@ -248,14 +318,38 @@ pub(super) fn subject_entries(
     Ok(rows
         .into_iter()
         .filter(|(_, ids)| names_subject(ids, subject))
-        .map(|(e, _)| e)
+        .map(|(mut e, ids)| {
+            e.subject_ids = subject_pairs(&ids);
+            e
+        })
         .collect())
 }
+
+const ALL_SQL: &str = "SELECT seq, source, channel, event_type, delivery_id, event_time,
+        received_at, subject_ids
+    FROM audit_log WHERE instr(subject_ids, ?1) > 0 AND ?3 IS NULL AND ?4 = 0
+    ORDER BY seq DESC LIMIT ?2";
+
+const WINDOWED_SQL: &str = "SELECT seq, source, channel, event_type, delivery_id, event_time,
+        received_at, subject_ids
+    FROM audit_log WHERE source = ?3 AND received_at >= ?4 AND instr(subject_ids, ?1) > 0
+    ORDER BY seq DESC LIMIT ?2";
 
 /// The JSON string literal a subject id is stored as, for a substring
 /// pre-filter (`names_subject` then checks the values exactly).
 pub(super) fn subject_needle(subject: &str) -> String {
     serde_json::Value::String(subject.to_owned()).to_string()
+}
+
+/// The stored subject ids as (kind, id) pairs.
+pub(super) fn subject_pairs(subject_ids: &str) -> Vec<(String, String)> {
+    serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(subject_ids)
+        .map(|m| {
+            m.into_iter()
+                .filter_map(|(k, v)| v.as_str().map(|v| (k, v.to_owned())))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// True when one of the stored subject ids equals `subject`.
@@ -281,12 +375,21 @@ impl Store {
         self.backend.reconcile_transition(t).await
     }
 
-    /// The newest audit entries naming `subject`, newest first.
+    /// Records a stale grant (and queues its page) once per delivery.
+    pub async fn record_stale_grant(&self, g: StaleGrant) -> Result<bool, StoreError> {
+        let now = self.clock.now();
+        self.backend.record_stale_grant(g, now).await
+    }
+
+    /// The newest audit entries naming `subject`, newest first; with a
+    /// window, only those of that stream received since that instant
+    /// (an index range, where the whole log would be a scan).
     pub async fn subject_entries(
         &self,
         subject: String,
+        window: Option<(String, DateTime<Utc>)>,
         limit: i64,
     ) -> Result<Vec<SubjectEntry>, StoreError> {
-        self.backend.subject_entries(subject, limit).await
+        self.backend.subject_entries(subject, window, limit).await
     }
 }

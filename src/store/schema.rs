@@ -121,6 +121,8 @@ pub(super) const MIGRATIONS: &[&str] = &[
     super::replica::MIGRATION,
     // v13: reconciliation reports and the missing-reconciliation alert
     super::reconcile::MIGRATION,
+    // v14: grants that arrived after their revocation with an older event time
+    super::reconcile::STALE_GRANTS_MIGRATION,
 ];
 
 /// v8: streams created from a template (`[streams."PREFIX*"]`), so a

@@ -77,6 +77,7 @@ pub const PAGE_KINDS: &[&str] = &[
     "subscription_reauthorization_required",
     "reconciliation_missing",
     "reconciliation_revoke_missed",
+    "stale_grant",
 ];
 
 /// True when `pattern` matches at least one of [`PAGE_KINDS`].
@@ -717,6 +718,7 @@ mod tests {
         all.push(crate::service::subscriptions::REAUTHORIZATION_REQUIRED);
         all.push(crate::store::reconcile::MISSING_KIND);
         all.push(crate::store::reconcile::REVOKE_MISSED_KIND);
+        all.push(crate::store::reconcile::STALE_GRANT_KIND);
         all.sort_unstable();
         let mut listed = PAGE_KINDS.to_vec();
         listed.sort_unstable();

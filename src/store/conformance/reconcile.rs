@@ -11,6 +11,7 @@ backend_matrix!(
     a_revoke_missed_page_is_queued_with_a_new_report_only,
     the_missing_reconciliation_alert_moves_by_compare_and_set,
     subject_entries_find_exact_subjects_newest_first,
+    a_stale_grant_is_recorded_and_paged_once,
 );
 
 fn report(id: &str, page: bool) -> NewReconciliation {
@@ -135,7 +136,10 @@ async fn subject_entries_find_exact_subjects_newest_first(db: TestDb) {
         .record_delivery(events, None, at(1_000))
         .await
         .unwrap();
-    let found = store.subject_entries("user_1".into(), 10).await.unwrap();
+    let found = store
+        .subject_entries("user_1".into(), None, 10)
+        .await
+        .unwrap();
     let types: Vec<&str> = found.iter().map(|e| e.event_type.as_str()).collect();
     assert_eq!(
         types,
@@ -146,7 +150,49 @@ async fn subject_entries_find_exact_subjects_newest_first(db: TestDb) {
     );
     assert_eq!(found[0].delivery_id.as_deref(), Some("m1"));
     assert_eq!(found[0].received_at, at(1_001));
-    let limited = store.subject_entries("user_1".into(), 1).await.unwrap();
+    let limited = store
+        .subject_entries("user_1".into(), None, 1)
+        .await
+        .unwrap();
     assert_eq!(limited.len(), 1);
+    let window = |stream: &str, ms: i64| Some((stream.to_owned(), at(ms)));
+    let recent = store.subject_entries("user_1".into(), window("a", 1_001), 10);
+    assert_eq!(
+        recent.await.unwrap().len(),
+        1,
+        "received at or after 1.001 s"
+    );
+    let other = store.subject_entries("user_1".into(), window("b", 0), 10);
+    assert!(other.await.unwrap().is_empty(), "another stream");
+    assert_eq!(
+        found[0].subject_ids,
+        vec![("user_id".to_owned(), "user_1".to_owned())]
+    );
+    store.close().await.unwrap();
+}
+
+async fn a_stale_grant_is_recorded_and_paged_once(db: TestDb) {
+    use super::super::reconcile::StaleGrant;
+    let store = db.open_with_clock(manual(1_000)).await;
+    store.watch_streams(names(&["a"]), at(0)).await.unwrap();
+    let g = StaleGrant {
+        stream: "a".into(),
+        delivery_id: "msg_grant".into(),
+        subject: "user_1".into(),
+        grant_event_time: at(500),
+        revoke_seq: 1,
+        page: Transition {
+            stream: "a".into(),
+            to: AlertState::Firing,
+            at: at(1_000),
+            reason: "stale".into(),
+            notifiers: names(&["p"]),
+        },
+    };
+    assert!(store.record_stale_grant(g.clone()).await.unwrap());
+    assert!(!store.record_stale_grant(g).await.unwrap());
+    let pending = store.pending_outbox().await.unwrap();
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0].reason, "stale");
     store.close().await.unwrap();
 }

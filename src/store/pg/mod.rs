@@ -35,7 +35,9 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio::sync::broadcast;
 
 use super::backend::{Backend, StoreResult};
-use super::reconcile::{NewReconciliation, ReconcileRow, ReconcileTransition, SubjectEntry};
+use super::reconcile::{
+    NewReconciliation, ReconcileRow, ReconcileTransition, StaleGrant, SubjectEntry,
+};
 use super::replica::{Change, Claim, Leadership, ReplicaRow};
 use super::silences::{AckOutcome, AckRow, NewSilence, SilenceRow};
 use super::status::{Arrival, AuditSummary};
@@ -350,9 +352,19 @@ impl Backend for PgBackend {
         in_tx!(self, |tx| reconcile::transition(&tx, &t).await?)
     }
 
-    async fn subject_entries(&self, subject: String, limit: i64) -> StoreResult<Vec<SubjectEntry>> {
-        in_tx!(self, |tx| reconcile::subject_entries(&tx, &subject, limit)
-            .await?)
+    async fn record_stale_grant(&self, g: StaleGrant, now: DateTime<Utc>) -> StoreResult<bool> {
+        in_tx!(self, |tx| reconcile::record_stale(&tx, &g, now).await?)
+    }
+
+    async fn subject_entries(
+        &self,
+        subject: String,
+        window: Option<(String, DateTime<Utc>)>,
+        limit: i64,
+    ) -> StoreResult<Vec<SubjectEntry>> {
+        in_tx!(self, |tx| {
+            reconcile::subject_entries(&tx, &subject, window.as_ref(), limit).await?
+        })
     }
 
     async fn svix_grown(&self, source: String) -> StoreResult<Vec<(String, Option<String>)>> {

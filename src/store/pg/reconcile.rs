@@ -6,8 +6,9 @@ use chrono::{DateTime, Utc};
 use super::ops::{append_audit, queue_keyed_pages};
 use super::sql::{exec, get, ms, opt, opt_time, rows, state, state_str, time, Tx};
 use crate::store::reconcile::{
-    drift_json, missing_alert, names_subject, revoke_alert, revoke_alert_key, subject_needle,
-    NewReconciliation, ReconcileRow, ReconcileTransition, SubjectEntry,
+    drift_json, missing_alert, names_subject, revoke_alert, revoke_alert_key, stale_alert,
+    subject_needle, subject_pairs, NewReconciliation, ReconcileRow, ReconcileTransition,
+    StaleGrant, SubjectEntry,
 };
 use crate::store::{AlertState, StoreError, Transition};
 
@@ -111,19 +112,36 @@ pub(super) async fn transition(tx: &Tx<'_>, t: &ReconcileTransition) -> Result<b
 pub(super) async fn subject_entries(
     tx: &Tx<'_>,
     subject: &str,
+    window: Option<&(String, DateTime<Utc>)>,
     limit: i64,
 ) -> Result<Vec<SubjectEntry>, StoreError> {
     let needle = subject_needle(subject);
+    let found = match window {
+        Some((stream, since)) => {
+            rows(
+                tx,
+                "SELECT seq, source, channel, event_type, delivery_id, event_time, received_at,
+                        subject_ids
+                 FROM audit_log
+                 WHERE source = $3 AND received_at >= $4 AND strpos(subject_ids, $1) > 0
+                 ORDER BY seq DESC LIMIT $2",
+                &[&needle, &limit, stream, &ms(*since)],
+            )
+            .await?
+        }
+        None => {
+            rows(
+                tx,
+                "SELECT seq, source, channel, event_type, delivery_id, event_time, received_at,
+                        subject_ids
+                 FROM audit_log WHERE strpos(subject_ids, $1) > 0 ORDER BY seq DESC LIMIT $2",
+                &[&needle, &limit],
+            )
+            .await?
+        }
+    };
     let mut out = Vec::new();
-    for r in rows(
-        tx,
-        "SELECT seq, source, channel, event_type, delivery_id, event_time, received_at,
-                subject_ids
-         FROM audit_log WHERE strpos(subject_ids, $1) > 0 ORDER BY seq DESC LIMIT $2",
-        &[&needle, &limit],
-    )
-    .await?
-    {
+    for r in found {
         let ids: String = get(&r, 7)?;
         if !names_subject(&ids, subject) {
             continue;
@@ -136,7 +154,36 @@ pub(super) async fn subject_entries(
             delivery_id: get(&r, 4)?,
             event_time: opt_time(get(&r, 5)?)?,
             received_at: time(get(&r, 6)?)?,
+            subject_ids: subject_pairs(&ids),
         });
     }
     Ok(out)
+}
+
+pub(super) async fn record_stale(
+    tx: &Tx<'_>,
+    g: &StaleGrant,
+    now: DateTime<Utc>,
+) -> Result<bool, StoreError> {
+    let inserted = exec(
+        tx,
+        "INSERT INTO stale_grants (stream, delivery_id, subject, grant_event_time,
+                                   revoke_seq, recorded_at)
+         VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (stream, delivery_id) DO NOTHING",
+        &[
+            &g.stream,
+            &g.delivery_id,
+            &g.subject,
+            &ms(g.grant_event_time),
+            &g.revoke_seq,
+            &ms(now),
+        ],
+    )
+    .await?;
+    if inserted == 0 {
+        return Ok(false);
+    }
+    let key = format!("{}/{}", g.stream, g.delivery_id);
+    queue_keyed_pages(tx, &g.page, now, &stale_alert(&key)).await?;
+    Ok(true)
 }

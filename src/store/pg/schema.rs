@@ -173,6 +173,8 @@ pub(super) const MIGRATIONS: &[&str] = &[
     super::silences::MIGRATION,
     // v4: reconciliation reports and the missing-reconciliation alert.
     crate::store::reconcile::MIGRATION,
+    // v5: grants that arrived after their revocation with an older event time.
+    crate::store::reconcile::STALE_GRANTS_MIGRATION,
 ];
 
 pub(super) fn binary_version() -> i32 {
