@@ -10,6 +10,7 @@
 #
 #   bench/ingest.sh            # RUNS=3 DURATION=10s
 #   AUDIT=off ONLY='webhook' bench/ingest.sh   # audit chain off; only matching cases
+#   STORE_URL='postgres://…' bench/ingest.sh   # state on PostgreSQL ([store] url; an empty database)
 #
 # AUDIT=off sets `[audit] enabled = false`, to measure what the hash chain
 # costs; ONLY is a grep pattern over case names.
@@ -34,11 +35,13 @@ webhook_secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 token = "bench-token"
 TOML
 if [ "${AUDIT:-on}" = off ]; then printf '[audit]\nenabled = false\n' >> "$work/hushwatch.toml"; fi
+if [ -n "${STORE_URL:-}" ]; then printf '[store]\nurl = "${BENCH_STORE_URL}"\n' >> "$work/hushwatch.toml"; fi
+export BENCH_STORE_URL="${STORE_URL:-}"
 HUSHWATCH_LOG=warn,hushwatch::service=info target/release/hushwatch serve --config "$work/hushwatch.toml" 2>"$work/err.log" &
 pid=$!
 for _ in $(seq 100); do grep -q "listening on" "$work/err.log" && break; sleep 0.1; done
 addr="$(grep -o 'listening on [0-9.:]*' "$work/err.log" | head -1 | cut -d' ' -f3)"
-echo "hushwatch pid $pid on $addr; $(nproc) cores, $(uname -m); runs=$RUNS duration=$DURATION audit=${AUDIT:-on}" >&2
+echo "hushwatch pid $pid on $addr; $(nproc) cores, $(uname -m); runs=$RUNS duration=$DURATION audit=${AUDIT:-on} store=${STORE_URL:+postgres}" >&2
 
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 

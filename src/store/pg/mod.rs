@@ -11,6 +11,7 @@
 //! the sender's retry (deduplicated) can settle that.
 
 pub(crate) mod audit_reader;
+mod batch;
 pub mod clock;
 pub mod migrate;
 mod ops;
@@ -32,7 +33,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, TimeDelta, Utc};
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, mpsc, oneshot};
 
 use super::backend::{Backend, StoreResult};
 use super::reconcile::{
@@ -103,7 +104,9 @@ pub(crate) fn pool(settings: &Settings, size: usize) -> Result<Pool, StoreError>
 
 pub(crate) struct PgBackend {
     pool: Pool,
-    commits: AtomicU64,
+    commits: Arc<AtomicU64>,
+    /// Ingest goes through the group-commit task (`batch`).
+    ingest: mpsc::Sender<batch::Job>,
     /// Fed by the LISTEN connection (`replica::spawn_listener`).
     feed: Arc<broadcast::Sender<Change>>,
 }
@@ -122,6 +125,29 @@ macro_rules! in_tx {
 }
 
 impl PgBackend {
+    /// Ingest through the group-commit task (`batch`).
+    async fn ingest_batched(
+        &self,
+        events: Vec<NewEvent>,
+        update: Option<SubscriptionUpdate>,
+        now: DateTime<Utc>,
+        with_rows: bool,
+    ) -> StoreResult<batch::Recorded> {
+        let (reply, answer) = oneshot::channel();
+        let job = batch::Job {
+            events,
+            update,
+            now,
+            with_rows,
+            reply,
+        };
+        self.ingest
+            .send(job)
+            .await
+            .map_err(|_| StoreError::Closed)?;
+        answer.await.map_err(|_| StoreError::Closed)?
+    }
+
     /// Connects, migrates (under the migration lock) and returns the backend.
     pub(crate) async fn open(
         settings: &Settings,
@@ -140,9 +166,13 @@ impl PgBackend {
             Arc::downgrade(&feed),
             pool.clone(),
         );
+        let commits = Arc::new(AtomicU64::new(0));
+        let (ingest, jobs) = mpsc::channel(batch::QUEUE);
+        batch::spawn(pool.clone(), jobs, Arc::clone(&commits));
         Ok(PgBackend {
             pool,
-            commits: AtomicU64::new(0),
+            commits,
+            ingest,
             feed,
         })
     }
@@ -159,7 +189,7 @@ impl Backend for PgBackend {
     }
 
     fn queue_depth(&self) -> usize {
-        self.pool.status().waiting
+        (self.ingest.max_capacity() - self.ingest.capacity()) + self.pool.status().waiting
     }
 
     async fn watch_streams(
@@ -194,13 +224,8 @@ impl Backend for PgBackend {
         update: Option<SubscriptionUpdate>,
         now: DateTime<Utc>,
     ) -> StoreResult<Vec<EventOutcome>> {
-        in_tx!(self, |tx| {
-            let outcomes = ops::record_events(&tx, &events).await?;
-            if let Some(update) = &update {
-                subscriptions::record(&tx, update, now).await?;
-            }
-            outcomes
-        })
+        let (outcomes, _) = self.ingest_batched(events, update, now, false).await?;
+        Ok(outcomes)
     }
 
     async fn record_delivery_rows(
@@ -209,19 +234,7 @@ impl Backend for PgBackend {
         update: Option<SubscriptionUpdate>,
         now: DateTime<Utc>,
     ) -> StoreResult<(Vec<EventOutcome>, Vec<StreamRow>)> {
-        in_tx!(self, |tx| {
-            let outcomes = ops::record_events(&tx, &events).await?;
-            if let Some(update) = &update {
-                subscriptions::record(&tx, update, now).await?;
-            }
-            let mut rows = Vec::new();
-            for name in crate::store::moved_streams(&events, &outcomes) {
-                if let Some(row) = ops::stream_row(&tx, name).await? {
-                    rows.push(row);
-                }
-            }
-            (outcomes, rows)
-        })
+        self.ingest_batched(events, update, now, true).await
     }
 
     async fn subscription_transition(&self, t: SubscriptionTransition) -> StoreResult<bool> {

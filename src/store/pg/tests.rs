@@ -246,21 +246,73 @@ async fn tls_require_encrypts_and_verify_full_refuses_an_unknown_ca() {
         .await
         .expect("require connects over TLS");
     store.probe().await.unwrap();
-    // Asked while the store's connection is open, and only about this test's
-    // own database: other tests' connections share the server.
-    let encrypted: Option<bool> = client
+    // Every hushwatch connection to this database (pool and LISTEN) is TLS.
+    let row = client
         .query_one(
-            "SELECT bool_and(s.ssl) FROM pg_stat_ssl s JOIN pg_stat_activity a ON a.pid = s.pid
+            "SELECT count(*), coalesce(bool_and(s.ssl), false)
+             FROM pg_stat_ssl s JOIN pg_stat_activity a ON a.pid = s.pid
              WHERE a.application_name = 'hushwatch' AND a.datname = current_database()",
             &[],
         )
         .await
-        .unwrap()
-        .get(0);
-    assert_eq!(encrypted, Some(true), "the store's connection uses TLS");
+        .unwrap();
+    let (connections, all_tls): (i64, bool) = (row.get(0), row.get(1));
+    assert!(connections >= 1, "the store is connected");
+    assert!(all_tls, "{connections} connections, not all TLS");
     store.close().await.unwrap();
     // The server's certificate is self-signed (Debian's snakeoil): not a
     // Mozilla root, so verify-full must refuse it.
     let refused = Store::open_postgres(&with_mode("verify-full"), 1, Arc::new(SystemClock)).await;
     assert!(matches!(refused, Err(StoreError::Open(_))), "{refused:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_delivery_rolls_back_alone_in_its_ingest_batch() {
+    use crate::ingest::providers::SubscriptionExpiry;
+    use crate::store::subscriptions::SubscriptionUpdate;
+    let Some(db) = PgTestDb::create().await else {
+        return;
+    };
+    let store = open(&db).await;
+    store.watch_streams(names(&["s"]), at(0)).await.unwrap();
+    // A subscription row for a stream that does not exist breaks a foreign
+    // key: that delivery fails, with its event and dedup entry undone.
+    let bad_update = SubscriptionUpdate {
+        stream: "no-such-stream".into(),
+        expiries: vec![SubscriptionExpiry {
+            subscription: "sub".into(),
+            expires_at: at(9_000),
+        }],
+        lifecycle: Vec::new(),
+        carried_events: true,
+    };
+    let mut calls = Vec::new();
+    for i in 0..40 {
+        let store = store.clone();
+        let update = (i == 20).then(|| bad_update.clone());
+        calls.push(tokio::spawn(async move {
+            let e = event("s", Some(&format!("e{i}")), "x", 1_000 + i);
+            store.record_delivery(vec![e], update, at(1_000)).await
+        }));
+    }
+    for (i, call) in calls.into_iter().enumerate() {
+        let result = call.await.unwrap();
+        assert_eq!(result.is_err(), i == 20, "call {i}: {result:?}");
+    }
+    assert_eq!(store.event_count("s").await.unwrap(), 39);
+    assert_eq!(
+        store.audit_summary().await.unwrap().head_seq,
+        39,
+        "no gap in the chain"
+    );
+    let retry = store
+        .record_events(vec![event("s", Some("e20"), "x", 5_000)])
+        .await
+        .unwrap();
+    assert_eq!(
+        retry,
+        [EventOutcome::Accepted],
+        "its dedup entry was undone"
+    );
+    store.close().await.unwrap();
 }
