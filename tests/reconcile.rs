@@ -95,7 +95,10 @@ fn revoke_missed_pages_critical_with_what_was_delivered() {
     let dir = tempfile::tempdir().unwrap();
     let s = Sidecar::start(dir.path(), &config(&recv.url("/hook")), utc(START));
 
-    // user_delivered's revocation came in as a signed webhook.
+    // user_delivered was created, then revoked, both as signed webhooks.
+    let grant = r#"{"type":"user.created","timestamp":1764547100000,"data":{"object":"user","id":"user_delivered"}}"#;
+    let status = post_webhook(s.addr(), "msg_grant_1", s.now().timestamp(), grant);
+    assert_eq!(status, 200);
     let body = r#"{"type":"user.deleted","timestamp":1764547200000,"data":{"object":"user","id":"user_delivered","deleted":true}}"#;
     let status = post_webhook(s.addr(), "msg_revoke_1", s.now().timestamp(), body);
     assert_eq!(status, 200);
@@ -152,6 +155,37 @@ fn revoke_missed_pages_critical_with_what_was_delivered() {
     );
     let (code, _, err) = hushwatch(&["audit", "verify"], &config);
     assert_eq!(code, 0, "{err}");
+
+    // The subject's timeline: grant, revoke, then the finding, in order.
+    let (code, out, err) = hushwatch(&["audit", "subject", "user_delivered"], &config);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let access: Vec<&str> = lines
+        .iter()
+        .map(|l| l["access"].as_str().unwrap())
+        .collect();
+    assert_eq!(access, ["grant", "revoke", "finding"], "{out}");
+    assert_eq!(lines[1]["delivery_id"], "msg_revoke_1");
+    assert_eq!(lines[2]["finding"], "revoke_missed");
+    assert_eq!(lines[2]["delivery_id"], "rec-1");
+    let (code, out, _) = hushwatch(
+        &["audit", "subject", "user_delivered", "--format", "text"],
+        &config,
+    );
+    assert_eq!(code, 0);
+    assert_eq!(out.lines().count(), 3, "{out}");
+    assert!(
+        out.lines()
+            .nth(1)
+            .unwrap()
+            .contains("revoke  user.deleted  delivery msg_revoke_1"),
+        "{out}"
+    );
+    let (code, out, _) = hushwatch(&["audit", "subject", "nobody"], &config);
+    assert_eq!((code, out.as_str()), (0, ""));
 }
 
 fn hushwatch(args: &[&str], config: &std::path::Path) -> (i32, String, String) {

@@ -13,7 +13,7 @@ use std::io::{BufWriter, Write};
 use std::path::Path;
 use std::process::ExitCode;
 
-fn open(config_path: &Path) -> Result<(crate::config::Config, AuditReader), ExitCode> {
+pub(super) fn open(config_path: &Path) -> Result<(crate::config::Config, AuditReader), ExitCode> {
     let config = load_or_exit(config_path)?;
     let reader =
         AuditReader::open_configured(&config.store, &config.server.data_dir.join(STATE_FILE))
