@@ -376,6 +376,24 @@ impl Metrics {
     }
 
     /// The text exposition format.
+    /// `hushwatch_leader` and `hushwatch_replicas`, registered here and
+    /// owned by `service::replicas` (the only writer). Call once per registry.
+    pub fn replica_gauges(&self) -> (IntGauge, IntGauge) {
+        let leader = IntGauge::new(
+            "hushwatch_leader",
+            "1 while this replica holds the housekeeping leader lease, else 0.",
+        )
+        .unwrap_or_else(|e| unreachable_metric("leader", e));
+        register(&self.registry, "leader", Box::new(leader.clone()));
+        let replicas = IntGauge::new(
+            "hushwatch_replicas",
+            "Replicas seen alive on the shared database (1 on SQLite).",
+        )
+        .unwrap_or_else(|e| unreachable_metric("replicas", e));
+        register(&self.registry, "replicas", Box::new(replicas.clone()));
+        (leader, replicas)
+    }
+
     pub fn encode(&self) -> String {
         let mut buf = Vec::new();
         // Encoding into a Vec cannot fail for well-formed metrics.

@@ -1,5 +1,6 @@
 //! The docs name only what exists: every `hushwatch_*` metric named in README.md,
-//! ARCHITECTURE.md, SECURITY.md or the shipped Prometheus rules is defined in the code, and
+//! ARCHITECTURE.md, SECURITY.md, the shipped Prometheus rules or the Grafana dashboard is
+//! defined in the code, and
 //! every `METHOD /path` route they name is routed by a running server (it may refuse the
 //! request — 401, 400, 405 — but never answers "no such route").
 
@@ -14,6 +15,7 @@ const DOCS: &[&str] = &[
     "ARCHITECTURE.md",
     "SECURITY.md",
     "charts/hushwatch/rules/hushwatch.rules.yml",
+    "charts/hushwatch/dashboards/hushwatch.json",
 ];
 
 fn read(rel: &str) -> String {

@@ -15,11 +15,15 @@ pub const MAX_POOL_SIZE: usize = 64;
 
 pub use crate::store::location::{PostgresConfig, StoreConfig};
 
+/// `leader_lease` unless configured.
+pub const DEFAULT_LEADER_LEASE: std::time::Duration = std::time::Duration::from_secs(15);
+
 pub fn read(r: &mut Reader<'_>, root: &Table, base_dir: &Path) -> StoreConfig {
     let Some(t) = r.sub_table("", root, "store") else {
         return StoreConfig::default();
     };
-    r.reject_unknown("store", t, &["url", "pool_size"]);
+    r.reject_unknown("store", t, &["url", "pool_size", "leader_lease"]);
+    let leader_lease = read_leader_lease(r, t);
     let pool_size = match t.get("pool_size") {
         None => DEFAULT_POOL_SIZE,
         Some(Value::Integer(n)) if (1..=MAX_POOL_SIZE as i64).contains(n) => *n as usize,
@@ -39,11 +43,27 @@ pub fn read(r: &mut Reader<'_>, root: &Table, base_dir: &Path) -> StoreConfig {
             postgres: Some(PostgresConfig {
                 settings,
                 pool_size,
+                leader_lease,
             }),
         },
         Err(reason) => {
             r.error("store.url", reason);
             StoreConfig::default()
+        }
+    }
+}
+
+/// At least 1 s: the lease is renewed three times per period, and a
+/// shorter one would be a database round trip every few milliseconds.
+fn read_leader_lease(r: &mut Reader<'_>, t: &Table) -> std::time::Duration {
+    let Some(lease) = r.opt_duration("store", t, "leader_lease") else {
+        return DEFAULT_LEADER_LEASE;
+    };
+    match lease.to_std() {
+        Ok(lease) if lease >= std::time::Duration::from_secs(1) => lease,
+        _ => {
+            r.error("store.leader_lease", "must be at least 1s");
+            DEFAULT_LEADER_LEASE
         }
     }
 }
@@ -97,6 +117,10 @@ mod tests {
                 "store.pool_size: must be",
             ),
             ("[store]\npool_size = 2\n", "store.url: is required"),
+            (
+                "[store]\nurl = \"postgres://hw@db/hw\"\nleader_lease = \"500ms\"\n",
+                "store.leader_lease: must be at least 1s",
+            ),
             (
                 "[store]\nurl = \"postgres://hw@db/hw\"\npool = 2\n",
                 "store.pool: unknown key",

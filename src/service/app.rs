@@ -37,6 +37,9 @@ pub struct App {
     /// Serializes changes of the stream set (templated create/delete,
     /// reload), which each swap in a new config.
     stream_set: tokio::sync::Mutex<()>,
+    /// This replica among the others on the database; set once by
+    /// `service::start` (absent in an `App` built without it: one process).
+    replicas: std::sync::OnceLock<Arc<super::replicas::Replicas>>,
     svix: Svix,
     operator: Operator,
     delivery: Delivery,
@@ -64,6 +67,7 @@ impl App {
             streams: Mutex::new(BTreeMap::new()),
             schedule: Mutex::new(Schedule::default()),
             stream_set: tokio::sync::Mutex::new(()),
+            replicas: std::sync::OnceLock::new(),
             svix: Svix::new(Arc::clone(&core)),
             operator: Operator::new(Arc::clone(&core)),
             delivery: Delivery::new(Arc::clone(&core)),
@@ -548,6 +552,52 @@ impl App {
         }
         crate::metrics::render_streams(&mut text, &samples, &self.metrics);
         text
+    }
+
+    pub(super) fn set_replicas(&self, replicas: Arc<super::replicas::Replicas>) {
+        let _ = self.replicas.set(replicas);
+    }
+
+    pub fn replicas(&self) -> Option<&Arc<super::replicas::Replicas>> {
+        self.replicas.get()
+    }
+
+    /// Takes in stream rows re-read from the store, which other replicas
+    /// may have moved (an arrival, a transition): the mirror follows the
+    /// store, and each changed stream is evaluated again.
+    pub(super) fn absorb_stored(&self, stored: Vec<StreamRow>) {
+        let mut moved = Vec::new();
+        {
+            let mut cache = self.lock_streams();
+            for row in stored {
+                let Some(w) = cache.get_mut(&row.name) else {
+                    continue;
+                };
+                let mine = &mut w.row;
+                let arrived = row.last_arrival_at > mine.last_arrival_at;
+                let flipped =
+                    row.alert_state != mine.alert_state || row.firing_since != mine.firing_since;
+                if arrived {
+                    catch_up(mine, &row);
+                }
+                if flipped {
+                    mine.alert_state = row.alert_state.clone();
+                    mine.firing_since = row.firing_since;
+                    mine.cleared_at = row.cleared_at;
+                }
+                if arrived || flipped {
+                    moved.push(row.name);
+                }
+            }
+        }
+        if !moved.is_empty() {
+            let mut schedule = self.lock_schedule();
+            for name in &moved {
+                schedule.mark_moved(name);
+            }
+            drop(schedule);
+            self.replan.notify_one();
+        }
     }
 }
 

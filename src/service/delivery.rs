@@ -105,6 +105,9 @@ impl Worker {
         let config = app.config();
         let held_due = app.operator().release_held_pages().await?;
         let extras_due = queue_extras(app, &config).await?;
+        // Several replicas: attempt only pages claimed here (before the
+        // snapshot, so every claimed row is in it).
+        let claimed = super::replicas::claim_due(app, &config).await?;
         let now = app.clock.now();
         // Pages in flight before the snapshot is read may finish (and be
         // marked delivered) while it is read, so the snapshot can show them
@@ -139,12 +142,25 @@ impl Worker {
             match row.next_attempt_at {
                 Some(t) if t > now => next = Some(next.map_or(t, |n| n.min(t))),
                 _ => {
+                    let token = match &claimed {
+                        None => None,
+                        Some(claimed) => match claimed.get(&row.id) {
+                            Some(token) => Some(*token),
+                            None => {
+                                // Another replica is sending it; look again
+                                // soon, in case its claim lapses (it died).
+                                let t = now + chrono::TimeDelta::seconds(1);
+                                next = Some(next.map_or(t, |n| n.min(t)));
+                                continue;
+                            }
+                        },
+                    };
                     lock(&self.in_flight).insert(row.id);
                     let (worker, app) = (Arc::clone(self), Arc::clone(app));
                     let (config, notifier, row) =
                         (Arc::clone(&config), notifier.clone(), row.clone());
                     attempts.spawn(async move {
-                        if let Err(e) = worker.attempt(&app, &config, &notifier, &row).await {
+                        if let Err(e) = worker.attempt(&app, &config, &notifier, &row, token).await {
                             tracing::error!(error = %e, page = %row.page_key, "could not record a delivery attempt; the page stays pending and is sent again under the same key");
                         }
                         lock(&worker.in_flight).remove(&row.id);
@@ -171,6 +187,7 @@ impl Worker {
         config: &Config,
         notifier: &NotifierConfig,
         row: &OutboxRow,
+        token: Option<i64>,
     ) -> Result<(), StoreError> {
         let page = Page::from_row(row, config);
         let started = app.clock.now();
@@ -238,7 +255,7 @@ impl Worker {
             .notifications
             .with_label_values(&[name, label])
             .inc();
-        app.store.record_attempt(row.id, attempt).await
+        super::replicas::settle(app, row, token, attempt).await
     }
 
     /// Re-posts firing alerts to Alertmanagers before their
@@ -255,6 +272,10 @@ impl Worker {
             .any(|n| matches!(n.kind, NotifierKind::Alertmanager(_)));
         if !has_am {
             return Ok(None);
+        }
+        // Re-posting is housekeeping: one replica (the leader) does it.
+        if super::replicas::housekeeping_term(app).await.is_none() {
+            return Ok(Some(app.clock.now() + chrono::TimeDelta::seconds(2)));
         }
         let active = app.store.active_firing_pages().await?;
         let now = app.clock.now();
@@ -315,6 +336,11 @@ async fn queue_extras(app: &App, config: &Config) -> Result<Option<DateTime<Utc>
         return Ok(None);
     }
     let now = app.clock.now();
+    // Scheduling reminders and escalations is housekeeping: the leader's
+    // alone. Others look again in a while, in case they become leader.
+    if super::replicas::housekeeping_term(app).await.is_none() {
+        return Ok(Some(now + chrono::TimeDelta::seconds(2)));
+    }
     let mut next: Option<DateTime<Utc>> = None;
     let mut later = |t: Option<DateTime<Utc>>| {
         if let Some(t) = t {

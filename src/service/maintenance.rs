@@ -40,6 +40,10 @@ pub async fn checkpoint(app: &App) {
     if !config.audit.enabled {
         return;
     }
+    // Only the leader writes checkpoints (one chain, one writer of them).
+    let Some(term) = super::replicas::housekeeping_term(app).await else {
+        return;
+    };
     let key = config
         .audit
         .checkpoint_key
@@ -50,6 +54,7 @@ pub async fn checkpoint(app: &App) {
             seq = c.seq,
             hash = %crate::audit::chain::to_hex(&c.hash),
             signed = c.mac.is_some(),
+            term,
             "audit checkpoint"
         ),
         Ok(None) => {}
@@ -58,6 +63,10 @@ pub async fn checkpoint(app: &App) {
 }
 
 async fn prune(app: &App) {
+    let Some(term) = super::replicas::housekeeping_term(app).await else {
+        return;
+    };
+    tracing::debug!(term, "housekeeping: pruning");
     let now = app.clock.now();
     match app.store.prune_seen(now - DEDUP_WINDOW).await {
         Ok(n) if n > 0 => tracing::info!(

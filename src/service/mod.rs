@@ -5,9 +5,12 @@
 pub mod app;
 mod core;
 pub mod delivery;
+mod feed;
 mod http_api;
+pub mod leader;
 mod maintenance;
 mod reconcile;
+pub mod replicas;
 pub mod silences;
 mod stale_grants;
 mod status;
@@ -39,6 +42,7 @@ pub struct Running {
     /// The `[server] admin_listen` listener's address, when configured.
     pub admin_addr: Option<SocketAddr>,
     pub app: Arc<App>,
+    replicas: Arc<replicas::Replicas>,
     shutdown: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -73,6 +77,7 @@ pub async fn start(
             .await
             .map_err(StartError::store)?,
     );
+    let replicas = replicas::join(&app).await?;
     let addr = listener
         .local_addr()
         .map_err(|e| StartError(format!("listener: {e}")))?;
@@ -103,6 +108,7 @@ pub async fn start(
         tokio::spawn(subscriptions::run(Arc::clone(&app), rx.clone())),
         tokio::spawn(reconcile::run(Arc::clone(&app), rx.clone())),
     ];
+    tasks.extend(replicas::spawn(&app, &replicas, &rx));
     if let Some(admin) = admin {
         tasks.push(tokio::spawn(crate::http::serve(
             admin,
@@ -115,6 +121,7 @@ pub async fn start(
         addr,
         admin_addr,
         app,
+        replicas,
         shutdown,
         tasks,
     })
@@ -127,6 +134,8 @@ impl Running {
         for task in self.tasks {
             let _ = task.await;
         }
+        // After the last checkpoint, so the lease covered it.
+        self.replicas.leadership.resign().await;
         if let Err(e) = self.app.store.clone().close().await {
             tracing::error!(error = %e, "closing the store failed");
         }

@@ -30,6 +30,9 @@ impl App {
         if let Some(operator) = self.operator().status().await {
             doc["operator"] = operator;
         }
+        if let Some(replicas) = self.replicas() {
+            doc["replicas"] = replicas.status();
+        }
         if !self.config().svix.is_empty() {
             match self.svix().status().await {
                 Ok(svix) => doc["svix"] = svix,

@@ -217,6 +217,10 @@ pub async fn regroup_loop(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
             _ = app.clock.sleep_until(app.clock.now() + window) => {}
             _ = shutdown.changed() => return,
         }
+        // The grouping timer is housekeeping: the leader's alone.
+        if super::replicas::housekeeping_term(&app).await.is_none() {
+            continue;
+        }
         for svix in config.svix.values() {
             let Ok(grown) = app.store.svix_grown(svix.name.clone()).await else {
                 continue;

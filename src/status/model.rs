@@ -19,10 +19,48 @@ pub struct StatusDoc {
     pub svix: Option<Svix>,
     #[serde(default)]
     pub audit: Option<Audit>,
+    /// The replicas on the shared database and the housekeeping leader.
+    #[serde(default)]
+    pub replicas: Option<Replicas>,
     /// Operator silences (active or future) and acknowledgements; present
     /// only when there are some.
     #[serde(default)]
     pub operator: Option<Operator>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Replicas {
+    /// The replica that answered.
+    #[serde(default, rename = "self")]
+    pub this: String,
+    /// False on SQLite: one process, always its own leader.
+    #[serde(default)]
+    pub shared: bool,
+    #[serde(default)]
+    pub replicas: Vec<Replica>,
+    #[serde(default)]
+    pub leader: Option<Leader>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Replica {
+    pub id: String,
+    #[serde(default)]
+    pub started_at: Option<DateTime<Utc>>,
+    #[serde(default)]
+    pub last_seen: Option<DateTime<Utc>>,
+    #[serde(default)]
+    pub leader: bool,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Leader {
+    #[serde(default)]
+    pub replica: Option<String>,
+    #[serde(default)]
+    pub term: i64,
+    #[serde(default)]
+    pub lease_until: Option<DateTime<Utc>>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -121,8 +121,7 @@ pub fn render(doc: &StatusDoc, timelines: &BTreeMap<String, Timeline>) -> String
     operator_section(&mut h, doc);
     notifications_section(&mut h, doc);
     audit_section(&mut h, doc);
-    // Replicas and leader: hushwatch runs as one replica today, so there is
-    // nothing to show (the section appears only when there are several).
+    replicas_section(&mut h, doc);
     h.push_str("</main></body></html>\n");
     h
 }
@@ -620,9 +619,79 @@ fn audit_section(h: &mut String, doc: &StatusDoc) {
     h.push_str("</p></section>");
 }
 
+/// Only on a shared database: one SQLite process has nothing to show.
+fn replicas_section(h: &mut String, doc: &StatusDoc) {
+    let Some(r) = doc.replicas.as_ref().filter(|r| r.shared) else {
+        return;
+    };
+    h.push_str("<section aria-labelledby=\"replicas-h\"><h2 id=\"replicas-h\">Replicas</h2><p id=\"leader\">");
+    match r
+        .leader
+        .as_ref()
+        .and_then(|l| Some((l.replica.as_ref()?, l)))
+    {
+        Some((who, l)) => {
+            let _ = write!(h, "Leader: <code>{}</code>, term {}", esc(who), l.term);
+            if let Some(until) = l.lease_until {
+                let _ = write!(h, ", lease until {}", esc(&utc(until, doc.now)));
+            }
+            h.push('.');
+        }
+        None => h.push_str("No leader right now (the lease is being taken over)."),
+    }
+    let _ = write!(
+        h,
+        " This page was served by <code>{}</code>.</p>",
+        esc(&r.this)
+    );
+    h.push_str("<table><thead><tr><th scope=\"col\">replica</th><th scope=\"col\">started</th><th scope=\"col\">last heartbeat</th><th scope=\"col\">role</th></tr></thead><tbody>");
+    for replica in &r.replicas {
+        let when = |t: Option<DateTime<Utc>>| t.map_or_else(|| "—".to_owned(), |t| utc(t, doc.now));
+        let _ = write!(
+            h,
+            "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&replica.id),
+            esc(&when(replica.started_at)),
+            esc(&when(replica.last_seen)),
+            if replica.leader { "leader" } else { "replica" }
+        );
+    }
+    h.push_str("</tbody></table></section>");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn replicas_show_only_on_a_shared_database_escaped() {
+        let now = "2026-12-01T10:00:00Z";
+        let shared = doc(serde_json::json!({
+            "now": now,
+            "replicas": {
+                "self": "web-<b>-1",
+                "shared": true,
+                "replicas": [
+                    {"id": "web-<b>-1", "started_at": now, "last_seen": now, "leader": true},
+                    {"id": "web-2", "started_at": now, "last_seen": now, "leader": false}
+                ],
+                "leader": {"replica": "web-<b>-1", "term": 7, "lease_until": now},
+                "is_leader": true
+            }
+        }));
+        let html = render(&shared, &BTreeMap::new());
+        assert!(
+            html.contains("Leader: <code>web-&lt;b&gt;-1</code>, term 7"),
+            "{html}"
+        );
+        assert!(html.contains("<td><code>web-2</code></td>"));
+        assert!(!html.contains("web-<b>"));
+        let solo = doc(serde_json::json!({
+            "now": now,
+            "replicas": {"self": "one", "shared": false, "replicas": [], "leader": null}
+        }));
+        assert!(!render(&solo, &BTreeMap::new()).contains("Replicas</h2>"));
+    }
 
     fn doc(json: serde_json::Value) -> StatusDoc {
         serde_json::from_value(json).unwrap()

@@ -18,4 +18,8 @@ pub struct PostgresConfig {
     pub settings: Settings,
     /// `pool_size`: connections this process keeps at most.
     pub pool_size: usize,
+    /// `leader_lease`: how long the housekeeping leader's lease lasts on
+    /// the database clock (`service::leader`); another replica takes over
+    /// at most about this long after the leader stops.
+    pub leader_lease: std::time::Duration,
 }

@@ -137,6 +137,21 @@ impl PgDb {
     }
 }
 
+impl PgDb {
+    /// With `false`, the server refuses new connections to this database
+    /// (an outage, as the replicas see it); `true` ends it.
+    pub fn allow_connections(&self, allow: bool) {
+        query(
+            &self.admin_url,
+            &format!(
+                "ALTER DATABASE {} WITH ALLOW_CONNECTIONS {allow}",
+                self.name
+            ),
+        )
+        .unwrap();
+    }
+}
+
 impl Drop for PgDb {
     fn drop(&mut self) {
         let sql = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name);

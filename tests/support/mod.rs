@@ -8,8 +8,10 @@
 // The ingest tests' helpers: one in-process starter, one poll, one `utc`.
 #[path = "../common/mod.rs"]
 mod common;
+/// The real binary and its HTTP helpers, for tests that drive processes
+/// and a receiver together (tests/replicas.rs).
 #[allow(unused_imports)]
-pub use common::{metric, request};
+pub use common::{get, metric, request, wait_for, Sidecar as Process, Workdir};
 #[allow(unused_imports)] // as with dead_code: not every test binary uses it
 pub use common::{utc, TOKEN};
 

@@ -60,12 +60,44 @@ app.kubernetes.io/component: {{ .Values.mode }}
 {{- end -}}
 {{- end -}}
 
+{{/*
+"true" when the values put the state in PostgreSQL (config.store.url or
+store.urlFromSecret), else empty. Argument: the hushwatch values.
+*/}}
+{{- define "hushwatch.postgresOf" -}}
+{{- if or (dig "store" "url" "" (.config | default dict)) (dig "urlFromSecret" "name" "" (.store | default dict)) -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{/*
+Public: "true" when every hushwatch sharing this release's config shares one
+state (PostgreSQL), so an app chart may run more than one replica with the
+sidecar; empty on SQLite, where each pod would keep its own clocks and page
+on its own.
+*/}}
+{{- define "hushwatch.sharedState" -}}
+{{- include "hushwatch.postgresOf" (include "hushwatch.valuesJson" . | fromJson) -}}
+{{- end -}}
+
 {{/* hushwatch.toml from values: configToml verbatim, else config as TOML. */}}
 {{- define "hushwatch.configTomlOf" -}}
+{{- $fromSecret := dig "urlFromSecret" "name" "" (.store | default dict) -}}
 {{- if .configToml -}}
+{{- if and $fromSecret (not (contains "${HUSHWATCH_STORE_URL}" .configToml)) -}}
+{{- fail "store.urlFromSecret: with configToml, write [store] url = \"${HUSHWATCH_STORE_URL}\" in it yourself (the chart does not edit a raw config)" -}}
+{{- end -}}
 {{- .configToml -}}
 {{- else -}}
 {{- $config := deepCopy (.config | default dict) -}}
+{{- if $fromSecret -}}
+{{- if dig "store" "url" "" $config -}}
+{{- fail "set either config.store.url or store.urlFromSecret, not both" -}}
+{{- end -}}
+{{- $store := get $config "store" | default dict -}}
+{{- $_ := set $store "url" "${HUSHWATCH_STORE_URL}" -}}
+{{- $_ := set $config "store" $store -}}
+{{- end -}}
 {{- if .adminPort -}}
 {{- $server := get $config "server" | default dict -}}
 {{- if not (hasKey $server "admin_listen") -}}
@@ -112,7 +144,14 @@ app.kubernetes.io/component: {{ .Values.mode }}
 
 {{/*
 The hushwatch container. Arguments: v (values), root, native (bool: add
-restartPolicy: Always for a native sidecar), dataVolume (volume name).
+restartPolicy: Always for a native sidecar), sidecar (bool: in the app's
+pod), dataVolume (volume name).
+
+A sidecar gets no readiness probe: a pod is Ready only when all its
+containers are, so hushwatch's storage trouble (a full volume, a locked
+file, an unreachable database) would take the app out of its Service, the
+outage it exists to report. That trouble shows in hushwatch's metrics,
+rules and pages instead.
 */}}
 {{- define "hushwatch.containerOf" -}}
 {{- $v := .v -}}
@@ -144,6 +183,11 @@ restartPolicy: Always for a native sidecar), dataVolume (volume name).
   {{- $env = append $env (dict "name" $name "valueFrom" (dict "secretKeyRef" (dict "name" $v.existingSecret "key" $key "optional" $v.secretEnvOptional))) -}}
   {{- end -}}
   {{- end -}}
+  {{- with dig "urlFromSecret" dict ($v.store | default dict) -}}
+  {{- if .name -}}
+  {{- $env = append $env (dict "name" "HUSHWATCH_STORE_URL" "valueFrom" (dict "secretKeyRef" (dict "name" .name "key" .key))) -}}
+  {{- end -}}
+  {{- end -}}
   {{- $env = concat $env $v.extraEnv -}}
   {{- if $env }}
   env:
@@ -159,11 +203,13 @@ restartPolicy: Always for a native sidecar), dataVolume (volume name).
       path: /healthz
       port: {{ $probePort }}
     {{- toYaml $v.probes.liveness | nindent 4 }}
+  {{- if not .sidecar }}
   readinessProbe:
     httpGet:
       path: /readyz
       port: {{ $probePort }}
     {{- toYaml $v.probes.readiness | nindent 4 }}
+  {{- end }}
   resources:
     {{- toYaml $v.resources | nindent 4 }}
   securityContext:
@@ -200,7 +246,7 @@ when hushwatch.sidecarNative is "true", under containers otherwise.
 {{- end -}}
 {{- $native := eq (include "hushwatch.sidecarNative" .) "true" -}}
 {{- $data := $v.sidecar.dataVolume | default "hushwatch-data" -}}
-{{- include "hushwatch.containerOf" (dict "v" $v "root" . "native" $native "dataVolume" $data) -}}
+{{- include "hushwatch.containerOf" (dict "v" $v "root" . "native" $native "sidecar" true "dataVolume" $data) -}}
 {{- end -}}
 
 {{/* The sidecar's volumes, as YAML list items for the pod's volumes. */}}

@@ -1,0 +1,55 @@
+//! How this replica learns what other replicas changed. While the store is
+//! shared (PostgreSQL), the stream rows are read again whenever the
+//! store's change feed reports an arrival committed anywhere
+//! (`Store::changes`: LISTEN/NOTIFY), and at least every `EVERY` (the feed
+//! does not carry transitions, and may miss notifications across a
+//! reconnect). The mirror follows the rows (`App::absorb_stored`), so the
+//! timer evaluates a stream that heard an event through another replica (a
+//! resolve is recorded within about a second of the arrival, wherever it
+//! landed) and never fires from an arrival it has not seen. The store's
+//! compare-and-set stays the guard; this keeps each replica's view fresh.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::watch;
+
+use super::app::App;
+
+/// Longest time between two re-reads.
+pub const EVERY: Duration = Duration::from_millis(500);
+
+/// Shortest time between two re-reads: under an ingest burst every commit
+/// notifies, and one read per notification would compete with ingest for
+/// the database.
+const MIN_GAP: Duration = Duration::from_millis(100);
+
+pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
+    let mut changes = app.store.changes();
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(EVERY) => {}
+            got = changes.recv() => {
+                if matches!(got, Err(RecvError::Closed)) {
+                    // The store closed: only the periodic re-read is left.
+                    changes = app.store.changes();
+                    tokio::time::sleep(EVERY).await;
+                }
+                // One re-read covers every change queued meanwhile.
+                while changes.try_recv().is_ok() {}
+            }
+            _ = shutdown.changed() => return,
+        }
+        match app.store.streams().await {
+            Ok(rows) => app.absorb_stored(rows),
+            // The outage shows in /readyz and on ingest; the next round
+            // retries, and the first one after the outage catches up.
+            Err(e) => tracing::debug!(error = %e, "re-reading stream rows failed"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(MIN_GAP) => {}
+            _ = shutdown.changed() => return,
+        }
+    }
+}
