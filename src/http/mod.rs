@@ -17,6 +17,7 @@ mod ingest;
 mod log_field;
 mod providers;
 mod readiness;
+mod reconcile;
 mod reply;
 mod routes;
 pub mod silences;
