@@ -180,6 +180,16 @@ pub enum AuditCommand {
         #[arg(long, value_name = "FILE")]
         config: PathBuf,
     },
+    /// Every audit entry and reconciliation finding about one subject, in order.
+    Subject {
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+        /// The subject id, e.g. user_123
+        #[arg(value_name = "SUBJECT_ID")]
+        subject: String,
+        #[arg(long, value_name = "FORMAT", default_value = "jsonl")]
+        format: String,
+    },
     /// One record per line (JSON Lines or CSV), streamed.
     Export {
         #[arg(long, value_name = "FILE")]
@@ -194,7 +204,8 @@ pub enum AuditCommand {
         stream: Option<String>,
         #[arg(long, value_name = "FORMAT", default_value = "jsonl")]
         format: String,
-        /// Only events of this access direction: revoke, grant, change, neutral
+        /// Only events of this access direction: revoke, grant, change, neutral;
+        /// or `reconciliation`: only reconciliation reports
         #[arg(long, value_name = "KIND")]
         kind: Option<String>,
     },
@@ -234,6 +245,14 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Audit {
             command: AuditCommand::Verify { config },
         } => commands::audit::verify(&config),
+        Command::Audit {
+            command:
+                AuditCommand::Subject {
+                    config,
+                    subject,
+                    format,
+                },
+        } => commands::audit_subject::subject(&config, &subject, &format),
         Command::Audit {
             command:
                 AuditCommand::Export {

@@ -66,6 +66,15 @@ pub struct Metrics {
     pub stream_silenced: IntGaugeVec,
     /// 1 while the stream's firing episode is acknowledged.
     pub silence_acknowledged: IntGaugeVec,
+    /// `hushwatch_reconciliation_last_timestamp_seconds{stream}`: the last
+    /// stored reconciliation report (configured streams only).
+    pub reconciliation_last: GaugeVec,
+    /// `hushwatch_reconciliation_drift_total{stream,kind}`: drift items of
+    /// stored reports; `kind` is one of the three the route accepts.
+    pub reconciliation_drift: IntCounterVec,
+    /// `hushwatch_stale_grants_total{stream}`: grants recorded after a
+    /// revocation of the same subject with an older event time.
+    pub stale_grants: IntCounterVec,
 }
 
 /// Operational event types counted by name; anything else is `other`, so
@@ -178,6 +187,28 @@ impl Metrics {
             Box::new(notification_latency.clone()),
         );
         Metrics {
+            reconciliation_last: {
+                let name = "hushwatch_reconciliation_last_timestamp_seconds";
+                let g = GaugeVec::new(
+                    Opts::new(name, "When the last reconciliation report was stored."),
+                    &["stream"],
+                )
+                .unwrap_or_else(|e| unreachable_metric(name, e));
+                register(&r, name, Box::new(g.clone()));
+                g
+            },
+            reconciliation_drift: counter_vec(
+                &r,
+                "hushwatch_reconciliation_drift_total",
+                "Drift items reported by reconciliation reports.",
+                &["stream", "kind"],
+            ),
+            stale_grants: counter_vec(
+                &r,
+                "hushwatch_stale_grants_total",
+                "Grants that arrived after a revocation of the same subject, with an older event time.",
+                &["stream"],
+            ),
             subscription_expires: {
                 let name = "hushwatch_subscription_expires_timestamp_seconds";
                 let g = GaugeVec::new(

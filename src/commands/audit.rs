@@ -13,7 +13,7 @@ use std::io::{BufWriter, Write};
 use std::path::Path;
 use std::process::ExitCode;
 
-fn open(config_path: &Path) -> Result<(crate::config::Config, AuditReader), ExitCode> {
+pub(super) fn open(config_path: &Path) -> Result<(crate::config::Config, AuditReader), ExitCode> {
     let config = load_or_exit(config_path)?;
     let reader =
         AuditReader::open_configured(&config.store, &config.server.data_dir.join(STATE_FILE))
@@ -107,6 +107,10 @@ pub fn verify(config_path: &Path) -> ExitCode {
     }
 }
 
+/// `--kind reconciliation`: the entries of reconciliation reports (their
+/// audit channel has the same name).
+const RECONCILIATION_KIND: &str = "reconciliation";
+
 pub struct ExportArgs<'a> {
     pub since: Option<&'a str>,
     pub until: Option<&'a str>,
@@ -125,10 +129,16 @@ pub fn export(config_path: &Path, args: &ExportArgs<'_>) -> ExitCode {
         (Ok(a), Ok(b)) => (a, b),
         (Err(code), _) | (_, Err(code)) => return code,
     };
-    let kind = match args.kind.map(|k| Access::parse(k).ok_or(k)).transpose() {
+    // `reconciliation` selects the reconciliation reports' entries (by
+    // channel); the other kinds are access directions.
+    let reconciliations = args.kind == Some(RECONCILIATION_KIND);
+    let access_kind = args.kind.filter(|_| !reconciliations);
+    let kind = match access_kind.map(|k| Access::parse(k).ok_or(k)).transpose() {
         Ok(k) => k,
         Err(bad) => {
-            eprintln!("--kind: {bad:?} is not one of revoke, grant, change, neutral");
+            eprintln!(
+                "--kind: {bad:?} is not one of revoke, grant, change, neutral, reconciliation"
+            );
             return ExitCode::from(EXIT_CONFIG);
         }
     };
@@ -157,7 +167,9 @@ pub fn export(config_path: &Path, args: &ExportArgs<'_>) -> ExitCode {
     let mut write_failed = false;
     let result = reader.for_each(&filter, |stored| {
         let access = classifier.classify(&stored.entry.event_type);
-        if kind.is_some_and(|k| k != access) {
+        if kind.is_some_and(|k| k != access)
+            || (reconciliations && stored.entry.channel != RECONCILIATION_KIND)
+        {
             return true;
         }
         let line = if csv_format {

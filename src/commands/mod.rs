@@ -2,6 +2,7 @@
 //! service, and turn results into output and exit codes.
 
 pub mod audit;
+pub mod audit_subject;
 pub mod check;
 pub mod explain;
 pub mod migrate_store;

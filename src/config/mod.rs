@@ -11,6 +11,7 @@ mod notifier_tables;
 pub mod notifiers;
 pub mod providers;
 mod reader;
+pub mod reconcile;
 mod references;
 pub mod secret;
 mod server;

@@ -23,6 +23,8 @@ pub struct StreamConfig {
     /// `[[streams.NAME.maintenance]]`: planned windows, silenced like an
     /// operator silence.
     pub maintenance: Vec<super::maintenance::MaintenanceWindow>,
+    /// `[streams.NAME.reconcile]`: the reconciliation job's expected cadence.
+    pub reconcile: Option<super::reconcile::ReconcileConfig>,
 }
 
 /// One `escalate = [{ after = "2h", notify = [...] }]` step.
@@ -91,6 +93,7 @@ pub(crate) fn read_stream(
             "repeat_interval",
             "escalate",
             "maintenance",
+            "reconcile",
         ],
     );
     let calendar = r.req_string(path, t, "calendar");
@@ -120,6 +123,7 @@ pub(crate) fn read_stream(
         .filter(|d| *d > TimeDelta::zero());
     let escalate = read_escalate(r, path, t);
     let maintenance = super::maintenance::read(r, path, t);
+    let reconcile = super::reconcile::read(r, path, t);
     // Placeholders keep the stream in the map after a field error, so its
     // references are still checked; any error discards the whole config.
     Some(StreamConfig {
@@ -135,5 +139,6 @@ pub(crate) fn read_stream(
         repeat_interval,
         escalate,
         maintenance,
+        reconcile,
     })
 }

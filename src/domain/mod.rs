@@ -7,6 +7,7 @@ pub mod alert;
 pub mod calendar;
 pub mod duration;
 pub mod event_filter;
+pub mod gap_sketch;
 pub mod holidays;
 pub mod ics;
 pub mod silence;

@@ -64,6 +64,14 @@ pub trait Api: Send + Sync {
         events: Vec<NewEvent>,
         update: Option<SubscriptionUpdate>,
     ) -> Result<Vec<EventOutcome>, Unavailable>;
+    /// Stores a reconciliation report (deduplicated by id, with its pages);
+    /// true when it was new.
+    async fn record_reconciliation(
+        &self,
+        stream: &crate::config::StreamConfig,
+        report: crate::ingest::reconcile::Report,
+        body_sha256: [u8; 32],
+    ) -> Result<bool, Unavailable>;
     /// Creates the templated stream `name`; idempotent.
     async fn create_stream(&self, name: &str) -> Result<Created, Unavailable>;
     /// Removes the templated stream `name`; false if there is none.

@@ -183,7 +183,7 @@ pub(super) fn body_failure(e: BodyError) -> (StatusCode, &'static str, &'static 
     }
 }
 
-fn check_bearer(stream: &StreamConfig, parts: &Parts) -> Result<(), &'static str> {
+pub(super) fn check_bearer(stream: &StreamConfig, parts: &Parts) -> Result<(), &'static str> {
     if stream.ingest.tokens.is_empty() {
         return Err("app reports are not configured for this stream (set ingest.token)");
     }

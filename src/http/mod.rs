@@ -18,6 +18,7 @@ mod log_field;
 mod providers;
 mod readiness;
 pub(crate) use readiness::storage_health;
+mod reconcile;
 mod reply;
 mod routes;
 pub mod silences;

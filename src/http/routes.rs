@@ -116,6 +116,10 @@ async fn route(
             let stream = stream.to_string();
             ingest::app_report(app, &stream, req, body_deadline).await
         }
+        (&Method::POST, ["v1", "streams", stream, "reconciliations"]) => {
+            let stream = stream.to_string();
+            super::reconcile::report(app, &stream, req, body_deadline).await
+        }
         (&Method::PUT | &Method::DELETE, ["v1", "streams", stream]) => {
             let stream = stream.to_string();
             super::streams_admin::handle(app, &stream, req).await
@@ -125,7 +129,7 @@ async fn route(
         }
         (
             _,
-            ["v1", "streams", _, "webhook" | "events"]
+            ["v1", "streams", _, "webhook" | "events" | "reconciliations"]
             | ["v1", "svix", _, "operational" | "acknowledge"],
         ) => reply::error(StatusCode::METHOD_NOT_ALLOWED, "use POST"),
         _ => reply::error(StatusCode::NOT_FOUND, "no such route"),

@@ -3,5 +3,6 @@
 
 pub mod payload;
 pub mod providers;
+pub mod reconcile;
 pub mod signature;
 pub mod svix_ops;

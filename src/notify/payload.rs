@@ -275,6 +275,10 @@ pub fn alertname(page: &Page) -> &'static str {
         "svix_endpoint_deleted" => "IdentityWebhookEndpointDeleted",
         "subscription_expiring" => "IdentitySubscriptionExpiring",
         "subscription_reauthorization_required" => "IdentitySubscriptionReauthorizationRequired",
+        // hushwatch's own pages only: no shipped Prometheus rule has these.
+        "reconciliation_missing" => "IdentityReconciliationMissing",
+        "reconciliation_revoke_missed" => "IdentityReconciliationRevokeMissed",
+        "stale_grant" => "IdentityStaleGrant",
         // Svix pages queued before schema v8 did not record which alert.
         _ => "IdentityWebhookAlert",
     }

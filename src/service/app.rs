@@ -120,6 +120,7 @@ impl App {
             .reload_timestamp
             .set(self.clock.now().timestamp() as f64);
         self.replan.notify_one();
+        self.reconcile_changed.notify_one();
         Ok(())
     }
 
@@ -274,6 +275,7 @@ impl App {
                 e.feeds_clock.then(|| (e.stream.clone(), lag))
             })
             .collect();
+        let stale_candidates = self.stale_grant_candidates(&events);
         let result = self
             .store
             .record_delivery_rows(events, update, self.clock.now())
@@ -283,6 +285,7 @@ impl App {
         }
         self.note_storage(&result);
         let (outcomes, rows) = result?;
+        self.check_stale_grants(stale_candidates, &outcomes).await;
         let mut moved = Vec::new();
         let mut cache = self.lock_streams();
         for stored in &rows {

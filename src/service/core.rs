@@ -28,6 +28,8 @@ pub struct Core {
     pub(super) outbox_wake: Notify,
     /// Wakes the subscription watcher (a delivery changed a provider subscription).
     pub(super) subscriptions_changed: Notify,
+    /// Wakes the reconciliation watcher (a report was stored, reload).
+    pub(super) reconcile_changed: Notify,
     /// False after a failed write, until a write succeeds again.
     storage_ok: AtomicBool,
 }
@@ -42,6 +44,7 @@ impl Core {
             replan: Notify::new(),
             outbox_wake: Notify::new(),
             subscriptions_changed: Notify::new(),
+            reconcile_changed: Notify::new(),
             storage_ok: AtomicBool::new(true),
         }
     }

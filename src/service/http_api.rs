@@ -42,6 +42,21 @@ impl Api for App {
         self.timed(App::ingest_delivery(self, events, update)).await
     }
 
+    async fn record_reconciliation(
+        &self,
+        stream: &crate::config::StreamConfig,
+        report: crate::ingest::reconcile::Report,
+        body_sha256: [u8; 32],
+    ) -> Result<bool, Unavailable> {
+        self.guarded(App::record_reconciliation(
+            self,
+            stream,
+            report,
+            body_sha256,
+        ))
+        .await
+    }
+
     async fn create_stream(&self, name: &str) -> Result<Created, Unavailable> {
         self.timed(App::create_stream(self, name)).await
     }

@@ -10,8 +10,10 @@ mod feed;
 mod http_api;
 pub mod leader;
 mod maintenance;
+mod reconcile;
 pub mod replicas;
 pub mod silences;
+mod stale_grants;
 mod status;
 pub(crate) mod subscriptions;
 pub mod svix;
@@ -107,6 +109,7 @@ pub async fn start(
         tokio::spawn(svix::regroup_loop(Arc::clone(&app), rx.clone())),
         tokio::spawn(subscriptions::run(Arc::clone(&app), rx.clone())),
         tokio::spawn(watchdog::run(Arc::clone(&app), rx.clone())),
+        tokio::spawn(reconcile::run(Arc::clone(&app), rx.clone())),
     ];
     tasks.extend(replicas::spawn(&app, &replicas, &rx));
     if let Some(admin) = admin {

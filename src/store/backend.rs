@@ -17,6 +17,9 @@ use async_trait::async_trait;
 use chrono::{DateTime, TimeDelta, Utc};
 use tokio::sync::broadcast;
 
+use super::reconcile::{
+    NewReconciliation, ReconcileRow, ReconcileTransition, StaleGrant, SubjectEntry,
+};
 use super::replica::{Change, Claim, Leadership, ReplicaRow};
 use super::silences::{AckOutcome, AckRow, NewSilence, SilenceRow};
 
@@ -259,6 +262,33 @@ pub trait Backend: Send + Sync + 'static {
     async fn heartbeat(&self, replica: String, now: DateTime<Utc>) -> StoreResult<()>;
 
     async fn replicas(&self, seen_since: DateTime<Utc>) -> StoreResult<Vec<ReplicaRow>>;
+
+    /// Stores a reconciliation report once per (stream, id), with its audit
+    /// entry and its `revoke_missed` page, and moves the stream's last
+    /// reconciliation instant; `Ok(false)`, writing nothing, for a known id.
+    async fn record_reconciliation(
+        &self,
+        report: NewReconciliation,
+        now: DateTime<Utc>,
+    ) -> StoreResult<bool>;
+
+    async fn reconcile_states(&self) -> StoreResult<Vec<ReconcileRow>>;
+
+    /// Compare-and-set on a stream's missing-reconciliation alert plus its
+    /// pages; `Ok(false)` when it is already in `t.to`.
+    async fn reconcile_transition(&self, t: ReconcileTransition) -> StoreResult<bool>;
+
+    /// Records a stale grant once per (stream, delivery id) with its page;
+    /// `Ok(false)`, writing nothing, when it was recorded before.
+    async fn record_stale_grant(&self, g: StaleGrant, now: DateTime<Utc>) -> StoreResult<bool>;
+
+    /// The newest `limit` audit entries naming `subject`, newest first.
+    async fn subject_entries(
+        &self,
+        subject: String,
+        window: Option<(String, DateTime<Utc>)>,
+        limit: i64,
+    ) -> StoreResult<Vec<SubjectEntry>>;
 
     /// Streams whose arrival a commit moved, on any replica.
     fn changes(&self) -> broadcast::Receiver<Change>;

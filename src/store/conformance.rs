@@ -1322,3 +1322,6 @@ async fn silences_past_the_cap_are_refused(db: TestDb) {
     );
     store.close().await.unwrap();
 }
+
+/// Reconciliation reports and their alerts (`store::reconcile`).
+mod reconcile;

@@ -17,6 +17,7 @@ pub mod audit;
 pub mod backend;
 mod ops;
 pub mod pg;
+pub mod reconcile;
 pub mod replica;
 mod schema;
 pub mod silences;

@@ -119,6 +119,10 @@ pub(super) const MIGRATIONS: &[&str] = &[
     super::silences::MIGRATION,
     // v12: outbox claims with leases, the leader lease, replica heartbeats
     super::replica::MIGRATION,
+    // v13: reconciliation reports and the missing-reconciliation alert
+    super::reconcile::MIGRATION,
+    // v14: grants that arrived after their revocation with an older event time
+    super::reconcile::STALE_GRANTS_MIGRATION,
 ];
 
 /// v8: streams created from a template (`[streams."PREFIX*"]`), so a

@@ -75,6 +75,9 @@ pub const PAGE_KINDS: &[&str] = &[
     "svix_endpoint_deleted",
     "subscription_expiring",
     "subscription_reauthorization_required",
+    "reconciliation_missing",
+    "reconciliation_revoke_missed",
+    "stale_grant",
 ];
 
 /// True when `pattern` matches at least one of [`PAGE_KINDS`].
@@ -713,6 +716,9 @@ mod tests {
         all.push(crate::notify::ALERT_KIND);
         all.push(crate::service::subscriptions::EXPIRING);
         all.push(crate::service::subscriptions::REAUTHORIZATION_REQUIRED);
+        all.push(crate::store::reconcile::MISSING_KIND);
+        all.push(crate::store::reconcile::REVOKE_MISSED_KIND);
+        all.push(crate::store::reconcile::STALE_GRANT_KIND);
         all.sort_unstable();
         let mut listed = PAGE_KINDS.to_vec();
         listed.sort_unstable();

@@ -19,6 +19,9 @@ use rusqlite::Connection;
 use tokio::sync::{broadcast, mpsc, oneshot};
 
 use super::backend::{Backend, StoreResult};
+use super::reconcile::{
+    self, NewReconciliation, ReconcileRow, ReconcileTransition, StaleGrant, SubjectEntry,
+};
 use super::replica::{self, Change, Claim, Leadership, ReplicaRow};
 use super::silences::{self, AckOutcome, AckRow, NewSilence, SilenceRow};
 use super::status::{Arrival, AuditSummary};
@@ -288,6 +291,37 @@ impl Backend for SqliteBackend {
             Ok((acked, lost, pages))
         })
         .await
+    }
+
+    async fn record_reconciliation(
+        &self,
+        report: NewReconciliation,
+        now: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        self.call(move |c| reconcile::record(c, &report, now)).await
+    }
+
+    async fn reconcile_states(&self) -> StoreResult<Vec<ReconcileRow>> {
+        self.call(reconcile::states).await
+    }
+
+    async fn reconcile_transition(&self, t: ReconcileTransition) -> StoreResult<bool> {
+        self.call(move |c| reconcile::transition(c, &t)).await
+    }
+
+    async fn record_stale_grant(&self, g: StaleGrant, now: DateTime<Utc>) -> StoreResult<bool> {
+        self.call(move |c| reconcile::record_stale(c, &g, now))
+            .await
+    }
+
+    async fn subject_entries(
+        &self,
+        subject: String,
+        window: Option<(String, DateTime<Utc>)>,
+        limit: i64,
+    ) -> StoreResult<Vec<SubjectEntry>> {
+        self.call(move |c| reconcile::subject_entries(c, &subject, window.as_ref(), limit))
+            .await
     }
 
     async fn svix_grown(&self, source: String) -> StoreResult<Vec<(String, Option<String>)>> {

@@ -193,11 +193,18 @@ rules and pages instead.
   env:
     {{- toYaml $env | nindent 4 }}
   {{- end }}
+  {{- /* A native sidecar's startup probe gates the app's start: kubelet
+         starts the app container only once it passes. `serve` exits when
+         it cannot open its store (an unreachable database, an unwritable
+         volume), so that probe would keep the app from starting at all.
+         Without it the app starts as soon as hushwatch's process does. */}}
+  {{- if not .native }}
   startupProbe:
     httpGet:
       path: /healthz
       port: {{ $probePort }}
     {{- toYaml $v.probes.startup | nindent 4 }}
+  {{- end }}
   livenessProbe:
     httpGet:
       path: /healthz

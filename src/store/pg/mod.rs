@@ -15,6 +15,7 @@ mod batch;
 pub mod clock;
 pub mod migrate;
 mod ops;
+mod reconcile;
 mod replica;
 mod schema;
 pub mod settings;
@@ -35,6 +36,9 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
 use super::backend::{Backend, StoreResult};
+use super::reconcile::{
+    NewReconciliation, ReconcileRow, ReconcileTransition, StaleGrant, SubjectEntry,
+};
 use super::replica::{Change, Claim, Leadership, ReplicaRow};
 use super::silences::{AckOutcome, AckRow, NewSilence, SilenceRow};
 use super::status::{Arrival, AuditSummary};
@@ -347,6 +351,41 @@ impl Backend for PgBackend {
                 ops::append_audit(&tx, entry).await?;
             }
             (acked, lost, pages)
+        })
+    }
+
+    async fn record_reconciliation(
+        &self,
+        report: NewReconciliation,
+        now: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        in_tx!(self, |tx| {
+            let entries: Vec<NewEvent> = report.entry.iter().cloned().collect();
+            ops::lock_audit_head(&tx, &entries).await?;
+            reconcile::record(&tx, &report, now).await?
+        })
+    }
+
+    async fn reconcile_states(&self) -> StoreResult<Vec<ReconcileRow>> {
+        in_tx!(self, |tx| reconcile::states(&tx).await?)
+    }
+
+    async fn reconcile_transition(&self, t: ReconcileTransition) -> StoreResult<bool> {
+        in_tx!(self, |tx| reconcile::transition(&tx, &t).await?)
+    }
+
+    async fn record_stale_grant(&self, g: StaleGrant, now: DateTime<Utc>) -> StoreResult<bool> {
+        in_tx!(self, |tx| reconcile::record_stale(&tx, &g, now).await?)
+    }
+
+    async fn subject_entries(
+        &self,
+        subject: String,
+        window: Option<(String, DateTime<Utc>)>,
+        limit: i64,
+    ) -> StoreResult<Vec<SubjectEntry>> {
+        in_tx!(self, |tx| {
+            reconcile::subject_entries(&tx, &subject, window.as_ref(), limit).await?
         })
     }
 

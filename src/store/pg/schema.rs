@@ -171,6 +171,10 @@ pub(super) const MIGRATIONS: &[&str] = &[
     super::replica::MIGRATION,
     // v3: operator silences, held firing pages, acknowledgements.
     super::silences::MIGRATION,
+    // v4: reconciliation reports and the missing-reconciliation alert.
+    crate::store::reconcile::MIGRATION,
+    // v5: grants that arrived after their revocation with an older event time.
+    crate::store::reconcile::STALE_GRANTS_MIGRATION,
 ];
 
 pub(super) fn binary_version() -> i32 {

@@ -1,0 +1,66 @@
+//! `POST /v1/streams/{stream}/reconciliations`: a report of the app's
+//! reconciliation job. Same order of checks as the app-report route: stream
+//! (404), declared size (413), bearer token from the head (401), then the
+//! body under the size cap and deadline (413/408), its shape (400), and 200
+//! only after the store committed (503 otherwise).
+
+use super::api::{Api, Unavailable};
+use super::body;
+use super::ingest::{check_bearer, reject, reject_body, unknown_stream};
+use super::reply::{self, Reply};
+use crate::ingest::reconcile;
+use hyper::body::Incoming;
+use hyper::{Request, StatusCode};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+use tokio::time::Instant;
+
+pub async fn report(
+    app: &dyn Api,
+    stream_name: &str,
+    req: Request<Incoming>,
+    body_deadline: Instant,
+) -> Reply {
+    let config = app.config();
+    // Configured streams only: a report never creates a templated stream.
+    let Some(stream) = config.streams.get(stream_name) else {
+        return unknown_stream(stream_name);
+    };
+    let (parts, body) = req.into_parts();
+    if body::declared_too_large(&parts) {
+        return reject_body(app, stream, body::BodyError::TooLarge);
+    }
+    if let Err(reason) = check_bearer(stream, &parts) {
+        return reject(
+            app,
+            stream,
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            reason,
+        );
+    }
+    let body = match body::read(&parts, body, body_deadline).await {
+        Ok(b) => b,
+        Err(e) => return reject_body(app, stream, e),
+    };
+    let report = match reconcile::parse(&body) {
+        Ok(r) => r,
+        Err(reason) => return reject(app, stream, StatusCode::BAD_REQUEST, "error", &reason),
+    };
+    let digest: [u8; 32] = Sha256::digest(&body).into();
+    match app.record_reconciliation(stream, report, digest).await {
+        Ok(new) => reply::json(
+            StatusCode::OK,
+            &json!({ "status": if new { "stored" } else { "duplicate" } }),
+        ),
+        Err(e) => {
+            if let Unavailable::Store(e) = &e {
+                tracing::error!(stream = %stream.name, error = %e, "reconciliation not stored; answered 503");
+            }
+            reply::error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "reconciliation report could not be stored; retry later",
+            )
+        }
+    }
+}

@@ -1,0 +1,276 @@
+//! Reconciliation reports: storing them (with the critical page for
+//! `revoke_missed` drift, worded from what the audit log says hushwatch was
+//! told about each subject), and watching that they keep arriving: a
+//! stream with `[streams.X.reconcile]` pages (warning) once no report came
+//! within `every + grace` of the last one (or of the start of the watch),
+//! and resolves on the next report. Wall-clock time throughout.
+
+use super::app::App;
+use crate::audit::classify::Access;
+use crate::config::{Config, StreamConfig};
+use crate::ingest::reconcile::{DriftKind, Report};
+use crate::store::reconcile::{
+    Drift, NewReconciliation, ReconcileRow, ReconcileTransition, SubjectEntry,
+};
+use crate::store::{AlertState, NewEvent, StoreError, Transition};
+use chrono::{DateTime, SecondsFormat, Utc};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// After a storage error, look again this soon.
+const RETRY: Duration = Duration::from_secs(5);
+/// Subjects a `revoke_missed` page names (and looks up) at most; the rest
+/// are counted. The report itself keeps every subject.
+const NAMED_SUBJECTS: usize = 20;
+/// Audit entries read per named subject to find its newest revocation.
+const ENTRIES_PER_SUBJECT: i64 = 50;
+
+fn stamp(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+impl App {
+    /// Stores a report (deduplicated by id); true when it was new.
+    pub(super) async fn record_reconciliation(
+        &self,
+        stream: &StreamConfig,
+        report: Report,
+        body_sha256: [u8; 32],
+    ) -> Result<bool, StoreError> {
+        let config = self.config();
+        let now = self.clock.now();
+        let missed: Vec<&str> = report
+            .drift
+            .iter()
+            .filter(|d| d.kind == DriftKind::RevokeMissed)
+            .map(|d| d.subject.as_str())
+            .collect();
+        let page = if missed.is_empty() {
+            None
+        } else {
+            let mut lines = Vec::new();
+            for subject in missed.iter().take(NAMED_SUBJECTS) {
+                let entries = self
+                    .store
+                    .subject_entries((*subject).to_owned(), None, ENTRIES_PER_SUBJECT)
+                    .await?;
+                lines.push(told_about(&config, &stream.name, subject, &entries));
+            }
+            if missed.len() > NAMED_SUBJECTS {
+                lines.push(format!(
+                    "and {} more subjects (see the report)",
+                    missed.len() - NAMED_SUBJECTS
+                ));
+            }
+            Some(Transition {
+                stream: stream.name.clone(),
+                to: AlertState::Firing,
+                at: now,
+                reason: format!(
+                    "reconciliation {} of stream {} found {} revocation(s) that were missed: {}",
+                    report.id,
+                    stream.name,
+                    missed.len(),
+                    lines.join("; ")
+                ),
+                notifiers: stream.notify.clone(),
+            })
+        };
+        let subject_ids = report
+            .drift
+            .iter()
+            .enumerate()
+            .map(|(i, d)| (format!("{}:{i}", d.kind.as_str()), d.subject.clone()))
+            .collect();
+        let entry = NewEvent {
+            stream: stream.name.clone(),
+            delivery_id: Some(report.id.clone()),
+            event_type: "reconciliation".into(),
+            event_time: Some(report.finished_at),
+            received_at: now,
+            feeds_clock: false,
+            body_sha256: Some(body_sha256),
+            channel: "reconciliation",
+            signature_verified: false,
+            subject_ids,
+            audit: config.audit.enabled,
+        };
+        let drift: Vec<Drift> = report
+            .drift
+            .iter()
+            .map(|d| Drift {
+                subject: d.subject.clone(),
+                kind: d.kind.as_str().into(),
+                fixed: d.fixed,
+                detail: d.detail.clone(),
+            })
+            .collect();
+        let new = self
+            .store
+            .record_reconciliation(NewReconciliation {
+                stream: stream.name.clone(),
+                id: report.id.clone(),
+                started_at: report.started_at,
+                finished_at: report.finished_at,
+                checked: i64::try_from(report.checked).unwrap_or(i64::MAX),
+                drift,
+                entry: entry.audit.then_some(entry.clone()),
+                page,
+            })
+            .await?;
+        if new {
+            self.metrics
+                .reconciliation_last
+                .with_label_values(&[stream.name.as_str()])
+                .set(now.timestamp_millis() as f64 / 1000.0);
+            let mut counts: HashMap<&str, u64> = HashMap::new();
+            for d in &report.drift {
+                *counts.entry(d.kind.as_str()).or_default() += 1;
+            }
+            for (kind, n) in counts {
+                self.metrics
+                    .reconciliation_drift
+                    .with_label_values(&[stream.name.as_str(), kind])
+                    .inc_by(n);
+            }
+            self.outbox_wake.notify_one();
+            self.reconcile_changed.notify_one();
+        }
+        Ok(new)
+    }
+}
+
+/// What hushwatch was told about `subject` on `stream`: its newest
+/// revoke-class delivery, or that none was ever received.
+fn told_about(config: &Config, stream: &str, subject: &str, entries: &[SubjectEntry]) -> String {
+    let revoke = entries.iter().find(|e| {
+        e.stream == stream
+            && e.channel != "reconciliation"
+            && config.audit.classifier.classify(&e.event_type) == Access::Revoke
+    });
+    match revoke {
+        None => format!(
+            "no revocation for {subject} was ever received (the webhook path lost it: check the sender's delivery log for exhausted or disabled endpoints)"
+        ),
+        Some(e) => format!(
+            "revocation received {} (delivery {}, {}) but access was still active",
+            stamp(e.received_at),
+            e.delivery_id.as_deref().unwrap_or("without id"),
+            e.event_type
+        ),
+    }
+}
+
+pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
+    loop {
+        let next = match check(&app).await {
+            Ok(next) => next,
+            Err(e) => {
+                tracing::error!(error = %e, "reconciliation watch: storage error; retrying");
+                tokio::select! {
+                    _ = tokio::time::sleep(RETRY) => continue,
+                    _ = shutdown.changed() => return,
+                }
+            }
+        };
+        if !super::wake::until_next_or_woken(
+            &*app.clock,
+            next,
+            &app.reconcile_changed,
+            &mut shutdown,
+        )
+        .await
+        {
+            return;
+        }
+    }
+}
+
+/// Records every due transition; returns the next deadline.
+async fn check(app: &App) -> Result<Option<DateTime<Utc>>, StoreError> {
+    let config = app.config();
+    if config.streams.values().all(|s| s.reconcile.is_none()) {
+        return Ok(None);
+    }
+    let rows: HashMap<String, ReconcileRow> = app
+        .store
+        .reconcile_states()
+        .await?
+        .into_iter()
+        .map(|r| (r.stream.clone(), r))
+        .collect();
+    let watched: HashMap<String, DateTime<Utc>> = app
+        .stream_rows()
+        .into_iter()
+        .map(|r| (r.name, r.watch_started_at))
+        .collect();
+    let now = app.clock.now();
+    let mut next: Option<DateTime<Utc>> = None;
+    for stream in config.streams.values() {
+        let Some(reconcile) = stream.reconcile else {
+            continue;
+        };
+        let row = rows.get(&stream.name);
+        let last = row.and_then(|r| r.last_report_at);
+        if let Some(last) = last {
+            app.metrics
+                .reconciliation_last
+                .with_label_values(&[stream.name.as_str()])
+                .set(last.timestamp_millis() as f64 / 1000.0);
+        }
+        let Some(since) = last.or_else(|| watched.get(&stream.name).copied()) else {
+            continue;
+        };
+        let due = since + reconcile.deadline();
+        let firing = row.is_some_and(|r| r.state == AlertState::Firing);
+        let (to, reason) = if now >= due {
+            if firing {
+                continue;
+            }
+            let reason = match last {
+                Some(last) => format!(
+                    "reconciliation has not run since {} on stream {} (expected every {}, grace {})",
+                    stamp(last),
+                    stream.name,
+                    crate::domain::duration::format_duration(reconcile.every),
+                    crate::domain::duration::format_duration(reconcile.grace)
+                ),
+                None => format!(
+                    "reconciliation has not run since hushwatch started watching stream {} at {} (expected every {})",
+                    stream.name,
+                    stamp(since),
+                    crate::domain::duration::format_duration(reconcile.every)
+                ),
+            };
+            (AlertState::Firing, reason)
+        } else {
+            next = Some(next.map_or(due, |n| n.min(due)));
+            if !firing {
+                continue;
+            }
+            let reason = format!(
+                "reconciliation ran again on stream {} (report at {})",
+                stream.name,
+                last.map(stamp).unwrap_or_default()
+            );
+            (AlertState::Ok, reason)
+        };
+        let result = app
+            .store
+            .reconcile_transition(ReconcileTransition {
+                stream: stream.name.clone(),
+                to,
+                reason,
+                notifiers: stream.notify.clone(),
+                at: now,
+            })
+            .await;
+        app.note_storage(&result);
+        if result? {
+            app.outbox_wake.notify_one();
+        }
+    }
+    Ok(next)
+}

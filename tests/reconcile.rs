@@ -1,0 +1,330 @@
+//! Reconciliation reports (`POST /v1/streams/{stream}/reconciliations`) on
+//! a manual clock with a real HTTP receiver: a `revoke_missed` finding
+//! pages critical with what hushwatch was told about the subject, a
+//! missing reconciliation pages after `every + grace` and resolves on the
+//! next report, and a report id is stored once.
+
+mod support;
+
+use std::net::SocketAddr;
+use support::*;
+
+const START: &str = "2026-12-01T00:00:00Z";
+const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+fn config(url: &str) -> String {
+    format!(
+        r#"[server]
+listen = "127.0.0.1:0"
+data_dir = "data"
+
+[streams.identity]
+calendar = "always"
+silence_threshold = "30d"
+notify = ["hook"]
+[streams.identity.reconcile]
+every = "1h"
+[streams.identity.ingest]
+token = "{TOKEN}"
+webhook_secret = "{SECRET}"
+
+[notifiers.hook]
+kind = "webhook"
+url = "{url}"
+timeout = "1s"
+backoff_initial = "1s"
+"#
+    )
+}
+
+fn report(id: &str, drift: &str) -> String {
+    format!(
+        r#"{{"id":"{id}","started_at":"2026-12-01T00:00:00Z","finished_at":"2026-12-01T00:00:30Z","checked":1234,"drift":[{drift}]}}"#
+    )
+}
+
+fn post_report(addr: SocketAddr, token: &str, body: &str) -> (u16, serde_json::Value) {
+    let auth = format!("Bearer {token}");
+    let reply = request(
+        addr,
+        "POST",
+        "/v1/streams/identity/reconciliations",
+        &[
+            ("content-type", "application/json"),
+            ("authorization", &auth),
+        ],
+        body.as_bytes(),
+    );
+    (reply.status, reply.json())
+}
+
+/// A signed webhook as Svix sends it.
+fn post_webhook(addr: SocketAddr, msg_id: &str, ts: i64, body: &str) -> u16 {
+    let key = hushwatch::ingest::signature::SecretKey::parse(SECRET).unwrap();
+    let sig = hushwatch::ingest::signature::sign(&key, msg_id, ts, body.as_bytes());
+    let ts = ts.to_string();
+    request(
+        addr,
+        "POST",
+        "/v1/streams/identity/webhook",
+        &[
+            ("content-type", "application/json"),
+            ("svix-id", msg_id),
+            ("svix-timestamp", &ts),
+            ("svix-signature", &sig),
+        ],
+        body.as_bytes(),
+    )
+    .status
+}
+
+fn pages(recv: &Receiver) -> Vec<serde_json::Value> {
+    recv.delivered().iter().map(Received::json).collect()
+}
+
+fn wait_pages(recv: &Receiver, n: usize) -> Vec<serde_json::Value> {
+    poll(&format!("{n} pages"), || {
+        let got = pages(recv);
+        (got.len() >= n).then_some(got)
+    })
+}
+
+#[test]
+fn revoke_missed_pages_critical_with_what_was_delivered() {
+    let recv = Receiver::start(vec![]);
+    let dir = tempfile::tempdir().unwrap();
+    let s = Sidecar::start(dir.path(), &config(&recv.url("/hook")), utc(START));
+
+    // user_delivered was created, then revoked, both as signed webhooks.
+    let grant = r#"{"type":"user.created","timestamp":1764547100000,"data":{"object":"user","id":"user_delivered"}}"#;
+    let status = post_webhook(s.addr(), "msg_grant_1", s.now().timestamp(), grant);
+    assert_eq!(status, 200);
+    let body = r#"{"type":"user.deleted","timestamp":1764547200000,"data":{"object":"user","id":"user_delivered","deleted":true}}"#;
+    let status = post_webhook(s.addr(), "msg_revoke_1", s.now().timestamp(), body);
+    assert_eq!(status, 200);
+
+    let drift = r#"{"subject":"user_lost","kind":"revoke_missed","fixed":true},
+                   {"subject":"user_delivered","kind":"revoke_missed","fixed":true,"detail":"still a member"},
+                   {"subject":"user_new","kind":"grant_missed","fixed":false}"#;
+    let (status, json) = post_report(s.addr(), TOKEN, &report("rec-1", drift));
+    assert_eq!(status, 200, "{json}");
+    assert_eq!(json["status"], "stored");
+
+    let got = wait_pages(&recv, 1);
+    let text = got[0].to_string();
+    assert!(text.contains("critical"), "{text}");
+    assert!(text.contains("reconciliation_revoke_missed"), "{text}");
+    assert!(
+        text.contains("no revocation for user_lost was ever received"),
+        "{text}"
+    );
+    assert!(
+        text.contains("revocation received 2026-12-01T00:00:00Z (delivery msg_revoke_1"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("user_new"),
+        "grant drift is not a revocation: {text}"
+    );
+
+    // The same report again is stored once and pages nothing more.
+    let (status, json) = post_report(s.addr(), TOKEN, &report("rec-1", drift));
+    assert_eq!(status, 200);
+    assert_eq!(json["status"], "duplicate");
+    let series = r#"hushwatch_reconciliation_drift_total{kind="revoke_missed",stream="identity"}"#;
+    assert_eq!(s.metric(series), 2.0);
+    let series = r#"hushwatch_reconciliation_drift_total{kind="grant_missed",stream="identity"}"#;
+    assert_eq!(s.metric(series), 1.0);
+    let series = r#"hushwatch_reconciliation_last_timestamp_seconds{stream="identity"}"#;
+    assert_eq!(s.metric(series), utc(START).timestamp() as f64);
+    // The duplicate was answered only after the first page was queued, so
+    // an outbox with nothing pending means no second page exists.
+    poll("outbox drained", || s.pending().is_empty().then_some(()));
+    assert_eq!(pages(&recv).len(), 1, "{:?}", pages(&recv));
+    s.stop();
+
+    // The report joined the audit chain once, and the chain verifies.
+    let config = dir.path().join("hushwatch.toml");
+    let (code, out, err) = hushwatch(&["audit", "export", "--kind", "reconciliation"], &config);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 1, "{out}");
+    assert!(
+        lines[0].contains("rec-1") && lines[0].contains("user_lost"),
+        "{out}"
+    );
+    let (code, _, err) = hushwatch(&["audit", "verify"], &config);
+    assert_eq!(code, 0, "{err}");
+
+    // The subject's timeline: grant, revoke, then the finding, in order.
+    let (code, out, err) = hushwatch(&["audit", "subject", "user_delivered"], &config);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let access: Vec<&str> = lines
+        .iter()
+        .map(|l| l["access"].as_str().unwrap())
+        .collect();
+    assert_eq!(access, ["grant", "revoke", "finding"], "{out}");
+    assert_eq!(lines[1]["delivery_id"], "msg_revoke_1");
+    assert_eq!(lines[2]["finding"], "revoke_missed");
+    assert_eq!(lines[2]["delivery_id"], "rec-1");
+    let (code, out, _) = hushwatch(
+        &["audit", "subject", "user_delivered", "--format", "text"],
+        &config,
+    );
+    assert_eq!(code, 0);
+    assert_eq!(out.lines().count(), 3, "{out}");
+    assert!(
+        out.lines()
+            .nth(1)
+            .unwrap()
+            .contains("revoke  user.deleted  delivery msg_revoke_1"),
+        "{out}"
+    );
+    let (code, out, _) = hushwatch(&["audit", "subject", "nobody"], &config);
+    assert_eq!((code, out.as_str()), (0, ""));
+}
+
+fn hushwatch(args: &[&str], config: &std::path::Path) -> (i32, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hushwatch"))
+        .args(args)
+        .arg("--config")
+        .arg(config)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn bad_reports_are_refused_and_store_nothing() {
+    let recv = Receiver::start(vec![]);
+    let dir = tempfile::tempdir().unwrap();
+    let s = Sidecar::start(dir.path(), &config(&recv.url("/hook")), utc(START));
+    let (status, _) = post_report(s.addr(), "wrong-token", &report("r", ""));
+    assert_eq!(status, 401);
+    let (status, json) = post_report(s.addr(), TOKEN, r#"{"id":"r"}"#);
+    assert_eq!(status, 400, "{json}");
+    let (status, _) = post_report(
+        s.addr(),
+        TOKEN,
+        &report("r", r#"{"subject":"u","kind":"maybe","fixed":true}"#),
+    );
+    assert_eq!(status, 400);
+    let huge = format!(r#"{{"id":"r","detail":"{}"}}"#, "x".repeat(2 * 1024 * 1024));
+    let (status, _) = post_report(s.addr(), TOKEN, &huge);
+    assert_eq!(status, 413);
+    // Nothing was stored: a valid report with the same id is new.
+    let (status, json) = post_report(s.addr(), TOKEN, &report("r", ""));
+    assert_eq!((status, json["status"].as_str()), (200, Some("stored")));
+    s.stop();
+}
+
+#[test]
+fn a_missing_reconciliation_pages_after_every_plus_grace_and_resolves_on_the_next() {
+    let recv = Receiver::start(vec![]);
+    let dir = tempfile::tempdir().unwrap();
+    let s = Sidecar::start(dir.path(), &config(&recv.url("/hook")), utc(START));
+    let (status, _) = post_report(s.addr(), TOKEN, &report("run-1", ""));
+    assert_eq!(status, 200);
+
+    // every = 1h, grace = 30m (half of every): due at 01:30.
+    s.clock.set(utc("2026-12-01T01:29:59Z"));
+    let (status, _) = post_report(s.addr(), TOKEN, &report("probe-not-a-run", ""));
+    assert_eq!(status, 200);
+    // That report moved the deadline to 02:59:59; at 02:59:58 still nothing.
+    s.clock.set(utc("2026-12-01T02:59:58Z"));
+    poll("the watcher saw 02:59:58", || {
+        s.pending().is_empty().then_some(())
+    });
+    s.clock.set(utc("2026-12-01T02:59:59Z"));
+    let got = wait_pages(&recv, 1);
+    let text = got[0].to_string();
+    assert!(text.contains("reconciliation_missing"), "{text}");
+    assert!(text.contains("warning"), "{text}");
+    assert!(
+        text.contains("reconciliation has not run since 2026-12-01T01:29:59Z"),
+        "{text}"
+    );
+    assert_eq!(got.len(), 1);
+
+    let (status, _) = post_report(s.addr(), TOKEN, &report("run-3", ""));
+    assert_eq!(status, 200);
+    let got = wait_pages(&recv, 2);
+    let text = got[1].to_string();
+    assert!(text.contains("resolved"), "{text}");
+    assert!(text.contains("reconciliation_missing"), "{text}");
+    s.stop();
+}
+
+fn membership(kind: &str, ts_ms: i64) -> String {
+    format!(
+        r#"{{"type":"organizationMembership.{kind}","timestamp":{ts_ms},"data":{{"object":"organization_membership","id":"orgmem_1","organization":{{"id":"org_1"}},"public_user_data":{{"user_id":"user_stale"}}}}}}"#
+    )
+}
+
+#[test]
+fn a_grant_retried_after_its_revocation_is_accepted_and_pages_once() {
+    let recv = Receiver::start(vec![]);
+    let dir = tempfile::tempdir().unwrap();
+    let s = Sidecar::start(dir.path(), &config(&recv.url("/hook")), utc(START));
+    let now = s.now().timestamp();
+    let created_at = utc(START).timestamp_millis() - 60_000;
+    let deleted_at = created_at + 30_000;
+    // In order: nothing to say.
+    assert_eq!(
+        post_webhook(
+            s.addr(),
+            "msg_c1",
+            now,
+            &membership("created", created_at - 1)
+        ),
+        200
+    );
+    assert_eq!(
+        post_webhook(s.addr(), "msg_d1", now, &membership("deleted", deleted_at)),
+        200
+    );
+    // The creation retried after the deletion, with its older event time.
+    assert_eq!(
+        post_webhook(s.addr(), "msg_c2", now, &membership("created", created_at)),
+        200
+    );
+    let got = wait_pages(&recv, 1);
+    let text = got[0].to_string();
+    assert!(text.contains("stale_grant"), "{text}");
+    assert!(text.contains("warning"), "{text}");
+    assert!(
+        text.contains(
+            "a grant for user_stale arrived after its revocation, with an older event time"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("msg_c2") && text.contains("msg_d1"), "{text}");
+    // The same delivery again is a duplicate: no second record or page.
+    assert_eq!(
+        post_webhook(s.addr(), "msg_c2", now, &membership("created", created_at)),
+        200
+    );
+    // A grant newer than the revocation (a real re-add) is not stale.
+    assert_eq!(
+        post_webhook(
+            s.addr(),
+            "msg_c3",
+            now,
+            &membership("created", deleted_at + 1)
+        ),
+        200
+    );
+    let series = r#"hushwatch_stale_grants_total{stream="identity"}"#;
+    assert_eq!(s.metric(series), 1.0);
+    poll("outbox drained", || s.pending().is_empty().then_some(()));
+    assert_eq!(pages(&recv).len(), 1, "{:?}", pages(&recv));
+    s.stop();
+}
