@@ -6,6 +6,12 @@
 //! SAVEPOINT in ONE transaction, commits once, and only then replies: every
 //! caller hears `Ok` only after the COMMIT, and a delivery whose statements
 //! failed is rolled back alone (it hears its error; the rest still commit).
+//!
+//! The batch is first recorded set-wise (`bulk`: a few pipelined
+//! statements for the whole batch, not ~10 round trips per event under the
+//! head lock). Only when that fails before its COMMIT (a bad delivery, a
+//! deadlock victim) is it rolled back and recorded job by job under
+//! savepoints, so the failing delivery is the only one that fails.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -14,7 +20,7 @@ use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
 use tokio::sync::{mpsc, oneshot};
 
-use super::{ops, pg_err, pool_err, subscriptions};
+use super::{bulk, ops, pg_err, pool_err, subscriptions};
 use crate::store::subscriptions::SubscriptionUpdate;
 use crate::store::{EventOutcome, NewEvent, StoreError, StreamRow};
 
@@ -80,6 +86,83 @@ async fn run(
     results: &mut Vec<Result<Recorded, StoreError>>,
 ) -> Result<(), StoreError> {
     let mut client = pool.get().await.map_err(pool_err)?;
+    match set_wise(&mut client, jobs).await {
+        Ok(recorded) => {
+            results.extend(recorded.into_iter().map(Ok));
+            return Ok(());
+        }
+        // COMMIT itself failed: whether it happened is unknown, so no
+        // second attempt here (a sender's retry dedups).
+        Err(SetWise::Commit(e)) => return Err(e),
+        Err(SetWise::Before(e)) => {
+            tracing::debug!(error = %e, "batched ingest failed; recording delivery by delivery");
+        }
+    }
+    job_by_job(&mut client, jobs, results).await
+}
+
+enum SetWise {
+    /// Rolled back (the transaction is dropped unfinished).
+    Before(StoreError),
+    Commit(StoreError),
+}
+
+async fn set_wise(
+    client: &mut deadpool_postgres::Client,
+    jobs: &[Job],
+) -> Result<Vec<Recorded>, SetWise> {
+    let tx = client
+        .transaction()
+        .await
+        .map_err(|e| SetWise::Before(pg_err(e)))?;
+    let recorded = async {
+        let events: Vec<&[crate::store::NewEvent]> =
+            jobs.iter().map(|j| j.events.as_slice()).collect();
+        let outcomes = bulk::record(&tx, &events).await?;
+        for job in jobs {
+            if let Some(update) = &job.update {
+                subscriptions::record(&tx, update, job.now).await?;
+            }
+        }
+        // The moved rows of every job that asked, read in one statement
+        // after the whole batch was applied.
+        let moved: Vec<Vec<&str>> = jobs
+            .iter()
+            .zip(&outcomes)
+            .map(|(job, outcomes)| match job.with_rows {
+                true => crate::store::moved_streams(&job.events, outcomes),
+                false => Vec::new(),
+            })
+            .collect();
+        let mut names: Vec<&str> = moved.iter().flatten().copied().collect();
+        names.sort_unstable();
+        names.dedup();
+        let rows = ops::stream_rows(&tx, &names).await?;
+        let recorded: Vec<Recorded> = outcomes
+            .into_iter()
+            .zip(moved)
+            .map(|(outcomes, moved)| {
+                let rows = moved
+                    .iter()
+                    .filter_map(|name| rows.iter().find(|r| r.name == *name).cloned())
+                    .collect();
+                (outcomes, rows)
+            })
+            .collect();
+        Ok::<_, StoreError>(recorded)
+    }
+    .await
+    .map_err(SetWise::Before)?;
+    tx.commit().await.map_err(|e| SetWise::Commit(pg_err(e)))?;
+    Ok(recorded)
+}
+
+/// The fallback: each job under its own SAVEPOINT, event by event.
+async fn job_by_job(
+    client: &mut deadpool_postgres::Client,
+    jobs: &[Job],
+    results: &mut Vec<Result<Recorded, StoreError>>,
+) -> Result<(), StoreError> {
     let mut tx = client.transaction().await.map_err(pg_err)?;
     // The head lock first, once for the whole batch and outside every
     // savepoint (a lock taken inside one would be released by its

@@ -12,6 +12,7 @@
 
 pub(crate) mod audit_reader;
 mod batch;
+mod bulk;
 pub mod clock;
 pub mod migrate;
 mod ops;

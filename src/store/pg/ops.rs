@@ -112,6 +112,19 @@ pub(super) async fn stream_row(tx: &Tx<'_>, name: &str) -> Result<Option<StreamR
         .transpose()
 }
 
+/// The rows of `names` (any order); a name without a row is left out.
+pub(super) async fn stream_rows(tx: &Tx<'_>, names: &[&str]) -> Result<Vec<StreamRow>, StoreError> {
+    if names.is_empty() {
+        return Ok(Vec::new());
+    }
+    let sql = format!("SELECT {STREAM_COLUMNS} FROM streams WHERE name = ANY($1)");
+    rows(tx, &sql, &[&names])
+        .await?
+        .iter()
+        .map(stream_from_row)
+        .collect()
+}
+
 async fn stream_row_locked(tx: &Tx<'_>, name: &str) -> Result<Option<StreamRow>, StoreError> {
     let sql = format!("SELECT {STREAM_COLUMNS} FROM streams WHERE name = $1 FOR UPDATE");
     opt(tx, &sql, &[&name])

@@ -20,7 +20,7 @@ pub(super) async fn record(
         exec(
             tx,
             "INSERT INTO subscriptions (stream, subscription, expires_at, seen_at)
-             VALUES ($1, $2, $3, coalesce($4, $5))
+             VALUES ($1, $2, $3, coalesce($4::BIGINT, $5::BIGINT))
              ON CONFLICT (stream, subscription) DO UPDATE SET
                expires_at = GREATEST(subscriptions.expires_at, excluded.expires_at),
                seen_at = coalesce($4, subscriptions.seen_at)",
