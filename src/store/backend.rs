@@ -109,6 +109,17 @@ pub trait Backend: Send + Sync + 'static {
 
     async fn streams(&self) -> StoreResult<Vec<StreamRow>>;
 
+    /// The stream rows changed since `since` (a cursor an earlier call
+    /// returned; `None`: every row) and the cursor for the next call. An
+    /// engine without change tracking returns every row and no cursor.
+    async fn streams_changed(
+        &self,
+        since: Option<i64>,
+    ) -> StoreResult<(Vec<StreamRow>, Option<i64>)> {
+        let _ = since;
+        Ok((self.streams().await?, None))
+    }
+
     async fn pending_outbox(&self) -> StoreResult<Vec<OutboxRow>>;
 
     async fn mark_outbox_done(&self, id: i64, at: DateTime<Utc>) -> StoreResult<()>;

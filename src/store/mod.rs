@@ -467,6 +467,16 @@ impl Store {
         self.backend.streams().await
     }
 
+    /// Stream rows changed since the cursor an earlier call returned
+    /// (`None`: every row), with the cursor for the next call; without a
+    /// cursor back, the next call must read every row again.
+    pub async fn streams_changed(
+        &self,
+        since: Option<i64>,
+    ) -> Result<(Vec<StreamRow>, Option<i64>), StoreError> {
+        self.backend.streams_changed(since).await
+    }
+
     /// Outbox rows not yet marked done, oldest first.
     pub async fn pending_outbox(&self) -> Result<Vec<OutboxRow>, StoreError> {
         self.backend.pending_outbox().await

@@ -270,6 +270,24 @@ impl Backend for PgBackend {
         in_tx!(self, |tx| ops::streams(&tx).await?)
     }
 
+    async fn streams_changed(
+        &self,
+        since: Option<i64>,
+    ) -> StoreResult<(Vec<StreamRow>, Option<i64>)> {
+        // One snapshot for the cursor and the rows (see `ops::streams_changed`).
+        let mut client = self.pool.get().await.map_err(pool_err)?;
+        let tx = client
+            .build_transaction()
+            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await
+            .map_err(pg_err)?;
+        let out = ops::streams_changed(&tx, since).await?;
+        tx.commit().await.map_err(pg_err)?;
+        Ok(out)
+    }
+
     async fn pending_outbox(&self) -> StoreResult<Vec<OutboxRow>> {
         in_tx!(self, |tx| ops::pending_outbox(&tx).await?)
     }

@@ -27,6 +27,21 @@ use crate::store::{
     StreamRow, TemplatedOutcome, Transition, TransitionOutcome,
 };
 
+/// Schema step: every stream row carries the id of the transaction that
+/// last wrote it (`changed_xid`, set by a trigger, so every statement that
+/// inserts or updates a stream keeps it), indexed, so a replica re-reads
+/// only the rows changed since its last read (`streams_changed`).
+pub(super) const STREAM_CHANGES_MIGRATION: &str =
+    "ALTER TABLE streams ADD COLUMN changed_xid xid8 NOT NULL DEFAULT pg_current_xact_id();
+     CREATE INDEX streams_by_change ON streams(changed_xid);
+     CREATE FUNCTION hushwatch_stream_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+     BEGIN
+         NEW.changed_xid := pg_current_xact_id();
+         RETURN NEW;
+     END $$;
+     CREATE TRIGGER streams_changed BEFORE UPDATE ON streams
+         FOR EACH ROW EXECUTE FUNCTION hushwatch_stream_changed();";
+
 const STREAM_COLUMNS: &str = "name, watch_started_at, last_arrival_at, newest_event_at, \
      last_event_type, last_event_id, alert_state, firing_since, cleared_at";
 
@@ -755,6 +770,44 @@ pub(super) async fn streams(tx: &Tx<'_>) -> Result<Vec<StreamRow>, StoreError> {
         .iter()
         .map(stream_from_row)
         .collect()
+}
+
+/// The rows changed since `since` (all rows without it) and the cursor
+/// for the next call. Transaction ids are handed out at a transaction's
+/// first write but commit in any order, so the cursor is not the largest
+/// id read: it is the oldest transaction still running when this read's
+/// snapshot was taken. Everything older was visible to this read; every
+/// change not visible to it has an id at or above the cursor. The caller
+/// runs this in a REPEATABLE READ transaction: one snapshot for both.
+pub(super) async fn streams_changed(
+    tx: &Tx<'_>,
+    since: Option<i64>,
+) -> Result<(Vec<StreamRow>, Option<i64>), StoreError> {
+    let cursor: i64 = get(
+        &one(
+            tx,
+            "SELECT pg_snapshot_xmin(pg_current_snapshot())::TEXT::BIGINT",
+            &[],
+        )
+        .await?,
+        0,
+    )?;
+    let found = match since {
+        None => {
+            let sql = format!("SELECT {STREAM_COLUMNS} FROM streams");
+            rows(tx, &sql, &[]).await?
+        }
+        Some(since) => {
+            let sql =
+                format!("SELECT {STREAM_COLUMNS} FROM streams WHERE changed_xid >= $1::TEXT::xid8");
+            rows(tx, &sql, &[&since.to_string()]).await?
+        }
+    };
+    let rows = found
+        .iter()
+        .map(stream_from_row)
+        .collect::<Result<_, _>>()?;
+    Ok((rows, Some(cursor)))
 }
 
 pub(super) async fn pending_outbox(tx: &Tx<'_>) -> Result<Vec<OutboxRow>, StoreError> {
