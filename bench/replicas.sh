@@ -14,6 +14,7 @@
 #
 #   HUSHWATCH_TEST_PG_URL=postgres://USER:PW@127.0.0.1:5432/postgres bench/replicas.sh
 #   DURATION=5s ONLY=postgres bench/replicas.sh    # ONLY: grep over case names
+#   BIN=path/to/hushwatch bench/replicas.sh        # no build
 #
 # The admin URL's role must be allowed to create databases; each setup gets
 # a fresh database, dropped at the end. Client, servers and PostgreSQL
@@ -24,8 +25,11 @@ DURATION="${DURATION:-5s}"
 LEASE="${LEASE:-5s}"
 ADMIN="${HUSHWATCH_TEST_PG_URL:?set HUSHWATCH_TEST_PG_URL to an admin URL (scripts/test-postgres prints one)}"
 command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }
-cargo build --release --locked --bin hushwatch >&2
-bin="$PWD/target/release/hushwatch"
+# BIN: a hushwatch binary built earlier (skips the release build).
+if [ -z "${BIN:-}" ]; then
+  cargo build --release --locked --bin hushwatch >&2
+fi
+bin="${BIN:-$PWD/target/release/hushwatch}"
 
 work="$(mktemp -d)"
 pids=()

@@ -25,6 +25,7 @@ pub mod silences;
 mod status_page;
 mod streams_admin;
 mod svix;
+pub mod unready;
 mod write_deadline;
 
 pub use log_field::Escaped;

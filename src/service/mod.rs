@@ -178,11 +178,82 @@ pub fn run_blocking(config_path: &Path, config: Config) -> ExitCode {
     };
     match runtime.block_on(serve(config_path, config)) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
+        Err(ServeError::Start(e)) => {
             tracing::error!("{e}");
             eprintln!("hushwatch: {e}");
             ExitCode::from(crate::exit::EXIT_FAILURE)
         }
+        Err(ServeError::Config(e)) => {
+            tracing::error!("{e}");
+            eprintln!("hushwatch: {e}");
+            ExitCode::from(crate::exit::EXIT_CONFIG)
+        }
+    }
+}
+
+/// Why `serve` ended with an error: exit 1, or exit 2 for what only a
+/// config edit fixes (a refused PostgreSQL login, a missing database, an
+/// unverified server certificate), naming the key.
+enum ServeError {
+    Start(StartError),
+    Config(String),
+}
+
+impl From<StartError> for ServeError {
+    fn from(e: StartError) -> ServeError {
+        ServeError::Start(e)
+    }
+}
+
+/// Base and cap of the wait between two attempts to reach PostgreSQL at start.
+const REACH_RETRY: (std::time::Duration, std::time::Duration) = (
+    std::time::Duration::from_millis(500),
+    std::time::Duration::from_secs(10),
+);
+
+/// The serve clock, once the store can be reached. With PostgreSQL
+/// unreachable this keeps trying (backoff up to 10 s, one log line when it
+/// becomes unreachable and one when it is back) and returns only a
+/// permanent failure; the caller answers unready meanwhile.
+async fn reach_store(
+    store: &crate::store::location::StoreConfig,
+    addr: Option<SocketAddr>,
+) -> Result<Arc<dyn Clock>, ServeError> {
+    use crate::store::pg::reach::{reach, Unreachable};
+    let Some(pg) = &store.postgres else {
+        return Store::serve_clock(store)
+            .await
+            .map_err(|e| StartError::store(e).into());
+    };
+    let mut delay = REACH_RETRY.0;
+    let mut waiting = false;
+    loop {
+        let failed = match reach(&pg.settings).await {
+            Err(Unreachable::Permanent(reason)) => {
+                return Err(ServeError::Config(format!("store.url: {reason}")));
+            }
+            Err(Unreachable::Transient(reason)) => reason,
+            Ok(()) => match Store::serve_clock(store).await {
+                Ok(clock) => {
+                    if waiting {
+                        tracing::info!("store: PostgreSQL reachable; starting");
+                    }
+                    return Ok(clock);
+                }
+                Err(e) => e.to_string(),
+            },
+        };
+        if !waiting {
+            let addr = addr.map(|a| a.to_string()).unwrap_or_default();
+            tracing::warn!(
+                url = %pg.settings.redacted,
+                error = %failed,
+                "store: PostgreSQL unreachable; retrying; hushwatch answering on {addr} meanwhile (/healthz 200, /readyz and every other route 503 until it is back)"
+            );
+            waiting = true;
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(REACH_RETRY.1);
     }
 }
 
@@ -203,21 +274,11 @@ fn bind(listen: std::net::SocketAddr) -> std::io::Result<TcpListener> {
     socket.listen(ACCEPT_BACKLOG)
 }
 
-async fn serve(config_path: &Path, config: Config) -> Result<(), StartError> {
+async fn serve(config_path: &Path, config: Config) -> Result<(), ServeError> {
     use tokio::signal::unix::{signal, SignalKind};
     let listen = config.server.listen;
     let listener =
         bind(listen).map_err(|e| StartError(format!("cannot listen on {listen}: {e}")))?;
-    let clock = Store::serve_clock(&config.store)
-        .await
-        .map_err(StartError::store)?;
-    let running = start(config, clock, listener).await?;
-    crate::heap::release_free_memory();
-    // Tests and operators look for this exact line to learn the port.
-    tracing::info!(addr = %running.addr, "hushwatch listening on {}", running.addr);
-    if let Some(admin) = running.admin_addr {
-        tracing::info!(addr = %admin, "hushwatch admin listening on {admin} (status page, /v1/status, /metrics, admin routes)");
-    }
     let sig =
         |kind| signal(kind).map_err(|e| StartError(format!("cannot install signal handler: {e}")));
     let (mut term, mut int, mut hup) = (
@@ -225,6 +286,18 @@ async fn serve(config_path: &Path, config: Config) -> Result<(), StartError> {
         sig(SignalKind::interrupt())?,
         sig(SignalKind::hangup())?,
     );
+    let clock = tokio::select! {
+        clock = crate::http::unready::serve_until(&listener, reach_store(&config.store, listener.local_addr().ok())) => clock?,
+        _ = term.recv() => return Ok(()),
+        _ = int.recv() => return Ok(()),
+    };
+    let running = start(config, clock, listener).await?;
+    crate::heap::release_free_memory();
+    // Tests and operators look for this exact line to learn the port.
+    tracing::info!(addr = %running.addr, "hushwatch listening on {}", running.addr);
+    if let Some(admin) = running.admin_addr {
+        tracing::info!(addr = %admin, "hushwatch admin listening on {admin} (status page, /v1/status, /metrics, admin routes)");
+    }
     loop {
         tokio::select! {
             _ = term.recv() => break,

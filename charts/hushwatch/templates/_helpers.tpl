@@ -194,10 +194,11 @@ rules and pages instead.
     {{- toYaml $env | nindent 4 }}
   {{- end }}
   {{- /* A native sidecar's startup probe gates the app's start: kubelet
-         starts the app container only once it passes. `serve` exits when
-         it cannot open its store (an unreachable database, an unwritable
-         volume), so that probe would keep the app from starting at all.
-         Without it the app starts as soon as hushwatch's process does. */}}
+         starts the app container only once it passes. `serve` waits for an
+         unreachable PostgreSQL (answering /healthz) but exits when its
+         SQLite volume is unwritable or store.url is refused for good, so
+         that probe would keep the app from starting at all. Without it
+         the app starts as soon as hushwatch's process does. */}}
   {{- if not .native }}
   startupProbe:
     httpGet:

@@ -16,6 +16,7 @@ mod bulk;
 pub mod clock;
 pub mod migrate;
 mod ops;
+pub mod reach;
 mod reconcile;
 mod replica;
 mod schema;
@@ -62,11 +63,15 @@ const POOL_WAIT: Duration = Duration::from_secs(10);
 /// One line naming what failed. Database errors keep only their SQLSTATE
 /// and primary message (never DETAIL, which can quote row values).
 pub(crate) fn pg_err(e: tokio_postgres::Error) -> StoreError {
+    StoreError::Sql(pg_err_text(&e))
+}
+
+fn pg_err_text(e: &tokio_postgres::Error) -> String {
     let msg = match e.as_db_error() {
         Some(db) => format!("{} ({})", db.message(), db.code().code()),
         None => e.to_string(),
     };
-    StoreError::Sql(msg.lines().next().unwrap_or_default().to_owned())
+    msg.lines().next().unwrap_or_default().to_owned()
 }
 
 fn pool_err(e: deadpool_postgres::PoolError) -> StoreError {
