@@ -22,7 +22,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::{bulk, ops, pg_err, pool_err, subscriptions};
 use crate::store::subscriptions::SubscriptionUpdate;
-use crate::store::{EventOutcome, NewEvent, StoreError, StreamRow};
+use crate::store::{NewEvent, StoreError};
 
 /// Deliveries per transaction at most, so one backlog cannot hold the audit
 /// head lock (and every reply in it) for long.
@@ -33,7 +33,7 @@ pub(super) const QUEUE: usize = 4096;
 
 /// What a caller gets back: each event's outcome and, when asked for, the
 /// rows of the streams its events moved (read inside the same transaction).
-pub(super) type Recorded = (Vec<EventOutcome>, Vec<StreamRow>);
+pub(super) type Recorded = bulk::Recorded;
 
 pub(super) struct Job {
     pub events: Vec<NewEvent>,
@@ -111,50 +111,30 @@ async fn set_wise(
     client: &mut deadpool_postgres::Client,
     jobs: &[Job],
 ) -> Result<Vec<Recorded>, SetWise> {
-    let tx = client
-        .transaction()
-        .await
-        .map_err(|e| SetWise::Before(pg_err(e)))?;
-    let recorded = async {
-        let events: Vec<&[crate::store::NewEvent]> =
-            jobs.iter().map(|j| j.events.as_slice()).collect();
-        let outcomes = bulk::record(&tx, &events).await?;
-        for job in jobs {
-            if let Some(update) = &job.update {
-                subscriptions::record(&tx, update, job.now).await?;
-            }
-        }
-        // The moved rows of every job that asked, read in one statement
-        // after the whole batch was applied.
-        let moved: Vec<Vec<&str>> = jobs
-            .iter()
-            .zip(&outcomes)
-            .map(|(job, outcomes)| match job.with_rows {
-                true => crate::store::moved_streams(&job.events, outcomes),
-                false => Vec::new(),
-            })
-            .collect();
-        let mut names: Vec<&str> = moved.iter().flatten().copied().collect();
-        names.sort_unstable();
-        names.dedup();
-        let rows = ops::stream_rows(&tx, &names).await?;
-        let recorded: Vec<Recorded> = outcomes
-            .into_iter()
-            .zip(moved)
-            .map(|(outcomes, moved)| {
-                let rows = moved
-                    .iter()
-                    .filter_map(|name| rows.iter().find(|r| r.name == *name).cloned())
-                    .collect();
-                (outcomes, rows)
-            })
-            .collect();
-        Ok::<_, StoreError>(recorded)
+    // Subscription updates (rare: provider lifecycle deliveries) go
+    // through the transaction API of the job-by-job path.
+    if jobs.iter().any(|j| j.update.is_some()) {
+        return Err(SetWise::Before(StoreError::Sql(
+            "a subscription update in the batch".into(),
+        )));
     }
-    .await
-    .map_err(SetWise::Before)?;
-    tx.commit().await.map_err(|e| SetWise::Commit(pg_err(e)))?;
-    Ok(recorded)
+    let work: Vec<(&[crate::store::NewEvent], bool)> = jobs
+        .iter()
+        .map(|j| (j.events.as_slice(), j.with_rows))
+        .collect();
+    match bulk::record(client, &work).await {
+        Ok(recorded) => Ok(recorded),
+        Err(bulk::Failed::Commit(e)) => Err(SetWise::Commit(e)),
+        Err(bulk::Failed::Before(e)) => {
+            // Leaves no transaction open on the connection (a warning
+            // only when the COMMIT already ended the aborted one).
+            client
+                .batch_execute("ROLLBACK")
+                .await
+                .map_err(|e| SetWise::Before(pg_err(e)))?;
+            Err(SetWise::Before(e))
+        }
+    }
 }
 
 /// The fallback: each job under its own SAVEPOINT, event by event.

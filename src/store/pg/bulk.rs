@@ -9,9 +9,16 @@
 //! audit chain is hashed in the process from the head read under its lock,
 //! with ONE head update per batch:
 //!
-//! 1. head lock + stream rows ensured + dedup inserts (one flight);
-//! 2. events, audit entries, head, stream clocks, notifications (one flight);
-//! 3. subscription updates (rare) and the moved stream rows.
+//! 1. BEGIN, head lock, stream rows ensured, dedup inserts (one flight);
+//! 2. events, audit entries, head, stream clocks, notifications, the moved
+//!    stream rows, COMMIT (one flight).
+//!
+//! So the head lock is held for two round trips and the COMMIT's flush,
+//! whatever the batch size. Every statement is prepared before a flight
+//! (cached per connection), so each flight goes out in the order written:
+//! nothing can be sent after the COMMIT. The COMMIT's answer counts only
+//! if every statement before it succeeded (after an error PostgreSQL turns
+//! the COMMIT into a rollback), and only then is anything acknowledged.
 //!
 //! The rules are `ops::record_event`'s, applied in delivery order: a
 //! delivery id seen before (in the database, under its legacy hash, or
@@ -27,10 +34,96 @@ use chrono::{DateTime, Utc};
 use tokio_postgres::Statement;
 
 use super::pg_err;
-use super::sql::{get, ms, opt_ms, Tx};
+use super::sql::{get, ms, opt_ms};
 use crate::audit::chain::{from_hex, to_hex, Entry, GENESIS};
 use crate::store::ops::{delivery_hash, legacy_delivery_hash};
-use crate::store::{EventOutcome, NewEvent, StoreError};
+use crate::store::{EventOutcome, NewEvent, StoreError, StreamRow};
+
+/// The batch's own connection; the transaction is BEGIN … COMMIT sent in
+/// the flights (a `Transaction` handle could not share the COMMIT's flight).
+type Tx = deadpool_postgres::Client;
+
+/// Each job's outcomes and the rows of the streams it moved (when asked).
+pub(super) type Recorded = (Vec<EventOutcome>, Vec<StreamRow>);
+
+/// Why nothing was recorded.
+pub(super) enum Failed {
+    /// A statement failed: the transaction is aborted or was never
+    /// committed; the caller sends ROLLBACK before reusing the connection.
+    Before(StoreError),
+    /// COMMIT itself failed: it may or may not have happened.
+    Commit(StoreError),
+}
+
+const EVENTS: &str =
+    "INSERT INTO events (stream, delivery_hash, event_type, event_time, received_at,
+                         feeds_clock, body_sha256)
+     SELECT * FROM UNNEST($1::TEXT[], $2::TEXT[], $3::TEXT[], $4::BIGINT[], $5::BIGINT[],
+                          $6::BOOLEAN[], $7::BYTEA[])";
+
+const AUDIT: &str =
+    "INSERT INTO audit_log (seq, received_at, source, channel, delivery_id, event_type,
+         event_time, subject_ids, body_sha256, signature_verified, prev_hash, hash)
+     SELECT * FROM UNNEST($1::BIGINT[], $2::BIGINT[], $3::TEXT[], $4::TEXT[],
+         $5::TEXT[], $6::TEXT[], $7::BIGINT[], $8::TEXT[], $9::TEXT[], $10::BOOLEAN[],
+         $11::TEXT[], $12::TEXT[])";
+
+const HEAD_UPDATE: &str = "UPDATE audit_head SET seq = $1, hash = $2 WHERE id = 1";
+
+const CLOCKS: &str = "UPDATE streams s SET
+         last_event_type = CASE WHEN s.last_arrival_at IS NULL OR u.at >= s.last_arrival_at
+                                THEN u.event_type ELSE s.last_event_type END,
+         last_event_id   = CASE WHEN s.last_arrival_at IS NULL OR u.at >= s.last_arrival_at
+                                THEN u.event_id ELSE s.last_event_id END,
+         last_arrival_at = GREATEST(coalesce(s.last_arrival_at, u.at), u.at),
+         newest_event_at = CASE WHEN u.newest IS NULL THEN s.newest_event_at
+                                ELSE GREATEST(coalesce(s.newest_event_at, u.newest),
+                                              u.newest) END
+     FROM UNNEST($1::TEXT[], $2::BIGINT[], $3::TEXT[], $4::TEXT[], $5::BIGINT[])
+          AS u(name, at, event_type, event_id, newest)
+     WHERE s.name = u.name";
+
+const NOTIFY: &str = "SELECT pg_notify($1, n) FROM UNNEST($2::TEXT[]) AS n";
+
+/// Every statement of the two flights, prepared.
+struct Stmts {
+    head: Statement,
+    ensure: Statement,
+    dedup: Statement,
+    events: Statement,
+    audit: Statement,
+    head_update: Statement,
+    clocks: Statement,
+    notify: Statement,
+    rows: Statement,
+}
+
+async fn prepare(tx: &Tx) -> Result<Stmts, StoreError> {
+    let rows_sql = super::ops::stream_rows_sql();
+    let (head, ensure, dedup, events, audit, head_update, clocks, notify, rows) = tokio::try_join!(
+        tx.prepare_cached(HEAD),
+        tx.prepare_cached(ENSURE),
+        tx.prepare_cached(DEDUP),
+        tx.prepare_cached(EVENTS),
+        tx.prepare_cached(AUDIT),
+        tx.prepare_cached(HEAD_UPDATE),
+        tx.prepare_cached(CLOCKS),
+        tx.prepare_cached(NOTIFY),
+        tx.prepare_cached(&rows_sql),
+    )
+    .map_err(pg_err)?;
+    Ok(Stmts {
+        head,
+        ensure,
+        dedup,
+        events,
+        audit,
+        head_update,
+        clocks,
+        notify,
+        rows,
+    })
+}
 
 /// Every event of the batch, in delivery order, with its job.
 struct Item<'a> {
@@ -39,15 +132,24 @@ struct Item<'a> {
     hash: Option<String>,
 }
 
-/// Records `jobs` (each a delivery's events) and returns each job's outcomes.
-pub(super) async fn record(
-    tx: &Tx<'_>,
-    jobs: &[&[NewEvent]],
-) -> Result<Vec<Vec<EventOutcome>>, StoreError> {
+/// Records `jobs` (each a delivery's events, and whether it wants the rows
+/// of the streams it moved) in one transaction on `tx`, and commits.
+pub(super) async fn record(tx: &Tx, jobs: &[(&[NewEvent], bool)]) -> Result<Vec<Recorded>, Failed> {
+    let stmts = prepare(tx).await.map_err(Failed::Before)?;
+    let outcomes = flights(tx, &stmts, jobs).await?;
+    Ok(outcomes)
+}
+
+async fn flights(
+    tx: &Tx,
+    st: &Stmts,
+    jobs: &[(&[NewEvent], bool)],
+) -> Result<Vec<Recorded>, Failed> {
+    let before = Failed::Before;
     let items: Vec<Item> = jobs
         .iter()
         .enumerate()
-        .flat_map(|(job, events)| events.iter().map(move |event| (job, event)))
+        .flat_map(|(job, (events, _))| events.iter().map(move |event| (job, event)))
         .map(|(job, event)| Item {
             job,
             event,
@@ -59,36 +161,32 @@ pub(super) async fn record(
         .collect();
     let audited = items.iter().any(|i| i.event.audit);
 
-    // Flight 1. Prepared first (cached per connection: a round trip only
-    // on a connection's first batch), so the three are sent in this order:
-    // the head lock first keeps lock order head → stream rows, as
-    // everywhere else (see `ops`), and stream rows exist before the dedup
+    // Flight 1. The head lock first keeps lock order head → stream rows,
+    // as everywhere else (see `ops`); stream rows exist before the dedup
     // rows that reference them.
-    let (head_stmt, ensure_stmt, dedup_stmt) = tokio::try_join!(
-        tx.prepare_cached(HEAD),
-        tx.prepare_cached(ENSURE),
-        tx.prepare_cached(DEDUP),
-    )
-    .map_err(pg_err)?;
     let head = async {
         if !audited {
             return Ok(None);
         }
-        let row = tx.query_one(&head_stmt, &[]).await.map_err(pg_err)?;
+        let row = tx.query_one(&st.head, &[]).await.map_err(pg_err)?;
         Ok::<_, StoreError>(Some((
             get::<i64>(&row, 0)?,
             get::<Option<String>>(&row, 1)?,
         )))
     };
-    let (head, (), fresh) = tokio::try_join!(
+    let (_, head, (), fresh) = tokio::try_join!(
+        async { tx.batch_execute("BEGIN").await.map_err(pg_err) },
         head,
-        ensure_streams(tx, &ensure_stmt, &items),
-        dedup(tx, &dedup_stmt, &items)
-    )?;
+        ensure_streams(tx, &st.ensure, &items),
+        dedup(tx, &st.dedup, &items)
+    )
+    .map_err(before)?;
 
     let mut accepted_hashes: HashSet<String> = fresh;
-    let mut outcomes: Vec<Vec<EventOutcome>> =
-        jobs.iter().map(|e| Vec::with_capacity(e.len())).collect();
+    let mut outcomes: Vec<Vec<EventOutcome>> = jobs
+        .iter()
+        .map(|(e, _)| Vec::with_capacity(e.len()))
+        .collect();
     let mut kept = Vec::new();
     for item in &items {
         let accepted = match &item.hash {
@@ -105,21 +203,68 @@ pub(super) async fn record(
         });
     }
 
-    // Flight 2.
-    tokio::try_join!(
-        insert_events(tx, &kept),
-        append_audit(tx, &kept, head),
-        move_clocks(tx, &kept),
-    )?;
-    Ok(outcomes)
+    // The moved rows of every job that asked, read in one statement
+    // after the whole batch was applied.
+    let moved: Vec<Vec<&str>> = jobs
+        .iter()
+        .zip(&outcomes)
+        .map(|((events, with_rows), outcomes)| match with_rows {
+            true => crate::store::moved_streams(events, outcomes),
+            false => Vec::new(),
+        })
+        .collect();
+    let mut names: Vec<&str> = moved.iter().flatten().copied().collect();
+    names.sort_unstable();
+    names.dedup();
+
+    // Flight 2, COMMIT last.
+    let statements = async {
+        tokio::try_join!(
+            insert_events(tx, &st.events, &kept),
+            append_audit(tx, st, &kept, head),
+            move_clocks(tx, st, &kept),
+            read_rows(tx, &st.rows, &names),
+        )
+    };
+    let commit = async { tx.batch_execute("COMMIT").await.map_err(pg_err) };
+    let (statements, committed) = tokio::join!(statements, commit);
+    let ((), (), (), rows) = statements.map_err(before)?;
+    committed.map_err(Failed::Commit)?;
+    Ok(outcomes
+        .into_iter()
+        .zip(moved)
+        .map(|(outcomes, moved)| {
+            let rows = moved
+                .iter()
+                .filter_map(|name| rows.iter().find(|r| r.name == *name).cloned())
+                .collect();
+            (outcomes, rows)
+        })
+        .collect())
+}
+
+async fn read_rows(
+    tx: &Tx,
+    stmt: &Statement,
+    names: &[&str],
+) -> Result<Vec<StreamRow>, StoreError> {
+    if names.is_empty() {
+        return Ok(Vec::new());
+    }
+    tx.query(stmt, &[&names])
+        .await
+        .map_err(pg_err)?
+        .iter()
+        .map(super::ops::stream_from_row)
+        .collect()
 }
 
 async fn exec(
-    tx: &Tx<'_>,
-    sql: &str,
+    tx: &Tx,
+    stmt: &Statement,
     params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
 ) -> Result<u64, StoreError> {
-    super::sql::exec(tx, sql, params).await
+    tx.execute(stmt, params).await.map_err(pg_err)
 }
 
 /// Creates the rows of streams first heard now (watch starts at the first
@@ -130,11 +275,7 @@ const ENSURE: &str = "INSERT INTO streams (name, watch_started_at)
      SELECT * FROM UNNEST($1::TEXT[], $2::BIGINT[])
      ON CONFLICT (name) DO NOTHING";
 
-async fn ensure_streams(
-    tx: &Tx<'_>,
-    stmt: &Statement,
-    items: &[Item<'_>],
-) -> Result<(), StoreError> {
+async fn ensure_streams(tx: &Tx, stmt: &Statement, items: &[Item<'_>]) -> Result<(), StoreError> {
     let mut first: BTreeMap<&str, i64> = BTreeMap::new();
     for i in items {
         first
@@ -162,7 +303,7 @@ const DEDUP: &str = "INSERT INTO seen_deliveries (hash, stream, seen_at, channel
      RETURNING hash";
 
 async fn dedup(
-    tx: &Tx<'_>,
+    tx: &Tx,
     stmt: &Statement,
     items: &[Item<'_>],
 ) -> Result<HashSet<String>, StoreError> {
@@ -188,7 +329,7 @@ async fn dedup(
         .collect()
 }
 
-async fn insert_events(tx: &Tx<'_>, kept: &[&Item<'_>]) -> Result<(), StoreError> {
+async fn insert_events(tx: &Tx, stmt: &Statement, kept: &[&Item<'_>]) -> Result<(), StoreError> {
     let plain: Vec<&&Item> = kept.iter().filter(|i| !i.event.audit).collect();
     if plain.is_empty() {
         return Ok(());
@@ -205,10 +346,7 @@ async fn insert_events(tx: &Tx<'_>, kept: &[&Item<'_>]) -> Result<(), StoreError
         .collect();
     exec(
         tx,
-        "INSERT INTO events (stream, delivery_hash, event_type, event_time, received_at,
-                             feeds_clock, body_sha256)
-         SELECT * FROM UNNEST($1::TEXT[], $2::TEXT[], $3::TEXT[], $4::BIGINT[], $5::BIGINT[],
-                              $6::BOOLEAN[], $7::BYTEA[])",
+        stmt,
         &[
             &streams, &hashes, &types, &times, &received, &feeds, &bodies,
         ],
@@ -220,7 +358,8 @@ async fn insert_events(tx: &Tx<'_>, kept: &[&Item<'_>]) -> Result<(), StoreError
 /// Chains the audited events onto the head read under its lock, inserts
 /// them in one statement and moves the head once.
 async fn append_audit(
-    tx: &Tx<'_>,
+    tx: &Tx,
+    st: &Stmts,
     kept: &[&Item<'_>],
     head: Option<(i64, Option<String>)>,
 ) -> Result<(), StoreError> {
@@ -271,20 +410,8 @@ async fn append_audit(
     ];
     let head_params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&seq, &last_hash];
     tokio::try_join!(
-        exec(
-            tx,
-            "INSERT INTO audit_log (seq, received_at, source, channel, delivery_id, event_type,
-                 event_time, subject_ids, body_sha256, signature_verified, prev_hash, hash)
-             SELECT * FROM UNNEST($1::BIGINT[], $2::BIGINT[], $3::TEXT[], $4::TEXT[],
-                 $5::TEXT[], $6::TEXT[], $7::BIGINT[], $8::TEXT[], $9::TEXT[], $10::BOOLEAN[],
-                 $11::TEXT[], $12::TEXT[])",
-            &entry_params,
-        ),
-        exec(
-            tx,
-            "UPDATE audit_head SET seq = $1, hash = $2 WHERE id = 1",
-            &head_params,
-        ),
+        exec(tx, &st.audit, &entry_params),
+        exec(tx, &st.head_update, &head_params),
     )?;
     Ok(())
 }
@@ -300,7 +427,7 @@ struct Clock<'a> {
 
 /// One UPDATE moves every stream clock the batch fed, then one statement
 /// notifies the other replicas (delivered at COMMIT, dropped on rollback).
-async fn move_clocks(tx: &Tx<'_>, kept: &[&Item<'_>]) -> Result<(), StoreError> {
+async fn move_clocks(tx: &Tx, st: &Stmts, kept: &[&Item<'_>]) -> Result<(), StoreError> {
     let mut clocks: BTreeMap<&str, Clock> = BTreeMap::new();
     for i in kept.iter().filter(|i| i.event.feeds_clock) {
         let e = i.event;
@@ -330,27 +457,8 @@ async fn move_clocks(tx: &Tx<'_>, kept: &[&Item<'_>]) -> Result<(), StoreError> 
     let notify_params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] =
         [&super::replica::CHANNEL, &names];
     tokio::try_join!(
-        exec(
-            tx,
-            "UPDATE streams s SET
-                 last_event_type = CASE WHEN s.last_arrival_at IS NULL OR u.at >= s.last_arrival_at
-                                        THEN u.event_type ELSE s.last_event_type END,
-                 last_event_id   = CASE WHEN s.last_arrival_at IS NULL OR u.at >= s.last_arrival_at
-                                        THEN u.event_id ELSE s.last_event_id END,
-                 last_arrival_at = GREATEST(coalesce(s.last_arrival_at, u.at), u.at),
-                 newest_event_at = CASE WHEN u.newest IS NULL THEN s.newest_event_at
-                                        ELSE GREATEST(coalesce(s.newest_event_at, u.newest),
-                                                      u.newest) END
-             FROM UNNEST($1::TEXT[], $2::BIGINT[], $3::TEXT[], $4::TEXT[], $5::BIGINT[])
-                  AS u(name, at, event_type, event_id, newest)
-             WHERE s.name = u.name",
-            &clock_params,
-        ),
-        exec(
-            tx,
-            "SELECT pg_notify($1, n) FROM UNNEST($2::TEXT[]) AS n",
-            &notify_params,
-        ),
+        exec(tx, &st.clocks, &clock_params,),
+        exec(tx, &st.notify, &notify_params,),
     )?;
     Ok(())
 }

@@ -45,7 +45,7 @@ pub(super) const STREAM_CHANGES_MIGRATION: &str =
 const STREAM_COLUMNS: &str = "name, watch_started_at, last_arrival_at, newest_event_at, \
      last_event_type, last_event_id, alert_state, firing_since, cleared_at";
 
-fn stream_from_row(row: &Row) -> Result<StreamRow, StoreError> {
+pub(super) fn stream_from_row(row: &Row) -> Result<StreamRow, StoreError> {
     Ok(StreamRow {
         name: get(row, 0)?,
         watch_started_at: time(get(row, 1)?)?,
@@ -127,17 +127,8 @@ pub(super) async fn stream_row(tx: &Tx<'_>, name: &str) -> Result<Option<StreamR
         .transpose()
 }
 
-/// The rows of `names` (any order); a name without a row is left out.
-pub(super) async fn stream_rows(tx: &Tx<'_>, names: &[&str]) -> Result<Vec<StreamRow>, StoreError> {
-    if names.is_empty() {
-        return Ok(Vec::new());
-    }
-    let sql = format!("SELECT {STREAM_COLUMNS} FROM streams WHERE name = ANY($1)");
-    rows(tx, &sql, &[&names])
-        .await?
-        .iter()
-        .map(stream_from_row)
-        .collect()
+pub(super) fn stream_rows_sql() -> String {
+    format!("SELECT {STREAM_COLUMNS} FROM streams WHERE name = ANY($1)")
 }
 
 async fn stream_row_locked(tx: &Tx<'_>, name: &str) -> Result<Option<StreamRow>, StoreError> {

@@ -516,3 +516,33 @@ async fn stream_reread_at_10k_streams() {
     );
     store.close().await.unwrap();
 }
+
+/// A statement of the set-wise batch failing (PostgreSQL refuses a NUL
+/// byte in TEXT) rolls the batch back; it is then recorded job by job and
+/// only the bad delivery fails. The connection is clean afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_statement_in_a_set_wise_batch_fails_only_its_delivery() {
+    let Some(db) = PgTestDb::create().await else {
+        return;
+    };
+    let store = open(&db).await;
+    store.watch_streams(names(&["s"]), at(0)).await.unwrap();
+    for round in 0..3_i64 {
+        let mut calls = Vec::new();
+        for i in 0..40_i64 {
+            let store = store.clone();
+            calls.push(tokio::spawn(async move {
+                let kind = if i == 20 { "bad\0type" } else { "x" };
+                let e = event("s", Some(&format!("r{round}e{i}")), kind, 1_000 + i);
+                store.record_delivery(vec![e], None, at(1_000)).await
+            }));
+        }
+        for (i, call) in calls.into_iter().enumerate() {
+            let result = call.await.unwrap();
+            assert_eq!(result.is_err(), i == 20, "round {round} call {i}: {result:?}");
+        }
+    }
+    assert_eq!(store.event_count("s").await.unwrap(), 3 * 39);
+    assert_eq!(store.audit_summary().await.unwrap().head_seq, 3 * 39);
+    store.close().await.unwrap();
+}
