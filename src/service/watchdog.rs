@@ -108,6 +108,9 @@ async fn tick(app: &Arc<App>, sender: &Arc<Sender>, http: &notify::http::Client)
     let watchdog = app.watchdog();
     app.core().set_storage_ok(storage.is_ok());
     store_alarm(app, &config, sender, storage.as_ref().err(), now);
+    if storage.is_ok() {
+        super::fallback::refresh_gauges(app, &config).await;
+    }
     let failed = watchdog.failed_pages(&config);
     let heartbeat = config.watchdog.heartbeat.as_ref();
     let (reasons, ping_due) = {
@@ -121,6 +124,16 @@ async fn tick(app: &Arc<App>, sender: &Arc<Sender>, http: &notify::http::Client)
         }
         if app.metrics.reload_successful.get() == 0 {
             reasons.push("the last config reload failed".to_string());
+        }
+        if let Some(l) = app.replicas().map(|r| &r.leadership) {
+            if l.leaderless_for().is_some() {
+                reasons.push(format!(
+                    "no leader for longer than a lease ({}): no replica holds the leader lease",
+                    crate::domain::duration::format_duration(
+                        TimeDelta::from_std(l.lease()).unwrap_or(TimeDelta::MAX)
+                    )
+                ));
+            }
         }
         s.reasons.clone_from(&reasons);
         let due = heartbeat.is_some() && s.next_ping.is_none_or(|t| t <= now);
