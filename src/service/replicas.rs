@@ -74,6 +74,11 @@ impl Replicas {
         &self.me
     }
 
+    /// True on a shared store (PostgreSQL), where other replicas may run.
+    pub fn shared(&self) -> bool {
+        !self.solo
+    }
+
     /// How long a delivery claim lasts: the lease, and always longer than
     /// one attempt can take (`attempt_timeout`), so a live sender is never
     /// overtaken by a second one.
