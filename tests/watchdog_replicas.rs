@@ -16,7 +16,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use pg::PgDb as Db;
-use support::{get, metric, wait_for, Process as Sidecar, Receiver, Workdir, TOKEN};
+use support::{get, metric, wait_for, ClosedPort, Process as Sidecar, Receiver, Workdir, TOKEN};
 
 /// Every wait in this file; generous, since the machine is shared.
 const LIMIT: Duration = Duration::from_secs(60);
@@ -37,6 +37,14 @@ struct Cluster {
 
 impl Cluster {
     fn start(test: &str, n: usize) -> Option<Cluster> {
+        let quiet = format!(
+            "[streams.identity]\ncalendar = \"always\"\nsilence_threshold = \"1h\"\nnotify = [\"direct\"]\n[streams.identity.ingest]\ntoken = \"{TOKEN}\"\n"
+        );
+        Cluster::start_with(test, n, &quiet)
+    }
+
+    /// `tail`: streams and further notifiers, appended to the config.
+    fn start_with(test: &str, n: usize, tail: &str) -> Option<Cluster> {
         let db = Db::create(test)?;
         let receiver = Receiver::start(Vec::new());
         let work = Workdir::new(&format!(
@@ -55,18 +63,12 @@ leader_lease = "2s"
 url = "{ping}"
 interval = "1s"
 
-[streams.identity]
-calendar = "always"
-silence_threshold = "1h"
-notify = ["direct"]
-[streams.identity.ingest]
-token = "{TOKEN}"
-
 [notifiers.direct]
 kind = "webhook"
 url = "{direct}"
 timeout = "3s"
-"#,
+
+{tail}"#,
             url = db.url,
             ping = receiver.url("/ping"),
             direct = receiver.url("/direct"),
@@ -289,4 +291,66 @@ fn each_replica_sends_its_own_emergency_page_while_the_database_is_down() {
             "{all:#?}"
         );
     }
+}
+
+/// Two replicas, four streams firing at once into `hook`, a dead port, with
+/// `fallback = ["direct"]`: attempts from both replicas count on one shared
+/// ladder, so `direct` gets exactly one page for each of steps 1, 5 and 20
+/// (not one per replica), and when `hook` listens again exactly one
+/// recovery page. Both replicas' gauges show the shared count.
+#[test]
+fn two_replicas_climb_one_shared_fallback_ladder_once_per_step() {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let down = ClosedPort::new();
+    let mut tail = format!(
+        "[notifiers.hook]\nkind = \"webhook\"\nurl = \"http://127.0.0.1:{}/hook\"\ntimeout = \"1s\"\nbackoff_initial = \"1s\"\nbackoff_max = \"1s\"\nfallback = [\"direct\"]\n",
+        down.port()
+    );
+    for name in ["a", "b", "c", "d"] {
+        tail += &format!(
+            "[streams.{name}]\ncalendar = \"always\"\nsilence_threshold = \"2s\"\nnotify = [\"hook\"]\n[streams.{name}.ingest]\ntoken = \"{TOKEN}\"\n"
+        );
+    }
+    let Some(cluster) = Cluster::start_with("ladder", 2, &tail) else {
+        return;
+    };
+    let series = "hushwatch_notifier_consecutive_failures{notifier=\"hook\"}";
+    wait_for(LIMIT, "20 failed attempts and three fallback pages", || {
+        (cluster.direct_pages().len() >= 3 && metric(cluster.replicas[0].addr, series) >= 20.0)
+            .then_some(())
+    });
+    // The other replica's gauge follows the shared count too.
+    wait_for(LIMIT, "the shared count on both replicas", || {
+        (metric(cluster.replicas[1].addr, series) >= 20.0).then_some(())
+    });
+    let hook = down.listen(Vec::new());
+    wait_for(LIMIT, "hook delivers", || {
+        (!hook.delivered().is_empty()).then_some(())
+    });
+    let pages = wait_for(LIMIT, "the recovery page", || {
+        let pages = cluster.direct_pages();
+        pages
+            .iter()
+            .position(|(s, _)| s == "resolved")
+            .map(|end| pages[..=end].to_vec())
+    });
+    let summaries: Vec<&str> = pages.iter().map(|(_, t)| t.as_str()).collect();
+    for step in [1, 5, 20] {
+        let n = summaries
+            .iter()
+            .filter(|t| t.ends_with(&format!("({step} failed attempts in a row)")))
+            .count();
+        assert_eq!(
+            n, 1,
+            "step {step} paged once per deployment: {summaries:#?}"
+        );
+    }
+    assert_eq!(summaries.len(), 4, "{summaries:#?}");
+    assert!(summaries[0].starts_with("hushwatch cannot deliver to hook: "));
+    assert!(summaries[3].starts_with("hushwatch delivers to hook again"));
+    wait_for(LIMIT, "the count reset on both replicas", || {
+        (metric(cluster.replicas[0].addr, series) == 0.0
+            && metric(cluster.replicas[1].addr, series) == 0.0)
+            .then_some(())
+    });
 }
