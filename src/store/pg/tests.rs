@@ -539,7 +539,11 @@ async fn a_failing_statement_in_a_set_wise_batch_fails_only_its_delivery() {
         }
         for (i, call) in calls.into_iter().enumerate() {
             let result = call.await.unwrap();
-            assert_eq!(result.is_err(), i == 20, "round {round} call {i}: {result:?}");
+            assert_eq!(
+                result.is_err(),
+                i == 20,
+                "round {round} call {i}: {result:?}"
+            );
         }
     }
     assert_eq!(store.event_count("s").await.unwrap(), 3 * 39);
