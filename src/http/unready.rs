@@ -34,7 +34,11 @@ pub async fn serve_until<T>(listener: &TcpListener, ready: impl Future<Output = 
             out = &mut ready => return out,
             a = listener.accept() => match a {
                 Ok((stream, _)) => stream,
-                Err(_) => continue,
+                Err(_) => {
+                    // Usually EMFILE: back off briefly instead of spinning.
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
             },
         };
         let _ = stream.set_nodelay(true);
