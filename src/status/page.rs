@@ -23,6 +23,7 @@ const CSS: &str = r#"
 body{margin:0 auto;max-width:1200px;padding:1rem;background:var(--bg);color:var(--fg);font:16px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif}
 h1{font-size:1.5rem;margin:.2rem 0}h2{font-size:1.2rem;margin:1.6rem 0 .5rem}
 .muted,.note{color:var(--muted)}.note{font-size:.9rem}
+.learned{display:block;color:var(--muted);font-size:.85rem}
 .summary{font-size:1.2rem;font-weight:600;padding:.5rem .75rem;border-left:.4rem solid var(--ok)}
 .summary.bad{border-color:var(--bad)}
 table{border-collapse:collapse;width:100%}
@@ -212,8 +213,11 @@ fn stream_row(h: &mut String, s: &StreamStatus, now: DateTime<Utc>) {
          <title>{sil} of {thr} business time</title>\
          <rect class=\"track\" width=\"100%\" height=\"100%\" rx=\"3\"></rect>\
          <rect class=\"fill {class}\" width=\"{pct:.2}%\" height=\"100%\" rx=\"3\"></rect></svg>\
-         <span class=\"words\">{}</span></td>",
+         <span class=\"words\">{}</span>{}</td>",
         esc(&words),
+        s.learned_note()
+            .map(|n| format!("<span class=\"learned\">{}</span>", esc(&n)))
+            .unwrap_or_default(),
         pct = fraction * 100.0,
         sil = esc(&human_duration(silence)),
         thr = esc(&human_duration(threshold)),

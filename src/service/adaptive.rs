@@ -1,0 +1,320 @@
+//! "Quieter than usual" (issue #18): what this process learned of each
+//! adaptive stream's gaps between arrivals, and the effective threshold
+//! the timer uses.
+//!
+//! Only the process that accepted an event records its gap (new arrival
+//! minus the previous one in the cache, in the stream's business time), so
+//! the hot ingest path stays one store call. Gaps accumulate in memory and
+//! are flushed every minute (and at shutdown) as an additive upsert of
+//! per-day bucket counts: a crash loses at most a minute of gaps. The
+//! effective thresholds are recomputed only when the sketch changes (load,
+//! flush, a day leaving the 28-day window), never per scrape or per event.
+
+use super::app::App;
+use crate::config::Config;
+use crate::domain::adaptive::{
+    days_known, effective_threshold, Effective, EXPORTED_QUANTILES, WINDOW_DAYS,
+};
+use crate::domain::gap_sketch::GapSketch;
+use crate::store::gaps::GapCount;
+use crate::store::StoreError;
+use chrono::{NaiveDate, TimeDelta};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use tokio::sync::watch;
+
+/// How often learned gaps are written to the store.
+pub const FLUSH_EVERY: TimeDelta = TimeDelta::minutes(1);
+
+/// What one stream learned, for `/v1/status`, `explain` and `/metrics`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StreamLearning {
+    pub effective: Effective,
+    /// The exported quantiles (`EXPORTED_QUANTILES`), in seconds; `None`
+    /// while no gap is known.
+    pub usual_seconds: [Option<f64>; 4],
+}
+
+#[derive(Default)]
+pub struct Learning {
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    /// Per adaptive stream and UTC day: the stored counts (as loaded) plus
+    /// what this process flushed since.
+    window: HashMap<String, BTreeMap<NaiveDate, GapSketch>>,
+    /// Gaps recorded since the last flush, per (stream, UTC day).
+    pending: BTreeMap<(String, NaiveDate), GapSketch>,
+    /// Per adaptive stream, from the last recompute.
+    learned: HashMap<String, StreamLearning>,
+    /// The day the window was last rolled to.
+    today: Option<NaiveDate>,
+}
+
+/// The first day the window keeps on `today`.
+pub fn window_start(today: NaiveDate) -> NaiveDate {
+    today - TimeDelta::days(WINDOW_DAYS - 1)
+}
+
+impl Learning {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Notes one gap (business milliseconds) of `stream`, arrived on `day`.
+    pub fn record(&self, stream: &str, day: NaiveDate, gap_ms: u64) {
+        self.lock()
+            .pending
+            .entry((stream.to_string(), day))
+            .or_default()
+            .add(gap_ms);
+    }
+
+    /// This stream's learned state; `None` without `[adaptive]`.
+    pub fn of(&self, stream: &str) -> Option<StreamLearning> {
+        self.lock().learned.get(stream).copied()
+    }
+
+    /// Replaces the window with what the store holds (start, reload) and
+    /// recomputes every stream; unflushed gaps are kept.
+    pub fn load(&self, config: &Config, stored: Vec<GapCount>, today: NaiveDate) {
+        let mut state = self.lock();
+        state.window.clear();
+        for c in stored {
+            let day = state
+                .window
+                .entry(c.stream)
+                .or_default()
+                .entry(c.day)
+                .or_default();
+            day.merge(&GapSketch::from_pairs(&[(
+                c.bucket,
+                u64::try_from(c.count).unwrap_or(0),
+            )]));
+        }
+        state.learned.clear();
+        state.today = None;
+        state.recompute(config, today, None);
+    }
+
+    /// Takes the pending gaps as store deltas (put back with `restore` if
+    /// the write fails).
+    fn take_pending(&self) -> BTreeMap<(String, NaiveDate), GapSketch> {
+        std::mem::take(&mut self.lock().pending)
+    }
+
+    fn restore(&self, taken: BTreeMap<(String, NaiveDate), GapSketch>) {
+        let mut state = self.lock();
+        for (key, sketch) in taken {
+            state.pending.entry(key).or_default().merge(&sketch);
+        }
+    }
+
+    /// After a successful flush: the written gaps join the window, and the
+    /// streams they touch (every stream on a new day) are recomputed.
+    /// Returns the streams whose effective threshold changed.
+    fn absorb(
+        &self,
+        config: &Config,
+        written: BTreeMap<(String, NaiveDate), GapSketch>,
+        today: NaiveDate,
+    ) -> Vec<String> {
+        let mut state = self.lock();
+        let mut touched = BTreeSet::new();
+        for ((stream, day), sketch) in written {
+            state
+                .window
+                .entry(stream.clone())
+                .or_default()
+                .entry(day)
+                .or_default()
+                .merge(&sketch);
+            touched.insert(stream);
+        }
+        state.recompute(config, today, Some(touched))
+    }
+}
+
+impl State {
+    /// Rolls the window to `today` and recomputes `only` these streams (all
+    /// when `None` or when the day changed). Returns the adaptive streams
+    /// whose effective threshold changed.
+    fn recompute(
+        &mut self,
+        config: &Config,
+        today: NaiveDate,
+        only: Option<BTreeSet<String>>,
+    ) -> Vec<String> {
+        let start = window_start(today);
+        let new_day = self.today != Some(today);
+        self.today = Some(today);
+        if new_day {
+            for days in self.window.values_mut() {
+                days.retain(|d, _| *d >= start);
+            }
+            self.window.retain(|_, days| !days.is_empty());
+        }
+        let only = only.filter(|_| !new_day);
+        let mut changed = Vec::new();
+        self.learned.retain(|name, _| {
+            config
+                .streams
+                .get(name)
+                .is_some_and(|s| s.adaptive.is_some())
+        });
+        for (name, stream) in &config.streams {
+            let Some(policy) = &stream.adaptive else {
+                continue;
+            };
+            if only.as_ref().is_some_and(|o| !o.contains(name)) && self.learned.contains_key(name) {
+                continue;
+            }
+            let mut sketch = GapSketch::new();
+            let mut first = None;
+            if let Some(days) = self.window.get(name) {
+                for (day, s) in days {
+                    first = first.or(Some(*day));
+                    sketch.merge(s);
+                }
+            }
+            let effective = effective_threshold(
+                stream.policy.threshold,
+                Some(policy),
+                &sketch,
+                days_known(first, today),
+            );
+            let usual_seconds =
+                EXPORTED_QUANTILES.map(|(_, q)| sketch.quantile(q).map(|ms| ms / 1e3));
+            let next = StreamLearning {
+                effective,
+                usual_seconds,
+            };
+            if self.learned.insert(name.clone(), next).map(|l| l.effective) != Some(effective) {
+                changed.push(name.clone());
+            }
+        }
+        changed
+    }
+}
+
+/// The `/v1/status` and `explain` facts about a threshold: the effective
+/// one, the configured one, and where the effective one came from.
+pub fn threshold_json(effective: &Effective) -> serde_json::Value {
+    use crate::domain::adaptive::Source;
+    let learned = match effective.source {
+        Source::Configured => serde_json::Value::Null,
+        Source::Learned { policy, learned } => serde_json::json!({
+            "quantile": policy.quantile,
+            "factor": policy.factor,
+            "min_seconds": policy.min.num_seconds(),
+            "usual_gap_seconds": learned.usual.num_milliseconds() as f64 / 1e3,
+            "gaps": learned.gaps,
+            "days": learned.days,
+        }),
+    };
+    serde_json::json!({
+        "effective_threshold_seconds": effective.threshold.num_seconds(),
+        "configured_threshold_seconds": effective.configured.num_seconds(),
+        "threshold_source": effective.source_name(),
+        "learned": learned,
+    })
+}
+
+impl App {
+    /// The effective threshold of `stream` and where it came from.
+    pub fn effective_of(&self, stream: &crate::config::StreamConfig) -> Effective {
+        self.learning()
+            .of(&stream.name)
+            .map_or(Effective::configured(stream.policy.threshold), |l| {
+                l.effective
+            })
+    }
+
+    /// Loads the persisted 28-day window (start, reload).
+    pub(super) async fn load_learned(&self) -> Result<(), StoreError> {
+        let config = self.config();
+        if !config.streams.values().any(|s| s.adaptive.is_some()) {
+            self.learning()
+                .load(&config, Vec::new(), self.clock.now().date_naive());
+            return Ok(());
+        }
+        let today = self.clock.now().date_naive();
+        let stored = self.store.gap_counts(window_start(today)).await?;
+        self.learning().load(&config, stored, today);
+        Ok(())
+    }
+
+    /// Writes the pending gaps (additive) and recomputes what they touch;
+    /// the timer re-plans the streams whose threshold moved.
+    pub async fn flush_learned(&self) -> Result<(), StoreError> {
+        let pending = self.learning().take_pending();
+        let deltas: Vec<GapCount> = pending
+            .iter()
+            .flat_map(|((stream, day), sketch)| {
+                sketch.to_pairs().into_iter().map(|(bucket, n)| GapCount {
+                    stream: stream.clone(),
+                    day: *day,
+                    bucket,
+                    count: i64::try_from(n).unwrap_or(i64::MAX),
+                })
+            })
+            .collect();
+        if let Err(e) = self.store.add_gap_counts(deltas).await {
+            self.learning().restore(pending);
+            return Err(e);
+        }
+        let config = self.config();
+        let changed = self
+            .learning()
+            .absorb(&config, pending, self.clock.now().date_naive());
+        self.thresholds_changed(&changed);
+        Ok(())
+    }
+}
+
+/// Flushes every `FLUSH_EVERY` and once more at shutdown; the leader also
+/// drops days that left the window.
+pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
+    let mut pruned_on = None;
+    loop {
+        let wake = app.clock.now() + FLUSH_EVERY;
+        tokio::select! {
+            _ = app.clock.sleep_until(wake) => {}
+            _ = shutdown.changed() => break,
+        }
+        if let Err(e) = app.flush_learned().await {
+            tracing::error!(error = %e, "learned gaps could not be written; retrying in a minute");
+        }
+        // Days leave the window once a day: prune when the day changed.
+        let today = app.clock.now().date_naive();
+        if pruned_on != Some(today) && prune(&app).await {
+            pruned_on = Some(today);
+        }
+    }
+    if let Err(e) = app.flush_learned().await {
+        tracing::error!(error = %e, "learned gaps could not be written at shutdown");
+    }
+}
+
+/// Leader-only housekeeping: days older than the window go. True when
+/// done (a follower tries again later: it may be the leader by then).
+async fn prune(app: &App) -> bool {
+    if super::replicas::housekeeping_term(app).await.is_none() {
+        return false;
+    }
+    let start = window_start(app.clock.now().date_naive());
+    match app.store.prune_gap_counts(start).await {
+        Ok(n) => {
+            if n > 0 {
+                tracing::debug!(removed = n, "pruned learned gaps older than 28 days");
+            }
+            true
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "pruning learned gaps failed");
+            false
+        }
+    }
+}
