@@ -148,7 +148,38 @@ fn it_learns_from_ingested_events_fires_at_the_learned_point_and_keeps_it_across
             && summary.contains("configured threshold 6h"),
         "{summary}"
     );
+    let now = s.now();
     s.stop();
+
+    // `hushwatch explain` reads what the sidecar persisted.
+    let rfc = |t: DateTime<Utc>| t.to_rfc3339();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hushwatch"))
+        .args(["explain", "--config"])
+        .arg(dir.path().join("hushwatch.toml"))
+        .args([
+            "--stream",
+            "identity",
+            "--last-event",
+            &rfc(last),
+            "--now",
+            &rfc(now),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["threshold_source"], "learned", "{json}");
+    assert_eq!(json["effective_threshold_seconds"], effective);
+    assert_eq!(json["learned"]["gaps"], 239);
+    assert_eq!(json["firing"], true);
+    assert_eq!(
+        time(&json["fires_at"]),
+        last + TimeDelta::seconds(effective)
+    );
 }
 
 #[test]

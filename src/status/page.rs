@@ -735,6 +735,34 @@ mod tests {
     }
 
     #[test]
+    fn a_learned_threshold_says_where_it_came_from() {
+        let d = doc(serde_json::json!({
+            "now": "2026-11-30T00:13:00Z",
+            "streams": [stream(serde_json::json!({
+                "threshold_seconds": 10800, "configured_threshold_seconds": 21600,
+                "threshold_source": "learned",
+                "learned": {"quantile": 0.999, "factor": 2.0, "min_seconds": 1800,
+                            "usual_gap_seconds": 5400.0, "gaps": 1204, "days": 28}
+            }))]
+        }));
+        let html = render(&d, &BTreeMap::new());
+        assert!(
+            html.contains(
+                "learned threshold 3h (2× the 0.999 quantile 1h30m of 1204 gaps over 28 days; configured 6h)"
+            ),
+            "{html}"
+        );
+        assert!(
+            html.contains("width=\"73.89%\""),
+            "bar is silence/effective threshold"
+        );
+        let plain = doc(serde_json::json!({
+            "now": "2026-11-30T00:13:00Z", "streams": [stream(serde_json::json!({}))]
+        }));
+        assert!(!render(&plain, &BTreeMap::new()).contains("learned threshold"));
+    }
+
+    #[test]
     fn event_types_from_requests_are_escaped() {
         let d = doc(serde_json::json!({
             "now": "2026-11-30T00:13:00Z",
