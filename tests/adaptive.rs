@@ -106,16 +106,14 @@ fn it_learns_from_ingested_events_fires_at_the_learned_point_and_keeps_it_across
     let dir = tempfile::tempdir().unwrap();
     let text = config(&recv.url("/hook"));
     let s = Sidecar::start(dir.path(), &text, utc(START));
-    // 15 days of an event every 90 minutes: 240 gaps of 1h30m.
-    feed(&s, 240, TimeDelta::minutes(90));
+    // 28 days of an event every 90 minutes (Dec 1 01:30 to Dec 29 00:00):
+    // 447 gaps of 1h30m, of which the window (Dec 2 to Dec 29) keeps 433.
+    feed(&s, 448, TimeDelta::minutes(90));
     let st = stream(&s);
     assert_eq!(st["threshold_source"], "learned", "{st}");
     assert_eq!(st["configured_threshold_seconds"], 6 * 3600);
-    assert_eq!(
-        st["learned"]["gaps"], 239,
-        "the first event has no gap before it"
-    );
-    assert_eq!(st["learned"]["days"], 15);
+    assert_eq!(st["learned"]["gaps"], 433);
+    assert_eq!(st["learned"]["days"], 27);
     let usual = st["learned"]["usual_gap_seconds"].as_f64().unwrap();
     assert!((usual - 5400.0).abs() <= 54.0, "usual gap {usual}");
     let effective = st["effective_threshold_seconds"].as_i64().unwrap();
@@ -144,7 +142,7 @@ fn it_learns_from_ingested_events_fires_at_the_learned_point_and_keeps_it_across
     let summary = firing_summary(&recv);
     assert!(
         summary.contains("longer than this stream's usual longest gap (learned 0.99 quantile")
-            && summary.contains("239 gaps")
+            && summary.contains("433 gaps")
             && summary.contains("configured threshold 6h"),
         "{summary}"
     );
@@ -174,7 +172,7 @@ fn it_learns_from_ingested_events_fires_at_the_learned_point_and_keeps_it_across
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["threshold_source"], "learned", "{json}");
     assert_eq!(json["effective_threshold_seconds"], effective);
-    assert_eq!(json["learned"]["gaps"], 239);
+    assert_eq!(json["learned"]["gaps"], 433);
     assert_eq!(json["firing"], true);
     assert_eq!(
         time(&json["fires_at"]),

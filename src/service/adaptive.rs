@@ -38,6 +38,9 @@ pub struct StreamLearning {
 #[derive(Default)]
 pub struct Learning {
     state: Mutex<State>,
+    /// One flush at a time: a flush that returns has every gap recorded
+    /// before it started in the window (none still in another's hands).
+    flushing: tokio::sync::Mutex<()>,
 }
 
 #[derive(Default)]
@@ -249,6 +252,7 @@ impl App {
     /// Writes the pending gaps (additive) and recomputes what they touch;
     /// the timer re-plans the streams whose threshold moved.
     pub async fn flush_learned(&self) -> Result<(), StoreError> {
+        let _one = self.learning().flushing.lock().await;
         let pending = self.learning().take_pending();
         let deltas: Vec<GapCount> = pending
             .iter()
