@@ -264,3 +264,22 @@ fn learned_days_older_than_the_window_stop_counting() {
     assert_eq!(st["threshold_source"], "configured", "{st}");
     s.stop();
 }
+
+#[test]
+fn check_refuses_a_bad_adaptive_table_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = config("http://127.0.0.1:9/hook").replace("factor = 2", "factor = 0.5");
+    let path = dir.path().join("hushwatch.toml");
+    std::fs::write(&path, text).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hushwatch"))
+        .args(["check", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("streams.identity.adaptive.factor: must be at least 1"),
+        "{err}"
+    );
+}

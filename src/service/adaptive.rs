@@ -19,8 +19,8 @@ use crate::domain::gap_sketch::GapSketch;
 use crate::store::gaps::GapCount;
 use crate::store::StoreError;
 use chrono::{NaiveDate, TimeDelta};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, Mutex, RwLock};
 use tokio::sync::watch;
 
 /// How often learned gaps are written to the store.
@@ -35,23 +35,28 @@ pub struct StreamLearning {
     pub usual_seconds: [Option<f64>; 4],
 }
 
+/// Three locks so that the heavy part (merging 28 days per stream, about
+/// 0.3 ms each: `benches/gap_sketch.rs`) never holds up ingest, which only
+/// touches `pending`, nor evaluation and scrapes, which only read
+/// `learned`.
 #[derive(Default)]
 pub struct Learning {
-    state: Mutex<State>,
+    /// Gaps recorded since the last flush, per (stream, UTC day).
+    pending: Mutex<BTreeMap<(String, NaiveDate), GapSketch>>,
+    /// Only the flush and the load take it.
+    window: Mutex<Window>,
+    /// Per adaptive stream, from the last recompute.
+    learned: RwLock<HashMap<String, StreamLearning>>,
     /// One flush at a time: a flush that returns has every gap recorded
     /// before it started in the window (none still in another's hands).
     flushing: tokio::sync::Mutex<()>,
 }
 
 #[derive(Default)]
-struct State {
+struct Window {
     /// Per adaptive stream and UTC day: the stored counts (as loaded) plus
     /// what this process flushed since.
-    window: HashMap<String, BTreeMap<NaiveDate, GapSketch>>,
-    /// Gaps recorded since the last flush, per (stream, UTC day).
-    pending: BTreeMap<(String, NaiveDate), GapSketch>,
-    /// Per adaptive stream, from the last recompute.
-    learned: HashMap<String, StreamLearning>,
+    days: HashMap<String, BTreeMap<NaiveDate, GapSketch>>,
     /// The day the window was last rolled to.
     today: Option<NaiveDate>,
 }
@@ -61,15 +66,14 @@ pub fn window_start(today: NaiveDate) -> NaiveDate {
     today - TimeDelta::days(WINDOW_DAYS - 1)
 }
 
-impl Learning {
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
 
+impl Learning {
     /// Notes one gap (business milliseconds) of `stream`, arrived on `day`.
     pub fn record(&self, stream: &str, day: NaiveDate, gap_ms: u64) {
-        self.lock()
-            .pending
+        lock(&self.pending)
             .entry((stream.to_string(), day))
             .or_default()
             .add(gap_ms);
@@ -77,17 +81,21 @@ impl Learning {
 
     /// This stream's learned state; `None` without `[adaptive]`.
     pub fn of(&self, stream: &str) -> Option<StreamLearning> {
-        self.lock().learned.get(stream).copied()
+        self.learned
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(stream)
+            .copied()
     }
 
     /// Replaces the window with what the store holds (start, reload) and
     /// recomputes every stream; unflushed gaps are kept.
     pub fn load(&self, config: &Config, stored: Vec<GapCount>, today: NaiveDate) {
-        let mut state = self.lock();
-        state.window.clear();
+        let mut window = lock(&self.window);
+        window.days.clear();
         for c in stored {
-            let day = state
-                .window
+            let day = window
+                .days
                 .entry(c.stream)
                 .or_default()
                 .entry(c.day)
@@ -97,21 +105,21 @@ impl Learning {
                 u64::try_from(c.count).unwrap_or(0),
             )]));
         }
-        state.learned.clear();
-        state.today = None;
-        state.recompute(config, today, None);
+        window.today = None;
+        let updates = window.recompute(config, today, None, &HashSet::new());
+        self.apply(config, updates, true);
     }
 
     /// Takes the pending gaps as store deltas (put back with `restore` if
     /// the write fails).
     fn take_pending(&self) -> BTreeMap<(String, NaiveDate), GapSketch> {
-        std::mem::take(&mut self.lock().pending)
+        std::mem::take(&mut *lock(&self.pending))
     }
 
     fn restore(&self, taken: BTreeMap<(String, NaiveDate), GapSketch>) {
-        let mut state = self.lock();
+        let mut pending = lock(&self.pending);
         for (key, sketch) in taken {
-            state.pending.entry(key).or_default().merge(&sketch);
+            pending.entry(key).or_default().merge(&sketch);
         }
     }
 
@@ -124,11 +132,11 @@ impl Learning {
         written: BTreeMap<(String, NaiveDate), GapSketch>,
         today: NaiveDate,
     ) -> Vec<String> {
-        let mut state = self.lock();
+        let mut window = lock(&self.window);
         let mut touched = BTreeSet::new();
         for ((stream, day), sketch) in written {
-            state
-                .window
+            window
+                .days
                 .entry(stream.clone())
                 .or_default()
                 .entry(day)
@@ -136,47 +144,80 @@ impl Learning {
                 .merge(&sketch);
             touched.insert(stream);
         }
-        state.recompute(config, today, Some(touched))
+        let known: HashSet<String> = self
+            .learned
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .cloned()
+            .collect();
+        let updates = window.recompute(config, today, Some(touched), &known);
+        drop(window);
+        self.apply(config, updates, false)
     }
-}
 
-impl State {
-    /// Rolls the window to `today` and recomputes `only` these streams (all
-    /// when `None` or when the day changed). Returns the adaptive streams
-    /// whose effective threshold changed.
-    fn recompute(
-        &mut self,
+    /// Swaps the recomputed streams in (a short write lock); streams that
+    /// are gone or lost `[adaptive]` are dropped. Returns those whose
+    /// effective threshold changed.
+    fn apply(
+        &self,
         config: &Config,
-        today: NaiveDate,
-        only: Option<BTreeSet<String>>,
+        updates: Vec<(String, StreamLearning)>,
+        replace: bool,
     ) -> Vec<String> {
-        let start = window_start(today);
-        let new_day = self.today != Some(today);
-        self.today = Some(today);
-        if new_day {
-            for days in self.window.values_mut() {
-                days.retain(|d, _| *d >= start);
-            }
-            self.window.retain(|_, days| !days.is_empty());
+        let mut learned = self.learned.write().unwrap_or_else(|p| p.into_inner());
+        if replace {
+            learned.clear();
         }
-        let only = only.filter(|_| !new_day);
-        let mut changed = Vec::new();
-        self.learned.retain(|name, _| {
+        learned.retain(|name, _| {
             config
                 .streams
                 .get(name)
                 .is_some_and(|s| s.adaptive.is_some())
         });
+        let mut changed = Vec::new();
+        for (name, next) in updates {
+            let before = learned.insert(name.clone(), next).map(|l| l.effective);
+            if before != Some(next.effective) {
+                changed.push(name);
+            }
+        }
+        changed
+    }
+}
+
+impl Window {
+    /// Rolls the window to `today` and recomputes `only` these streams plus
+    /// those not `known` yet (every adaptive stream when `None` or when the
+    /// day changed).
+    fn recompute(
+        &mut self,
+        config: &Config,
+        today: NaiveDate,
+        only: Option<BTreeSet<String>>,
+        known: &HashSet<String>,
+    ) -> Vec<(String, StreamLearning)> {
+        let start = window_start(today);
+        let new_day = self.today != Some(today);
+        self.today = Some(today);
+        if new_day {
+            for days in self.days.values_mut() {
+                days.retain(|d, _| *d >= start);
+            }
+            self.days.retain(|_, days| !days.is_empty());
+        }
+        let only = only.filter(|_| !new_day);
+        let mut updates = Vec::new();
         for (name, stream) in &config.streams {
             let Some(policy) = &stream.adaptive else {
                 continue;
             };
-            if only.as_ref().is_some_and(|o| !o.contains(name)) && self.learned.contains_key(name) {
+            if only.as_ref().is_some_and(|o| !o.contains(name)) && known.contains(name) {
                 continue;
             }
             let mut sketch = GapSketch::new();
             let mut first = None;
-            if let Some(days) = self.window.get(name) {
+            if let Some(days) = self.days.get(name) {
                 for (day, s) in days {
                     first = first.or(Some(*day));
                     sketch.merge(s);
@@ -190,15 +231,15 @@ impl State {
             );
             let usual_seconds =
                 EXPORTED_QUANTILES.map(|(_, q)| sketch.quantile(q).map(|ms| ms / 1e3));
-            let next = StreamLearning {
-                effective,
-                usual_seconds,
-            };
-            if self.learned.insert(name.clone(), next).map(|l| l.effective) != Some(effective) {
-                changed.push(name.clone());
-            }
+            updates.push((
+                name.clone(),
+                StreamLearning {
+                    effective,
+                    usual_seconds,
+                },
+            ));
         }
-        changed
+        updates
     }
 }
 
