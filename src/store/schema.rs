@@ -123,7 +123,9 @@ pub(super) const MIGRATIONS: &[&str] = &[
     super::reconcile::MIGRATION,
     // v14: grants that arrived after their revocation with an older event time
     super::reconcile::STALE_GRANTS_MIGRATION,
-    // v15: learned gaps between arrivals, per stream and UTC day
+    // v15: the fallback ladder's consecutive failures per notifier, shared by replicas
+    super::ladder::MIGRATION,
+    // v16: learned gaps between arrivals, per stream and UTC day
     super::gaps::MIGRATION,
 ];
 
