@@ -250,6 +250,11 @@ impl App {
             .collect()
     }
 
+    /// The watched streams' names (a scrape needs only these, not the rows).
+    pub fn stream_names(&self) -> Vec<String> {
+        self.lock_streams().keys().cloned().collect()
+    }
+
     /// Durably records events, then moves the in-memory clock and wakes the
     /// timer. Returns only after the commit.
     pub async fn ingest(&self, events: Vec<NewEvent>) -> Result<Vec<EventOutcome>, StoreError> {
@@ -533,11 +538,10 @@ impl App {
     /// per-stream families rendered from the stream mirror. Per-stream
     /// series are not kept in the registry because each label set there
     /// costs about a kilobyte, and 10,000 streams have 130,000 of them.
-    pub fn encode_metrics(&self) -> String {
+    pub fn encode_metrics(&self) -> crate::metrics::Page {
         self.refresh_metrics();
         let config = self.config();
         let now = self.clock.now();
-        let mut text = self.metrics.encode();
         let mut samples = Vec::new();
         {
             let mut cache = self.lock_streams();
@@ -558,8 +562,7 @@ impl App {
                 });
             }
         }
-        crate::metrics::render_streams(&mut text, &samples, &self.metrics);
-        text
+        self.metrics.page(samples)
     }
 
     pub(super) fn set_replicas(&self, replicas: Arc<super::replicas::Replicas>) {
