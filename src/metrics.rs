@@ -430,7 +430,10 @@ impl Metrics {
             samples
                 .into_iter()
                 .map(|sample| PageRow {
-                    label: escape(&sample.name).into_owned(),
+                    label: match escape(&sample.name) {
+                        Cow::Borrowed(_) => None,
+                        Cow::Owned(escaped) => Some(escaped),
+                    },
                     silenced: flags.silenced.contains(&sample.name),
                     acknowledged: flags.acknowledged.contains(&sample.name),
                     events: events.get(&sample.name).copied().unwrap_or_default(),
@@ -537,8 +540,9 @@ pub const STREAM_FAMILIES: [StreamFamily; 8] = [
 /// One stream's line values, taken when the scrape began.
 pub struct PageRow {
     sample: StreamSample,
-    /// The stream name, escaped for a label value.
-    label: String,
+    /// The stream name escaped for a label value, when that differs from
+    /// the name (rarely: no copy of every name per scrape).
+    label: Option<String>,
     silenced: bool,
     acknowledged: bool,
     events: [u64; OUTCOMES.len()],
@@ -630,11 +634,12 @@ impl Page {
                     self.row = 0;
                     break;
                 };
+                let label = r.label.as_deref().unwrap_or(&r.sample.name);
                 match gauge {
-                    Some(f) => line(out, f.name, None, &r.label, (f.value)(r)),
+                    Some(f) => line(out, f.name, None, label, (f.value)(r)),
                     None => {
                         for (outcome, n) in OUTCOMES.iter().zip(r.events) {
-                            line(out, EVENTS, Some(outcome), &r.label, Value::Count(n));
+                            line(out, EVENTS, Some(outcome), label, Value::Count(n));
                         }
                     }
                 }
