@@ -123,6 +123,8 @@ pub(super) const MIGRATIONS: &[&str] = &[
     super::reconcile::MIGRATION,
     // v14: grants that arrived after their revocation with an older event time
     super::reconcile::STALE_GRANTS_MIGRATION,
+    // v15: the fallback ladder's consecutive failures per notifier, shared by replicas
+    super::ladder::MIGRATION,
 ];
 
 /// v8: streams created from a template (`[streams."PREFIX*"]`), so a
