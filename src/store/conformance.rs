@@ -1534,3 +1534,6 @@ async fn silences_past_the_cap_are_refused(db: TestDb) {
 
 /// Reconciliation reports and their alerts (`store::reconcile`).
 mod reconcile;
+
+/// The learned gaps between arrivals (`store::gaps`).
+mod gaps;

@@ -125,6 +125,8 @@ pub(super) const MIGRATIONS: &[&str] = &[
     super::reconcile::STALE_GRANTS_MIGRATION,
     // v15: the fallback ladder's consecutive failures per notifier, shared by replicas
     super::ladder::MIGRATION,
+    // v16: learned gaps between arrivals, per stream and UTC day
+    super::gaps::MIGRATION,
 ];
 
 /// v8: streams created from a template (`[streams."PREFIX*"]`), so a
