@@ -28,6 +28,7 @@ fn event(i: u64, audit: bool, at: DateTime<Utc>) -> NewEvent {
         signature_verified: true,
         subject_ids: vec![("user_id".into(), format!("user_{i}"))],
         audit,
+        access: None,
     }
 }
 

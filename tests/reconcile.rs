@@ -18,8 +18,12 @@ fn config(url: &str) -> String {
 listen = "127.0.0.1:0"
 data_dir = "data"
 
+[calendars.tokyo]
+timezone = "Asia/Tokyo"
+weekly = ["mon-sun 00:00-24:00"]
+
 [streams.identity]
-calendar = "always"
+calendar = "tokyo"
 silence_threshold = "30d"
 notify = ["hook"]
 [streams.identity.reconcile]
@@ -119,7 +123,7 @@ fn revoke_missed_pages_critical_with_what_was_delivered() {
         "{text}"
     );
     assert!(
-        text.contains("revocation received 2026-12-01T00:00:00Z (delivery msg_revoke_1"),
+        text.contains("revocation received 2026-12-01 09:00 JST (delivery msg_revoke_1"),
         "{text}"
     );
     assert!(
@@ -183,6 +187,10 @@ fn revoke_missed_pages_critical_with_what_was_delivered() {
             .unwrap()
             .contains("revoke  user.deleted  delivery msg_revoke_1"),
         "{out}"
+    );
+    assert!(
+        out.starts_with("2026-12-01 09:00:00 JST  identity"),
+        "times read in the stream's zone: {out}"
     );
     let (code, out, _) = hushwatch(&["audit", "subject", "nobody"], &config);
     assert_eq!((code, out.as_str()), (0, ""));
@@ -249,7 +257,7 @@ fn a_missing_reconciliation_pages_after_every_plus_grace_and_resolves_on_the_nex
     assert!(text.contains("reconciliation_missing"), "{text}");
     assert!(text.contains("warning"), "{text}");
     assert!(
-        text.contains("reconciliation has not run since 2026-12-01T01:29:59Z"),
+        text.contains("reconciliation has not run since 2026-12-01 10:29 JST"),
         "{text}"
     );
     assert_eq!(got.len(), 1);

@@ -260,7 +260,7 @@ impl App {
     /// together.
     pub async fn ingest_delivery(
         &self,
-        events: Vec<NewEvent>,
+        mut events: Vec<NewEvent>,
         update: Option<SubscriptionUpdate>,
     ) -> Result<Vec<EventOutcome>, StoreError> {
         let has_update = update.is_some();
@@ -275,7 +275,7 @@ impl App {
                 e.feeds_clock.then(|| (e.stream.clone(), lag))
             })
             .collect();
-        let stale_candidates = self.stale_grant_candidates(&events);
+        let grants = self.mark_access(&mut events);
         let result = self
             .store
             .record_delivery_rows(events, update, self.clock.now())
@@ -285,7 +285,7 @@ impl App {
         }
         self.note_storage(&result);
         let (outcomes, rows) = result?;
-        self.check_stale_grants(stale_candidates, &outcomes).await;
+        self.count_stale_grants(grants, &outcomes).await;
         let mut moved = Vec::new();
         let mut cache = self.lock_streams();
         for stored in &rows {

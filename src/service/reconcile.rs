@@ -6,14 +6,15 @@
 //! and resolves on the next report. Wall-clock time throughout.
 
 use super::app::App;
-use crate::audit::classify::Access;
 use crate::config::{Config, StreamConfig};
 use crate::ingest::reconcile::{DriftKind, Report};
-use crate::store::reconcile::{
-    Drift, NewReconciliation, ReconcileRow, ReconcileTransition, SubjectEntry,
-};
+use crate::status::format::local_stamp;
+use crate::store::reconcile::{Drift, NewReconciliation, ReconcileRow, ReconcileTransition};
+use crate::store::revocations::Revocation;
+use crate::store::svix::SvixEndpointRow;
 use crate::store::{AlertState, NewEvent, StoreError, Transition};
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,12 +25,6 @@ const RETRY: Duration = Duration::from_secs(5);
 /// Subjects a `revoke_missed` page names (and looks up) at most; the rest
 /// are counted. The report itself keeps every subject.
 const NAMED_SUBJECTS: usize = 20;
-/// Audit entries read per named subject to find its newest revocation.
-const ENTRIES_PER_SUBJECT: i64 = 50;
-
-fn stamp(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Secs, true)
-}
 
 impl App {
     /// Stores a report (deduplicated by id); true when it was new.
@@ -50,13 +45,15 @@ impl App {
         let page = if missed.is_empty() {
             None
         } else {
+            let zone = config.zone_of(&stream.name);
+            let svix = self.svix_state_of(&config, &stream.name, zone).await?;
             let mut lines = Vec::new();
             for subject in missed.iter().take(NAMED_SUBJECTS) {
-                let entries = self
+                let revocation = self
                     .store
-                    .subject_entries((*subject).to_owned(), None, ENTRIES_PER_SUBJECT)
+                    .latest_revocation(stream.name.clone(), (*subject).to_owned())
                     .await?;
-                lines.push(told_about(&config, &stream.name, subject, &entries));
+                lines.push(told_about(subject, revocation.as_ref(), &svix, zone));
             }
             if missed.len() > NAMED_SUBJECTS {
                 lines.push(format!(
@@ -96,6 +93,7 @@ impl App {
             signature_verified: false,
             subject_ids,
             audit: config.audit.enabled,
+            access: None,
         };
         let drift: Vec<Drift> = report
             .drift
@@ -142,25 +140,77 @@ impl App {
     }
 }
 
-/// What hushwatch was told about `subject` on `stream`: its newest
-/// revoke-class delivery, or that none was ever received.
-fn told_about(config: &Config, stream: &str, subject: &str, entries: &[SubjectEntry]) -> String {
-    let revoke = entries.iter().find(|e| {
-        e.stream == stream
-            && e.channel != "reconciliation"
-            && config.audit.classifier.classify(&e.event_type) == Access::Revoke
-    });
-    match revoke {
-        None => format!(
+/// What hushwatch was told about `subject`: its newest indexed
+/// revocation, or that none was ever received (with what is known of the
+/// stream's Svix endpoints, where a lost revocation would show).
+fn told_about(subject: &str, revocation: Option<&Revocation>, svix: &[String], zone: Tz) -> String {
+    match revocation {
+        None if svix.is_empty() => format!(
             "no revocation for {subject} was ever received (the webhook path lost it: check the sender's delivery log for exhausted or disabled endpoints)"
         ),
-        Some(e) => format!(
+        None => format!(
+            "no revocation for {subject} was ever received (the webhook path lost it: {})",
+            svix.join("; ")
+        ),
+        Some(r) => format!(
             "revocation received {} (delivery {}, {}) but access was still active",
-            stamp(e.received_at),
-            e.delivery_id.as_deref().unwrap_or("without id"),
-            e.event_type
+            local_stamp(r.received_at, zone),
+            r.delivery_id.as_deref().unwrap_or("without id"),
+            r.event_type
         ),
     }
+}
+
+impl App {
+    /// The troubles known of the Svix endpoints feeding `stream`: disabled,
+    /// exhausted messages not yet acknowledged, failing attempts.
+    async fn svix_state_of(
+        &self,
+        config: &Config,
+        stream: &str,
+        zone: Tz,
+    ) -> Result<Vec<String>, StoreError> {
+        if config.svix.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows = self.store.svix_endpoints().await?;
+        Ok(rows
+            .iter()
+            .filter(|r| {
+                config.svix.get(&r.source).is_some_and(|c| {
+                    c.stream_for(&r.endpoint_id, r.endpoint_uid.as_deref()).0 == stream
+                })
+            })
+            .filter_map(|r| svix_trouble(r, zone))
+            .collect())
+    }
+}
+
+/// One endpoint's trouble in words, or None when it looks healthy.
+fn svix_trouble(r: &SvixEndpointRow, zone: Tz) -> Option<String> {
+    let mut parts = Vec::new();
+    if r.disabled.is_some() {
+        parts.push(match r.disabled_at {
+            Some(t) => format!("was disabled at {}", local_stamp(t, zone)),
+            None => "is disabled".to_owned(),
+        });
+    } else if r.failing > 0 {
+        parts.push(format!("has {} message(s) failing", r.failing));
+    }
+    if !r.lost.is_empty() {
+        parts.push(format!(
+            "{} message(s) exhausted unacknowledged",
+            r.lost.len()
+        ));
+    }
+    if parts.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "the Svix endpoint {} {}",
+        r.endpoint_id,
+        parts.join("; ")
+    ))
 }
 
 pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
@@ -224,6 +274,8 @@ async fn check(app: &App) -> Result<Option<DateTime<Utc>>, StoreError> {
             continue;
         };
         let due = since + reconcile.deadline();
+        let zone = config.zone_of(&stream.name);
+        let stamp = |t: DateTime<Utc>| local_stamp(t, zone);
         let firing = row.is_some_and(|r| r.state == AlertState::Firing);
         let (to, reason) = if now >= due {
             if firing {

@@ -1325,3 +1325,6 @@ async fn silences_past_the_cap_are_refused(db: TestDb) {
 
 /// Reconciliation reports and their alerts (`store::reconcile`).
 mod reconcile;
+
+/// The per-subject revocation index and stale grants (`store::revocations`).
+mod revocations;

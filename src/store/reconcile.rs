@@ -86,8 +86,11 @@ pub struct StaleGrant {
     pub delivery_id: String,
     pub subject: String,
     pub grant_event_time: DateTime<Utc>,
-    /// The audit seq of the revocation it is older than.
+    /// The audit seq of the revocation it is older than (0 when it was
+    /// found in the revocation index, `store::revocations`).
     pub revoke_seq: i64,
+    /// The delivery id of that revocation, when it had one.
+    pub revoke_delivery_id: Option<String>,
     pub page: Transition,
 }
 
@@ -120,12 +123,12 @@ pub(super) fn record_stale(
     conn: &Connection,
     g: &StaleGrant,
     now: DateTime<Utc>,
-) -> Result<bool, StoreError> {
+) -> rusqlite::Result<bool> {
     let inserted = conn
         .prepare_cached(
             "INSERT INTO stale_grants (stream, delivery_id, subject, grant_event_time,
-                                       revoke_seq, recorded_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (stream, delivery_id) DO NOTHING",
+                                       revoke_seq, recorded_at, revoke_delivery_id)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (stream, delivery_id) DO NOTHING",
         )?
         .execute(params![
             g.stream,
@@ -133,7 +136,8 @@ pub(super) fn record_stale(
             g.subject,
             millis(g.grant_event_time),
             g.revoke_seq,
-            millis(now)
+            millis(now),
+            g.revoke_delivery_id
         ])?;
     if inserted == 0 {
         return Ok(false);

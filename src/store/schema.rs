@@ -123,6 +123,8 @@ pub(super) const MIGRATIONS: &[&str] = &[
     super::reconcile::MIGRATION,
     // v14: grants that arrived after their revocation with an older event time
     super::reconcile::STALE_GRANTS_MIGRATION,
+    // The per-subject revocation index (`store::revocations`).
+    super::revocations::MIGRATION,
 ];
 
 /// v8: streams created from a template (`[streams."PREFIX*"]`), so a

@@ -181,6 +181,7 @@ async fn a_stale_grant_is_recorded_and_paged_once(db: TestDb) {
         subject: "user_1".into(),
         grant_event_time: at(500),
         revoke_seq: 1,
+        revoke_delivery_id: Some("msg_revoke".into()),
         page: Transition {
             stream: "a".into(),
             to: AlertState::Firing,

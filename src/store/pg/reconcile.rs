@@ -168,8 +168,8 @@ pub(super) async fn record_stale(
     let inserted = exec(
         tx,
         "INSERT INTO stale_grants (stream, delivery_id, subject, grant_event_time,
-                                   revoke_seq, recorded_at)
-         VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (stream, delivery_id) DO NOTHING",
+                                   revoke_seq, recorded_at, revoke_delivery_id)
+         VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (stream, delivery_id) DO NOTHING",
         &[
             &g.stream,
             &g.delivery_id,
@@ -177,6 +177,7 @@ pub(super) async fn record_stale(
             &ms(g.grant_event_time),
             &g.revoke_seq,
             &ms(now),
+            &g.revoke_delivery_id,
         ],
     )
     .await?;

@@ -175,6 +175,8 @@ pub(super) const MIGRATIONS: &[&str] = &[
     crate::store::reconcile::MIGRATION,
     // v5: grants that arrived after their revocation with an older event time.
     crate::store::reconcile::STALE_GRANTS_MIGRATION,
+    // v6: the per-subject revocation index.
+    crate::store::revocations::MIGRATION,
 ];
 
 pub(super) fn binary_version() -> i32 {
