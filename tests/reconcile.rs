@@ -336,3 +336,94 @@ fn a_grant_retried_after_its_revocation_is_accepted_and_pages_once() {
     assert_eq!(pages(&recv).len(), 1, "{:?}", pages(&recv));
     s.stop();
 }
+
+const OPS_SECRET: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
+const EP: &str = "ep_Kh8oOOL8dKLzdocJ2isAjIhKtJ0";
+
+/// A Svix operational webhook (endpoint state) for `[svix.main]`.
+fn post_operational(addr: SocketAddr, id: &str, ts: i64, body: &str) -> u16 {
+    let key = hushwatch::ingest::signature::SecretKey::parse(OPS_SECRET).unwrap();
+    let sig = hushwatch::ingest::signature::sign(&key, id, ts, body.as_bytes());
+    let ts = ts.to_string();
+    request(
+        addr,
+        "POST",
+        "/v1/svix/main/operational",
+        &[
+            ("content-type", "application/json"),
+            ("svix-id", id),
+            ("svix-timestamp", &ts),
+            ("svix-signature", &sig),
+        ],
+        body.as_bytes(),
+    )
+    .status
+}
+
+fn revoke_missed_pages(recv: &Receiver, n: usize) -> Vec<String> {
+    poll(&format!("{n} revoke_missed pages"), || {
+        let got: Vec<String> = pages(recv)
+            .iter()
+            .map(|p| p.to_string())
+            .filter(|p| p.contains("reconciliation_revoke_missed") && p.contains("firing"))
+            .collect();
+        (got.len() >= n).then_some(got)
+    })
+}
+
+#[test]
+fn without_the_audit_log_the_index_still_answers_and_svix_state_is_named() {
+    let recv = Receiver::start(vec![]);
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "{}\n[audit]\nenabled = false\n\n[svix.main]\nsecret = \"{OPS_SECRET}\"\nstreams = [\"identity\"]\nnotify = [\"hook\"]\nendpoints = {{ \"{EP}\" = \"identity\" }}\n",
+        config(&recv.url("/hook"))
+    );
+    let s = Sidecar::start(dir.path(), &text, utc(START));
+    let now = s.now().timestamp();
+    let created_at = utc(START).timestamp_millis() - 60_000;
+
+    // The revocation of user_delivered is indexed though nothing is audited.
+    let body = r#"{"type":"user.deleted","timestamp":1764547200000,"data":{"object":"user","id":"user_delivered","deleted":true}}"#;
+    assert_eq!(post_webhook(s.addr(), "msg_revoke_1", now, body), 200);
+    // A stale grant is still found, recorded and paged.
+    let deleted = membership("deleted", created_at + 30_000);
+    assert_eq!(post_webhook(s.addr(), "msg_d1", now, &deleted), 200);
+    let created = membership("created", created_at);
+    assert_eq!(post_webhook(s.addr(), "msg_c2", now, &created), 200);
+    poll("stale grant page", || {
+        pages(&recv)
+            .iter()
+            .any(|p| p.to_string().contains("stale_grant"))
+            .then_some(())
+    });
+
+    // Svix disabled the endpoint after exhausting a message.
+    let exhausted = format!(
+        r#"{{"type":"message.attempt.exhausted","data":{{"appId":"app_1","appUid":null,"msgId":"msg_lost_1","msgEventId":null,"endpointId":"{EP}","lastAttempt":{{"id":"atmpt_1","responseStatusCode":503,"timestamp":"2026-11-30T23:50:00Z"}}}}}}"#
+    );
+    assert_eq!(post_operational(s.addr(), "op_1", now, &exhausted), 200);
+    let disabled = format!(
+        r#"{{"type":"endpoint.disabled","data":{{"appId":"app_1","appUid":null,"endpointId":"{EP}","endpointUid":null,"failSince":"2026-11-30T20:00:00Z","trigger":"automatic"}}}}"#
+    );
+    assert_eq!(post_operational(s.addr(), "op_2", now, &disabled), 200);
+
+    let drift = r#"{"subject":"user_lost","kind":"revoke_missed","fixed":true},
+                   {"subject":"user_delivered","kind":"revoke_missed","fixed":true}"#;
+    let (status, json) = post_report(s.addr(), TOKEN, &report("rec-1", drift));
+    assert_eq!(status, 200, "{json}");
+    let text = &revoke_missed_pages(&recv, 1)[0];
+    assert!(
+        text.contains(&format!(
+            "no revocation for user_lost was ever received (the webhook path lost it: the Svix endpoint {EP} was disabled at 2026-12-01 09:00 JST; 1 message(s) exhausted unacknowledged)"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("revocation received 2026-12-01 09:00 JST (delivery msg_revoke_1, user.deleted)"),
+        "{text}"
+    );
+    let series = r#"hushwatch_stale_grants_total{stream="identity"}"#;
+    assert_eq!(s.metric(series), 1.0);
+    s.stop();
+}
