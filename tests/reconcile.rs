@@ -261,6 +261,30 @@ fn a_missing_reconciliation_pages_after_every_plus_grace_and_resolves_on_the_nex
         "{text}"
     );
     assert_eq!(got.len(), 1);
+    // `/v1/status`, the status page and the deadline gauge say the same.
+    let status = s.http_status();
+    let block = &status["streams"][0]["reconciliation"];
+    assert_eq!(block["state"], "missing", "{block}");
+    assert_eq!(block["missing_since"], "2026-12-01T02:59:59Z");
+    assert_eq!(block["last_report_id"], "probe-not-a-run");
+    assert_eq!(block["last_finished_at"], "2026-12-01T00:00:30Z");
+    assert_eq!(
+        (
+            block["every_seconds"].as_i64(),
+            block["grace_seconds"].as_i64()
+        ),
+        (Some(3600), Some(1800))
+    );
+    let series = r#"hushwatch_reconciliation_deadline_timestamp_seconds{stream="identity"}"#;
+    assert_eq!(
+        s.metric(series),
+        utc("2026-12-01T02:59:59Z").timestamp() as f64
+    );
+    let page = get(s.addr(), "/").body;
+    assert!(
+        page.contains("MISSING since Tue 11:59 Asia/Tokyo · 02:59 UTC"),
+        "{page}"
+    );
 
     let (status, _) = post_report(s.addr(), TOKEN, &report("run-3", ""));
     assert_eq!(status, 200);
@@ -420,7 +444,9 @@ fn without_the_audit_log_the_index_still_answers_and_svix_state_is_named() {
         "{text}"
     );
     assert!(
-        text.contains("revocation received 2026-12-01 09:00 JST (delivery msg_revoke_1, user.deleted)"),
+        text.contains(
+            "revocation received 2026-12-01 09:00 JST (delivery msg_revoke_1, user.deleted)"
+        ),
         "{text}"
     );
     let series = r#"hushwatch_stale_grants_total{stream="identity"}"#;

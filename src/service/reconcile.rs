@@ -9,13 +9,15 @@ use super::app::App;
 use crate::config::{Config, StreamConfig};
 use crate::ingest::reconcile::{DriftKind, Report};
 use crate::status::format::local_stamp;
-use crate::store::reconcile::{Drift, NewReconciliation, ReconcileRow, ReconcileTransition};
+use crate::store::reconcile::{
+    Drift, LatestReport, NewReconciliation, ReconcileRow, ReconcileTransition,
+};
 use crate::store::revocations::Revocation;
 use crate::store::svix::SvixEndpointRow;
 use crate::store::{AlertState, NewEvent, StoreError, Transition};
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -274,6 +276,10 @@ async fn check(app: &App) -> Result<Option<DateTime<Utc>>, StoreError> {
             continue;
         };
         let due = since + reconcile.deadline();
+        app.metrics
+            .reconciliation_deadline
+            .with_label_values(&[stream.name.as_str()])
+            .set(due.timestamp_millis() as f64 / 1000.0);
         let zone = config.zone_of(&stream.name);
         let stamp = |t: DateTime<Utc>| local_stamp(t, zone);
         let firing = row.is_some_and(|r| r.state == AlertState::Firing);
@@ -325,4 +331,69 @@ async fn check(app: &App) -> Result<Option<DateTime<Utc>>, StoreError> {
         }
     }
     Ok(next)
+}
+
+impl App {
+    /// The `reconciliation` block of each `[streams.X.reconcile]` stream in
+    /// `/v1/status`: cadence, the latest report, when the next is due and
+    /// since when it is missing, and the latest report's drift counts.
+    pub(super) async fn reconciliation_status(
+        &self,
+    ) -> Result<BTreeMap<String, serde_json::Value>, StoreError> {
+        let config = self.config();
+        if config.streams.values().all(|s| s.reconcile.is_none()) {
+            return Ok(BTreeMap::new());
+        }
+        let states: HashMap<String, ReconcileRow> = self
+            .store
+            .reconcile_states()
+            .await?
+            .into_iter()
+            .map(|r| (r.stream.clone(), r))
+            .collect();
+        let latest: HashMap<String, LatestReport> = self
+            .store
+            .latest_reconciliations()
+            .await?
+            .into_iter()
+            .map(|r| (r.stream.clone(), r))
+            .collect();
+        let watched: HashMap<String, DateTime<Utc>> = self
+            .stream_rows()
+            .into_iter()
+            .map(|r| (r.name, r.watch_started_at))
+            .collect();
+        let now = self.clock.now();
+        let rfc = |t: DateTime<Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        let mut out = BTreeMap::new();
+        for stream in config.streams.values() {
+            let Some(reconcile) = stream.reconcile else {
+                continue;
+            };
+            let state = states.get(&stream.name);
+            let report = latest.get(&stream.name);
+            let since = state
+                .and_then(|s| s.last_report_at)
+                .or_else(|| watched.get(&stream.name).copied());
+            let due = since.map(|s| s + reconcile.deadline());
+            let missing_since = due.filter(|d| now >= *d);
+            let firing = state.is_some_and(|s| s.state == AlertState::Firing);
+            out.insert(
+                stream.name.clone(),
+                serde_json::json!({
+                    "every_seconds": reconcile.every.num_seconds(),
+                    "grace_seconds": reconcile.grace.num_seconds(),
+                    "state": if firing { "missing" } else { "ok" },
+                    "last_report_id": report.map(|r| r.id.clone()),
+                    "last_finished_at": report.map(|r| rfc(r.finished_at)),
+                    "last_received_at": state.and_then(|s| s.last_report_at).map(rfc),
+                    "last_checked": report.map(|r| r.checked),
+                    "last_drift": report.map(|r| r.drift.clone()),
+                    "due_at": due.map(rfc),
+                    "missing_since": missing_since.map(rfc),
+                }),
+            );
+        }
+        Ok(out)
+    }
 }

@@ -123,6 +123,25 @@ pub struct StreamStatus {
     pub in_business_hours: bool,
     #[serde(default)]
     pub clock_paused_until: Option<DateTime<Utc>>,
+    /// Only for a stream with `[streams.X.reconcile]`.
+    #[serde(default)]
+    pub reconciliation: Option<ReconciliationStatus>,
+}
+
+/// A stream's reconciliation job, as `/v1/status` reports it.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct ReconciliationStatus {
+    pub every_seconds: i64,
+    pub grace_seconds: i64,
+    /// `ok` or `missing`.
+    pub state: String,
+    pub last_report_id: Option<String>,
+    pub last_finished_at: Option<DateTime<Utc>>,
+    pub last_drift: Option<BTreeMap<String, u64>>,
+    pub due_at: Option<DateTime<Utc>>,
+    pub missing_since: Option<DateTime<Utc>>,
+    pub error: Option<String>,
 }
 
 impl StreamStatus {

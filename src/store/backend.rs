@@ -291,6 +291,8 @@ pub trait Backend: Send + Sync + 'static {
 
     async fn prune_revocations(&self, before: DateTime<Utc>) -> StoreResult<usize>;
 
+    async fn latest_reconciliations(&self) -> StoreResult<Vec<super::reconcile::LatestReport>>;
+
     async fn stale_grant_recorded_at(
         &self,
         stream: String,

@@ -14,9 +14,10 @@ use rusqlite::{params, Connection, OptionalExtension};
 use super::reconcile::StaleGrant;
 use super::{AlertState, NewEvent, Transition};
 
-/// Migration step (SQLite and PostgreSQL alike): the index, and the
+/// Migration step (SQLite and PostgreSQL alike): the index, the
 /// revocation's delivery id on a stale grant (the index has no audit seq;
-/// `revoke_seq` is 0 for grants found through it).
+/// `revoke_seq` is 0 for grants found through it), and an index finding a
+/// stream's latest reconciliation report (`/v1/status`).
 pub(super) const MIGRATION: &str = "CREATE TABLE revocations (
         stream       TEXT NOT NULL,
         subject      TEXT NOT NULL,
@@ -28,7 +29,8 @@ pub(super) const MIGRATION: &str = "CREATE TABLE revocations (
         PRIMARY KEY (stream, subject, organization)
     );
     CREATE INDEX revocations_received ON revocations (received_at);
-    ALTER TABLE stale_grants ADD COLUMN revoke_delivery_id TEXT;";
+    ALTER TABLE stale_grants ADD COLUMN revoke_delivery_id TEXT;
+    CREATE INDEX reconciliations_received ON reconciliations (stream, received_at);";
 
 /// How long an indexed revocation is kept (documented in README,
 /// "Stale grant after revoke"): a reconciliation or a retried grant about a

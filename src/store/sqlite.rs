@@ -323,6 +323,10 @@ impl Backend for SqliteBackend {
             .await
     }
 
+    async fn latest_reconciliations(&self) -> StoreResult<Vec<reconcile::LatestReport>> {
+        self.call(reconcile::latest_reports).await
+    }
+
     async fn prune_revocations(&self, before: DateTime<Utc>) -> StoreResult<usize> {
         self.call(move |c| Ok(super::revocations::prune(c, before)?))
             .await

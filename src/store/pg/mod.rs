@@ -388,6 +388,12 @@ impl Backend for PgBackend {
             .await?)
     }
 
+    async fn latest_reconciliations(
+        &self,
+    ) -> StoreResult<Vec<crate::store::reconcile::LatestReport>> {
+        in_tx!(self, |tx| reconcile::latest_reports(&tx).await?)
+    }
+
     async fn prune_revocations(&self, before: DateTime<Utc>) -> StoreResult<usize> {
         in_tx!(self, |tx| revocations::prune(&tx, before).await?)
     }
