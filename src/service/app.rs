@@ -229,6 +229,7 @@ impl App {
         self.metrics.declare_watchdog(&notifiers);
         let streams: Vec<&str> = names.iter().map(String::as_str).collect();
         self.metrics.declare_streams(&streams);
+        self.declare_access_series(&config, &streams);
         let sources: Vec<&str> = config.svix.keys().map(String::as_str).collect();
         self.metrics.declare_svix(&sources);
         Ok(())

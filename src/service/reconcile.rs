@@ -334,6 +334,31 @@ async fn check(app: &App) -> Result<Option<DateTime<Utc>>, StoreError> {
 }
 
 impl App {
+    /// Starts the stale-grant counter of every stream, and the drift
+    /// counters of every reconciled one, at 0: the shipped rules use
+    /// `increase()`, which cannot see a series' first sample.
+    pub(super) fn declare_access_series(&self, config: &Config, streams: &[&str]) {
+        for stream in streams {
+            let _ = self.metrics.stale_grants.with_label_values(&[stream]);
+            if config
+                .streams
+                .get(*stream)
+                .is_some_and(|s| s.reconcile.is_some())
+            {
+                for kind in [
+                    DriftKind::RevokeMissed,
+                    DriftKind::GrantMissed,
+                    DriftKind::Other,
+                ] {
+                    let _ = self
+                        .metrics
+                        .reconciliation_drift
+                        .with_label_values(&[stream, kind.as_str()]);
+                }
+            }
+        }
+    }
+
     /// The `reconciliation` block of each `[streams.X.reconcile]` stream in
     /// `/v1/status`: cadence, the latest report, when the next is due and
     /// since when it is missing, and the latest report's drift counts.

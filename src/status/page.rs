@@ -510,8 +510,9 @@ fn reconciliation_section(h: &mut String, doc: &StatusDoc) {
                 ),
             ),
         };
-        let last = match &r.last_report_id {
-            Some(id) => format!("{id}, finished {}", at(r.last_finished_at)),
+        // Like delivery ids, report ids stay off the page (`/v1/status` has them).
+        let last = match r.last_finished_at {
+            Some(t) => format!("finished {}", zoned_and_utc(t, tz, doc.now)),
             None => "none yet".to_string(),
         };
         let drift = r.last_drift.as_ref().map_or_else(
@@ -815,10 +816,8 @@ mod tests {
             html.contains("MISSING since Mon 08:30 Asia/Tokyo · 23:30 UTC"),
             "{html}"
         );
-        assert!(
-            html.contains("rec-&lt;7&gt;, finished Mon 07:00 Asia/Tokyo"),
-            "{html}"
-        );
+        assert!(html.contains("finished Mon 07:00 Asia/Tokyo"), "{html}");
+        assert!(!html.contains("rec-"), "no report ids on the page: {html}");
         assert!(html.contains("1 grant_missed, 2 revoke_missed"));
         assert_eq!(html.matches("<tr data-state=\"missing\">").count(), 1);
         let none = doc(serde_json::json!({
