@@ -88,10 +88,7 @@ async fn appends_per_second_noted(audit: bool, notes: bool, events: u64) -> f64 
             for i in (w..events).step_by(16) {
                 let e = event(i, audit, now);
                 let e = if notes { noted(e, i) } else { e };
-                store
-                    .record_events(vec![e])
-                    .await
-                    .unwrap();
+                store.record_events(vec![e]).await.unwrap();
             }
         }));
     }

@@ -62,35 +62,17 @@ fn post_report(addr: SocketAddr, token: &str, body: &str) -> (u16, serde_json::V
     (reply.status, reply.json())
 }
 
-/// A signed webhook as Svix sends it.
+/// A signed webhook as Svix sends it, to the `identity` stream.
 fn post_webhook(addr: SocketAddr, msg_id: &str, ts: i64, body: &str) -> u16 {
-    let key = hushwatch::ingest::signature::SecretKey::parse(SECRET).unwrap();
-    let sig = hushwatch::ingest::signature::sign(&key, msg_id, ts, body.as_bytes());
-    let ts = ts.to_string();
-    request(
-        addr,
-        "POST",
-        "/v1/streams/identity/webhook",
-        &[
-            ("content-type", "application/json"),
-            ("svix-id", msg_id),
-            ("svix-timestamp", &ts),
-            ("svix-signature", &sig),
-        ],
-        body.as_bytes(),
-    )
-    .status
+    post_signed_webhook(addr, "identity", SECRET, msg_id, ts, body)
 }
 
 fn pages(recv: &Receiver) -> Vec<serde_json::Value> {
-    recv.delivered().iter().map(Received::json).collect()
+    recv.delivered_json()
 }
 
 fn wait_pages(recv: &Receiver, n: usize) -> Vec<serde_json::Value> {
-    poll(&format!("{n} pages"), || {
-        let got = pages(recv);
-        (got.len() >= n).then_some(got)
-    })
+    recv.wait_delivered_json(n)
 }
 
 #[test]
@@ -149,7 +131,7 @@ fn revoke_missed_pages_critical_with_what_was_delivered() {
 
     // The report joined the audit chain once, and the chain verifies.
     let config = dir.path().join("hushwatch.toml");
-    let (code, out, err) = hushwatch(&["audit", "export", "--kind", "reconciliation"], &config);
+    let (code, out, err) = run_cli(&["audit", "export", "--kind", "reconciliation"], &config);
     assert_eq!(code, 0, "{err}");
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 1, "{out}");
@@ -157,11 +139,11 @@ fn revoke_missed_pages_critical_with_what_was_delivered() {
         lines[0].contains("rec-1") && lines[0].contains("user_lost"),
         "{out}"
     );
-    let (code, _, err) = hushwatch(&["audit", "verify"], &config);
+    let (code, _, err) = run_cli(&["audit", "verify"], &config);
     assert_eq!(code, 0, "{err}");
 
     // The subject's timeline: grant, revoke, then the finding, in order.
-    let (code, out, err) = hushwatch(&["audit", "subject", "user_delivered"], &config);
+    let (code, out, err) = run_cli(&["audit", "subject", "user_delivered"], &config);
     assert_eq!(code, 0, "{err}");
     let lines: Vec<serde_json::Value> = out
         .lines()
@@ -175,7 +157,7 @@ fn revoke_missed_pages_critical_with_what_was_delivered() {
     assert_eq!(lines[1]["delivery_id"], "msg_revoke_1");
     assert_eq!(lines[2]["finding"], "revoke_missed");
     assert_eq!(lines[2]["delivery_id"], "rec-1");
-    let (code, out, _) = hushwatch(
+    let (code, out, _) = run_cli(
         &["audit", "subject", "user_delivered", "--format", "text"],
         &config,
     );
@@ -192,22 +174,8 @@ fn revoke_missed_pages_critical_with_what_was_delivered() {
         out.starts_with("2026-12-01 09:00:00 JST  identity"),
         "times read in the stream's zone: {out}"
     );
-    let (code, out, _) = hushwatch(&["audit", "subject", "nobody"], &config);
+    let (code, out, _) = run_cli(&["audit", "subject", "nobody"], &config);
     assert_eq!((code, out.as_str()), (0, ""));
-}
-
-fn hushwatch(args: &[&str], config: &std::path::Path) -> (i32, String, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hushwatch"))
-        .args(args)
-        .arg("--config")
-        .arg(config)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 #[test]
@@ -361,28 +329,7 @@ fn a_grant_retried_after_its_revocation_is_accepted_and_pages_once() {
     s.stop();
 }
 
-const OPS_SECRET: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
 const EP: &str = "ep_Kh8oOOL8dKLzdocJ2isAjIhKtJ0";
-
-/// A Svix operational webhook (endpoint state) for `[svix.main]`.
-fn post_operational(addr: SocketAddr, id: &str, ts: i64, body: &str) -> u16 {
-    let key = hushwatch::ingest::signature::SecretKey::parse(OPS_SECRET).unwrap();
-    let sig = hushwatch::ingest::signature::sign(&key, id, ts, body.as_bytes());
-    let ts = ts.to_string();
-    request(
-        addr,
-        "POST",
-        "/v1/svix/main/operational",
-        &[
-            ("content-type", "application/json"),
-            ("svix-id", id),
-            ("svix-timestamp", &ts),
-            ("svix-signature", &sig),
-        ],
-        body.as_bytes(),
-    )
-    .status
-}
 
 fn revoke_missed_pages(recv: &Receiver, n: usize) -> Vec<String> {
     poll(&format!("{n} revoke_missed pages"), || {
@@ -400,7 +347,7 @@ fn without_the_audit_log_the_index_still_answers_and_svix_state_is_named() {
     let recv = Receiver::start(vec![]);
     let dir = tempfile::tempdir().unwrap();
     let text = format!(
-        "{}\n[audit]\nenabled = false\n\n[svix.main]\nsecret = \"{OPS_SECRET}\"\nstreams = [\"identity\"]\nnotify = [\"hook\"]\nendpoints = {{ \"{EP}\" = \"identity\" }}\n",
+        "{}\n[audit]\nenabled = false\n\n[svix.main]\nsecret = \"{SVIX_OPS_SECRET}\"\nstreams = [\"identity\"]\nnotify = [\"hook\"]\nendpoints = {{ \"{EP}\" = \"identity\" }}\n",
         config(&recv.url("/hook"))
     );
     let s = Sidecar::start(dir.path(), &text, utc(START));
@@ -426,11 +373,11 @@ fn without_the_audit_log_the_index_still_answers_and_svix_state_is_named() {
     let exhausted = format!(
         r#"{{"type":"message.attempt.exhausted","data":{{"appId":"app_1","appUid":null,"msgId":"msg_lost_1","msgEventId":null,"endpointId":"{EP}","lastAttempt":{{"id":"atmpt_1","responseStatusCode":503,"timestamp":"2026-11-30T23:50:00Z"}}}}}}"#
     );
-    assert_eq!(post_operational(s.addr(), "op_1", now, &exhausted), 200);
+    assert_eq!(post_svix_op(s.addr(), now, "op_1", &exhausted), 200);
     let disabled = format!(
         r#"{{"type":"endpoint.disabled","data":{{"appId":"app_1","appUid":null,"endpointId":"{EP}","endpointUid":null,"failSince":"2026-11-30T20:00:00Z","trigger":"automatic"}}}}"#
     );
-    assert_eq!(post_operational(s.addr(), "op_2", now, &disabled), 200);
+    assert_eq!(post_svix_op(s.addr(), now, "op_2", &disabled), 200);
 
     let drift = r#"{"subject":"user_lost","kind":"revoke_missed","fixed":true},
                    {"subject":"user_delivered","kind":"revoke_missed","fixed":true}"#;
