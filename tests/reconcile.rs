@@ -274,6 +274,10 @@ fn a_grant_retried_after_its_revocation_is_accepted_and_pages_once() {
     let recv = Receiver::start(vec![]);
     let dir = tempfile::tempdir().unwrap();
     let s = Sidecar::start(dir.path(), &config(&recv.url("/hook")), utc(START));
+    // Arrivals carry sub-millisecond times, as the system clock's do; the
+    // store keeps milliseconds, and the count must still see the record.
+    s.clock
+        .set(utc(START) + chrono::TimeDelta::nanoseconds(1_234_567_891));
     let now = s.now().timestamp();
     let created_at = utc(START).timestamp_millis() - 60_000;
     let deleted_at = created_at + 30_000;

@@ -86,23 +86,30 @@ impl App {
         grants: Vec<CheckedGrant>,
         outcomes: &[EventOutcome],
     ) {
+        let mut checked = false;
         for (g, o) in grants.into_iter().zip(outcomes) {
             let Some((stream, id, received_at)) = g.filter(|_| *o == EventOutcome::Accepted) else {
                 continue;
             };
+            checked = true;
             match self.store.stale_grant_recorded_at(stream.clone(), id).await {
                 // Recorded by this delivery (a delivery id accepted again
-                // after its dedup window finds the old record instead).
-                Ok(Some(at)) if at == received_at => {
+                // after its dedup window finds the old record instead); the
+                // store keeps milliseconds.
+                Ok(Some(at)) if at.timestamp_millis() == received_at.timestamp_millis() => {
                     self.metrics
                         .stale_grants
                         .with_label_values(&[stream.as_str()])
                         .inc();
-                    self.outbox_wake.notify_one();
                 }
                 Ok(_) => {}
                 Err(e) => tracing::error!(stream = %stream, error = %e, "stale grant count failed"),
             }
+        }
+        // A stale grant's page is already in the outbox; wake it whether
+        // or not the count above could be read.
+        if checked {
+            self.outbox_wake.notify_one();
         }
     }
 }
