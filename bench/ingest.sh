@@ -15,8 +15,12 @@
 # AUDIT=off sets `[audit] enabled = false`, to measure what the hash chain
 # costs; ONLY is a grep pattern over case names. WATCHDOG=on adds a
 # `[heartbeat]` pinging every 1s a loopback receiver that never answers
-# (each ping runs into its deadline), to show a hung dead-man's switch does
-# not slow ingest (issue #19).
+# (each ping runs into its deadline), and a dead notifier: four streams
+# that fire 1s after start page `dead` (a closed loopback port: every
+# attempt fails, retried every second) whose `fallback` is a notifier at
+# that hung receiver, so the fallback ladder records every failed attempt
+# in the store and pages its steps while ingest runs. To show that none of
+# it slows ingest (issue #19).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS="${RUNS:-3}"
@@ -44,7 +48,15 @@ while True: c.append(s.accept()[0])' > "$work/hb.port" &
   hb=$!
   trap 'kill "$pid" "$hb" 2>/dev/null || true; rm -rf "$work"' EXIT
   for _ in $(seq 50); do [ -s "$work/hb.port" ] && break; sleep 0.1; done
-  printf '[heartbeat]\nurl = "http://127.0.0.1:%s/ping"\ninterval = "1s"\n' "$(cat "$work/hb.port")" >> "$work/hushwatch.toml"
+  hb_port="$(cat "$work/hb.port")"
+  printf '[heartbeat]\nurl = "http://127.0.0.1:%s/ping"\ninterval = "1s"\n' "$hb_port" >> "$work/hushwatch.toml"
+  # Port 9 (discard) on loopback: nothing listens here, so every attempt
+  # is refused at once.
+  printf '[notifiers.dead]\nkind = "webhook"\nurl = "http://127.0.0.1:9/dead"\ntimeout = "1s"\nbackoff_initial = "1s"\nbackoff_max = "1s"\nfallback = ["backup"]\n' >> "$work/hushwatch.toml"
+  printf '[notifiers.backup]\nkind = "webhook"\nurl = "http://127.0.0.1:%s/backup"\ntimeout = "1s"\n' "$hb_port" >> "$work/hushwatch.toml"
+  for s in c1 c2 c3 c4; do
+    printf '[streams.%s]\ncalendar = "always"\nsilence_threshold = "1s"\nnotify = ["dead"]\n[streams.%s.ingest]\ntoken = "bench-token"\n' "$s" "$s" >> "$work/hushwatch.toml"
+  done
 fi
 if [ "${AUDIT:-on}" = off ]; then printf '[audit]\nenabled = false\n' >> "$work/hushwatch.toml"; fi
 if [ -n "${STORE_URL:-}" ]; then printf '[store]\nurl = "${BENCH_STORE_URL}"\n' >> "$work/hushwatch.toml"; fi
@@ -94,3 +106,8 @@ run_case "healthz @ ~1k/s" 10 healthz 10
 run_case "signed webhook @ ~1k/s" 10 webhook 10
 run_case "token report @ ~1k/s" 10 events 10
 echo "events stored: $(curl -s "http://$addr/metrics" | awk '/hushwatch_events_total\{outcome="accepted"/ {print $2}')" >&2
+if [ "${WATCHDOG:-off}" = on ]; then
+  # Evidence the watchdog was busy meanwhile: failed attempts counted on the
+  # ladder, fallback pages queued, heartbeat pings that ran into their deadline.
+  curl -s "http://$addr/metrics" | grep -E '^hushwatch_(notifier_consecutive_failures|notifications_total|heartbeat_total|outbox_pending)' >&2
+fi

@@ -255,25 +255,9 @@ impl Worker {
             .notifications
             .with_label_values(&[name, label])
             .inc();
-        // Attempts that failed in a row, per process (issue #19).
-        let failures = app
-            .metrics
-            .watchdog
-            .consecutive_failures
-            .with_label_values(&[name]);
-        let before = failures.get();
-        if label == "delivered" {
-            failures.set(0);
-        } else {
-            failures.inc();
-        }
-        let after = failures.get();
-        let error = match &attempt {
-            Attempt::Retry { error, .. } | Attempt::Failed { error, .. } => Some(error.clone()),
-            Attempt::Delivered { .. } => None,
-        };
-        super::replicas::settle(app, row, token, attempt).await?;
-        super::fallback::after_attempt(app, config, row, before, after, error.as_deref(), now).await
+        // The attempt, the shared consecutive-failure count and any fallback
+        // page it reaches commit together (issue #19).
+        super::fallback::record(app, config, row, token, attempt, now).await
     }
 
     /// Re-posts firing alerts to Alertmanagers before their

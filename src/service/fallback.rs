@@ -4,79 +4,97 @@
 //! through the outbox (a keyed alert per X, so every page has its own key);
 //! when X delivers again after a step was paged, one recovery page follows.
 //!
-//! The count is the `hushwatch_notifier_consecutive_failures` gauge of this
-//! process. Pages *to* a fallback never climb a ladder themselves (a
-//! fallback whose own target fails is logged, not chained further).
+//! The count lives in the store (`store::ladder`): the replica holding a
+//! page's claim records its attempt and the count in one transaction, and
+//! a step is queued by a compare-and-set there, so with N replicas each
+//! step is paged once per deployment, and the count survives a restart.
+//! `hushwatch_notifier_consecutive_failures` shows that shared count.
+//! Pages *to* a fallback never climb a ladder themselves (a fallback whose
+//! own target fails is logged, not chained further).
 
 use super::app::App;
 use crate::config::Config;
-use crate::store::{AlertState, OutboxRow, StoreError, Transition};
-use chrono::{DateTime, SecondsFormat, Utc};
+use crate::store::ladder::{LadderRule, LadderUpdate};
+use crate::store::{Attempt, OutboxRow, StoreError};
+use chrono::{DateTime, Utc};
 
 /// The `alert_kind` of fallback pages (set by `store::ops::fallback_alert`).
 pub const FALLBACK_KIND: &str = "hushwatch_fallback";
 
-/// Called after each recorded attempt of `row` to its notifier: `before`
-/// and `after` are the consecutive-failure counts around it, `error` the
-/// failed attempt's reason.
-pub(super) async fn after_attempt(
+/// Records `attempt` of `row` (under claim `token` on a shared store),
+/// counts it on the notifier's ladder, and wakes the outbox when that
+/// queued a fallback page.
+pub(super) async fn record(
     app: &App,
     config: &Config,
     row: &OutboxRow,
-    before: i64,
-    after: i64,
-    error: Option<&str>,
+    token: Option<i64>,
+    attempt: Attempt,
     now: DateTime<Utc>,
 ) -> Result<(), StoreError> {
-    if row.alert_kind == FALLBACK_KIND {
-        if let Some(e) = error {
-            tracing::error!(notifier = %row.notifier, error = %e, "a fallback page could not be delivered; fallbacks are not chained further");
-        }
+    let error = match &attempt {
+        Attempt::Retry { error, .. } | Attempt::Failed { error, .. } => Some(error.clone()),
+        Attempt::Delivered { .. } => None,
+    };
+    let is_fallback = row.alert_kind == FALLBACK_KIND;
+    if let (true, Some(e)) = (is_fallback, &error) {
+        tracing::error!(notifier = %row.notifier, error = %e, "a fallback page could not be delivered; fallbacks are not chained further");
+    }
+    let rule = config
+        .watchdog
+        .fallbacks
+        .get(&row.notifier)
+        .filter(|_| !is_fallback)
+        .map(|l| LadderRule {
+            steps: l.after.iter().map(|s| i64::from(*s)).collect(),
+            notify: l.notify.clone(),
+        });
+    let update = LadderUpdate {
+        notifier: row.notifier.clone(),
+        error,
+        rule,
+        stream: row.stream.clone(),
+        page_created_at: row.created_at,
+        at: now,
+    };
+    let outcome = app
+        .store
+        .settle_counted(row.id, token, attempt, update)
+        .await?;
+    if !outcome.settled {
+        tracing::warn!(page = %row.page_key, "delivery claim lapsed before the attempt ended; another replica owns this page now and its attempt is recorded instead");
         return Ok(());
     }
-    let Some(ladder) = config.watchdog.fallbacks.get(&row.notifier) else {
-        return Ok(());
-    };
-    let first = i64::from(ladder.after.first().copied().unwrap_or(1));
-    let (to, reason) = match error {
-        Some(e) if ladder.after.iter().any(|s| i64::from(*s) == after) && after > before => {
-            let waiting = app
-                .metrics
-                .outbox_pending
-                .with_label_values(&[row.notifier.as_str()])
-                .get()
-                .max(1);
-            (
-                AlertState::Firing,
-                format!(
-                    "hushwatch cannot deliver to {}: {e}, {waiting} pages waiting since {} ({after} failed attempts in a row)",
-                    row.notifier,
-                    row.created_at.to_rfc3339_opts(SecondsFormat::Secs, true)
-                ),
-            )
-        }
-        None if before >= first => (
-            AlertState::Ok,
-            format!(
-                "hushwatch delivers to {} again (after {before} failed attempts in a row)",
-                row.notifier
-            ),
-        ),
-        _ => return Ok(()),
-    };
-    tracing::warn!(notifier = %row.notifier, fallback = ?ladder.notify, "{reason}");
-    app.store
-        .queue_fallback_pages(
-            Transition {
-                stream: row.stream.clone(),
-                to,
-                at: now,
-                reason,
-                notifiers: ladder.notify.clone(),
-            },
-            row.notifier.clone(),
-        )
-        .await?;
-    app.outbox_wake.notify_one();
+    app.metrics
+        .watchdog
+        .consecutive_failures
+        .with_label_values(&[row.notifier.as_str()])
+        .set(outcome.failures);
+    if let Some(reason) = outcome.queued {
+        let notify = config
+            .watchdog
+            .fallbacks
+            .get(&row.notifier)
+            .map(|l| &l.notify);
+        tracing::warn!(notifier = %row.notifier, fallback = ?notify, "{reason}");
+        app.outbox_wake.notify_one();
+    }
     Ok(())
+}
+
+/// Copies the shared counts into `hushwatch_notifier_consecutive_failures`,
+/// so every replica shows what the others recorded too.
+pub(super) async fn refresh_gauges(app: &App, config: &Config) {
+    let Ok(counts) = app.store.notifier_failures().await else {
+        return;
+    };
+    for (notifier, failures) in counts {
+        if config.notifiers.contains_key(&notifier) {
+            app.metrics
+                .watchdog
+                .consecutive_failures
+                .with_label_values(&[notifier.as_str()])
+                .set(failures);
+        }
+    }
 }

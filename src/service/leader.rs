@@ -45,6 +45,9 @@ pub struct Leadership {
     held: Mutex<Option<Held>>,
     /// The lease row as the last election round saw it (for the status).
     last: Mutex<Option<LeaseRow>>,
+    /// When an election round last ended knowing of a live lease (this
+    /// replica's or another's); starts at creation (issue #19).
+    led: Mutex<Instant>,
     gauge: IntGauge,
 }
 
@@ -62,8 +65,27 @@ impl Leadership {
             solo,
             held: Mutex::new(None),
             last: Mutex::new(None),
+            led: Mutex::new(Instant::now()),
             gauge,
         }
+    }
+
+    /// Issue #19: how long no replica is known to have held the lease, when
+    /// that is longer than one lease (a degraded reason: housekeeping,
+    /// reminders and re-posts are not running anywhere). `None` on a store
+    /// of one process. Judged on the monotonic clock from the last election
+    /// round that succeeded, so a round that hangs on the database counts.
+    pub fn leaderless_for(&self) -> Option<Duration> {
+        if self.solo {
+            return None;
+        }
+        let since = lock(&self.led).elapsed();
+        (since > self.lease).then_some(since)
+    }
+
+    /// The configured `leader_lease`.
+    pub fn lease(&self) -> Duration {
+        self.lease
     }
 
     /// The term this replica may act on right now, judged locally (no
@@ -107,6 +129,9 @@ impl Leadership {
         let ttl = chrono::TimeDelta::from_std(self.lease).unwrap_or(chrono::TimeDelta::MAX);
         match self.store.elect(&self.me, known, ttl).await {
             Ok(row) => {
+                // `elect` answers only with a live lease: ours, or one it
+                // could not take because another replica holds it.
+                *lock(&self.led) = Instant::now();
                 let (leader, term) = (row.leader, row.term);
                 *lock(&self.last) = Some(row);
                 if leader {

@@ -17,7 +17,7 @@ use tokio::sync::watch;
 use super::leader::Leadership;
 use crate::metrics::Metrics;
 use crate::store::replica::ReplicaRow;
-use crate::store::{Attempt, OutboxRow, Store, StoreError};
+use crate::store::{Store, StoreError};
 
 pub struct Replicas {
     me: String,
@@ -72,6 +72,11 @@ impl Replicas {
 
     pub fn id(&self) -> &str {
         &self.me
+    }
+
+    /// True on a shared store (PostgreSQL), where other replicas may run.
+    pub fn shared(&self) -> bool {
+        !self.solo
     }
 
     /// How long a delivery claim lasts: the lease, and always longer than
@@ -268,21 +273,3 @@ pub(super) async fn claim_due(
 
 /// Pages claimed per delivery round at most.
 const CLAIM_BATCH: i64 = 64;
-
-/// Records an attempt: under its claim on a shared store (a fenced result,
-/// whose claim lapsed and was taken over by another replica, is dropped
-/// with a warning: that replica's attempt is the one recorded).
-pub(super) async fn settle(
-    app: &super::app::App,
-    row: &OutboxRow,
-    token: Option<i64>,
-    attempt: Attempt,
-) -> Result<(), StoreError> {
-    let Some(token) = token else {
-        return app.store.record_attempt(row.id, attempt).await;
-    };
-    if !app.store.settle_claim(row.id, token, attempt).await? {
-        tracing::warn!(page = %row.page_key, "delivery claim lapsed before the attempt ended; another replica owns this page now and its attempt is recorded instead");
-    }
-    Ok(())
-}

@@ -108,6 +108,9 @@ async fn tick(app: &Arc<App>, sender: &Arc<Sender>, http: &notify::http::Client)
     let watchdog = app.watchdog();
     app.core().set_storage_ok(storage.is_ok());
     store_alarm(app, &config, sender, storage.as_ref().err(), now);
+    if storage.is_ok() {
+        super::fallback::refresh_gauges(app, &config).await;
+    }
     let failed = watchdog.failed_pages(&config);
     let heartbeat = config.watchdog.heartbeat.as_ref();
     let (reasons, ping_due) = {
@@ -121,6 +124,16 @@ async fn tick(app: &Arc<App>, sender: &Arc<Sender>, http: &notify::http::Client)
         }
         if app.metrics.reload_successful.get() == 0 {
             reasons.push("the last config reload failed".to_string());
+        }
+        if let Some(l) = app.replicas().map(|r| &r.leadership) {
+            if l.leaderless_for().is_some() {
+                reasons.push(format!(
+                    "no leader for longer than a lease ({}): no replica holds the leader lease",
+                    crate::domain::duration::format_duration(
+                        TimeDelta::from_std(l.lease()).unwrap_or(TimeDelta::MAX)
+                    )
+                ));
+            }
         }
         s.reasons.clone_from(&reasons);
         let due = heartbeat.is_some() && s.next_ping.is_none_or(|t| t <= now);
@@ -202,6 +215,12 @@ fn store_alarm(
     now: DateTime<Utc>,
 ) {
     let w = &config.watchdog;
+    // Each replica pages on its own (see the module doc): say which one.
+    let replica = app
+        .replicas()
+        .filter(|r| r.shared())
+        .map(|r| r.id().to_owned());
+    let replica = replica.as_deref();
     let mut s = app.watchdog().lock();
     let page = match (failure, s.store_failing_since) {
         (Some(e), None) => {
@@ -215,7 +234,7 @@ fn store_alarm(
             if due {
                 s.emergency_sent = Some(now);
                 tracing::error!(error = %e, since = %since, "STORAGE BROKEN: hushwatch cannot write its state; the outbox cannot be trusted; paging server.emergency_notify directly");
-                Some(emergency_page(config, since, now, Some(e)))
+                Some(emergency_page(config, since, now, Some(e), replica))
             } else {
                 None
             }
@@ -225,7 +244,7 @@ fn store_alarm(
             tracing::info!(since = %since, "storage recovered: hushwatch can write its state again");
             s.emergency_sent
                 .take()
-                .map(|_| emergency_page(config, since, now, None))
+                .map(|_| emergency_page(config, since, now, None, replica))
         }
         (None, None) => None,
     };
@@ -256,16 +275,18 @@ fn emergency_page(
     since: DateTime<Utc>,
     now: DateTime<Utc>,
     error: Option<&String>,
+    replica: Option<&str>,
 ) -> Page {
     let id = format!("hushwatch-store-{}", since.timestamp_millis());
     let firing = error.is_some();
+    let from = replica.map_or_else(String::new, |r| format!(" (replica {r})"));
     let summary = match error {
         Some(e) => format!(
-            "hushwatch cannot write its state since {}: {e}; pages in its outbox may not go out",
+            "hushwatch{from} cannot write its state since {}: {e}; pages in its outbox may not go out",
             since.to_rfc3339_opts(SecondsFormat::Secs, true)
         ),
         None => format!(
-            "hushwatch storage recovered (it failed from {})",
+            "hushwatch{from} storage recovered (it failed from {})",
             since.to_rfc3339_opts(SecondsFormat::Secs, true)
         ),
     };

@@ -247,6 +247,19 @@ pub trait Backend: Send + Sync + 'static {
     /// Records an attempt on a claimed row if `token` is still its claim.
     async fn settle_claim(&self, id: i64, token: i64, attempt: Attempt) -> StoreResult<bool>;
 
+    /// Issue #19: `settle_claim` (or `record_attempt` without a token) plus
+    /// the fallback ladder's shared count and pages, in one transaction.
+    async fn settle_counted(
+        &self,
+        id: i64,
+        token: Option<i64>,
+        attempt: Attempt,
+        update: super::ladder::LadderUpdate,
+    ) -> StoreResult<super::ladder::LadderOutcome>;
+
+    /// Issue #19: consecutive failed attempts per notifier, shared.
+    async fn notifier_failures(&self) -> StoreResult<Vec<(String, i64)>>;
+
     /// Renews, takes or reports the leader lease.
     async fn elect(
         &self,

@@ -76,6 +76,9 @@ backend_matrix!(
     maintenance_windows_are_stored_once_and_end_when_removed,
     silences_past_the_cap_are_refused,
     fallback_pages_share_one_alert_per_notifier_with_their_own_keys,
+    the_ladder_count_is_shared_by_handles_and_each_step_is_queued_once,
+    the_ladder_recovers_once_and_its_count_survives_reopen,
+    a_fenced_attempt_counts_nothing_on_the_ladder,
 );
 
 /// Issue #19: the fallback ladder's pages about notifier `hook`, sent to
@@ -103,6 +106,212 @@ async fn fallback_pages_share_one_alert_per_notifier_with_their_own_keys(db: Tes
     assert_eq!(keys.len(), 3, "own key per page");
     assert_eq!(rows[2].state, AlertState::Ok);
     assert_eq!(rows[1].reason, "step at 2000");
+}
+
+/// Issue #19: a ladder `hook` → `backup` at 1, 5 and 20 failures.
+fn ladder_update(error: Option<&str>, ms: i64) -> ladder::LadderUpdate {
+    ladder::LadderUpdate {
+        notifier: "hook".into(),
+        error: error.map(str::to_owned),
+        rule: Some(ladder::LadderRule {
+            steps: vec![1, 5, 20],
+            notify: names(&["backup"]),
+        }),
+        stream: "a".into(),
+        page_created_at: at(1_000),
+        at: at(ms),
+    }
+}
+
+fn retry(ms: i64) -> Attempt {
+    Attempt::Retry {
+        at: at(ms),
+        next: at(ms + 1),
+        error: "connection refused".into(),
+    }
+}
+
+/// The pending fallback pages (to `backup`), oldest first.
+async fn fallback_pages(store: &Store) -> Vec<OutboxRow> {
+    let rows = store.pending_outbox().await.unwrap();
+    rows.into_iter()
+        .filter(|r| r.alert_kind == "hushwatch_fallback")
+        .collect()
+}
+
+/// Issue #19: two handles (two replicas) record 25 failed attempts to
+/// `hook` at the same time; the count is the deployment's (25, none lost)
+/// and each of the steps 1, 5, 20 is queued exactly once.
+async fn the_ladder_count_is_shared_by_handles_and_each_step_is_queued_once(db: TestDb) {
+    let store = db.open().await;
+    let other = db.open_second(&store).await;
+    store.watch_streams(names(&["a"]), at(0)).await.unwrap();
+    let fire = transition(AlertState::Firing, 1_000, &["hook"]);
+    assert!(store.record_transition(fire).await.unwrap());
+    let page = store.pending_outbox().await.unwrap().remove(0);
+    let mut attempts = tokio::task::JoinSet::new();
+    for i in 0..25i64 {
+        let handle = if i % 2 == 0 { &store } else { &other }.clone();
+        let u = ladder_update(Some("connection refused"), 2_000 + i);
+        attempts.spawn(async move {
+            handle
+                .settle_counted(page.id, None, retry(2_000 + i), u)
+                .await
+        });
+    }
+    let outcomes: Vec<_> = attempts
+        .join_all()
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert!(outcomes.iter().all(|o| o.settled));
+    let mut counts: Vec<i64> = outcomes.iter().map(|o| o.failures).collect();
+    counts.sort_unstable();
+    assert_eq!(counts, (1..=25).collect::<Vec<_>>(), "no attempt lost");
+    let queued: Vec<&str> = outcomes
+        .iter()
+        .filter_map(|o| o.queued.as_deref())
+        .collect();
+    assert_eq!(queued.len(), 3, "{queued:?}");
+    let pages = fallback_pages(&store).await;
+    assert_eq!(pages.len(), 3, "{pages:?}");
+    for (page, n) in pages.iter().zip([1, 5, 20]) {
+        assert_eq!(page.notifier, "backup");
+        assert_eq!(page.state, AlertState::Firing);
+        assert!(
+            page.reason.starts_with(
+                "hushwatch cannot deliver to hook: connection refused, 1 pages waiting since "
+            ) && page
+                .reason
+                .ends_with(&format!("({n} failed attempts in a row)")),
+            "{}",
+            page.reason
+        );
+    }
+    assert_eq!(
+        other.notifier_failures().await.unwrap(),
+        vec![("hook".to_owned(), 25)]
+    );
+    other.close().await.unwrap();
+    store.close().await.unwrap();
+}
+
+/// Issue #19: a delivery after a paged step queues one recovery page and
+/// resets the count; a second delivery queues nothing; a new run of
+/// failures pages step 1 again. The count is in the store, not in the
+/// process: it survives closing and reopening.
+async fn the_ladder_recovers_once_and_its_count_survives_reopen(db: TestDb) {
+    let store = db.open().await;
+    store.watch_streams(names(&["a"]), at(0)).await.unwrap();
+    let fire = transition(AlertState::Firing, 1_000, &["hook", "other"]);
+    assert!(store.record_transition(fire).await.unwrap());
+    let rows = store.pending_outbox().await.unwrap();
+    let (hook, other) = (rows[0].clone(), rows[1].clone());
+    for i in 0..2 {
+        let u = ladder_update(Some("503"), 2_000 + i);
+        store
+            .settle_counted(hook.id, None, retry(2_000 + i), u)
+            .await
+            .unwrap();
+    }
+    store.close().await.unwrap();
+    let store = db.open().await;
+    assert_eq!(
+        store.notifier_failures().await.unwrap(),
+        vec![("hook".to_owned(), 2)]
+    );
+    let delivered = store
+        .settle_counted(
+            hook.id,
+            None,
+            Attempt::Delivered { at: at(3_000) },
+            ladder_update(None, 3_000),
+        )
+        .await
+        .unwrap();
+    assert_eq!((delivered.failures, delivered.queued.is_some()), (0, true));
+    let pages = fallback_pages(&store).await;
+    assert_eq!(pages.len(), 2, "step 1 and the recovery: {pages:?}");
+    assert_eq!(pages[1].state, AlertState::Ok);
+    assert_eq!(
+        pages[1].reason,
+        "hushwatch delivers to hook again (after 2 failed attempts in a row)"
+    );
+    assert_eq!(pages[0].alert_id, pages[1].alert_id);
+    // Another notifier without a ladder: counted, never paged.
+    let mut plain = ladder_update(Some("timeout"), 3_500);
+    plain.notifier = "other".into();
+    plain.rule = None;
+    let counted = store
+        .settle_counted(other.id, None, retry(3_500), plain)
+        .await
+        .unwrap();
+    assert_eq!((counted.failures, counted.queued), (1, None));
+    // A fresh run after the recovery climbs from step 1 again.
+    let fire = transition(AlertState::Ok, 4_000, &["hook"]);
+    assert!(store.record_transition(fire).await.unwrap());
+    let next = store
+        .pending_outbox()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|r| r.notifier == "hook" && r.state == AlertState::Ok)
+        .unwrap();
+    let again = store
+        .settle_counted(
+            next.id,
+            None,
+            retry(5_000),
+            ladder_update(Some("503"), 5_000),
+        )
+        .await
+        .unwrap();
+    assert_eq!(again.failures, 1);
+    assert!(again.queued.is_some());
+    assert_eq!(fallback_pages(&store).await.len(), 3);
+    store.close().await.unwrap();
+}
+
+/// Issue #19: a replica whose claim was taken over records nothing: not
+/// the attempt, not a failure on the ladder, no fallback page.
+async fn a_fenced_attempt_counts_nothing_on_the_ladder(db: TestDb) {
+    let clock = manual(10_000);
+    let store = db.open_with_clock(clock.clone()).await;
+    let other = db.open_second_with_clock(&store, clock.clone()).await;
+    store.watch_streams(names(&["a"]), at(0)).await.unwrap();
+    let fire = transition(AlertState::Firing, 1_000, &["hook"]);
+    assert!(store.record_transition(fire).await.unwrap());
+    let lease = chrono::TimeDelta::seconds(30);
+    let first = store.claim_outbox("r1", lease, 1).await.unwrap().remove(0);
+    clock.set(at(40_000));
+    let taken = other.claim_outbox("r2", lease, 1).await.unwrap().remove(0);
+    assert_eq!(taken.row.id, first.row.id);
+    let stale = store
+        .settle_counted(
+            first.row.id,
+            Some(first.token),
+            retry(40_001),
+            ladder_update(Some("late"), 40_001),
+        )
+        .await
+        .unwrap();
+    assert!(!stale.settled);
+    assert!(fallback_pages(&store).await.is_empty());
+    assert!(store.notifier_failures().await.unwrap().is_empty());
+    let fresh = other
+        .settle_counted(
+            taken.row.id,
+            Some(taken.token),
+            retry(40_002),
+            ladder_update(Some("refused"), 40_002),
+        )
+        .await
+        .unwrap();
+    assert_eq!((fresh.settled, fresh.failures), (true, 1));
+    assert_eq!(fallback_pages(&store).await.len(), 1);
+    other.close().await.unwrap();
+    store.close().await.unwrap();
 }
 
 async fn accepted_then_duplicate_per_stream(db: TestDb) {

@@ -15,6 +15,7 @@ pub mod location;
 pub(crate) use arrivals::moved_streams;
 pub mod audit;
 pub mod backend;
+pub mod ladder;
 mod ops;
 pub mod pg;
 pub mod reconcile;
@@ -716,6 +717,27 @@ impl Store {
         attempt: Attempt,
     ) -> Result<bool, StoreError> {
         self.backend.settle_claim(id, token, attempt).await
+    }
+
+    /// Issue #19: records an attempt (under claim `token` when given, see
+    /// `settle_claim`) and, in the same transaction, the notifier's shared
+    /// consecutive-failure count and any fallback-ladder page it reaches
+    /// (see `ladder`). Nothing is written when the claim was taken over.
+    pub async fn settle_counted(
+        &self,
+        id: i64,
+        token: Option<i64>,
+        attempt: Attempt,
+        update: ladder::LadderUpdate,
+    ) -> Result<ladder::LadderOutcome, StoreError> {
+        self.backend
+            .settle_counted(id, token, attempt, update)
+            .await
+    }
+
+    /// Issue #19: every notifier's shared consecutive-failure count.
+    pub async fn notifier_failures(&self) -> Result<Vec<(String, i64)>, StoreError> {
+        self.backend.notifier_failures().await
     }
 
     /// Renews `replica`'s lease in `term`, takes a new term if the lease

@@ -123,7 +123,9 @@ pub(super) const MIGRATIONS: &[&str] = &[
     super::reconcile::MIGRATION,
     // v14: grants that arrived after their revocation with an older event time
     super::reconcile::STALE_GRANTS_MIGRATION,
-    // The per-subject revocation index (`store::revocations`).
+    // v15: the fallback ladder's consecutive failures per notifier, shared by replicas
+    super::ladder::MIGRATION,
+    // v16: the per-subject revocation index (`store::revocations`)
     super::revocations::MIGRATION,
 ];
 

@@ -245,6 +245,21 @@ impl Backend for SqliteBackend {
         .await
     }
 
+    async fn settle_counted(
+        &self,
+        id: i64,
+        token: Option<i64>,
+        attempt: Attempt,
+        update: super::ladder::LadderUpdate,
+    ) -> StoreResult<super::ladder::LadderOutcome> {
+        self.call(move |c| super::ladder::settle_counted(c, id, token, &attempt, &update))
+            .await
+    }
+
+    async fn notifier_failures(&self) -> StoreResult<Vec<(String, i64)>> {
+        self.call(super::ladder::failures).await
+    }
+
     async fn outbox_summary(&self, failed_limit: usize) -> StoreResult<OutboxSummary> {
         self.call(move |c| ops::outbox_summary(c, failed_limit))
             .await

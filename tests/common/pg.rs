@@ -128,8 +128,12 @@ impl PgDb {
         query(
             &self.admin_url,
             &format!(
+                // Only client backends of the test role: an autovacuum
+                // worker on this database belongs to the superuser, and
+                // terminating it would fail the query (and the test).
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-                 WHERE datname = '{}' AND pid <> pg_backend_pid()",
+                 WHERE datname = '{}' AND pid <> pg_backend_pid()
+                   AND backend_type = 'client backend' AND usename = current_user",
                 self.name
             ),
         )

@@ -13,6 +13,7 @@
 pub(crate) mod audit_reader;
 mod batch;
 pub mod clock;
+mod ladder;
 pub mod migrate;
 mod ops;
 mod reconcile;
@@ -302,6 +303,22 @@ impl Backend for PgBackend {
                 ops::insert_keyed_page(&tx, &t, notifier, t.at, &alert).await?;
             }
         })
+    }
+
+    async fn settle_counted(
+        &self,
+        id: i64,
+        token: Option<i64>,
+        attempt: Attempt,
+        update: crate::store::ladder::LadderUpdate,
+    ) -> StoreResult<crate::store::ladder::LadderOutcome> {
+        in_tx!(self, |tx| {
+            ladder::settle_counted(&tx, id, token, &attempt, &update).await?
+        })
+    }
+
+    async fn notifier_failures(&self) -> StoreResult<Vec<(String, i64)>> {
+        in_tx!(self, |tx| ladder::failures(&tx).await?)
     }
 
     async fn outbox_summary(&self, failed_limit: usize) -> StoreResult<OutboxSummary> {

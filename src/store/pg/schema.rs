@@ -175,7 +175,9 @@ pub(super) const MIGRATIONS: &[&str] = &[
     crate::store::reconcile::MIGRATION,
     // v5: grants that arrived after their revocation with an older event time.
     crate::store::reconcile::STALE_GRANTS_MIGRATION,
-    // v6: the per-subject revocation index.
+    // v6: the fallback ladder's consecutive failures per notifier, shared by replicas.
+    crate::store::ladder::MIGRATION,
+    // v7: the per-subject revocation index.
     crate::store::revocations::MIGRATION,
 ];
 

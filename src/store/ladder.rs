@@ -1,0 +1,242 @@
+//! The fallback ladder's shared state (issue #19): consecutive failed
+//! attempts per notifier, counted in the store so every replica sees one
+//! count and each step is paged once per deployment.
+//!
+//! - The attempt and the count commit in one transaction, and only for the
+//!   claim holder (the fencing token of `store::replica`): a fenced attempt
+//!   counts nothing.
+//! - A failed attempt adds one; a delivered one resets to zero.
+//! - `paged` is the highest step already paged in the current run of
+//!   failures. A step is queued only when the new count equals a step
+//!   above `paged` (the compare-and-set, under the row's lock), so two
+//!   replicas that both see step 5 cannot both page it; a delivery after a
+//!   paged step queues one recovery page and sets `paged` back to zero.
+//!
+//! The SQLite implementation is here; PostgreSQL's is `pg::ladder`.
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use rusqlite::{params, Connection, OptionalExtension};
+
+use super::{AlertState, Attempt, StoreError, Transition};
+
+/// Schema step, the same on both engines (BIGINT has INTEGER affinity on
+/// SQLite): one row per notifier that was ever attempted.
+pub(super) const MIGRATION: &str = "
+    CREATE TABLE notifier_failures (
+        notifier TEXT PRIMARY KEY NOT NULL,
+        failures BIGINT NOT NULL,
+        paged    BIGINT NOT NULL DEFAULT 0
+    );";
+
+/// What an attempt means for its notifier's ladder.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LadderUpdate {
+    pub notifier: String,
+    /// The failed attempt's reason; `None` when it was delivered.
+    pub error: Option<String>,
+    /// The ladder to climb, `None` for a page that never climbs one (a
+    /// page *to* a fallback, or a notifier without `fallback`).
+    pub rule: Option<LadderRule>,
+    /// The page's stream and when it was queued (for the step's message).
+    pub stream: String,
+    pub page_created_at: DateTime<Utc>,
+    /// Instant of the attempt; fallback pages are queued at it.
+    pub at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct LadderRule {
+    /// `fallback_after`, ascending.
+    pub steps: Vec<i64>,
+    /// `fallback`: the notifiers paged.
+    pub notify: Vec<String>,
+}
+
+/// What recording an attempt did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LadderOutcome {
+    /// False when the claim had been taken over: nothing was written.
+    pub settled: bool,
+    /// The notifier's shared consecutive-failure count afterwards.
+    pub failures: i64,
+    /// The reason of the fallback page this attempt queued, if any.
+    pub queued: Option<String>,
+}
+
+impl LadderOutcome {
+    pub(super) fn fenced() -> LadderOutcome {
+        LadderOutcome {
+            settled: false,
+            failures: 0,
+            queued: None,
+        }
+    }
+}
+
+/// The ladder's decision for one attempt (pure).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Decision {
+    /// Page the fallbacks: the count reached this step.
+    Step(i64),
+    /// Page the recovery: delivered after a step was paged.
+    Recover,
+    Nothing,
+}
+
+/// `failures`/`paged` are the row before the attempt; returns the decision
+/// and the row after it.
+pub(super) fn decide(
+    rule: Option<&LadderRule>,
+    failures: i64,
+    paged: i64,
+    failed: bool,
+) -> (Decision, i64, i64) {
+    if !failed {
+        let decision = if paged > 0 && rule.is_some() {
+            Decision::Recover
+        } else {
+            Decision::Nothing
+        };
+        return (decision, 0, 0);
+    }
+    let after = failures.saturating_add(1);
+    match rule {
+        Some(r) if after > paged && r.steps.contains(&after) => {
+            (Decision::Step(after), after, after)
+        }
+        _ => (Decision::Nothing, after, paged),
+    }
+}
+
+/// The fallback pages a decision queues, as a transition to `rule.notify`.
+/// `waiting`/`since`: the notifier's pending pages and the oldest one's
+/// queue time, read in the same transaction.
+pub(super) fn transition(
+    u: &LadderUpdate,
+    decision: Decision,
+    failures_before: i64,
+    waiting: i64,
+    since: Option<DateTime<Utc>>,
+) -> Option<Transition> {
+    let rule = u.rule.as_ref()?;
+    let (to, reason) = match decision {
+        Decision::Step(n) => {
+            let since = since
+                .unwrap_or(u.page_created_at)
+                .to_rfc3339_opts(SecondsFormat::Secs, true);
+            (
+                AlertState::Firing,
+                format!(
+                    "hushwatch cannot deliver to {}: {}, {} pages waiting since {since} ({n} failed attempts in a row)",
+                    u.notifier,
+                    u.error.as_deref().unwrap_or("failed"),
+                    waiting.max(1),
+                ),
+            )
+        }
+        Decision::Recover => (
+            AlertState::Ok,
+            format!(
+                "hushwatch delivers to {} again (after {failures_before} failed attempts in a row)",
+                u.notifier
+            ),
+        ),
+        Decision::Nothing => return None,
+    };
+    Some(Transition {
+        stream: u.stream.clone(),
+        to,
+        at: u.at,
+        reason,
+        notifiers: rule.notify.clone(),
+    })
+}
+
+/// Records `attempt` on row `id` (under claim `token` when given) and
+/// climbs the ladder, in the caller's transaction (SQLite).
+pub(super) fn settle_counted(
+    conn: &Connection,
+    id: i64,
+    token: Option<i64>,
+    attempt: &Attempt,
+    u: &LadderUpdate,
+) -> Result<LadderOutcome, StoreError> {
+    match token {
+        Some(token) => {
+            if !super::replica::settle_claim(conn, id, token, attempt)? {
+                return Ok(LadderOutcome::fenced());
+            }
+        }
+        None => super::ops::record_attempt(conn, id, attempt)?,
+    }
+    let (failures, paged): (i64, i64) = conn
+        .prepare_cached("SELECT failures, paged FROM notifier_failures WHERE notifier = ?1")?
+        .query_row([&u.notifier], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?
+        .unwrap_or((0, 0));
+    let (decision, after, paged_after) =
+        decide(u.rule.as_ref(), failures, paged, u.error.is_some());
+    conn.prepare_cached(
+        "INSERT INTO notifier_failures (notifier, failures, paged) VALUES (?1, ?2, ?3)
+         ON CONFLICT (notifier) DO UPDATE SET failures = excluded.failures, paged = excluded.paged",
+    )?
+    .execute(params![u.notifier, after, paged_after])?;
+    let (waiting, since): (i64, Option<i64>) = if matches!(decision, Decision::Step(_)) {
+        conn.prepare_cached(
+            "SELECT COUNT(*), MIN(created_at) FROM outbox WHERE notifier = ?1 AND status = 'pending'",
+        )?
+        .query_row([&u.notifier], |r| Ok((r.get(0)?, r.get(1)?)))?
+    } else {
+        (0, None)
+    };
+    let since = since.and_then(DateTime::from_timestamp_millis);
+    let queued = match transition(u, decision, failures, waiting, since) {
+        Some(t) => {
+            let alert = super::ops::fallback_alert(&u.notifier);
+            for notifier in &t.notifiers {
+                super::ops::insert_keyed_page(conn, &t, notifier, t.at, &alert)?;
+            }
+            Some(t.reason)
+        }
+        None => None,
+    };
+    Ok(LadderOutcome {
+        settled: true,
+        failures: after,
+        queued,
+    })
+}
+
+/// Every notifier's shared consecutive-failure count (SQLite).
+pub(super) fn failures(conn: &Connection) -> Result<Vec<(String, i64)>, StoreError> {
+    Ok(conn
+        .prepare_cached("SELECT notifier, failures FROM notifier_failures ORDER BY notifier")?
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<rusqlite::Result<_>>()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule() -> LadderRule {
+        LadderRule {
+            steps: vec![1, 5, 20],
+            notify: vec!["backup".into()],
+        }
+    }
+
+    #[test]
+    fn steps_are_paged_once_per_run_and_recovery_only_after_a_step() {
+        let r = rule();
+        assert_eq!(decide(Some(&r), 0, 0, true), (Decision::Step(1), 1, 1));
+        assert_eq!(decide(Some(&r), 1, 1, true), (Decision::Nothing, 2, 1));
+        assert_eq!(decide(Some(&r), 4, 1, true), (Decision::Step(5), 5, 5));
+        // Another replica already paged step 5 of this run.
+        assert_eq!(decide(Some(&r), 4, 5, true), (Decision::Nothing, 5, 5));
+        assert_eq!(decide(Some(&r), 7, 5, false), (Decision::Recover, 0, 0));
+        assert_eq!(decide(Some(&r), 0, 0, false), (Decision::Nothing, 0, 0));
+        // No ladder: counted, never paged.
+        assert_eq!(decide(None, 0, 0, true), (Decision::Nothing, 1, 0));
+    }
+}
