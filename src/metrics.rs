@@ -576,6 +576,33 @@ impl WatchdogMetrics {
     }
 }
 
+/// Appends `hushwatch_usual_gap_seconds{stream,quantile}`: the learned
+/// gaps between arrivals (business time) of streams with `[adaptive]`
+/// only, one series per exported quantile that is known, so streams
+/// without the rule add no series.
+pub fn render_usual_gaps(out: &mut String, streams: &[(String, [Option<f64>; 4])]) {
+    use std::fmt::Write;
+    let name = "hushwatch_usual_gap_seconds";
+    let _ = writeln!(
+        out,
+        "# HELP {name} Learned gap between arrivals in business time, by quantile (streams with [adaptive]).\n# TYPE {name} gauge"
+    );
+    for (stream, points) in streams {
+        for ((label, _), value) in crate::domain::adaptive::EXPORTED_QUANTILES
+            .iter()
+            .zip(points)
+        {
+            if let Some(v) = value {
+                let _ = writeln!(
+                    out,
+                    "{name}{{stream=\"{}\",quantile=\"{label}\"}} {v}",
+                    Escaped(stream)
+                );
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -87,7 +87,11 @@ fn explain_prints_the_documented_json() {
             "fires_at": "2026-12-07T03:00:00Z",
             "reason": "business_silence",
             "business_silence_seconds": 14400,
-            "firing": false
+            "firing": false,
+            "effective_threshold_seconds": 21600,
+            "configured_threshold_seconds": 21600,
+            "threshold_source": "configured",
+            "learned": null
         })
     );
 }

@@ -2,6 +2,7 @@
 //! key and cross-reference, and builds the domain objects (calendars,
 //! policies) the service runs on. A `Config` that exists is valid.
 
+mod adaptive;
 mod audit;
 mod calendars;
 pub(crate) mod env;

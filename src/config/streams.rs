@@ -25,6 +25,8 @@ pub struct StreamConfig {
     pub maintenance: Vec<super::maintenance::MaintenanceWindow>,
     /// `[streams.NAME.reconcile]`: the reconciliation job's expected cadence.
     pub reconcile: Option<super::reconcile::ReconcileConfig>,
+    /// `[streams.NAME.adaptive]`: the "quieter than usual" threshold.
+    pub adaptive: Option<crate::domain::adaptive::AdaptivePolicy>,
 }
 
 /// One `escalate = [{ after = "2h", notify = [...] }]` step.
@@ -94,6 +96,7 @@ pub(crate) fn read_stream(
             "escalate",
             "maintenance",
             "reconcile",
+            "adaptive",
         ],
     );
     let calendar = r.req_string(path, t, "calendar");
@@ -124,6 +127,7 @@ pub(crate) fn read_stream(
     let escalate = read_escalate(r, path, t);
     let maintenance = super::maintenance::read(r, path, t);
     let reconcile = super::reconcile::read(r, path, t);
+    let adaptive = super::adaptive::read(r, path, t);
     // Placeholders keep the stream in the map after a field error, so its
     // references are still checked; any error discards the whole config.
     Some(StreamConfig {
@@ -140,5 +144,6 @@ pub(crate) fn read_stream(
         escalate,
         maintenance,
         reconcile,
+        adaptive,
     })
 }

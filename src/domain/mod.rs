@@ -3,6 +3,7 @@
 //! instant is an argument. Adapters and the service depend on this module,
 //! never the other way round.
 
+pub mod adaptive;
 pub mod alert;
 pub mod calendar;
 pub mod duration;

@@ -10,9 +10,10 @@ use super::timer::{Due, Schedule};
 use super::watchdog::Watchdog;
 use crate::clock::Clock;
 use crate::config::{Config, StreamConfig};
+use crate::domain::adaptive::{business_gap_ms, describe_learned_fire, Effective};
 use crate::domain::alert::{next_transition, AlertStatus, Transition as DomainTransition};
 use crate::domain::duration::format_duration;
-use crate::domain::silence::{evaluate, Evaluation};
+use crate::domain::silence::{evaluate, Evaluation, SilencePolicy};
 use crate::http::api::Created;
 use crate::store::subscriptions::SubscriptionUpdate;
 use crate::store::{AlertState, EventOutcome, NewEvent, Store, StoreError, StreamRow, Transition};
@@ -41,6 +42,8 @@ pub struct App {
     /// This replica among the others on the database; set once by
     /// `service::start` (absent in an `App` built without it: one process).
     replicas: std::sync::OnceLock<Arc<super::replicas::Replicas>>,
+    /// What was learned of adaptive streams' gaps ("quieter than usual").
+    learning: super::adaptive::Learning,
     svix: Svix,
     operator: Operator,
     delivery: Delivery,
@@ -70,6 +73,7 @@ impl App {
             schedule: Mutex::new(Schedule::default()),
             stream_set: tokio::sync::Mutex::new(()),
             replicas: std::sync::OnceLock::new(),
+            learning: super::adaptive::Learning::default(),
             svix: Svix::new(Arc::clone(&core)),
             operator: Operator::new(Arc::clone(&core)),
             delivery: Delivery::new(Arc::clone(&core)),
@@ -79,6 +83,7 @@ impl App {
         let config = app.with_templated(app.config()).await?;
         app.set_config(config);
         app.watch_configured().await?;
+        app.load_learned().await?;
         app.metrics.reload_successful.set(1);
         app.metrics
             .reload_timestamp
@@ -107,6 +112,34 @@ impl App {
         &self.watchdog
     }
 
+    pub fn learning(&self) -> &super::adaptive::Learning {
+        &self.learning
+    }
+
+    /// The policy the timer applies to `stream`: the configured one with
+    /// the effective (possibly learned) threshold.
+    fn policy_of(&self, stream: &StreamConfig) -> (SilencePolicy, Effective) {
+        let effective = self.effective_of(stream);
+        let policy = SilencePolicy {
+            threshold: effective.threshold,
+            ..stream.policy
+        };
+        (policy, effective)
+    }
+
+    /// Streams whose effective threshold moved are evaluated again.
+    pub(super) fn thresholds_changed(&self, streams: &[String]) {
+        if streams.is_empty() {
+            return;
+        }
+        let mut schedule = self.lock_schedule();
+        for name in streams {
+            schedule.mark_moved(name);
+        }
+        drop(schedule);
+        self.replan.notify_one();
+    }
+
     /// Swaps in a validated config. Clocks of streams that still exist are
     /// kept (they live in the store, keyed by name).
     pub async fn reload(&self, config: Config) -> Result<(), StoreError> {
@@ -114,6 +147,7 @@ impl App {
         let config = self.with_templated(Arc::new(config)).await?;
         self.set_config(config);
         self.watch_configured().await?;
+        self.load_learned().await?;
         self.lock_schedule().request_full();
         self.metrics.reload_successful.set(1);
         self.metrics
@@ -288,9 +322,17 @@ impl App {
         let (outcomes, rows) = result?;
         self.count_stale_grants(grants, &outcomes).await;
         let mut moved = Vec::new();
+        let mut gaps = Vec::new();
         let mut cache = self.lock_streams();
         for stored in &rows {
             if let Some(watched) = cache.get_mut(&stored.name) {
+                // The gap this process saw: from the arrival it knew to the
+                // one it just committed (measured after the lock is released).
+                if let (Some(prev), Some(next)) =
+                    (watched.row.last_arrival_at, stored.last_arrival_at)
+                {
+                    gaps.push((stored.name.as_str(), prev, next));
+                }
                 catch_up(&mut watched.row, stored);
                 let lag = lags
                     .iter()
@@ -305,6 +347,7 @@ impl App {
             }
         }
         drop(cache);
+        self.learn_gaps(&gaps);
         if !moved.is_empty() {
             let mut schedule = self.lock_schedule();
             for stream in moved {
@@ -316,6 +359,24 @@ impl App {
         Ok(outcomes)
     }
 
+    /// Notes each adaptive stream's gap in its business time, under the UTC
+    /// day of the newer arrival.
+    fn learn_gaps(&self, gaps: &[(&str, DateTime<Utc>, DateTime<Utc>)]) {
+        if gaps.is_empty() {
+            return;
+        }
+        let config = self.config();
+        for (name, prev, next) in gaps {
+            let Some(stream) = config.streams.get(*name).filter(|s| s.adaptive.is_some()) else {
+                continue;
+            };
+            let calendar = config.calendar_of(stream);
+            if let Some(gap) = business_gap_ms(&calendar, *prev, *next) {
+                self.learning.record(name, next.date_naive(), gap);
+            }
+        }
+    }
+
     /// Where a stream's silence starts: its last arrival, or when watching
     /// began if nothing ever arrived (so a never-wired webhook still fires).
     fn silent_since(row: &StreamRow) -> DateTime<Utc> {
@@ -323,14 +384,16 @@ impl App {
     }
 
     pub(super) fn evaluate_row(
+        &self,
         config: &Config,
         stream: &StreamConfig,
         row: &StreamRow,
         now: DateTime<Utc>,
     ) -> Evaluation {
+        let (policy, _) = self.policy_of(stream);
         evaluate(
             &config.calendar_of(stream),
-            &stream.policy,
+            &policy,
             Self::silent_since(row),
             now,
         )
@@ -397,7 +460,7 @@ impl App {
                 plan.gone.push(row.name);
                 continue;
             };
-            let eval = Self::evaluate_row(&config, stream, &row, now);
+            let eval = self.evaluate_row(&config, stream, &row, now);
             let status = match row.alert_state {
                 AlertState::Ok => AlertStatus::Ok,
                 AlertState::Firing => AlertStatus::Firing,
@@ -487,7 +550,7 @@ impl App {
             stream: stream.name.clone(),
             to: to.clone(),
             at,
-            reason: summary(stream, eval),
+            reason: summary(stream, &self.policy_of(stream).1, eval),
             notifiers: stream.notify.clone(),
         };
         let result = self
@@ -553,13 +616,20 @@ impl App {
                     firing: w.row.alert_state == AlertState::Firing,
                     last_event: w.row.last_arrival_at,
                     business_silence: silence,
-                    threshold: stream.policy.threshold,
+                    threshold: self.policy_of(stream).0.threshold,
                     fires_at: w.fires_at,
                     lag_ms: w.lag_ms,
                 });
             }
         }
         crate::metrics::render_streams(&mut text, &samples, &self.metrics);
+        let usual: Vec<(String, [Option<f64>; 4])> = config
+            .streams
+            .values()
+            .filter(|s| s.adaptive.is_some())
+            .filter_map(|s| Some((s.name.clone(), self.learning.of(&s.name)?.usual_seconds)))
+            .collect();
+        crate::metrics::render_usual_gaps(&mut text, &usual);
         text
     }
 
@@ -729,8 +799,16 @@ fn catch_up(row: &mut StreamRow, stored: &StreamRow) {
     row.newest_event_at = row.newest_event_at.max(stored.newest_event_at);
 }
 
-/// One line a person reads in a page: what is silent and for how long.
-fn summary(stream: &StreamConfig, eval: &Evaluation) -> String {
+/// One line a person reads in a page: what is silent and for how long,
+/// and which rule fired.
+fn summary(stream: &StreamConfig, effective: &Effective, eval: &Evaluation) -> String {
+    if eval.reason == Some(crate::domain::silence::FireReason::BusinessSilence) {
+        // At the fire instant, not when it was noticed (a restart may
+        // notice late): the silence the rule fired at.
+        if let Some(text) = describe_learned_fire(effective, effective.threshold) {
+            return format!("no {} events: {text}", stream.name);
+        }
+    }
     match eval.reason {
         Some(crate::domain::silence::FireReason::MaxSilence) => format!(
             "no {} events for {} (wall-clock backstop)",
@@ -740,7 +818,7 @@ fn summary(stream: &StreamConfig, eval: &Evaluation) -> String {
         _ => format!(
             "no {} events for {} of business time",
             stream.name,
-            format_duration(stream.policy.threshold)
+            format_duration(effective.threshold)
         ),
     }
 }

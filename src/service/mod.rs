@@ -2,6 +2,7 @@
 //! server, silence timer and delivery worker together, and owns their
 //! lifecycle (start, reload, graceful shutdown).
 
+pub mod adaptive;
 pub mod app;
 mod core;
 pub mod delivery;
@@ -110,6 +111,7 @@ pub async fn start(
         tokio::spawn(subscriptions::run(Arc::clone(&app), rx.clone())),
         tokio::spawn(watchdog::run(Arc::clone(&app), rx.clone())),
         tokio::spawn(reconcile::run(Arc::clone(&app), rx.clone())),
+        tokio::spawn(adaptive::run(Arc::clone(&app), rx.clone())),
     ];
     tasks.extend(replicas::spawn(&app, &replicas, &rx));
     if let Some(admin) = admin {

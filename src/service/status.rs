@@ -87,7 +87,7 @@ impl App {
             .filter_map(|w| {
                 let row = &w.row;
                 let stream = config.streams.get(&row.name)?;
-                let eval = Self::evaluate_row(&config, stream, row, now);
+                let eval = self.evaluate_row(&config, stream, row, now);
                 let calendar = config.calendar_of(stream);
                 let tz = calendar.timezone();
                 let local = |t: Option<DateTime<Utc>>| t.map(|t| crate::status::format::local_rfc3339(t, tz));
@@ -112,7 +112,7 @@ impl App {
                     "newest_event_time": rfc(row.newest_event_at),
                     "watching_since": rfc(Some(row.watch_started_at)),
                     "business_silence_seconds": eval.business_silence.num_seconds(),
-                    "threshold_seconds": stream.policy.threshold.num_seconds(),
+                    "threshold_seconds": self.effective_of(stream).threshold.num_seconds(),
                     "max_silence_seconds": stream.policy.max_silence.map(|d| d.num_seconds()),
                     "fires_at": rfc(eval.fires_at),
                     "reason": eval.reason.map(|r| r.as_str()),
@@ -134,6 +134,11 @@ impl App {
                 });
                 if let (Some(doc), Value::Object(extra)) = (doc.as_object_mut(), extra) {
                     doc.extend(extra);
+                }
+                // Issue #18: the effective threshold and where it came from.
+                let threshold = super::adaptive::threshold_json(&self.effective_of(stream));
+                if let (Some(doc), Value::Object(threshold)) = (doc.as_object_mut(), threshold) {
+                    doc.extend(threshold);
                 }
                 Some(doc)
             })

@@ -123,9 +123,26 @@ pub struct StreamStatus {
     pub in_business_hours: bool,
     #[serde(default)]
     pub clock_paused_until: Option<DateTime<Utc>>,
+    /// `configured` or `learned` (issue #18); absent from older servers.
+    #[serde(default)]
+    pub threshold_source: Option<String>,
+    #[serde(default)]
+    pub configured_threshold_seconds: Option<i64>,
+    #[serde(default)]
+    pub learned: Option<LearnedThreshold>,
     /// Only for a stream with `[streams.X.reconcile]`.
     #[serde(default)]
     pub reconciliation: Option<ReconciliationStatus>,
+}
+
+/// What a `learned` threshold came from.
+#[derive(Debug, Clone, Deserialize)]
+pub struct LearnedThreshold {
+    pub quantile: f64,
+    pub factor: f64,
+    pub usual_gap_seconds: f64,
+    pub gaps: u64,
+    pub days: i64,
 }
 
 /// A stream's reconciliation job, as `/v1/status` reports it.
@@ -145,6 +162,25 @@ pub struct ReconciliationStatus {
 }
 
 impl StreamStatus {
+    /// "learned threshold 1h (2× the 0.999 quantile 30m of 1204 gaps over
+    /// 28 days; configured 6h)", for a learned threshold only.
+    pub fn learned_note(&self) -> Option<String> {
+        use super::format::human_duration;
+        use chrono::TimeDelta;
+        let l = self.learned.as_ref()?;
+        let configured = self.configured_threshold_seconds?;
+        Some(format!(
+            "learned threshold {} ({}× the {} quantile {} of {} gaps over {} days; configured {})",
+            human_duration(TimeDelta::seconds(self.threshold_seconds)),
+            l.factor,
+            l.quantile,
+            human_duration(TimeDelta::milliseconds((l.usual_gap_seconds * 1e3) as i64)),
+            l.gaps,
+            l.days,
+            human_duration(TimeDelta::seconds(configured)),
+        ))
+    }
+
     pub fn firing(&self) -> bool {
         self.state == "firing"
     }

@@ -23,6 +23,7 @@ const CSS: &str = r#"
 body{margin:0 auto;max-width:1200px;padding:1rem;background:var(--bg);color:var(--fg);font:16px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif}
 h1{font-size:1.5rem;margin:.2rem 0}h2{font-size:1.2rem;margin:1.6rem 0 .5rem}
 .muted,.note{color:var(--muted)}.note{font-size:.9rem}
+.learned{display:block;color:var(--muted);font-size:.85rem}
 .summary{font-size:1.2rem;font-weight:600;padding:.5rem .75rem;border-left:.4rem solid var(--ok)}
 .summary.bad{border-color:var(--bad)}
 table{border-collapse:collapse;width:100%}
@@ -213,8 +214,11 @@ fn stream_row(h: &mut String, s: &StreamStatus, now: DateTime<Utc>) {
          <title>{sil} of {thr} business time</title>\
          <rect class=\"track\" width=\"100%\" height=\"100%\" rx=\"3\"></rect>\
          <rect class=\"fill {class}\" width=\"{pct:.2}%\" height=\"100%\" rx=\"3\"></rect></svg>\
-         <span class=\"words\">{}</span></td>",
+         <span class=\"words\">{}</span>{}</td>",
         esc(&words),
+        s.learned_note()
+            .map(|n| format!("<span class=\"learned\">{}</span>", esc(&n)))
+            .unwrap_or_default(),
         pct = fraction * 100.0,
         sil = esc(&human_duration(silence)),
         thr = esc(&human_duration(threshold)),
@@ -824,6 +828,34 @@ mod tests {
             "now": "2026-11-30T00:13:00Z", "streams": [stream(serde_json::json!({}))]
         }));
         assert!(!render(&none, &BTreeMap::new()).contains("Reconciliation</h2>"));
+    }
+
+    #[test]
+    fn a_learned_threshold_says_where_it_came_from() {
+        let d = doc(serde_json::json!({
+            "now": "2026-11-30T00:13:00Z",
+            "streams": [stream(serde_json::json!({
+                "threshold_seconds": 10800, "configured_threshold_seconds": 21600,
+                "threshold_source": "learned",
+                "learned": {"quantile": 0.999, "factor": 2.0, "min_seconds": 1800,
+                            "usual_gap_seconds": 5400.0, "gaps": 1204, "days": 28}
+            }))]
+        }));
+        let html = render(&d, &BTreeMap::new());
+        assert!(
+            html.contains(
+                "learned threshold 3h (2× the 0.999 quantile 1h30m of 1204 gaps over 28 days; configured 6h)"
+            ),
+            "{html}"
+        );
+        assert!(
+            html.contains("width=\"73.89%\""),
+            "bar is silence/effective threshold"
+        );
+        let plain = doc(serde_json::json!({
+            "now": "2026-11-30T00:13:00Z", "streams": [stream(serde_json::json!({}))]
+        }));
+        assert!(!render(&plain, &BTreeMap::new()).contains("learned threshold"));
     }
 
     #[test]

@@ -115,6 +115,9 @@ pub fn render(doc: &StatusDoc, colour: bool) -> String {
         let c = if s.firing() { RED } else { GREEN };
         let _ = writeln!(out, "{}", line(r, Some(c)));
         let _ = writeln!(out, "  {}", clean(&silence_words(s, now)));
+        if let Some(note) = s.learned_note() {
+            let _ = writeln!(out, "  {}", clean(&note));
+        }
     }
     if let Some(svix) = &doc.svix {
         for e in svix.endpoints.iter().filter(|e| e.state != "ok") {

@@ -320,6 +320,17 @@ pub trait Backend: Send + Sync + 'static {
         limit: i64,
     ) -> StoreResult<Vec<SubjectEntry>>;
 
+    /// Adds each count to the stored one for its (stream, day, bucket):
+    /// additive, so replicas never overwrite each other's gaps.
+    async fn add_gap_counts(&self, deltas: Vec<super::gaps::GapCount>) -> StoreResult<()>;
+
+    /// The stored gap counts of `since` and later days.
+    async fn gap_counts(&self, since: chrono::NaiveDate)
+        -> StoreResult<Vec<super::gaps::GapCount>>;
+
+    /// Deletes the gap counts of days before `before`.
+    async fn prune_gap_counts(&self, before: chrono::NaiveDate) -> StoreResult<usize>;
+
     /// Streams whose arrival a commit moved, on any replica.
     fn changes(&self) -> broadcast::Receiver<Change>;
 

@@ -1535,5 +1535,8 @@ async fn silences_past_the_cap_are_refused(db: TestDb) {
 /// Reconciliation reports and their alerts (`store::reconcile`).
 mod reconcile;
 
+/// The learned gaps between arrivals (`store::gaps`).
+mod gaps;
+
 /// The per-subject revocation index and stale grants (`store::revocations`).
 mod revocations;

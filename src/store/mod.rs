@@ -15,6 +15,7 @@ pub mod location;
 pub(crate) use arrivals::moved_streams;
 pub mod audit;
 pub mod backend;
+pub mod gaps;
 pub mod ladder;
 mod ops;
 pub mod pg;

@@ -125,7 +125,9 @@ pub(super) const MIGRATIONS: &[&str] = &[
     super::reconcile::STALE_GRANTS_MIGRATION,
     // v15: the fallback ladder's consecutive failures per notifier, shared by replicas
     super::ladder::MIGRATION,
-    // v16: the per-subject revocation index (`store::revocations`)
+    // v16: learned gaps between arrivals, per stream and UTC day
+    super::gaps::MIGRATION,
+    // v17: the per-subject revocation index (`store::revocations`)
     super::revocations::MIGRATION,
 ];
 

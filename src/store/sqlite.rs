@@ -372,6 +372,21 @@ impl Backend for SqliteBackend {
             .await
     }
 
+    async fn add_gap_counts(&self, deltas: Vec<super::gaps::GapCount>) -> StoreResult<()> {
+        self.call(move |c| super::gaps::add(c, &deltas)).await
+    }
+
+    async fn gap_counts(
+        &self,
+        since: chrono::NaiveDate,
+    ) -> StoreResult<Vec<super::gaps::GapCount>> {
+        self.call(move |c| super::gaps::load(c, since)).await
+    }
+
+    async fn prune_gap_counts(&self, before: chrono::NaiveDate) -> StoreResult<usize> {
+        self.call(move |c| super::gaps::prune(c, before)).await
+    }
+
     async fn svix_grown(&self, source: String) -> StoreResult<Vec<(String, Option<String>)>> {
         self.call(move |c| svix::grown(c, &source)).await
     }

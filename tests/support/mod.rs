@@ -403,6 +403,11 @@ impl Sidecar {
         })
     }
 
+    /// Runs `f` on the sidecar's runtime (store calls from a test).
+    pub fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
+        self.inner.block_on(f)
+    }
+
     pub fn stop(self) {
         self.inner.stop();
     }

@@ -13,6 +13,7 @@
 pub(crate) mod audit_reader;
 mod batch;
 pub mod clock;
+mod gaps;
 mod ladder;
 pub mod migrate;
 mod ops;
@@ -434,6 +435,21 @@ impl Backend for PgBackend {
         in_tx!(self, |tx| {
             reconcile::subject_entries(&tx, &subject, window.as_ref(), limit).await?
         })
+    }
+
+    async fn add_gap_counts(&self, deltas: Vec<crate::store::gaps::GapCount>) -> StoreResult<()> {
+        in_tx!(self, |tx| gaps::add(&tx, &deltas).await?)
+    }
+
+    async fn gap_counts(
+        &self,
+        since: chrono::NaiveDate,
+    ) -> StoreResult<Vec<crate::store::gaps::GapCount>> {
+        in_tx!(self, |tx| gaps::load(&tx, since).await?)
+    }
+
+    async fn prune_gap_counts(&self, before: chrono::NaiveDate) -> StoreResult<usize> {
+        in_tx!(self, |tx| gaps::prune(&tx, before).await?)
     }
 
     async fn svix_grown(&self, source: String) -> StoreResult<Vec<(String, Option<String>)>> {

@@ -177,7 +177,9 @@ pub(super) const MIGRATIONS: &[&str] = &[
     crate::store::reconcile::STALE_GRANTS_MIGRATION,
     // v6: the fallback ladder's consecutive failures per notifier, shared by replicas.
     crate::store::ladder::MIGRATION,
-    // v7: the per-subject revocation index.
+    // v7: learned gaps between arrivals, per stream and UTC day.
+    crate::store::gaps::MIGRATION,
+    // v8: the per-subject revocation index.
     crate::store::revocations::MIGRATION,
 ];
 
