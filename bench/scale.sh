@@ -5,9 +5,14 @@
 # after the other in the same run, and reports for each: startup to ready
 # (spawn until /readyz answers 200, fresh state file; also the CPU time the
 # process used until then, which a shared machine distorts less), idle RSS (VmRSS two
-# seconds after ready), one /metrics scrape (median of 5, and its size),
+# seconds after ready), one /metrics scrape (median wall time of 5, the
+# server's CPU time per scrape, and the page size),
 # ingest of token reports to one stream at 16 connections (wrk, median of
-# RUNS), and peak RSS (VmHWM after the load). Then 100,000 templated
+# RUNS), and two peaks: the peak RSS while scraping (VmHWM over the five
+# scrapes) and the peak RSS under the ingest load (VmHWM over the wrk runs).
+# Each peak is measured from a reset high-water mark (writing 5 to
+# /proc/PID/clear_refs, see proc(5)), so neither includes start-up (the
+# config parse) nor the other. Then 100,000 templated
 # streams: the state file is filled with 100,000 `org:N` rows and the
 # process restarted, to report startup to ready and one scrape.
 # Calendar: Asia/Tokyo, split day (lunch break), holidays. Client and
@@ -15,10 +20,13 @@
 #
 #   bench/scale.sh             # RUNS=3 DURATION=10s
 #   HUSHWATCH_BIN=path/to/hushwatch bench/scale.sh   # a prebuilt binary, no cargo build
+#   STREAMS=10000 TEMPLATED=no bench/scale.sh         # only some rows (default: 1 10000, yes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS="${RUNS:-3}"
 DURATION="${DURATION:-10s}"
+STREAMS="${STREAMS:-1 10000}"
+TEMPLATED="${TEMPLATED:-yes}"
 command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }
 if [ -n "${HUSHWATCH_BIN:-}" ]; then
   bin="$(realpath "$HUSHWATCH_BIN")"
@@ -88,25 +96,29 @@ start() { # dir -> sets pid, addr, ready_ms
   addr="$(grep -o 'listening on [0-9.:]*' "$dir/err.log" | head -1 | cut -d' ' -f3)"
   until curl -sf -o /dev/null "http://$addr/readyz"; do sleep 0.005; done
   ready_ms=$(( $(now_ms) - t0 ))
-  ready_cpu_ms="$(awk -v hz="$(getconf CLK_TCK)" '{printf "%.0f", ($14 + $15) * 1000 / hz}' "/proc/$pid/stat")"
+  ready_cpu_ms="$(cpu_ms)"
 }
 
 stop() { kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""; }
 
 rss_mb() { awk -v k="$1" '$1 == k":" {printf "%.0f", $2 / 1024}' "/proc/$pid/status"; }
+# Resets VmHWM to the current RSS, so the next reading is this phase's peak.
+reset_peak() { echo 5 > "/proc/$pid/clear_refs"; }
 
-scrape() { # -> "ms bytes" (median of 5)
-  local times=() size
+cpu_ms() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.0f", ($14 + $15) * 1000 / hz}' "/proc/$pid/stat"; }
+
+scrape() { # -> "ms bytes cpu_ms" (median wall time of 5, mean CPU time of the server per scrape)
+  local times=() size cpu0
+  cpu0="$(cpu_ms)"
   for _ in 1 2 3 4 5; do
     read -r t size < <(curl -s -o /dev/null -w '%{time_total} %{size_download}\n' "http://$addr/metrics")
     times+=("$(awk -v t="$t" 'BEGIN {printf "%.1f", t * 1000}')")
   done
-  echo "$(printf '%s\n' "${times[@]}" | median) $size"
+  echo "$(printf '%s\n' "${times[@]}" | median) $size $(( ($(cpu_ms) - cpu0) / 5 ))"
 }
 
-ingest() { # -> median req/s
+ingest() { # -> median req/s (requests written beforehand to $work/s)
   local rps=()
-  python3 bench/gen_requests.py events 60000 0 "$work/s"
   for _ in $(seq "$RUNS"); do
     out="$(wrk -t2 -c16 -d"$DURATION" -s "$work/s.lua" "http://$addr")"
     line="$(grep RESULT <<<"$out")"
@@ -117,23 +129,28 @@ ingest() { # -> median req/s
 }
 
 echo "$(nproc) cores, $(uname -m); runs=$RUNS duration=$DURATION" >&2
-echo "| streams | startup to ready (CPU) | idle RSS | peak RSS under load | one /metrics scrape | ingest (16 conns) |"
-echo "|---|---|---|---|---|---|"
-for n in 1 10000; do
+echo "| streams | startup to ready (CPU) | idle RSS | peak RSS scraping | one /metrics scrape (CPU) | peak RSS under load | ingest (16 conns) |"
+echo "|---|---|---|---|---|---|---|"
+for n in $STREAMS; do
   dir="$work/n$n"
   write_config "$dir" "$n" no
   start "$dir"
   sleep 2
   idle="$(rss_mb VmRSS)"
-  read -r scrape_ms scrape_bytes < <(scrape)
+  reset_peak
+  read -r scrape_ms scrape_bytes scrape_cpu < <(scrape)
+  scrape_peak="$(rss_mb VmHWM)"
+  python3 bench/gen_requests.py events 60000 0 "$work/s"
+  reset_peak
   rps="$(ingest)"
-  peak="$(rss_mb VmHWM)"
+  load_peak="$(rss_mb VmHWM)"
   stop
-  printf '| %s | %.2f s (%s ms) | %s MB | %s MB | %s ms, %s KB | %s/s |\n' "$n" \
-    "$(awk -v m="$ready_ms" 'BEGIN {print m / 1000}')" "$ready_cpu_ms" "$idle" "$peak" "$scrape_ms" \
-    "$(( scrape_bytes / 1024 ))" "$rps"
+  printf '| %s | %.2f s (%s ms) | %s MB | %s MB | %s ms (%s ms), %s KB | %s MB | %s/s |\n' "$n" \
+    "$(awk -v m="$ready_ms" 'BEGIN {print m / 1000}')" "$ready_cpu_ms" "$idle" "$scrape_peak" \
+    "$scrape_ms" "$scrape_cpu" "$(( scrape_bytes / 1024 ))" "$load_peak" "$rps"
 done
 
+[ "$TEMPLATED" = yes ] || exit 0
 # 100,000 templated streams: create the schema, fill it, restart.
 dir="$work/templated"
 write_config "$dir" 1 yes
@@ -151,7 +168,10 @@ PY
 start "$dir"
 sleep 2
 idle="$(rss_mb VmRSS)"
-read -r scrape_ms scrape_bytes < <(scrape)
+reset_peak
+read -r scrape_ms scrape_bytes scrape_cpu < <(scrape)
+scrape_peak="$(rss_mb VmHWM)"
 stop
-printf '| 100,000 templated | %.2f s (%s ms) | %s MB | — | %s ms, %s KB | — |\n' \
-  "$(awk -v m="$ready_ms" 'BEGIN {print m / 1000}')" "$ready_cpu_ms" "$idle" "$scrape_ms" "$(( scrape_bytes / 1024 ))"
+printf '| 100,000 templated | %.2f s (%s ms) | %s MB | %s MB | %s ms (%s ms), %s KB | — | — |\n' \
+  "$(awk -v m="$ready_ms" 'BEGIN {print m / 1000}')" "$ready_cpu_ms" "$idle" "$scrape_peak" "$scrape_ms" \
+  "$scrape_cpu" "$(( scrape_bytes / 1024 ))"

@@ -6,16 +6,21 @@
 //! request input, so a caller cannot grow the series count.
 //!
 //! Per-stream families are not in the registry: they are rendered at scrape
-//! time from the stream mirror ([`render_streams`]), because the registry
+//! time from the stream mirror (a [`Page`]), because the registry
 //! costs about a kilobyte per label set and thousands of streams would make
-//! it the largest thing in the process.
+//! it the largest thing in the process (and `gather` copies every label set
+//! again on each scrape). A new series that every stream has belongs in
+//! [`STREAM_FAMILIES`] (one row, plus a [`StreamSample`] field or a lookup
+//! in [`Metrics`]); the registry is for series bounded by configuration or
+//! by use (notifiers, calendars, streams that have a `[reconcile]` table).
 
 use chrono::{DateTime, TimeDelta, Utc};
 use prometheus::{
-    Encoder, Gauge, GaugeVec, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
-    IntGaugeVec, Opts, Registry, TextEncoder,
+    Gauge, GaugeVec, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec,
+    Opts, Registry, TextEncoder,
 };
-use std::collections::HashMap;
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
 /// Outcomes of a delivery attempt, as counted in
@@ -61,11 +66,10 @@ pub struct Metrics {
     /// Issue #19: `hushwatch_heartbeat_total{outcome}`, `hushwatch_degraded`,
     /// `hushwatch_notifier_consecutive_failures{notifier}`.
     pub watchdog: WatchdogMetrics,
-    /// 1 while an operator silence (or planned maintenance) covers the
-    /// stream, for any page kind.
-    pub stream_silenced: IntGaugeVec,
-    /// 1 while the stream's firing episode is acknowledged.
-    pub silence_acknowledged: IntGaugeVec,
+    /// The streams `hushwatch_stream_silenced` and
+    /// `hushwatch_silence_acknowledged` show as 1 (every other stream
+    /// shows 0); set at scrape time by `service::silences`.
+    stream_flags: Mutex<StreamFlags>,
     /// `hushwatch_reconciliation_last_timestamp_seconds{stream}`: the last
     /// stored reconciliation report (configured streams only).
     pub reconciliation_last: GaugeVec,
@@ -283,18 +287,7 @@ impl Metrics {
                 "Operational webhooks by source, type and outcome.",
                 &["source", "type", "outcome"],
             ),
-            stream_silenced: int_gauge_vec(
-                &r,
-                "hushwatch_stream_silenced",
-                "1 while an operator silence or planned maintenance covers the stream (for any page kind).",
-                "stream",
-            ),
-            silence_acknowledged: int_gauge_vec(
-                &r,
-                "hushwatch_silence_acknowledged",
-                "1 while the stream's firing episode is acknowledged.",
-                "stream",
-            ),
+            stream_flags: Mutex::new(StreamFlags::default()),
             watchdog: WatchdogMetrics::new(&r),
             events: Mutex::new(HashMap::new()),
             templated_streams_refused,
@@ -306,7 +299,7 @@ impl Metrics {
     }
 
     /// Creates every label set for the configured calendars and notifiers.
-    /// (Per-stream series follow the stream mirror; see [`render_streams`].)
+    /// (Per-stream series follow the stream mirror; see [`Page`].)
     pub fn declare(&self, calendars: &[&str], notifiers: &[&str]) {
         self.in_business_hours.reset();
         self.outbox_pending.reset();
@@ -402,6 +395,11 @@ impl Metrics {
         self.lock_events().remove(stream);
     }
 
+    /// Replaces the per-stream silenced/acknowledged flags.
+    pub fn set_stream_flags(&self, flags: StreamFlags) {
+        *self.stream_flags.lock().unwrap_or_else(|p| p.into_inner()) = flags;
+    }
+
     /// The text exposition format.
     /// `hushwatch_leader` and `hushwatch_replicas`, registered here and
     /// owned by `service::replicas` (the only writer). Call once per registry.
@@ -422,11 +420,53 @@ impl Metrics {
     }
 
     pub fn encode(&self) -> String {
-        let mut buf = Vec::new();
-        // Encoding into a Vec cannot fail for well-formed metrics.
-        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut buf);
-        String::from_utf8_lossy(&buf).into_owned()
+        let mut out = String::new();
+        self.encode_into(&mut out);
+        out
     }
+
+    /// Appends the registry's families in the text format.
+    fn encode_into(&self, out: &mut String) {
+        // Encoding into a String cannot fail for well-formed metrics.
+        let _ = TextEncoder::new().encode_utf8(&self.registry.gather(), out);
+    }
+
+    /// The whole `/metrics` page: the registry's families, then the
+    /// per-stream ones, which are rendered a chunk at a time as the client
+    /// reads ([`Page::next_chunk`]). At 10,000 streams the page is about
+    /// 9 MB; built as one string it was the largest allocation of the
+    /// process, and glibc keeps such a buffer per thread that built one.
+    pub fn page(&self, samples: Vec<StreamSample>, usual: &[(String, [Option<f64>; 4])]) -> Page {
+        let mut head = String::new();
+        self.encode_into(&mut head);
+        render_usual_gaps(&mut head, usual);
+        let rows = {
+            let flags = self.stream_flags.lock().unwrap_or_else(|p| p.into_inner());
+            let events = self.lock_events();
+            samples
+                .into_iter()
+                .map(|sample| PageRow {
+                    label: match escape(&sample.name) {
+                        Cow::Borrowed(_) => None,
+                        Cow::Owned(escaped) => Some(escaped),
+                    },
+                    silenced: flags.silenced.contains(&sample.name),
+                    acknowledged: flags.acknowledged.contains(&sample.name),
+                    events: events.get(&sample.name).copied().unwrap_or_default(),
+                    sample,
+                })
+                .collect()
+        };
+        Page::new(head, rows)
+    }
+}
+
+/// The streams flagged in the per-stream silence families; a stream in
+/// neither set renders 0 in both.
+#[derive(Default)]
+pub struct StreamFlags {
+    pub silenced: HashSet<String>,
+    pub acknowledged: HashSet<String>,
 }
 
 /// One stream's values at scrape time.
@@ -440,98 +480,278 @@ pub struct StreamSample {
     pub lag_ms: i64,
 }
 
-/// Appends the per-stream families in the text exposition format
+/// One per-stream gauge family: rendered with one series per stream.
+pub struct StreamFamily {
+    pub name: &'static str,
+    help: &'static str,
+    value: fn(&PageRow) -> Value,
+}
+
+/// A per-stream value. Every one is a whole number of milliseconds or a
+/// count, so it is written exactly, without going through `f64`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Value {
+    /// Rendered in seconds: `1.5`, `3600`, `-0.25`.
+    Millis(i64),
+    Count(u64),
+}
+
+fn secs(t: Option<DateTime<Utc>>) -> Value {
+    Value::Millis(t.map_or(0, |t| t.timestamp_millis()))
+}
+
+fn span(d: TimeDelta) -> Value {
+    Value::Millis(d.num_milliseconds())
+}
+
+fn flag(on: bool) -> Value {
+    Value::Count(u64::from(on))
+}
+
+/// The per-stream gauges, in page order (`hushwatch_events_total`, a
+/// counter with an outcome label, follows them).
+pub const STREAM_FAMILIES: [StreamFamily; 8] = [
+    StreamFamily {
+        name: "hushwatch_silence_alert",
+        help: "1 while the stream's silence alert fires, else 0.",
+        value: |r| flag(r.sample.firing),
+    },
+    StreamFamily {
+        name: "hushwatch_last_event_timestamp_seconds",
+        help: "When the stream last received an event (0: never).",
+        value: |r| secs(r.sample.last_event),
+    },
+    StreamFamily {
+        name: "hushwatch_business_silence_seconds",
+        help: "Business time since the last event (or since watching began).",
+        value: |r| span(r.sample.business_silence),
+    },
+    StreamFamily {
+        name: "hushwatch_silence_threshold_seconds",
+        help: "Business silence that fires the alert.",
+        value: |r| span(r.sample.threshold),
+    },
+    StreamFamily {
+        name: "hushwatch_silence_fires_at_timestamp_seconds",
+        help: "When the alert fires if nothing arrives (0: never).",
+        value: |r| secs(r.sample.fires_at),
+    },
+    StreamFamily {
+        name: "hushwatch_event_lag_seconds",
+        help: "Arrival time minus event time of the latest event.",
+        value: |r| Value::Millis(r.sample.lag_ms),
+    },
+    StreamFamily {
+        name: "hushwatch_stream_silenced",
+        help: "1 while an operator silence or planned maintenance covers the stream (for any page kind).",
+        value: |r| flag(r.silenced),
+    },
+    StreamFamily {
+        name: "hushwatch_silence_acknowledged",
+        help: "1 while the stream's firing episode is acknowledged.",
+        value: |r| flag(r.acknowledged),
+    },
+];
+
+/// One stream's line values, taken when the scrape began.
+pub struct PageRow {
+    sample: StreamSample,
+    /// The stream name escaped for a label value, when that differs from
+    /// the name (rarely: no copy of every name per scrape).
+    label: Option<String>,
+    silenced: bool,
+    acknowledged: bool,
+    events: [u64; OUTCOMES.len()],
+}
+
+/// Chunks end at the first line end past this many bytes.
+const CHUNK_BYTES: usize = 64 * 1024;
+
+/// A `/metrics` page being written: the registry's text, then the
+/// per-stream families in the text exposition format
 /// (<https://prometheus.io/docs/instrumenting/exposition_formats/>), one
-/// series per stream (and per outcome for `hushwatch_events_total`).
-pub fn render_streams(out: &mut String, streams: &[StreamSample], metrics: &Metrics) {
-    use std::fmt::Write;
-    let secs = |t: Option<DateTime<Utc>>| t.map_or(0.0, |t| t.timestamp_millis() as f64 / 1000.0);
-    let span = |d: TimeDelta| d.num_milliseconds() as f64 / 1000.0;
-    type Value<'a> = &'a dyn Fn(&StreamSample) -> f64;
-    let families: [(&str, &str, &str, Value); 6] = [
-        (
-            "hushwatch_silence_alert",
-            "1 while the stream's silence alert fires, else 0.",
-            "gauge",
-            &|s| f64::from(u8::from(s.firing)),
-        ),
-        (
-            "hushwatch_last_event_timestamp_seconds",
-            "When the stream last received an event (0: never).",
-            "gauge",
-            &|s| secs(s.last_event),
-        ),
-        (
-            "hushwatch_business_silence_seconds",
-            "Business time since the last event (or since watching began).",
-            "gauge",
-            &|s| span(s.business_silence),
-        ),
-        (
-            "hushwatch_silence_threshold_seconds",
-            "Business silence that fires the alert.",
-            "gauge",
-            &|s| span(s.threshold),
-        ),
-        (
-            "hushwatch_silence_fires_at_timestamp_seconds",
-            "When the alert fires if nothing arrives (0: never).",
-            "gauge",
-            &|s| secs(s.fires_at),
-        ),
-        (
-            "hushwatch_event_lag_seconds",
-            "Arrival time minus event time of the latest event.",
-            "gauge",
-            &|s| s.lag_ms as f64 / 1000.0,
-        ),
-    ];
-    for (name, help, kind, value) in families {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-        for s in streams {
-            let _ = writeln!(
-                out,
-                "{name}{{stream=\"{}\"}} {}",
-                Escaped(&s.name),
-                value(s)
-            );
+/// series per stream (and per outcome for `hushwatch_events_total`), from
+/// values taken when the scrape began. Lines are assembled with `push_str`
+/// rather than `write!`: at 10,000 streams there are 160,000 of them, and
+/// the formatting machinery was the larger part of a scrape's CPU time.
+pub struct Page {
+    rows: Vec<PageRow>,
+    /// Rendered and not yet taken.
+    pending: Option<String>,
+    /// Index into [`STREAM_FAMILIES`]; one past it is `hushwatch_events_total`.
+    family: usize,
+    /// The next row of `family`; its header is written when `row` is 0.
+    row: usize,
+    /// The page's length, known when it fits in the first chunk.
+    exact_len: Option<usize>,
+}
+
+impl Page {
+    fn new(head: String, rows: Vec<PageRow>) -> Page {
+        let mut page = Page {
+            rows,
+            pending: None,
+            family: 0,
+            row: 0,
+            exact_len: None,
+        };
+        let mut first = head;
+        page.render(&mut first);
+        if page.finished() {
+            page.exact_len = Some(first.len());
+        }
+        page.pending = Some(first);
+        page
+    }
+
+    /// The next part of the page, or `None` once all of it was taken.
+    pub fn next_chunk(&mut self) -> Option<String> {
+        if let Some(pending) = self.pending.take() {
+            return Some(pending);
+        }
+        if self.finished() {
+            return None;
+        }
+        let mut out = String::with_capacity(CHUNK_BYTES + 1024);
+        self.render(&mut out);
+        Some(out)
+    }
+
+    /// Whether every part of the page has been taken.
+    pub fn is_end(&self) -> bool {
+        self.pending.is_none() && self.finished()
+    }
+
+    /// The page's length in bytes when it is a single chunk (small pages
+    /// then go out with a `Content-Length`).
+    pub fn exact_len(&self) -> Option<usize> {
+        self.exact_len
+    }
+
+    fn finished(&self) -> bool {
+        self.family > STREAM_FAMILIES.len()
+    }
+
+    /// Appends lines until `out` holds at least [`CHUNK_BYTES`] or the page
+    /// is complete.
+    fn render(&mut self, out: &mut String) {
+        while !self.finished() && out.len() < CHUNK_BYTES {
+            let gauge = STREAM_FAMILIES.get(self.family);
+            if self.row == 0 {
+                match gauge {
+                    Some(f) => header(out, f.name, f.help, "gauge"),
+                    None => header(out, EVENTS, EVENTS_HELP, "counter"),
+                }
+            }
+            // At least one line per pass, so a header is never repeated.
+            loop {
+                let Some(r) = self.rows.get(self.row) else {
+                    self.family += 1;
+                    self.row = 0;
+                    break;
+                };
+                let label = r.label.as_deref().unwrap_or(&r.sample.name);
+                match gauge {
+                    Some(f) => line(out, f.name, None, label, (f.value)(r)),
+                    None => {
+                        for (outcome, n) in OUTCOMES.iter().zip(r.events) {
+                            line(out, EVENTS, Some(outcome), label, Value::Count(n));
+                        }
+                    }
+                }
+                self.row += 1;
+                if out.len() >= CHUNK_BYTES {
+                    break;
+                }
+            }
         }
     }
-    let name = "hushwatch_events_total";
-    let _ = writeln!(
-        out,
-        "# HELP {name} Ingest requests by stream and outcome.\n# TYPE {name} counter"
-    );
-    let events = metrics.lock_events();
-    for s in streams {
-        let counts = events.get(&s.name).copied().unwrap_or_default();
-        for (outcome, n) in OUTCOMES.iter().zip(counts) {
-            let _ = writeln!(
-                out,
-                "{name}{{outcome=\"{outcome}\",stream=\"{}\"}} {n}",
-                Escaped(&s.name)
-            );
+}
+
+const EVENTS: &str = "hushwatch_events_total";
+const EVENTS_HELP: &str = "Ingest requests by stream and outcome.";
+
+fn line(out: &mut String, name: &str, outcome: Option<&str>, label: &str, value: Value) {
+    out.push_str(name);
+    out.push('{');
+    if let Some(outcome) = outcome {
+        out.push_str("outcome=\"");
+        out.push_str(outcome);
+        out.push_str("\",");
+    }
+    out.push_str("stream=\"");
+    out.push_str(label);
+    out.push_str("\"} ");
+    write_value(out, value);
+    out.push('\n');
+}
+
+fn header(out: &mut String, name: &str, help: &str, kind: &str) {
+    for part in [
+        "# HELP ",
+        name,
+        " ",
+        help,
+        "\n# TYPE ",
+        name,
+        " ",
+        kind,
+        "\n",
+    ] {
+        out.push_str(part);
+    }
+}
+
+fn write_value(out: &mut String, value: Value) {
+    let mut digits = itoa::Buffer::new();
+    match value {
+        Value::Count(n) => out.push_str(digits.format(n)),
+        Value::Millis(ms) => {
+            if ms < 0 {
+                out.push('-');
+            }
+            let ms = ms.unsigned_abs();
+            out.push_str(digits.format(ms / 1000));
+            let frac = ms % 1000;
+            if frac != 0 {
+                // Three digits, trailing zeros dropped: 1.5, 1.05, 1.005.
+                let padded = [
+                    b'0' + (frac / 100) as u8,
+                    b'0' + (frac / 10 % 10) as u8,
+                    b'0' + (frac % 10) as u8,
+                ];
+                let len = if frac % 100 == 0 {
+                    1
+                } else if frac % 10 == 0 {
+                    2
+                } else {
+                    3
+                };
+                out.push('.');
+                for &d in &padded[..len] {
+                    out.push(char::from(d));
+                }
+            }
         }
     }
 }
 
 /// A label value with `\`, `"` and newlines escaped as the text format
 /// requires.
-struct Escaped<'a>(&'a str);
-
-impl std::fmt::Display for Escaped<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        use std::fmt::Write;
-        for c in self.0.chars() {
-            match c {
-                '\\' => f.write_str("\\\\")?,
-                '"' => f.write_str("\\\"")?,
-                '\n' => f.write_str("\\n")?,
-                c => f.write_char(c)?,
-            }
-        }
-        Ok(())
+fn escape(value: &str) -> Cow<'_, str> {
+    if !value.contains(['\\', '"', '\n']) {
+        return Cow::Borrowed(value);
     }
+    let mut out = String::with_capacity(value.len() + 8);
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
 }
 
 /// Outcomes of one heartbeat ping, as counted in `hushwatch_heartbeat_total`:
@@ -596,7 +816,7 @@ pub fn render_usual_gaps(out: &mut String, streams: &[(String, [Option<f64>; 4])
                 let _ = writeln!(
                     out,
                     "{name}{{stream=\"{}\",quantile=\"{label}\"}} {v}",
-                    Escaped(stream)
+                    escape(stream)
                 );
             }
         }
@@ -625,6 +845,16 @@ mod tests {
         assert!(!m.encode().contains("calendar=\"tokyo\""));
     }
 
+    /// Every chunk of the page, joined.
+    fn whole(mut page: Page) -> String {
+        let mut text = String::new();
+        while let Some(chunk) = page.next_chunk() {
+            text.push_str(&chunk);
+        }
+        assert!(page.is_end());
+        text
+    }
+
     fn sample(name: &str) -> StreamSample {
         StreamSample {
             name: name.into(),
@@ -644,8 +874,7 @@ mod tests {
         m.count_event("identity", "accepted");
         m.count_event("undeclared", "accepted");
         m.count_event("identity", "accepted");
-        let mut text = String::new();
-        render_streams(&mut text, &[sample("identity"), sample("a\"b\\c")], &m);
+        let text = whole(m.page(vec![sample("identity"), sample("a\"b\\c")], &[]));
         for line in [
             "hushwatch_silence_alert{stream=\"identity\"} 1",
             "hushwatch_business_silence_seconds{stream=\"identity\"} 1.5",
@@ -657,10 +886,88 @@ mod tests {
             assert!(text.contains(line), "missing {line}\n{text}");
         }
         assert!(!m.lock_events().contains_key("undeclared"));
+        assert!(!text.contains("undeclared"));
         // One HELP/TYPE per family, even with many streams.
         assert_eq!(
             text.matches("# TYPE hushwatch_silence_alert gauge").count(),
             1
         );
+    }
+
+    #[test]
+    fn values_are_exact_seconds() {
+        for (value, text) in [
+            (Value::Millis(1500), "1.5"),
+            (Value::Millis(1050), "1.05"),
+            (Value::Millis(1005), "1.005"),
+            (Value::Millis(3_600_000), "3600"),
+            (Value::Millis(0), "0"),
+            (Value::Millis(-250), "-0.25"),
+            (Value::Millis(1_764_553_200_123), "1764553200.123"),
+            (Value::Count(u64::MAX), "18446744073709551615"),
+        ] {
+            let mut out = String::new();
+            write_value(&mut out, value);
+            assert_eq!(out, text);
+        }
+    }
+
+    #[test]
+    fn silence_flags_show_one_only_for_flagged_streams() {
+        let m = Metrics::new();
+        m.set_stream_flags(StreamFlags {
+            silenced: ["a".to_string()].into(),
+            acknowledged: ["b".to_string()].into(),
+        });
+        let page = whole(m.page(vec![sample("a"), sample("b")], &[]));
+        for line in [
+            "hushwatch_stream_silenced{stream=\"a\"} 1",
+            "hushwatch_stream_silenced{stream=\"b\"} 0",
+            "hushwatch_silence_acknowledged{stream=\"a\"} 0",
+            "hushwatch_silence_acknowledged{stream=\"b\"} 1",
+            // The registry's families are on the same page.
+            "hushwatch_storage_errors_total 0",
+        ] {
+            assert!(page.contains(line), "missing {line}\n{page}");
+        }
+    }
+
+    /// A large page goes out in chunks of whole lines (so memory does not
+    /// grow with the page), each family's header exactly once; a small one
+    /// is a single chunk of known length.
+    #[test]
+    fn large_pages_come_in_chunks_of_whole_lines() {
+        let m = Metrics::new();
+        let names: Vec<String> = (0..3000).map(|i| format!("org:{i:05}")).collect();
+        m.declare_streams(&names.iter().map(String::as_str).collect::<Vec<_>>());
+        m.count_event("org:02999", "stale");
+        let mut page = m.page(names.iter().map(|n| sample(n)).collect(), &[]);
+        assert_eq!(page.exact_len(), None);
+        let mut chunks = Vec::new();
+        while let Some(chunk) = page.next_chunk() {
+            assert!(chunk.ends_with('\n'), "a chunk ends mid-line");
+            assert!(chunk.len() < 2 * CHUNK_BYTES);
+            chunks.push(chunk);
+        }
+        assert!(chunks.len() > 10, "{} chunks", chunks.len());
+        let text = chunks.concat();
+        for family in STREAM_FAMILIES.iter().map(|f| f.name).chain([EVENTS]) {
+            assert_eq!(text.matches(&format!("# TYPE {family} ")).count(), 1);
+            let series = text
+                .lines()
+                .filter(|l| l.starts_with(&format!("{family}{{")))
+                .count();
+            let per_stream = if family == EVENTS { OUTCOMES.len() } else { 1 };
+            assert_eq!(series, names.len() * per_stream, "{family}");
+        }
+        assert!(text.contains("hushwatch_events_total{outcome=\"stale\",stream=\"org:02999\"} 1\n"));
+
+        let small = m.page(vec![sample("identity")], &[]);
+        let len = small.exact_len().expect("one chunk");
+        assert_eq!(whole(small).len(), len);
+        // Without streams, every family still has its header.
+        let empty = whole(m.page(Vec::new(), &[]));
+        assert!(empty.contains("# TYPE hushwatch_silence_alert gauge\n"));
+        assert!(empty.contains("# TYPE hushwatch_events_total counter\n"));
     }
 }

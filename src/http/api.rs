@@ -101,8 +101,8 @@ pub trait Api: Send + Sync {
         by: String,
     ) -> Result<(usize, u64), Unavailable>;
 
-    /// The whole `/metrics` page.
-    async fn metrics_page(&self) -> String;
+    /// The whole `/metrics` page, rendered as it is sent.
+    async fn metrics_page(&self) -> crate::metrics::Page;
     /// The `/v1/status` document (the status page renders it too).
     async fn status_document(&self) -> Value;
     /// Each stream's 7-day timeline for the status page.

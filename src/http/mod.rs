@@ -15,6 +15,7 @@ pub mod api;
 mod body;
 mod ingest;
 mod log_field;
+mod metrics_page;
 mod providers;
 mod readiness;
 pub(crate) use readiness::storage_health;

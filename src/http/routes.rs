@@ -87,11 +87,7 @@ async fn route(
         (&Method::GET, [""]) => super::status_page::page(app).await,
         (&Method::GET, ["healthz"]) => reply::text(StatusCode::OK, "text/plain", "ok\n".into()),
         (&Method::GET, ["readyz"]) => readyz(app, readiness).await,
-        (&Method::GET, ["metrics"]) => reply::text(
-            StatusCode::OK,
-            "text/plain; version=0.0.4",
-            app.metrics_page().await,
-        ),
+        (&Method::GET, ["metrics"]) => reply::metrics(app.metrics_page().await),
         (&Method::GET, ["v1", "status"]) => status(app).await,
         (&Method::POST, ["v1", "svix", source, "operational"]) => {
             let source = source.to_string();

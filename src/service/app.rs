@@ -285,6 +285,11 @@ impl App {
             .collect()
     }
 
+    /// The watched streams' names (a scrape needs only these, not the rows).
+    pub fn stream_names(&self) -> Vec<String> {
+        self.lock_streams().keys().cloned().collect()
+    }
+
     /// Durably records events, then moves the in-memory clock and wakes the
     /// timer. Returns only after the commit.
     pub async fn ingest(&self, events: Vec<NewEvent>) -> Result<Vec<EventOutcome>, StoreError> {
@@ -597,11 +602,10 @@ impl App {
     /// per-stream families rendered from the stream mirror. Per-stream
     /// series are not kept in the registry because each label set there
     /// costs about a kilobyte, and 10,000 streams have 130,000 of them.
-    pub fn encode_metrics(&self) -> String {
+    pub fn encode_metrics(&self) -> crate::metrics::Page {
         self.refresh_metrics();
         let config = self.config();
         let now = self.clock.now();
-        let mut text = self.metrics.encode();
         let mut samples = Vec::new();
         {
             let mut cache = self.lock_streams();
@@ -622,15 +626,15 @@ impl App {
                 });
             }
         }
-        crate::metrics::render_streams(&mut text, &samples, &self.metrics);
+        // Only streams with `[adaptive]` learn, so these series are
+        // bounded by configuration and go out with the registry's text.
         let usual: Vec<(String, [Option<f64>; 4])> = config
             .streams
             .values()
             .filter(|s| s.adaptive.is_some())
             .filter_map(|s| Some((s.name.clone(), self.learning.of(&s.name)?.usual_seconds)))
             .collect();
-        crate::metrics::render_usual_gaps(&mut text, &usual);
-        text
+        self.metrics.page(samples, &usual)
     }
 
     pub(super) fn set_replicas(&self, replicas: Arc<super::replicas::Replicas>) {

@@ -94,9 +94,9 @@ impl Api for App {
             .await
     }
 
-    async fn metrics_page(&self) -> String {
+    async fn metrics_page(&self) -> crate::metrics::Page {
         self.svix().refresh_metrics().await;
-        let streams: Vec<String> = self.stream_rows().into_iter().map(|r| r.name).collect();
+        let streams = self.stream_names();
         self.operator().refresh_metrics(&streams).await;
         self.encode_metrics()
     }

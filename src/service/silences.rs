@@ -46,25 +46,21 @@ impl Operator {
         ) else {
             return;
         };
-        let m = &self.core.metrics;
-        // Rebuilt from the watched streams each time, so a deleted
-        // templated stream's series disappear with it.
-        m.stream_silenced.reset();
-        m.silence_acknowledged.reset();
+        // Only flagged streams are held; the page renders 0 for the rest,
+        // and a deleted templated stream's series go with its mirror row.
+        let mut flags = crate::metrics::StreamFlags::default();
         for stream in streams {
             // Any kind counts: a stream whose Svix pages are silenced is
             // muted too, and the gauge is there so nobody forgets that.
-            let silenced = silences
+            if silences
                 .iter()
-                .any(|s| s.active_at(now) && PAGE_KINDS.iter().any(|k| s.matches(stream, k)));
-            let acked = acks.iter().any(|a| a.stream == *stream);
-            m.stream_silenced
-                .with_label_values(&[stream.as_str()])
-                .set(i64::from(silenced));
-            m.silence_acknowledged
-                .with_label_values(&[stream.as_str()])
-                .set(i64::from(acked));
+                .any(|s| s.active_at(now) && PAGE_KINDS.iter().any(|k| s.matches(stream, k)))
+            {
+                flags.silenced.insert(stream.clone());
+            }
         }
+        flags.acknowledged = acks.into_iter().map(|a| a.stream).collect();
+        self.core.metrics.set_stream_flags(flags);
     }
 
     /// Stores the config's `[[streams.X.maintenance]]` windows as silences,
