@@ -113,6 +113,7 @@ fn bench(c: &mut Criterion) {
                     signature_verified: true,
                     subject_ids: Vec::new(),
                     audit: true,
+                    access: None,
                 })
                 .collect();
             store.record_events(events).await.unwrap();

@@ -79,6 +79,11 @@ pub struct Metrics {
     /// `hushwatch_stale_grants_total{stream}`: grants recorded after a
     /// revocation of the same subject with an older event time.
     pub stale_grants: IntCounterVec,
+    /// `hushwatch_reconciliation_deadline_timestamp_seconds{stream}`: when
+    /// the next report is due (last report, or start of watch, plus
+    /// `every + grace`); the shipped IdentityReconciliationMissing rule
+    /// compares it with `time()`.
+    pub reconciliation_deadline: GaugeVec,
 }
 
 /// Operational event types counted by name; anything else is `other`, so
@@ -207,6 +212,16 @@ impl Metrics {
                 "Drift items reported by reconciliation reports.",
                 &["stream", "kind"],
             ),
+            reconciliation_deadline: {
+                let name = "hushwatch_reconciliation_deadline_timestamp_seconds";
+                let g = GaugeVec::new(
+                    Opts::new(name, "When the next reconciliation report is due at the latest."),
+                    &["stream"],
+                )
+                .unwrap_or_else(|e| unreachable_metric(name, e));
+                register(&r, name, Box::new(g.clone()));
+                g
+            },
             stale_grants: counter_vec(
                 &r,
                 "hushwatch_stale_grants_total",

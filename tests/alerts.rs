@@ -201,6 +201,7 @@ impl Bare {
             signature_verified: false,
             subject_ids: Vec::new(),
             audit: false,
+            access: None,
         }
     }
 

@@ -18,8 +18,12 @@ fn config(url: &str) -> String {
 listen = "127.0.0.1:0"
 data_dir = "data"
 
+[calendars.tokyo]
+timezone = "Asia/Tokyo"
+weekly = ["mon-sun 00:00-24:00"]
+
 [streams.identity]
-calendar = "always"
+calendar = "tokyo"
 silence_threshold = "30d"
 notify = ["hook"]
 [streams.identity.reconcile]
@@ -58,35 +62,17 @@ fn post_report(addr: SocketAddr, token: &str, body: &str) -> (u16, serde_json::V
     (reply.status, reply.json())
 }
 
-/// A signed webhook as Svix sends it.
+/// A signed webhook as Svix sends it, to the `identity` stream.
 fn post_webhook(addr: SocketAddr, msg_id: &str, ts: i64, body: &str) -> u16 {
-    let key = hushwatch::ingest::signature::SecretKey::parse(SECRET).unwrap();
-    let sig = hushwatch::ingest::signature::sign(&key, msg_id, ts, body.as_bytes());
-    let ts = ts.to_string();
-    request(
-        addr,
-        "POST",
-        "/v1/streams/identity/webhook",
-        &[
-            ("content-type", "application/json"),
-            ("svix-id", msg_id),
-            ("svix-timestamp", &ts),
-            ("svix-signature", &sig),
-        ],
-        body.as_bytes(),
-    )
-    .status
+    post_signed_webhook(addr, "identity", SECRET, msg_id, ts, body)
 }
 
 fn pages(recv: &Receiver) -> Vec<serde_json::Value> {
-    recv.delivered().iter().map(Received::json).collect()
+    recv.delivered_json()
 }
 
 fn wait_pages(recv: &Receiver, n: usize) -> Vec<serde_json::Value> {
-    poll(&format!("{n} pages"), || {
-        let got = pages(recv);
-        (got.len() >= n).then_some(got)
-    })
+    recv.wait_delivered_json(n)
 }
 
 #[test]
@@ -119,7 +105,7 @@ fn revoke_missed_pages_critical_with_what_was_delivered() {
         "{text}"
     );
     assert!(
-        text.contains("revocation received 2026-12-01T00:00:00Z (delivery msg_revoke_1"),
+        text.contains("revocation received 2026-12-01 09:00 JST (delivery msg_revoke_1"),
         "{text}"
     );
     assert!(
@@ -145,7 +131,7 @@ fn revoke_missed_pages_critical_with_what_was_delivered() {
 
     // The report joined the audit chain once, and the chain verifies.
     let config = dir.path().join("hushwatch.toml");
-    let (code, out, err) = hushwatch(&["audit", "export", "--kind", "reconciliation"], &config);
+    let (code, out, err) = run_cli(&["audit", "export", "--kind", "reconciliation"], &config);
     assert_eq!(code, 0, "{err}");
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 1, "{out}");
@@ -153,11 +139,11 @@ fn revoke_missed_pages_critical_with_what_was_delivered() {
         lines[0].contains("rec-1") && lines[0].contains("user_lost"),
         "{out}"
     );
-    let (code, _, err) = hushwatch(&["audit", "verify"], &config);
+    let (code, _, err) = run_cli(&["audit", "verify"], &config);
     assert_eq!(code, 0, "{err}");
 
     // The subject's timeline: grant, revoke, then the finding, in order.
-    let (code, out, err) = hushwatch(&["audit", "subject", "user_delivered"], &config);
+    let (code, out, err) = run_cli(&["audit", "subject", "user_delivered"], &config);
     assert_eq!(code, 0, "{err}");
     let lines: Vec<serde_json::Value> = out
         .lines()
@@ -171,7 +157,7 @@ fn revoke_missed_pages_critical_with_what_was_delivered() {
     assert_eq!(lines[1]["delivery_id"], "msg_revoke_1");
     assert_eq!(lines[2]["finding"], "revoke_missed");
     assert_eq!(lines[2]["delivery_id"], "rec-1");
-    let (code, out, _) = hushwatch(
+    let (code, out, _) = run_cli(
         &["audit", "subject", "user_delivered", "--format", "text"],
         &config,
     );
@@ -184,22 +170,12 @@ fn revoke_missed_pages_critical_with_what_was_delivered() {
             .contains("revoke  user.deleted  delivery msg_revoke_1"),
         "{out}"
     );
-    let (code, out, _) = hushwatch(&["audit", "subject", "nobody"], &config);
+    assert!(
+        out.starts_with("2026-12-01 09:00:00 JST  identity"),
+        "times read in the stream's zone: {out}"
+    );
+    let (code, out, _) = run_cli(&["audit", "subject", "nobody"], &config);
     assert_eq!((code, out.as_str()), (0, ""));
-}
-
-fn hushwatch(args: &[&str], config: &std::path::Path) -> (i32, String, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hushwatch"))
-        .args(args)
-        .arg("--config")
-        .arg(config)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 #[test]
@@ -249,10 +225,34 @@ fn a_missing_reconciliation_pages_after_every_plus_grace_and_resolves_on_the_nex
     assert!(text.contains("reconciliation_missing"), "{text}");
     assert!(text.contains("warning"), "{text}");
     assert!(
-        text.contains("reconciliation has not run since 2026-12-01T01:29:59Z"),
+        text.contains("reconciliation has not run since 2026-12-01 10:29 JST"),
         "{text}"
     );
     assert_eq!(got.len(), 1);
+    // `/v1/status`, the status page and the deadline gauge say the same.
+    let status = s.http_status();
+    let block = &status["streams"][0]["reconciliation"];
+    assert_eq!(block["state"], "missing", "{block}");
+    assert_eq!(block["missing_since"], "2026-12-01T02:59:59Z");
+    assert_eq!(block["last_report_id"], "probe-not-a-run");
+    assert_eq!(block["last_finished_at"], "2026-12-01T00:00:30Z");
+    assert_eq!(
+        (
+            block["every_seconds"].as_i64(),
+            block["grace_seconds"].as_i64()
+        ),
+        (Some(3600), Some(1800))
+    );
+    let series = r#"hushwatch_reconciliation_deadline_timestamp_seconds{stream="identity"}"#;
+    assert_eq!(
+        s.metric(series),
+        utc("2026-12-01T02:59:59Z").timestamp() as f64
+    );
+    let page = get(s.addr(), "/").body;
+    assert!(
+        page.contains("MISSING since Tue 11:59 Asia/Tokyo · 02:59 UTC"),
+        "{page}"
+    );
 
     let (status, _) = post_report(s.addr(), TOKEN, &report("run-3", ""));
     assert_eq!(status, 200);
@@ -274,6 +274,10 @@ fn a_grant_retried_after_its_revocation_is_accepted_and_pages_once() {
     let recv = Receiver::start(vec![]);
     let dir = tempfile::tempdir().unwrap();
     let s = Sidecar::start(dir.path(), &config(&recv.url("/hook")), utc(START));
+    // Arrivals carry sub-millisecond times, as the system clock's do; the
+    // store keeps milliseconds, and the count must still see the record.
+    s.clock
+        .set(utc(START) + chrono::TimeDelta::nanoseconds(1_234_567_891));
     let now = s.now().timestamp();
     let created_at = utc(START).timestamp_millis() - 60_000;
     let deleted_at = created_at + 30_000;
@@ -326,5 +330,77 @@ fn a_grant_retried_after_its_revocation_is_accepted_and_pages_once() {
     assert_eq!(s.metric(series), 1.0);
     poll("outbox drained", || s.pending().is_empty().then_some(()));
     assert_eq!(pages(&recv).len(), 1, "{:?}", pages(&recv));
+    s.stop();
+}
+
+const EP: &str = "ep_Kh8oOOL8dKLzdocJ2isAjIhKtJ0";
+
+fn revoke_missed_pages(recv: &Receiver, n: usize) -> Vec<String> {
+    poll(&format!("{n} revoke_missed pages"), || {
+        let got: Vec<String> = pages(recv)
+            .iter()
+            .map(|p| p.to_string())
+            .filter(|p| p.contains("reconciliation_revoke_missed") && p.contains("firing"))
+            .collect();
+        (got.len() >= n).then_some(got)
+    })
+}
+
+#[test]
+fn without_the_audit_log_the_index_still_answers_and_svix_state_is_named() {
+    let recv = Receiver::start(vec![]);
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "{}\n[audit]\nenabled = false\n\n[svix.main]\nsecret = \"{SVIX_OPS_SECRET}\"\nstreams = [\"identity\"]\nnotify = [\"hook\"]\nendpoints = {{ \"{EP}\" = \"identity\" }}\n",
+        config(&recv.url("/hook"))
+    );
+    let s = Sidecar::start(dir.path(), &text, utc(START));
+    let now = s.now().timestamp();
+    let created_at = utc(START).timestamp_millis() - 60_000;
+
+    // The revocation of user_delivered is indexed though nothing is audited.
+    let body = r#"{"type":"user.deleted","timestamp":1764547200000,"data":{"object":"user","id":"user_delivered","deleted":true}}"#;
+    assert_eq!(post_webhook(s.addr(), "msg_revoke_1", now, body), 200);
+    // A stale grant is still found, recorded and paged.
+    let deleted = membership("deleted", created_at + 30_000);
+    assert_eq!(post_webhook(s.addr(), "msg_d1", now, &deleted), 200);
+    let created = membership("created", created_at);
+    assert_eq!(post_webhook(s.addr(), "msg_c2", now, &created), 200);
+    poll("stale grant page", || {
+        pages(&recv)
+            .iter()
+            .any(|p| p.to_string().contains("stale_grant"))
+            .then_some(())
+    });
+
+    // Svix disabled the endpoint after exhausting a message.
+    let exhausted = format!(
+        r#"{{"type":"message.attempt.exhausted","data":{{"appId":"app_1","appUid":null,"msgId":"msg_lost_1","msgEventId":null,"endpointId":"{EP}","lastAttempt":{{"id":"atmpt_1","responseStatusCode":503,"timestamp":"2026-11-30T23:50:00Z"}}}}}}"#
+    );
+    assert_eq!(post_svix_op(s.addr(), now, "op_1", &exhausted), 200);
+    let disabled = format!(
+        r#"{{"type":"endpoint.disabled","data":{{"appId":"app_1","appUid":null,"endpointId":"{EP}","endpointUid":null,"failSince":"2026-11-30T20:00:00Z","trigger":"automatic"}}}}"#
+    );
+    assert_eq!(post_svix_op(s.addr(), now, "op_2", &disabled), 200);
+
+    let drift = r#"{"subject":"user_lost","kind":"revoke_missed","fixed":true},
+                   {"subject":"user_delivered","kind":"revoke_missed","fixed":true}"#;
+    let (status, json) = post_report(s.addr(), TOKEN, &report("rec-1", drift));
+    assert_eq!(status, 200, "{json}");
+    let text = &revoke_missed_pages(&recv, 1)[0];
+    assert!(
+        text.contains(&format!(
+            "no revocation for user_lost was ever received (the webhook path lost it: the Svix endpoint {EP} was disabled at 2026-12-01 09:00 JST; 1 message(s) exhausted unacknowledged)"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "revocation received 2026-12-01 09:00 JST (delivery msg_revoke_1, user.deleted)"
+        ),
+        "{text}"
+    );
+    let series = r#"hushwatch_stale_grants_total{stream="identity"}"#;
+    assert_eq!(s.metric(series), 1.0);
     s.stop();
 }

@@ -5,7 +5,6 @@
 mod support;
 
 use hushwatch::store::PageKind;
-use std::path::Path;
 use support::*;
 
 const ADMIN: &str = "admin-token-for-tests";
@@ -97,20 +96,6 @@ fn queued_for_team(s: &Sidecar) -> u64 {
         .iter()
         .map(|k| n[*k].as_u64().unwrap())
         .sum()
-}
-
-fn cli(args: &[&str], config: &Path) -> (i32, String, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hushwatch"))
-        .args(args)
-        .arg("--config")
-        .arg(config)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 #[test]
@@ -286,7 +271,7 @@ fn an_acknowledgement_stops_reminders_and_escalation_but_not_the_resolve_and_is_
     s.stop();
 
     let config = dir.path().join("hushwatch.toml");
-    let (code, out, err) = cli(&["audit", "export"], &config);
+    let (code, out, err) = run_cli(&["audit", "export"], &config);
     assert_eq!(code, 0, "{err}");
     let ack = out
         .lines()
@@ -296,7 +281,7 @@ fn an_acknowledgement_stops_reminders_and_escalation_but_not_the_resolve_and_is_
     assert_eq!(ack["channel"], "admin");
     assert_eq!(ack["subject_ids"]["created_by"], "bo");
     assert_eq!(ack["subject_ids"]["comment"], "looking into it");
-    let (code, _, err) = cli(&["audit", "verify"], &config);
+    let (code, _, err) = run_cli(&["audit", "verify"], &config);
     assert_eq!(code, 0, "{err}");
 }
 
@@ -491,7 +476,7 @@ fn check_refuses_bad_maintenance_windows_naming_the_key() {
         );
         let path = dir.path().join("hushwatch.toml");
         std::fs::write(&path, text).unwrap();
-        let (code, out, err) = cli(&["check"], &path);
+        let (code, out, err) = run_cli(&["check"], &path);
         assert_eq!(code, 2, "{window}: {out}{err}");
         assert!(
             err.contains(key) || out.contains(key),
@@ -844,7 +829,7 @@ fn silences_are_audited_with_who_when_what_and_why_and_the_chain_verifies() {
     s.stop();
 
     let config = dir.path().join("hushwatch.toml");
-    let (code, out, err) = cli(&["audit", "export"], &config);
+    let (code, out, err) = run_cli(&["audit", "export"], &config);
     assert_eq!(code, 0, "{err}");
     let lines: Vec<serde_json::Value> = out
         .lines()
@@ -882,7 +867,7 @@ fn silences_are_audited_with_who_when_what_and_why_and_the_chain_verifies() {
             && expired["seq"].as_i64() < ack["seq"].as_i64(),
         "appended in the order they happened"
     );
-    let (code, out, err) = cli(&["audit", "verify"], &config);
+    let (code, out, err) = run_cli(&["audit", "verify"], &config);
     assert_eq!(code, 0, "{out}{err}");
 }
 
@@ -926,7 +911,7 @@ fn check_says_whether_the_operator_routes_are_on() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("hushwatch.toml");
     std::fs::write(&path, ops_config("", &team, None)).unwrap();
-    let (code, out, err) = cli(&["check"], &path);
+    let (code, out, err) = run_cli(&["check"], &path);
     assert_eq!(code, 0, "{err}");
     assert!(
         out.contains("operator routes (/v1/silences, /v1/streams/NAME/acknowledge): on"),
@@ -937,7 +922,7 @@ fn check_says_whether_the_operator_routes_are_on() {
         config(&["team"], "", &webhook("team", &team.url("/team"))),
     )
     .unwrap();
-    let (code, out, err) = cli(&["check"], &path);
+    let (code, out, err) = run_cli(&["check"], &path);
     assert_eq!(code, 0, "{err}");
     assert!(
         out.contains("off (404) without [server] admin_token"),

@@ -1,7 +1,8 @@
 //! `hushwatch audit subject --config F SUBJECT_ID [--format jsonl|text]`:
 //! every audit entry about one subject, in chain order: the deliveries that
 //! named it (classified grant/revoke/change/neutral) and the reconciliation
-//! findings about it (`finding` = the drift kind). The answer to "what were
+//! findings about it (`finding` = the drift kind). Text lines read times in
+//! the stream's calendar zone; JSON lines in UTC. The answer to "what were
 //! we told about this user, and did we act on it?".
 
 use super::audit::open;
@@ -70,9 +71,14 @@ pub fn subject(config_path: &Path, subject: &str, format: &str) -> ExitCode {
             None => classifier.classify(&e.event_type).as_str().to_owned(),
         };
         let line = if text {
+            // In the stream's calendar zone, as its pages read; JSON keeps UTC.
+            let zone = config.zone_of(&e.source);
+            let at = DateTime::from_timestamp_millis(e.received_at_ms)
+                .map(|t| crate::status::format::local_stamp_secs(t, zone))
+                .unwrap_or_default();
             format!(
                 "{}  {}  {}  {}  {}  delivery {}{}",
-                rfc3339(e.received_at_ms),
+                at,
                 e.source,
                 e.channel,
                 access,

@@ -28,6 +28,14 @@ impl Config {
             .map(|c| Arc::clone(&c.calendar))
             .unwrap_or_else(|| Arc::new(Calendar::always()))
     }
+
+    /// The zone a stream's times are read in (pages, `audit subject`): its
+    /// calendar's; UTC for an unknown stream.
+    pub fn zone_of(&self, stream: &str) -> chrono_tz::Tz {
+        self.streams
+            .get(stream)
+            .map_or(chrono_tz::UTC, |s| self.calendar_of(s).timezone())
+    }
 }
 
 pub(super) fn read_calendar(

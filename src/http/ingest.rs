@@ -89,6 +89,7 @@ pub async fn webhook(
         signature_verified: true,
         subject_ids,
         audit: config.audit.enabled,
+        access: None,
     };
     store(app, stream, vec![event]).await
 }
@@ -147,6 +148,7 @@ pub async fn app_report(
             signature_verified: false,
             subject_ids: Vec::new(),
             audit: config.audit.enabled,
+            access: None,
         })
         .collect();
     store(app, stream, events).await

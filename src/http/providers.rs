@@ -157,6 +157,7 @@ pub async fn webhook(
             signature_verified: hmac_verified,
             subject_ids: e.subject_ids,
             audit,
+            access: None,
         })
         .collect();
     store_delivery(app, stream, events, update).await

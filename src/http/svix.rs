@@ -124,6 +124,7 @@ pub async fn operational(
         signature_verified: true,
         subject_ids: subjects(&event),
         audit: config.audit.enabled,
+        access: None,
     };
     let endpoint = endpoint_of(&event).map(|(id, uid)| (id.to_string(), uid.map(str::to_string)));
     let apply = app.svix_apply(

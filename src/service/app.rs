@@ -263,6 +263,7 @@ impl App {
         self.metrics.declare_watchdog(&notifiers);
         let streams: Vec<&str> = names.iter().map(String::as_str).collect();
         self.metrics.declare_streams(&streams);
+        self.declare_access_series(&config, &streams);
         let sources: Vec<&str> = config.svix.keys().map(String::as_str).collect();
         self.metrics.declare_svix(&sources);
         Ok(())
@@ -299,7 +300,7 @@ impl App {
     /// together.
     pub async fn ingest_delivery(
         &self,
-        events: Vec<NewEvent>,
+        mut events: Vec<NewEvent>,
         update: Option<SubscriptionUpdate>,
     ) -> Result<Vec<EventOutcome>, StoreError> {
         let has_update = update.is_some();
@@ -314,7 +315,7 @@ impl App {
                 e.feeds_clock.then(|| (e.stream.clone(), lag))
             })
             .collect();
-        let stale_candidates = self.stale_grant_candidates(&events);
+        let grants = self.mark_access(&mut events);
         let result = self
             .store
             .record_delivery_rows(events, update, self.clock.now())
@@ -324,7 +325,7 @@ impl App {
         }
         self.note_storage(&result);
         let (outcomes, rows) = result?;
-        self.check_stale_grants(stale_candidates, &outcomes).await;
+        self.count_stale_grants(grants, &outcomes).await;
         let mut moved = Vec::new();
         let mut gaps = Vec::new();
         let mut cache = self.lock_streams();

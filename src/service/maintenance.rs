@@ -98,6 +98,15 @@ async fn prune(app: &App) {
             "pruned event rows older than 7 days (the audit log keeps the record)"
         );
     }
+    let horizon = chrono::TimeDelta::days(crate::store::revocations::HORIZON_DAYS);
+    match app.store.prune_revocations(now - horizon).await {
+        Ok(n) if n > 0 => tracing::info!(
+            removed = n,
+            "pruned indexed revocations older than the index horizon"
+        ),
+        Ok(_) => {}
+        Err(e) => tracing::error!(error = %e, "pruning the revocation index failed"),
+    }
     if let Some(retain) = app.config().audit.retain {
         match app.store.audit_prune(now - retain).await {
             Ok(n) if n > 0 => tracing::info!(

@@ -6,15 +6,18 @@
 //! and resolves on the next report. Wall-clock time throughout.
 
 use super::app::App;
-use crate::audit::classify::Access;
 use crate::config::{Config, StreamConfig};
 use crate::ingest::reconcile::{DriftKind, Report};
+use crate::status::format::local_stamp;
 use crate::store::reconcile::{
-    Drift, NewReconciliation, ReconcileRow, ReconcileTransition, SubjectEntry,
+    Drift, LatestReport, NewReconciliation, ReconcileRow, ReconcileTransition,
 };
+use crate::store::revocations::Revocation;
+use crate::store::svix::SvixEndpointRow;
 use crate::store::{AlertState, NewEvent, StoreError, Transition};
-use chrono::{DateTime, SecondsFormat, Utc};
-use std::collections::HashMap;
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -24,12 +27,6 @@ const RETRY: Duration = Duration::from_secs(5);
 /// Subjects a `revoke_missed` page names (and looks up) at most; the rest
 /// are counted. The report itself keeps every subject.
 const NAMED_SUBJECTS: usize = 20;
-/// Audit entries read per named subject to find its newest revocation.
-const ENTRIES_PER_SUBJECT: i64 = 50;
-
-fn stamp(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Secs, true)
-}
 
 impl App {
     /// Stores a report (deduplicated by id); true when it was new.
@@ -50,13 +47,15 @@ impl App {
         let page = if missed.is_empty() {
             None
         } else {
+            let zone = config.zone_of(&stream.name);
+            let svix = self.svix_state_of(&config, &stream.name, zone).await?;
             let mut lines = Vec::new();
             for subject in missed.iter().take(NAMED_SUBJECTS) {
-                let entries = self
+                let revocation = self
                     .store
-                    .subject_entries((*subject).to_owned(), None, ENTRIES_PER_SUBJECT)
+                    .latest_revocation(stream.name.clone(), (*subject).to_owned())
                     .await?;
-                lines.push(told_about(&config, &stream.name, subject, &entries));
+                lines.push(told_about(subject, revocation.as_ref(), &svix, zone));
             }
             if missed.len() > NAMED_SUBJECTS {
                 lines.push(format!(
@@ -96,6 +95,7 @@ impl App {
             signature_verified: false,
             subject_ids,
             audit: config.audit.enabled,
+            access: None,
         };
         let drift: Vec<Drift> = report
             .drift
@@ -142,25 +142,77 @@ impl App {
     }
 }
 
-/// What hushwatch was told about `subject` on `stream`: its newest
-/// revoke-class delivery, or that none was ever received.
-fn told_about(config: &Config, stream: &str, subject: &str, entries: &[SubjectEntry]) -> String {
-    let revoke = entries.iter().find(|e| {
-        e.stream == stream
-            && e.channel != "reconciliation"
-            && config.audit.classifier.classify(&e.event_type) == Access::Revoke
-    });
-    match revoke {
-        None => format!(
+/// What hushwatch was told about `subject`: its newest indexed
+/// revocation, or that none was ever received (with what is known of the
+/// stream's Svix endpoints, where a lost revocation would show).
+fn told_about(subject: &str, revocation: Option<&Revocation>, svix: &[String], zone: Tz) -> String {
+    match revocation {
+        None if svix.is_empty() => format!(
             "no revocation for {subject} was ever received (the webhook path lost it: check the sender's delivery log for exhausted or disabled endpoints)"
         ),
-        Some(e) => format!(
+        None => format!(
+            "no revocation for {subject} was ever received (the webhook path lost it: {})",
+            svix.join("; ")
+        ),
+        Some(r) => format!(
             "revocation received {} (delivery {}, {}) but access was still active",
-            stamp(e.received_at),
-            e.delivery_id.as_deref().unwrap_or("without id"),
-            e.event_type
+            local_stamp(r.received_at, zone),
+            r.delivery_id.as_deref().unwrap_or("without id"),
+            r.event_type
         ),
     }
+}
+
+impl App {
+    /// The troubles known of the Svix endpoints feeding `stream`: disabled,
+    /// exhausted messages not yet acknowledged, failing attempts.
+    async fn svix_state_of(
+        &self,
+        config: &Config,
+        stream: &str,
+        zone: Tz,
+    ) -> Result<Vec<String>, StoreError> {
+        if config.svix.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows = self.store.svix_endpoints().await?;
+        Ok(rows
+            .iter()
+            .filter(|r| {
+                config.svix.get(&r.source).is_some_and(|c| {
+                    c.stream_for(&r.endpoint_id, r.endpoint_uid.as_deref()).0 == stream
+                })
+            })
+            .filter_map(|r| svix_trouble(r, zone))
+            .collect())
+    }
+}
+
+/// One endpoint's trouble in words, or None when it looks healthy.
+fn svix_trouble(r: &SvixEndpointRow, zone: Tz) -> Option<String> {
+    let mut parts = Vec::new();
+    if r.disabled.is_some() {
+        parts.push(match r.disabled_at {
+            Some(t) => format!("was disabled at {}", local_stamp(t, zone)),
+            None => "is disabled".to_owned(),
+        });
+    } else if r.failing > 0 {
+        parts.push(format!("has {} message(s) failing", r.failing));
+    }
+    if !r.lost.is_empty() {
+        parts.push(format!(
+            "{} message(s) exhausted unacknowledged",
+            r.lost.len()
+        ));
+    }
+    if parts.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "the Svix endpoint {} {}",
+        r.endpoint_id,
+        parts.join("; ")
+    ))
 }
 
 pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
@@ -224,6 +276,12 @@ async fn check(app: &App) -> Result<Option<DateTime<Utc>>, StoreError> {
             continue;
         };
         let due = since + reconcile.deadline();
+        app.metrics
+            .reconciliation_deadline
+            .with_label_values(&[stream.name.as_str()])
+            .set(due.timestamp_millis() as f64 / 1000.0);
+        let zone = config.zone_of(&stream.name);
+        let stamp = |t: DateTime<Utc>| local_stamp(t, zone);
         let firing = row.is_some_and(|r| r.state == AlertState::Firing);
         let (to, reason) = if now >= due {
             if firing {
@@ -273,4 +331,94 @@ async fn check(app: &App) -> Result<Option<DateTime<Utc>>, StoreError> {
         }
     }
     Ok(next)
+}
+
+impl App {
+    /// Starts the stale-grant counter of every stream, and the drift
+    /// counters of every reconciled one, at 0: the shipped rules use
+    /// `increase()`, which cannot see a series' first sample.
+    pub(super) fn declare_access_series(&self, config: &Config, streams: &[&str]) {
+        for stream in streams {
+            let _ = self.metrics.stale_grants.with_label_values(&[stream]);
+            if config
+                .streams
+                .get(*stream)
+                .is_some_and(|s| s.reconcile.is_some())
+            {
+                for kind in [
+                    DriftKind::RevokeMissed,
+                    DriftKind::GrantMissed,
+                    DriftKind::Other,
+                ] {
+                    let _ = self
+                        .metrics
+                        .reconciliation_drift
+                        .with_label_values(&[stream, kind.as_str()]);
+                }
+            }
+        }
+    }
+
+    /// The `reconciliation` block of each `[streams.X.reconcile]` stream in
+    /// `/v1/status`: cadence, the latest report, when the next is due and
+    /// since when it is missing, and the latest report's drift counts.
+    pub(super) async fn reconciliation_status(
+        &self,
+    ) -> Result<BTreeMap<String, serde_json::Value>, StoreError> {
+        let config = self.config();
+        if config.streams.values().all(|s| s.reconcile.is_none()) {
+            return Ok(BTreeMap::new());
+        }
+        let states: HashMap<String, ReconcileRow> = self
+            .store
+            .reconcile_states()
+            .await?
+            .into_iter()
+            .map(|r| (r.stream.clone(), r))
+            .collect();
+        let latest: HashMap<String, LatestReport> = self
+            .store
+            .latest_reconciliations()
+            .await?
+            .into_iter()
+            .map(|r| (r.stream.clone(), r))
+            .collect();
+        let watched: HashMap<String, DateTime<Utc>> = self
+            .stream_rows()
+            .into_iter()
+            .map(|r| (r.name, r.watch_started_at))
+            .collect();
+        let now = self.clock.now();
+        let rfc = |t: DateTime<Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        let mut out = BTreeMap::new();
+        for stream in config.streams.values() {
+            let Some(reconcile) = stream.reconcile else {
+                continue;
+            };
+            let state = states.get(&stream.name);
+            let report = latest.get(&stream.name);
+            let since = state
+                .and_then(|s| s.last_report_at)
+                .or_else(|| watched.get(&stream.name).copied());
+            let due = since.map(|s| s + reconcile.deadline());
+            let missing_since = due.filter(|d| now >= *d);
+            let firing = state.is_some_and(|s| s.state == AlertState::Firing);
+            out.insert(
+                stream.name.clone(),
+                serde_json::json!({
+                    "every_seconds": reconcile.every.num_seconds(),
+                    "grace_seconds": reconcile.grace.num_seconds(),
+                    "state": if firing { "missing" } else { "ok" },
+                    "last_report_id": report.map(|r| r.id.clone()),
+                    "last_finished_at": report.map(|r| rfc(r.finished_at)),
+                    "last_received_at": state.and_then(|s| s.last_report_at).map(rfc),
+                    "last_checked": report.map(|r| r.checked),
+                    "last_drift": report.map(|r| r.drift.clone()),
+                    "due_at": due.map(rfc),
+                    "missing_since": missing_since.map(rfc),
+                }),
+            );
+        }
+        Ok(out)
+    }
 }

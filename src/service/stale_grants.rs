@@ -1,145 +1,115 @@
-//! Stale grant after revoke: an accepted grant-class event whose event time
-//! is older than a revoke-class event already recorded for the same subject
-//! (and the same organization, when the grant names one) — typically a
-//! retried `organizationMembership.created` delivered after its
-//! `organizationMembership.deleted`. It is recorded, counted and paged
-//! (`warning`); the event itself was already accepted (2xx), since refusing
-//! it would make the sender retry and eventually disable the endpoint.
-//! Needs the audit log (the recorded revocations are its entries).
+//! Grant/revoke bookkeeping on the ingest path. Before a delivery is
+//! stored, each event classified revoke-class or grant-class (by
+//! `[audit]`'s classifier, whether or not the audit log is on) is given its
+//! `AccessNote`: a revocation is indexed per (stream, subject,
+//! organization), and a grant is checked against that index, both inside
+//! the ingest transaction (`store::revocations`). A grant-class event whose
+//! event time is older than a recorded revocation of the same subject (and
+//! the same organization, when the grant names one; a revocation naming
+//! none covers every organization) — typically a retried
+//! `organizationMembership.created` delivered after its
+//! `organizationMembership.deleted` — is recorded as a stale grant with its
+//! `warning` page queued in that same transaction, so a crash after the
+//! commit cannot lose it. The event itself is accepted (2xx): refusing it
+//! would make the sender retry and eventually disable the endpoint.
 
 use super::app::App;
 use crate::audit::classify::Access;
-use crate::store::reconcile::{StaleGrant, SubjectEntry};
-use crate::store::{AlertState, EventOutcome, NewEvent, StoreError, Transition};
-use chrono::{DateTime, SecondsFormat, Utc};
-
-/// Audit entries read per subject to find its newest revocation.
-const ENTRIES_PER_SUBJECT: i64 = 50;
-/// How far back a revocation is looked for: the stream's entries received
-/// in this window (an index range on the ingest path, not a scan of the
-/// whole log). A retried grant comes within the sender's retry schedule
-/// (Svix retries for about a day and a half), well inside a week.
-const LOOKBACK: chrono::TimeDelta = chrono::TimeDelta::days(7);
-
-/// A grant-class event worth checking once it committed.
-pub(super) struct Candidate {
-    stream: String,
-    delivery_id: String,
-    event_time: DateTime<Utc>,
-    user: String,
-    organization: Option<String>,
-}
+use crate::store::revocations::{AccessNote, StalePage};
+use crate::store::{EventOutcome, NewEvent};
+use chrono::{DateTime, Utc};
 
 fn pair<'a>(ids: &'a [(String, String)], kind: &str) -> Option<&'a str> {
     ids.iter().find(|(k, _)| k == kind).map(|(_, v)| v.as_str())
 }
 
+/// A grant-class event the store checked: (stream, delivery id, received at).
+pub(super) type CheckedGrant = Option<(String, String, DateTime<Utc>)>;
+
 impl App {
-    /// The events of a delivery that could be stale grants (before the
-    /// store takes them): grant-class, with an event time, a delivery id and
-    /// a user id, audited.
-    pub(super) fn stale_grant_candidates(&self, events: &[NewEvent]) -> Vec<Option<Candidate>> {
+    /// Gives each grant- or revoke-class event its note for the store;
+    /// answers, per event, the grants among them (for `count_stale_grants`).
+    pub(super) fn mark_access(&self, events: &mut [NewEvent]) -> Vec<CheckedGrant> {
         let config = self.config();
-        events
-            .iter()
-            .map(|e| {
-                if !e.audit || config.audit.classifier.classify(&e.event_type) != Access::Grant {
-                    return None;
+        let mut grants = Vec::with_capacity(events.len());
+        for e in events.iter_mut() {
+            let organization = pair(&e.subject_ids, "organization_id").map(str::to_owned);
+            let user = pair(&e.subject_ids, "user_id").map(str::to_owned);
+            e.access = match config.audit.classifier.classify(&e.event_type) {
+                Access::Revoke => {
+                    // A revocation is indexed under the user it names, else
+                    // under the first subject it names (an organization,
+                    // a directory), which then has no organization key.
+                    match user {
+                        Some(user) => Some(AccessNote::Revoke {
+                            subject: user,
+                            organization,
+                        }),
+                        None => e.subject_ids.first().map(|(_, v)| AccessNote::Revoke {
+                            subject: v.clone(),
+                            organization: None,
+                        }),
+                    }
                 }
-                Some(Candidate {
-                    stream: e.stream.clone(),
-                    delivery_id: e.delivery_id.clone()?,
-                    event_time: e.event_time?,
-                    user: pair(&e.subject_ids, "user_id")?.to_owned(),
-                    organization: pair(&e.subject_ids, "organization_id").map(str::to_owned),
-                })
-            })
-            .collect()
+                Access::Grant if e.event_time.is_some() => match (user, &e.delivery_id) {
+                    (Some(user), Some(_)) => Some(AccessNote::Grant {
+                        subject: user,
+                        organization,
+                        page: StalePage {
+                            notifiers: config
+                                .streams
+                                .get(&e.stream)
+                                .map(|s| s.notify.clone())
+                                .unwrap_or_default(),
+                            zone: config.zone_of(&e.stream),
+                        },
+                    }),
+                    _ => None,
+                },
+                _ => None,
+            };
+            let is_grant = matches!(e.access, Some(AccessNote::Grant { .. }));
+            grants.push(
+                e.delivery_id
+                    .clone()
+                    .filter(|_| is_grant)
+                    .map(|id| (e.stream.clone(), id, e.received_at)),
+            );
+        }
+        grants
     }
 
-    /// Checks the accepted candidates; a failure is logged, never answered
-    /// (the events are already committed).
-    pub(super) async fn check_stale_grants(
+    /// Counts the stale grants this delivery recorded (already committed
+    /// with their pages) and wakes the outbox; a failure to read is logged.
+    pub(super) async fn count_stale_grants(
         &self,
-        candidates: Vec<Option<Candidate>>,
+        grants: Vec<CheckedGrant>,
         outcomes: &[EventOutcome],
     ) {
-        for (c, o) in candidates.into_iter().zip(outcomes) {
-            let Some(c) = c.filter(|_| *o == EventOutcome::Accepted) else {
+        let mut checked = false;
+        for (g, o) in grants.into_iter().zip(outcomes) {
+            let Some((stream, id, received_at)) = g.filter(|_| *o == EventOutcome::Accepted) else {
                 continue;
             };
-            if let Err(e) = self.check_stale_grant(&c).await {
-                tracing::error!(stream = %c.stream, error = %e, "stale grant check failed");
+            checked = true;
+            match self.store.stale_grant_recorded_at(stream.clone(), id).await {
+                // Recorded by this delivery (a delivery id accepted again
+                // after its dedup window finds the old record instead); the
+                // store keeps milliseconds.
+                Ok(Some(at)) if at.timestamp_millis() == received_at.timestamp_millis() => {
+                    self.metrics
+                        .stale_grants
+                        .with_label_values(&[stream.as_str()])
+                        .inc();
+                }
+                Ok(_) => {}
+                Err(e) => tracing::error!(stream = %stream, error = %e, "stale grant count failed"),
             }
         }
-    }
-
-    async fn check_stale_grant(&self, c: &Candidate) -> Result<(), StoreError> {
-        let entries = self
-            .store
-            .subject_entries(
-                c.user.clone(),
-                Some((c.stream.clone(), self.clock.now() - LOOKBACK)),
-                ENTRIES_PER_SUBJECT,
-            )
-            .await?;
-        let config = self.config();
-        let revoked = entries.iter().find(|e| is_newer_revoke(&config, c, e));
-        let Some(revoke) = revoked else {
-            return Ok(());
-        };
-        let notify = config
-            .streams
-            .get(&c.stream)
-            .map(|s| s.notify.clone())
-            .unwrap_or_default();
-        let now = self.clock.now();
-        let reason = format!(
-            "a grant for {} arrived after its revocation, with an older event time: if your app applied it, the user may have access again (grant delivery {} at event time {}; revocation {} at event time {})",
-            c.user,
-            c.delivery_id,
-            c.event_time.to_rfc3339_opts(SecondsFormat::Millis, true),
-            revoke.delivery_id.as_deref().unwrap_or("without id"),
-            revoke
-                .event_time
-                .map(|t| t.to_rfc3339_opts(SecondsFormat::Millis, true))
-                .unwrap_or_default(),
-        );
-        let new = self
-            .store
-            .record_stale_grant(StaleGrant {
-                stream: c.stream.clone(),
-                delivery_id: c.delivery_id.clone(),
-                subject: c.user.clone(),
-                grant_event_time: c.event_time,
-                revoke_seq: revoke.seq,
-                page: Transition {
-                    stream: c.stream.clone(),
-                    to: AlertState::Firing,
-                    at: now,
-                    reason,
-                    notifiers: notify,
-                },
-            })
-            .await?;
-        if new {
-            self.metrics
-                .stale_grants
-                .with_label_values(&[c.stream.as_str()])
-                .inc();
+        // A stale grant's page is already in the outbox; wake it whether
+        // or not the count above could be read.
+        if checked {
             self.outbox_wake.notify_one();
         }
-        Ok(())
     }
-}
-
-/// A revoke-class entry on the same stream, about the same organization
-/// when the grant names one, with a newer event time than the grant.
-fn is_newer_revoke(config: &crate::config::Config, c: &Candidate, e: &SubjectEntry) -> bool {
-    e.stream == c.stream
-        && config.audit.classifier.classify(&e.event_type) == Access::Revoke
-        && e.event_time.is_some_and(|t| t > c.event_time)
-        && c.organization.as_deref().is_none_or(|org| {
-            pair(&e.subject_ids, "organization_id").is_none_or(|theirs| theirs == org)
-        })
 }

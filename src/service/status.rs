@@ -27,6 +27,7 @@ impl App {
             Err(e) => json!({ "error": e.to_string() }),
         };
         doc["audit"] = self.audit_status().await;
+        self.add_reconciliation_status(&mut doc).await;
         let reasons = self.watchdog().reasons();
         doc["degraded"] = json!(!reasons.is_empty());
         doc["degraded_reasons"] = json!(reasons);
@@ -46,6 +47,32 @@ impl App {
             }
         }
         doc
+    }
+
+    /// Puts each reconciled stream's `reconciliation` block into its entry
+    /// of `streams`; unreadable state says so in the block.
+    async fn add_reconciliation_status(&self, doc: &mut Value) {
+        let blocks = match self.reconciliation_status().await {
+            Ok(blocks) => blocks,
+            Err(e) => {
+                tracing::error!(error = %e, "status: reconciliation state unreadable");
+                let config = self.config();
+                config
+                    .streams
+                    .values()
+                    .filter(|s| s.reconcile.is_some())
+                    .map(|s| (s.name.clone(), json!({ "error": "state unreadable" })))
+                    .collect()
+            }
+        };
+        if let Some(streams) = doc["streams"].as_array_mut() {
+            for s in streams {
+                let name = s["name"].as_str().unwrap_or_default().to_owned();
+                if let Some(block) = blocks.get(&name) {
+                    s["reconciliation"] = block.clone();
+                }
+            }
+        }
     }
 
     /// The `streams` part of `/v1/status` (with `now` and `storage_ok`).

@@ -97,6 +97,7 @@ impl Svix {
                 ("msg_count".to_string(), msg_ids.len().to_string()),
             ],
             audit: true,
+            access: None,
         });
         let result = self
             .core

@@ -69,6 +69,20 @@ pub fn local_rfc3339(t: DateTime<Utc>, tz: Tz) -> String {
         .to_rfc3339_opts(chrono::SecondsFormat::Secs, false)
 }
 
+/// A page's instant on the calendar's wall clock with the zone's
+/// abbreviation: "2026-12-03 14:02 JST" (pages and `audit subject`).
+pub fn local_stamp(t: DateTime<Utc>, tz: Tz) -> String {
+    t.with_timezone(&tz).format("%Y-%m-%d %H:%M %Z").to_string()
+}
+
+/// `local_stamp` to the second, where instants close together are compared
+/// (a grant's and a revocation's event times).
+pub fn local_stamp_secs(t: DateTime<Utc>, tz: Tz) -> String {
+    t.with_timezone(&tz)
+        .format("%Y-%m-%d %H:%M:%S %Z")
+        .to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -113,5 +127,19 @@ mod tests {
         let ny = chrono_tz::America::New_York;
         assert_eq!(zoned(t, ny, now), "Mon 2026-12-07 04:00 America/New_York");
         assert_eq!(utc(t, now), "2026-12-07 09:00 UTC");
+    }
+
+    #[test]
+    fn a_page_stamp_reads_in_the_calendar_zone() {
+        let t = at("2026-12-03T05:02:30Z");
+        assert_eq!(
+            local_stamp(t, chrono_tz::Asia::Tokyo),
+            "2026-12-03 14:02 JST"
+        );
+        assert_eq!(local_stamp(t, chrono_tz::UTC), "2026-12-03 05:02 UTC");
+        assert_eq!(
+            local_stamp_secs(t, chrono_tz::Asia::Tokyo),
+            "2026-12-03 14:02:30 JST"
+        );
     }
 }

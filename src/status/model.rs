@@ -130,6 +130,9 @@ pub struct StreamStatus {
     pub configured_threshold_seconds: Option<i64>,
     #[serde(default)]
     pub learned: Option<LearnedThreshold>,
+    /// Only for a stream with `[streams.X.reconcile]`.
+    #[serde(default)]
+    pub reconciliation: Option<ReconciliationStatus>,
 }
 
 /// What a `learned` threshold came from.
@@ -140,6 +143,22 @@ pub struct LearnedThreshold {
     pub usual_gap_seconds: f64,
     pub gaps: u64,
     pub days: i64,
+}
+
+/// A stream's reconciliation job, as `/v1/status` reports it.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct ReconciliationStatus {
+    pub every_seconds: i64,
+    pub grace_seconds: i64,
+    /// `ok` or `missing`.
+    pub state: String,
+    pub last_report_id: Option<String>,
+    pub last_finished_at: Option<DateTime<Utc>>,
+    pub last_drift: Option<BTreeMap<String, u64>>,
+    pub due_at: Option<DateTime<Utc>>,
+    pub missing_since: Option<DateTime<Utc>>,
+    pub error: Option<String>,
 }
 
 impl StreamStatus {

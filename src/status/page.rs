@@ -4,7 +4,7 @@
 //! request bodies) goes through `esc`.
 
 use super::format::{human_duration, utc, zoned, zoned_and_utc};
-use super::model::{StatusDoc, StreamStatus, SvixEndpoint};
+use super::model::{ReconciliationStatus, StatusDoc, StreamStatus, SvixEndpoint};
 use super::timeline::Timeline;
 use base64::Engine;
 use chrono::{DateTime, TimeDelta, Utc};
@@ -118,6 +118,7 @@ pub fn render(doc: &StatusDoc, timelines: &BTreeMap<String, Timeline>) -> String
     );
     streams_table(&mut h, doc);
     timelines_section(&mut h, doc, timelines);
+    reconciliation_section(&mut h, doc);
     svix_section(&mut h, doc);
     operator_section(&mut h, doc);
     notifications_section(&mut h, doc);
@@ -476,6 +477,74 @@ fn operator_section(h: &mut String, doc: &StatusDoc) {
     h.push_str("</section>");
 }
 
+/// One row per stream with `[streams.X.reconcile]`: is the job running,
+/// its latest report and what that report found (times in the stream's zone).
+fn reconciliation_section(h: &mut String, doc: &StatusDoc) {
+    let rows: Vec<(&StreamStatus, &ReconciliationStatus)> = doc
+        .streams
+        .iter()
+        .filter_map(|s| s.reconciliation.as_ref().map(|r| (s, r)))
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    h.push_str(
+        "<section aria-labelledby=\"reconcile-h\"><h2 id=\"reconcile-h\">Reconciliation</h2>\
+         <table class=\"stack\" id=\"reconciliation\"><thead><tr><th scope=\"col\">Stream</th>\
+         <th scope=\"col\">State</th><th scope=\"col\">Last report</th><th scope=\"col\">Next due</th>\
+         <th scope=\"col\">Last drift</th></tr></thead><tbody>",
+    );
+    for (s, r) in rows {
+        let tz = s.tz();
+        let at = |t: Option<DateTime<Utc>>| {
+            t.map_or_else(|| "none".to_string(), |t| zoned_and_utc(t, tz, doc.now))
+        };
+        let (badge, state) = match (&r.error, r.missing_since) {
+            (Some(e), _) => ("firing", e.clone()),
+            (None, Some(since)) => (
+                "firing",
+                format!("MISSING since {}", zoned_and_utc(since, tz, doc.now)),
+            ),
+            (None, None) => (
+                "ok",
+                format!(
+                    "OK (every {}, grace {})",
+                    human_duration(TimeDelta::seconds(r.every_seconds)),
+                    human_duration(TimeDelta::seconds(r.grace_seconds))
+                ),
+            ),
+        };
+        // Like delivery ids, report ids stay off the page (`/v1/status` has them).
+        let last = match r.last_finished_at {
+            Some(t) => format!("finished {}", zoned_and_utc(t, tz, doc.now)),
+            None => "none yet".to_string(),
+        };
+        let drift = r.last_drift.as_ref().map_or_else(
+            || "-".to_string(),
+            |d| {
+                let parts: Vec<String> = d.iter().map(|(k, n)| format!("{n} {k}")).collect();
+                if parts.is_empty() {
+                    "none".to_string()
+                } else {
+                    parts.join(", ")
+                }
+            },
+        );
+        let _ = write!(
+            h,
+            "<tr data-state=\"{}\"><th scope=\"row\">{}</th><td data-label=\"State\"><span class=\"badge {badge}\">{}</span></td>\
+             <td data-label=\"Last report\">{}</td><td data-label=\"Next due\">{}</td><td data-label=\"Last drift\">{}</td></tr>",
+            if r.missing_since.is_some() { "missing" } else { "ok" },
+            esc(&s.name),
+            esc(&state),
+            esc(&last),
+            esc(&at(r.due_at)),
+            esc(&drift),
+        );
+    }
+    h.push_str("</tbody></table></section>");
+}
+
 fn svix_section(h: &mut String, doc: &StatusDoc) {
     let Some(svix) = &doc.svix else { return };
     h.push_str("<section aria-labelledby=\"svix-h\"><h2 id=\"svix-h\">Svix endpoints</h2>");
@@ -732,6 +801,33 @@ mod tests {
             "bar is silence/threshold"
         );
         assert!(html.contains("running (in business hours)"));
+    }
+
+    #[test]
+    fn a_missing_reconciliation_reads_with_its_last_report_and_drift() {
+        let reconciliation = serde_json::json!({"reconciliation": {
+            "every_seconds": 3600, "grace_seconds": 1800, "state": "missing",
+            "last_report_id": "rec-<7>", "last_finished_at": "2026-11-29T22:00:00Z",
+            "last_drift": {"grant_missed": 1, "revoke_missed": 2},
+            "due_at": "2026-11-29T23:30:00Z", "missing_since": "2026-11-29T23:30:00Z"
+        }});
+        let d = doc(serde_json::json!({
+            "now": "2026-11-30T00:13:00Z", "streams": [stream(reconciliation), stream(serde_json::json!({"name": "plain"}))]
+        }));
+        let html = render(&d, &BTreeMap::new());
+        assert!(html.contains("Reconciliation</h2>"));
+        assert!(
+            html.contains("MISSING since Mon 08:30 Asia/Tokyo · 23:30 UTC"),
+            "{html}"
+        );
+        assert!(html.contains("finished Mon 07:00 Asia/Tokyo"), "{html}");
+        assert!(!html.contains("rec-"), "no report ids on the page: {html}");
+        assert!(html.contains("1 grant_missed, 2 revoke_missed"));
+        assert_eq!(html.matches("<tr data-state=\"missing\">").count(), 1);
+        let none = doc(serde_json::json!({
+            "now": "2026-11-30T00:13:00Z", "streams": [stream(serde_json::json!({}))]
+        }));
+        assert!(!render(&none, &BTreeMap::new()).contains("Reconciliation</h2>"));
     }
 
     #[test]

@@ -306,6 +306,23 @@ pub trait Backend: Send + Sync + 'static {
     /// `Ok(false)`, writing nothing, when it was recorded before.
     async fn record_stale_grant(&self, g: StaleGrant, now: DateTime<Utc>) -> StoreResult<bool>;
 
+    /// `store::revocations`: the subject's newest indexed revocation.
+    async fn latest_revocation(
+        &self,
+        stream: String,
+        subject: String,
+    ) -> StoreResult<Option<super::revocations::Revocation>>;
+
+    async fn prune_revocations(&self, before: DateTime<Utc>) -> StoreResult<usize>;
+
+    async fn latest_reconciliations(&self) -> StoreResult<Vec<super::reconcile::LatestReport>>;
+
+    async fn stale_grant_recorded_at(
+        &self,
+        stream: String,
+        delivery_id: String,
+    ) -> StoreResult<Option<DateTime<Utc>>>;
+
     /// The newest `limit` audit entries naming `subject`, newest first.
     async fn subject_entries(
         &self,

@@ -1537,3 +1537,6 @@ mod reconcile;
 
 /// The learned gaps between arrivals (`store::gaps`).
 mod gaps;
+
+/// The per-subject revocation index and stale grants (`store::revocations`).
+mod revocations;

@@ -21,6 +21,7 @@ mod ops;
 pub mod pg;
 pub mod reconcile;
 pub mod replica;
+pub mod revocations;
 mod schema;
 pub mod silences;
 mod sqlite;
@@ -107,6 +108,9 @@ pub struct NewEvent {
     pub subject_ids: Vec<(String, String)>,
     /// Append to the tamper-evident audit log (on unless `[audit] enabled = false`).
     pub audit: bool,
+    /// Grant/revoke bookkeeping for the ingest transaction
+    /// (`store::revocations`); None for any other event.
+    pub access: Option<revocations::AccessNote>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -292,6 +292,7 @@ pub(super) fn record_event(conn: &Connection, event: &NewEvent) -> rusqlite::Res
     } else {
         insert_event(conn, event, hash.as_deref())?;
     }
+    super::revocations::note(conn, event)?;
     if event.feeds_clock {
         advance_clock(conn, event)?;
     }

@@ -64,6 +64,39 @@ pub struct ReconcileRow {
     pub state: AlertState,
 }
 
+/// A stream's latest stored report (by arrival), for `/v1/status`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LatestReport {
+    pub stream: String,
+    pub id: String,
+    pub finished_at: DateTime<Utc>,
+    pub received_at: DateTime<Utc>,
+    pub checked: i64,
+    /// Findings per drift kind.
+    pub drift: std::collections::BTreeMap<String, u64>,
+}
+
+/// Findings per kind of a stored drift list.
+pub(super) fn drift_counts(drift: &str) -> std::collections::BTreeMap<String, u64> {
+    let mut counts = std::collections::BTreeMap::new();
+    if let Ok(serde_json::Value::Array(items)) = serde_json::from_str(drift) {
+        for item in items {
+            if let Some(kind) = item.get("kind").and_then(|k| k.as_str()) {
+                *counts.entry(kind.to_owned()).or_default() += 1;
+            }
+        }
+    }
+    counts
+}
+
+/// Each stream's latest report; a tie in arrival keeps the greatest id.
+pub(super) const LATEST_REPORTS_SQL: &str = "SELECT r.stream, r.id, r.finished_at, r.received_at,
+        r.checked, r.drift
+    FROM reconciliations r
+    WHERE r.received_at = (SELECT max(x.received_at) FROM reconciliations x
+                           WHERE x.stream = r.stream)
+    ORDER BY r.stream, r.id DESC";
+
 /// An audit entry that names a subject (for the page wording).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SubjectEntry {
@@ -86,8 +119,11 @@ pub struct StaleGrant {
     pub delivery_id: String,
     pub subject: String,
     pub grant_event_time: DateTime<Utc>,
-    /// The audit seq of the revocation it is older than.
+    /// The audit seq of the revocation it is older than (0 when it was
+    /// found in the revocation index, `store::revocations`).
     pub revoke_seq: i64,
+    /// The delivery id of that revocation, when it had one.
+    pub revoke_delivery_id: Option<String>,
     pub page: Transition,
 }
 
@@ -120,12 +156,12 @@ pub(super) fn record_stale(
     conn: &Connection,
     g: &StaleGrant,
     now: DateTime<Utc>,
-) -> Result<bool, StoreError> {
+) -> rusqlite::Result<bool> {
     let inserted = conn
         .prepare_cached(
             "INSERT INTO stale_grants (stream, delivery_id, subject, grant_event_time,
-                                       revoke_seq, recorded_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (stream, delivery_id) DO NOTHING",
+                                       revoke_seq, recorded_at, revoke_delivery_id)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (stream, delivery_id) DO NOTHING",
         )?
         .execute(params![
             g.stream,
@@ -133,7 +169,8 @@ pub(super) fn record_stale(
             g.subject,
             millis(g.grant_event_time),
             g.revoke_seq,
-            millis(now)
+            millis(now),
+            g.revoke_delivery_id
         ])?;
     if inserted == 0 {
         return Ok(false);
@@ -258,6 +295,33 @@ pub(super) fn states(conn: &Connection) -> Result<Vec<ReconcileRow>, StoreError>
     Ok(rows)
 }
 
+pub(super) fn latest_reports(conn: &Connection) -> Result<Vec<LatestReport>, StoreError> {
+    let mut stmt = conn.prepare_cached(LATEST_REPORTS_SQL)?;
+    let rows = stmt
+        .query_map([], |row| {
+            Ok(LatestReport {
+                stream: row.get(0)?,
+                id: row.get(1)?,
+                finished_at: time(row.get(2)?)?,
+                received_at: time(row.get(3)?)?,
+                checked: row.get(4)?,
+                drift: drift_counts(&row.get::<_, String>(5)?),
+            })
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(first_per_stream(rows))
+}
+
+pub(super) fn first_per_stream(rows: Vec<LatestReport>) -> Vec<LatestReport> {
+    let mut out: Vec<LatestReport> = Vec::new();
+    for r in rows {
+        if out.last().is_none_or(|l| l.stream != r.stream) {
+            out.push(r);
+        }
+    }
+    out
+}
+
 /// Compare-and-set on the stream's reconciliation alert, then its pages.
 pub(super) fn transition(conn: &Connection, t: &ReconcileTransition) -> Result<bool, StoreError> {
     let current: Option<AlertState> = conn
@@ -365,6 +429,11 @@ impl Store {
     pub async fn record_reconciliation(&self, r: NewReconciliation) -> Result<bool, StoreError> {
         let now = self.clock.now();
         self.backend.record_reconciliation(r, now).await
+    }
+
+    /// Each stream's latest reconciliation report (by arrival).
+    pub async fn latest_reconciliations(&self) -> Result<Vec<LatestReport>, StoreError> {
+        self.backend.latest_reconciliations().await
     }
 
     pub async fn reconcile_states(&self) -> Result<Vec<ReconcileRow>, StoreError> {

@@ -127,6 +127,8 @@ pub(super) const MIGRATIONS: &[&str] = &[
     super::ladder::MIGRATION,
     // v16: learned gaps between arrivals, per stream and UTC day
     super::gaps::MIGRATION,
+    // v17: the per-subject revocation index (`store::revocations`)
+    super::revocations::MIGRATION,
 ];
 
 /// v8: streams created from a template (`[streams."PREFIX*"]`), so a

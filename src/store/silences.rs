@@ -474,6 +474,7 @@ fn audit_entry(
             signature_verified: false,
             subject_ids: subject,
             audit: true,
+            access: None,
         },
     )
 }

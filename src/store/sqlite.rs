@@ -325,8 +325,41 @@ impl Backend for SqliteBackend {
     }
 
     async fn record_stale_grant(&self, g: StaleGrant, now: DateTime<Utc>) -> StoreResult<bool> {
-        self.call(move |c| reconcile::record_stale(c, &g, now))
+        self.call(move |c| Ok(reconcile::record_stale(c, &g, now)?))
             .await
+    }
+
+    async fn latest_revocation(
+        &self,
+        stream: String,
+        subject: String,
+    ) -> StoreResult<Option<super::revocations::Revocation>> {
+        self.call(move |c| Ok(super::revocations::latest(c, &stream, &subject)?))
+            .await
+    }
+
+    async fn latest_reconciliations(&self) -> StoreResult<Vec<reconcile::LatestReport>> {
+        self.call(reconcile::latest_reports).await
+    }
+
+    async fn prune_revocations(&self, before: DateTime<Utc>) -> StoreResult<usize> {
+        self.call(move |c| Ok(super::revocations::prune(c, before)?))
+            .await
+    }
+
+    async fn stale_grant_recorded_at(
+        &self,
+        stream: String,
+        delivery_id: String,
+    ) -> StoreResult<Option<DateTime<Utc>>> {
+        self.call(move |c| {
+            Ok(super::revocations::stale_recorded_at(
+                c,
+                &stream,
+                &delivery_id,
+            )?)
+        })
+        .await
     }
 
     async fn subject_entries(

@@ -144,6 +144,7 @@ mod tests {
             signature_verified: false,
             subject_ids: Vec::new(),
             audit,
+            access: None,
         }
     }
 

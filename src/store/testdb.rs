@@ -33,6 +33,7 @@ pub(crate) fn event(
         signature_verified: false,
         subject_ids: Vec::new(),
         audit: true,
+        access: None,
     }
 }
 

@@ -733,3 +733,64 @@ pub fn svix_endpoint_body(kind: &str, ep: &str, trigger: Option<&str>) -> String
         .unwrap_or_default();
     format!(r#"{{"type":"{kind}","data":{{"appId":"app_1","endpointId":"{ep}"{extra}}}}}"#)
 }
+
+/// Runs the real binary with `args` and `--config config`; (exit code,
+/// stdout, stderr). For the CLI commands the integration tests check
+/// after (or beside) a sidecar: `audit export`, `audit subject`, `silence`.
+pub fn run_cli(args: &[&str], config: &Path) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_hushwatch"))
+        .args(args)
+        .arg("--config")
+        .arg(config)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Posts a Standard Webhooks / Svix-signed event (`svix-*` headers, signed
+/// at `ts`, the sender's clock) to `/v1/streams/{stream}/webhook`; returns
+/// the HTTP status.
+pub fn post_signed_webhook(
+    addr: SocketAddr,
+    stream: &str,
+    secret: &str,
+    msg_id: &str,
+    ts: i64,
+    body: &str,
+) -> u16 {
+    let key = hushwatch::ingest::signature::SecretKey::parse(secret).unwrap();
+    let sig = hushwatch::ingest::signature::sign(&key, msg_id, ts, body.as_bytes());
+    let ts = ts.to_string();
+    common::request(
+        addr,
+        "POST",
+        &format!("/v1/streams/{stream}/webhook"),
+        &[
+            ("content-type", "application/json"),
+            ("svix-id", msg_id),
+            ("svix-timestamp", &ts),
+            ("svix-signature", &sig),
+        ],
+        body.as_bytes(),
+    )
+    .status
+}
+
+impl Receiver {
+    /// The JSON bodies of the requests answered 2xx, in arrival order.
+    pub fn delivered_json(&self) -> Vec<serde_json::Value> {
+        self.delivered().iter().map(Received::json).collect()
+    }
+
+    /// `delivered_json` once it holds at least `n` bodies.
+    pub fn wait_delivered_json(&self, n: usize) -> Vec<serde_json::Value> {
+        poll(&format!("{n} delivered pages"), || {
+            let got = self.delivered_json();
+            (got.len() >= n).then_some(got)
+        })
+    }
+}

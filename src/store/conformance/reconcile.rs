@@ -12,6 +12,7 @@ backend_matrix!(
     the_missing_reconciliation_alert_moves_by_compare_and_set,
     subject_entries_find_exact_subjects_newest_first,
     a_stale_grant_is_recorded_and_paged_once,
+    the_latest_report_per_stream_is_read_with_its_drift_counts,
 );
 
 fn report(id: &str, page: bool) -> NewReconciliation {
@@ -181,6 +182,7 @@ async fn a_stale_grant_is_recorded_and_paged_once(db: TestDb) {
         subject: "user_1".into(),
         grant_event_time: at(500),
         revoke_seq: 1,
+        revoke_delivery_id: Some("msg_revoke".into()),
         page: Transition {
             stream: "a".into(),
             to: AlertState::Firing,
@@ -194,5 +196,39 @@ async fn a_stale_grant_is_recorded_and_paged_once(db: TestDb) {
     let pending = store.pending_outbox().await.unwrap();
     assert_eq!(pending.len(), 1);
     assert_eq!(pending[0].reason, "stale");
+    store.close().await.unwrap();
+}
+
+async fn the_latest_report_per_stream_is_read_with_its_drift_counts(db: TestDb) {
+    let clock = manual(1_000);
+    let store = db.open_with_clock(clock.clone()).await;
+    store.watch_streams(names(&["a"]), at(0)).await.unwrap();
+    assert!(store.latest_reconciliations().await.unwrap().is_empty());
+    assert!(store
+        .record_reconciliation(report("r1", false))
+        .await
+        .unwrap());
+    clock.set(at(2_000));
+    let mut second = report("r2", false);
+    second.checked = 20;
+    second.drift.push(Drift {
+        subject: "user_2".into(),
+        kind: "grant_missed".into(),
+        fixed: false,
+        detail: None,
+    });
+    assert!(store.record_reconciliation(second).await.unwrap());
+    let latest = store.latest_reconciliations().await.unwrap();
+    assert_eq!(latest.len(), 1);
+    assert_eq!(latest[0].id, "r2");
+    assert_eq!(latest[0].received_at, at(2_000));
+    assert_eq!(latest[0].finished_at, at(900));
+    assert_eq!(latest[0].checked, 20);
+    let counts: Vec<(&str, u64)> = latest[0]
+        .drift
+        .iter()
+        .map(|(k, n)| (k.as_str(), *n))
+        .collect();
+    assert_eq!(counts, [("grant_missed", 1), ("revoke_missed", 1)]);
     store.close().await.unwrap();
 }

@@ -111,11 +111,16 @@ async fn set_wise(
     client: &mut deadpool_postgres::Client,
     jobs: &[Job],
 ) -> Result<Vec<Recorded>, SetWise> {
-    // Subscription updates (rare: provider lifecycle deliveries) go
-    // through the transaction API of the job-by-job path.
-    if jobs.iter().any(|j| j.update.is_some()) {
+    // Subscription updates (rare: provider lifecycle deliveries) and
+    // events that note an access change in the revocation index
+    // (`revocations::note`, per event in `ops::record_event`) go through
+    // the job-by-job path, which runs those statements.
+    if jobs
+        .iter()
+        .any(|j| j.update.is_some() || j.events.iter().any(|e| e.access.is_some()))
+    {
         return Err(SetWise::Before(StoreError::Sql(
-            "a subscription update in the batch".into(),
+            "a subscription update or access note in the batch".into(),
         )));
     }
     let work: Vec<(&[crate::store::NewEvent], bool)> = jobs

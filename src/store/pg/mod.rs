@@ -21,6 +21,7 @@ mod ops;
 pub mod reach;
 mod reconcile;
 mod replica;
+mod revocations;
 mod schema;
 pub mod settings;
 mod silences;
@@ -418,6 +419,35 @@ impl Backend for PgBackend {
 
     async fn record_stale_grant(&self, g: StaleGrant, now: DateTime<Utc>) -> StoreResult<bool> {
         in_tx!(self, |tx| reconcile::record_stale(&tx, &g, now).await?)
+    }
+
+    async fn latest_revocation(
+        &self,
+        stream: String,
+        subject: String,
+    ) -> StoreResult<Option<crate::store::revocations::Revocation>> {
+        in_tx!(self, |tx| revocations::latest(&tx, &stream, &subject)
+            .await?)
+    }
+
+    async fn latest_reconciliations(
+        &self,
+    ) -> StoreResult<Vec<crate::store::reconcile::LatestReport>> {
+        in_tx!(self, |tx| reconcile::latest_reports(&tx).await?)
+    }
+
+    async fn prune_revocations(&self, before: DateTime<Utc>) -> StoreResult<usize> {
+        in_tx!(self, |tx| revocations::prune(&tx, before).await?)
+    }
+
+    async fn stale_grant_recorded_at(
+        &self,
+        stream: String,
+        delivery_id: String,
+    ) -> StoreResult<Option<DateTime<Utc>>> {
+        in_tx!(self, |tx| {
+            revocations::stale_recorded_at(&tx, &stream, &delivery_id).await?
+        })
     }
 
     async fn subject_entries(

@@ -236,6 +236,7 @@ pub(super) async fn record_event(
         )
         .await?;
     }
+    super::revocations::note(tx, event).await?;
     if event.feeds_clock {
         // As in SQLite, every SET expression sees the row before the
         // UPDATE; GREATEST keeps the arrival moving forward only, whatever

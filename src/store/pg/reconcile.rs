@@ -6,9 +6,9 @@ use chrono::{DateTime, Utc};
 use super::ops::{append_audit, queue_keyed_pages};
 use super::sql::{exec, get, ms, opt, opt_time, rows, state, state_str, time, Tx};
 use crate::store::reconcile::{
-    drift_json, missing_alert, names_subject, revoke_alert, revoke_alert_key, stale_alert,
-    subject_needle, subject_pairs, NewReconciliation, ReconcileRow, ReconcileTransition,
-    StaleGrant, SubjectEntry,
+    drift_counts, drift_json, first_per_stream, missing_alert, names_subject, revoke_alert,
+    revoke_alert_key, stale_alert, subject_needle, subject_pairs, LatestReport, NewReconciliation,
+    ReconcileRow, ReconcileTransition, StaleGrant, SubjectEntry, LATEST_REPORTS_SQL,
 };
 use crate::store::{AlertState, StoreError, Transition};
 
@@ -70,6 +70,21 @@ pub(super) async fn states(tx: &Tx<'_>) -> Result<Vec<ReconcileRow>, StoreError>
         })
     })
     .collect()
+}
+
+pub(super) async fn latest_reports(tx: &Tx<'_>) -> Result<Vec<LatestReport>, StoreError> {
+    let mut out = Vec::new();
+    for r in rows(tx, LATEST_REPORTS_SQL, &[]).await? {
+        out.push(LatestReport {
+            stream: get(&r, 0)?,
+            id: get(&r, 1)?,
+            finished_at: time(get(&r, 2)?)?,
+            received_at: time(get(&r, 3)?)?,
+            checked: get(&r, 4)?,
+            drift: drift_counts(&get::<String>(&r, 5)?),
+        });
+    }
+    Ok(first_per_stream(out))
 }
 
 pub(super) async fn transition(tx: &Tx<'_>, t: &ReconcileTransition) -> Result<bool, StoreError> {
@@ -168,8 +183,8 @@ pub(super) async fn record_stale(
     let inserted = exec(
         tx,
         "INSERT INTO stale_grants (stream, delivery_id, subject, grant_event_time,
-                                   revoke_seq, recorded_at)
-         VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (stream, delivery_id) DO NOTHING",
+                                   revoke_seq, recorded_at, revoke_delivery_id)
+         VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (stream, delivery_id) DO NOTHING",
         &[
             &g.stream,
             &g.delivery_id,
@@ -177,6 +192,7 @@ pub(super) async fn record_stale(
             &ms(g.grant_event_time),
             &g.revoke_seq,
             &ms(now),
+            &g.revoke_delivery_id,
         ],
     )
     .await?;

@@ -179,7 +179,9 @@ pub(super) const MIGRATIONS: &[&str] = &[
     crate::store::ladder::MIGRATION,
     // v7: learned gaps between arrivals, per stream and UTC day.
     crate::store::gaps::MIGRATION,
-    // v8: stream rows carry the transaction that last changed them.
+    // v8: the per-subject revocation index.
+    crate::store::revocations::MIGRATION,
+    // v9: stream rows carry the transaction that last changed them.
     super::ops::STREAM_CHANGES_MIGRATION,
 ];
 

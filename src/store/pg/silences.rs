@@ -380,6 +380,7 @@ async fn audit_entry(
             signature_verified: false,
             subject_ids: subject,
             audit: true,
+            access: None,
         },
     )
     .await

@@ -1,0 +1,274 @@
+//! The per-subject revocation index: for each (stream, subject,
+//! organization) the newest revoke-class event hushwatch accepted, written
+//! in the ingest transaction whatever `[audit] enabled` says. The
+//! `revoke_missed` page reads it ("revocation received … (delivery …)"),
+//! and a grant-class event is checked against it in the same transaction:
+//! a grant older than a recorded revocation is recorded as a stale grant
+//! and its page queued before the delivery is acknowledged, so a crash
+//! cannot lose it. Rows older than `HORIZON_DAYS` are pruned by the leader.
+
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+use rusqlite::{params, Connection, OptionalExtension};
+
+use super::reconcile::StaleGrant;
+use super::{AlertState, NewEvent, Transition};
+
+/// Migration step (SQLite and PostgreSQL alike): the index, the
+/// revocation's delivery id on a stale grant (the index has no audit seq;
+/// `revoke_seq` is 0 for grants found through it), and an index finding a
+/// stream's latest reconciliation report (`/v1/status`).
+pub(super) const MIGRATION: &str = "CREATE TABLE revocations (
+        stream       TEXT NOT NULL,
+        subject      TEXT NOT NULL,
+        organization TEXT NOT NULL DEFAULT '',
+        event_time   BIGINT,
+        received_at  BIGINT NOT NULL,
+        delivery_id  TEXT,
+        event_type   TEXT NOT NULL,
+        PRIMARY KEY (stream, subject, organization)
+    );
+    CREATE INDEX revocations_received ON revocations (received_at);
+    ALTER TABLE stale_grants ADD COLUMN revoke_delivery_id TEXT;
+    CREATE INDEX reconciliations_received ON reconciliations (stream, received_at);";
+
+/// How long an indexed revocation is kept (documented in README,
+/// "Stale grant after revoke"): a reconciliation or a retried grant about a
+/// revocation older than this is answered as if none had been received.
+pub const HORIZON_DAYS: i64 = 400;
+
+/// What the ingest transaction does for an event about access, decided by
+/// the service from the grant/revoke classification (`audit::classify`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AccessNote {
+    /// Index it as the subject's newest revocation (if it is).
+    Revoke {
+        subject: String,
+        organization: Option<String>,
+    },
+    /// Check it against the index; a stale grant is recorded and paged.
+    Grant {
+        subject: String,
+        organization: Option<String>,
+        page: StalePage,
+    },
+}
+
+/// Where a stale grant's page goes and which zone its times are read in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StalePage {
+    pub notifiers: Vec<String>,
+    pub zone: Tz,
+}
+
+/// A subject's newest recorded revocation on a stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Revocation {
+    pub organization: Option<String>,
+    pub event_time: Option<DateTime<Utc>>,
+    pub received_at: DateTime<Utc>,
+    pub delivery_id: Option<String>,
+    pub event_type: String,
+}
+
+/// The stale grant page's wording, times in the stream's calendar zone.
+pub fn stale_reason(
+    subject: &str,
+    grant_delivery: &str,
+    grant_time: DateTime<Utc>,
+    revoke: &Revocation,
+    zone: Tz,
+) -> String {
+    let at = |t: DateTime<Utc>| crate::status::format::local_stamp_secs(t, zone);
+    format!(
+        "a grant for {subject} arrived after its revocation, with an older event time: if your app applied it, the user may have access again (grant delivery {grant_delivery} at event time {}; revocation {} {} at event time {})",
+        at(grant_time),
+        revoke.event_type,
+        revoke.delivery_id.as_deref().unwrap_or("without id"),
+        revoke.event_time.map(at).unwrap_or_default(),
+    )
+}
+
+pub(super) fn org_key(organization: &Option<String>) -> &str {
+    organization.as_deref().unwrap_or("")
+}
+
+pub(super) fn org_from_key(key: String) -> Option<String> {
+    (!key.is_empty()).then_some(key)
+}
+
+/// The stale grant (with its page) for an accepted grant-class `event`
+/// older than `revoke`.
+pub(super) fn stale_grant(
+    event: &NewEvent,
+    subject: &str,
+    page: &StalePage,
+    revoke: &Revocation,
+) -> Option<StaleGrant> {
+    let delivery_id = event.delivery_id.clone()?;
+    let grant_time = event.event_time?;
+    Some(StaleGrant {
+        stream: event.stream.clone(),
+        subject: subject.to_owned(),
+        grant_event_time: grant_time,
+        revoke_seq: 0,
+        revoke_delivery_id: revoke.delivery_id.clone(),
+        page: Transition {
+            stream: event.stream.clone(),
+            to: AlertState::Firing,
+            at: event.received_at,
+            reason: stale_reason(subject, &delivery_id, grant_time, revoke, page.zone),
+            notifiers: page.notifiers.clone(),
+        },
+        delivery_id,
+    })
+}
+
+pub(super) const UPSERT_SQL: &str = "INSERT INTO revocations
+        (stream, subject, organization, event_time, received_at, delivery_id, event_type)
+    VALUES ($1, $2, $3, $4, $5, $6, $7)
+    ON CONFLICT (stream, subject, organization) DO UPDATE SET
+        event_time = excluded.event_time, received_at = excluded.received_at,
+        delivery_id = excluded.delivery_id, event_type = excluded.event_type
+    WHERE coalesce(excluded.event_time, excluded.received_at)
+       >= coalesce(revocations.event_time, revocations.received_at)";
+
+/// A revocation of the subject newer (by event time) than the grant's, in
+/// the grant's organization or in none (a revocation of the whole user).
+pub(super) const NEWER_SQL: &str = "SELECT organization, event_time, received_at, delivery_id,
+        event_type
+    FROM revocations
+    WHERE stream = $1 AND subject = $2 AND event_time > $3
+      AND ($4 = '' OR organization = $4 OR organization = '')
+    ORDER BY event_time DESC LIMIT 1";
+
+pub(super) const LATEST_SQL: &str = "SELECT organization, event_time, received_at, delivery_id,
+        event_type
+    FROM revocations WHERE stream = $1 AND subject = $2
+    ORDER BY received_at DESC LIMIT 1";
+
+pub(super) const PRUNE_SQL: &str = "DELETE FROM revocations WHERE received_at < $1";
+
+fn millis(t: DateTime<Utc>) -> i64 {
+    t.timestamp_millis()
+}
+
+fn time(ms: i64) -> rusqlite::Result<DateTime<Utc>> {
+    DateTime::from_timestamp_millis(ms).ok_or(rusqlite::Error::IntegralValueOutOfRange(0, ms))
+}
+
+fn revocation(row: &rusqlite::Row<'_>) -> rusqlite::Result<Revocation> {
+    Ok(Revocation {
+        organization: org_from_key(row.get(0)?),
+        event_time: row.get::<_, Option<i64>>(1)?.map(time).transpose()?,
+        received_at: time(row.get(2)?)?,
+        delivery_id: row.get(3)?,
+        event_type: row.get(4)?,
+    })
+}
+
+/// The ingest transaction's step for an accepted event: one statement for
+/// a revoke-class or grant-class event (plus the record of a stale grant),
+/// none for any other.
+pub(super) fn note(conn: &Connection, event: &NewEvent) -> rusqlite::Result<()> {
+    match &event.access {
+        None => Ok(()),
+        Some(AccessNote::Revoke {
+            subject,
+            organization,
+        }) => {
+            conn.prepare_cached(UPSERT_SQL)?.execute(params![
+                event.stream,
+                subject,
+                org_key(organization),
+                event.event_time.map(millis),
+                millis(event.received_at),
+                event.delivery_id,
+                event.event_type
+            ])?;
+            Ok(())
+        }
+        Some(AccessNote::Grant {
+            subject,
+            organization,
+            page,
+        }) => {
+            let Some(grant_time) = event.event_time else {
+                return Ok(());
+            };
+            let newer = conn
+                .prepare_cached(NEWER_SQL)?
+                .query_row(
+                    params![
+                        event.stream,
+                        subject,
+                        millis(grant_time),
+                        org_key(organization)
+                    ],
+                    revocation,
+                )
+                .optional()?;
+            if let Some(g) = newer.and_then(|r| stale_grant(event, subject, page, &r)) {
+                super::reconcile::record_stale(conn, &g, event.received_at)?;
+            }
+            Ok(())
+        }
+    }
+}
+
+pub(super) fn latest(
+    conn: &Connection,
+    stream: &str,
+    subject: &str,
+) -> rusqlite::Result<Option<Revocation>> {
+    conn.prepare_cached(LATEST_SQL)?
+        .query_row(params![stream, subject], revocation)
+        .optional()
+}
+
+pub(super) fn prune(conn: &Connection, before: DateTime<Utc>) -> rusqlite::Result<usize> {
+    conn.prepare_cached(PRUNE_SQL)?.execute([millis(before)])
+}
+
+/// When the stale grant of `(stream, delivery_id)` was recorded, if it was.
+pub(super) fn stale_recorded_at(
+    conn: &Connection,
+    stream: &str,
+    delivery_id: &str,
+) -> rusqlite::Result<Option<DateTime<Utc>>> {
+    conn.prepare_cached(
+        "SELECT recorded_at FROM stale_grants WHERE stream = $1 AND delivery_id = $2",
+    )?
+    .query_row(params![stream, delivery_id], |r| time(r.get(0)?))
+    .optional()
+}
+
+impl super::Store {
+    /// The subject's newest revocation recorded on `stream`, if any.
+    pub async fn latest_revocation(
+        &self,
+        stream: String,
+        subject: String,
+    ) -> Result<Option<Revocation>, super::StoreError> {
+        self.backend.latest_revocation(stream, subject).await
+    }
+
+    /// Forgets indexed revocations received before `before`; rows deleted.
+    pub async fn prune_revocations(
+        &self,
+        before: DateTime<Utc>,
+    ) -> Result<usize, super::StoreError> {
+        self.backend.prune_revocations(before).await
+    }
+
+    /// When the stale grant of a delivery was recorded, if it was.
+    pub async fn stale_grant_recorded_at(
+        &self,
+        stream: String,
+        delivery_id: String,
+    ) -> Result<Option<DateTime<Utc>>, super::StoreError> {
+        self.backend
+            .stale_grant_recorded_at(stream, delivery_id)
+            .await
+    }
+}
