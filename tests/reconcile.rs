@@ -404,3 +404,38 @@ fn without_the_audit_log_the_index_still_answers_and_svix_state_is_named() {
     assert_eq!(s.metric(series), 1.0);
     s.stop();
 }
+
+/// A revocation delivered before the revocation index existed (a state
+/// file from before the upgrade) is found in the audit log, so the page
+/// does not claim the webhook path lost it.
+#[test]
+fn a_revocation_from_before_the_index_is_found_in_the_audit_log() {
+    let recv = Receiver::start(vec![]);
+    let dir = tempfile::tempdir().unwrap();
+    let text = config(&recv.url("/hook"));
+    let s = Sidecar::start(dir.path(), &text, utc(START));
+    let body = r#"{"type":"user.deleted","timestamp":1764547200000,"data":{"object":"user","id":"user_old","deleted":true}}"#;
+    let status = post_webhook(s.addr(), "msg_revoke_old", s.now().timestamp(), body);
+    assert_eq!(status, 200);
+    let now = s.now();
+    s.stop();
+
+    // As an upgraded state file has it: the audit entry, no index row.
+    let db = rusqlite::Connection::open(dir.path().join("data/hushwatch.sqlite3")).unwrap();
+    let removed = db.execute("DELETE FROM revocations", []).unwrap();
+    assert_eq!(removed, 1, "the revocation was indexed on ingest");
+    drop(db);
+
+    let s = Sidecar::start(dir.path(), &text, now);
+    let drift = r#"{"subject":"user_old","kind":"revoke_missed","fixed":true}"#;
+    let (status, json) = post_report(s.addr(), TOKEN, &report("rec-old", drift));
+    assert_eq!(status, 200, "{json}");
+    let got = wait_pages(&recv, 1);
+    let text = got[0].to_string();
+    assert!(
+        text.contains("revocation received 2026-12-01 09:00 JST (delivery msg_revoke_old"),
+        "{text}"
+    );
+    assert!(!text.contains("was ever received"), "{text}");
+    s.stop();
+}

@@ -6,6 +6,7 @@
 //! and resolves on the next report. Wall-clock time throughout.
 
 use super::app::App;
+use crate::audit::classify::Access;
 use crate::config::{Config, StreamConfig};
 use crate::ingest::reconcile::{DriftKind, Report};
 use crate::status::format::local_stamp;
@@ -51,10 +52,15 @@ impl App {
             let svix = self.svix_state_of(&config, &stream.name, zone).await?;
             let mut lines = Vec::new();
             for subject in missed.iter().take(NAMED_SUBJECTS) {
-                let revocation = self
+                let mut revocation = self
                     .store
                     .latest_revocation(stream.name.clone(), (*subject).to_owned())
                     .await?;
+                if revocation.is_none() && config.audit.enabled {
+                    revocation = self
+                        .revocation_in_audit(&config, &stream.name, subject)
+                        .await?;
+                }
                 lines.push(told_about(subject, revocation.as_ref(), &svix, zone));
             }
             if missed.len() > NAMED_SUBJECTS {
@@ -163,7 +169,45 @@ fn told_about(subject: &str, revocation: Option<&Revocation>, svix: &[String], z
     }
 }
 
+/// Audit entries looked at per subject when the index has no revocation.
+const ENTRIES_PER_SUBJECT: i64 = 50;
+
 impl App {
+    /// The newest revocation of `subject` on `stream` found in the audit
+    /// log. The index only knows revocations received since it was
+    /// created (schema upgrade): without this look-back, a revocation
+    /// delivered before the upgrade would be reported as never received,
+    /// which points the operator at the wrong broken part.
+    async fn revocation_in_audit(
+        &self,
+        config: &Config,
+        stream: &str,
+        subject: &str,
+    ) -> Result<Option<Revocation>, StoreError> {
+        let entries = self
+            .store
+            .subject_entries(subject.to_owned(), None, ENTRIES_PER_SUBJECT)
+            .await?;
+        Ok(entries
+            .into_iter()
+            .find(|e| {
+                e.stream == stream
+                    && e.channel != "reconciliation"
+                    && config.audit.classifier.classify(&e.event_type) == Access::Revoke
+            })
+            .map(|e| Revocation {
+                organization: e
+                    .subject_ids
+                    .iter()
+                    .find(|(k, _)| k == "organization_id")
+                    .map(|(_, v)| v.clone()),
+                event_time: e.event_time,
+                received_at: e.received_at,
+                delivery_id: e.delivery_id,
+                event_type: e.event_type,
+            }))
+    }
+
     /// The troubles known of the Svix endpoints feeding `stream`: disabled,
     /// exhausted messages not yet acknowledged, failing attempts.
     async fn svix_state_of(
