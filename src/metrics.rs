@@ -77,8 +77,11 @@ pub struct Metrics {
     /// stored reports; `kind` is one of the three the route accepts.
     pub reconciliation_drift: IntCounterVec,
     /// `hushwatch_stale_grants_total{stream}`: grants recorded after a
-    /// revocation of the same subject with an older event time.
-    pub stale_grants: IntCounterVec,
+    /// revocation of the same subject with an older event time. Kept per
+    /// stream that has had one and rendered with the page (0 for the
+    /// others), not in the registry: a registry series for each of 10,000
+    /// streams cost about 6 MB resident.
+    stale_grants: Mutex<HashMap<String, u64>>,
     /// `hushwatch_reconciliation_deadline_timestamp_seconds{stream}`: when
     /// the next report is due (last report, or start of watch, plus
     /// `every + grace`); the shipped IdentityReconciliationMissing rule
@@ -215,19 +218,17 @@ impl Metrics {
             reconciliation_deadline: {
                 let name = "hushwatch_reconciliation_deadline_timestamp_seconds";
                 let g = GaugeVec::new(
-                    Opts::new(name, "When the next reconciliation report is due at the latest."),
+                    Opts::new(
+                        name,
+                        "When the next reconciliation report is due at the latest.",
+                    ),
                     &["stream"],
                 )
                 .unwrap_or_else(|e| unreachable_metric(name, e));
                 register(&r, name, Box::new(g.clone()));
                 g
             },
-            stale_grants: counter_vec(
-                &r,
-                "hushwatch_stale_grants_total",
-                "Grants that arrived after a revocation of the same subject, with an older event time.",
-                &["stream"],
-            ),
+            stale_grants: Mutex::new(HashMap::new()),
             subscription_expires: {
                 let name = "hushwatch_subscription_expires_timestamp_seconds";
                 let g = GaugeVec::new(
@@ -372,6 +373,18 @@ impl Metrics {
         self.events.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Counts one stale grant on `stream` (`hushwatch_stale_grants_total`).
+    pub fn count_stale_grant(&self, stream: &str) {
+        *self
+            .lock_stale_grants()
+            .entry(stream.to_owned())
+            .or_default() += 1;
+    }
+
+    fn lock_stale_grants(&self) -> std::sync::MutexGuard<'_, HashMap<String, u64>> {
+        self.stale_grants.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Makes `streams` the counted set: new ones start at zero, counts of
     /// those kept are kept.
     pub fn declare_streams(&self, streams: &[&str]) {
@@ -443,6 +456,7 @@ impl Metrics {
         let rows = {
             let flags = self.stream_flags.lock().unwrap_or_else(|p| p.into_inner());
             let events = self.lock_events();
+            let stale = self.lock_stale_grants();
             samples
                 .into_iter()
                 .map(|sample| PageRow {
@@ -453,6 +467,7 @@ impl Metrics {
                     silenced: flags.silenced.contains(&sample.name),
                     acknowledged: flags.acknowledged.contains(&sample.name),
                     events: events.get(&sample.name).copied().unwrap_or_default(),
+                    stale_grants: stale.get(&sample.name).copied().unwrap_or_default(),
                     sample,
                 })
                 .collect()
@@ -484,6 +499,8 @@ pub struct StreamSample {
 pub struct StreamFamily {
     pub name: &'static str,
     help: &'static str,
+    /// The exposition type: `gauge` or `counter`.
+    kind: &'static str,
     value: fn(&PageRow) -> Value,
 }
 
@@ -508,48 +525,62 @@ fn flag(on: bool) -> Value {
     Value::Count(u64::from(on))
 }
 
-/// The per-stream gauges, in page order (`hushwatch_events_total`, a
+/// The per-stream families, in page order (`hushwatch_events_total`, a
 /// counter with an outcome label, follows them).
-pub const STREAM_FAMILIES: [StreamFamily; 8] = [
+pub const STREAM_FAMILIES: [StreamFamily; 9] = [
     StreamFamily {
         name: "hushwatch_silence_alert",
         help: "1 while the stream's silence alert fires, else 0.",
+        kind: "gauge",
         value: |r| flag(r.sample.firing),
     },
     StreamFamily {
         name: "hushwatch_last_event_timestamp_seconds",
         help: "When the stream last received an event (0: never).",
+        kind: "gauge",
         value: |r| secs(r.sample.last_event),
     },
     StreamFamily {
         name: "hushwatch_business_silence_seconds",
         help: "Business time since the last event (or since watching began).",
+        kind: "gauge",
         value: |r| span(r.sample.business_silence),
     },
     StreamFamily {
         name: "hushwatch_silence_threshold_seconds",
         help: "Business silence that fires the alert.",
+        kind: "gauge",
         value: |r| span(r.sample.threshold),
     },
     StreamFamily {
         name: "hushwatch_silence_fires_at_timestamp_seconds",
         help: "When the alert fires if nothing arrives (0: never).",
+        kind: "gauge",
         value: |r| secs(r.sample.fires_at),
     },
     StreamFamily {
         name: "hushwatch_event_lag_seconds",
         help: "Arrival time minus event time of the latest event.",
+        kind: "gauge",
         value: |r| Value::Millis(r.sample.lag_ms),
     },
     StreamFamily {
         name: "hushwatch_stream_silenced",
         help: "1 while an operator silence or planned maintenance covers the stream (for any page kind).",
+        kind: "gauge",
         value: |r| flag(r.silenced),
     },
     StreamFamily {
         name: "hushwatch_silence_acknowledged",
         help: "1 while the stream's firing episode is acknowledged.",
+        kind: "gauge",
         value: |r| flag(r.acknowledged),
+    },
+    StreamFamily {
+        name: "hushwatch_stale_grants_total",
+        help: "Grants that arrived after a revocation of the same subject, with an older event time.",
+        kind: "counter",
+        value: |r| Value::Count(r.stale_grants),
     },
 ];
 
@@ -562,6 +593,7 @@ pub struct PageRow {
     silenced: bool,
     acknowledged: bool,
     events: [u64; OUTCOMES.len()],
+    stale_grants: u64,
 }
 
 /// Chunks end at the first line end past this many bytes.
@@ -639,7 +671,7 @@ impl Page {
             let gauge = STREAM_FAMILIES.get(self.family);
             if self.row == 0 {
                 match gauge {
-                    Some(f) => header(out, f.name, f.help, "gauge"),
+                    Some(f) => header(out, f.name, f.help, f.kind),
                     None => header(out, EVENTS, EVENTS_HELP, "counter"),
                 }
             }

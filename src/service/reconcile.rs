@@ -378,12 +378,12 @@ async fn check(app: &App) -> Result<Option<DateTime<Utc>>, StoreError> {
 }
 
 impl App {
-    /// Starts the stale-grant counter of every stream, and the drift
-    /// counters of every reconciled one, at 0: the shipped rules use
-    /// `increase()`, which cannot see a series' first sample.
+    /// Starts the drift counters of every reconciled stream at 0: the
+    /// shipped rules use `increase()`, which cannot see a series' first
+    /// sample. (`hushwatch_stale_grants_total` is rendered with the
+    /// per-stream page, 0 for every stream without a stale grant.)
     pub(super) fn declare_access_series(&self, config: &Config, streams: &[&str]) {
         for stream in streams {
-            let _ = self.metrics.stale_grants.with_label_values(&[stream]);
             if config
                 .streams
                 .get(*stream)

@@ -97,10 +97,7 @@ impl App {
                 // after its dedup window finds the old record instead); the
                 // store keeps milliseconds.
                 Ok(Some(at)) if at.timestamp_millis() == received_at.timestamp_millis() => {
-                    self.metrics
-                        .stale_grants
-                        .with_label_values(&[stream.as_str()])
-                        .inc();
+                    self.metrics.count_stale_grant(&stream);
                 }
                 Ok(_) => {}
                 Err(e) => tracing::error!(stream = %stream, error = %e, "stale grant count failed"),

@@ -379,7 +379,13 @@ impl Sidecar {
     }
 
     pub fn metric(&self, series: &str) -> f64 {
-        let text = self.app().metrics().encode();
+        // The whole /metrics page: per-stream series are rendered with it,
+        // not kept in the registry.
+        let mut page = self.app().encode_metrics();
+        let mut text = String::new();
+        while let Some(chunk) = page.next_chunk() {
+            text.push_str(&chunk);
+        }
         text.lines()
             .find_map(|l| l.strip_prefix(series).and_then(|v| v.trim().parse().ok()))
             .unwrap_or_else(|| panic!("no series {series} in\n{text}"))
