@@ -139,6 +139,20 @@ pub fn parse(text: &str, base_dir: &Path) -> Result<Settings, String> {
         // Only fails for URLs that cannot have a password, which this has.
         let _ = redacted.set_password(Some("***"));
     }
+    // libpq's URL form also takes the password as a `password=` query
+    // parameter, which tokio-postgres accepts: mask it there too, since
+    // the redacted URL is what logs name.
+    if redacted.query_pairs().any(|(k, _)| k == "password") {
+        let pairs: Vec<(String, String)> = redacted
+            .query_pairs()
+            .map(|(k, v)| {
+                let v = if k == "password" { "***".into() } else { v };
+                (k.into_owned(), v.into_owned())
+            })
+            .collect();
+        redacted.set_query(None);
+        redacted.query_pairs_mut().extend_pairs(pairs);
+    }
     Ok(Settings {
         config,
         ssl_mode,
@@ -281,6 +295,13 @@ mod tests {
         assert!(!format!("{s:?}").contains(SECRET));
         assert!(!s.redacted.contains(SECRET));
         assert!(s.redacted.contains("hw:***@db.example"), "{}", s.redacted);
+        // libpq's other spelling: the password as a query parameter.
+        let url = format!("postgres://hw@db.example:5432/hw?password={SECRET}&sslmode=disable");
+        let s = parse_ok(&url);
+        assert_eq!(s.config.get_password(), Some(SECRET.as_bytes()));
+        assert!(!format!("{s:?}").contains(SECRET));
+        assert!(!s.redacted.contains(SECRET), "{}", s.redacted);
+        assert!(s.redacted.contains("password=***"), "{}", s.redacted);
         for bad in [
             format!("postgres://hw:{SECRET}@db.example:99999/hw"),
             format!("postgres://hw:{SECRET}@db.example/hw?sslmode=verify-ca"),
