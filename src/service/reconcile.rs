@@ -290,6 +290,11 @@ async fn check(app: &App) -> Result<Option<DateTime<Utc>>, StoreError> {
     if config.streams.values().all(|s| s.reconcile.is_none()) {
         return Ok(None);
     }
+    // The time is read before the reports: a report stored between the two
+    // reads then only moves its deadline later than `now`. Read after them,
+    // `now` could pass a deadline that report had already moved, and page
+    // "missing" for a reconciliation that had just run.
+    let now = app.clock.now();
     let rows: HashMap<String, ReconcileRow> = app
         .store
         .reconcile_states()
@@ -302,7 +307,6 @@ async fn check(app: &App) -> Result<Option<DateTime<Utc>>, StoreError> {
         .into_iter()
         .map(|r| (r.name, r.watch_started_at))
         .collect();
-    let now = app.clock.now();
     let mut next: Option<DateTime<Utc>> = None;
     for stream in config.streams.values() {
         let Some(reconcile) = stream.reconcile else {
