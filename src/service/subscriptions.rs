@@ -69,9 +69,11 @@ fn facts(row: &SubscriptionRow, warning: TimeDelta) -> SubscriptionFacts {
 /// Records every due transition; returns when to look again (the earliest instant a quiet
 /// subscription starts warning).
 async fn check(app: &App) -> Result<Option<DateTime<Utc>>, StoreError> {
+    // The time is read before the rows, as in `reconcile::check`: a renewal
+    // stored between the two reads then cannot look overdue.
+    let now = app.clock.now();
     let rows = app.store.subscriptions().await?;
     let config = app.config();
-    let now = app.clock.now();
     let mut next: Option<DateTime<Utc>> = None;
     // Rebuilt from the rows each time, so evicted or unconfigured subscriptions leave no
     // stale series behind (the label sets stay bounded by the rows).
