@@ -13,6 +13,23 @@ fn state(s: &InProcess) -> serde_json::Value {
     stream_status(s.addr, "identity")
 }
 
+/// The stream's status once the silence timer has decided everything due
+/// by the clock's current time: its last recorded pass is shown, and its
+/// next wake-up is after `now` (or only on an event). Reading the state
+/// before that would pass even if the timer were about to fire wrongly.
+fn settled_state(s: &InProcess) -> serde_json::Value {
+    wait_for(FLIP, "the timer to evaluate up to now", || {
+        let doc = get(s.addr, "/v1/status").json();
+        let now = doc["now"].as_str()?;
+        doc["evaluated_at"].as_str()?;
+        let idle = match doc["next_evaluation_at"].as_str() {
+            None => true,
+            Some(next) => utc(next) > utc(now),
+        };
+        idle.then(|| state(s))
+    })
+}
+
 fn wait_state(s: &InProcess, want: &str) -> serde_json::Value {
     wait_for(FLIP, &format!("state {want}"), || {
         let st = state(s);
@@ -34,14 +51,15 @@ fn never_seen_stream_fires_on_business_time_and_clears_on_the_next_event() {
 
     // Over the weekend nothing accrues and nothing fires.
     s.set_time(utc("2026-12-06T23:59:59+09:00"));
-    let st = state(&s);
+    let st = settled_state(&s);
     assert_eq!(st["state"], "ok");
     assert_eq!(st["business_silence_seconds"], 3600);
 
     // One second before the threshold: still ok.
     s.set_time(utc("2026-12-07T09:59:59+09:00"));
-    assert_eq!(state(&s)["business_silence_seconds"], 7199);
-    assert_eq!(state(&s)["state"], "ok");
+    let st = settled_state(&s);
+    assert_eq!(st["business_silence_seconds"], 7199);
+    assert_eq!(st["state"], "ok");
 
     // At the threshold instant the timer fires; firing_since is exact.
     s.set_time(utc("2026-12-07T10:00:00+09:00"));
@@ -78,7 +96,7 @@ fn max_silence_backstop_fires_outside_business_hours() {
     let s = InProcess::start(&work, utc("2026-12-04T17:30:00+09:00"));
     assert_eq!(state(&s)["reason"], "max_silence");
     s.set_time(utc("2026-12-05T17:29:59+09:00"));
-    assert_eq!(state(&s)["state"], "ok");
+    assert_eq!(settled_state(&s)["state"], "ok");
     s.set_time(utc("2026-12-05T17:30:00+09:00"));
     let st = wait_state(&s, "firing");
     assert_eq!(st["firing_since"], "2026-12-05T08:30:00.000Z");
@@ -94,7 +112,7 @@ fn wall_clock_jumps_neither_page_early_nor_miss_the_page() {
     s.set_time(utc("2026-11-30T00:00:00Z"));
     assert_eq!(state(&s)["business_silence_seconds"], 0);
     s.set_time(utc("2026-12-01T00:59:59Z"));
-    let st = state(&s);
+    let st = settled_state(&s);
     assert_eq!(st["state"], "ok");
     assert_eq!(st["fires_at"], "2026-12-01T01:00:00.000Z");
     // A jump far past the deadline pages once, dated at the deadline.

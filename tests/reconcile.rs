@@ -105,7 +105,9 @@ fn revoke_missed_pages_critical_with_what_was_delivered() {
         "{text}"
     );
     assert!(
-        text.contains("revocation received 2026-12-01 09:00 JST (delivery msg_revoke_1"),
+        text.contains(
+            "revocation of user_delivered received 2026-12-01 09:00 JST (delivery msg_revoke_1"
+        ),
         "{text}"
     );
     assert!(
@@ -193,6 +195,30 @@ fn bad_reports_are_refused_and_store_nothing() {
         &report("r", r#"{"subject":"u","kind":"maybe","fixed":true}"#),
     );
     assert_eq!(status, 400);
+    // A 400 names the field and index, never the value sent (SECURITY.md:
+    // errors name the field, not the value): serde's own text quoted it.
+    let hostile = "<!channel> <https://evil.example|re-auth>";
+    for (drift, field) in [
+        (
+            format!(
+                r#"{{"subject":"u","kind":"other","fixed":true}},{{"subject":"u","kind":"{hostile}","fixed":true}}"#
+            ),
+            "drift[1].kind",
+        ),
+        (
+            format!(r#"{{"subject":"u","kind":"other","fixed":"{hostile}"}}"#),
+            "drift[0].fixed",
+        ),
+    ] {
+        let (status, json) = post_report(s.addr(), TOKEN, &report("r", &drift));
+        assert_eq!(status, 400, "{json}");
+        let text = json.to_string();
+        assert!(text.contains(field), "{text}");
+        assert!(
+            !text.contains("evil.example") && !text.contains("channel"),
+            "{text}"
+        );
+    }
     let huge = format!(r#"{{"id":"r","detail":"{}"}}"#, "x".repeat(2 * 1024 * 1024));
     let (status, _) = post_report(s.addr(), TOKEN, &huge);
     assert_eq!(status, 413);
@@ -396,7 +422,7 @@ fn without_the_audit_log_the_index_still_answers_and_svix_state_is_named() {
     );
     assert!(
         text.contains(
-            "revocation received 2026-12-01 09:00 JST (delivery msg_revoke_1, user.deleted)"
+            "revocation of user_delivered received 2026-12-01 09:00 JST (delivery msg_revoke_1, user.deleted)"
         ),
         "{text}"
     );
@@ -433,7 +459,9 @@ fn a_revocation_from_before_the_index_is_found_in_the_audit_log() {
     let got = wait_pages(&recv, 1);
     let text = got[0].to_string();
     assert!(
-        text.contains("revocation received 2026-12-01 09:00 JST (delivery msg_revoke_old"),
+        text.contains(
+            "revocation of user_old received 2026-12-01 09:00 JST (delivery msg_revoke_old"
+        ),
         "{text}"
     );
     assert!(!text.contains("was ever received"), "{text}");

@@ -273,7 +273,7 @@ impl App {
         self.streams.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn lock_schedule(&self) -> std::sync::MutexGuard<'_, Schedule> {
+    pub(super) fn lock_schedule(&self) -> std::sync::MutexGuard<'_, Schedule> {
         self.schedule.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -537,6 +537,7 @@ impl App {
         if !stale.is_empty() {
             next = earliest(next, Some(plan.now));
         }
+        schedule.evaluated = Some((plan.now, next));
         Ok(next)
     }
 

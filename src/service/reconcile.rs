@@ -160,8 +160,11 @@ fn told_about(subject: &str, revocation: Option<&Revocation>, svix: &[String], z
             "no revocation for {subject} was ever received (the webhook path lost it: {})",
             svix.join("; ")
         ),
+        // Named like the never-received finding: a page lists up to 20
+        // findings, and one that does not say whose access it is about
+        // cannot be acted on.
         Some(r) => format!(
-            "revocation received {} (delivery {}, {}) but access was still active",
+            "revocation of {subject} received {} (delivery {}, {}) but access was still active",
             local_stamp(r.received_at, zone),
             r.delivery_id.as_deref().unwrap_or("without id"),
             r.event_type

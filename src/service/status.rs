@@ -143,9 +143,15 @@ impl App {
                 Some(doc)
             })
             .collect();
+        let evaluated = self.lock_schedule().evaluated;
         json!({
             "now": rfc(Some(now)),
             "storage_ok": self.storage_ok(),
+            // The silence timer's last recorded pass, and when it looks
+            // again: with `next_evaluation_at` after `now` (or null), every
+            // alert due by `now` has been decided.
+            "evaluated_at": rfc(evaluated.map(|e| e.0)),
+            "next_evaluation_at": rfc(evaluated.and_then(|e| e.1)),
             "streams": streams,
         })
     }

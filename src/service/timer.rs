@@ -49,6 +49,11 @@ pub struct Schedule {
     moved: HashSet<String>,
     /// Set when every stream must be evaluated (start, reload, failed write).
     full: bool,
+    /// The last recorded pass: the clock reading it evaluated at, and the
+    /// instant the timer sleeps until after it (None: until an event).
+    /// Shown in `/v1/status`, so a reader can tell "nothing fired" from
+    /// "the timer has not looked yet".
+    pub evaluated: Option<(DateTime<Utc>, Option<DateTime<Utc>>)>,
 }
 
 impl Default for Schedule {
@@ -58,6 +63,7 @@ impl Default for Schedule {
             queued_at: HashMap::new(),
             moved: HashSet::new(),
             full: true,
+            evaluated: None,
         }
     }
 }

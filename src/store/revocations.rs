@@ -1,7 +1,7 @@
 //! The per-subject revocation index: for each (stream, subject,
 //! organization) the newest revoke-class event hushwatch accepted, written
 //! in the ingest transaction whatever `[audit] enabled` says. The
-//! `revoke_missed` page reads it ("revocation received … (delivery …)"),
+//! `revoke_missed` page reads it ("revocation of S received … (delivery …)"),
 //! and a grant-class event is checked against it in the same transaction:
 //! a grant older than a recorded revocation is recorded as a stale grant
 //! and its page queued before the delivery is acknowledged, so a crash
