@@ -1,6 +1,7 @@
 //! `[server] admin_listen` (which listener serves which route, in both
 //! modes) and `hushwatch status` against live servers: exit 0 when all is
-//! ok, 1 when a stream fires, 2 when the server cannot answer.
+//! ok, 1 when a stream fires, 2 for a bad config, 3 when the server cannot
+//! answer.
 
 mod common;
 
@@ -152,7 +153,7 @@ fn status_exits_0_when_ok_and_1_when_a_stream_fires() {
 }
 
 #[test]
-fn status_exits_2_when_nothing_answers_http_or_the_port_is_not_the_admin_one() {
+fn status_exits_3_when_nothing_answers_http_or_the_port_is_not_the_admin_one() {
     // A listener that accepts and hangs up: a port with no hushwatch behind.
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let dead = listener.local_addr().unwrap();
@@ -162,14 +163,14 @@ fn status_exits_2_when_nothing_answers_http_or_the_port_is_not_the_admin_one() {
         }
     });
     let (code, out, err) = status_cli(&format!("http://{dead}"));
-    assert_eq!(code, 2, "{out}{err}");
+    assert_eq!(code, 3, "{out}{err}");
     assert!(err.contains(&dead.to_string()), "{err}");
     assert!(out.is_empty());
 
     let work = Workdir::new(&config(true));
     let (rt, running) = start(&work);
     let (code, _, err) = status_cli(&format!("http://{}", running.addr));
-    assert_eq!(code, 2, "the ingest port answers 404: {err}");
+    assert_eq!(code, 3, "the ingest port answers 404: {err}");
     assert!(err.contains("404"), "{err}");
     let admin = running.admin_addr.unwrap();
     let (code, out, err) = status_cli(&format!("http://{admin}"));
@@ -191,4 +192,42 @@ fn status_finds_the_server_from_the_config_preferring_admin_listen() {
     );
     let url = hushwatch::commands::status::base_url(Some("http://h:1/"), None).unwrap();
     assert_eq!(url, "http://h:1");
+}
+
+/// `hushwatch status --config F` reads only `[server]`: a cron job without
+/// the notifiers' `${VAR}` secrets still reaches the server (exit 0), and a
+/// broken `[server]` is a config error (2), not "unreachable" (3).
+#[test]
+fn status_with_config_needs_no_secrets_and_tells_bad_config_from_unreachable() {
+    let work = Workdir::new(&config(false));
+    let (rt, running) = start(&work);
+    let cron = Workdir::new(&format!(
+        "[server]\nlisten = \"{}\"\n\n[notifiers.pager]\nkind = \"pagerduty\"\nrouting_key = \"${{HW_TEST_SECRET_NEVER_SET}}\"\n",
+        running.addr
+    ));
+    let run = |path: &std::path::Path| {
+        let out = Command::new(env!("CARGO_BIN_EXE_hushwatch"))
+            .args(["status", "--config"])
+            .arg(path)
+            .env_remove("HW_TEST_SECRET_NEVER_SET")
+            .output()
+            .unwrap();
+        (
+            out.status.code().expect("exit code"),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, out, err) = run(&cron.config_path());
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.starts_with("hushwatch OK"), "{out}");
+
+    cron.write_config("[server]\nlisten = \"not an address\"\n");
+    let (code, _, err) = run(&cron.config_path());
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("server.listen"),
+        "the error names the key: {err}"
+    );
+    rt.block_on(running.shutdown());
 }

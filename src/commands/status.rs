@@ -1,6 +1,8 @@
 //! `hushwatch status`: fetches `/v1/status` and prints the overview as a
 //! terminal table. Exit 0: all ok; 1: something firing (or storage
-//! failing); 2: the server could not be reached or answered nonsense.
+//! failing); 2: bad `--config` or arguments (as for every command); 3: the
+//! server could not be reached or answered nonsense. A monitor of the
+//! monitor (cron) must tell "my config is wrong" from "hushwatch is down".
 
 use crate::status::model::StatusDoc;
 use crate::status::terminal;
@@ -15,9 +17,8 @@ use std::time::Duration;
 
 /// Exit code when something is firing.
 pub const EXIT_FIRING: u8 = 1;
-/// Exit code when the server is unreachable (the same as for a bad
-/// `--config`: either way the command cannot tell whether all is well).
-pub const EXIT_UNREACHABLE: u8 = crate::exit::EXIT_CONFIG;
+/// Exit code when the server is unreachable or answers no status document.
+pub const EXIT_UNREACHABLE: u8 = 3;
 /// Whole request, connect to last byte.
 const TIMEOUT: Duration = Duration::from_secs(10);
 /// A status document of 10,000 streams is a few MiB.
@@ -32,8 +33,16 @@ pub fn base_url(url: Option<&str>, config: Option<&Path>) -> Result<String, Exit
     let Some(path) = config else {
         return Ok("http://127.0.0.1:9477".to_string());
     };
-    let config = super::load_or_exit(path)?;
-    let addr = config.server.admin_listen.unwrap_or(config.server.listen);
+    // Only `[server]` is read: the secrets of other sections are not needed
+    // to find the listener, and a cron job usually has none of them exported.
+    let server = crate::config::load_server(path).map_err(|errors| {
+        eprintln!("{}: invalid configuration:", path.display());
+        for e in &errors.0 {
+            eprintln!("  {e}");
+        }
+        ExitCode::from(crate::exit::EXIT_CONFIG)
+    })?;
+    let addr = server.admin_listen.unwrap_or(server.listen);
     // A wildcard bind is reached on loopback from the same host.
     let host = match addr.ip() {
         ip if ip.is_unspecified() && ip.is_ipv4() => "127.0.0.1".to_string(),

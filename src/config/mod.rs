@@ -112,12 +112,58 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
     parse(&text, base, &|name| std::env::var(name).ok())
 }
 
+/// Reads only `[server]` (listeners, data directory) with the same parser
+/// `load` uses, for commands that only need to find the running server
+/// (`hushwatch status`, `hushwatch silence`). Other sections are not read,
+/// so an unset `${VAR}` secret elsewhere (a cron job has none) is no error.
+pub fn load_server(path: &Path) -> Result<server::ServerConfig, ConfigErrors> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        ConfigErrors(vec![ConfigError {
+            path: String::new(),
+            reason: format!("cannot read config file {}: {e}", path.display()),
+        }])
+    })?;
+    let root: Table = text.parse().map_err(|e: toml::de::Error| {
+        ConfigErrors(vec![ConfigError {
+            path: String::new(),
+            reason: format!("not valid TOML: {}", e.message().trim()),
+        }])
+        .with_span(&text, e.span())
+    })?;
+    let env = |name: &str| std::env::var(name).ok();
+    let mut r = Reader::new(&env);
+    let base = path.parent().unwrap_or(Path::new("."));
+    let server = server::read_server(&mut r, &root, base);
+    if r.errors.is_empty() {
+        Ok(server)
+    } else {
+        Err(ConfigErrors(r.errors))
+    }
+}
+
 /// Validates config text. Relative paths are resolved against `base_dir`.
 pub fn parse(
     text: &str,
     base_dir: &Path,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Config, ConfigErrors> {
+    parse_with(&mut Reader::new(env), text, base_dir)
+}
+
+/// `parse`, plus each table's allowed keys, set and not set (see
+/// `Reader::key_uses`).
+#[cfg(test)]
+pub(crate) fn parse_reporting_keys(
+    text: &str,
+    base_dir: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> (Result<Config, ConfigErrors>, Vec<reader::KeyUse>) {
+    let mut r = Reader::new(env);
+    let result = parse_with(&mut r, text, base_dir);
+    (result, std::mem::take(&mut r.key_uses))
+}
+
+fn parse_with(r: &mut Reader<'_>, text: &str, base_dir: &Path) -> Result<Config, ConfigErrors> {
     let mut root: Table = text.parse().map_err(|e: toml::de::Error| {
         ConfigErrors(vec![ConfigError {
             path: String::new(),
@@ -125,7 +171,6 @@ pub fn parse(
         }])
         .with_span(text, e.span())
     })?;
-    let mut r = Reader::new(env);
     r.reject_unknown(
         "",
         &root,
@@ -142,18 +187,18 @@ pub fn parse(
         ],
     );
     let patterns = templates::take_patterns(&mut root);
-    let server = server::read_server(&mut r, &root, base_dir);
-    let audit = audit::read_audit(&mut r, &root);
-    let calendars = read_named(&mut r, &root, "calendars", |r, path, name, t| {
+    let server = server::read_server(r, &root, base_dir);
+    let audit = audit::read_audit(r, &root);
+    let calendars = read_named(r, &root, "calendars", |r, path, name, t| {
         calendars::read_calendar(r, path, name, t, base_dir)
     });
-    let notifiers = read_named(&mut r, &root, "notifiers", |r, path, name, t| {
+    let notifiers = read_named(r, &root, "notifiers", |r, path, name, t| {
         notifier_tables::read_notifier(r, path, name, t, base_dir)
     });
-    let streams = read_named(&mut r, &root, "streams", streams::read_stream);
-    let svix = read_named(&mut r, &root, "svix", svix::read_svix);
+    let streams = read_named(r, &root, "streams", streams::read_stream);
+    let svix = read_named(r, &root, "svix", svix::read_svix);
     let templates = templates::read(
-        &mut r,
+        r,
         &root,
         patterns,
         &section_names(&root, "calendars"),
@@ -169,8 +214,8 @@ pub fn parse(
         svix,
         warnings: std::mem::take(&mut r.warnings),
         templates,
-        store: store::read(&mut r, &root, base_dir),
-        watchdog: watchdog::read(&mut r, &root, &section_names(&root, "notifiers")),
+        store: store::read(r, &root, base_dir),
+        watchdog: watchdog::read(r, &root, &section_names(&root, "notifiers")),
     };
     // Names declared but invalid are already reported; referring to them is
     // not a second error.
@@ -184,11 +229,11 @@ pub fn parse(
         calendars: declared("calendars"),
         notifiers: declared("notifiers"),
     };
-    check_references(&mut r, &mut config, &declared);
+    check_references(r, &mut config, &declared);
     if r.errors.is_empty() {
         Ok(config)
     } else {
-        Err(ConfigErrors(r.errors))
+        Err(ConfigErrors(std::mem::take(&mut r.errors)))
     }
 }
 

@@ -13,7 +13,20 @@ pub struct Reader<'e> {
     pub errors: Vec<ConfigError>,
     /// Allowed but probably unintended settings, shown by `check` and logged.
     pub warnings: Vec<String>,
+    /// Each table checked with `reject_unknown`, with the allowed keys it
+    /// set and did not set. `config/example.toml` is tested against this
+    /// (every key the reader accepts is shown there), so the list of keys is
+    /// the reader's own, never a second copy.
+    pub key_uses: Vec<KeyUse>,
     env: &'e dyn Fn(&str) -> Option<String>,
+}
+
+/// One table's allowed keys, split into those the text set and those it did
+/// not (see `Reader::key_uses`).
+pub struct KeyUse {
+    pub path: String,
+    pub set: Vec<String>,
+    pub unset: Vec<String>,
 }
 
 pub fn join(path: &str, key: &str) -> String {
@@ -29,6 +42,7 @@ impl<'e> Reader<'e> {
         Reader {
             errors: Vec::new(),
             warnings: Vec::new(),
+            key_uses: Vec::new(),
             env,
         }
     }
@@ -42,6 +56,13 @@ impl<'e> Reader<'e> {
 
     /// Reports keys that are not in `allowed`, with a spelling suggestion.
     pub fn reject_unknown(&mut self, path: &str, table: &Table, allowed: &[&str]) {
+        let (set, unset): (Vec<&str>, Vec<&str>) =
+            allowed.iter().partition(|k| table.contains_key(**k));
+        self.key_uses.push(KeyUse {
+            path: path.to_string(),
+            set: set.into_iter().map(str::to_string).collect(),
+            unset: unset.into_iter().map(str::to_string).collect(),
+        });
         for key in table.keys() {
             if !allowed.contains(&key.as_str()) {
                 let reason = match closest(key, allowed) {

@@ -784,3 +784,157 @@ fn backoffs_and_timeouts_take_milliseconds() {
         [r#"notifiers.oncall.timeout: "500ms1s" is not a duration (try "6h")"#]
     );
 }
+
+/// `config/example.toml` with its optional settings switched on: the file's
+/// convention is that a line `# key = value` or `# [table]` (one `#`, one
+/// space) is a setting shown in place, while prose comments never take that
+/// form.
+fn example_with_everything() -> String {
+    let text =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("config/example.toml"))
+            .unwrap();
+    let setting = |rest: &str| {
+        let rest = rest.trim_end();
+        if rest.starts_with('[') {
+            return rest.contains(']');
+        }
+        let Some((key, _)) = rest.split_once(" = ") else {
+            return false;
+        };
+        let key = key.trim_matches('"');
+        !key.is_empty()
+            && key
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | ':' | '*' | '.'))
+    };
+    text.lines()
+        .map(|line| match line.strip_prefix("# ") {
+            // A key that names a file which must exist and parse stays
+            // commented; `example_config_names_file_keys` checks its line.
+            Some(rest)
+                if FILE_KEYS
+                    .iter()
+                    .any(|k| rest.starts_with(&format!("{k} = "))) =>
+            {
+                line.to_string()
+            }
+            Some(rest) if setting(rest) => rest.to_string(),
+            _ => line.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Keys whose value is a file read at load (a PEM certificate), shown
+/// commented out in the example rather than shipped with a file.
+const FILE_KEYS: &[&str] = &["ca_file"];
+
+#[test]
+fn example_config_names_file_keys() {
+    let text =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("config/example.toml"))
+            .unwrap();
+    for key in FILE_KEYS {
+        assert!(
+            text.lines().any(|l| l.starts_with(&format!("# {key} = "))),
+            "config/example.toml shows {key}"
+        );
+    }
+}
+
+fn example_env(name: &str) -> Option<String> {
+    Some(match name {
+        n if n.contains("URL") => "http://127.0.0.1:9/hook".into(),
+        n if n.contains("SVIX") || n.contains("CLERK") || n.ends_with("WEBHOOK_SECRET") => {
+            "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into()
+        }
+        n if n.contains("PASSWORD") => "pw".into(),
+        _ => "example-secret-value".into(),
+    })
+}
+
+/// `streams.identity.maintenance[0]` → `streams.*.maintenance`: the tables
+/// of one shape, whatever their names (templates take the stream keys).
+fn table_shape(path: &str) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut rest = path;
+    for section in [
+        "streams.",
+        "templates.",
+        "notifiers.",
+        "calendars.",
+        "svix.",
+    ] {
+        if let Some(after) = rest.strip_prefix(section) {
+            let name_end = if after.starts_with('"') {
+                after[1..].find('"').map_or(after.len(), |i| i + 2)
+            } else {
+                after.find('.').unwrap_or(after.len())
+            };
+            let section = if section == "templates." {
+                "streams."
+            } else {
+                section
+            };
+            parts.push(format!("{section}*"));
+            rest = &after[name_end..];
+            break;
+        }
+    }
+    let tail: String = rest
+        .split('[')
+        .map(|p| p.split_once(']').map_or(p, |(_, after)| after))
+        .collect();
+    parts.push(tail);
+    parts.concat()
+}
+
+#[test]
+fn example_config_shows_every_key_the_reader_accepts() {
+    let text = example_with_everything();
+    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+    let (result, uses) = parse_reporting_keys(&text, &base, &example_env);
+    if let Err(e) = result {
+        panic!(
+            "config/example.toml with every setting switched on must be valid:\n{e}\n---\n{text}"
+        );
+    }
+    let mut shown: BTreeMap<String, std::collections::BTreeSet<String>> = BTreeMap::new();
+    let mut allowed: BTreeMap<String, std::collections::BTreeSet<String>> = BTreeMap::new();
+    for u in &uses {
+        let shape = table_shape(&u.path);
+        let file_keys = u.unset.iter().filter(|k| FILE_KEYS.contains(&k.as_str()));
+        shown
+            .entry(shape.clone())
+            .or_default()
+            .extend(u.set.iter().chain(file_keys).cloned());
+        allowed
+            .entry(shape)
+            .or_default()
+            .extend(u.set.iter().chain(&u.unset).cloned());
+    }
+    let missing: Vec<String> = allowed
+        .iter()
+        .filter_map(|(shape, keys)| {
+            let absent: Vec<&str> = keys
+                .iter()
+                .filter(|k| !shown[shape].contains(*k))
+                .map(String::as_str)
+                .collect();
+            (!absent.is_empty()).then(|| {
+                let shape = if shape.is_empty() {
+                    "(top level)"
+                } else {
+                    shape.as_str()
+                };
+                format!("{shape}: {}", absent.join(", "))
+            })
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "config/example.toml must show every key the config reader accepts \
+         (as `key = …` or a commented `# key = …`); missing:\n{}",
+        missing.join("\n")
+    );
+}
