@@ -11,13 +11,20 @@ use std::collections::HashSet;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 const CYCLES: u32 = 10;
 const REPORT_CLIENTS: usize = 3;
 const WEBHOOK_CLIENTS: usize = 2;
+/// Acknowledged events of each kind (app reports, signed webhooks) every
+/// cycle must have before its kill: without a floor, a cycle whose clients
+/// were all refused or never connected would "lose nothing" and pass.
+const MIN_ACKED_PER_KIND: usize = 20;
+
+/// 2xx answers so far in this cycle: [app report events, webhooks].
+type Acked = [AtomicUsize; 2];
 
 /// xorshift64*: deterministic kill moments for a given seed, no new crates.
 struct XorShift(u64);
@@ -61,7 +68,13 @@ fn try_post(addr: SocketAddr, path: &str, headers: &[(&str, &str)], body: &str) 
     status_line.split_whitespace().nth(1)?.parse().ok()
 }
 
-fn report_client(addr: SocketAddr, cycle: u32, client: usize, stop: &AtomicBool) -> Vec<String> {
+fn report_client(
+    addr: SocketAddr,
+    cycle: u32,
+    client: usize,
+    stop: &AtomicBool,
+    live: &Acked,
+) -> Vec<String> {
     let auth = format!("Bearer {TOKEN}");
     let mut acked = Vec::new();
     for n in 0.. {
@@ -83,7 +96,10 @@ fn report_client(addr: SocketAddr, cycle: u32, client: usize, stop: &AtomicBool)
             &[("authorization", &auth)],
             &body,
         ) {
-            Some(s) if (200..300).contains(&s) => acked.extend(ids),
+            Some(s) if (200..300).contains(&s) => {
+                acked.extend(ids);
+                live[0].fetch_add(2, Ordering::Relaxed);
+            }
             Some(503) => {}
             Some(other) => panic!("app report answered {other}"),
             None => break,
@@ -92,7 +108,13 @@ fn report_client(addr: SocketAddr, cycle: u32, client: usize, stop: &AtomicBool)
     acked
 }
 
-fn webhook_client(addr: SocketAddr, cycle: u32, client: usize, stop: &AtomicBool) -> Vec<String> {
+fn webhook_client(
+    addr: SocketAddr,
+    cycle: u32,
+    client: usize,
+    stop: &AtomicBool,
+    live: &Acked,
+) -> Vec<String> {
     let key = hushwatch::ingest::signature::SecretKey::parse(SECRET).unwrap();
     let mut acked = Vec::new();
     for n in 0.. {
@@ -114,7 +136,10 @@ fn webhook_client(addr: SocketAddr, cycle: u32, client: usize, stop: &AtomicBool
             ],
             body,
         ) {
-            Some(s) if (200..300).contains(&s) => acked.push(id),
+            Some(s) if (200..300).contains(&s) => {
+                acked.push(id);
+                live[1].fetch_add(1, Ordering::Relaxed);
+            }
             Some(503) => {}
             Some(other) => panic!("webhook answered {other}"),
             None => break,
@@ -259,14 +284,16 @@ fn kill_9_under_load_loses_no_acknowledged_event() {
         // Load, then a kill at a pseudo-random moment.
         let stop = Arc::new(AtomicBool::new(false));
         let max_seen = Arc::new(Mutex::new(None));
+        let live: Arc<Acked> = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
         let mut clients = Vec::new();
         for client in 0..REPORT_CLIENTS + WEBHOOK_CLIENTS {
             let stop = Arc::clone(&stop);
+            let live = Arc::clone(&live);
             clients.push(std::thread::spawn(move || {
                 if client < REPORT_CLIENTS {
-                    report_client(addr, cycle, client, &stop)
+                    report_client(addr, cycle, client, &stop, &live)
                 } else {
-                    webhook_client(addr, cycle, client, &stop)
+                    webhook_client(addr, cycle, client, &stop, &live)
                 }
             }));
         }
@@ -275,7 +302,19 @@ fn kill_9_under_load_loses_no_acknowledged_event() {
             let max_seen = Arc::clone(&max_seen);
             std::thread::spawn(move || status_poller(addr, &stop, &max_seen))
         };
-        std::thread::sleep(Duration::from_millis(300 + rng.below(1500)));
+        // The kill moment is random, but only once both kinds have a floor
+        // of acknowledged events (a slow machine waits longer; it never
+        // kills before there is something to lose).
+        wait_for(
+            Duration::from_secs(120),
+            "acknowledged events of both kinds",
+            || {
+                live.iter()
+                    .all(|n| n.load(Ordering::Relaxed) >= MIN_ACKED_PER_KIND)
+                    .then_some(())
+            },
+        );
+        std::thread::sleep(Duration::from_millis(rng.below(1500)));
         sidecar.kill9();
         stop.store(true, Ordering::Relaxed);
         let before = acked.len();
@@ -289,6 +328,16 @@ fn kill_9_under_load_loses_no_acknowledged_event() {
         eprintln!(
             "cycle {cycle}: {} events acknowledged before kill -9",
             acked.len() - before
+        );
+        let this_cycle = &acked[before..];
+        let webhooks = this_cycle
+            .iter()
+            .filter(|id| id.starts_with("msg_"))
+            .count();
+        let reports = this_cycle.len() - webhooks;
+        assert!(
+            reports >= MIN_ACKED_PER_KIND && webhooks >= MIN_ACKED_PER_KIND,
+            "cycle {cycle}: only {reports} app report events and {webhooks} webhooks acknowledged"
         );
     }
 }
