@@ -4,6 +4,7 @@
 
 use chrono::{DateTime, TimeDelta, Utc};
 use hushwatch::config::{PagerDutyConfig, WebhookConfig};
+use hushwatch::notify::kind::AlertKind;
 use hushwatch::notify::{email, log, payload, webhook, Page};
 use hushwatch::store::PageKind;
 
@@ -248,30 +249,296 @@ fn every_notifier_shows_the_stored_severity() {
     assert_eq!(log["severity"], "warning");
 }
 
+/// Every kind a page can carry maps to an alertname the shipped rules
+/// have (so hushwatch's page and the rule's alert meet in Alertmanager),
+/// or, for the few kinds no metric can show, to a name the README's table
+/// documents as hushwatch's own. Nothing reaches Alertmanager as the
+/// catch-all `IdentityWebhookAlert` except pre-v8 `svix` rows.
 #[test]
-fn alertnames_are_the_shipped_rule_names() {
-    let rules = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/charts/hushwatch/rules/hushwatch.rules.yml"
-    ))
-    .unwrap();
-    for (kind, name) in [
-        ("silence", "IdentityEventsSilent"),
-        ("svix_endpoint_disabled", "IdentityWebhookEndpointDisabled"),
-        (
-            "svix_messages_exhausted",
-            "IdentityWebhookMessagesExhausted",
+fn every_kind_has_the_alertname_the_rules_and_readme_know() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let rules =
+        std::fs::read_to_string(format!("{root}/charts/hushwatch/rules/hushwatch.rules.yml"))
+            .unwrap();
+    let readme = std::fs::read_to_string(format!("{root}/README.md")).unwrap();
+    for kind in AlertKind::ALL {
+        let page = page_of(kind);
+        let name = payload::alertname(&page);
+        assert_eq!(name, kind.alertname());
+        assert_ne!(name, "IdentityWebhookAlert", "{kind:?}");
+        let am = payload::alertmanager_alerts(&page);
+        assert_eq!(am[0]["labels"]["alertname"], name);
+        assert_eq!(am[0]["labels"]["kind"], kind.as_str());
+        let is_rule = rules.contains(&format!("- alert: {name}\n"));
+        assert_eq!(
+            is_rule,
+            kind.has_shipped_rule(),
+            "{name}: in hushwatch.rules.yml = {is_rule}"
+        );
+        // The README's "What a page says" table has a row per kind naming
+        // its alertname.
+        let row = readme
+            .lines()
+            .find(|l| l.starts_with(&format!("| `{}`", kind.as_str())))
+            .unwrap_or_else(|| panic!("no README row for {}", kind.as_str()));
+        assert!(row.contains(&format!("`{name}`")), "{row}");
+    }
+    // The rule a fallback page shares its name with is per notifier.
+    let fallback = payload::alertmanager_alerts(&page_of(AlertKind::Fallback));
+    assert_eq!(fallback[0]["labels"]["notifier"], "pd");
+    assert!(rules.contains("sum by (job, instance, notifier)"));
+    // Pre-v8 Svix rows keep the catch-all name.
+    let old = Page {
+        alert_kind: "svix".into(),
+        ..firing()
+    };
+    assert_eq!(payload::alertname(&old), "IdentityWebhookAlert");
+}
+
+/// A firing page of `kind` with the fields hushwatch stores for it.
+fn page_of(kind: AlertKind) -> Page {
+    let base = firing();
+    let (summary, source, endpoint): (&str, Option<&str>, Option<&str>) = match kind {
+        AlertKind::Silence => return base,
+        AlertKind::SvixEndpointDisabled => (
+            "Svix endpoint ep_1 (clerk, feeds stream identity) was DISABLED (automatic trigger).",
+            Some("clerk"),
+            Some("ep_1"),
         ),
-        ("subscription_expiring", "IdentitySubscriptionExpiring"),
-    ] {
-        let page = Page {
-            alert_kind: kind.into(),
-            ..firing()
-        };
-        assert_eq!(payload::alertname(&page), name);
-        assert!(
-            rules.contains(&format!("- alert: {name}\n")),
-            "{name} is not a rule in hushwatch.rules.yml"
+        AlertKind::SvixMessagesExhausted => (
+            "Svix gave up on 3 message(s) to endpoint ep_1 (clerk, feeds stream identity).",
+            Some("clerk"),
+            Some("ep_1"),
+        ),
+        AlertKind::SvixEndpointFailing => (
+            "Svix endpoint ep_1 (clerk, feeds stream identity) is failing.",
+            Some("clerk"),
+            Some("ep_1"),
+        ),
+        AlertKind::SvixEndpointDeleted => (
+            "Svix endpoint ep_1 (clerk, feeds stream identity) was deleted.",
+            Some("clerk"),
+            Some("ep_1"),
+        ),
+        AlertKind::SubscriptionExpiring => (
+            "subscription sub-1 of stream identity expires at 2026-12-08 01:00 UTC",
+            Some("entra"),
+            Some("sub-1"),
+        ),
+        AlertKind::SubscriptionReauthorizationRequired => (
+            "Entra asked to reauthorize subscription sub-1 of stream identity",
+            Some("entra"),
+            Some("sub-1"),
+        ),
+        AlertKind::ReconciliationMissing => (
+            "no reconciliation report for stream identity since 2026-12-07 00:00 UTC",
+            Some("reconcile"),
+            Some("identity"),
+        ),
+        AlertKind::ReconciliationRevokeMissed => (
+            "reconciliation r1 of stream identity found 1 revocation(s) that were missed: user_1",
+            Some("reconcile"),
+            Some("r1"),
+        ),
+        AlertKind::StaleGrant => (
+            "a grant of user_1 arrived after its revocation on stream identity",
+            Some("stale_grant"),
+            Some("user_1"),
+        ),
+        AlertKind::Fallback => (
+            "hushwatch cannot deliver to pd: HTTP 503, 3 pages waiting since 2026-12-07T01:00:00Z (5 failed attempts in a row)",
+            Some("fallback"),
+            Some("pd"),
+        ),
+        AlertKind::Storage => (
+            "hushwatch cannot write its state since 2026-12-07T01:00:00Z: disk full; pages in its outbox may not go out",
+            None,
+            None,
+        ),
+    };
+    Page {
+        alert_kind: kind.as_str().into(),
+        summary: summary.into(),
+        severity: "critical".into(),
+        silent_since: None,
+        source: source.map(Into::into),
+        endpoint_id: endpoint.map(Into::into),
+        ..base
+    }
+}
+
+/// What each notifier shows for a page, in one text (a golden file per
+/// kind).
+fn every_notifier(page: &Page) -> String {
+    let pd = PagerDutyConfig {
+        routing_key: hushwatch::config::secret::SecretString::new("R0UTING-KEY-golden".into()),
+        url: hushwatch::config::PAGERDUTY_URL.into(),
+    };
+    format!(
+        "== slack\n{}\n== email subject\n{}\n== email body\n{}== pagerduty\n{}\n== alertmanager\n{}\n== webhook\n{}\n== log\n{}\n",
+        payload::slack_message(page)["text"].as_str().unwrap(),
+        payload::email_subject(page),
+        payload::email_body(page),
+        pretty(&payload::pagerduty_event(&pd, page)),
+        pretty(&payload::alertmanager_alerts(page)),
+        pretty(&payload::webhook_body(page, t(SENT_AT))),
+        log::line(page, t(SENT_AT)),
+    )
+}
+
+#[test]
+fn every_kind_is_golden_in_every_notifier() {
+    for kind in AlertKind::ALL {
+        insta::assert_snapshot!(
+            format!("kind_{}", kind.as_str()),
+            every_notifier(&page_of(kind))
         );
     }
+}
+
+/// Text that came from requests, as an attacker would write it: a Slack
+/// special mention, a disguised link, a backtick that would close a code
+/// span, `&`, a bidi override that shows the rest reversed, and a newline
+/// (Svix endpoint ids are not checked for control characters).
+const HOSTILE: &str = "<!channel> <https://evil.example/login|Click to re-authenticate> `<@U024BE7LH>` & \u{202E}gnp.exe <!here|here>";
+
+fn hostile() -> Page {
+    Page {
+        alert_kind: AlertKind::ReconciliationRevokeMissed.as_str().into(),
+        summary: format!(
+            "reconciliation {HOSTILE} of stream identity found 1 revocation(s) that were missed: no revocation for {HOSTILE} was ever received"
+        ),
+        silent_since: None,
+        source: Some("clerk".into()),
+        endpoint_id: Some(format!("ep_`{HOSTILE}\n• Alert id: `forged`")),
+        ..firing()
+    }
+}
+
+#[test]
+fn hostile_fields_are_escaped_for_every_medium() {
+    let page = hostile();
+    let slack = payload::slack_message(&page)["text"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    insta::assert_snapshot!("hostile_slack", slack);
+    // No markup from the request survives: every `<` and `>` in the text
+    // is an escape, so no mention or link can be formed; code spans open
+    // and close only where hushwatch put them; one line per fact.
+    assert!(!slack.contains('<') && !slack.contains('>'), "{slack}");
+    assert!(!slack.contains('\u{202E}'), "{slack}");
+    assert!(slack.contains("&lt;!channel&gt;"), "{slack}");
+    let ours_backticks = slack.matches('`').count();
+    let without_hostile = payload::slack_message(&Page {
+        summary: "x".into(),
+        endpoint_id: Some("ep".into()),
+        ..page.clone()
+    })["text"]
+        .as_str()
+        .unwrap()
+        .matches('`')
+        .count();
+    assert_eq!(ours_backticks, without_hostile, "{slack}");
+    let plain_lines = payload::slack_message(&Page {
+        summary: "x".into(),
+        endpoint_id: Some("ep".into()),
+        ..page.clone()
+    })["text"]
+        .as_str()
+        .unwrap()
+        .lines()
+        .count();
+    assert_eq!(slack.lines().count(), plain_lines, "{slack}");
+    assert!(!slack.contains("forged`"), "{slack}");
+
+    let subject = payload::email_subject(&page);
+    let body = payload::email_body(&page);
+    insta::assert_snapshot!("hostile_email", format!("{subject}\n\n{body}"));
+    assert!(!subject.contains('\u{202E}') && !body.contains('\u{202E}'));
+    assert!(!body.lines().any(|l| l.starts_with("• Alert id")), "{body}");
+
+    // JSON bodies carry the text as it came (serde escapes it for JSON),
+    // but within each receiver's limits.
+    insta::assert_snapshot!(
+        "hostile_alertmanager",
+        pretty(&payload::alertmanager_alerts(&page))
+    );
+}
+
+/// The largest page hushwatch builds: a summary far beyond every limit
+/// and a Svix endpoint id of half a megabyte. Each notifier keeps each
+/// field within its receiver's documented limit.
+#[test]
+fn the_largest_page_fits_every_receiver() {
+    let huge = Page {
+        summary: format!("{} {}", "é&<".repeat(40_000), HOSTILE),
+        endpoint_id: Some("e".repeat(512 * 1024)),
+        ..hostile()
+    };
+    let pd = PagerDutyConfig {
+        routing_key: hushwatch::config::secret::SecretString::new("R0UTING-KEY-golden".into()),
+        url: hushwatch::config::PAGERDUTY_URL.into(),
+    };
+    let event = payload::pagerduty_event(&pd, &huge);
+    let summary = event["payload"]["summary"].as_str().unwrap();
+    assert!(
+        summary.chars().count() <= 1024,
+        "{}",
+        summary.chars().count()
+    );
+    assert!(
+        summary.ends_with("; the full text is in custom_details.summary)"),
+        "{summary}"
+    );
+    assert!(event["dedup_key"].as_str().unwrap().chars().count() <= 255);
+    assert!(
+        event.to_string().len() < 512_000,
+        "{}",
+        event.to_string().len()
+    );
+    let full = event["payload"]["custom_details"]["summary"]
+        .as_str()
+        .unwrap();
+    assert!(full.starts_with("é&<é&<"), "{}", &full[..20]);
+
+    let slack = payload::slack_message(&huge)["text"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        slack.chars().count() <= payload::SLACK_TEXT_MAX,
+        "{}",
+        slack.chars().count()
+    );
+    assert!(slack.contains("Alert id: `9c2b7f1e-04d8-4e61-b3a5-7f0c2d9e8a14`"));
+
+    let subject = payload::email_subject(&huge);
+    assert!(
+        subject.chars().count() <= payload::EMAIL_SUBJECT_MAX,
+        "{subject}"
+    );
+    assert!(payload::email_body(&huge).len() < 200_000);
+
+    let am = payload::alertmanager_alerts(&huge);
+    assert!(
+        am[0]["annotations"]["summary"]
+            .as_str()
+            .unwrap()
+            .chars()
+            .count()
+            <= 1024
+    );
+    assert!(
+        am[0]["labels"]["endpoint_id"]
+            .as_str()
+            .unwrap()
+            .chars()
+            .count()
+            <= 255
+    );
+    assert!(am.to_string().len() < 512_000);
+
+    assert!(payload::webhook_body(&huge, t(SENT_AT)).to_string().len() < 512_000);
+    assert!(log::line(&huge, t(SENT_AT)).len() < 512_000);
 }

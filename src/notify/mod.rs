@@ -13,11 +13,13 @@
 pub mod alertmanager;
 pub mod email;
 pub mod http;
+pub mod kind;
 pub mod log;
 pub mod pagerduty;
 pub mod payload;
 pub mod retry;
 pub mod slack;
+pub mod text;
 pub mod webhook;
 
 use crate::config::{Config, NotifierConfig, NotifierKind};

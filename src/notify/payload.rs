@@ -2,12 +2,61 @@
 //! (tests/notify_golden.rs); keep them free of I/O and of "now" except the
 //! explicit `sent_at`.
 
+use super::kind::AlertKind;
+use super::text;
 use super::Page;
 use crate::config::PagerDutyConfig;
 use crate::domain::duration::format_duration;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{json, Value};
 use std::fmt::Write as _;
+
+/// The longest a page's full text gets in any body (webhook, `log` line,
+/// PagerDuty `custom_details`, Alertmanager description, email body). A
+/// summary names at most 20 subjects (`service::reconcile`), so in
+/// practice this only cuts a hostile field, such as a Svix endpoint id of
+/// a megabyte; it keeps every body far below the receivers' size limits
+/// (PagerDuty's 512 KB event, a proxy's usual 1 MiB).
+pub const TEXT_MAX: usize = 32 * 1024;
+/// Identifiers that came from a request (Svix endpoint ids; stream names
+/// are at most 128 characters already): real ones are ~30 characters.
+pub const ID_MAX: usize = 255;
+/// PagerDuty Events API v2 (https://developer.pagerduty.com/docs/events-api-v2/trigger-events/):
+/// `payload.summary` at most 1,024 characters and `dedup_key` at most 255;
+/// longer events are refused with 400, which loses the page. The whole
+/// event must stay under 512 KB (Alertmanager's own PagerDuty notifier
+/// enforces the same: `maxV2SummaryLenRunes = 1024`,
+/// `maxEventSize = 512000`).
+pub const PD_SUMMARY_MAX: usize = 1024;
+pub const PD_DEDUP_KEY_MAX: usize = 255;
+/// Slack truncates a message's `text` beyond 40,000 characters
+/// (https://api.slack.com/changelog/2018-04-truncating-really-long-messages),
+/// cutting off whatever follows (the alert id, how to acknowledge). The
+/// summary gets a part of that, so the lines after it always fit.
+pub const SLACK_TEXT_MAX: usize = 40_000;
+pub const SLACK_SUMMARY_MAX: usize = 12_000;
+/// Email subject, in characters. RFC 5322 section 2.1.1 allows 998 per
+/// line (78 recommended); mail clients show far fewer, and the body has
+/// the full text.
+pub const EMAIL_SUBJECT_MAX: usize = 200;
+/// Alertmanager sets no limit on annotations, but its own PagerDuty
+/// notifier cuts a summary to 1,024 characters and chat receivers show a
+/// line: the same bound as PagerDuty's summary.
+pub const AM_SUMMARY_MAX: usize = 1024;
+
+/// Where a cut summary's full text is, per notifier.
+const IN_DETAILS: &str = "; the full text is in custom_details.summary";
+const IN_DESCRIPTION: &str = "; the full text is in the description annotation";
+const IN_BODY: &str = "; the full text is in the body";
+
+/// The page's full summary for a structured body, bounded by [`TEXT_MAX`].
+fn full_summary(page: &Page) -> String {
+    text::bounded(
+        &format!("{}{}", test_prefix(page), page.summary),
+        TEXT_MAX,
+        "",
+    )
+}
 
 fn rfc(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Millis, true)
@@ -87,6 +136,11 @@ pub fn operator_hint(page: &Page) -> Option<String> {
     if !page.firing || page.test {
         return None;
     }
+    // Pages about hushwatch itself (fallback ladder, store) cannot be
+    // silenced: a hint would suggest a command the API refuses.
+    if AlertKind::parse(&page.alert_kind).is_some_and(|k| !k.silenceable()) {
+        return None;
+    }
     let where_ = "add --url of the admin listener, token in $HUSHWATCH_ADMIN_TOKEN";
     Some(if page.is_silence() {
         format!(
@@ -119,7 +173,7 @@ pub fn details(page: &Page) -> Value {
     } else {
         json!({
             "source": page.source,
-            "endpoint_id": page.endpoint_id,
+            "endpoint_id": page.endpoint_id.as_deref().map(|e| text::bounded_id(e, ID_MAX)),
         })
     };
     v["page_key"] = json!(page.key);
@@ -142,7 +196,7 @@ pub fn webhook_body(page: &Page, sent_at: DateTime<Utc>) -> Value {
             "severity": page.severity,
             "started_at": rfc(page.started_at),
             "resolved_at": page.resolved_at.map(rfc),
-            "summary": format!("{}{}", test_prefix(page), page.summary),
+            "summary": full_summary(page),
             "details": details(page),
         },
         "sent_at": rfc(sent_at),
@@ -152,32 +206,44 @@ pub fn webhook_body(page: &Page, sent_at: DateTime<Utc>) -> Value {
 /// `kind = "pagerduty"`: an Events API v2 event; `dedup_key` is the alert
 /// id, so the trigger and the resolve of one episode meet in one incident.
 pub fn pagerduty_event(config: &PagerDutyConfig, page: &Page) -> Value {
+    // The alert id is ours (36 characters); bounded all the same, the
+    // same way for the trigger and the resolve so they still meet.
+    let dedup_key = text::bounded_id(&page.alert_id, PD_DEDUP_KEY_MAX);
     if !page.firing {
         return json!({
             "routing_key": config.routing_key.expose(),
             "event_action": "resolve",
-            "dedup_key": page.alert_id,
+            "dedup_key": dedup_key,
         });
+    }
+    let line = format!("{}{}: {}", test_prefix(page), page.stream, page.summary);
+    let summary = text::bounded(&line, PD_SUMMARY_MAX, IN_DETAILS);
+    let mut details = details(page);
+    if summary != line {
+        details["summary"] = json!(full_summary(page));
     }
     json!({
         "routing_key": config.routing_key.expose(),
         "event_action": "trigger",
-        "dedup_key": page.alert_id,
+        "dedup_key": dedup_key,
         "client": "hushwatch",
         "payload": {
-            "summary": format!("{}{}: {}", test_prefix(page), page.stream, page.summary),
+            "summary": summary,
             "source": "hushwatch",
             "severity": page.severity,
             "timestamp": rfc(page.started_at),
-            "component": page.stream,
+            "component": text::bounded_id(&page.stream, ID_MAX),
             "group": "hushwatch",
             "class": page.alert_kind,
-            "custom_details": details(page),
+            "custom_details": details,
         },
     })
 }
 
-/// `kind = "slack"`: a readable incoming-webhook message.
+/// `kind = "slack"`: a readable incoming-webhook message. Every field is
+/// escaped for mrkdwn (`text::slack`): a reconciliation subject such as
+/// `<!channel> <https://evil.example|Sign in>` must not ping a channel or
+/// show a disguised link; values inside a code span cannot close it.
 pub fn slack_message(page: &Page) -> Value {
     let mut text = String::new();
     let icon = if page.firing {
@@ -190,9 +256,9 @@ pub fn slack_message(page: &Page) -> Value {
         "{icon} {}*{}* ({}) `{}`: {}",
         test_prefix(page),
         page.status_word(),
-        page.severity,
-        page.stream,
-        page.summary
+        text::slack(&page.severity, ID_MAX),
+        text::slack_code(&page.stream, ID_MAX),
+        text::slack(&page.summary, SLACK_SUMMARY_MAX)
     );
     if let Some(since) = page.silent_since {
         let _ = write!(text, "\n• Silent since: {}", local_and_utc(page, since));
@@ -210,15 +276,34 @@ pub fn slack_message(page: &Page) -> Value {
             text,
             "\n• Threshold: {} of business time (calendar `{}`: {})",
             page.threshold_text(),
-            page.calendar,
-            page.business_hours.join(", ")
+            text::slack_code(&page.calendar, ID_MAX),
+            text::slack(&page.business_hours.join(", "), SLACK_SUMMARY_MAX)
         );
     } else if let (Some(source), Some(endpoint)) = (&page.source, &page.endpoint_id) {
-        let _ = write!(text, "\n• Endpoint: `{endpoint}` (`{source}`)");
+        let _ = write!(
+            text,
+            "\n• {}: `{}` (`{}`)",
+            if page.alert_kind == AlertKind::Fallback.as_str() {
+                "Notifier"
+            } else {
+                "Endpoint"
+            },
+            text::slack_code(endpoint, ID_MAX),
+            text::slack_code(source, ID_MAX)
+        );
     }
-    let _ = write!(text, "\n• Alert id: `{}`", page.alert_id);
+    let _ = write!(
+        text,
+        "\n• Alert id: `{}`",
+        text::slack_code(&page.alert_id, ID_MAX)
+    );
     if let Some(hint) = operator_hint(page) {
-        let _ = write!(text, "\n• {}: `{hint}`", hint_label(page));
+        let _ = write!(
+            text,
+            "\n• {}: `{}`",
+            hint_label(page),
+            text::slack_code(&hint, SLACK_SUMMARY_MAX)
+        );
     }
     json!({ "text": text })
 }
@@ -230,25 +315,34 @@ pub fn slack_message(page: &Page) -> Value {
 /// (charts/hushwatch/rules/hushwatch.rules.yml), so both paths group,
 /// inhibit and silence together.
 pub fn alertmanager_alerts(page: &Page) -> Value {
+    // Labels name the alert: a value too long is shortened with a digest
+    // of the whole (`text::bounded_id`), so two alerts never merge.
+    let label = |v: &str| text::bounded_id(v, ID_MAX);
+    let line = format!("{}{}: {}", test_prefix(page), page.stream, page.summary);
     let mut alert = json!({
         "labels": {
             "alertname": alertname(page),
-            "stream": page.stream,
-            "severity": page.severity,
-            "kind": page.alert_kind,
+            "stream": label(&page.stream),
+            "severity": label(&page.severity),
+            "kind": label(&page.alert_kind),
         },
         "annotations": {
-            "summary": format!("{}{}: {}", test_prefix(page), page.stream, page.summary),
-            "description": description(page),
+            "summary": text::bounded(&line, AM_SUMMARY_MAX, IN_DESCRIPTION),
+            "description": text::bounded(&description(page), TEXT_MAX, ""),
             "alert_id": page.alert_id,
         },
         "startsAt": rfc(page.started_at),
     });
     if let Some(source) = &page.source {
-        alert["labels"]["source"] = json!(source);
+        alert["labels"]["source"] = json!(label(source));
     }
     if let Some(endpoint) = &page.endpoint_id {
-        alert["labels"]["endpoint_id"] = json!(endpoint);
+        alert["labels"]["endpoint_id"] = json!(label(endpoint));
+        // HushwatchNotificationsFailing (the rule this page shares its
+        // name with) is per `notifier`.
+        if page.alert_kind == AlertKind::Fallback.as_str() {
+            alert["labels"]["notifier"] = json!(label(endpoint));
+        }
     }
     if let Some(resolved) = page.resolved_at {
         alert["endsAt"] = json!(rfc(resolved));
@@ -264,23 +358,15 @@ pub fn alertmanager_alerts(page: &Page) -> Value {
     json!([alert])
 }
 
-/// The alert's name in Alertmanager: the shipped rule's name for the
-/// alerts that have one.
+/// The alert's name in Alertmanager (`AlertKind::alertname`): the shipped
+/// rule's name where a rule watches the same condition, so both paths
+/// group, inhibit and silence together.
 pub fn alertname(page: &Page) -> &'static str {
-    match page.alert_kind.as_str() {
-        super::ALERT_KIND => "IdentityEventsSilent",
-        "svix_endpoint_disabled" => "IdentityWebhookEndpointDisabled",
-        "svix_messages_exhausted" => "IdentityWebhookMessagesExhausted",
-        "svix_endpoint_failing" => "IdentityWebhookEndpointFailing",
-        "svix_endpoint_deleted" => "IdentityWebhookEndpointDeleted",
-        "subscription_expiring" => "IdentitySubscriptionExpiring",
-        "subscription_reauthorization_required" => "IdentitySubscriptionReauthorizationRequired",
-        // hushwatch's own pages only: no shipped Prometheus rule has these.
-        "reconciliation_missing" => "IdentityReconciliationMissing",
-        "reconciliation_revoke_missed" => "IdentityReconciliationRevokeMissed",
-        "stale_grant" => "IdentityStaleGrant",
-        // Svix pages queued before schema v8 did not record which alert.
-        _ => "IdentityWebhookAlert",
+    match AlertKind::parse(&page.alert_kind) {
+        Some(kind) => kind.alertname(),
+        // Svix pages queued before schema v8 did not record which alert
+        // (`alert_kind` = `svix`).
+        None => "IdentityWebhookAlert",
     }
 }
 
@@ -311,13 +397,20 @@ pub fn email_subject(page: &Page) -> String {
         crate::store::PageKind::Reminder => " (reminder)",
         crate::store::PageKind::Escalation => " (escalation)",
     };
-    format!(
-        "{}[{} {}] {}: {}{extra}",
+    let head = format!(
+        "{}[{} {}] {}: ",
         test_prefix(page),
         page.status_word(),
-        page.severity,
-        page.stream,
-        page.summary
+        text::one_line(&page.severity),
+        text::one_line(&page.stream),
+    );
+    // The summary gets what the subject has left; the body has all of it.
+    let room = EMAIL_SUBJECT_MAX
+        .saturating_sub(head.chars().count() + extra.chars().count())
+        .max(40);
+    format!(
+        "{head}{}{extra}",
+        text::bounded_line(&page.summary, room, IN_BODY)
     )
 }
 
@@ -327,14 +420,27 @@ pub fn email_body(page: &Page) -> String {
     if page.test {
         b.push_str("THIS IS A TEST PAGE sent by `hushwatch notify-test`. No action is needed.\n\n");
     }
-    let _ = writeln!(b, "{} - {}", page.status_word(), page.stream);
-    let _ = writeln!(b, "{}", page.summary);
+    // Plain text (no markup to escape), but one-line fields stay one line:
+    // a newline in a summary or endpoint id could fake a line of the page.
+    let _ = writeln!(
+        b,
+        "{} - {}",
+        page.status_word(),
+        text::one_line(&page.stream)
+    );
+    let _ = writeln!(b, "{}", text::bounded_line(&page.summary, TEXT_MAX, ""));
     b.push('\n');
     let _ = writeln!(b, "Severity:        {}", page.severity);
     if !page.is_silence() {
         let _ = writeln!(b, "Kind:            {}", page.alert_kind);
         if let (Some(source), Some(endpoint)) = (&page.source, &page.endpoint_id) {
-            let _ = writeln!(b, "Endpoint:        {endpoint} (svix source \"{source}\")");
+            let endpoint = text::one_line(&text::bounded_id(endpoint, ID_MAX));
+            let source = text::one_line(source);
+            if page.alert_kind == AlertKind::Fallback.as_str() {
+                let _ = writeln!(b, "Notifier:        {endpoint}");
+            } else {
+                let _ = writeln!(b, "Endpoint:        {endpoint} (svix source \"{source}\")");
+            }
         }
         let _ = writeln!(b, "At:              {}", local_and_utc(page, page.at));
         b.push('\n');
@@ -422,7 +528,7 @@ pub fn log_line(page: &Page, sent_at: DateTime<Utc>) -> Value {
         "stream": page.stream,
         "at": rfc(page.at),
         "sent_at": rfc(sent_at),
-        "summary": format!("{}{}", test_prefix(page), page.summary),
+        "summary": full_summary(page),
         "test": page.test,
     });
     if let Some(hint) = operator_hint(page) {
@@ -444,7 +550,10 @@ pub fn log_line(page: &Page, sent_at: DateTime<Utc>) -> Value {
         ));
     } else {
         v["source"] = json!(page.source);
-        v["endpoint_id"] = json!(page.endpoint_id);
+        v["endpoint_id"] = json!(page
+            .endpoint_id
+            .as_deref()
+            .map(|e| text::bounded_id(e, ID_MAX)));
     }
     v
 }

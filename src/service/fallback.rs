@@ -19,7 +19,7 @@ use crate::store::{Attempt, OutboxRow, StoreError};
 use chrono::{DateTime, Utc};
 
 /// The `alert_kind` of fallback pages (set by `store::ops::fallback_alert`).
-pub const FALLBACK_KIND: &str = "hushwatch_fallback";
+pub const FALLBACK_KIND: &str = crate::notify::kind::AlertKind::Fallback.as_str();
 
 /// Records `attempt` of `row` (under claim `token` on a shared store),
 /// counts it on the notifier's ladder, and wakes the outbox when that

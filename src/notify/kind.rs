@@ -1,0 +1,176 @@
+//! Every alert kind a page can carry (the outbox `alert_kind`), with what
+//! each notifier needs to know about it: its Alertmanager `alertname`,
+//! whether the shipped Prometheus rules have an alert of that name, and
+//! whether an operator silence may name it. The matches are exhaustive, so
+//! a new kind cannot be added without deciding each of these; a kind left
+//! out used to reach Alertmanager as the catch-all `IdentityWebhookAlert`
+//! (fallback-ladder pages did, issue #26).
+
+/// One alert kind. The stored form is [`AlertKind::as_str`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AlertKind {
+    /// A stream went quiet (`silence`).
+    Silence,
+    SvixEndpointDisabled,
+    SvixMessagesExhausted,
+    SvixEndpointFailing,
+    SvixEndpointDeleted,
+    SubscriptionExpiring,
+    SubscriptionReauthorizationRequired,
+    ReconciliationMissing,
+    ReconciliationRevokeMissed,
+    StaleGrant,
+    /// A fallback-ladder page: hushwatch cannot deliver to a notifier
+    /// (`service::fallback`, queued by `store::ops::fallback_alert`).
+    Fallback,
+    /// The direct emergency page about the store (`service::watchdog`),
+    /// sent without the outbox.
+    Storage,
+}
+
+impl AlertKind {
+    /// Every kind, in the order the README's table lists them.
+    pub const ALL: [AlertKind; 12] = [
+        AlertKind::Silence,
+        AlertKind::SvixEndpointDisabled,
+        AlertKind::SvixMessagesExhausted,
+        AlertKind::SvixEndpointFailing,
+        AlertKind::SvixEndpointDeleted,
+        AlertKind::SubscriptionExpiring,
+        AlertKind::SubscriptionReauthorizationRequired,
+        AlertKind::ReconciliationMissing,
+        AlertKind::ReconciliationRevokeMissed,
+        AlertKind::StaleGrant,
+        AlertKind::Fallback,
+        AlertKind::Storage,
+    ];
+
+    /// The stored `alert_kind` (Alertmanager `kind` label, webhook
+    /// `alert.kind`, silence `kinds`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            AlertKind::Silence => "silence",
+            AlertKind::SvixEndpointDisabled => "svix_endpoint_disabled",
+            AlertKind::SvixMessagesExhausted => "svix_messages_exhausted",
+            AlertKind::SvixEndpointFailing => "svix_endpoint_failing",
+            AlertKind::SvixEndpointDeleted => "svix_endpoint_deleted",
+            AlertKind::SubscriptionExpiring => "subscription_expiring",
+            AlertKind::SubscriptionReauthorizationRequired => {
+                "subscription_reauthorization_required"
+            }
+            AlertKind::ReconciliationMissing => "reconciliation_missing",
+            AlertKind::ReconciliationRevokeMissed => "reconciliation_revoke_missed",
+            AlertKind::StaleGrant => "stale_grant",
+            AlertKind::Fallback => "hushwatch_fallback",
+            AlertKind::Storage => "hushwatch_storage",
+        }
+    }
+
+    /// The kind stored as `s`; `None` for `svix` (pre-v8 outbox rows did
+    /// not record which Svix alert) and anything unknown.
+    pub fn parse(s: &str) -> Option<AlertKind> {
+        AlertKind::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+
+    /// The Alertmanager `alertname`: the shipped rule's name where one
+    /// watches the same condition (charts/hushwatch/rules/hushwatch.rules.yml),
+    /// so hushwatch's own page and the rule's alert group, inhibit and are
+    /// silenced together. See [`AlertKind::has_shipped_rule`] for the
+    /// names only hushwatch's pages carry.
+    pub const fn alertname(self) -> &'static str {
+        match self {
+            AlertKind::Silence => "IdentityEventsSilent",
+            AlertKind::SvixEndpointDisabled => "IdentityWebhookEndpointDisabled",
+            AlertKind::SvixMessagesExhausted => "IdentityWebhookMessagesExhausted",
+            AlertKind::SvixEndpointFailing => "IdentityWebhookEndpointFailing",
+            AlertKind::SvixEndpointDeleted => "IdentityWebhookEndpointDeleted",
+            AlertKind::SubscriptionExpiring => "IdentitySubscriptionExpiring",
+            AlertKind::SubscriptionReauthorizationRequired => {
+                "IdentitySubscriptionReauthorizationRequired"
+            }
+            AlertKind::ReconciliationMissing => "IdentityReconciliationMissing",
+            AlertKind::ReconciliationRevokeMissed => "IdentityReconciliationRevokeMissed",
+            AlertKind::StaleGrant => "IdentityStaleGrant",
+            // The rule watches the same thing: pages through a notifier
+            // failing (it groups by the `notifier` label, which the
+            // fallback page carries too).
+            AlertKind::Fallback => "HushwatchNotificationsFailing",
+            AlertKind::Storage => "HushwatchStoreDown",
+        }
+    }
+
+    /// Whether the shipped rules have an alert named [`alertname`]. The
+    /// others are pages only hushwatch sends: Svix's "failing" and
+    /// "deleted" operational events and Entra's reauthorization request
+    /// leave no metric a rule could watch.
+    ///
+    /// [`alertname`]: AlertKind::alertname
+    pub const fn has_shipped_rule(self) -> bool {
+        match self {
+            AlertKind::SvixEndpointFailing
+            | AlertKind::SvixEndpointDeleted
+            | AlertKind::SubscriptionReauthorizationRequired => false,
+            AlertKind::Silence
+            | AlertKind::SvixEndpointDisabled
+            | AlertKind::SvixMessagesExhausted
+            | AlertKind::SubscriptionExpiring
+            | AlertKind::ReconciliationMissing
+            | AlertKind::ReconciliationRevokeMissed
+            | AlertKind::StaleGrant
+            | AlertKind::Fallback
+            | AlertKind::Storage => true,
+        }
+    }
+
+    /// Whether an operator silence may name this kind
+    /// (`store::silences::PAGE_KINDS`). Pages about hushwatch itself
+    /// cannot be silenced: they are how a broken notifier or store is
+    /// noticed at all.
+    pub const fn silenceable(self) -> bool {
+        match self {
+            AlertKind::Fallback | AlertKind::Storage => false,
+            AlertKind::Silence
+            | AlertKind::SvixEndpointDisabled
+            | AlertKind::SvixMessagesExhausted
+            | AlertKind::SvixEndpointFailing
+            | AlertKind::SvixEndpointDeleted
+            | AlertKind::SubscriptionExpiring
+            | AlertKind::SubscriptionReauthorizationRequired
+            | AlertKind::ReconciliationMissing
+            | AlertKind::ReconciliationRevokeMissed
+            | AlertKind::StaleGrant => true,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::AlertKind;
+
+    #[test]
+    fn every_kind_round_trips() {
+        for k in AlertKind::ALL {
+            assert_eq!(AlertKind::parse(k.as_str()), Some(k));
+        }
+        assert_eq!(AlertKind::parse("svix"), None);
+    }
+
+    /// The string lists elsewhere name exactly these kinds.
+    #[test]
+    fn the_other_kind_lists_agree() {
+        let silenceable: Vec<&str> = AlertKind::ALL
+            .into_iter()
+            .filter(|k| k.silenceable())
+            .map(AlertKind::as_str)
+            .collect();
+        assert_eq!(crate::store::silences::PAGE_KINDS, silenceable.as_slice());
+        assert_eq!(
+            AlertKind::parse(crate::store::reconcile::REVOKE_MISSED_KIND),
+            Some(AlertKind::ReconciliationRevokeMissed)
+        );
+        assert_eq!(
+            AlertKind::parse(super::super::ALERT_KIND),
+            Some(AlertKind::Silence)
+        );
+    }
+}
