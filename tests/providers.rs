@@ -125,7 +125,7 @@ fn workos_signatures_duplicates_and_refusals() {
     assert_eq!(r.status, 401, "{}", r.body);
     let r = workos_post(addr, WORKOS_SECRET, now_ms - 181_000, &other);
     assert_eq!(r.status, 400, "{}", r.body);
-    assert!(r.body.contains("181 s old"), "{}", r.body);
+    assert!(r.body.contains("s old; at most 180 s"), "{}", r.body);
     let r = post(addr, "workos", &[], &other);
     assert_eq!(r.status, 401);
     assert!(r.body.contains("WorkOS-Signature"), "{}", r.body);
@@ -334,6 +334,15 @@ fn google_sync_is_recorded_without_feeding_the_clock() {
     );
     let r = push(GOOGLE_TOKEN, "DELETE_USER", "2", activity);
     assert_eq!(r.json()["status"], "duplicate");
+    // Issue 26: other spellings of the same message number are the same message.
+    for number in ["02", "002", "0000000000000000000002"] {
+        let r = push(GOOGLE_TOKEN, "DELETE_USER", number, activity);
+        assert_eq!(r.json()["status"], "duplicate", "{number}: {}", r.body);
+    }
+    assert_eq!(
+        push(GOOGLE_TOKEN, "DELETE_USER", "-2", activity).status,
+        400
+    );
 
     assert_eq!(push("wrong", "DELETE_USER", "3", activity).status, 401);
     assert_eq!(push(GOOGLE_TOKEN, "DELETE_USER", "x", activity).status, 400);
@@ -358,4 +367,214 @@ fn check_names_an_unknown_provider_and_the_known_ones() {
             && stderr.contains("standard, workos, okta, auth0, entra, google"),
         "{stderr}"
     );
+}
+
+fn hushwatch_cli(args: &[&str], config: &std::path::Path) -> (i32, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hushwatch"))
+        .args(args)
+        .arg("--config")
+        .arg(config)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Issue 26: one odd record in an authenticated Auth0 or Okta batch used to turn the whole
+/// batch into 200 plus one anonymous `unknown` event, losing every revocation in it (and a
+/// redelivery was accepted again). Now each record is recorded on its own: well-formed
+/// revocations with their ids (so the audit log's revocation view has them and a
+/// redelivery is a duplicate), the odd record as `unknown` with its id when it has one. A
+/// body that cannot be split into records is refused, never collapsed.
+#[test]
+fn one_odd_record_never_loses_the_revocations_in_its_batch() {
+    let work = Workdir::new(&config());
+    let server = Sidecar::start(&work.config_path());
+    let addr = server.addr;
+    let auth0 = [("Authorization", AUTH0_AUTH)];
+    let okta = [("Authorization", OKTA_AUTH)];
+    let record = |id: &str, user: &str| {
+        format!(
+            r#"{{"log_id":"{id}","data":{{"date":"2026-11-30T10:00:00.000Z","type":"sdu","user_id":"{user}"}}}}"#
+        )
+    };
+    // A numeric `date`, then a record without `log_id`, between two genuine deletions.
+    let lines = [
+        record("a0-rev-1", "auth0|victim1"),
+        r#"{"log_id":"a0-odd","data":{"date":1764496800000,"type":"sdu","user_id":"auth0|odd"}}"#
+            .to_owned(),
+        r#"{"data":{"date":"2026-11-30T10:00:00.000Z","type":"sdu","user_id":"auth0|noid"}}"#
+            .to_owned(),
+        record("a0-rev-2", "auth0|victim2"),
+    ]
+    .join("\n");
+    for body in [lines.clone(), format!("[{}]", lines.replace('\n', ","))] {
+        let r = post(addr, "auth0", &auth0, &body);
+        assert_eq!(r.status, 200, "{}", r.body);
+        let (accepted, duplicate) = (r.json()["accepted"].clone(), r.json()["duplicate"].clone());
+        if counted(addr, "auth0", "duplicate") == 0.0 {
+            assert_eq!((accepted, duplicate), (4.into(), 0.into()), "{}", r.body);
+        } else {
+            // The redelivery (here in the array format): every record with an id is a
+            // duplicate; only the one without an id cannot be recognised.
+            assert_eq!((accepted, duplicate), (1.into(), 3.into()), "{}", r.body);
+        }
+    }
+
+    let event = |uuid: &str, user: &str, published: &str| {
+        format!(
+            r#"{{"uuid":"{uuid}","published":{published},"eventType":"user.lifecycle.deactivate","target":[{{"id":"{user}","type":"User"}}]}}"#
+        )
+    };
+    let batch = format!(
+        r#"{{"eventType":"com.okta.event_hook","data":{{"events":[{},{},{}]}}}}"#,
+        event("okta-rev-1", "00uvictim1", r#""2026-11-30T10:00:00.000Z""#),
+        event("okta-odd", "00uodd", "1764496800000"),
+        event("okta-rev-2", "00uvictim2", r#""2026-11-30T10:00:01.000Z""#),
+    );
+    let r = post(addr, "okta", &okta, &batch);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["accepted"], 3, "{}", r.body);
+    let r = post(addr, "okta", &okta, &batch);
+    assert_eq!(r.json()["status"], "duplicate", "{}", r.body);
+
+    // More than MAX_BATCH records, or a body that is not a batch: refused, nothing stored.
+    let many = vec![record("a0-many", "auth0|x"); 1001].join("\n");
+    assert_eq!(post(addr, "auth0", &auth0, &many).status, 400);
+    let many = format!(
+        r#"{{"data":{{"events":[{}]}}}}"#,
+        vec![event("okta-many", "00ux", "null"); 1001].join(",")
+    );
+    assert_eq!(post(addr, "okta", &okta, &many).status, 400);
+    assert_eq!(post(addr, "okta", &okta, r#"{"data":{}}"#).status, 400);
+    assert_eq!(post(addr, "auth0", &auth0, "[{").status, 400);
+    assert_eq!(counted(addr, "auth0", "accepted"), 5.0);
+    assert_eq!(counted(addr, "okta", "accepted"), 3.0);
+    assert_eq!(counted(addr, "okta", "error"), 2.0);
+    server.stop();
+
+    // The revocation view of the audit log names every genuine revocation by its id and
+    // subject; the odd records are `unknown`, the one with an id keeping it.
+    let (code, out, err) = hushwatch_cli(
+        &["audit", "export", "--kind", "revoke"],
+        &work.config_path(),
+    );
+    assert_eq!(code, 0, "{err}");
+    let revokes: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let mut got: Vec<(String, String)> = revokes
+        .iter()
+        .map(|l| {
+            (
+                l["delivery_id"].as_str().unwrap_or("").to_owned(),
+                l["subject_ids"]["user_id"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_owned(),
+            )
+        })
+        .collect();
+    got.sort();
+    assert_eq!(
+        got,
+        vec![
+            ("a0-rev-1".to_owned(), "auth0|victim1".to_owned()),
+            ("a0-rev-2".to_owned(), "auth0|victim2".to_owned()),
+            ("okta-rev-1".to_owned(), "00uvictim1".to_owned()),
+            ("okta-rev-2".to_owned(), "00uvictim2".to_owned()),
+        ]
+    );
+    let (_, all, _) = hushwatch_cli(&["audit", "export"], &work.config_path());
+    let odd: Vec<serde_json::Value> = all
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|l| l["event_type"] == "unknown")
+        .collect();
+    let odd_ids: Vec<&str> = odd
+        .iter()
+        .map(|l| l["delivery_id"].as_str().unwrap_or("-"))
+        .collect();
+    assert!(odd_ids.contains(&"a0-odd"), "{odd_ids:?}");
+    assert!(odd_ids.contains(&"okta-odd"), "{odd_ids:?}");
+}
+
+/// Peak resident memory (high-water mark) of a process in KiB.
+fn peak_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM in /proc/PID/status")
+}
+
+/// Issue 26: an Entra body is read before its `clientState` is checked, and a 1 MiB body
+/// of nested empty objects used to grow about 124 times once parsed into a JSON tree,
+/// aborting the process under the chart's 128 MiB limit. The real binary, limited to
+/// 128 MiB of data, now answers such bodies 401 (the sender proved nothing), stays up,
+/// and its peak RSS stays far below the limit.
+#[test]
+fn a_hostile_unauthenticated_entra_body_cannot_exhaust_memory() {
+    let work = Workdir::new(&config());
+    let server = Sidecar::start(&work.config_path());
+    let addr = server.addr;
+    let pid = server.child.id();
+    let limit = (128 * 1024 * 1024).to_string();
+    let limited = std::process::Command::new("prlimit")
+        .args([
+            "--pid",
+            &pid.to_string(),
+            &format!("--data={limit}:{limit}"),
+        ])
+        .status()
+        .expect("run prlimit");
+    assert!(limited.success(), "prlimit failed");
+
+    let item = r#"{"":{"":{}}}"#;
+    let mut body = String::from(r#"{"value":["#);
+    while body.len() + 64 < hushwatch::http::MAX_BODY {
+        body.push_str(item);
+        body.push(',');
+    }
+    body.push_str(item);
+    body.push_str("]}");
+    let before = peak_rss_kib(pid);
+    let threads: Vec<_> = (0..8)
+        .map(|_| {
+            let body = body.clone();
+            std::thread::spawn(move || {
+                post(
+                    addr,
+                    "entra",
+                    &[("Content-Type", "application/json")],
+                    &body,
+                )
+                .status
+            })
+        })
+        .collect();
+    for t in threads {
+        assert_eq!(t.join().unwrap(), 401);
+    }
+    // Bad shapes from an unauthenticated sender are 401 too, never 400.
+    for bad in [
+        "not json",
+        r#"{"value":5}"#,
+        "[]",
+        r#"{"value":[{"clientState":7}]}"#,
+    ] {
+        let r = post(addr, "entra", &[], bad);
+        assert_eq!(r.status, 401, "{bad}: {}", r.body);
+    }
+    assert_eq!(get(addr, "/healthz").status, 200);
+    let peak = peak_rss_kib(pid);
+    eprintln!("VmHWM before {before} KiB, after 8 hostile bodies {peak} KiB");
+    assert!(peak < 64 * 1024, "peak RSS {peak} KiB");
+    assert_eq!(counted(addr, "entra", "accepted"), 0.0);
+    server.stop();
 }

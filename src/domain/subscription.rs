@@ -9,6 +9,25 @@
 
 use chrono::{DateTime, TimeDelta, Utc};
 
+/// Clock skew allowed between the provider and us when judging how far ahead an expiry
+/// may be.
+pub const EXPIRY_SKEW: TimeDelta = TimeDelta::minutes(10);
+
+/// The longest any supported provider lets a subscription live (Entra's 41,760 minutes;
+/// Google's channels live at most a week), plus skew. The store refuses to keep an expiry
+/// further ahead than this whatever the provider, and replaces one it holds that is.
+pub const MAX_LIFETIME: TimeDelta = TimeDelta::minutes(41_760)
+    .checked_add(&EXPIRY_SKEW)
+    .unwrap();
+
+/// Whether a provider could genuinely have sent `expires_at` at `now` for a subscription
+/// that lives at most `lifetime`. A value further ahead is forged or broken: kept, it
+/// would hold the expiry warning off long after the real subscription lapsed.
+pub fn is_plausible(expires_at: DateTime<Utc>, now: DateTime<Utc>, lifetime: TimeDelta) -> bool {
+    now.checked_add_signed(lifetime + EXPIRY_SKEW)
+        .is_some_and(|latest| expires_at <= latest)
+}
+
 /// What is known about one subscription.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SubscriptionFacts {
@@ -81,6 +100,16 @@ mod tests {
             f.concern(at("2026-12-21T00:00:00Z")),
             Some(Concern::Expiring)
         );
+    }
+
+    #[test]
+    fn expiries_further_ahead_than_a_lifetime_are_implausible() {
+        let now = at("2026-12-01T00:00:00Z");
+        let week = TimeDelta::days(7);
+        assert!(is_plausible(at("2026-12-08T00:10:00Z"), now, week));
+        assert!(is_plausible(at("2026-11-30T00:00:00Z"), now, week));
+        assert!(!is_plausible(at("2026-12-08T00:10:01Z"), now, week));
+        assert!(!is_plausible(at("9999-12-31T23:59:59Z"), now, MAX_LIFETIME));
     }
 
     #[test]

@@ -23,9 +23,6 @@ use hyper::{Request, StatusCode};
 use sha2::{Digest, Sha256};
 use tokio::time::Instant;
 
-/// Recorded for an authenticated body whose events cannot be read.
-const UNKNOWN_TYPE: &str = "unknown";
-
 /// `POST /v1/streams/{stream}/webhook` for a native provider.
 pub async fn webhook(
     app: &dyn Api,
@@ -116,21 +113,60 @@ pub async fn webhook(
         },
         ProviderConfig::Standard => return misrouted(),
     };
-    // The sender proved who it is, so even an unreadable body is an arrival: refusing it
-    // would only make the provider retry and, in the end, give up on us.
-    let delivery = parsed.unwrap_or_else(|e| {
-        tracing::warn!(stream = %stream.name, provider = provider.name(), error = %super::log_field::Escaped(&e.to_string()), "authenticated body unreadable; recorded as an unknown event");
-        Delivery {
-            events: vec![providers::ProviderEvent {
-                delivery_id: None,
-                event_type: UNKNOWN_TYPE.to_owned(),
-                event_time: None,
-                subject_ids: Vec::new(),
-                feeds_clock: true,
-            }],
-            ..Delivery::default()
+    let mut delivery = match (parsed, provider) {
+        (Ok(delivery), _) => delivery,
+        // Okta and Auth0 batch many events per request, and a record that cannot be read
+        // already becomes its own `unknown` event inside the parser. What is left here is
+        // a body that cannot be split into records at all (not JSON, not a batch, more
+        // than MAX_BATCH records): it is refused whole, never recorded as one anonymous
+        // event, which would lose every revocation in it and accept a redelivery again.
+        // What the sender then does:
+        // - Auth0 log streams retry a failed delivery up to three times, then show the
+        //   error in the stream's Health view and restart delivery of errored logs until
+        //   the problem is resolved (https://auth0.com/docs/customize/log-streams,
+        //   "Delivery attempts"). A 4xx counts as a failure like a 5xx.
+        // - Okta event hooks wait 3 s and retry once on a timeout or an error response,
+        //   and do not retry a 4xx (https://developer.okta.com/docs/concepts/event-hooks/,
+        //   "Timeout and retry"); the failed delivery is in Okta's System Log. A body
+        //   Okta cannot make readable by retrying is refused with 400 all the same: the
+        //   refusal is counted (outcome "error") and logged here, where a silent 200
+        //   would hide it.
+        (Err(e), ProviderConfig::Okta { .. } | ProviderConfig::Auth0 { .. }) => {
+            return reject_rejection(app, stream, &e)
         }
-    });
+        // WorkOS sends one event per request and has proved it with an HMAC over the
+        // body: an unreadable one is still that one arrival, recorded as `unknown` rather
+        // than refused into the retry-then-disable cycle.
+        (Err(e), _) => {
+            tracing::warn!(stream = %stream.name, provider = provider.name(), error = %super::log_field::Escaped(&e.to_string()), "authenticated body unreadable; recorded as an unknown event");
+            Delivery {
+                events: vec![providers::ProviderEvent {
+                    delivery_id: None,
+                    event_type: providers::UNKNOWN_TYPE.to_owned(),
+                    event_time: None,
+                    subject_ids: Vec::new(),
+                    feeds_clock: true,
+                }],
+                ..Delivery::default()
+            }
+        }
+    };
+    // A subscription cannot expire further ahead than its provider lets it live; such a
+    // value is forged or broken, and stored it would hold the expiry warning off.
+    let lifetime = match provider {
+        ProviderConfig::Google { .. } => Some(google::MAX_CHANNEL_LIFETIME),
+        ProviderConfig::Entra { .. } => Some(providers::entra::MAX_SUBSCRIPTION_LIFETIME),
+        _ => None,
+    };
+    if let Some(lifetime) = lifetime {
+        delivery.expiries.retain(|e| {
+            let plausible = crate::domain::subscription::is_plausible(e.expires_at, now, lifetime);
+            if !plausible {
+                tracing::warn!(stream = %stream.name, provider = provider.name(), "subscription expiry further ahead than the provider allows; not recorded");
+            }
+            plausible
+        });
+    }
     let update = (!delivery.expiries.is_empty() || !delivery.lifecycle.is_empty()).then(|| {
         SubscriptionUpdate {
             stream: stream.name.clone(),

@@ -8,87 +8,88 @@
 //! (login), `ss` (signup), `sdu` (user deleted) or `fdu` (deletion failed). Delivery is at
 //! least once, so each record is deduplicated by `log_id`.
 
-use serde_json::Value;
-
-use super::{bad_request, bounded, optional_instant, push_subject};
-use super::{Delivery, ProviderEvent, Rejection, MAX_BATCH};
+use super::lenient::{lenient_record, List, Scalar};
+use super::{bad_request, optional_instant, parse_json, push_subject, text};
+use super::{unknown_record, Delivery, ProviderEvent, Rejection, MAX_BATCH};
 
 pub use super::okta::authorize;
 
+lenient_record!(Record { "log_id" => log_id: Scalar, "data" => data: LogData });
+lenient_record!(LogData {
+    "date" => date: Scalar,
+    "type" => kind: Scalar,
+    "user_id" => user_id: Scalar,
+    "client_id" => client_id: Scalar,
+});
+
 /// Reads an authorized body in whichever of the three formats it came.
+///
+/// Whole-body problems are errors, so the HTTP layer refuses the batch: not UTF-8, an
+/// array that is not valid JSON, a document that is neither a record nor an array, more
+/// than [`MAX_BATCH`] records. A record that cannot be read as an event (no `log_id`, no
+/// `data.type`, a `data.date` that is not an RFC 3339 string, a JSON Lines line that is
+/// not JSON) is recorded as its own `unknown` event keeping its `log_id` when it has one,
+/// so every other record of the batch, revocations included, is recorded normally.
 pub fn parse(body: &[u8]) -> Result<Delivery, Rejection> {
     let text = std::str::from_utf8(body).map_err(|_| bad_request("body is not UTF-8"))?;
-    let records = records(text)?;
-    if records.len() > MAX_BATCH {
-        return Err(bad_request(format!(
-            "body has more than {MAX_BATCH} log records"
-        )));
-    }
-    let mut delivery = Delivery::default();
-    for (i, record) in records.iter().enumerate() {
-        delivery.events.push(event(record, i)?);
-    }
-    Ok(delivery)
-}
-
-/// A JSON array or a single object parse as one document; anything else is read as JSON
-/// Lines (one record per non-empty line).
-fn records(text: &str) -> Result<Vec<Value>, Rejection> {
-    if let Ok(document) = serde_json::from_str::<Value>(text) {
-        return match document {
-            Value::Array(items) => Ok(items),
-            Value::Object(_) => Ok(vec![document]),
-            _ => Err(bad_request(
+    let too_many = || bad_request(format!("body has more than {MAX_BATCH} log records"));
+    let records: Vec<Option<Record>> = if text.trim_start().starts_with('[') {
+        let list: List<Record, MAX_BATCH> = parse_json(body)?;
+        if list.overflow {
+            return Err(too_many());
+        }
+        list.items.into_iter().map(Some).collect()
+    } else if let Ok(record) = serde_json::from_str::<Record>(text) {
+        if !record.is_object {
+            return Err(bad_request(
                 "body must be a log record, an array of them, or JSON Lines",
-            )),
-        };
-    }
-    text.lines()
-        .map(str::trim)
-        .filter(|line| !line.is_empty())
-        .enumerate()
-        .map(|(n, line)| {
-            serde_json::from_str(line)
-                .map_err(|e| bad_request(format!("line {} is not valid JSON: {e}", n + 1)))
-        })
-        .take(MAX_BATCH + 1)
-        .collect()
+            ));
+        }
+        vec![Some(record)]
+    } else {
+        // JSON Lines: each line is read on its own, so one bad line costs only itself.
+        let mut lines = Vec::new();
+        for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+            if lines.len() == MAX_BATCH {
+                return Err(too_many());
+            }
+            lines.push(
+                serde_json::from_str::<Record>(line)
+                    .ok()
+                    .filter(|r| r.is_object),
+            );
+        }
+        lines
+    };
+    Ok(Delivery {
+        events: records.iter().map(|r| event(r.as_ref())).collect(),
+        ..Delivery::default()
+    })
 }
 
-fn event(record: &Value, i: usize) -> Result<ProviderEvent, Rejection> {
-    let log_id = record
-        .get("log_id")
-        .and_then(Value::as_str)
-        .and_then(bounded)
-        .ok_or_else(|| {
-            bad_request(format!(
-                "record {i}: field `log_id` must be a non-empty string"
-            ))
-        })?;
-    let data = record
-        .get("data")
-        .filter(|d| d.is_object())
-        .ok_or_else(|| bad_request(format!("record {i}: field `data` must be an object")))?;
-    let event_type = data
-        .get("type")
-        .and_then(Value::as_str)
-        .and_then(bounded)
-        .ok_or_else(|| {
-            bad_request(format!(
-                "record {i}: field `data.type` must be a non-empty string"
-            ))
-        })?;
-    let event_time = optional_instant(data.get("date"), "data.date")?;
+fn event(record: Option<&Record>) -> ProviderEvent {
+    let Some(record) = record else {
+        return unknown_record(None, Vec::new());
+    };
+    let data = &record.data;
     let mut subject_ids = Vec::new();
-    push_subject(&mut subject_ids, "user_id", data.get("user_id"));
-    push_subject(&mut subject_ids, "client_id", data.get("client_id"));
-    Ok(ProviderEvent {
-        delivery_id: Some(log_id),
+    push_subject(&mut subject_ids, "user_id", &data.user_id);
+    push_subject(&mut subject_ids, "client_id", &data.client_id);
+    let log_id = text(&record.log_id);
+    let (Some(delivery_id), Some(event_type), Ok(event_time)) = (
+        log_id.clone(),
+        text(&data.kind).filter(|_| data.is_object),
+        optional_instant(&data.date, "data.date"),
+    ) else {
+        return unknown_record(log_id, subject_ids);
+    };
+    ProviderEvent {
+        delivery_id: Some(delivery_id),
         event_type,
         event_time,
         subject_ids,
         feeds_clock: true,
-    })
+    }
 }
 
 #[cfg(test)]
@@ -130,12 +131,39 @@ mod tests {
     }
 
     #[test]
-    fn bad_records_name_their_position() {
-        let err = parse(format!("{DELETED}\n{{\"data\":{{}}}}").as_bytes()).unwrap_err();
-        assert!(err.to_string().contains("record 1"), "{err}");
-        let err = parse(format!("{DELETED}\nnot json").as_bytes()).unwrap_err();
-        assert!(err.to_string().contains("line 2"), "{err}");
+    fn a_bad_record_is_its_own_unknown_event_and_the_rest_are_kept() {
+        let numeric_date =
+            r#"{"log_id":"bad1","data":{"date":1764583200000,"type":"sdu","user_id":"auth0|u3"}}"#;
+        let no_id = r#"{"data":{"date":"2026-12-01T10:00:00.000Z","type":"sdu"}}"#;
+        for body in [
+            format!("[{DELETED},{numeric_date},{no_id},{LOGIN}]"),
+            format!("{DELETED}\n{numeric_date}\n{no_id}\nnot json\n{LOGIN}\n"),
+        ] {
+            let delivery = parse(body.as_bytes()).unwrap();
+            let got: Vec<(Option<&str>, &str)> = delivery
+                .events
+                .iter()
+                .map(|e| (e.delivery_id.as_deref(), e.event_type.as_str()))
+                .collect();
+            assert_eq!(got[0].1, "sdu");
+            assert_eq!(got[1], (Some("bad1"), "unknown"));
+            assert_eq!(got[2], (None, "unknown"));
+            assert_eq!(got.last().unwrap().1, "s");
+            assert_eq!(
+                delivery.events[1].subject_ids[0],
+                ("user_id".to_owned(), "auth0|u3".to_owned())
+            );
+        }
+    }
+
+    #[test]
+    fn whole_body_problems_are_bad_requests() {
         assert_eq!(parse(b"42").unwrap_err().status(), 400);
         assert_eq!(parse(&[0xff, 0xfe]).unwrap_err().status(), 400);
+        assert_eq!(parse(b"[{\"log_id\":").unwrap_err().status(), 400);
+        let many = format!("[{}]", vec![LOGIN; MAX_BATCH + 1].join(","));
+        assert!(parse(many.as_bytes()).is_err());
+        let lines = vec![LOGIN; MAX_BATCH + 1].join("\n");
+        assert!(parse(lines.as_bytes()).is_err());
     }
 }

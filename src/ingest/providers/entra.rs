@@ -13,17 +13,23 @@
 //! - Nothing is signed: the only proof of origin for basic notifications is `clientState`,
 //!   the secret given when subscribing (at most 128 characters). It sits inside the body,
 //!   so this is the one provider whose body is parsed before it is authenticated; the HTTP
-//!   layer's size and time bounds still apply first.
+//!   layer's size and time bounds still apply first, and the parse builds only bounded
+//!   typed shapes (never a `serde_json::Value`, see `lenient`).
 //! - Graph sends no event time: arrival time is all there is.
 
 use chrono::{DateTime, Utc};
-use serde_json::Value;
 
-use super::{bad_request, bounded, parse_json, push_subject, same_secret};
+use super::lenient::{lenient_record, List, Scalar};
+use super::{bad_request, matches_any, push_subject, text};
 use super::{Delivery, LifecycleNotice, ProviderEvent, Rejection, SubscriptionExpiry, MAX_BATCH};
 
 /// Longest `clientState` Graph accepts when subscribing.
 pub const MAX_CLIENT_STATE_LEN: usize = 128;
+
+/// The longest a Graph subscription to users or groups can live: 41,760 minutes (under 29
+/// days; https://learn.microsoft.com/en-us/graph/api/resources/subscription, "Subscription
+/// lifetime"). A `subscriptionExpirationDateTime` further ahead is forged or broken.
+pub const MAX_SUBSCRIPTION_LIFETIME: chrono::TimeDelta = chrono::TimeDelta::minutes(41_760);
 
 /// Longest validation token echoed back.
 const MAX_VALIDATION_TOKEN_LEN: usize = 4096;
@@ -50,59 +56,72 @@ pub fn validation_token(query: Option<&str>) -> Result<Option<String>, Rejection
     Ok(Some(token.into_owned()))
 }
 
+lenient_record!(Collection {
+    "value" => value: List<Notification, MAX_BATCH>,
+});
+
+lenient_record!(Notification {
+    "id" => id: Scalar,
+    "subscriptionId" => subscription_id: Scalar,
+    "subscriptionExpirationDateTime" => expires: Scalar,
+    "clientState" => client_state: Scalar,
+    "changeType" => change_type: Scalar,
+    "lifecycleEvent" => lifecycle_event: Scalar,
+    "resource" => resource: Scalar,
+    "tenantId" => tenant_id: Scalar,
+    "resourceData" => resource_data: ResourceData,
+});
+
+lenient_record!(ResourceData { "id" => id: Scalar });
+
 /// Reads a notification collection, keeping only items whose `clientState` matches one of
 /// `client_states`. No matching item at all is 401; a collection with some foreign items
 /// (another app sharing the URL, or forgeries mixed in) keeps the matching ones.
+///
+/// The body is unauthenticated until a `clientState` matches, so it is read into the
+/// bounded shapes above (at most [`MAX_BATCH`] notifications, a handful of strings each;
+/// everything else is skipped without being built) and the credential is checked before
+/// any field is judged. Until then every failure, including a body that is not JSON or
+/// not a collection, is 401: the sender has not proved who it is, and a 400 would tell a
+/// prober that its shape, not its credential, was wrong.
 pub fn parse(body: &[u8], client_states: &[&str]) -> Result<Delivery, Rejection> {
-    let root = parse_json(body)?;
-    let items = root
-        .get("value")
-        .and_then(Value::as_array)
-        .ok_or_else(|| bad_request("field `value` must be an array"))?;
-    if items.len() > MAX_BATCH {
+    const UNPROVEN: Rejection =
+        Rejection::Unauthorized("no notification carried the configured clientState");
+    let root: Collection = serde_json::from_slice(body).map_err(|_| UNPROVEN)?;
+    let matching: Vec<(usize, &Notification)> = root
+        .value
+        .items
+        .iter()
+        .enumerate()
+        .filter(|(_, item)| matches_any(client_states, item.client_state.as_str().unwrap_or("")))
+        .collect();
+    if matching.is_empty() {
+        return Err(UNPROVEN);
+    }
+    if root.value.overflow {
+        // Refused whole so Graph redelivers: cutting the batch would drop changes silently.
         return Err(bad_request(format!(
             "field `value` has more than {MAX_BATCH} notifications"
         )));
     }
     let mut delivery = Delivery::default();
-    let mut matched = false;
-    for (i, item) in items.iter().enumerate() {
-        let state = item
-            .get("clientState")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        if !client_states
-            .iter()
-            .any(|expected| same_secret(expected, state))
-        {
-            continue;
-        }
-        matched = true;
+    for (i, item) in matching {
         read_item(item, i, &mut delivery)?;
     }
-    if matched {
-        Ok(delivery)
-    } else {
-        Err(Rejection::Unauthorized(
-            "no notification carried the configured clientState",
-        ))
-    }
+    Ok(delivery)
 }
 
-fn read_item(item: &Value, i: usize, delivery: &mut Delivery) -> Result<(), Rejection> {
+fn read_item(item: &Notification, i: usize, delivery: &mut Delivery) -> Result<(), Rejection> {
     let field = |name: &str| format!("value[{i}].{name}");
-    let subscription = item
-        .get("subscriptionId")
-        .and_then(Value::as_str)
-        .and_then(bounded)
-        .ok_or_else(|| {
-            bad_request(format!(
-                "field `{}` must be a non-empty string",
-                field("subscriptionId")
-            ))
-        })?;
-    if let Some(expires) = item.get("subscriptionExpirationDateTime") {
-        let expires_at = expires
+    let subscription = text(&item.subscription_id).ok_or_else(|| {
+        bad_request(format!(
+            "field `{}` must be a non-empty string",
+            field("subscriptionId")
+        ))
+    })?;
+    if !item.expires.is_unset() {
+        let expires_at = item
+            .expires
             .as_str()
             .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
             .ok_or_else(|| {
@@ -123,28 +142,20 @@ fn read_item(item: &Value, i: usize, delivery: &mut Delivery) -> Result<(), Reje
             });
         }
     }
-    if let Some(event) = item
-        .get("lifecycleEvent")
-        .and_then(Value::as_str)
-        .and_then(bounded)
-    {
+    if let Some(event) = text(&item.lifecycle_event) {
         delivery.lifecycle.push(LifecycleNotice {
             subscription,
             event,
         });
         return Ok(());
     }
-    let change = item
-        .get("changeType")
-        .and_then(Value::as_str)
-        .and_then(bounded)
-        .ok_or_else(|| {
-            bad_request(format!(
-                "field `{}` must be a non-empty string",
-                field("changeType")
-            ))
-        })?;
-    let resource = item.get("resource").and_then(Value::as_str).unwrap_or("");
+    let change = text(&item.change_type).ok_or_else(|| {
+        bad_request(format!(
+            "field `{}` must be a non-empty string",
+            field("changeType")
+        ))
+    })?;
+    let resource = item.resource.as_str().unwrap_or("");
     let mut subject_ids = Vec::new();
     let kind = resource_kind(resource);
     let subject_kind = match kind.as_str() {
@@ -152,14 +163,10 @@ fn read_item(item: &Value, i: usize, delivery: &mut Delivery) -> Result<(), Reje
         "group" => "group_id",
         _ => "resource_id",
     };
-    push_subject(
-        &mut subject_ids,
-        subject_kind,
-        item.get("resourceData").and_then(|d| d.get("id")),
-    );
-    push_subject(&mut subject_ids, "tenant_id", item.get("tenantId"));
+    push_subject(&mut subject_ids, subject_kind, &item.resource_data.id);
+    push_subject(&mut subject_ids, "tenant_id", &item.tenant_id);
     delivery.events.push(ProviderEvent {
-        delivery_id: item.get("id").and_then(Value::as_str).and_then(bounded),
+        delivery_id: text(&item.id),
         event_type: format!("{kind}.{change}"),
         event_time: None,
         subject_ids,

@@ -10,11 +10,23 @@
 //! Channels live at most about six hours and must be re-created: their expiry is exactly
 //! the silent failure worth warning about.
 
-use chrono::{DateTime, Utc};
-use serde_json::Value;
+use chrono::{DateTime, TimeDelta, Utc};
 
-use super::{bad_request, bounded, parse_json, same_secret};
+use super::lenient::{lenient_record, Scalar};
+use super::{bad_request, bounded, matches_any, parse_json};
 use super::{Delivery, ProviderEvent, Rejection, SubscriptionExpiry};
+
+/// The longest a channel can live, so the longest ahead an `X-Goog-Channel-Expiration`
+/// can genuinely be. Google's push channels take a requested `expiration` that each API
+/// caps: about six hours by default for the Admin SDK Reports channels
+/// (https://developers.google.com/admin-sdk/reports/v1/guides/push), and at most one
+/// week for any Google API (Drive's file channels, the longest: "604800 seconds",
+/// https://developers.google.com/drive/api/guides/push). An expiry further ahead than
+/// this is forged or broken and is not stored: it would pin the expiry warning off.
+pub const MAX_CHANNEL_LIFETIME: TimeDelta = TimeDelta::days(7);
+
+lenient_record!(Activity { "id" => id: ActivityId });
+lenient_record!(ActivityId { "time" => time: Scalar });
 
 /// The resource state sent once when a channel is created.
 pub const SYNC_STATE: &str = "sync";
@@ -34,7 +46,7 @@ pub fn authorize(expected: &[&str], headers: &PushHeaders<'_>) -> Result<(), Rej
     let got = headers.channel_token.ok_or(Rejection::Unauthorized(
         "missing X-Goog-Channel-Token header",
     ))?;
-    if expected.iter().any(|e| same_secret(e, got)) {
+    if matches_any(expected, got) {
         Ok(())
     } else {
         Err(Rejection::Unauthorized(
@@ -54,10 +66,13 @@ pub fn parse(headers: &PushHeaders<'_>, body: &[u8]) -> Result<Delivery, Rejecti
         .resource_state
         .and_then(bounded)
         .ok_or_else(|| bad_request("missing X-Goog-Resource-State header"))?;
-    let number = headers
+    // Parsed, not kept as text: `1`, `01` and `001` are the same message, and keying the
+    // text would let each spelling pass deduplication as a new delivery.
+    let number: u64 = headers
         .message_number
         .map(str::trim)
-        .filter(|n| !n.is_empty() && n.len() <= 20 && n.bytes().all(|b| b.is_ascii_digit()))
+        .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        .and_then(|n| n.parse().ok())
         .ok_or_else(|| bad_request("X-Goog-Message-Number must be a decimal number"))?;
     let mut delivery = Delivery::default();
     if let Some(expiration) = headers.channel_expiration {
@@ -72,16 +87,14 @@ pub fn parse(headers: &PushHeaders<'_>, body: &[u8]) -> Result<Delivery, Rejecti
     let is_sync = state == SYNC_STATE;
     // `sync` messages have no body; other messages carry the Activity, whose `id.time` is
     // the event's own time. A body that is not an Activity is still an authorized arrival.
-    let activity = if is_sync || body.iter().all(u8::is_ascii_whitespace) {
+    let activity: Option<Activity> = if is_sync || body.iter().all(u8::is_ascii_whitespace) {
         None
     } else {
         Some(parse_json(body)?)
     };
     let event_time = activity
         .as_ref()
-        .and_then(|a| a.get("id"))
-        .and_then(|id| id.get("time"))
-        .and_then(Value::as_str)
+        .and_then(|a| a.id.time.as_str())
         .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
         .map(|t| t.with_timezone(&Utc));
     delivery.events.push(ProviderEvent {
@@ -138,6 +151,20 @@ mod tests {
     }
 
     #[test]
+    fn message_numbers_are_keyed_by_value_not_spelling() {
+        let ids: Vec<String> = ["1", "01", "001", " 1"]
+            .iter()
+            .map(|n| {
+                parse(&headers("DELETE_USER", n), b"").unwrap().events[0]
+                    .delivery_id
+                    .clone()
+                    .unwrap()
+            })
+            .collect();
+        assert!(ids.iter().all(|id| id == "reportsApiId:1"), "{ids:?}");
+    }
+
+    #[test]
     fn sync_is_recorded_but_does_not_feed_the_clock() {
         let delivery = parse(&headers("sync", "1"), b"").unwrap();
         assert!(!delivery.events[0].feeds_clock);
@@ -155,6 +182,10 @@ mod tests {
     #[test]
     fn malformed_headers_are_bad_requests() {
         let mut h = headers("DELETE_USER", "x1");
+        assert_eq!(parse(&h, ACTIVITY.as_bytes()).unwrap_err().status(), 400);
+        h.message_number = Some("99999999999999999999999");
+        assert_eq!(parse(&h, ACTIVITY.as_bytes()).unwrap_err().status(), 400);
+        h.message_number = Some("-1");
         assert_eq!(parse(&h, ACTIVITY.as_bytes()).unwrap_err().status(), 400);
         h.message_number = Some("7");
         h.channel_expiration = Some("soon");

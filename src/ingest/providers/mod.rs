@@ -13,6 +13,7 @@
 pub mod auth0;
 pub mod entra;
 pub mod google;
+mod lenient;
 pub mod okta;
 pub mod workos;
 
@@ -120,6 +121,18 @@ pub fn same_secret(expected: &str, got: &str) -> bool {
     bool::from(a.ct_eq(&b))
 }
 
+/// Whether `got` equals any of the configured values. Every value is compared, whatever
+/// matched before it, so the time taken does not tell which one (if any) matched: the docs
+/// promise all configured values are compared during a rotation.
+pub fn matches_any(expected: &[&str], got: &str) -> bool {
+    let got = Sha256::digest(got.as_bytes());
+    let mut matched = subtle::Choice::from(0);
+    for value in expected {
+        matched |= Sha256::digest(value.as_bytes()).ct_eq(&got);
+    }
+    bool::from(matched)
+}
+
 /// Keeps a provider-supplied label short and single-line; `None` when empty after that.
 fn bounded(text: &str) -> Option<String> {
     let text = text.trim();
@@ -133,33 +146,39 @@ fn bad_request(reason: impl Into<String>) -> Rejection {
     Rejection::BadRequest(reason.into())
 }
 
-/// Reads a JSON body whose authenticity is already settled.
-fn parse_json(body: &[u8]) -> Result<serde_json::Value, Rejection> {
+/// Reads a JSON body into typed, bounded shapes (see `lenient`): never into a
+/// `serde_json::Value`, whose size can be two orders of magnitude above the body's.
+fn parse_json<'a, T: serde::Deserialize<'a>>(body: &'a [u8]) -> Result<T, Rejection> {
     serde_json::from_slice(body).map_err(|e| {
         // The parser's message names a line and column, never the content.
         bad_request(format!("body is not valid JSON: {e}"))
     })
 }
 
+/// A bounded string field, or `None`.
+fn text(value: &lenient::Scalar) -> Option<String> {
+    value.as_str().and_then(bounded)
+}
+
 /// An RFC 3339 instant, or `None` when absent; wrong shape is an error naming the field.
 fn optional_instant(
-    value: Option<&serde_json::Value>,
+    value: &lenient::Scalar,
     field: &str,
 ) -> Result<Option<DateTime<Utc>>, Rejection> {
     match value {
-        None | Some(serde_json::Value::Null) => Ok(None),
-        Some(serde_json::Value::String(text)) => DateTime::parse_from_rfc3339(text)
+        lenient::Scalar::Absent | lenient::Scalar::Null => Ok(None),
+        lenient::Scalar::Str(text) => DateTime::parse_from_rfc3339(text)
             .map(|t| Some(t.with_timezone(&Utc)))
             .map_err(|_| bad_request(format!("field `{field}` is not an RFC 3339 time"))),
-        Some(_) => Err(bad_request(format!(
+        _ => Err(bad_request(format!(
             "field `{field}` must be an RFC 3339 string"
         ))),
     }
 }
 
 /// Adds `(kind, id)` unless it is unusable or already there.
-fn push_subject(pairs: &mut Vec<(String, String)>, kind: &str, id: Option<&serde_json::Value>) {
-    let Some(id) = id.and_then(serde_json::Value::as_str).and_then(bounded) else {
+fn push_subject(pairs: &mut Vec<(String, String)>, kind: &str, id: &lenient::Scalar) {
+    let Some(id) = text(id) else {
         return;
     };
     let pair = (kind.to_owned(), id);
@@ -167,6 +186,25 @@ fn push_subject(pairs: &mut Vec<(String, String)>, kind: &str, id: Option<&serde
         pairs.push(pair);
     }
 }
+
+/// The event recorded for one record of an authenticated batch that cannot be read as an
+/// event: it keeps the record's own id when it has one (so a redelivery deduplicates) and
+/// any subject it names, so the batch is recorded record by record and never collapsed.
+fn unknown_record(
+    delivery_id: Option<String>,
+    subject_ids: Vec<(String, String)>,
+) -> ProviderEvent {
+    ProviderEvent {
+        delivery_id,
+        event_type: UNKNOWN_TYPE.to_owned(),
+        event_time: None,
+        subject_ids,
+        feeds_clock: true,
+    }
+}
+
+/// The type recorded for an authenticated record whose event cannot be read.
+pub const UNKNOWN_TYPE: &str = "unknown";
 
 /// The fuzzing property for every reader here, stated once for `fuzz/` and
 /// `tests/fuzz_seeds.rs`: the first line of `data` is used as a header value, the rest as

@@ -10,10 +10,9 @@
 //! at least once, so every LogEvent is deduplicated by its own `uuid` (the older docs' key,
 //! stable across the batch-level `eventId` of a retry).
 
-use serde_json::Value;
-
-use super::{bad_request, bounded, optional_instant, parse_json, push_subject, same_secret};
-use super::{Delivery, ProviderEvent, Rejection, MAX_BATCH};
+use super::lenient::{lenient_record, List, Scalar};
+use super::{bad_request, matches_any, optional_instant, parse_json, push_subject, text};
+use super::{unknown_record, Delivery, ProviderEvent, Rejection, MAX_BATCH};
 
 /// The header carrying Okta's one-time verification challenge.
 pub const CHALLENGE_HEADER: &str = "x-okta-verification-challenge";
@@ -22,10 +21,11 @@ pub const CHALLENGE_HEADER: &str = "x-okta-verification-challenge";
 const MAX_CHALLENGE_LEN: usize = 512;
 
 /// Checks the `Authorization` header against the configured values (several allow
-/// rotation). Runs on the head alone, before any body byte is read.
+/// rotation; all are compared, see [`matches_any`]). Runs on the head alone, before any
+/// body byte is read.
 pub fn authorize(expected: &[&str], got: Option<&str>) -> Result<(), Rejection> {
     let got = got.ok_or(Rejection::Unauthorized("missing Authorization header"))?;
-    if expected.iter().any(|e| same_secret(e, got)) {
+    if matches_any(expected, got) {
         Ok(())
     } else {
         Err(Rejection::Unauthorized(
@@ -47,67 +47,70 @@ pub fn challenge_response(challenge: &str) -> Result<String, Rejection> {
     Ok(serde_json::json!({ "verification": challenge }).to_string())
 }
 
+lenient_record!(Hook { "data" => data: HookData });
+lenient_record!(HookData { "events" => events: List<LogEvent, MAX_BATCH> });
+lenient_record!(LogEvent {
+    "uuid" => uuid: Scalar,
+    "eventType" => event_type: Scalar,
+    "published" => published: Scalar,
+    "target" => target: List<Target, MAX_TARGETS>,
+});
+lenient_record!(Target { "id" => id: Scalar, "type" => kind: Scalar });
+
+/// Targets looked at per LogEvent; the subjects kept are capped lower still
+/// (`MAX_SUBJECT_IDS`), so more would only cost reading.
+const MAX_TARGETS: usize = 64;
+
 /// Reads an authorized delivery: one event per element of `data.events`.
+///
+/// Whole-body problems (not JSON, no `data.events` array, more than [`MAX_BATCH`] events)
+/// are errors: the HTTP layer refuses the batch. A LogEvent that cannot be read as an
+/// event (no `uuid`, no `eventType`, an unreadable `published`, not an object) is recorded
+/// as its own `unknown` event keeping its `uuid` when it has one, so every other event of
+/// the batch, revocations included, is recorded normally.
 pub fn parse(body: &[u8]) -> Result<Delivery, Rejection> {
-    let root = parse_json(body)?;
-    let events = root
-        .get("data")
-        .and_then(|d| d.get("events"))
-        .and_then(Value::as_array)
-        .ok_or_else(|| bad_request("field `data.events` must be an array"))?;
-    if events.len() > MAX_BATCH {
+    let root: Hook = parse_json(body)?;
+    let events = &root.data.events;
+    if !events.is_array {
+        return Err(bad_request("field `data.events` must be an array"));
+    }
+    if events.overflow {
         return Err(bad_request(format!(
             "field `data.events` has more than {MAX_BATCH} events"
         )));
     }
-    let mut delivery = Delivery::default();
-    for (i, event) in events.iter().enumerate() {
-        let field = |name: &str| format!("data.events[{i}].{name}");
-        let uuid = event
-            .get("uuid")
-            .and_then(Value::as_str)
-            .and_then(bounded)
-            .ok_or_else(|| {
-                bad_request(format!(
-                    "field `{}` must be a non-empty string",
-                    field("uuid")
-                ))
-            })?;
-        let event_type = event
-            .get("eventType")
-            .and_then(Value::as_str)
-            .and_then(bounded)
-            .ok_or_else(|| {
-                bad_request(format!(
-                    "field `{}` must be a non-empty string",
-                    field("eventType")
-                ))
-            })?;
-        let event_time = optional_instant(event.get("published"), &field("published"))?;
-        let mut subject_ids = Vec::new();
-        for target in event
-            .get("target")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            let kind = match target.get("type").and_then(Value::as_str) {
-                Some("User") => "user_id",
-                Some("UserGroup") => "group_id",
-                Some("AppInstance") => "app_id",
-                _ => continue,
-            };
-            push_subject(&mut subject_ids, kind, target.get("id"));
-        }
-        delivery.events.push(ProviderEvent {
-            delivery_id: Some(uuid),
-            event_type,
-            event_time,
-            subject_ids,
-            feeds_clock: true,
-        });
+    Ok(Delivery {
+        events: events.items.iter().map(log_event).collect(),
+        ..Delivery::default()
+    })
+}
+
+fn log_event(event: &LogEvent) -> ProviderEvent {
+    let mut subject_ids = Vec::new();
+    for target in &event.target.items {
+        let kind = match target.kind.as_str() {
+            Some("User") => "user_id",
+            Some("UserGroup") => "group_id",
+            Some("AppInstance") => "app_id",
+            _ => continue,
+        };
+        push_subject(&mut subject_ids, kind, &target.id);
     }
-    Ok(delivery)
+    let uuid = text(&event.uuid);
+    let (Some(delivery_id), Some(event_type), Ok(event_time)) = (
+        uuid.clone(),
+        text(&event.event_type),
+        optional_instant(&event.published, "published"),
+    ) else {
+        return unknown_record(uuid, subject_ids);
+    };
+    ProviderEvent {
+        delivery_id: Some(delivery_id),
+        event_type,
+        event_time,
+        subject_ids,
+        feeds_clock: true,
+    }
 }
 
 #[cfg(test)]
@@ -192,11 +195,7 @@ mod tests {
 
     #[test]
     fn malformed_batches_are_bad_requests() {
-        for body in [
-            r#"{"data":{}}"#,
-            r#"{"data":{"events":[{"eventType":"x"}]}}"#,
-            r#"{"data":{"events":[{"uuid":"u","eventType":"x","published":"yesterday"}]}}"#,
-        ] {
+        for body in [r#"{"data":{}}"#, r#"{"data":{"events":{}}}"#, "[", "42"] {
             assert_eq!(parse(body.as_bytes()).unwrap_err().status(), 400, "{body}");
         }
         let many = format!(
@@ -204,5 +203,33 @@ mod tests {
             vec![r#"{"uuid":"u","eventType":"x"}"#; MAX_BATCH + 1].join(",")
         );
         assert!(parse(many.as_bytes()).is_err());
+    }
+
+    #[test]
+    fn an_unreadable_log_event_is_its_own_unknown_event() {
+        let body = r#"{"data":{"events":[
+            {"uuid":"u1","eventType":"user.lifecycle.deactivate","target":[{"id":"00u1","type":"User"}]},
+            {"eventType":"x"},
+            {"uuid":"u3","eventType":"x","published":12},
+            7,
+            {"uuid":"u5","eventType":"user.lifecycle.deactivate","published":"2026-12-01T10:00:00Z"}
+        ]}}"#;
+        let delivery = parse(body.as_bytes()).unwrap();
+        let got: Vec<(Option<&str>, &str)> = delivery
+            .events
+            .iter()
+            .map(|e| (e.delivery_id.as_deref(), e.event_type.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (Some("u1"), "user.lifecycle.deactivate"),
+                (None, "unknown"),
+                (Some("u3"), "unknown"),
+                (None, "unknown"),
+                (Some("u5"), "user.lifecycle.deactivate"),
+            ]
+        );
+        assert_eq!(delivery.events[0].subject_ids[0].1, "00u1");
     }
 }

@@ -8,11 +8,11 @@
 
 use chrono::{DateTime, Utc};
 use hmac::{Hmac, Mac};
-use serde_json::Value;
 use sha2::Sha256;
 use subtle::ConstantTimeEq;
 
-use super::{bad_request, bounded, optional_instant, parse_json, push_subject, Rejection};
+use super::lenient::{lenient_record, Scalar};
+use super::{bad_request, optional_instant, parse_json, push_subject, text, Rejection};
 use super::{Delivery, ProviderEvent};
 
 type HmacSha256 = Hmac<Sha256>;
@@ -29,9 +29,12 @@ const MAX_TIMESTAMP_DIGITS: usize = 15;
 /// Hex length of an HMAC-SHA256 tag.
 const HEX_MAC_LEN: usize = 64;
 
-/// Most `v1=` entries looked at, so a header of junk costs a bounded number of MACs' worth
-/// of comparisons.
-const MAX_SIGNATURES: usize = 8;
+/// Most `v1=` entries in one header. The MAC is computed once per configured key, not per
+/// entry, so an entry costs one 32-byte comparison per key; the bound only keeps a header
+/// of junk from being a long list. WorkOS sends one entry; 64 leaves room for any number a
+/// signer would send during a rotation. A header with more is refused whole (401), never
+/// cut, so a genuine entry is never silently ignored.
+pub const MAX_SIGNATURES: usize = 64;
 
 /// The endpoint secret, held as keyed HMAC state. `Debug` never shows it.
 #[derive(Clone)]
@@ -93,7 +96,14 @@ pub fn check_header(
         };
         match key {
             "t" if timestamp.is_none() => timestamp = Some(value),
-            "v1" if signatures.len() < MAX_SIGNATURES => signatures.push(value),
+            "v1" => {
+                if signatures.len() == MAX_SIGNATURES {
+                    return Err(Rejection::Unauthorized(
+                        "WorkOS-Signature has more v1= entries than are accepted",
+                    ));
+                }
+                signatures.push(value);
+            }
             _ => {}
         }
     }
@@ -110,16 +120,20 @@ pub fn check_header(
     let signed_at_ms: i64 = timestamp
         .parse()
         .map_err(|_| Rejection::Timestamp("WorkOS-Signature t= is out of range".to_owned()))?;
-    let skew_seconds = (now.timestamp_millis() - signed_at_ms) / 1000;
-    if skew_seconds > TOLERANCE_SECONDS {
+    // Judged in milliseconds: whole seconds (rounded toward zero) let 180.999 s pass, a
+    // window of about ±181 s where the docs promise 180.
+    let skew_ms = now.timestamp_millis().saturating_sub(signed_at_ms);
+    let tolerance_ms = TOLERANCE_SECONDS * 1000;
+    if skew_ms > tolerance_ms {
         return Err(Rejection::Timestamp(format!(
-            "WorkOS timestamp is {skew_seconds} s old; at most {TOLERANCE_SECONDS} s is accepted"
+            "WorkOS timestamp is {} s old; at most {TOLERANCE_SECONDS} s is accepted",
+            seconds(skew_ms)
         )));
     }
-    if skew_seconds < -TOLERANCE_SECONDS {
+    if skew_ms < -tolerance_ms {
         return Err(Rejection::Timestamp(format!(
             "WorkOS timestamp is {} s in the future; at most {TOLERANCE_SECONDS} s is accepted",
-            -skew_seconds
+            seconds(-skew_ms)
         )));
     }
     if signatures.is_empty() {
@@ -132,6 +146,12 @@ pub fn check_header(
         signed_at_ms,
         signatures,
     })
+}
+
+/// Milliseconds as seconds with three decimals, so a refusal just past the window does
+/// not read as if it were inside it ("180.001 s", not "180 s").
+fn seconds(ms: i64) -> String {
+    format!("{}.{:03}", ms / 1000, ms % 1000)
 }
 
 /// Verifies the MAC over the raw body against any of the keys (several allow rotation).
@@ -169,57 +189,45 @@ fn decode_hex_mac(hex: &str) -> Option<[u8; 32]> {
     Some(out)
 }
 
+lenient_record!(Event {
+    "id" => id: Scalar,
+    "event" => event: Scalar,
+    "created_at" => created_at: Scalar,
+    "data" => data: EventData,
+});
+lenient_record!(EventData {
+    "object" => object: Scalar,
+    "id" => id: Scalar,
+    "user_id" => user_id: Scalar,
+    "organization_id" => organization_id: Scalar,
+});
+
 /// Reads a verified body: `id` → delivery id, `event` → type, `created_at` → event time.
 pub fn parse(body: &[u8]) -> Result<Delivery, Rejection> {
-    let root = parse_json(body)?;
-    let Value::Object(object) = &root else {
+    let root: Event = parse_json(body)?;
+    if !root.is_object {
         return Err(bad_request("body must be a JSON object"));
-    };
-    let id = object
-        .get("id")
-        .and_then(Value::as_str)
-        .and_then(bounded)
-        .ok_or_else(|| bad_request("field `id` must be a non-empty string"))?;
-    let event_type = object
-        .get("event")
-        .and_then(Value::as_str)
-        .and_then(bounded)
-        .ok_or_else(|| bad_request("field `event` must be a non-empty string"))?;
-    let event_time = optional_instant(object.get("created_at"), "created_at")?;
+    }
+    let id = text(&root.id).ok_or_else(|| bad_request("field `id` must be a non-empty string"))?;
+    let event_type =
+        text(&root.event).ok_or_else(|| bad_request("field `event` must be a non-empty string"))?;
+    let event_time = optional_instant(&root.created_at, "created_at")?;
     let mut subject_ids = Vec::new();
-    let data = object.get("data");
-    let data_object = data.and_then(|d| d.get("object")).and_then(Value::as_str);
+    let data = &root.data;
     // `data.id` is a user only when `data.object` says so; WorkOS also names the user and
     // organization of memberships and directory users explicitly.
-    match data_object {
-        Some("user") => push_subject(&mut subject_ids, "user_id", data.and_then(|d| d.get("id"))),
-        Some("organization") => push_subject(
-            &mut subject_ids,
-            "organization_id",
-            data.and_then(|d| d.get("id")),
-        ),
-        Some("organization_membership") => push_subject(
-            &mut subject_ids,
-            "organization_membership_id",
-            data.and_then(|d| d.get("id")),
-        ),
-        Some("directory_user") => push_subject(
-            &mut subject_ids,
-            "directory_user_id",
-            data.and_then(|d| d.get("id")),
-        ),
-        _ => {}
+    let id_kind = match data.object.as_str() {
+        Some("user") => Some("user_id"),
+        Some("organization") => Some("organization_id"),
+        Some("organization_membership") => Some("organization_membership_id"),
+        Some("directory_user") => Some("directory_user_id"),
+        _ => None,
+    };
+    if let Some(kind) = id_kind {
+        push_subject(&mut subject_ids, kind, &data.id);
     }
-    push_subject(
-        &mut subject_ids,
-        "user_id",
-        data.and_then(|d| d.get("user_id")),
-    );
-    push_subject(
-        &mut subject_ids,
-        "organization_id",
-        data.and_then(|d| d.get("organization_id")),
-    );
+    push_subject(&mut subject_ids, "user_id", &data.user_id);
+    push_subject(&mut subject_ids, "organization_id", &data.organization_id);
     Ok(Delivery {
         events: vec![ProviderEvent {
             delivery_id: Some(id),
@@ -277,9 +285,13 @@ mod tests {
     fn reference_vector_is_stale_after_180_seconds() {
         let err = check_header(Some(HEADER), at(1_700_000_181_000)).unwrap_err();
         assert_eq!(err.status(), 400);
-        assert!(err.to_string().contains("181 s old"), "{err}");
-        // Exactly 180 s still passes.
+        assert!(err.to_string().contains("181.000 s old"), "{err}");
+        // Exactly 180 s still passes; one millisecond more does not, either way.
         check_header(Some(HEADER), at(1_700_000_180_000)).unwrap();
+        check_header(Some(HEADER), at(1_699_999_820_000)).unwrap();
+        let late = check_header(Some(HEADER), at(1_700_000_180_001)).unwrap_err();
+        assert!(late.to_string().contains("180.001 s old"), "{late}");
+        check_header(Some(HEADER), at(1_699_999_819_999)).unwrap_err();
         let ahead = check_header(Some(HEADER), at(1_699_999_819_000)).unwrap_err();
         assert!(ahead.to_string().contains("future"), "{ahead}");
     }
@@ -316,6 +328,22 @@ mod tests {
         let header = check_header(Some(&compact), at(1_700_000_000_000)).unwrap();
         let rotated = vec![WorkosKey::parse("old").unwrap(), keys().remove(0)];
         verify(&header, &rotated, BODY.as_bytes()).unwrap();
+    }
+
+    #[test]
+    fn a_genuine_entry_after_eight_others_still_verifies() {
+        let junk = format!("v1={}", "0".repeat(64));
+        let mut parts = vec!["t=1700000000000".to_owned()];
+        parts.extend(std::iter::repeat_n(junk.clone(), 8));
+        parts.push(HEADER.split(", ").nth(1).unwrap().to_owned());
+        let header_text = parts.join(", ");
+        let header = check_header(Some(&header_text), at(1_700_000_000_000)).unwrap();
+        verify(&header, &keys(), BODY.as_bytes()).unwrap();
+        // Past the bound the header is refused, not cut.
+        let mut long = vec!["t=1700000000000".to_owned()];
+        long.extend(std::iter::repeat_n(junk, MAX_SIGNATURES + 1));
+        let err = check_header(Some(&long.join(", ")), at(1_700_000_000_000)).unwrap_err();
+        assert_eq!(err.status(), 401);
     }
 
     #[test]
