@@ -88,7 +88,7 @@ fn signed_headers(msg_id: &str, body: &[u8]) -> (String, String) {
     )
 }
 
-/// Largest request head the server buffers (`MAX_HEAD_BUFFER` in src/http).
+/// Largest request head the server accepts (`MAX_HEAD_BUFFER` in src/http).
 const HEAD_LIMIT: usize = 32 * 1024;
 
 #[test]
@@ -1116,4 +1116,67 @@ fn a_client_that_never_reads_its_answers_is_let_go() {
     );
     assert_alive(s.addr);
     drop(c);
+}
+
+/// A `GET /healthz` head of exactly `len` bytes (request line, headers and
+/// the blank line), padded with one large header.
+fn head_of_length(len: usize) -> Vec<u8> {
+    let start = "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Big: ";
+    let end = "\r\n\r\n";
+    let head = format!("{start}{}{end}", "a".repeat(len - start.len() - end.len()));
+    assert_eq!(head.len(), len);
+    head.into_bytes()
+}
+
+/// Sends `bytes` in `chunk`-byte pieces `pause` apart (each its own TCP
+/// segment: nodelay), stops sending once the server answers, and returns
+/// the reply.
+fn dripped_exchange(addr: SocketAddr, bytes: &[u8], chunk: usize, pause: Duration) -> String {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream.set_nodelay(true).unwrap();
+    let mut raw = Vec::new();
+    stream.set_nonblocking(true).unwrap();
+    for piece in bytes.chunks(chunk) {
+        if stream.write_all(piece).is_err() {
+            break;
+        }
+        std::thread::sleep(pause);
+        let mut buf = [0u8; 4096];
+        match stream.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                raw.extend_from_slice(&buf[..n]);
+                break;
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+            Err(_) => break,
+        }
+    }
+    stream.set_nonblocking(false).unwrap();
+    stream.set_read_timeout(Some(LONG)).unwrap();
+    let _ = stream.read_to_end(&mut raw);
+    String::from_utf8_lossy(&raw).into_owned()
+}
+
+/// Issue #26: the 32 KiB head limit is exact however the head arrives. It
+/// used to be only hyper's read-buffer size, and one read may fill more
+/// than that: a complete ~40 KB head sent in one write was served (200).
+#[test]
+fn the_head_limit_is_exact_in_one_write_and_in_a_drip() {
+    let (_work, s) = start();
+    for len in [40_000, 48 * 1024, HEAD_LIMIT + 1] {
+        let reply = raw_exchange(s.addr, &head_of_length(len));
+        assert_eq!(status_of(&reply), 431, "{len}-byte head in one write");
+        assert_alive(s.addr);
+    }
+    let reply = raw_exchange(s.addr, &head_of_length(HEAD_LIMIT));
+    assert_eq!(status_of(&reply), 200, "a head of exactly 32 KiB");
+    let pause = Duration::from_millis(5);
+    let reply = dripped_exchange(s.addr, &head_of_length(HEAD_LIMIT + 1), 1024, pause);
+    assert_eq!(status_of(&reply), 431, "32 KiB + 1 dripped in 1 KiB pieces");
+    let reply = dripped_exchange(s.addr, &head_of_length(40_000), 1024, pause);
+    assert_eq!(status_of(&reply), 431, "40 KB dripped in 1 KiB pieces");
+    let reply = dripped_exchange(s.addr, &head_of_length(HEAD_LIMIT), 1024, pause);
+    assert_eq!(status_of(&reply), 200, "32 KiB dripped in 1 KiB pieces");
+    assert_alive(s.addr);
 }

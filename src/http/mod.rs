@@ -50,10 +50,17 @@ const BODY_TOO_LARGE: &str = "request body is larger than 1 MiB";
 /// A client must send its complete headers within this time (slowloris);
 /// hyper also applies it to an idle keep-alive connection's next head.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
-/// Per-connection read buffer, which bounds the request head (line and
-/// headers; a larger head is answered 431). hyper's default (~400 KiB)
-/// would let `MAX_CONNECTIONS` half-sent heads pin ~1.6 GiB; webhook heads
-/// are a few KiB, signature headers with rotated keys well under 1 KiB.
+/// Largest request head (request line, headers and the blank line that
+/// ends them); a larger one is answered 431. Webhook heads are a few KiB,
+/// signature headers with rotated keys well under 1 KiB.
+///
+/// It is set twice. As hyper's `max_buf_size` it bounds the read buffer a
+/// half-sent head can pin (hyper's default, ~400 KiB, would let
+/// `MAX_CONNECTIONS` of them pin ~1.6 GiB). But that is only a buffer
+/// bound: one read may fill the buffer's whole spare capacity, so a
+/// complete head of up to ~49 KiB arriving in a single read used to pass.
+/// As `max_header_size` hyper compares the parsed head's exact length, so
+/// the limit is the same however the head arrives (one write or a drip).
 const MAX_HEAD_BUFFER: usize = 32 * 1024;
 /// Open connections beyond this wait in the accept queue.
 const MAX_CONNECTIONS: usize = 4096;
@@ -96,6 +103,7 @@ pub async fn serve(
             .timer(TokioTimer::new())
             .header_read_timeout(HEADER_TIMEOUT)
             .max_buf_size(MAX_HEAD_BUFFER)
+            .max_header_size(MAX_HEAD_BUFFER)
             .serve_connection(
                 TokioIo::new(write_deadline::WriteDeadline::new(
                     stream,

@@ -46,6 +46,7 @@ pub async fn serve_until<T>(listener: &TcpListener, ready: impl Future<Output = 
             .timer(TokioTimer::new())
             .header_read_timeout(HEADER_TIMEOUT)
             .max_buf_size(MAX_HEAD_BUFFER)
+            .max_header_size(MAX_HEAD_BUFFER)
             .keep_alive(false)
             .serve_connection(
                 TokioIo::new(write_deadline::WriteDeadline::new(
