@@ -1002,3 +1002,112 @@ fn a_silence_of_subscription_kinds_holds_the_expiry_warning_until_it_ends() {
     assert_eq!(team.received().len(), 1);
     s.stop();
 }
+
+/// Issue #26: `ends_at` has the same maximum as `duration` (30 days, the
+/// bound of a maintenance window), measured from the start or from now
+/// when the start is earlier; the 400 names the field that set the end.
+#[test]
+fn a_silence_may_last_at_most_30_days_however_its_end_is_given() {
+    let team = Receiver::start(vec![]);
+    let dir = tempfile::tempdir().unwrap();
+    let s = Sidecar::start(
+        dir.path(),
+        &ops_config("", &team, None),
+        utc("2026-12-01T10:00:00Z"),
+    );
+    for (end, field) in [
+        (r#""ends_at": "9999-12-31T23:59:59Z""#, "ends_at"),
+        (r#""ends_at": "2026-12-31T10:00:01Z""#, "ends_at"),
+        (
+            r#""starts_at": "2026-11-01T00:00:00Z", "ends_at": "2026-12-31T10:00:01Z""#,
+            "ends_at",
+        ),
+        (r#""duration": "999999999d""#, "duration"),
+        (r#""duration": "30d1s""#, "duration"),
+        (
+            r#""starts_at": "2026-12-05T00:00:00Z", "duration": "31d""#,
+            "duration",
+        ),
+    ] {
+        let body =
+            format!(r#"{{"streams": ["identity"], {end}, "comment": "c", "created_by": "a"}}"#);
+        let (status, json) = admin(&s, "POST", "/v1/silences", &body);
+        assert_eq!(status, 400, "{body}: {json}");
+        let error = json.to_string();
+        assert!(
+            error.contains(&format!("\\\"{field}\\\"")) && error.contains("30 days"),
+            "{body}: {error}"
+        );
+    }
+    assert!(silences(&s).is_empty(), "nothing stored");
+    // Exactly 30 days is accepted, however it is given; a backdated start
+    // counts from now.
+    for end in [
+        r#""duration": "30d""#,
+        r#""ends_at": "2026-12-31T10:00:00Z""#,
+        r#""starts_at": "2026-11-01T00:00:00Z", "ends_at": "2026-12-31T10:00:00Z""#,
+        r#""starts_at": "2027-01-01T00:00:00Z", "ends_at": "2027-01-31T00:00:00Z""#,
+    ] {
+        silence(
+            &s,
+            &format!(r#"{{"streams": ["identity"], {end}, "comment": "c", "created_by": "a"}}"#),
+        );
+    }
+    assert_eq!(silences(&s).len(), 4);
+    s.stop();
+}
+
+/// Issue #26: creating and deleting silences in a loop used to grow
+/// `GET /v1/silences` without bound (every silence ended in the last 7
+/// days was listed). Now every silence that has not ended is listed and
+/// only the 100 most recently ended ones; the store keeps no more.
+#[test]
+fn churned_silences_keep_the_listing_bounded_and_every_active_one_in_it() {
+    let team = Receiver::start(vec![]);
+    let dir = tempfile::tempdir().unwrap();
+    let s = Sidecar::start(
+        dir.path(),
+        &ops_config("", &team, None),
+        utc("2026-12-01T10:00:00Z"),
+    );
+    let body =
+        r#"{"streams": ["identity"], "duration": "2h", "comment": "keep", "created_by": "a"}"#;
+    let active: Vec<i64> = (0..5).map(|_| silence(&s, body)).collect();
+    let churn =
+        r#"{"streams": ["identity"], "duration": "2h", "comment": "churn", "created_by": "a"}"#;
+    let mut last = 0;
+    for _ in 0..300 {
+        last = silence(&s, churn);
+        s.advance(1);
+        let (status, json) = admin(&s, "DELETE", &format!("/v1/silences/{last}"), "");
+        assert_eq!(status, 200, "{json}");
+    }
+    // Some also end on the clock rather than by DELETE.
+    for _ in 0..50 {
+        silence(
+            &s,
+            r#"{"streams": ["identity"], "duration": "1s", "comment": "short", "created_by": "a"}"#,
+        );
+    }
+    s.advance(2);
+    let listed = silences(&s);
+    let ids = |pred: &dyn Fn(&serde_json::Value) -> bool| -> Vec<i64> {
+        listed
+            .iter()
+            .filter(|x| pred(x))
+            .map(|x| x["id"].as_i64().unwrap())
+            .collect()
+    };
+    assert_eq!(
+        ids(&|x| x["active"] == true),
+        active,
+        "every active silence"
+    );
+    let ended = ids(&|x| x["active"] == false);
+    assert_eq!(ended.len(), 100, "the 100 most recently ended");
+    // The newest to end are the 50 short ones, then the last deletions.
+    assert!(ended.contains(&last), "{ended:?}");
+    assert!(!ended.contains(&(last - 60)), "{ended:?}");
+    assert!(listed.len() <= 105, "{}", listed.len());
+    s.stop();
+}

@@ -9,7 +9,9 @@ use super::body;
 use super::ingest::{bearer_matches, body_failure, configured_or_templated};
 use super::reply::{self, Reply};
 use crate::domain::duration::parse_duration;
-use crate::store::silences::{is_known_kind, AckOutcome, NewSilence, SilenceRow, PAGE_KINDS};
+use crate::store::silences::{
+    is_known_kind, AckOutcome, NewSilence, SilenceRow, MAX_ENDED_KEPT, PAGE_KINDS,
+};
 use chrono::{DateTime, SecondsFormat, TimeDelta, Utc};
 use hyper::body::Incoming;
 use hyper::{Method, Request, StatusCode};
@@ -20,6 +22,12 @@ use tokio::time::Instant;
 /// stores nothing, so a runaway script cannot grow the table (and every
 /// page decision's scan of it) without bound.
 pub const MAX_ACTIVE_SILENCES: usize = 1000;
+
+/// Longest silence accepted, from its start (or now, if it started
+/// earlier) to its end: the bound of a `[[streams.X.maintenance]]` window.
+/// A silence ending in 9999 would switch paging off for good, and a
+/// longer one is more likely a typo than a plan; renew it instead.
+pub const MAX_SILENCE: TimeDelta = crate::config::maintenance::MAX_WINDOW;
 
 /// `GET /v1/silences` lists silences that ended at most this long ago.
 const LIST_EXPIRED_FOR: TimeDelta = TimeDelta::days(7);
@@ -154,13 +162,14 @@ fn parse_silence(app: &dyn Api, v: &Value, now: DateTime<Utc>) -> Result<NewSile
         )));
     }
     let starts_at = time_field(v, "starts_at")?.unwrap_or(now);
-    let ends_at = match (time_field(v, "ends_at")?, v.get("duration")) {
-        (Some(end), None) => end,
+    let (ends_at, end_field) = match (time_field(v, "ends_at")?, v.get("duration")) {
+        (Some(end), None) => (end, "ends_at"),
         (None, Some(Value::String(d))) => {
             let d = parse_duration(d).map_err(|e| bad(&format!("\"duration\": {e}")))?;
-            starts_at
+            let end = starts_at
                 .checked_add_signed(d)
-                .ok_or_else(|| bad("\"duration\" is too long"))?
+                .ok_or_else(|| bad("\"duration\": a silence may last at most 30 days"))?;
+            (end, "duration")
         }
         _ => return Err(bad("give exactly one of \"ends_at\" or \"duration\"")),
     };
@@ -169,6 +178,14 @@ fn parse_silence(app: &dyn Api, v: &Value, now: DateTime<Utc>) -> Result<NewSile
     }
     if ends_at <= now {
         return Err(bad("the silence must end in the future"));
+    }
+    // Measured from when it takes effect (a backdated start holds nothing
+    // before now), and checked whichever field set the end, so neither can
+    // mute pages for longer than a maintenance window may.
+    if ends_at - starts_at.max(now) > MAX_SILENCE {
+        return Err(bad(&format!(
+            "\"{end_field}\": a silence may last at most 30 days"
+        )));
     }
     Ok(NewSilence {
         streams,
@@ -207,7 +224,8 @@ pub async fn create(app: &dyn Api, req: Request<Incoming>, deadline: Instant) ->
     }
 }
 
-/// `GET /v1/silences`: active, future and recently ended silences.
+/// `GET /v1/silences`: active, future and recently ended silences (at
+/// most `MAX_ENDED_KEPT` of those, the most recently ended).
 pub async fn list(app: &dyn Api, req: Request<Incoming>) -> Reply {
     let (parts, _) = req.into_parts();
     if let Err(r) = authorize(app, &parts) {
@@ -216,7 +234,18 @@ pub async fn list(app: &dyn Api, req: Request<Incoming>) -> Reply {
     let now = app.now();
     match app.silences(now - LIST_EXPIRED_FOR).await {
         Ok(rows) => {
-            let list: Vec<Value> = rows.iter().map(|s| silence_json(s, now)).collect();
+            // Every silence that has not ended, and of the ended ones only
+            // the most recently ended: the store prunes them when a silence
+            // is added, but ones that ended on the clock since then wait.
+            let mut ended: Vec<&SilenceRow> = rows.iter().filter(|s| s.ends_at <= now).collect();
+            ended.sort_by_key(|s| std::cmp::Reverse((s.ends_at, s.id)));
+            let shown: std::collections::HashSet<i64> =
+                ended.iter().take(MAX_ENDED_KEPT).map(|s| s.id).collect();
+            let list: Vec<Value> = rows
+                .iter()
+                .filter(|s| s.ends_at > now || shown.contains(&s.id))
+                .map(|s| silence_json(s, now))
+                .collect();
             reply::json(StatusCode::OK, &json!({ "silences": list }))
         }
         Err(_) => unavailable(),

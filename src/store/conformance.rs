@@ -75,6 +75,7 @@ backend_matrix!(
     an_acknowledged_episode_gets_no_reminders,
     maintenance_windows_are_stored_once_and_end_when_removed,
     silences_past_the_cap_are_refused,
+    only_the_most_recently_ended_silences_are_kept,
     fallback_pages_share_one_alert_per_notifier_with_their_own_keys,
     the_ladder_count_is_shared_by_handles_and_each_step_is_queued_once,
     the_ladder_recovers_once_and_its_count_survives_reopen,
@@ -1529,6 +1530,50 @@ async fn silences_past_the_cap_are_refused(db: TestDb) {
         third.await.unwrap().is_some(),
         "an expired silence frees its slot"
     );
+    store.close().await.unwrap();
+}
+
+/// Issue #26: churn (add, then end) keeps at most `MAX_ENDED_KEPT` ended
+/// silences, the most recently ended ones, and every one not ended.
+async fn only_the_most_recently_ended_silences_are_kept(db: TestDb) {
+    let clock = manual(1_000);
+    let store = db.open_with_clock(clock.clone()).await;
+    let keep = store
+        .add_silence(silence(&["a"], &["*"], 0, 10_000_000), 10, false)
+        .await
+        .unwrap()
+        .unwrap();
+    let mut ended = Vec::new();
+    for i in 0..150 {
+        clock.set(at(2_000 + i * 10));
+        let id = store
+            .add_silence(silence(&["b"], &["*"], 0, 10_000_000), 10, false)
+            .await
+            .unwrap()
+            .unwrap();
+        clock.set(at(2_005 + i * 10));
+        assert!(store
+            .expire_silence(id, "ops".into(), None, false)
+            .await
+            .unwrap());
+        ended.push(id);
+    }
+    // The next add prunes; the listing reads everything not yet pruned.
+    store
+        .add_silence(silence(&["c"], &["*"], 0, 10_000_000), 10, false)
+        .await
+        .unwrap()
+        .unwrap();
+    let stored = store.silences(at(0)).await.unwrap();
+    let now = at(2_005 + 149 * 10);
+    let kept: Vec<i64> = stored
+        .iter()
+        .filter(|s| s.ends_at <= now)
+        .map(|s| s.id)
+        .collect();
+    assert_eq!(kept, ended[150 - silences::MAX_ENDED_KEPT..].to_vec());
+    assert!(stored.iter().any(|s| s.id == keep && s.ends_at > now));
+    assert_eq!(stored.len(), silences::MAX_ENDED_KEPT + 2);
     store.close().await.unwrap();
 }
 

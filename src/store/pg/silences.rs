@@ -8,7 +8,9 @@ use tokio_postgres::Row;
 use super::ops::{append_audit, insert_keyed_page, insert_silence_page, keyed_alert_id};
 use super::sql::{exec, get, ms, one, opt, rows, state, Tx};
 use crate::store::ops::KeyedAlert;
-use crate::store::silences::{AckOutcome, AckRow, NewSilence, SilenceRow, CONFIG_AUTHOR};
+use crate::store::silences::{
+    AckOutcome, AckRow, NewSilence, SilenceRow, CONFIG_AUTHOR, MAX_ENDED_KEPT, PRUNE_ENDED,
+};
 use crate::store::{AlertState, NewEvent, StoreError, Transition};
 
 /// PostgreSQL schema step: the tables of SQLite's silences step.
@@ -426,6 +428,8 @@ pub(super) async fn add(
     if usize::try_from(live).unwrap_or(usize::MAX) >= cap {
         return Ok(None);
     }
+    // Under the table lock taken above, so concurrent adders prune in turn.
+    exec(tx, PRUNE_ENDED, &[&ms(now), &(MAX_ENDED_KEPT as i64)]).await?;
     let id: i64 = get(
         &one(
             tx,
