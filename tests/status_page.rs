@@ -411,3 +411,56 @@ fn the_page_is_served_under_a_strict_content_security_policy() {
     }
     s.stop();
 }
+
+/// Issue #26: bidi controls and other invisible format characters from a
+/// request (an event type, a silence's comment and author) never reach the
+/// status page raw: U+202E would reorder the text around it ("Trojan
+/// Source"). They are dropped, as `hushwatch status` drops them; the
+/// visible text stays.
+#[test]
+fn bidi_controls_from_requests_never_reach_the_page() {
+    const HIDDEN: [char; 9] = [
+        '\u{202e}',
+        '\u{202a}',
+        '\u{2066}',
+        '\u{2067}',
+        '\u{2069}',
+        '\u{200f}',
+        '\u{061c}',
+        '\u{feff}',
+        '\u{e0041}',
+    ];
+    let text = config("http://127.0.0.1:9/unused").replace(
+        "data_dir = \"data\"",
+        "data_dir = \"data\"\nadmin_token = \"admin-token-for-bidi\"",
+    );
+    let work = Workdir::new(&text);
+    let s = Sidecar::start(&work.config_path());
+    let ts = now_unix();
+    let body = format!(
+        r#"{{"type":"user.\u202edeleted\u2066x\u2069\u200f\u061c\ufeff\udb40\udc41.ok","timestamp":{}}}"#,
+        ts * 1000
+    );
+    let r = post_webhook(s.addr, "identity", SECRET, "msg_bidi", ts, &body);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = request(
+        s.addr,
+        "POST",
+        "/v1/silences",
+        &[("Authorization", "Bearer admin-token-for-bidi")],
+        "{\"streams\": [\"identity\"], \"duration\": \"2h\", \"comment\": \"IdP \u{202a}migration\u{2067}\", \"created_by\": \"a\u{202e}na\"}".as_bytes(),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    let page = get(s.addr, "/");
+    assert_eq!(page.status, 200);
+    for c in HIDDEN {
+        assert!(
+            !page.body.contains(c),
+            "U+{:04X} reaches the page raw",
+            c as u32
+        );
+    }
+    assert!(page.body.contains("user.deletedx.ok"), "{}", page.body);
+    assert!(page.body.contains("IdP migration"), "{}", page.body);
+    assert!(page.body.contains(">ana<"), "{}", page.body);
+}

@@ -4,6 +4,48 @@
 use chrono::{DateTime, TimeDelta, Utc};
 use chrono_tz::Tz;
 
+/// True for characters that must not reach a person's screen from request
+/// text: control characters (C0, DEL, C1: they move a terminal's cursor or
+/// recolour it) and the invisible formatting characters, above all the
+/// bidirectional overrides and isolates (U+202A..U+202E, U+2066..U+2069),
+/// which make `evil\u{202e}txt.exe` read as `evilexe.txt` (CVE-2021-42574,
+/// "Trojan Source"). The list is Unicode's `Cf` (format) category plus the
+/// line and paragraph separators; both renderers (the HTML status page and
+/// `hushwatch status`) drop them through [`displayable`], so the two always
+/// agree.
+pub fn hidden(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{00AD}'
+                | '\u{0600}'..='\u{0605}'
+                | '\u{061C}'
+                | '\u{06DD}'
+                | '\u{070F}'
+                | '\u{0890}'..='\u{0891}'
+                | '\u{08E2}'
+                | '\u{180E}'
+                | '\u{200B}'..='\u{200F}'
+                | '\u{2028}'..='\u{202E}'
+                | '\u{2060}'..='\u{2064}'
+                | '\u{2066}'..='\u{206F}'
+                | '\u{FEFF}'
+                | '\u{FFF9}'..='\u{FFFB}'
+                | '\u{110BD}'
+                | '\u{110CD}'
+                | '\u{13430}'..='\u{1343F}'
+                | '\u{1BCA0}'..='\u{1BCA3}'
+                | '\u{1D173}'..='\u{1D17A}'
+                | '\u{E0001}'
+                | '\u{E0020}'..='\u{E007F}'
+        )
+}
+
+/// `s` without its [`hidden`] characters.
+pub fn displayable(s: &str) -> String {
+    s.chars().filter(|&c| !hidden(c)).collect()
+}
+
 /// A duration as a person reads it at a glance: the two largest units,
 /// rounded down ("2h13m", "3d4h", "47m", "12s"). Negative counts as zero.
 pub fn human_duration(d: TimeDelta) -> String {
@@ -127,6 +169,14 @@ mod tests {
         let ny = chrono_tz::America::New_York;
         assert_eq!(zoned(t, ny, now), "Mon 2026-12-07 04:00 America/New_York");
         assert_eq!(utc(t, now), "2026-12-07 09:00 UTC");
+    }
+
+    #[test]
+    fn bidi_controls_and_other_invisible_characters_are_dropped() {
+        let hostile =
+            "user.\u{202e}detaleb\u{2066}x\u{2069}\u{200f}\u{feff}\u{1b}[31m\u{85}\u{e0041}.ok";
+        assert_eq!(displayable(hostile), "user.detalebx[31m.ok");
+        assert_eq!(displayable("ユーザー.作成 ✓"), "ユーザー.作成 ✓");
     }
 
     #[test]

@@ -59,10 +59,13 @@ pub fn content_security_policy() -> String {
     )
 }
 
-/// HTML-escapes text for element content and quoted attribute values.
+/// HTML-escapes text for element content and quoted attribute values, and
+/// drops the control and bidi/format characters `hushwatch status` drops
+/// (`format::hidden`): escaping alone would leave a U+202E from an event
+/// type reordering the text around it.
 pub fn esc(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
+    for c in text.chars().filter(|&c| !super::format::hidden(c)) {
         match c {
             '&' => out.push_str("&amp;"),
             '<' => out.push_str("&lt;"),

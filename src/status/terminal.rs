@@ -1,7 +1,7 @@
 //! `hushwatch status` output: the status page's overview as a plain text
 //! table, with ANSI colour only when the caller says the output is a TTY.
 
-use super::format::{human_duration, zoned};
+use super::format::{displayable, human_duration, zoned};
 use super::model::StatusDoc;
 use super::page::silence_words;
 use chrono::TimeDelta;
@@ -27,10 +27,11 @@ fn pad(s: &str, width: usize) -> String {
     format!("{s}{}", " ".repeat(width.saturating_sub(n)))
 }
 
-/// Strips control characters, so an event type from a request body cannot
-/// move the cursor or recolour the operator's terminal.
+/// Strips control and bidi/format characters (the same ones the HTML page
+/// drops), so an event type from a request body cannot move the cursor,
+/// recolour the operator's terminal or reorder what it shows.
 fn clean(s: &str) -> String {
-    s.chars().filter(|c| !c.is_control()).collect()
+    displayable(s)
 }
 
 pub fn render(doc: &StatusDoc, colour: bool) -> String {
