@@ -5,6 +5,8 @@
 //! business hours.
 
 mod common;
+#[path = "common/pg.rs"]
+mod pg;
 
 use common::*;
 use hushwatch::clock::Clock;
@@ -590,5 +592,151 @@ fn an_acknowledgement_that_resolves_the_exhausted_alert_is_audited() {
             .last()
             .is_some_and(|r| r.contains("every lost message was acknowledged")),
         "{reasons:?}"
+    );
+}
+
+/// Past `MAX_ENDPOINTS_PER_SOURCE`, new endpoint ids share the `other`
+/// row: the `/metrics` series, status rows and pages stay bounded, and
+/// the cap is said (status page, `/v1/status`, the grouped page's text)
+/// instead of anything being dropped. Through the real binary, on the
+/// store `store` (`""`: SQLite; else a `[store]` block) with `env`.
+fn endpoints_past_the_cap_are_grouped(
+    store: &str,
+    env: &[(&str, &str)],
+    pages: &dyn Fn(&Workdir) -> Vec<String>,
+) {
+    use hushwatch::store::svix::MAX_ENDPOINTS_PER_SOURCE;
+    let cap = usize::try_from(MAX_ENDPOINTS_PER_SOURCE).unwrap();
+    let work = Workdir::new(&format!("{}{store}", config()));
+    let s = Sidecar::start_with_env(&work.config_path(), env);
+    let disabled = |ep: &str| {
+        format!(
+            r#"{{"type":"endpoint.disabled","data":{{"appId":"app_1","endpointId":"{ep}","failSince":"2026-12-01T09:00:00Z","trigger":"automatic"}}}}"#
+        )
+    };
+    let sent = cap + 100;
+    for i in 0..sent {
+        let reply = send(
+            s.addr,
+            &format!("msg_cap_{i}"),
+            &disabled(&format!("ep_cap_{i:04}")),
+            "svix",
+        );
+        assert_eq!(reply.status, 200, "{i}: {}", reply.body);
+        assert_eq!(reply.json()["status"], "accepted");
+    }
+    // The mapped endpoint keeps its own row past the cap (config bounds it).
+    assert_eq!(
+        send(s.addr, "msg_cap_mapped", &disabled(EP), "svix").status,
+        200
+    );
+
+    let text = get(s.addr, "/metrics").body;
+    let series: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("hushwatch_svix_endpoint_disabled{"))
+        .collect();
+    assert_eq!(series.len(), cap + 2, "cap + other + mapped: {series:?}");
+    assert!(
+        series
+            .contains(&r#"hushwatch_svix_endpoint_disabled{endpoint_id="other",source="main"} 1"#),
+        "{series:?}"
+    );
+    assert!(
+        !text.contains(&format!("ep_cap_{:04}", cap)),
+        "first grouped id has no series"
+    );
+
+    let status = get(s.addr, "/v1/status").json();
+    let svix = &status["svix"];
+    assert_eq!(
+        svix["grouped_sources"],
+        serde_json::json!(["main"]),
+        "{svix}"
+    );
+    assert_eq!(svix["max_endpoints_per_source"], MAX_ENDPOINTS_PER_SOURCE);
+    let endpoints = svix["endpoints"].as_array().unwrap();
+    assert_eq!(endpoints.len(), cap + 2);
+    let other = endpoints
+        .iter()
+        .find(|e| e["endpoint_id"] == "other")
+        .unwrap();
+    assert_eq!(
+        (other["grouped"].clone(), other["state"].clone()),
+        (true.into(), "disabled".into())
+    );
+    let page = get(s.addr, "/").body;
+    assert!(
+        page.contains(&format!(
+            "Svix source main has more than {cap} endpoints; further endpoints are grouped as <code>other</code>"
+        )),
+        "status page says the cap was hit"
+    );
+
+    // A grouped endpoint's lost message is kept (in the group) and is
+    // acknowledged under the endpoint's own id.
+    let last = format!("ep_cap_{:04}", sent - 1);
+    let exhausted = format!(
+        r#"{{"type":"message.attempt.exhausted","data":{{"appId":"app_1","endpointId":"{last}","msgId":"msg_grouped_lost","lastAttempt":{{"id":"atmpt_1","responseStatusCode":0,"timestamp":"2026-12-01T09:00:00Z"}}}}}}"#
+    );
+    let reply = send(s.addr, "msg_cap_exhausted", &exhausted, "svix");
+    assert_eq!(reply.json()["pages"], 1, "{}", reply.body);
+    let body = format!(r#"{{"endpoint_id":"{last}","msg_ids":["msg_grouped_lost"]}}"#);
+    let auth = format!("Bearer {ADMIN}");
+    let ack = request(
+        s.addr,
+        "POST",
+        "/v1/svix/main/acknowledge",
+        &[("authorization", &auth)],
+        body.as_bytes(),
+    );
+    assert_eq!(
+        (
+            ack.json()["acknowledged"].clone(),
+            ack.json()["remaining"].clone()
+        ),
+        (1.into(), 0.into()),
+        "{}",
+        ack.body
+    );
+
+    // One page per tracked endpoint, one for the group (naming the cap and
+    // the first grouped endpoint), one for the mapped endpoint, and the
+    // group's exhausted page and its resolve: 105 pages for 201 endpoints,
+    // where each endpoint used to page.
+    s.stop();
+    let reasons = pages(&work);
+    assert_eq!(reasons.len(), cap + 4, "{:?}", &reasons[..3]);
+    let grouped: Vec<&String> = reasons
+        .iter()
+        .filter(|r| r.contains("grouped as") && r.contains("DISABLED"))
+        .collect();
+    assert_eq!(grouped.len(), 1, "{grouped:?}");
+    assert!(
+        grouped[0].contains(&format!("past the first {cap} of source main"))
+            && grouped[0].contains(&format!("this event: endpoint ep_cap_{cap:04}"))
+            && grouped[0].contains("DISABLED"),
+        "{}",
+        grouped[0]
+    );
+}
+
+#[test]
+fn endpoints_past_the_cap_are_grouped_on_sqlite() {
+    endpoints_past_the_cap_are_grouped("", &[], &|work| {
+        svix_pages(work).into_iter().map(|p| p.3).collect()
+    });
+}
+
+#[test]
+fn endpoints_past_the_cap_are_grouped_on_postgres() {
+    let Some(db) = pg::PgDb::create("svix_cap_postgres") else {
+        return;
+    };
+    let url = db.url.clone();
+    endpoints_past_the_cap_are_grouped(
+        "\n[store]\nurl = \"${HW_PG_URL}\"\n",
+        &[("HW_PG_URL", url.as_str())],
+        &|_| db.query("SELECT reason FROM outbox WHERE alert_kind LIKE 'svix_%' ORDER BY id"),
     );
 }

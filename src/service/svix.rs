@@ -6,7 +6,7 @@ use super::core::Core;
 use crate::config::SvixConfig;
 use crate::domain::svix::DisableTrigger;
 use crate::ingest::svix_ops::OpEvent;
-use crate::store::svix::{SvixApply, SvixPage};
+use crate::store::svix::{SvixApply, SvixPage, GROUPED_ENDPOINT, MAX_ENDPOINTS_PER_SOURCE};
 use crate::store::{EventOutcome, NewEvent, StoreError};
 use chrono::SecondsFormat;
 use serde_json::{json, Value};
@@ -180,6 +180,8 @@ impl Svix {
                     "endpoint_id": row.endpoint_id,
                     "endpoint_uid": row.endpoint_uid,
                     "app_id": row.app_id,
+                    // The row the endpoints past the cap share.
+                    "grouped": row.endpoint_id == GROUPED_ENDPOINT,
                     "stream": stream,
                     "state": state,
                     "disabled": row.disabled.map(|t| json!({
@@ -198,7 +200,19 @@ impl Svix {
                 })
             })
             .collect();
-        Ok(json!({ "endpoints": endpoints }))
+        // Sources that hit the cap: their further endpoints are folded into
+        // the `other` row, which the status page and `hushwatch status` say.
+        let mut grouped_sources: Vec<&str> = rows
+            .iter()
+            .filter(|r| r.endpoint_id == GROUPED_ENDPOINT)
+            .map(|r| r.source.as_str())
+            .collect();
+        grouped_sources.dedup();
+        Ok(json!({
+            "max_endpoints_per_source": MAX_ENDPOINTS_PER_SOURCE,
+            "grouped_sources": grouped_sources,
+            "endpoints": endpoints,
+        }))
     }
 }
 

@@ -247,6 +247,12 @@ pub struct FailedPage {
 pub struct Svix {
     #[serde(default)]
     pub endpoints: Vec<SvixEndpoint>,
+    /// Sources past the per-source endpoint cap (their further endpoints
+    /// share the `other` row).
+    #[serde(default)]
+    pub grouped_sources: Vec<String>,
+    #[serde(default)]
+    pub max_endpoints_per_source: u64,
     #[serde(default)]
     pub error: Option<String>,
 }

@@ -555,6 +555,14 @@ fn svix_section(h: &mut String, doc: &StatusDoc) {
         let _ = write!(h, "<p class=\"summary bad\">{}</p></section>", esc(e));
         return;
     }
+    for source in &svix.grouped_sources {
+        let _ = write!(
+            h,
+            "<p class=\"summary bad\">Svix source {} has more than {} endpoints; further endpoints are grouped as <code>other</code>.</p>",
+            esc(source),
+            svix.max_endpoints_per_source
+        );
+    }
     if svix.endpoints.is_empty() {
         h.push_str("<p>No operational webhook has named an endpoint yet.</p></section>");
         return;

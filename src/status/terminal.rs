@@ -121,6 +121,14 @@ pub fn render(doc: &StatusDoc, colour: bool) -> String {
         }
     }
     if let Some(svix) = &doc.svix {
+        for source in &svix.grouped_sources {
+            let _ = writeln!(
+                out,
+                "svix {}: more than {} endpoints; further endpoints are grouped as other",
+                clean(source),
+                svix.max_endpoints_per_source
+            );
+        }
         for e in svix.endpoints.iter().filter(|e| e.state != "ok") {
             let c = if e.alerting() { RED } else { YELLOW };
             let lost: Vec<String> = e.lost_messages.iter().map(|m| clean(&m.msg_id)).collect();

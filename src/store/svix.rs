@@ -41,6 +41,21 @@ pub(super) const MIGRATION: &str = "CREATE TABLE svix_endpoints (
         PRIMARY KEY (source, endpoint_id, msg_id)
     );";
 
+/// Endpoints tracked one by one per Svix source, besides those mapped in
+/// `[svix.NAME] endpoints` (bounded by the config, never grouped). Endpoint
+/// ids come from signed operational webhooks, but a Svix environment you own
+/// may have thousands of endpoints (one per customer of your outgoing
+/// webhooks), and each one seen used to add five metric series, a status
+/// row and its own pages: 3,000 ids made a 3.4 MB `/metrics`. Past the cap a
+/// new endpoint is not dropped but folded into one shared row,
+/// [`GROUPED_ENDPOINT`], so the series, status rows and alerts stay bounded
+/// (like `subscriptions::MAX_PER_STREAM` and `[server] max_streams`).
+pub const MAX_ENDPOINTS_PER_SOURCE: i64 = 100;
+
+/// The `endpoint_id` (row, metric label, alert key) that the endpoints past
+/// [`MAX_ENDPOINTS_PER_SOURCE`] share. Not a Svix id (those are `ep_…`).
+pub const GROUPED_ENDPOINT: &str = "other";
+
 /// Where an operational event's pages go, and what it means in config.
 #[derive(Debug, Clone)]
 pub struct SvixApply {
@@ -101,6 +116,70 @@ fn time(ms: Option<i64>) -> Option<DateTime<Utc>> {
 
 fn rfc(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+/// The row an event about `e` updates: its own, or [`GROUPED_ENDPOINT`]
+/// once the source tracks `MAX_ENDPOINTS_PER_SOURCE` others. The grouped
+/// row keeps no app id or uid (it stands for many endpoints).
+pub(super) fn tracked(e: &EndpointRef, id: &str) -> EndpointRef {
+    if id == e.endpoint_id {
+        return e.clone();
+    }
+    EndpointRef {
+        app_id: None,
+        endpoint_id: id.to_string(),
+        endpoint_uid: None,
+    }
+}
+
+/// Which row holds `endpoint_id`'s state: its own when it has one, is
+/// mapped in config or the source is under the cap; otherwise the grouped
+/// row.
+fn tracked_id(
+    conn: &Connection,
+    source: &str,
+    endpoint_id: &str,
+    mapped: bool,
+) -> rusqlite::Result<String> {
+    let has_row = conn
+        .prepare_cached("SELECT 1 FROM svix_endpoints WHERE source = ?1 AND endpoint_id = ?2")?
+        .query_row(params![source, endpoint_id], |_| Ok(()))
+        .optional()?
+        .is_some();
+    if mapped || has_row {
+        return Ok(endpoint_id.to_string());
+    }
+    let tracked: i64 = conn
+        .prepare_cached(
+            "SELECT count(*) FROM svix_endpoints WHERE source = ?1 AND endpoint_id != ?2",
+        )?
+        .query_row(params![source, GROUPED_ENDPOINT], |r| r.get(0))?;
+    Ok(if tracked < MAX_ENDPOINTS_PER_SOURCE {
+        endpoint_id.to_string()
+    } else {
+        GROUPED_ENDPOINT.to_string()
+    })
+}
+
+/// The row an acknowledgement for `endpoint_id` applies to: its own, or
+/// the grouped row when it has none (its messages were folded there).
+fn ack_target(
+    conn: &Connection,
+    source: &str,
+    endpoint_id: &str,
+    mapped: bool,
+) -> rusqlite::Result<String> {
+    let exists = |id: &str| -> rusqlite::Result<bool> {
+        Ok(conn
+            .prepare_cached("SELECT 1 FROM svix_endpoints WHERE source = ?1 AND endpoint_id = ?2")?
+            .query_row(params![source, id], |_| Ok(()))
+            .optional()?
+            .is_some())
+    };
+    if mapped || exists(endpoint_id)? || !exists(GROUPED_ENDPOINT)? {
+        return Ok(endpoint_id.to_string());
+    }
+    Ok(GROUPED_ENDPOINT.to_string())
 }
 
 fn touch_endpoint(
@@ -182,14 +261,26 @@ fn message_news(
     Ok(())
 }
 
-fn apply_event(conn: &Connection, a: &SvixApply) -> rusqlite::Result<Option<(String, bool)>> {
+/// Applies the event to the row `id` (the endpoint's own, or the grouped
+/// row; see [`tracked_id`]).
+fn apply_event(
+    conn: &Connection,
+    a: &SvixApply,
+    id: &str,
+) -> rusqlite::Result<Option<(String, bool)>> {
     let now = ms(a.now);
+    let Some(real) = a.event.endpoint() else {
+        return Ok(None);
+    };
+    let grouped = id != real.endpoint_id;
+    let own = tracked(real, id);
     let (endpoint, deleted) = match &a.event {
         OpEvent::EndpointDisabled {
-            endpoint,
             fail_since,
             trigger,
+            ..
         } => {
+            let endpoint = &own;
             touch_endpoint(conn, &a.source, endpoint, now)?;
             let trigger = match trigger {
                 Trigger::Automatic => "automatic",
@@ -202,9 +293,8 @@ fn apply_event(conn: &Connection, a: &SvixApply) -> rusqlite::Result<Option<(Str
             )?;
             (endpoint, false)
         }
-        OpEvent::EndpointEnabled(endpoint)
-        | OpEvent::EndpointUpdated(endpoint)
-        | OpEvent::EndpointCreated(endpoint) => {
+        OpEvent::EndpointEnabled(_) | OpEvent::EndpointUpdated(_) | OpEvent::EndpointCreated(_) => {
+            let endpoint = &own;
             touch_endpoint(conn, &a.source, endpoint, now)?;
             let clears = matches!(a.event, OpEvent::EndpointEnabled(_))
                 || a.clears_on.contains(&a.event_type);
@@ -216,19 +306,23 @@ fn apply_event(conn: &Connection, a: &SvixApply) -> rusqlite::Result<Option<(Str
             }
             (endpoint, false)
         }
-        OpEvent::EndpointDeleted(endpoint) => {
+        OpEvent::EndpointDeleted(_) => {
+            let endpoint = &own;
             touch_endpoint(conn, &a.source, endpoint, now)?;
             let clears = a.clears_on.contains(&a.event_type);
+            // One grouped endpoint deleted does not delete the others.
             conn.execute(
-                "UPDATE svix_endpoints SET deleted = 1, disabled = CASE WHEN ?3 THEN 0 ELSE disabled END
+                "UPDATE svix_endpoints SET deleted = CASE WHEN ?4 THEN deleted ELSE 1 END,
+                   disabled = CASE WHEN ?3 THEN 0 ELSE disabled END
                  WHERE source = ?1 AND endpoint_id = ?2",
-                params![a.source, endpoint.endpoint_id, clears],
+                params![a.source, endpoint.endpoint_id, clears, grouped],
             )?;
-            (endpoint, true)
+            (endpoint, !grouped)
         }
-        OpEvent::AttemptFailing { endpoint, attempt }
-        | OpEvent::AttemptRecovered { endpoint, attempt }
-        | OpEvent::AttemptExhausted { endpoint, attempt } => {
+        OpEvent::AttemptFailing { attempt, .. }
+        | OpEvent::AttemptRecovered { attempt, .. }
+        | OpEvent::AttemptExhausted { attempt, .. } => {
+            let endpoint = &own;
             let state = match a.event {
                 OpEvent::AttemptFailing { .. } => "failing",
                 OpEvent::AttemptRecovered { .. } => "recovered",
@@ -256,10 +350,55 @@ pub(super) fn summary_text(
     change: &AlertChange,
     row: &SvixEndpointRow,
 ) -> String {
-    let name = format!(
-        "Svix endpoint {endpoint_id} ({}, feeds stream {})",
-        a.source, a.stream
-    );
+    // The grouped row stands for every endpoint past the cap: the page says
+    // so, names the endpoint this event was about, and its instructions use
+    // that endpoint's ids.
+    let this = a
+        .event
+        .endpoint()
+        .filter(|e| e.endpoint_id != GROUPED_ENDPOINT);
+    let grouped = endpoint_id == GROUPED_ENDPOINT;
+    let name = if grouped {
+        format!(
+            "Svix endpoints past the first {MAX_ENDPOINTS_PER_SOURCE} of source {} (grouped as \"{GROUPED_ENDPOINT}\", feeds stream {}{})",
+            a.source,
+            a.stream,
+            this.map(|e| format!("; this event: endpoint {}", e.endpoint_id))
+                .unwrap_or_default()
+        )
+    } else {
+        format!(
+            "Svix endpoint {endpoint_id} ({}, feeds stream {})",
+            a.source, a.stream
+        )
+    };
+    let caveat = if grouped {
+        format!(
+            " Endpoints past the cap share one state, so this may not be the only one affected: check them in Svix, \
+             and map the endpoints that matter under [svix.{}] endpoints to track them one by one.",
+            a.source
+        )
+    } else {
+        String::new()
+    };
+    let text = summary_for(a, endpoint_id, change, row, &name, this);
+    format!("{text}{caveat}")
+}
+
+fn summary_for(
+    a: &SvixApply,
+    endpoint_id: &str,
+    change: &AlertChange,
+    row: &SvixEndpointRow,
+    name: &str,
+    this: Option<&EndpointRef>,
+) -> String {
+    // In the grouped row's instructions, the endpoint the event named.
+    let endpoint_id = match this {
+        _ if endpoint_id != GROUPED_ENDPOINT => endpoint_id,
+        Some(e) => e.endpoint_id.as_str(),
+        None => "{endpoint_id}",
+    };
     if !change.firing {
         return match change.alert {
             SvixAlert::EndpointDisabled => format!("{name} is enabled again. Recover failed messages and replay missing ones since it failed."),
@@ -272,7 +411,11 @@ pub(super) fn summary_text(
         .fail_since
         .map(rfc)
         .unwrap_or_else(|| "the first failure".into());
-    let app = row.app_id.clone().unwrap_or_else(|| "{app_id}".into());
+    let app = row
+        .app_id
+        .clone()
+        .or_else(|| this.and_then(|e| e.app_id.clone()))
+        .unwrap_or_else(|| "{app_id}".into());
     match change.alert {
         SvixAlert::EndpointDisabled => format!(
             "{name} was DISABLED ({} trigger), failing since {since}: deliveries stopped and new messages are not even queued, so revocations are being lost. \
@@ -364,11 +507,12 @@ pub(super) fn record(
     if record_event(conn, event)? == EventOutcome::Duplicate {
         return Ok((EventOutcome::Duplicate, Vec::new()));
     }
-    let Some(endpoint_id) = a.event.endpoint().map(|e| e.endpoint_id.clone()) else {
+    let Some(real) = a.event.endpoint() else {
         return Ok((EventOutcome::Accepted, Vec::new()));
     };
+    let endpoint_id = tracked_id(conn, &a.source, &real.endpoint_id, a.mapped)?;
     let before = summary(conn, &a.source, &endpoint_id)?;
-    let Some((_, deleted)) = apply_event(conn, a)? else {
+    let Some((_, deleted)) = apply_event(conn, a, &endpoint_id)? else {
         return Ok((EventOutcome::Accepted, Vec::new()));
     };
     let after = summary(conn, &a.source, &endpoint_id)?;
@@ -391,6 +535,7 @@ pub(super) fn acknowledge(
     endpoint_id: &str,
     msg_ids: &[String],
 ) -> Result<(usize, u64, Vec<SvixPage>), StoreError> {
+    let endpoint_id = &ack_target(conn, &a.source, endpoint_id, a.mapped)?;
     let before = summary(conn, &a.source, endpoint_id)?;
     let mut acked = 0;
     for msg in msg_ids {

@@ -11,12 +11,68 @@ use crate::domain::svix::{
 };
 use crate::ingest::svix_ops::{AttemptRef, EndpointRef, OpEvent, Trigger};
 use crate::store::ops::KeyedAlert;
-use crate::store::svix::{summary_text, LostMessage, SvixApply, SvixEndpointRow, SvixPage};
+use crate::store::svix::{
+    summary_text, tracked, LostMessage, SvixApply, SvixEndpointRow, SvixPage, GROUPED_ENDPOINT,
+    MAX_ENDPOINTS_PER_SOURCE,
+};
 use crate::store::{AlertState, EventOutcome, NewEvent, StoreError, Transition};
 use chrono::DateTime;
 
 fn time(ms: Option<i64>) -> Option<chrono::DateTime<chrono::Utc>> {
     ms.and_then(DateTime::from_timestamp_millis)
+}
+
+async fn has_row(tx: &Tx<'_>, source: &str, endpoint_id: &str) -> Result<bool, StoreError> {
+    Ok(opt(
+        tx,
+        "SELECT 1 FROM svix_endpoints WHERE source = $1 AND endpoint_id = $2",
+        &[&source, &endpoint_id],
+    )
+    .await?
+    .is_some())
+}
+
+/// Which row holds `endpoint_id`'s state (see `store::svix::tracked_id`).
+/// Two replicas adding new endpoints at once may each see room for one
+/// more, so the cap can be passed by at most the number of concurrent
+/// writers; it still bounds the series.
+async fn tracked_id(
+    tx: &Tx<'_>,
+    source: &str,
+    endpoint_id: &str,
+    mapped: bool,
+) -> Result<String, StoreError> {
+    if mapped || has_row(tx, source, endpoint_id).await? {
+        return Ok(endpoint_id.to_string());
+    }
+    let r = one(
+        tx,
+        "SELECT count(*) FROM svix_endpoints WHERE source = $1 AND endpoint_id <> $2",
+        &[&source, &GROUPED_ENDPOINT],
+    )
+    .await?;
+    let count: i64 = get(&r, 0)?;
+    Ok(if count < MAX_ENDPOINTS_PER_SOURCE {
+        endpoint_id.to_string()
+    } else {
+        GROUPED_ENDPOINT.to_string()
+    })
+}
+
+/// The row an acknowledgement applies to (see `store::svix::ack_target`).
+async fn ack_target(
+    tx: &Tx<'_>,
+    source: &str,
+    endpoint_id: &str,
+    mapped: bool,
+) -> Result<String, StoreError> {
+    if mapped
+        || has_row(tx, source, endpoint_id).await?
+        || !has_row(tx, source, GROUPED_ENDPOINT).await?
+    {
+        return Ok(endpoint_id.to_string());
+    }
+    Ok(GROUPED_ENDPOINT.to_string())
 }
 
 async fn touch_endpoint(
@@ -139,14 +195,25 @@ async fn message_news(
     Ok(())
 }
 
-async fn apply_event(tx: &Tx<'_>, a: &SvixApply) -> Result<Option<(String, bool)>, StoreError> {
+/// Applies the event to the row `id` (the endpoint's own, or the grouped row).
+async fn apply_event(
+    tx: &Tx<'_>,
+    a: &SvixApply,
+    id: &str,
+) -> Result<Option<(String, bool)>, StoreError> {
     let now = ms(a.now);
+    let Some(real) = a.event.endpoint() else {
+        return Ok(None);
+    };
+    let grouped = id != real.endpoint_id;
+    let own = tracked(real, id);
     let (endpoint, deleted) = match &a.event {
         OpEvent::EndpointDisabled {
-            endpoint,
             fail_since,
             trigger,
+            ..
         } => {
+            let endpoint = &own;
             touch_endpoint(tx, &a.source, endpoint, now).await?;
             let trigger = match trigger {
                 Trigger::Automatic => "automatic",
@@ -161,9 +228,8 @@ async fn apply_event(tx: &Tx<'_>, a: &SvixApply) -> Result<Option<(String, bool)
             .await?;
             (endpoint, false)
         }
-        OpEvent::EndpointEnabled(endpoint)
-        | OpEvent::EndpointUpdated(endpoint)
-        | OpEvent::EndpointCreated(endpoint) => {
+        OpEvent::EndpointEnabled(_) | OpEvent::EndpointUpdated(_) | OpEvent::EndpointCreated(_) => {
+            let endpoint = &own;
             touch_endpoint(tx, &a.source, endpoint, now).await?;
             let clears = matches!(a.event, OpEvent::EndpointEnabled(_))
                 || a.clears_on.contains(&a.event_type);
@@ -177,21 +243,25 @@ async fn apply_event(tx: &Tx<'_>, a: &SvixApply) -> Result<Option<(String, bool)
             }
             (endpoint, false)
         }
-        OpEvent::EndpointDeleted(endpoint) => {
+        OpEvent::EndpointDeleted(_) => {
+            let endpoint = &own;
             touch_endpoint(tx, &a.source, endpoint, now).await?;
             let clears = a.clears_on.contains(&a.event_type);
+            // One grouped endpoint deleted does not delete the others.
             exec(
                 tx,
-                "UPDATE svix_endpoints SET deleted = 1, disabled = CASE WHEN $3 THEN 0 ELSE disabled END
+                "UPDATE svix_endpoints SET deleted = CASE WHEN $4 THEN deleted ELSE 1 END,
+                   disabled = CASE WHEN $3 THEN 0 ELSE disabled END
                  WHERE source = $1 AND endpoint_id = $2",
-                &[&a.source, &endpoint.endpoint_id, &clears],
+                &[&a.source, &endpoint.endpoint_id, &clears, &grouped],
             )
             .await?;
-            (endpoint, true)
+            (endpoint, !grouped)
         }
-        OpEvent::AttemptFailing { endpoint, attempt }
-        | OpEvent::AttemptRecovered { endpoint, attempt }
-        | OpEvent::AttemptExhausted { endpoint, attempt } => {
+        OpEvent::AttemptFailing { attempt, .. }
+        | OpEvent::AttemptRecovered { attempt, .. }
+        | OpEvent::AttemptExhausted { attempt, .. } => {
+            let endpoint = &own;
             let state = match a.event {
                 OpEvent::AttemptFailing { .. } => "failing",
                 OpEvent::AttemptRecovered { .. } => "recovered",
@@ -279,12 +349,13 @@ pub(super) async fn record(
     if record_event(tx, event).await? == EventOutcome::Duplicate {
         return Ok((EventOutcome::Duplicate, Vec::new()));
     }
-    let Some(endpoint_id) = a.event.endpoint().map(|e| e.endpoint_id.clone()) else {
+    let Some(real) = a.event.endpoint() else {
         return Ok((EventOutcome::Accepted, Vec::new()));
     };
+    let endpoint_id = tracked_id(tx, &a.source, &real.endpoint_id, a.mapped).await?;
     lock_endpoint(tx, &a.source, &endpoint_id, Some(ms(a.now))).await?;
     let before = summary(tx, &a.source, &endpoint_id).await?;
-    let Some((_, deleted)) = apply_event(tx, a).await? else {
+    let Some((_, deleted)) = apply_event(tx, a, &endpoint_id).await? else {
         return Ok((EventOutcome::Accepted, Vec::new()));
     };
     let after = summary(tx, &a.source, &endpoint_id).await?;
@@ -306,6 +377,7 @@ pub(super) async fn acknowledge(
     endpoint_id: &str,
     msg_ids: &[String],
 ) -> Result<(usize, u64, Vec<SvixPage>), StoreError> {
+    let endpoint_id = &ack_target(tx, &a.source, endpoint_id, a.mapped).await?;
     lock_endpoint(tx, &a.source, endpoint_id, None).await?;
     let before = summary(tx, &a.source, endpoint_id).await?;
     let mut acked = 0;
