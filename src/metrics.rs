@@ -45,6 +45,10 @@ pub struct Metrics {
     /// subscription id. Ids come from authenticated deliveries and are capped per stream
     /// (`store::subscriptions::MAX_PER_STREAM`), so the label sets stay bounded.
     pub subscription_expires: GaugeVec,
+    /// `hushwatch_subscriptions_evaluated_timestamp_seconds`: the clock reading of the
+    /// subscription watcher's last completed pass ("evaluated up to T"), so a test or an
+    /// operator can tell "no warning yet" from "not looked yet".
+    pub subscriptions_evaluated: Gauge,
     pub in_business_hours: IntGaugeVec,
     /// `hushwatch_events_total` by stream, one slot per [`OUTCOMES`] entry;
     /// only streams declared here are counted, so a request for a stream
@@ -238,6 +242,16 @@ impl Metrics {
                     ),
                     &["stream", "subscription"],
                 )
+                .unwrap_or_else(|e| unreachable_metric(name, e));
+                register(&r, name, Box::new(g.clone()));
+                g
+            },
+            subscriptions_evaluated: {
+                let name = "hushwatch_subscriptions_evaluated_timestamp_seconds";
+                let g = Gauge::with_opts(Opts::new(
+                    name,
+                    "Clock reading of the subscription watcher's last completed evaluation.",
+                ))
                 .unwrap_or_else(|e| unreachable_metric(name, e));
                 register(&r, name, Box::new(g.clone()));
                 g

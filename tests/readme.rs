@@ -23,7 +23,13 @@
 //!      exit 0) where the README stops it: at the next `kill` line, which
 //!      may be blocks later. With no `kill` before the next `serve` or the
 //!      end of the README, it is stopped at the end of its own block.
-//!    - `curl`, `echo`: run as written.
+//!    - `curl`, `echo`, `until` loops, and `rm` of relative file names
+//!      without flags: run as written, each bounded
+//!      by `COMMAND_LIMIT` (a wait that never ends fails instead of
+//!      hanging the suite).
+//!    - `python3 -m aiosmtpd … &` (a local SMTP receiver): started in the
+//!      background, waited for until its `-l` address accepts connections,
+//!      and stopped at the end of the test.
 //!    - `export`: run, and kept for every later command of the README.
 //!    - not run, by design (`SKIPPED`): `cargo build|install|test|bench`
 //!      (this test already runs under cargo, on the binary it built),
@@ -51,7 +57,10 @@ use std::time::{Duration, Instant};
 
 const SHELL_INFO: &[&str] = &["sh", "shell", "bash", "console"];
 /// First words of commands this test runs (besides the binary itself).
-const RUN: &[&str] = &["curl", "echo", "export"];
+const RUN: &[&str] = &["curl", "echo", "export", "until"];
+/// Longest a README command may run (the first-page example waits about a
+/// minute for its page).
+const COMMAND_LIMIT: &str = "300";
 /// First words of commands this test deliberately does not run.
 const SKIPPED: &[&str] = &["docker", "helm", "kubectl", "kill"];
 const SKIPPED_CARGO: &[&str] = &["build", "install", "test", "bench"];
@@ -156,6 +165,8 @@ enum Kind {
         serve: bool,
     },
     Shell,
+    /// A helper service started with `&` (the SMTP receiver).
+    Background,
     Export,
     Skipped,
 }
@@ -180,7 +191,19 @@ fn classify(command: &str) -> Result<Kind, String> {
     if first == "export" {
         return Ok(Kind::Export);
     }
+    if first == "python3" && words.get(2) == Some(&"aiosmtpd") && command.ends_with('&') {
+        return Ok(Kind::Background);
+    }
     if RUN.contains(&first) {
+        return Ok(Kind::Shell);
+    }
+    // `rm` of files the examples wrote: plain relative names, no flags.
+    if first == "rm"
+        && words.len() > 1
+        && words[1..]
+            .iter()
+            .all(|w| !w.starts_with(['-', '/']) && !w.contains(".."))
+    {
         return Ok(Kind::Shell);
     }
     let skipped = SKIPPED.contains(&first)
@@ -193,6 +216,16 @@ fn classify(command: &str) -> Result<Kind, String> {
         "README command {command:?} starts with {first:?}, which tests/readme.rs neither runs \
          nor skips: add it to RUN or SKIPPED there"
     ))
+}
+
+/// A background helper (the SMTP receiver) started from the README.
+struct Helper(Child);
+
+impl Drop for Helper {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 /// A `hushwatch serve` started from the README.
@@ -218,8 +251,16 @@ struct Session {
 }
 
 impl Session {
-    fn bash(&self, script: &str) -> Command {
-        let mut cmd = Command::new("bash");
+    /// `bash -c SCRIPT` in the scratch directory; `limited` bounds it by
+    /// `COMMAND_LIMIT` (servers are stopped by the test instead).
+    fn bash_limited(&self, script: &str, limited: bool) -> Command {
+        let mut cmd = if limited {
+            let mut c = Command::new("timeout");
+            c.arg(COMMAND_LIMIT).arg("bash");
+            c
+        } else {
+            Command::new("bash")
+        };
         let mut full = self.exports.join("\n");
         full.push('\n');
         full.push_str(script);
@@ -232,12 +273,47 @@ impl Session {
         cmd
     }
 
+    fn bash(&self, script: &str) -> Command {
+        self.bash_limited(script, false)
+    }
+
+    /// Rule 3's background helper: started, and waited for until the
+    /// address after `-l` accepts connections.
+    fn background(&mut self, example: &Example) -> Helper {
+        let command = example.command.trim_end_matches('&').trim();
+        let child = self
+            .bash(&format!("exec {command}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start a README background helper");
+        let helper = Helper(child);
+        let words: Vec<&str> = command.split_whitespace().collect();
+        if let Some(addr) = words
+            .iter()
+            .position(|w| *w == "-l")
+            .and_then(|i| words.get(i + 1))
+        {
+            let what = format!(
+                "README.md:{}: `{}` to listen",
+                example.line, example.command
+            );
+            wait(&what, || TcpStream::connect(addr).ok().map(drop));
+        }
+        self.ran
+            .push(format!("README.md:{}: {}", example.line, example.command));
+        helper
+    }
+
     fn run(&mut self, example: &Example, server: Option<&Server>) {
         let command = match server {
             Some(s) => example.command.replace(DOCUMENTED_ADDR, &s.addr),
             None => example.command.clone(),
         };
-        let out = self.bash(&command).output().expect("run bash");
+        let out = self
+            .bash_limited(&command, true)
+            .output()
+            .expect("run bash");
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(
             out.status.success(),
@@ -425,6 +501,7 @@ fn every_shell_example_in_the_readme_runs_as_written() {
         skipped: Vec::new(),
     };
     let mut served = 0;
+    let mut helpers: Vec<Helper> = Vec::new();
     // (server, line of the `kill` that stops it, if any)
     let mut server: Option<(Server, Option<usize>)> = None;
     for (b, block) in blocks.iter().enumerate() {
@@ -452,6 +529,7 @@ fn every_shell_example_in_the_readme_runs_as_written() {
                     session.run(&normalized, running);
                 }
                 Kind::Shell => session.run(example, running),
+                Kind::Background => helpers.push(session.background(example)),
                 Kind::Export => {
                     session.run(example, None);
                     session.exports.push(example.command.clone());

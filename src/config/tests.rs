@@ -866,8 +866,8 @@ fn table_shape(path: &str) -> String {
         "svix.",
     ] {
         if let Some(after) = rest.strip_prefix(section) {
-            let name_end = if after.starts_with('"') {
-                after[1..].find('"').map_or(after.len(), |i| i + 2)
+            let name_end = if let Some(quoted) = after.strip_prefix('"') {
+                quoted.find('"').map_or(after.len(), |i| i + 2)
             } else {
                 after.find('.').unwrap_or(after.len())
             };

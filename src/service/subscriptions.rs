@@ -105,6 +105,11 @@ async fn check(app: &App) -> Result<Option<DateTime<Utc>>, StoreError> {
             app.outbox_wake.notify_one();
         }
     }
+    // Published last, after every transition of this pass is committed: "evaluated up to
+    // `now`" then means exactly that.
+    app.metrics
+        .subscriptions_evaluated
+        .set(now.timestamp_millis() as f64 / 1000.0);
     Ok(next)
 }
 

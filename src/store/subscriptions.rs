@@ -22,7 +22,9 @@ pub(super) const MIGRATION: &str = "CREATE TABLE subscriptions (
 
 /// Subscriptions kept per stream. Ids come from authenticated deliveries, but a provider
 /// re-creating channels every few hours (Google) would otherwise grow the table and the
-/// metric's label sets without end; the rows that expired longest ago go first.
+/// metric's label sets without end. Past the cap, the rows whose last change notification
+/// is oldest go first (ties: the earliest expiry): a genuine channel keeps delivering, so
+/// ids invented once by a forger, whatever expiry they claimed, are evicted before it.
 pub const MAX_PER_STREAM: i64 = 32;
 
 /// What a delivery said about the stream's subscriptions.
@@ -56,21 +58,48 @@ fn time(ms: i64) -> rusqlite::Result<DateTime<Utc>> {
     DateTime::from_timestamp_millis(ms).ok_or(rusqlite::Error::IntegralValueOutOfRange(0, ms))
 }
 
+/// The expiries of `update` worth storing at `now`: those no provider could have sent are
+/// dropped (see `domain::subscription::MAX_LIFETIME`). Shared by both backends.
+pub(crate) fn plausible_expiries(
+    update: &SubscriptionUpdate,
+    now: DateTime<Utc>,
+) -> impl Iterator<Item = &SubscriptionExpiry> {
+    update.expiries.iter().filter(move |e| {
+        crate::domain::subscription::is_plausible(
+            e.expires_at,
+            now,
+            crate::domain::subscription::MAX_LIFETIME,
+        )
+    })
+}
+
+/// The latest expiry a stored row may keep at `now`; one past it (stored by an older
+/// version that took any value) is replaced by the next plausible one.
+pub(crate) fn horizon(now: DateTime<Utc>) -> DateTime<Utc> {
+    now.checked_add_signed(
+        crate::domain::subscription::MAX_LIFETIME + crate::domain::subscription::EXPIRY_SKEW,
+    )
+    .unwrap_or(DateTime::<Utc>::MAX_UTC)
+}
+
 /// Records one delivery's expiries and lifecycle notices. An expiry only moves forward
-/// (deliveries may arrive out of order); `seen_at` moves only with change notifications,
-/// so a lifecycle notice alone never counts as proof that the subscription works.
+/// (deliveries may arrive out of order) among plausible values: one further ahead than
+/// any provider allows is never stored, and a stored one that is gives way to the next
+/// plausible value. `seen_at` moves only with change notifications, so a lifecycle notice
+/// alone never counts as proof that the subscription works.
 pub(super) fn record(
     conn: &Connection,
     update: &SubscriptionUpdate,
     now: DateTime<Utc>,
 ) -> Result<(), StoreError> {
     let seen = update.carried_events.then(|| millis(now));
-    for e in &update.expiries {
+    for e in plausible_expiries(update, now) {
         conn.prepare_cached(
             "INSERT INTO subscriptions (stream, subscription, expires_at, seen_at)
              VALUES (?1, ?2, ?3, coalesce(?4, ?5))
              ON CONFLICT (stream, subscription) DO UPDATE SET
-               expires_at = max(expires_at, excluded.expires_at),
+               expires_at = CASE WHEN expires_at > ?6 THEN excluded.expires_at
+                                 ELSE max(expires_at, excluded.expires_at) END,
                seen_at = coalesce(?4, seen_at)",
         )?
         .execute(params![
@@ -78,7 +107,8 @@ pub(super) fn record(
             e.subscription,
             millis(e.expires_at),
             seen,
-            millis(now)
+            millis(now),
+            millis(horizon(now))
         ])?;
     }
     for notice in &update.lifecycle {
@@ -91,7 +121,7 @@ pub(super) fn record(
         conn.prepare_cached(
             "DELETE FROM subscriptions WHERE stream = ?1 AND subscription IN (
                SELECT subscription FROM subscriptions WHERE stream = ?1
-               ORDER BY expires_at DESC LIMIT -1 OFFSET ?2)",
+               ORDER BY seen_at DESC, expires_at DESC LIMIT -1 OFFSET ?2)",
         )?
         .execute(params![update.stream, MAX_PER_STREAM])?;
     }

@@ -6,7 +6,8 @@ use super::ops::queue_keyed_pages;
 use super::sql::{exec, get, ms, opt, opt_time, rows, state, state_str, time, Tx};
 use crate::store::ops::KeyedAlert;
 use crate::store::subscriptions::{
-    SubscriptionRow, SubscriptionTransition, SubscriptionUpdate, EXPIRING_KIND, MAX_PER_STREAM,
+    horizon, plausible_expiries, SubscriptionRow, SubscriptionTransition, SubscriptionUpdate,
+    EXPIRING_KIND, MAX_PER_STREAM,
 };
 use crate::store::{StoreError, Transition};
 
@@ -16,13 +17,16 @@ pub(super) async fn record(
     now: DateTime<Utc>,
 ) -> Result<(), StoreError> {
     let seen = update.carried_events.then(|| ms(now));
-    for e in &update.expiries {
+    for e in plausible_expiries(update, now) {
         exec(
             tx,
             "INSERT INTO subscriptions (stream, subscription, expires_at, seen_at)
              VALUES ($1, $2, $3, coalesce($4::BIGINT, $5::BIGINT))
              ON CONFLICT (stream, subscription) DO UPDATE SET
-               expires_at = GREATEST(subscriptions.expires_at, excluded.expires_at),
+               expires_at = CASE WHEN subscriptions.expires_at > $6::BIGINT
+                                 THEN excluded.expires_at
+                                 ELSE GREATEST(subscriptions.expires_at, excluded.expires_at)
+                            END,
                seen_at = coalesce($4, subscriptions.seen_at)",
             &[
                 &update.stream,
@@ -30,6 +34,7 @@ pub(super) async fn record(
                 &ms(e.expires_at),
                 &seen,
                 &ms(now),
+                &ms(horizon(now)),
             ],
         )
         .await?;
@@ -47,7 +52,7 @@ pub(super) async fn record(
             tx,
             "DELETE FROM subscriptions WHERE stream = $1 AND subscription IN (
                SELECT subscription FROM subscriptions WHERE stream = $1
-               ORDER BY expires_at DESC OFFSET $2)",
+               ORDER BY seen_at DESC, expires_at DESC OFFSET $2)",
             &[&update.stream, &MAX_PER_STREAM],
         )
         .await?;
