@@ -58,6 +58,20 @@ pub struct Metrics {
     pub reload_successful: IntGauge,
     pub reload_timestamp: Gauge,
     pub storage_errors: IntCounter,
+    /// `hushwatch_store_read_timeouts_total`: read routes (`/`,
+    /// `/v1/status`, the store-backed part of `/metrics`) that stopped
+    /// waiting for a stalled store. Separate from `storage_errors`, which
+    /// counts failed writes (what `HushwatchStoreDown` alerts on).
+    pub store_read_timeouts: IntCounter,
+    /// `hushwatch_metrics_stale`: 1 when the page's store-backed series
+    /// (Svix endpoint gauges, `hushwatch_stream_silenced`,
+    /// `hushwatch_silence_acknowledged`) could not be refreshed from the
+    /// store within the scrape budget and show their last known values.
+    pub metrics_stale: IntGauge,
+    /// The scrape-time store refresh in flight, if any (`Some` once it is
+    /// done, with whether it read the store): at most one at a time, however
+    /// many scrapes wait on a stall.
+    pub refresh_in_flight: Mutex<Option<tokio::sync::watch::Receiver<Option<bool>>>>,
     pub outbox_pending: IntGaugeVec,
     pub notifications: IntCounterVec,
     pub notification_latency: HistogramVec,
@@ -167,6 +181,22 @@ impl Metrics {
         )
         .unwrap_or_else(|e| unreachable_metric("storage_errors", e));
         register(&r, "storage_errors", Box::new(storage_errors.clone()));
+        let store_read_timeouts = IntCounter::new(
+            "hushwatch_store_read_timeouts_total",
+            "Read routes (/, /v1/status, the store-backed part of /metrics) that gave up on a stalled store.",
+        )
+        .unwrap_or_else(|e| unreachable_metric("store_read_timeouts", e));
+        register(
+            &r,
+            "store_read_timeouts",
+            Box::new(store_read_timeouts.clone()),
+        );
+        let metrics_stale = IntGauge::new(
+            "hushwatch_metrics_stale",
+            "1 when this page's store-backed series (Svix endpoints, stream silenced/acknowledged) show their last known values because the store did not answer in time.",
+        )
+        .unwrap_or_else(|e| unreachable_metric("metrics_stale", e));
+        register(&r, "metrics_stale", Box::new(metrics_stale.clone()));
         let templated_streams_refused = IntCounter::new(
             "hushwatch_templated_streams_refused_total",
             "Templated streams not created because max_streams exist (answered 429).",
@@ -309,6 +339,9 @@ impl Metrics {
             reload_successful,
             reload_timestamp,
             storage_errors,
+            store_read_timeouts,
+            metrics_stale,
+            refresh_in_flight: Mutex::new(None),
             registry: r,
         }
     }

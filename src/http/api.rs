@@ -101,12 +101,19 @@ pub trait Api: Send + Sync {
         by: String,
     ) -> Result<(usize, u64), Unavailable>;
 
-    /// The whole `/metrics` page, rendered as it is sent.
-    async fn metrics_page(&self) -> crate::metrics::Page;
-    /// The `/v1/status` document (the status page renders it too).
-    async fn status_document(&self) -> Value;
-    /// Each stream's 7-day timeline for the status page.
-    async fn status_timelines(&self) -> BTreeMap<String, Timeline>;
+    /// The whole `/metrics` page, rendered as it is sent. Answers within a
+    /// few seconds whatever the store does: the store-backed series are
+    /// refreshed within a budget, else shown as last known with
+    /// `hushwatch_metrics_stale` 1 (so the storage-error series stay
+    /// scrapeable during an outage). Takes the `Arc` because the refresh
+    /// outlives a scrape that stops waiting for it (one at a time).
+    async fn metrics_page(self: Arc<Self>) -> crate::metrics::Page;
+    /// The `/v1/status` document, or `Slow` when the store did not answer
+    /// within the store timeout.
+    async fn status_document(&self) -> Result<Value, Unavailable>;
+    /// The status page's document and each stream's 7-day timeline, under
+    /// one store timeout.
+    async fn status_page(&self) -> Result<(Value, BTreeMap<String, Timeline>), Unavailable>;
     /// A tiny write, for `/readyz`.
     async fn probe_storage(&self) -> Result<(), StoreError>;
 

@@ -131,6 +131,18 @@ pub async fn app_report(
             )
         }
     };
+    // These fields are ours to define, so a NUL (which PostgreSQL `text`
+    // cannot hold, while SQLite can) is the caller's mistake: 400 naming
+    // the field on both backends, never a 503 that reads as "store down".
+    if let Some(field) = nul_in_reports(&reports) {
+        return reject(
+            app,
+            stream,
+            StatusCode::BAD_REQUEST,
+            "error",
+            &format!("{field} must not contain a NUL character (U+0000)"),
+        );
+    }
     let now = app.now();
     // Every report in one request shares the request body's digest.
     let body_digest: [u8; 32] = Sha256::digest(&body).into();
@@ -152,6 +164,27 @@ pub async fn app_report(
         })
         .collect();
     store(app, stream, events).await
+}
+
+/// The first report field holding U+0000, named as the 400 names it
+/// (`type`, or `[3].id` in an array), never with its value.
+fn nul_in_reports(reports: &[crate::ingest::payload::AppReport]) -> Option<String> {
+    let prefix = |i: usize| {
+        if reports.len() == 1 {
+            String::new()
+        } else {
+            format!("[{i}].")
+        }
+    };
+    reports.iter().enumerate().find_map(|(i, r)| {
+        if r.event_type.contains('\0') {
+            Some(format!("{}type", prefix(i)))
+        } else if r.id.as_deref().is_some_and(|id| id.contains('\0')) {
+            Some(format!("{}id", prefix(i)))
+        } else {
+            None
+        }
+    })
 }
 
 /// The signed headers, present and with a timestamp inside the tolerance:

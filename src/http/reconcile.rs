@@ -47,6 +47,13 @@ pub async fn report(
         Ok(r) => r,
         Err(reason) => return reject(app, stream, StatusCode::BAD_REQUEST, "error", &reason),
     };
+    // The report's fields are ours to define: a NUL (PostgreSQL `text`
+    // refuses it, SQLite stores it) is answered 400 by field name on both
+    // backends, never the 503 that reads as "store down".
+    if let Some(field) = nul_field(&report) {
+        let reason = format!("{field} must not contain a NUL character (U+0000)");
+        return reject(app, stream, StatusCode::BAD_REQUEST, "error", &reason);
+    }
     let digest: [u8; 32] = Sha256::digest(&body).into();
     match app.record_reconciliation(stream, report, digest).await {
         Ok(new) => reply::json(
@@ -63,4 +70,20 @@ pub async fn report(
             )
         }
     }
+}
+
+/// The first report field holding U+0000 (`id`, `drift[3].subject`, …).
+fn nul_field(report: &reconcile::Report) -> Option<String> {
+    if report.id.contains('\0') {
+        return Some("id".to_string());
+    }
+    report.drift.iter().enumerate().find_map(|(i, d)| {
+        if d.subject.contains('\0') {
+            Some(format!("drift[{i}].subject"))
+        } else if d.detail.as_deref().is_some_and(|s| s.contains('\0')) {
+            Some(format!("drift[{i}].detail"))
+        } else {
+            None
+        }
+    })
 }

@@ -71,6 +71,7 @@ async fn route(
     req: Request<Incoming>,
     body_deadline: Instant,
 ) -> Reply {
+    let shared = Arc::clone(&app);
     let app: &dyn Api = &*app;
     let path = req.uri().path().to_string();
     let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
@@ -87,7 +88,7 @@ async fn route(
         (&Method::GET, [""]) => super::status_page::page(app).await,
         (&Method::GET, ["healthz"]) => reply::text(StatusCode::OK, "text/plain", "ok\n".into()),
         (&Method::GET, ["readyz"]) => readyz(app, readiness).await,
-        (&Method::GET, ["metrics"]) => reply::metrics(app.metrics_page().await),
+        (&Method::GET, ["metrics"]) => reply::metrics(shared.metrics_page().await),
         (&Method::GET, ["v1", "status"]) => status(app).await,
         (&Method::POST, ["v1", "svix", source, "operational"]) => {
             let source = source.to_string();
@@ -132,9 +133,13 @@ async fn route(
     }
 }
 
-/// `/v1/status` (assembled by the service: `Api::status_document`).
+/// `/v1/status` (assembled by the service: `Api::status_document`); 503
+/// when the store does not answer within the store timeout.
 async fn status(app: &dyn Api) -> Reply {
-    reply::json(StatusCode::OK, &app.status_document().await)
+    match app.status_document().await {
+        Ok(doc) => reply::json(StatusCode::OK, &doc),
+        Err(e) => reply::error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
+    }
 }
 
 /// `/readyz`: the cached readiness answer (see `readiness`).

@@ -102,7 +102,21 @@ async fn json_body(
     serde_json::from_slice(&bytes).map_err(|_| bad("body must be a JSON object"))
 }
 
+/// PostgreSQL `text` cannot hold U+0000 and SQLite can: refused here, by
+/// field name, so both backends answer 400 rather than one of them 503.
+fn no_nul(key: &str, s: &str) -> Result<(), Refusal> {
+    if s.contains('\0') {
+        return Err(bad(&format!(
+            "\"{key}\" must not contain a NUL character (U+0000)"
+        )));
+    }
+    Ok(())
+}
+
 fn text_field(v: &Value, key: &str) -> Result<String, Refusal> {
+    if let Some(Value::String(s)) = v.get(key) {
+        no_nul(key, s)?;
+    }
     match v.get(key) {
         Some(Value::String(s)) if !s.trim().is_empty() && s.len() <= MAX_TEXT => Ok(s.clone()),
         _ => Err(bad(&format!(
@@ -115,6 +129,9 @@ fn string_list(v: &Value, key: &str) -> Result<Option<Vec<String>>, Refusal> {
     let Some(value) = v.get(key) else {
         return Ok(None);
     };
+    for item in value.as_array().into_iter().flatten() {
+        no_nul(key, item.as_str().unwrap_or_default())?;
+    }
     let list = value.as_array().and_then(|a| {
         a.iter()
             .map(|x| x.as_str().filter(|s| !s.is_empty() && s.len() <= MAX_TEXT))
@@ -259,6 +276,9 @@ fn query_text(parts: &hyper::http::request::Parts, key: &str) -> Result<Option<S
             .find(|(name, _)| name == key)
             .map(|(_, v)| v.into_owned())
     });
+    if let Some(v) = &value {
+        no_nul(key, v)?;
+    }
     match value {
         Some(v) if v.len() > MAX_TEXT => {
             Err(bad(&format!("\"{key}\" must be at most {MAX_TEXT} bytes")))

@@ -9,7 +9,12 @@ use hyper::header::{HeaderName, HeaderValue};
 use hyper::StatusCode;
 
 pub async fn page(app: &dyn Api) -> Reply {
-    let doc = app.status_document().await;
+    let (doc, timelines) = match app.status_page().await {
+        Ok(parts) => parts,
+        // A stalled store: answer within the bound rather than hold the
+        // connection (the page would be mostly "unreadable" anyway).
+        Err(e) => return reply::error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
+    };
     let doc: StatusDoc = match serde_json::from_value(doc) {
         Ok(d) => d,
         Err(e) => {
@@ -17,7 +22,6 @@ pub async fn page(app: &dyn Api) -> Reply {
             return reply::error(StatusCode::INTERNAL_SERVER_ERROR, "status page unavailable");
         }
     };
-    let timelines = app.status_timelines().await;
     let mut response = reply::text(
         StatusCode::OK,
         "text/html; charset=utf-8",

@@ -15,7 +15,7 @@ use tokio::sync::Notify;
 
 /// Upper bound on a route's wait for the store; past it the route answers
 /// 503 and the sender retries.
-const STORE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+pub(super) const STORE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 pub struct Core {
     config: RwLock<Arc<Config>>,

@@ -4,11 +4,13 @@
 //! store on its own.
 
 use super::app::App;
+use super::core::STORE_TIMEOUT;
 use crate::config::{Config, SvixConfig};
 use crate::http::api::{Api, Created, Unavailable};
 use crate::ingest::svix_ops::OpEvent;
 use crate::metrics::Metrics;
 use crate::status::timeline::Timeline;
+use crate::store::nul::{nul_safe, nul_safe_event, nul_safe_op, nul_safe_update};
 use crate::store::silences::{AckOutcome, NewSilence, SilenceRow};
 use crate::store::subscriptions::SubscriptionUpdate;
 use crate::store::svix::{SvixApply, SvixPage};
@@ -17,7 +19,70 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// How long a scrape waits for the store-backed series before it serves
+/// the last known values (`hushwatch_metrics_stale` 1): well inside
+/// Prometheus's default 10 s `scrape_timeout`, so the storage-error series
+/// are scraped during exactly the outage they describe.
+const METRICS_STORE_BUDGET: Duration = Duration::from_secs(3);
+
+impl App {
+    /// A read route's wait for the store, bounded like a write's
+    /// (`STORE_TIMEOUT`): past it the route answers 503 rather than hold the
+    /// connection. Counted as a read timeout, not a storage error (that
+    /// counter is for failed writes, which is what `HushwatchStoreDown`
+    /// pages on).
+    async fn read_bounded<T>(&self, read: impl Future<Output = T>) -> Result<T, Unavailable> {
+        match tokio::time::timeout(STORE_TIMEOUT, read).await {
+            Ok(value) => Ok(value),
+            Err(_) => {
+                self.metrics().store_read_timeouts.inc();
+                tracing::warn!("a status read gave up on a stalled store (answered 503)");
+                Err(Unavailable::Slow)
+            }
+        }
+    }
+}
+
+/// The scrape-time store refresh (Svix gauges, silenced and acknowledged
+/// flags): joins the one in flight, or starts one. It runs as its own task
+/// so a scrape that stops waiting does not abandon store work half done,
+/// and so a stall costs one pending refresh, not one per scrape.
+fn store_refresh(app: &Arc<App>) -> watch::Receiver<Option<bool>> {
+    let mut slot = app
+        .metrics()
+        .refresh_in_flight
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    if let Some(running) = slot.as_ref() {
+        // Still running: not done yet, and its task is alive.
+        if running.borrow().is_none() && running.has_changed().is_ok() {
+            return running.clone();
+        }
+    }
+    let (done, running) = watch::channel(None);
+    let task = Arc::clone(app);
+    tokio::spawn(async move {
+        let svix = task.svix().refresh_metrics().await;
+        let streams = task.stream_names();
+        let operator = task.operator().refresh_metrics(&streams).await;
+        let _ = done.send(Some(svix && operator));
+    });
+    *slot = Some(running.clone());
+    running
+}
+
+/// Whether the refresh read the store (None: its task ended without saying).
+async fn refresh_done(mut running: watch::Receiver<Option<bool>>) -> Option<bool> {
+    match running.wait_for(Option::is_some).await {
+        Ok(done) => *done,
+        Err(_) => None,
+    }
+}
 
 #[async_trait]
 impl Api for App {
@@ -38,6 +103,9 @@ impl Api for App {
         events: Vec<NewEvent>,
         update: Option<SubscriptionUpdate>,
     ) -> Result<Vec<EventOutcome>, Unavailable> {
+        let mut events = events;
+        events.iter_mut().for_each(nul_safe_event);
+        let update = update.map(nul_safe_update);
         // `ingest_delivery` notes the storage outcome itself.
         self.timed(App::ingest_delivery(self, events, update)).await
     }
@@ -72,7 +140,18 @@ impl Api for App {
         event_type: &str,
         endpoint: Option<(&str, Option<&str>)>,
     ) -> SvixApply {
-        self.svix().apply(svix, event, event_type, endpoint)
+        let event_type = nul_safe(event_type.to_string());
+        let endpoint = endpoint.map(|(id, uid)| {
+            (
+                nul_safe(id.to_string()),
+                uid.map(|u| nul_safe(u.to_string())),
+            )
+        });
+        let endpoint = endpoint
+            .as_ref()
+            .map(|(id, uid)| (id.as_str(), uid.as_deref()));
+        self.svix()
+            .apply(svix, nul_safe_op(event), &event_type, endpoint)
     }
 
     async fn svix_record(
@@ -80,6 +159,8 @@ impl Api for App {
         event: NewEvent,
         apply: SvixApply,
     ) -> Result<(EventOutcome, Vec<SvixPage>), Unavailable> {
+        let mut event = event;
+        nul_safe_event(&mut event);
         self.timed(self.svix().record(event, apply)).await
     }
 
@@ -90,23 +171,40 @@ impl Api for App {
         msg_ids: Vec<String>,
         by: String,
     ) -> Result<(usize, u64), Unavailable> {
+        // The same encoding as at ingest, so an id stored with U+FFFD in
+        // place of NUL is acknowledged by the id the operator copied.
+        let endpoint_id = nul_safe(endpoint_id);
+        let msg_ids = msg_ids.into_iter().map(nul_safe).collect();
+        let by = nul_safe(by);
         self.timed(self.svix().acknowledge(apply, endpoint_id, msg_ids, by))
             .await
     }
 
-    async fn metrics_page(&self) -> crate::metrics::Page {
-        self.svix().refresh_metrics().await;
-        let streams = self.stream_names();
-        self.operator().refresh_metrics(&streams).await;
+    async fn metrics_page(self: Arc<Self>) -> crate::metrics::Page {
+        let refresh = store_refresh(&self);
+        let fresh = matches!(
+            tokio::time::timeout(METRICS_STORE_BUDGET, refresh_done(refresh)).await,
+            Ok(Some(true))
+        );
+        if !fresh {
+            self.metrics().store_read_timeouts.inc();
+        }
+        self.metrics().metrics_stale.set(i64::from(!fresh));
+        // Everything else on the page is in memory.
         self.encode_metrics()
     }
 
-    async fn status_document(&self) -> Value {
-        App::status_document(self).await
+    async fn status_document(&self) -> Result<Value, Unavailable> {
+        self.read_bounded(App::status_document(self)).await
     }
 
-    async fn status_timelines(&self) -> BTreeMap<String, Timeline> {
-        App::status_timelines(self).await
+    async fn status_page(&self) -> Result<(Value, BTreeMap<String, Timeline>), Unavailable> {
+        self.read_bounded(async {
+            let doc = App::status_document(self).await;
+            let timelines = App::status_timelines(self).await;
+            (doc, timelines)
+        })
+        .await
     }
 
     async fn probe_storage(&self) -> Result<(), StoreError> {

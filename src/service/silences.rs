@@ -37,14 +37,15 @@ impl Operator {
     }
 
     /// Sets the per-stream silence and acknowledgement gauges from the
-    /// store. On a storage error the gauges keep their last values.
-    pub async fn refresh_metrics(&self, streams: &[String]) {
+    /// store. On a storage error the gauges keep their last values and
+    /// this answers false (`/metrics` then reports itself stale).
+    pub async fn refresh_metrics(&self, streams: &[String]) -> bool {
         let now = self.core.clock.now();
         let (Ok(silences), Ok(acks)) = (
             self.core.store.silences(now).await,
             self.core.store.current_acks().await,
         ) else {
-            return;
+            return false;
         };
         // Only flagged streams are held; the page renders 0 for the rest,
         // and a deleted templated stream's series go with its mirror row.
@@ -61,6 +62,7 @@ impl Operator {
         }
         flags.acknowledged = acks.into_iter().map(|a| a.stream).collect();
         self.core.metrics.set_stream_flags(flags);
+        true
     }
 
     /// Stores the config's `[[streams.X.maintenance]]` windows as silences,

@@ -125,13 +125,14 @@ impl Svix {
         }
     }
 
-    /// Sets the Svix gauges and counters from the stored state.
-    pub async fn refresh_metrics(&self) {
+    /// Sets the Svix gauges and counters from the stored state; false
+    /// (gauges unchanged) when the store could not be read.
+    pub async fn refresh_metrics(&self) -> bool {
         if self.core.config().svix.is_empty() {
-            return;
+            return true;
         }
         let Ok(rows) = self.core.store.svix_endpoints().await else {
-            return;
+            return false;
         };
         let m = &self.core.metrics;
         for row in rows {
@@ -153,6 +154,7 @@ impl Svix {
             let behind = row.exhausted_total.saturating_sub(counter.get());
             counter.inc_by(behind);
         }
+        true
     }
 
     /// The `svix` section of `/v1/status`.
@@ -178,10 +180,10 @@ impl Svix {
                 json!({
                     "source": row.source,
                     "endpoint_id": row.endpoint_id,
-                    "endpoint_uid": row.endpoint_uid,
-                    "app_id": row.app_id,
                     // The row the endpoints past the cap share.
                     "grouped": row.endpoint_id == GROUPED_ENDPOINT,
+                    "endpoint_uid": row.endpoint_uid,
+                    "app_id": row.app_id,
                     "stream": stream,
                     "state": state,
                     "disabled": row.disabled.map(|t| json!({

@@ -1585,3 +1585,6 @@ mod gaps;
 
 /// The per-subject revocation index and stale grants (`store::revocations`).
 mod revocations;
+
+/// Provider text holding NUL, encoded once before either backend.
+mod nul;

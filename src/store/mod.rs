@@ -12,6 +12,7 @@
 
 mod arrivals;
 pub mod location;
+pub mod nul;
 pub(crate) use arrivals::moved_streams;
 pub mod audit;
 pub mod backend;
