@@ -62,24 +62,24 @@ fn render_bounded(
     // The marker is sized for the largest count it could show, so the cut
     // text plus marker never exceeds `max`.
     let reserve = cut_marker(total_in, note).chars().count();
-    let mut taken_in = 0usize;
-    let mut cut_at: Option<(usize, usize, usize)> = None; // (bytes, chars, input taken)
-    for c in text.chars() {
+    // Where to cut if it comes to that: (bytes of `out`, input characters
+    // taken) at the last point where the marker still fits after them.
+    let mut cut_at: Option<(usize, usize)> = None;
+    for (taken_in, c) in text.chars().enumerate() {
         piece.clear();
         render(c, &mut piece);
         let n = piece.chars().count();
         if cut_at.is_none() && out_chars + n > max.saturating_sub(reserve) {
-            cut_at = Some((out.len(), out_chars, taken_in));
+            cut_at = Some((out.len(), taken_in));
         }
         if out_chars + n > max {
-            let (bytes, _, taken) = cut_at.unwrap_or((out.len(), out_chars, taken_in));
+            let (bytes, taken) = cut_at.unwrap_or((out.len(), taken_in));
             out.truncate(bytes);
             out.push_str(&cut_marker(total_in - taken, note));
             return out;
         }
         out.push_str(&piece);
         out_chars += n;
-        taken_in += 1;
     }
     out
 }
