@@ -106,6 +106,13 @@ async fn fetch(url: &str) -> Result<StatusDoc, String> {
             .await
             .map_err(|e| format!("reading the answer failed ({e})"))?
             .to_bytes();
+        if status == hyper::StatusCode::SERVICE_UNAVAILABLE {
+            // The server answers 503 when its store did not answer within
+            // its 10 s bound (a stalled database), not for a wrong port.
+            return Err(format!(
+                "answered {status}: its storage did not answer in time (see /metrics, hushwatch_store_read_timeouts_total)"
+            ));
+        }
         if !status.is_success() {
             return Err(format!(
                 "answered {status} (with admin_listen set, ask that port)"
