@@ -295,7 +295,8 @@ fn every_kind_has_the_alertname_the_rules_and_readme_know() {
     assert_eq!(payload::alertname(&old), "IdentityWebhookAlert");
 }
 
-/// A firing page of `kind` with the fields hushwatch stores for it.
+/// A firing page of `kind` with the fields hushwatch stores for it
+/// (`source`/`endpoint_id` as `store::*` queue them).
 fn page_of(kind: AlertKind) -> Page {
     let base = firing();
     let (summary, source, endpoint): (&str, Option<&str>, Option<&str>) = match kind {
@@ -322,28 +323,28 @@ fn page_of(kind: AlertKind) -> Page {
         ),
         AlertKind::SubscriptionExpiring => (
             "subscription sub-1 of stream identity expires at 2026-12-08 01:00 UTC",
-            Some("entra"),
+            Some("subscription"),
             Some("sub-1"),
         ),
         AlertKind::SubscriptionReauthorizationRequired => (
             "Entra asked to reauthorize subscription sub-1 of stream identity",
-            Some("entra"),
+            Some("subscription"),
             Some("sub-1"),
         ),
         AlertKind::ReconciliationMissing => (
             "no reconciliation report for stream identity since 2026-12-07 00:00 UTC",
-            Some("reconcile"),
-            Some("identity"),
+            Some("reconciliation"),
+            Some(""),
         ),
         AlertKind::ReconciliationRevokeMissed => (
             "reconciliation r1 of stream identity found 1 revocation(s) that were missed: user_1",
-            Some("reconcile"),
+            Some("reconciliation"),
             Some("r1"),
         ),
         AlertKind::StaleGrant => (
             "a grant of user_1 arrived after its revocation on stream identity",
-            Some("stale_grant"),
-            Some("user_1"),
+            Some("audit"),
+            Some(""),
         ),
         AlertKind::Fallback => (
             "hushwatch cannot deliver to pd: HTTP 503, 3 pages waiting since 2026-12-07T01:00:00Z (5 failed attempts in a row)",

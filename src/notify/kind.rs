@@ -122,6 +122,39 @@ impl AlertKind {
         }
     }
 
+    /// What a page's `endpoint_id` names, as the label text pages show
+    /// before it (`None`: the kind has none worth showing). Svix pages also
+    /// show their `source` (the `[svix.NAME]` table).
+    pub const fn endpoint_label(self) -> Option<&'static str> {
+        match self {
+            AlertKind::SvixEndpointDisabled
+            | AlertKind::SvixMessagesExhausted
+            | AlertKind::SvixEndpointFailing
+            | AlertKind::SvixEndpointDeleted => Some("Endpoint"),
+            AlertKind::SubscriptionExpiring | AlertKind::SubscriptionReauthorizationRequired => {
+                Some("Subscription")
+            }
+            AlertKind::ReconciliationRevokeMissed => Some("Report"),
+            AlertKind::Fallback => Some("Notifier"),
+            AlertKind::Silence
+            | AlertKind::ReconciliationMissing
+            | AlertKind::StaleGrant
+            | AlertKind::Storage => None,
+        }
+    }
+
+    /// Whether the page is about a Svix endpoint (its `source` is a
+    /// `[svix.NAME]` table).
+    pub const fn is_svix(self) -> bool {
+        matches!(
+            self,
+            AlertKind::SvixEndpointDisabled
+                | AlertKind::SvixMessagesExhausted
+                | AlertKind::SvixEndpointFailing
+                | AlertKind::SvixEndpointDeleted
+        )
+    }
+
     /// Whether an operator silence may name this kind
     /// (`store::silences::PAGE_KINDS`). Pages about hushwatch itself
     /// cannot be silenced: they are how a broken notifier or store is

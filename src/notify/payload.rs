@@ -156,6 +156,18 @@ pub fn operator_hint(page: &Page) -> Option<String> {
     })
 }
 
+/// The endpoint line of a text page: its label, the endpoint id and, on
+/// Svix pages, the source. `None` when the kind names nothing there (or
+/// the id is empty). Pre-v8 `svix` rows are Svix pages.
+fn endpoint_fact(page: &Page) -> Option<(&'static str, &str, Option<&str>)> {
+    let endpoint = page.endpoint_id.as_deref().filter(|e| !e.is_empty())?;
+    let (label, svix) = match AlertKind::parse(&page.alert_kind) {
+        Some(kind) => (kind.endpoint_label()?, kind.is_svix()),
+        None => ("Endpoint", true),
+    };
+    Some((label, endpoint, page.source.as_deref().filter(|_| svix)))
+}
+
 /// The label in front of [`operator_hint`] in text pages.
 fn hint_label(page: &Page) -> &'static str {
     if page.is_silence() {
@@ -279,18 +291,15 @@ pub fn slack_message(page: &Page) -> Value {
             text::slack_code(&page.calendar, ID_MAX),
             text::slack(&page.business_hours.join(", "), SLACK_SUMMARY_MAX)
         );
-    } else if let (Some(source), Some(endpoint)) = (&page.source, &page.endpoint_id) {
+    } else if let Some((label, endpoint, source)) = endpoint_fact(page) {
         let _ = write!(
             text,
-            "\n• {}: `{}` (`{}`)",
-            if page.alert_kind == AlertKind::Fallback.as_str() {
-                "Notifier"
-            } else {
-                "Endpoint"
-            },
-            text::slack_code(endpoint, ID_MAX),
-            text::slack_code(source, ID_MAX)
+            "\n• {label}: `{}`",
+            text::slack_code(endpoint, ID_MAX)
         );
+        if let Some(source) = source {
+            let _ = write!(text, " (`{}`)", text::slack_code(source, ID_MAX));
+        }
     }
     let _ = write!(
         text,
@@ -433,13 +442,17 @@ pub fn email_body(page: &Page) -> String {
     let _ = writeln!(b, "Severity:        {}", page.severity);
     if !page.is_silence() {
         let _ = writeln!(b, "Kind:            {}", page.alert_kind);
-        if let (Some(source), Some(endpoint)) = (&page.source, &page.endpoint_id) {
+        if let Some((label, endpoint, source)) = endpoint_fact(page) {
             let endpoint = text::one_line(&text::bounded_id(endpoint, ID_MAX));
-            let source = text::one_line(source);
-            if page.alert_kind == AlertKind::Fallback.as_str() {
-                let _ = writeln!(b, "Notifier:        {endpoint}");
-            } else {
-                let _ = writeln!(b, "Endpoint:        {endpoint} (svix source \"{source}\")");
+            let label = format!("{label}:");
+            match source {
+                Some(source) => {
+                    let source = text::one_line(source);
+                    let _ = writeln!(b, "{label:<17}{endpoint} (svix source \"{source}\")");
+                }
+                None => {
+                    let _ = writeln!(b, "{label:<17}{endpoint}");
+                }
             }
         }
         let _ = writeln!(b, "At:              {}", local_and_utc(page, page.at));
