@@ -673,6 +673,18 @@ fn endpoints_past_the_cap_are_grouped(
         "status page says the cap was hit"
     );
 
+    // Logged once, when the first endpoint was folded.
+    let logs = s.stderr_text();
+    assert_eq!(
+        logs.matches("further endpoints are grouped").count(),
+        1,
+        "{}",
+        logs.lines()
+            .filter(|l| l.contains("grouped"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+
     // A grouped endpoint's lost message is kept (in the group) and is
     // acknowledged under the endpoint's own id.
     let last = format!("ep_cap_{:04}", sent - 1);

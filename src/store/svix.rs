@@ -154,11 +154,28 @@ fn tracked_id(
             "SELECT count(*) FROM svix_endpoints WHERE source = ?1 AND endpoint_id != ?2",
         )?
         .query_row(params![source, GROUPED_ENDPOINT], |r| r.get(0))?;
-    Ok(if tracked < MAX_ENDPOINTS_PER_SOURCE {
-        endpoint_id.to_string()
-    } else {
-        GROUPED_ENDPOINT.to_string()
-    })
+    if tracked < MAX_ENDPOINTS_PER_SOURCE {
+        return Ok(endpoint_id.to_string());
+    }
+    let grouped_before = conn
+        .prepare_cached("SELECT 1 FROM svix_endpoints WHERE source = ?1 AND endpoint_id = ?2")?
+        .query_row(params![source, GROUPED_ENDPOINT], |_| Ok(()))
+        .optional()?
+        .is_some();
+    if !grouped_before {
+        warn_grouping(source);
+    }
+    Ok(GROUPED_ENDPOINT.to_string())
+}
+
+/// Logged once, when the first endpoint past the cap is folded (the
+/// status page and `/v1/status` say it from then on).
+pub(super) fn warn_grouping(source: &str) {
+    tracing::warn!(
+        source,
+        max = MAX_ENDPOINTS_PER_SOURCE,
+        "Svix source has more than the maximum of endpoints tracked one by one; further endpoints are grouped as \"{GROUPED_ENDPOINT}\""
+    );
 }
 
 /// The row an acknowledgement for `endpoint_id` applies to: its own, or

@@ -52,11 +52,13 @@ async fn tracked_id(
     )
     .await?;
     let count: i64 = get(&r, 0)?;
-    Ok(if count < MAX_ENDPOINTS_PER_SOURCE {
-        endpoint_id.to_string()
-    } else {
-        GROUPED_ENDPOINT.to_string()
-    })
+    if count < MAX_ENDPOINTS_PER_SOURCE {
+        return Ok(endpoint_id.to_string());
+    }
+    if !has_row(tx, source, GROUPED_ENDPOINT).await? {
+        crate::store::svix::warn_grouping(source);
+    }
+    Ok(GROUPED_ENDPOINT.to_string())
 }
 
 /// The row an acknowledgement applies to (see `store::svix::ack_target`).
