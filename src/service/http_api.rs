@@ -182,13 +182,16 @@ impl Api for App {
 
     async fn metrics_page(self: Arc<Self>) -> crate::metrics::Page {
         let refresh = store_refresh(&self);
-        let fresh = matches!(
-            tokio::time::timeout(METRICS_STORE_BUDGET, refresh_done(refresh)).await,
-            Ok(Some(true))
-        );
-        if !fresh {
-            self.metrics().store_read_timeouts.inc();
-        }
+        let fresh = match tokio::time::timeout(METRICS_STORE_BUDGET, refresh_done(refresh)).await {
+            Ok(read) => read == Some(true),
+            Err(_) => {
+                // Only a budget that ran out is a read timeout; a store
+                // that answered with an error makes the page stale too
+                // (`Ok(Some(false))`) but is not counted here.
+                self.metrics().store_read_timeouts.inc();
+                false
+            }
+        };
         self.metrics().metrics_stale.set(i64::from(!fresh));
         // Everything else on the page is in memory.
         self.encode_metrics()
