@@ -49,13 +49,16 @@ pub enum SvixAlert {
 }
 
 impl SvixAlert {
+    /// The page's `alert_kind`.
     pub fn as_str(self) -> &'static str {
+        use crate::notify::kind::AlertKind;
         match self {
-            SvixAlert::EndpointDisabled => "svix_endpoint_disabled",
-            SvixAlert::MessagesExhausted => "svix_messages_exhausted",
-            SvixAlert::EndpointFailing => "svix_endpoint_failing",
-            SvixAlert::EndpointDeleted => "svix_endpoint_deleted",
+            SvixAlert::EndpointDisabled => AlertKind::SvixEndpointDisabled,
+            SvixAlert::MessagesExhausted => AlertKind::SvixMessagesExhausted,
+            SvixAlert::EndpointFailing => AlertKind::SvixEndpointFailing,
+            SvixAlert::EndpointDeleted => AlertKind::SvixEndpointDeleted,
         }
+        .as_str()
     }
 }
 

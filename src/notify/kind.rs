@@ -176,6 +176,25 @@ impl AlertKind {
     }
 }
 
+/// The kinds an operator silence may name, in [`AlertKind::ALL`] order
+/// (`store::silences::PAGE_KINDS`).
+pub const SILENCEABLE: [&str; 10] = silenceable();
+
+const fn silenceable() -> [&'static str; 10] {
+    let mut out = [""; 10];
+    let (mut i, mut n) = (0, 0);
+    while i < AlertKind::ALL.len() {
+        if AlertKind::ALL[i].silenceable() {
+            out[n] = AlertKind::ALL[i].as_str();
+            n += 1;
+        }
+        i += 1;
+    }
+    // A kind made (un)silenceable must change the array's length too.
+    assert!(n == out.len());
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::AlertKind;
@@ -201,6 +220,15 @@ mod tests {
             AlertKind::parse(crate::store::reconcile::REVOKE_MISSED_KIND),
             Some(AlertKind::ReconciliationRevokeMissed)
         );
+        use crate::domain::svix::SvixAlert;
+        for a in [
+            SvixAlert::EndpointDisabled,
+            SvixAlert::MessagesExhausted,
+            SvixAlert::EndpointFailing,
+            SvixAlert::EndpointDeleted,
+        ] {
+            assert!(AlertKind::parse(a.as_str()).is_some_and(AlertKind::is_svix));
+        }
         assert_eq!(
             AlertKind::parse(super::super::ALERT_KIND),
             Some(AlertKind::Silence)

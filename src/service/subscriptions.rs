@@ -19,8 +19,9 @@ use tokio::sync::watch;
 const RETRY: Duration = Duration::from_secs(5);
 
 /// Alert kinds, as stored with the page and shown to people.
-pub const EXPIRING: &str = "subscription_expiring";
-pub const REAUTHORIZATION_REQUIRED: &str = "subscription_reauthorization_required";
+pub const EXPIRING: &str = crate::notify::kind::AlertKind::SubscriptionExpiring.as_str();
+pub const REAUTHORIZATION_REQUIRED: &str =
+    crate::notify::kind::AlertKind::SubscriptionReauthorizationRequired.as_str();
 
 pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
     loop {

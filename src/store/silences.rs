@@ -63,22 +63,13 @@ pub(super) const MIGRATION: &str = "
         held_at     INTEGER NOT NULL
     );";
 
-/// Every alert kind a page can carry (the outbox `alert_kind`, the
-/// notifiers' `kind`). A silence's `kinds` patterns must each match one of
-/// them, so a typo is refused instead of silently holding nothing.
-/// (`svix` on pre-v8 outbox rows is not a kind new pages carry.)
-pub const PAGE_KINDS: &[&str] = &[
-    "silence",
-    "svix_endpoint_disabled",
-    "svix_messages_exhausted",
-    "svix_endpoint_failing",
-    "svix_endpoint_deleted",
-    "subscription_expiring",
-    "subscription_reauthorization_required",
-    "reconciliation_missing",
-    "reconciliation_revoke_missed",
-    "stale_grant",
-];
+/// Every alert kind an operator silence can hold (the outbox `alert_kind`,
+/// the notifiers' `kind`; `notify::kind::AlertKind::silenceable`). A
+/// silence's `kinds` patterns must each match one of them, so a typo is
+/// refused instead of silently holding nothing. (`svix` on pre-v8 outbox
+/// rows is not a kind new pages carry; pages about hushwatch itself cannot
+/// be silenced.)
+pub const PAGE_KINDS: &[&str] = &crate::notify::kind::SILENCEABLE;
 
 /// True when `pattern` matches at least one of [`PAGE_KINDS`].
 pub fn is_known_kind(pattern: &str) -> bool {

@@ -237,4 +237,5 @@ pub(super) fn transition(
 }
 
 /// The kind a resolve falls back to when its firing kind was not kept.
-pub(super) const EXPIRING_KIND: &str = "subscription_expiring";
+pub(super) const EXPIRING_KIND: &str =
+    crate::notify::kind::AlertKind::SubscriptionExpiring.as_str();
