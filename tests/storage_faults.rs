@@ -354,9 +354,54 @@ fn nul_is_never_a_storage_error(addr: SocketAddr) {
             .as_str()
             .unwrap_or_default()
             .to_string();
-        assert!(error.contains(field), "names {field}: {error}");
+        assert!(
+            error.contains(&format!("{field} must not contain a NUL")),
+            "names {field}: {error}"
+        );
         assert!(
             !error.contains("deleted"),
+            "does not quote the value: {error}"
+        );
+    }
+
+    // A reconciliation report is ours too: 400 naming the field (its
+    // parser refuses every control character; the route also checks NUL).
+    let bearer = format!("Bearer {TOKEN}");
+    for (body, field) in [
+        (
+            r#"{"id": "rec\u00001", "started_at": "2026-12-01T10:00:00Z", "finished_at": "2026-12-01T10:05:00Z", "checked": 1, "drift": []}"#,
+            "id",
+        ),
+        (
+            r#"{"id": "rec-1", "started_at": "2026-12-01T10:00:00Z", "finished_at": "2026-12-01T10:05:00Z", "checked": 1, "drift": [{"subject": "user_\u0000x", "kind": "revoke_missed", "fixed": true}]}"#,
+            "drift[0].subject",
+        ),
+        (
+            r#"{"id": "rec-2", "started_at": "2026-12-01T10:00:00Z", "finished_at": "2026-12-01T10:05:00Z", "checked": 1, "drift": [{"subject": "user_x", "kind": "revoke_missed", "fixed": true, "detail": "a\u0000b"}]}"#,
+            "drift[0].detail",
+        ),
+    ] {
+        let reply = request(
+            addr,
+            "POST",
+            "/v1/streams/identity/reconciliations",
+            &[
+                ("authorization", &bearer),
+                ("content-type", "application/json"),
+            ],
+            body.as_bytes(),
+        );
+        assert_eq!(reply.status, 400, "{body}: {}", reply.body);
+        let error = reply.json()["error"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert!(
+            error.contains(&format!("{field} must not contain")),
+            "names {field}: {error}"
+        );
+        assert!(
+            !error.contains("user_"),
             "does not quote the value: {error}"
         );
     }
@@ -382,7 +427,10 @@ fn nul_is_never_a_storage_error(addr: SocketAddr) {
             .as_str()
             .unwrap_or_default()
             .to_string();
-        assert!(error.contains(field), "names {field}: {error}");
+        assert!(
+            error.contains(&format!("\"{field}\" must not contain a NUL")),
+            "names {field}: {error}"
+        );
     }
     let reply = request(
         addr,

@@ -49,7 +49,9 @@ pub async fn report(
     };
     // The report's fields are ours to define: a NUL (PostgreSQL `text`
     // refuses it, SQLite stores it) is answered 400 by field name on both
-    // backends, never the 503 that reads as "store down".
+    // backends, never the 503 that reads as "store down". The parser already
+    // refuses control characters in `id` and subjects; `detail` is free
+    // text, so this is where its NUL is caught.
     if let Some(field) = nul_field(&report) {
         let reason = format!("{field} must not contain a NUL character (U+0000)");
         return reject(app, stream, StatusCode::BAD_REQUEST, "error", &reason);
