@@ -142,14 +142,14 @@ fn slack_gets_a_readable_message_and_its_token_stays_secret() {
         "{firing}"
     );
     assert!(
-        firing.contains("Firing since: 2026-12-01 01:00 UTC (UTC) = 2026-12-01 01:00 UTC"),
+        firing.contains("Firing since: 2026-12-01 01:00 UTC"),
         "{firing}"
     );
     let resolved = msgs[1].json()["text"].as_str().unwrap().to_string();
     assert!(
         resolved.starts_with(
             ":white_check_mark: *RESOLVED* (critical) `identity`: identity events arrived again at \
-             2026-12-01 01:00 UTC (UTC) = 2026-12-01 01:00 UTC, after 1h of business silence\n"
+             2026-12-01 01:00 UTC, after 1h of business silence\n"
         ),
         "{resolved}"
     );

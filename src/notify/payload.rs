@@ -62,8 +62,12 @@ fn rfc(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
-/// `2026-12-04 15:00 JST (Asia/Tokyo) = 2026-12-04 06:00 UTC`
+/// `2026-12-04 15:00 JST (Asia/Tokyo) = 2026-12-04 06:00 UTC`; a calendar
+/// in UTC gives the UTC time once (`2026-12-04 06:00 UTC`), not three times.
 pub fn local_and_utc(page: &Page, t: DateTime<Utc>) -> String {
+    if page.timezone == chrono_tz::UTC {
+        return format!("{} UTC", t.format("%Y-%m-%d %H:%M"));
+    }
     let local = t.with_timezone(&page.timezone);
     format!(
         "{} ({}) = {} UTC",
