@@ -5,6 +5,7 @@
 
 pub mod adaptive;
 pub mod alert;
+pub mod alert_kind;
 pub mod calendar;
 pub mod duration;
 pub mod event_filter;

@@ -51,7 +51,7 @@ pub enum SvixAlert {
 impl SvixAlert {
     /// The page's `alert_kind`.
     pub fn as_str(self) -> &'static str {
-        use crate::notify::kind::AlertKind;
+        use super::alert_kind::AlertKind;
         match self {
             SvixAlert::EndpointDisabled => AlertKind::SvixEndpointDisabled,
             SvixAlert::MessagesExhausted => AlertKind::SvixMessagesExhausted,

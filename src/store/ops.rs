@@ -489,7 +489,7 @@ pub(super) struct KeyedAlert<'a> {
 /// The keyed alert of a fallback-ladder page about notifier `about`.
 pub(super) fn fallback_alert(about: &str) -> KeyedAlert<'_> {
     KeyedAlert {
-        kind: crate::notify::kind::AlertKind::Fallback.as_str(),
+        kind: crate::domain::alert_kind::AlertKind::Fallback.as_str(),
         family: "fallback",
         key: about,
         severity: "critical",

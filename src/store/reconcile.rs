@@ -29,9 +29,9 @@ pub(super) const MIGRATION: &str = "CREATE TABLE reconciliations (
     );";
 
 /// Alert kinds (see `store::silences::PAGE_KINDS`).
-pub const MISSING_KIND: &str = crate::notify::kind::AlertKind::ReconciliationMissing.as_str();
+pub const MISSING_KIND: &str = crate::domain::alert_kind::AlertKind::ReconciliationMissing.as_str();
 pub const REVOKE_MISSED_KIND: &str =
-    crate::notify::kind::AlertKind::ReconciliationRevokeMissed.as_str();
+    crate::domain::alert_kind::AlertKind::ReconciliationRevokeMissed.as_str();
 
 /// One finding of a report, as sent (subject ids only).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -128,7 +128,7 @@ pub struct StaleGrant {
     pub page: Transition,
 }
 
-pub const STALE_GRANT_KIND: &str = crate::notify::kind::AlertKind::StaleGrant.as_str();
+pub const STALE_GRANT_KIND: &str = crate::domain::alert_kind::AlertKind::StaleGrant.as_str();
 
 /// Migration step: stale grants, once per (stream, delivery id).
 pub(super) const STALE_GRANTS_MIGRATION: &str = "CREATE TABLE stale_grants (

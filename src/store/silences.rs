@@ -69,7 +69,7 @@ pub(super) const MIGRATION: &str = "
 /// refused instead of silently holding nothing. (`svix` on pre-v8 outbox
 /// rows is not a kind new pages carry; pages about hushwatch itself cannot
 /// be silenced.)
-pub const PAGE_KINDS: &[&str] = &crate::notify::kind::SILENCEABLE;
+pub const PAGE_KINDS: &[&str] = &crate::domain::alert_kind::SILENCEABLE;
 
 /// True when `pattern` matches at least one of [`PAGE_KINDS`].
 pub fn is_known_kind(pattern: &str) -> bool {
@@ -721,7 +721,7 @@ mod tests {
             }
         }
         let mut all: Vec<&str> = svix.iter().map(|a| a.as_str()).collect();
-        all.push(crate::notify::ALERT_KIND);
+        all.push(crate::domain::alert_kind::AlertKind::Silence.as_str());
         all.push(crate::service::subscriptions::EXPIRING);
         all.push(crate::service::subscriptions::REAUTHORIZATION_REQUIRED);
         all.push(crate::store::reconcile::MISSING_KIND);

@@ -238,4 +238,4 @@ pub(super) fn transition(
 
 /// The kind a resolve falls back to when its firing kind was not kept.
 pub(super) const EXPIRING_KIND: &str =
-    crate::notify::kind::AlertKind::SubscriptionExpiring.as_str();
+    crate::domain::alert_kind::AlertKind::SubscriptionExpiring.as_str();

@@ -230,7 +230,7 @@ mod tests {
             assert!(AlertKind::parse(a.as_str()).is_some_and(AlertKind::is_svix));
         }
         assert_eq!(
-            AlertKind::parse(super::super::ALERT_KIND),
+            AlertKind::parse(crate::notify::ALERT_KIND),
             Some(AlertKind::Silence)
         );
     }
