@@ -2,8 +2,13 @@
 //! interface (dashboards and alert rules depend on them): do not rename.
 //!
 //! Every known label set is created up front so dashboards show zeros
-//! rather than gaps, and labels only ever come from config, never from
-//! request input, so a caller cannot grow the series count.
+//! rather than gaps, and labels come from config, never from
+//! unauthenticated request input, so a caller cannot grow the series count.
+//! Two label sets come from authenticated deliveries and are capped where
+//! they are stored: the Svix `endpoint_id` (five families; 100 endpoints per
+//! source plus one shared `other`, `store::svix::MAX_ENDPOINTS_PER_SOURCE`)
+//! and the provider subscription id (32 per stream,
+//! `store::subscriptions::MAX_PER_STREAM`).
 //!
 //! Per-stream families are not in the registry: they are rendered at scrape
 //! time from the stream mirror (a [`Page`]), because the registry

@@ -2,6 +2,20 @@
 //! heartbeat, the replicas it sees alive, and the housekeeping leadership
 //! (`service::leader`). `/v1/status` shows what the last heartbeat saw.
 //!
+//! With `[store] url` any number of `serve` processes share one database
+//! (on SQLite the process is `solo`: always leader in term 1, no claims, no
+//! feed). `join` does one heartbeat and one election before the listener
+//! serves. Ingest commits on any replica. Every replica's timer evaluates
+//! every stream and the store's compare-and-set
+//! (`record_transition_if_silent`) writes a transition once; the mirror
+//! follows arrivals committed elsewhere (`service::feed`). Delivery claims
+//! due pages with a lease and a fencing token (`Store::claim_outbox`,
+//! `settle_counted`), so a killed sender's page is sent by another replica
+//! under the same key. Housekeeping (checkpoints, pruning, Svix grouping,
+//! reminders, re-posts) runs only under `housekeeping_term`: the leader,
+//! after renewing its lease in the same term. Tests: `tests/replicas.rs`,
+//! `tests/watchdog_replicas.rs`.
+//!
 //! Heartbeats and leases run on real time (tokio's monotonic timer) and on
 //! the database's clock, not on the sidecar's `Clock`: they coordinate
 //! separate processes, which a test's `ManualClock` in one of them cannot.
