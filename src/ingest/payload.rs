@@ -4,14 +4,17 @@
 //! webhooks, WorkOS), from which we want the event name, the event's own time and a few
 //! subject ids for auditing; and the application's own reports of events it saw.
 //!
-//! Both parsers go through `serde_json::Value` so every problem can be reported against
-//! the field it concerns. Body size is the HTTP layer's job: it must cap the body before
-//! calling in here, since the whole body is parsed before any count limit applies.
+//! Both parsers read into small typed shapes (`ingest::providers::lenient`), never into a
+//! `serde_json::Value`: a tree can be two orders of magnitude larger than its text (a
+//! 1 MiB body of nested empty objects grew ~124×), while these keep a few strings and skip
+//! the rest without building it; arrays keep at most their limit of items. Every problem is
+//! still reported against the field it concerns. Body size is the HTTP layer's job.
 
 use std::fmt;
 
 use chrono::{DateTime, Utc};
-use serde_json::{Map, Value};
+
+use crate::ingest::providers::lenient::{lenient_record, List, Scalar};
 
 /// Most subject-id pairs reported for one webhook.
 pub const MAX_SUBJECT_IDS: usize = 16;
@@ -66,6 +69,24 @@ pub struct WebhookFacts {
     pub subject_ids: Vec<(String, String)>,
 }
 
+lenient_record!(WebhookBody {
+    "type" => kind: Scalar,
+    "event" => event: Scalar,
+    "timestamp" => timestamp: Scalar,
+    "created_at" => created_at: Scalar,
+    "data" => data: WebhookData,
+});
+lenient_record!(WebhookData {
+    "object" => object: Scalar,
+    "id" => id: Scalar,
+    "user_id" => user_id: Scalar,
+    "public_user_data" => public_user_data: UserRef,
+    "organization" => organization: IdRef,
+    "organization_id" => organization_id: Scalar,
+});
+lenient_record!(UserRef { "user_id" => user_id: Scalar });
+lenient_record!(IdRef { "id" => id: Scalar });
+
 /// Reads a provider webhook body, which must be a JSON object.
 ///
 /// - `event_type`: `type` (Clerk, Standard Webhooks, Svix operational), else `event`
@@ -76,89 +97,66 @@ pub struct WebhookFacts {
 /// Absent or `null` fields give `None`, because providers use `null` for "not set"; a field
 /// that is present with the wrong type or an unparseable value is an error.
 pub fn webhook_facts(body: &[u8]) -> Result<WebhookFacts, PayloadError> {
-    let root = parse_json(body)?;
-    let Value::Object(object) = &root else {
+    let root: WebhookBody = parse_json(body)?;
+    if !root.is_object {
         return Err(PayloadError::NotObject);
-    };
+    }
 
-    let event_type = match optional_str(object, "type", "")? {
+    let event_type = match optional_str(&root.kind, "type", "")? {
         Some(event_type) => Some(event_type),
-        None => optional_str(object, "event", "")?,
+        None => optional_str(&root.event, "event", "")?,
     };
 
-    let event_time = match present(object, "timestamp") {
-        Some(timestamp) => Some(parse_timestamp_field(timestamp)?),
-        None => optional_rfc3339(object, "created_at", "")?,
+    let event_time = if root.timestamp.is_unset() {
+        optional_rfc3339(&root.created_at, "created_at", "")?
+    } else {
+        Some(parse_timestamp_field(&root.timestamp)?)
     };
 
     Ok(WebhookFacts {
         event_type: event_type.map(str::to_owned),
         event_time,
-        subject_ids: collect_subject_ids(&root, SUBJECT_ID_RULES),
+        subject_ids: collect_subject_ids(subject_candidates(&root.data)),
     })
 }
 
-/// One place a subject id can sit in a webhook body.
-struct SubjectIdRule {
-    /// Name recorded with the value.
-    kind: &'static str,
-    /// Object keys leading from the body root to a string value.
-    path: &'static [&'static str],
-    /// When set, the rule applies only if `data.object` equals this, because a bare
-    /// `data.id` means a user, a session or an organization depending on the resource.
-    when_data_object: Option<&'static str>,
-}
-
-const fn rule(
-    kind: &'static str,
-    path: &'static [&'static str],
-    when_data_object: Option<&'static str>,
-) -> SubjectIdRule {
-    SubjectIdRule {
-        kind,
-        path,
-        when_data_object,
+/// Where subject ids sit in a webhook body, in order. Field names follow Clerk's payloads;
+/// WorkOS uses the same names for these resources. A bare `data.id` means a user, a session
+/// or an organization depending on `data.object`, so it counts only when that says which.
+fn subject_candidates(data: &WebhookData) -> Vec<(&'static str, &Scalar)> {
+    let id_kind = match data.object.as_str() {
+        Some("user") => Some("user_id"),
+        Some("session") => Some("session_id"),
+        Some("organization") => Some("organization_id"),
+        Some("organization_membership") => Some("organization_membership_id"),
+        _ => None,
+    };
+    let mut candidates = Vec::with_capacity(5);
+    if let Some(kind) = id_kind {
+        candidates.push((kind, &data.id));
     }
+    candidates.push(("user_id", &data.user_id));
+    candidates.push(("user_id", &data.public_user_data.user_id));
+    candidates.push(("organization_id", &data.organization.id));
+    candidates.push(("organization_id", &data.organization_id));
+    candidates
 }
 
-/// Field names follow Clerk's payloads; WorkOS uses the same names for these resources.
-const SUBJECT_ID_RULES: &[SubjectIdRule] = &[
-    rule("user_id", &["data", "id"], Some("user")),
-    rule("session_id", &["data", "id"], Some("session")),
-    rule("organization_id", &["data", "id"], Some("organization")),
-    rule(
-        "organization_membership_id",
-        &["data", "id"],
-        Some("organization_membership"),
-    ),
-    rule("user_id", &["data", "user_id"], None),
-    rule("user_id", &["data", "public_user_data", "user_id"], None),
-    rule("organization_id", &["data", "organization", "id"], None),
-    rule("organization_id", &["data", "organization_id"], None),
-];
-
-/// Applies `rules` in order, skipping values that are missing, not strings, empty or
+/// Keeps candidates in order, skipping values that are missing, not strings, empty or
 /// over-long, and pairs already found; never fails, since these ids are only for auditing.
-fn collect_subject_ids(root: &Value, rules: &[SubjectIdRule]) -> Vec<(String, String)> {
-    let data_object = value_at(root, &["data", "object"]).and_then(Value::as_str);
+fn collect_subject_ids(candidates: Vec<(&'static str, &Scalar)>) -> Vec<(String, String)> {
     let mut pairs: Vec<(String, String)> = Vec::new();
-    for rule in rules {
+    for (kind, value) in candidates {
         if pairs.len() == MAX_SUBJECT_IDS {
             break;
         }
-        if rule
-            .when_data_object
-            .is_some_and(|wanted| data_object != Some(wanted))
-        {
-            continue;
-        }
-        let Some(id) = value_at(root, rule.path).and_then(Value::as_str) else {
+        let Some(id) = value.as_str() else {
             continue;
         };
         if id.is_empty() || id.len() > MAX_SUBJECT_ID_LEN {
             continue;
         }
-        let pair = (rule.kind.to_owned(), id.to_owned());
+        let pair = (kind.to_owned(), id.to_owned());
         if !pairs.contains(&pair) {
             pairs.push(pair);
         }
@@ -166,22 +164,17 @@ fn collect_subject_ids(root: &Value, rules: &[SubjectIdRule]) -> Vec<(String, St
     pairs
 }
 
-fn value_at<'v>(root: &'v Value, path: &[&str]) -> Option<&'v Value> {
-    path.iter().try_fold(root, |value, key| value.get(key))
-}
-
 /// Clerk sends Unix milliseconds; Standard Webhooks suggests an RFC 3339 string.
-fn parse_timestamp_field(timestamp: &Value) -> Result<DateTime<Utc>, PayloadError> {
+fn parse_timestamp_field(timestamp: &Scalar) -> Result<DateTime<Utc>, PayloadError> {
     const FIELD: &str = "timestamp";
     match timestamp {
-        Value::Number(number) => {
-            let millis = number
-                .as_i64()
-                .ok_or_else(|| field_error(FIELD, "must be a whole number of Unix milliseconds"))?;
-            DateTime::from_timestamp_millis(millis)
-                .ok_or_else(|| field_error(FIELD, "is out of range for Unix milliseconds"))
-        }
-        Value::String(text) => parse_rfc3339(text, FIELD),
+        Scalar::Int(millis) => DateTime::from_timestamp_millis(*millis)
+            .ok_or_else(|| field_error(FIELD, "is out of range for Unix milliseconds")),
+        Scalar::Number => Err(field_error(
+            FIELD,
+            "must be a whole number of Unix milliseconds",
+        )),
+        Scalar::Str(text) => parse_rfc3339(text, FIELD),
         _ => Err(field_error(
             FIELD,
             "must be an integer of Unix milliseconds or an RFC 3339 string",
@@ -197,6 +190,59 @@ pub struct AppReport {
     pub occurred_at: Option<DateTime<Utc>>,
 }
 
+lenient_record!(ReportItem {
+    "type" => kind: Scalar,
+    "id" => id: Scalar,
+    "occurred_at" => occurred_at: Scalar,
+});
+
+/// One report object, or an array of them (at most [`MAX_APP_REPORTS`] kept; the rest are
+/// skipped and counted), or neither.
+enum Reports {
+    One(ReportItem),
+    Many(List<ReportItem, MAX_APP_REPORTS>),
+    Neither,
+}
+
+impl<'de> serde::Deserialize<'de> for Reports {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
+        use serde::de::{Error, MapAccess, SeqAccess, Visitor};
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Reports;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON object or an array of objects")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Reports, A::Error> {
+                serde::Deserialize::deserialize(MapAccessDeserializer::new(map)).map(Reports::One)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Reports, A::Error> {
+                serde::Deserialize::deserialize(SeqAccessDeserializer::new(seq)).map(Reports::Many)
+            }
+            fn visit_str<E: Error>(self, _: &str) -> Result<Reports, E> {
+                Ok(Reports::Neither)
+            }
+            fn visit_unit<E: Error>(self) -> Result<Reports, E> {
+                Ok(Reports::Neither)
+            }
+            fn visit_i64<E: Error>(self, _: i64) -> Result<Reports, E> {
+                Ok(Reports::Neither)
+            }
+            fn visit_u64<E: Error>(self, _: u64) -> Result<Reports, E> {
+                Ok(Reports::Neither)
+            }
+            fn visit_f64<E: Error>(self, _: f64) -> Result<Reports, E> {
+                Ok(Reports::Neither)
+            }
+            fn visit_bool<E: Error>(self, _: bool) -> Result<Reports, E> {
+                Ok(Reports::Neither)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
 /// Reads the app's report: ONE object or an ARRAY of 1 to [`MAX_APP_REPORTS`] objects,
 /// each `{"type": "...", "id": "...", "occurred_at": "RFC 3339"}`. `type` is required and
 /// must not be blank; `id` and `occurred_at` are optional (`null` counts as absent);
@@ -204,30 +250,32 @@ pub struct AppReport {
 /// array name the item, e.g. `[3].occurred_at`.
 pub fn app_reports(body: &[u8]) -> Result<Vec<AppReport>, PayloadError> {
     match parse_json(body)? {
-        Value::Object(object) => Ok(vec![app_report(&object, "")?]),
-        Value::Array(items) => {
-            if items.is_empty() {
+        Reports::One(item) => Ok(vec![app_report(&item, "")?]),
+        Reports::Many(list) => {
+            if list.items.is_empty() {
                 return Err(field_error("body", "must contain at least one event"));
             }
-            if items.len() > MAX_APP_REPORTS {
+            if list.overflow {
                 return Err(field_error(
                     "body",
                     format!(
-                        "holds {} events; at most {MAX_APP_REPORTS} are accepted per request",
-                        items.len()
+                        "holds more than {MAX_APP_REPORTS} events; at most {MAX_APP_REPORTS} are accepted per request"
                     ),
                 ));
             }
-            items
+            list.items
                 .iter()
                 .enumerate()
-                .map(|(index, item)| match item {
-                    Value::Object(object) => app_report(object, &format!("[{index}].")),
-                    _ => Err(field_error(format!("[{index}]"), "must be a JSON object")),
+                .map(|(index, item)| {
+                    if item.is_object {
+                        app_report(item, &format!("[{index}]."))
+                    } else {
+                        Err(field_error(format!("[{index}]"), "must be a JSON object"))
+                    }
                 })
                 .collect()
         }
-        _ => Err(field_error(
+        Reports::Neither => Err(field_error(
             "body",
             "must be a JSON object or an array of objects",
         )),
@@ -236,22 +284,22 @@ pub fn app_reports(body: &[u8]) -> Result<Vec<AppReport>, PayloadError> {
 
 /// `prefix` locates the object in error messages: `""` for a single object, `"[3]."` for
 /// an array item.
-fn app_report(object: &Map<String, Value>, prefix: &str) -> Result<AppReport, PayloadError> {
-    let event_type = optional_str(object, "type", prefix)?
+fn app_report(item: &ReportItem, prefix: &str) -> Result<AppReport, PayloadError> {
+    let event_type = optional_str(&item.kind, "type", prefix)?
         .ok_or_else(|| field_error(format!("{prefix}type"), "is required"))?;
     if event_type.trim().is_empty() {
         return Err(field_error(format!("{prefix}type"), "must not be empty"));
     }
     Ok(AppReport {
         event_type: event_type.to_owned(),
-        id: optional_str(object, "id", prefix)?.map(str::to_owned),
-        occurred_at: optional_rfc3339(object, "occurred_at", prefix)?,
+        id: optional_str(&item.id, "id", prefix)?.map(str::to_owned),
+        occurred_at: optional_rfc3339(&item.occurred_at, "occurred_at", prefix)?,
     })
 }
 
 /// JSON text is UTF-8 by definition (RFC 8259); checking first gives a clearer message
 /// than the parser's. serde_json's recursion limit turns deep nesting into an error.
-fn parse_json(body: &[u8]) -> Result<Value, PayloadError> {
+fn parse_json<'a, T: serde::Deserialize<'a>>(body: &'a [u8]) -> Result<T, PayloadError> {
     let text = std::str::from_utf8(body).map_err(|err| {
         PayloadError::NotJson(format!(
             "body is not UTF-8 (invalid byte at offset {})",
@@ -261,33 +309,28 @@ fn parse_json(body: &[u8]) -> Result<Value, PayloadError> {
     serde_json::from_str(text).map_err(|err| PayloadError::NotJson(err.to_string()))
 }
 
-/// The field's value, treating `null` like an absent field.
-fn present<'v>(object: &'v Map<String, Value>, key: &str) -> Option<&'v Value> {
-    object.get(key).filter(|value| !value.is_null())
-}
-
 fn optional_str<'v>(
-    object: &'v Map<String, Value>,
+    value: &'v Scalar,
     key: &str,
     prefix: &str,
 ) -> Result<Option<&'v str>, PayloadError> {
-    match present(object, key) {
-        None => Ok(None),
-        Some(Value::String(text)) => Ok(Some(text)),
-        Some(_) => Err(field_error(format!("{prefix}{key}"), "must be a string")),
+    match value {
+        Scalar::Absent | Scalar::Null => Ok(None),
+        Scalar::Str(text) => Ok(Some(text)),
+        _ => Err(field_error(format!("{prefix}{key}"), "must be a string")),
     }
 }
 
 fn optional_rfc3339(
-    object: &Map<String, Value>,
+    value: &Scalar,
     key: &str,
     prefix: &str,
 ) -> Result<Option<DateTime<Utc>>, PayloadError> {
     let field = format!("{prefix}{key}");
-    match present(object, key) {
-        None => Ok(None),
-        Some(Value::String(text)) => parse_rfc3339(text, &field).map(Some),
-        Some(_) => Err(field_error(field, "must be an RFC 3339 date-time string")),
+    match value {
+        Scalar::Absent | Scalar::Null => Ok(None),
+        Scalar::Str(text) => parse_rfc3339(text, &field).map(Some),
+        _ => Err(field_error(field, "must be an RFC 3339 date-time string")),
     }
 }
 
@@ -538,33 +581,13 @@ mod tests {
             pairs(&[("organization_id", "org_1")])
         );
 
-        // The built-in table is shorter than the cap, so exercise it with a longer one.
-        const MANY_RULES: &[SubjectIdRule] = &[
-            rule("a", &["a"], None),
-            rule("b", &["b"], None),
-            rule("c", &["c"], None),
-            rule("d", &["d"], None),
-            rule("e", &["e"], None),
-            rule("f", &["f"], None),
-            rule("g", &["g"], None),
-            rule("h", &["h"], None),
-            rule("i", &["i"], None),
-            rule("j", &["j"], None),
-            rule("k", &["k"], None),
-            rule("l", &["l"], None),
-            rule("m", &["m"], None),
-            rule("n", &["n"], None),
-            rule("o", &["o"], None),
-            rule("p", &["p"], None),
-            rule("q", &["q"], None),
-            rule("r", &["r"], None),
+        // The built-in list is shorter than the cap, so exercise it with a longer one.
+        let values: Vec<Scalar> = (0..18).map(|i| Scalar::Str(format!("{i}"))).collect();
+        let kinds = [
+            "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", "o", "p", "q",
+            "r",
         ];
-        let root: Value = serde_json::from_str(
-            r#"{"a":"1","b":"1","c":"1","d":"1","e":"1","f":"1","g":"1","h":"1","i":"1",
-                "j":"1","k":"1","l":"1","m":"1","n":"1","o":"1","p":"1","q":"1","r":"1"}"#,
-        )
-        .unwrap();
-        let found = collect_subject_ids(&root, MANY_RULES);
+        let found = collect_subject_ids(kinds.iter().copied().zip(values.iter()).collect());
         assert_eq!(found.len(), MAX_SUBJECT_IDS);
         assert_eq!(found.last().unwrap().0, "p");
     }

@@ -2,10 +2,34 @@
 //! after the signature verified. Unknown types are `Other` (recorded, never
 //! rejected); `ingest.*` variants carry `sourceId` where the others carry
 //! `appId` and map to the same events.
+//!
+//! Read into typed shapes that keep only the fields below and skip the rest without
+//! building it (`ingest::providers::lenient`), never into a `serde_json::Value`, whose
+//! size can be two orders of magnitude above the body's.
 
 use super::payload::PayloadError;
+use crate::ingest::providers::lenient::{lenient_record, Scalar};
 use chrono::{DateTime, Utc};
-use serde_json::{Map, Value};
+
+lenient_record!(OpBody { "type" => kind: Scalar, "data" => data: OpData });
+lenient_record!(OpData {
+    "appId" => app_id: Scalar,
+    "sourceId" => source_id: Scalar,
+    "endpointId" => endpoint_id: Scalar,
+    "endpointUid" => endpoint_uid: Scalar,
+    "failSince" => fail_since: Scalar,
+    "trigger" => trigger: Scalar,
+    "msgId" => msg_id: Scalar,
+    "msgEventId" => msg_event_id: Scalar,
+    "taskId" => task_id: Scalar,
+    "task" => task: Scalar,
+    "status" => status: Scalar,
+    "lastAttempt" => last_attempt: LastAttempt,
+});
+lenient_record!(LastAttempt {
+    "responseStatusCode" => response_status_code: Scalar,
+    "timestamp" => timestamp: Scalar,
+});
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EndpointRef {
@@ -91,51 +115,46 @@ fn field(reason: &str, name: &str) -> PayloadError {
     }
 }
 
-fn req_str(data: &Map<String, Value>, name: &str) -> Result<String, PayloadError> {
-    match data.get(name) {
-        Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
-        Some(Value::String(_)) | None | Some(Value::Null) => Err(field("is required", name)),
-        Some(_) => Err(field("must be a string", name)),
+fn req_str(value: &Scalar, name: &str) -> Result<String, PayloadError> {
+    match value {
+        Scalar::Str(s) if !s.is_empty() => Ok(s.clone()),
+        Scalar::Str(_) | Scalar::Absent | Scalar::Null => Err(field("is required", name)),
+        _ => Err(field("must be a string", name)),
     }
 }
 
-fn opt_str(data: &Map<String, Value>, name: &str) -> Option<String> {
-    data.get(name).and_then(Value::as_str).map(str::to_string)
+fn opt_str(value: &Scalar) -> Option<String> {
+    value.as_str().map(str::to_string)
 }
 
-fn opt_time(data: &Map<String, Value>, name: &str) -> Result<Option<DateTime<Utc>>, PayloadError> {
-    match data.get(name) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => DateTime::parse_from_rfc3339(s)
+fn opt_time(value: &Scalar, name: &str) -> Result<Option<DateTime<Utc>>, PayloadError> {
+    match value {
+        Scalar::Absent | Scalar::Null => Ok(None),
+        Scalar::Str(s) => DateTime::parse_from_rfc3339(s)
             .map(|t| Some(t.with_timezone(&Utc)))
             .map_err(|_| field("must be an RFC 3339 time", name)),
-        Some(_) => Err(field("must be an RFC 3339 time", name)),
+        _ => Err(field("must be an RFC 3339 time", name)),
     }
 }
 
-fn endpoint(data: &Map<String, Value>) -> Result<EndpointRef, PayloadError> {
+fn endpoint(data: &OpData) -> Result<EndpointRef, PayloadError> {
     Ok(EndpointRef {
-        app_id: opt_str(data, "appId").or_else(|| opt_str(data, "sourceId")),
-        endpoint_id: req_str(data, "endpointId")?,
-        endpoint_uid: opt_str(data, "endpointUid"),
+        app_id: opt_str(&data.app_id).or_else(|| opt_str(&data.source_id)),
+        endpoint_id: req_str(&data.endpoint_id, "endpointId")?,
+        endpoint_uid: opt_str(&data.endpoint_uid),
     })
 }
 
-fn attempt(data: &Map<String, Value>) -> Result<AttemptRef, PayloadError> {
-    let last = data.get("lastAttempt").and_then(Value::as_object);
-    let status_code = last
-        .and_then(|a| a.get("responseStatusCode"))
-        .and_then(Value::as_u64)
-        .and_then(|c| u16::try_from(c).ok())
-        .unwrap_or(0);
-    let attempt_at = match last {
-        Some(a) => opt_time(a, "timestamp")
-            .map_err(|_| field("must be an RFC 3339 time", "lastAttempt.timestamp"))?,
-        None => None,
+fn attempt(data: &OpData) -> Result<AttemptRef, PayloadError> {
+    let last = &data.last_attempt;
+    let status_code = match last.response_status_code {
+        Scalar::Int(code) => u16::try_from(code).unwrap_or(0),
+        _ => 0,
     };
+    let attempt_at = opt_time(&last.timestamp, "lastAttempt.timestamp")?;
     Ok(AttemptRef {
-        msg_id: req_str(data, "msgId")?,
-        msg_event_id: opt_str(data, "msgEventId"),
+        msg_id: req_str(&data.msg_id, "msgId")?,
+        msg_event_id: opt_str(&data.msg_event_id),
         status_code,
         attempt_at,
     })
@@ -144,11 +163,13 @@ fn attempt(data: &Map<String, Value>) -> Result<AttemptRef, PayloadError> {
 /// Parses a verified operational-webhook body. A known type with missing
 /// required fields is an error (the caller records it as `Other` and logs).
 pub fn parse_operational(body: &[u8]) -> Result<OpMessage, PayloadError> {
-    let value: Value =
+    let root: OpBody =
         serde_json::from_slice(body).map_err(|e| PayloadError::NotJson(e.to_string()))?;
-    let object = value.as_object().ok_or(PayloadError::NotObject)?;
-    let event_type = match object.get("type") {
-        Some(Value::String(t)) => t.clone(),
+    if !root.is_object {
+        return Err(PayloadError::NotObject);
+    }
+    let event_type = match &root.kind {
+        Scalar::Str(t) => t.clone(),
         _ => {
             return Err(PayloadError::Field {
                 field: "type".into(),
@@ -156,11 +177,8 @@ pub fn parse_operational(body: &[u8]) -> Result<OpMessage, PayloadError> {
             })
         }
     };
-    let empty = Map::new();
-    let data = object
-        .get("data")
-        .and_then(Value::as_object)
-        .unwrap_or(&empty);
+    // A `data` that is not an object reads as an empty one, as before.
+    let data = &root.data;
     let base = event_type.strip_prefix("ingest.").unwrap_or(&event_type);
     let event = match base {
         "endpoint.created" => OpEvent::EndpointCreated(endpoint(data)?),
@@ -169,9 +187,9 @@ pub fn parse_operational(body: &[u8]) -> Result<OpMessage, PayloadError> {
         "endpoint.enabled" => OpEvent::EndpointEnabled(endpoint(data)?),
         "endpoint.disabled" => OpEvent::EndpointDisabled {
             endpoint: endpoint(data)?,
-            fail_since: opt_time(data, "failSince")?,
+            fail_since: opt_time(&data.fail_since, "failSince")?,
             // Missing trigger: the open-source server's automatic disable.
-            trigger: match data.get("trigger").and_then(Value::as_str) {
+            trigger: match data.trigger.as_str() {
                 Some("manual") => Trigger::Manual,
                 _ => Trigger::Automatic,
             },
@@ -189,9 +207,9 @@ pub fn parse_operational(body: &[u8]) -> Result<OpMessage, PayloadError> {
             attempt: attempt(data)?,
         },
         "background_task.finished" => OpEvent::BackgroundTaskFinished {
-            task_id: req_str(data, "taskId")?,
-            task: opt_str(data, "task").unwrap_or_default(),
-            status: opt_str(data, "status").unwrap_or_default(),
+            task_id: req_str(&data.task_id, "taskId")?,
+            task: opt_str(&data.task).unwrap_or_default(),
+            status: opt_str(&data.status).unwrap_or_default(),
         },
         _ => OpEvent::Other,
     };

@@ -6,7 +6,8 @@
 //! So every provider body is read into small typed shapes instead:
 //!
 //! - [`Scalar`] keeps a string and only classifies anything else; arrays and objects in its
-//!   place are skipped with [`IgnoredAny`], which allocates nothing.
+//!   place are skipped with [`Skip`], which builds nothing (and, like a `Value`, stops at
+//!   serde_json's recursion limit).
 //! - [`List`] keeps at most `N` items and skips (but counts past) the rest, so no body can
 //!   make more than `N` of anything exist at once; the caller decides whether an overflow
 //!   refuses the request.
@@ -16,8 +17,8 @@
 //!   `is_object == false`. A record's problems are then judged field by field by its
 //!   provider, so one odd record cannot fail the whole batch.
 //!
-//! What remains as a parse error is only text that is not JSON at all (or records nested
-//! past serde_json's recursion limit of 128), which no typed shape could read either.
+//! What remains as a parse error is only text that is not JSON at all, or JSON nested past
+//! serde_json's recursion limit of 128 (an error with a `Value` too).
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -53,6 +54,55 @@ macro_rules! not_this_shape {
     };
 }
 
+/// Any JSON value, read and dropped without building anything. Unlike [`IgnoredAny`] (which
+/// serde_json skips with its own loop, at any depth), each nested array or object goes
+/// through `deserialize_any`, so serde_json's recursion limit of 128 applies as it did to a
+/// `serde_json::Value`: a nesting bomb is an error, exactly as before, and the recursion
+/// this costs is bounded by that limit.
+pub(crate) struct Skip;
+
+impl<'de> Deserialize<'de> for Skip {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Skip;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Skip, A::Error> {
+                while seq.next_element::<Skip>()?.is_some() {}
+                Ok(Skip)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Skip, A::Error> {
+                while map.next_entry::<IgnoredAny, Skip>()?.is_some() {}
+                Ok(Skip)
+            }
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<Skip, E> {
+                Ok(Skip)
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Skip, E> {
+                Ok(Skip)
+            }
+            fn visit_none<E: de::Error>(self) -> Result<Skip, E> {
+                Ok(Skip)
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Skip, E> {
+                Ok(Skip)
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Skip, E> {
+                Ok(Skip)
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Skip, E> {
+                Ok(Skip)
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Skip, E> {
+                Ok(Skip)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
 /// One JSON value where a string is expected.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) enum Scalar {
@@ -63,7 +113,9 @@ pub(crate) enum Scalar {
     Str(String),
     /// An integer that fits `i64` (Clerk-style millisecond timestamps).
     Int(i64),
-    /// Anything else: a float, a boolean, an array, an object. Skipped, not built.
+    /// Any other number: a fraction, or an integer past `i64`.
+    Number,
+    /// Anything else: a boolean, an array, an object. Skipped, not built.
     Other,
 }
 
@@ -105,20 +157,20 @@ impl<'de> Deserialize<'de> for Scalar {
                 Ok(Scalar::Int(v))
             }
             fn visit_u64<E: de::Error>(self, v: u64) -> Result<Scalar, E> {
-                Ok(i64::try_from(v).map_or(Scalar::Other, Scalar::Int))
+                Ok(i64::try_from(v).map_or(Scalar::Number, Scalar::Int))
             }
             fn visit_f64<E: de::Error>(self, _: f64) -> Result<Scalar, E> {
-                Ok(Scalar::Other)
+                Ok(Scalar::Number)
             }
             fn visit_bool<E: de::Error>(self, _: bool) -> Result<Scalar, E> {
                 Ok(Scalar::Other)
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Scalar, A::Error> {
-                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                while seq.next_element::<Skip>()?.is_some() {}
                 Ok(Scalar::Other)
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Scalar, A::Error> {
-                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                while map.next_entry::<IgnoredAny, Skip>()?.is_some() {}
                 Ok(Scalar::Other)
             }
         }
@@ -166,13 +218,13 @@ impl<'de, T: Deserialize<'de>, const N: usize> Deserialize<'de> for List<T, N> {
                         None => return Ok(list),
                     }
                 }
-                while seq.next_element::<IgnoredAny>()?.is_some() {
+                while seq.next_element::<Skip>()?.is_some() {
                     list.overflow = true;
                 }
                 Ok(list)
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<List<T, N>, A::Error> {
-                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                while map.next_entry::<IgnoredAny, Skip>()?.is_some() {}
                 Ok(List::default())
             }
             not_this_shape!(List<T, N>);
@@ -207,7 +259,7 @@ pub(crate) fn deserialize_record<'de, D: Deserializer<'de>, T: Fields>(
             Ok(out)
         }
         fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<T, A::Error> {
-            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            while seq.next_element::<Skip>()?.is_some() {}
             Ok(T::default())
         }
         not_this_shape!(T);
@@ -260,7 +312,7 @@ macro_rules! lenient_record {
                 match key {
                     $($key => self.$field = map.next_value()?,)*
                     _ => {
-                        map.next_value::<serde::de::IgnoredAny>()?;
+                        map.next_value::<$crate::ingest::providers::lenient::Skip>()?;
                     }
                 }
                 Ok(())
@@ -321,11 +373,20 @@ mod tests {
     }
 
     #[test]
-    fn deep_nesting_is_skipped_without_recursion() {
-        // serde_json skips an ignored value with its own loop, not recursion: a deep
-        // array where a string is expected costs neither stack nor heap to skip.
-        let deep = format!(r#"{{"a":{}{}}}"#, "[".repeat(100_000), "]".repeat(100_000));
-        let p: Probe = serde_json::from_str(&deep).unwrap();
-        assert_eq!(p.a, Scalar::Other);
+    fn deep_nesting_is_an_error_as_with_a_json_tree() {
+        for deep in [
+            format!(r#"{{"a":{}{}}}"#, "[".repeat(200_000), "]".repeat(200_000)),
+            format!(r#"{{"zz":{}{}}}"#, "[".repeat(200_000), "]".repeat(200_000)),
+            format!(
+                r#"{{"list":[{}1{}]}}"#,
+                r#"{"x":"#.repeat(100_000),
+                "}".repeat(100_000)
+            ),
+        ] {
+            assert!(serde_json::from_str::<Probe>(&deep).is_err());
+        }
+        // Within the limit, skipped values may nest.
+        let p: Probe = serde_json::from_str(r#"{"zz":[[[{"a":[1]}]]],"a":"kept"}"#).unwrap();
+        assert_eq!(p.a.as_str(), Some("kept"));
     }
 }

@@ -13,7 +13,7 @@
 pub mod auth0;
 pub mod entra;
 pub mod google;
-mod lenient;
+pub(crate) mod lenient;
 pub mod okta;
 pub mod workos;
 
