@@ -268,6 +268,16 @@ mod tests {
     }
 
     #[test]
+    fn matches_any_finds_a_value_in_any_position() {
+        let rotation = ["Bearer old", "Bearer new", "Bearer next"];
+        for got in rotation {
+            assert!(matches_any(&rotation, got));
+        }
+        assert!(!matches_any(&rotation, "Bearer other"));
+        assert!(!matches_any(&[], "Bearer old"));
+    }
+
+    #[test]
     fn bounded_refuses_empty_long_and_control_text() {
         assert_eq!(bounded(" user.created "), Some("user.created".to_owned()));
         assert_eq!(bounded(""), None);

@@ -164,12 +164,19 @@ pub fn verify(
         .iter()
         .map(|k| k.mac_of(header.timestamp, body))
         .collect();
-    let matched = header
+    // Every entry against every key, with no early exit: the time taken does not tell
+    // which key (during a rotation) or which entry matched.
+    let mut matched = subtle::Choice::from(0);
+    for candidate in header
         .signatures
         .iter()
         .filter_map(|hex| decode_hex_mac(hex))
-        .any(|candidate| expected.iter().any(|mac| bool::from(mac.ct_eq(&candidate))));
-    if matched {
+    {
+        for mac in &expected {
+            matched |= mac.ct_eq(&candidate);
+        }
+    }
+    if bool::from(matched) {
         Ok(())
     } else {
         Err(Rejection::Unauthorized("no WorkOS signature matched"))
