@@ -23,6 +23,7 @@ pub mod pg;
 pub mod reconcile;
 pub mod replica;
 pub mod revocations;
+mod migrations;
 mod schema;
 pub mod silences;
 mod sqlite;

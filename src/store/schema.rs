@@ -1,35 +1,32 @@
-//! Opening the database file: connection settings and versioned migrations.
+//! Opening the SQLite file: connection settings, and bringing its schema
+//! up to date with the named steps of [`super::migrations::STEPS`].
 //!
-//! The schema version lives in `PRAGMA user_version`. `MIGRATIONS[i]` takes
-//! a file from version `i` to `i + 1`; each step runs in its own transaction
-//! together with the version bump, so a crash mid-migration leaves the file
-//! at the last fully applied version. Steps are append-only: never edit one
-//! that has shipped, add a new one instead.
+//! Each step whose name is not in the file's `schema_migrations` table runs
+//! in its own IMMEDIATE transaction together with its record, so a crash
+//! mid-migration leaves the file at the last fully applied step, and two
+//! processes opening one file cannot both apply a step. A file from before
+//! names (`PRAGMA user_version` 1..=17, nothing recorded) is adopted first:
+//! its version's steps are recorded, not re-run. `user_version` is still
+//! kept (see `migrations::positional_version`) so older binaries refuse a
+//! file with steps they do not know.
+//!
+//! This file holds the SQLite-only step texts; the list is in
+//! `store::migrations`.
 
 use std::path::Path;
 use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
+use super::migrations::{self, Engine, Step};
 use super::StoreError;
 
 /// How long a statement waits for a lock held by another connection (a
 /// backup tool, an operator's sqlite3 shell) before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// v1: event tracking. v2: alert state, notification outbox, readiness probe.
-/// v3: audit log. v4: Svix state.
-/// v5: delivery bookkeeping on the outbox (attempts, backoff, outcome, the
-/// alert episode id and what the page says) plus a per-database random
-/// salt, so page keys never repeat even if the file is recreated.
-/// v6: per-channel delivery dedup.
-/// v7: an index on the audit log by stream, for the status page's timeline.
-/// v8: each page's severity, and for Svix pages the endpoint it is about
-/// (`source`, `endpoint_id`: the labels of the shipped Prometheus rules),
-/// and for silence resolves the arrival that ended the silence.
-pub(super) const MIGRATIONS: &[&str] = &[
-    // v1
-    "CREATE TABLE streams (
+/// 0001: event tracking.
+pub(super) const EVENTS: &str = "CREATE TABLE streams (
         name             TEXT PRIMARY KEY NOT NULL,
         watch_started_at INTEGER NOT NULL,
         last_arrival_at  INTEGER,
@@ -53,9 +50,11 @@ pub(super) const MIGRATIONS: &[&str] = &[
         stream  TEXT NOT NULL REFERENCES streams(name),
         seen_at INTEGER NOT NULL
     );
-    CREATE INDEX seen_deliveries_by_age ON seen_deliveries(seen_at);",
-    // v2
-    "ALTER TABLE streams ADD COLUMN alert_state TEXT NOT NULL DEFAULT 'ok'
+    CREATE INDEX seen_deliveries_by_age ON seen_deliveries(seen_at);";
+
+/// 0002: alert state, notification outbox, readiness probe.
+pub(super) const ALERT_STATE_OUTBOX: &str = "
+    ALTER TABLE streams ADD COLUMN alert_state TEXT NOT NULL DEFAULT 'ok'
         CHECK (alert_state IN ('ok', 'firing'));
     ALTER TABLE streams ADD COLUMN firing_since INTEGER;
     ALTER TABLE streams ADD COLUMN cleared_at INTEGER;
@@ -74,11 +73,12 @@ pub(super) const MIGRATIONS: &[&str] = &[
     CREATE TABLE probe (
         id INTEGER PRIMARY KEY CHECK (id = 1),
         at INTEGER NOT NULL
-    );",
-    super::audit::MIGRATION,
-    super::svix::MIGRATION,
-    // v5
-    "CREATE TABLE meta (
+    );";
+
+/// 0005: delivery bookkeeping on the outbox (attempts, backoff, outcome,
+/// the alert episode id and what the page says) plus a per-database random
+/// salt, so page keys never repeat even if the file is recreated.
+pub(super) const DELIVERY_BOOKKEEPING: &str = "CREATE TABLE meta (
         key   TEXT PRIMARY KEY NOT NULL,
         value TEXT NOT NULL
     );
@@ -99,39 +99,22 @@ pub(super) const MIGRATIONS: &[&str] = &[
     UPDATE outbox SET outcome = 'delivered' WHERE status = 'done';
     CREATE INDEX outbox_by_outcome ON outbox(outcome, done_at);
     CREATE UNIQUE INDEX outbox_extra_once ON outbox(alert_id, page_kind, step, notifier)
-        WHERE page_kind != 'page';",
-    DEDUP_PER_CHANNEL,
-    // v7
-    super::status::MIGRATION,
-    // v8
-    TEMPLATED_STREAMS,
-    // v9: rows written before it were all silence pages or Svix pages
-    // paged as critical, so that is what they keep saying.
+        WHERE page_kind != 'page';";
+
+/// 0009: each page's severity, and for Svix pages the endpoint it is about
+/// (`source`, `endpoint_id`: the labels of the shipped Prometheus rules),
+/// and for silence resolves the arrival that ended the silence. Rows
+/// written before it were all silence pages or Svix pages paged as
+/// critical, so that is what they keep saying.
+pub(super) const PAGE_SEVERITY_LABELS: &str =
     "ALTER TABLE outbox ADD COLUMN severity TEXT NOT NULL DEFAULT 'critical'
         CHECK (severity IN ('critical', 'warning'));
     ALTER TABLE outbox ADD COLUMN source TEXT;
     ALTER TABLE outbox ADD COLUMN endpoint_id TEXT;
     ALTER TABLE outbox ADD COLUMN resumed_at INTEGER;
-    CREATE INDEX outbox_by_alert ON outbox(alert_id, notifier, id);",
-    // v10
-    super::subscriptions::MIGRATION,
-    // v11: operator silences, held firing pages, acknowledgements
-    super::silences::MIGRATION,
-    // v12: outbox claims with leases, the leader lease, replica heartbeats
-    super::replica::MIGRATION,
-    // v13: reconciliation reports and the missing-reconciliation alert
-    super::reconcile::MIGRATION,
-    // v14: grants that arrived after their revocation with an older event time
-    super::reconcile::STALE_GRANTS_MIGRATION,
-    // v15: the fallback ladder's consecutive failures per notifier, shared by replicas
-    super::ladder::MIGRATION,
-    // v16: learned gaps between arrivals, per stream and UTC day
-    super::gaps::MIGRATION,
-    // v17: the per-subject revocation index (`store::revocations`)
-    super::revocations::MIGRATION,
-];
+    CREATE INDEX outbox_by_alert ON outbox(alert_id, notifier, id);";
 
-/// v8: streams created from a template (`[streams."PREFIX*"]`), so a
+/// 0008: streams created from a template (`[streams."PREFIX*"]`), so a
 /// restart watches them again, even ones that never heard an event.
 pub(super) const TEMPLATED_STREAMS: &str = "
     CREATE TABLE templated_streams (
@@ -139,7 +122,7 @@ pub(super) const TEMPLATED_STREAMS: &str = "
         created_at INTEGER NOT NULL
     );";
 
-/// v6: delivery ids are deduplicated per channel (see `ops::delivery_hash`).
+/// 0006: delivery ids are deduplicated per channel (see `ops::delivery_hash`).
 /// Old rows were keyed by hash(stream, id) for every channel, and the raw id
 /// is gone, so they cannot simply be re-keyed. But while the audit log is on
 /// (the default) every accepted event left its raw delivery id and channel
@@ -171,19 +154,21 @@ pub(super) const DEDUP_PER_CHANNEL: &str = "
        AND hash IN (SELECT old_hash FROM v6_rekey);
     DROP TABLE v6_rekey;";
 
-/// The schema version this binary writes.
+/// The positional counter (`user_version`) of a file with every step this
+/// binary knows.
 pub(super) fn binary_version() -> u32 {
-    // MIGRATIONS is a short literal list; the length always fits.
-    u32::try_from(MIGRATIONS.len()).unwrap_or(u32::MAX)
+    migrations::binary_version(Engine::Sqlite)
 }
 
-/// Opens `path` ready for the writer: version checked, configured, migrated.
+/// Opens `path` ready for the writer: checked, configured, migrated.
 pub(super) fn open(path: &Path) -> Result<Connection, StoreError> {
     create_parent_dir(path)?;
     let conn = Connection::open_with_flags(path, OpenFlags::default()).map_err(open_err)?;
     conn.busy_timeout(BUSY_TIMEOUT).map_err(open_err)?;
     // Checked before any setting that writes to the file, so a file from a
-    // newer binary is left exactly as it was.
+    // newer binary is left exactly as it was: a newer positional binary
+    // (or a named one with more steps) raised `user_version`; a different
+    // branch's binary may have recorded a step this one does not know.
     let file_version = user_version(&conn).map_err(open_err)?;
     if file_version > binary_version() {
         return Err(StoreError::TooNew {
@@ -191,13 +176,16 @@ pub(super) fn open(path: &Path) -> Result<Connection, StoreError> {
             binary: binary_version(),
         });
     }
+    let unknown = migrations::unknown(&recorded(&conn).map_err(open_err)?.unwrap_or_default());
+    if !unknown.is_empty() {
+        return Err(migrations::unknown_error(&unknown));
+    }
     configure(&conn)?;
     register_functions(&conn)?;
     let mut conn = conn;
     migrate(&mut conn)?;
     Ok(conn)
 }
-
 fn create_parent_dir(path: &Path) -> Result<(), StoreError> {
     match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => std::fs::create_dir_all(dir)
@@ -267,25 +255,113 @@ fn set_and_verify(conn: &Connection, pragma: &str, value: i64) -> Result<(), Sto
     Ok(())
 }
 
+/// The step names the file records, or `None` before names (no table).
+fn recorded(conn: &Connection) -> rusqlite::Result<Option<Vec<String>>> {
+    let has_table: bool = conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations')",
+        [],
+        |r| r.get(0),
+    )?;
+    if !has_table {
+        return Ok(None);
+    }
+    let mut stmt = conn.prepare("SELECT name FROM schema_migrations")?;
+    let names = stmt
+        .query_map([], |r| r.get(0))?
+        .collect::<rusqlite::Result<Vec<String>>>()?;
+    Ok(Some(names))
+}
+
+/// The time a step is recorded as applied, in epoch ms, from SQLite's own
+/// clock: it is bookkeeping for operators, never read by a decision, so it
+/// does not go through the store's `Clock`.
+const NOW_MS: &str = "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)";
+
 fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
-    for (to, sql) in (1..).zip(MIGRATIONS) {
-        apply_step(conn, to, sql)?;
+    adopt(conn)?;
+    let recorded = recorded(conn).map_err(open_err)?.unwrap_or_default();
+    for step in migrations::pending(&recorded) {
+        apply_step(conn, step)?;
     }
     Ok(())
 }
 
-/// Applies the step that produces version `to` unless the file already has
-/// it. The version is re-read inside the write transaction so two processes
-/// racing to open a fresh file cannot both apply a step.
-fn apply_step(conn: &mut Connection, to: u32, sql: &str) -> Result<(), StoreError> {
-    let fail = |e: rusqlite::Error| StoreError::Migration(format!("to v{to}: {e}"));
+/// Creates `schema_migrations` if the file has none, recording the steps
+/// its positional `user_version` stood for (none for a new file) without
+/// running them. Under an IMMEDIATE transaction, re-checked inside, so two
+/// processes opening one file adopt it once.
+fn adopt(conn: &mut Connection) -> Result<(), StoreError> {
+    let fail = |e: rusqlite::Error| StoreError::Migration(format!("recording applied steps: {e}"));
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(fail)?;
-    if user_version(&tx).map_err(fail)? >= to {
+    if recorded(&tx).map_err(fail)?.is_some() {
         return Ok(());
     }
-    tx.execute_batch(sql).map_err(fail)?;
-    tx.pragma_update(None, "user_version", to).map_err(fail)?;
+    let version = user_version(&tx).map_err(fail)?;
+    let names = migrations::positional_names(Engine::Sqlite, version).ok_or_else(|| {
+        // Unreachable after the `TooNew` check in `open`, kept as a refusal.
+        StoreError::TooNew {
+            file: version,
+            binary: binary_version(),
+        }
+    })?;
+    tx.execute_batch(
+        "CREATE TABLE schema_migrations (
+            name       TEXT PRIMARY KEY NOT NULL,
+            applied_at INTEGER NOT NULL
+        );",
+    )
+    .map_err(fail)?;
+    for name in names {
+        tx.execute(
+            &format!("INSERT INTO schema_migrations (name, applied_at) VALUES (?1, {NOW_MS})"),
+            [name],
+        )
+        .map_err(fail)?;
+    }
     tx.commit().map_err(fail)
+}
+
+/// Applies `step` unless the file already records it (re-read inside the
+/// write transaction, so racing openers apply it once), with its record
+/// and the positional counter, in one transaction.
+fn apply_step(conn: &mut Connection, step: &Step) -> Result<(), StoreError> {
+    let fail = |e: rusqlite::Error| StoreError::Migration(format!("step {}: {e}", step.name));
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(fail)?;
+    let mut recorded = recorded(&tx).map_err(fail)?.unwrap_or_default();
+    if recorded.iter().any(|r| r == step.name) {
+        return Ok(());
+    }
+    if let Some(sql) = step.sql(Engine::Sqlite) {
+        tx.execute_batch(sql).map_err(fail)?;
+    }
+    tx.execute(
+        &format!("INSERT INTO schema_migrations (name, applied_at) VALUES (?1, {NOW_MS})"),
+        [step.name],
+    )
+    .map_err(fail)?;
+    recorded.push(step.name.to_owned());
+    let version = migrations::positional_version(Engine::Sqlite, &recorded);
+    tx.pragma_update(None, "user_version", version)
+        .map_err(fail)?;
+    tx.commit().map_err(fail)
+}
+
+/// The SQLite SQL of positional versions 1..=17 in order, for tests that
+/// build a file as a binary from before names left it.
+#[cfg(test)]
+pub(super) fn positional_sql() -> Vec<&'static str> {
+    migrations::SQLITE_POSITIONAL
+        .iter()
+        .map(|name| {
+            migrations::STEPS
+                .iter()
+                .find(|s| s.name == *name)
+                .and_then(|s| s.sqlite)
+                .expect("positional steps have SQLite SQL")
+        })
+        .collect()
 }

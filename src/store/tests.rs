@@ -544,7 +544,7 @@ async fn v5_outbox_rows_read_as_critical_pages_after_the_v8_migration() {
     let (_dir, path) = temp_db();
     {
         let conn = Connection::open(&path).unwrap();
-        for (version, step) in (1_i64..).zip(&super::schema::MIGRATIONS[..5]) {
+        for (version, step) in (1_i64..).zip(&super::schema::positional_sql()[..5]) {
             conn.execute_batch(step).unwrap();
             conn.pragma_update(None, "user_version", version).unwrap();
         }
@@ -610,7 +610,7 @@ async fn the_store_stamps_pages_and_probes_with_its_clock() {
 fn write_pre_dedup_file(path: &Path) {
     let step = dedup_step();
     let conn = Connection::open(path).unwrap();
-    for sql in &super::schema::MIGRATIONS[..step] {
+    for sql in &super::schema::positional_sql()[..step] {
         conn.execute_batch(sql).unwrap();
     }
     conn.pragma_update(None, "user_version", u32::try_from(step).unwrap())
@@ -636,10 +636,10 @@ fn write_pre_dedup_file(path: &Path) {
     .unwrap();
 }
 
-/// Index of the per-channel dedup step in `MIGRATIONS` (robust to merges
+/// Index of the per-channel dedup step among the positional versions (robust to merges
 /// that add steps before it).
 fn dedup_step() -> usize {
-    super::schema::MIGRATIONS
+    super::schema::positional_sql()
         .iter()
         .position(|m| *m == super::schema::DEDUP_PER_CHANNEL)
         .expect("the per-channel dedup migration is listed")

@@ -19,8 +19,11 @@ use super::{pg_err, pool, PgBackend, Settings};
 use crate::store::{Store, StoreError};
 
 /// Not copied: per-process runtime state (the readiness probe row, the
-/// leader lease, replica heartbeats), and SQLite's own tables.
-const SKIP: &[&str] = &["probe", "leader", "replicas"];
+/// leader lease, replica heartbeats), SQLite's own tables, and the record of
+/// applied schema steps (each engine keeps its own: the target recorded
+/// its steps when it was opened, and SQLite records steps PostgreSQL's
+/// schema reached differently).
+const SKIP: &[&str] = &["probe", "leader", "replicas", "schema_migrations"];
 
 /// Copied first, in this order (foreign keys point at `streams`).
 const FIRST: &[&str] = &["meta", "streams"];

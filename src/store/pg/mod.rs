@@ -22,7 +22,7 @@ pub mod reach;
 mod reconcile;
 mod replica;
 mod revocations;
-mod schema;
+pub(crate) mod schema;
 pub mod settings;
 mod silences;
 mod sql;

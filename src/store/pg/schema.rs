@@ -1,30 +1,36 @@
-//! PostgreSQL schema and its versioned migrations.
+//! PostgreSQL's side of the named schema steps (`store::migrations`):
+//! the PostgreSQL-only step texts, and applying the steps.
 //!
-//! The version lives in `schema_version`. `MIGRATIONS[i]` takes a
-//! database from version `i` to `i + 1`. All pending steps run in ONE
-//! transaction that first takes `pg_advisory_xact_lock(MIGRATION_LOCK)`, so
+//! Every step whose name is not in `schema_migrations` runs in its own
+//! transaction with its record, and each such transaction first takes
+//! `pg_advisory_xact_lock(MIGRATION_LOCK)` and re-reads the record, so
 //! several replicas starting at once apply each step exactly once (the
-//! others wait, then find the version already current). A transaction-level
-//! lock ends with its transaction, so it can never outlive a crashed or
-//! stopped migrator, and it works behind transaction-pooling proxies.
-//! Steps are append-only.
+//! others wait, then find it recorded). A transaction-level lock ends with
+//! its transaction, so it can never outlive a crashed or stopped migrator,
+//! and it works behind transaction-pooling proxies.
 //!
-//! The tables mirror the SQLite schema at its current version (times are
-//! BIGINT epoch milliseconds, as there), so `migrate-store` is a straight
-//! copy and the same SQL decisions carry over. Additions:
-//! `audit_head` holds the chain head in one row that every append locks.
+//! A database from before names (`schema_version` 1..=9, nothing recorded)
+//! is adopted first: its version's steps are recorded, not re-run.
+//! `schema_version` is still kept (`migrations::positional_version`) so
+//! older binaries refuse a database with steps they do not know.
+//!
+//! The tables mirror the SQLite schema (times are BIGINT epoch
+//! milliseconds, as there), so `migrate-store` is a straight copy and the
+//! same SQL decisions carry over. Additions: `audit_head` holds the chain
+//! head in one row that every append locks; `streams.changed_xid`.
 
 use deadpool_postgres::Client;
 
 use super::pg_err;
+use crate::store::migrations::{self, Engine, Step};
 use crate::store::StoreError;
 
 /// Arbitrary constant identifying hushwatch's migration lock ("hushwatc").
 pub(super) const MIGRATION_LOCK: i64 = 0x6875_7368_7761_7463;
 
-pub(super) const MIGRATIONS: &[&str] = &[
-    // v1: everything SQLite has at its v10.
-    "CREATE TABLE meta (
+/// Step 0001 on PostgreSQL: everything SQLite has after
+/// `0010_subscriptions`, in one step (PostgreSQL support started there).
+pub(crate) const BASELINE: &str = "CREATE TABLE meta (
         key   TEXT PRIMARY KEY,
         value TEXT NOT NULL
     );
@@ -166,39 +172,91 @@ pub(super) const MIGRATIONS: &[&str] = &[
         alert_state  TEXT NOT NULL DEFAULT 'ok' CHECK (alert_state IN ('ok', 'firing')),
         concern      TEXT,
         PRIMARY KEY (stream, subscription)
-    );",
-    // v2: outbox claims with leases, the leader lease, replica heartbeats.
-    super::replica::MIGRATION,
-    // v3: operator silences, held firing pages, acknowledgements.
-    super::silences::MIGRATION,
-    // v4: reconciliation reports and the missing-reconciliation alert.
-    crate::store::reconcile::MIGRATION,
-    // v5: grants that arrived after their revocation with an older event time.
-    crate::store::reconcile::STALE_GRANTS_MIGRATION,
-    // v6: the fallback ladder's consecutive failures per notifier, shared by replicas.
-    crate::store::ladder::MIGRATION,
-    // v7: learned gaps between arrivals, per stream and UTC day.
-    crate::store::gaps::MIGRATION,
-    // v8: the per-subject revocation index.
-    crate::store::revocations::MIGRATION,
-    // v9: stream rows carry the transaction that last changed them.
-    super::ops::STREAM_CHANGES_MIGRATION,
-];
+    );";
 
+/// Step 0011: operator silences, held firing pages, acknowledgements.
+pub(crate) const SILENCES: &str = super::silences::MIGRATION;
+/// Step 0012: outbox claims with leases, the leader lease, replica heartbeats.
+pub(crate) const REPLICAS: &str = super::replica::MIGRATION;
+/// Step 0018: stream rows carry the transaction that last changed them.
+pub(crate) const STREAM_CHANGES: &str = super::ops::STREAM_CHANGES_MIGRATION;
+
+/// The positional counter (`schema_version`) of a database with every
+/// step this binary knows.
 pub(super) fn binary_version() -> i32 {
-    i32::try_from(MIGRATIONS.len()).unwrap_or(i32::MAX)
+    i32::try_from(migrations::binary_version(Engine::Postgres)).unwrap_or(i32::MAX)
 }
 
-/// Brings the database to `binary_version()`, or refuses one written by a
-/// newer hushwatch (leaving it untouched).
+fn fail(e: tokio_postgres::Error) -> StoreError {
+    StoreError::Migration(pg_err(e).to_string())
+}
+
+/// The time a step is recorded as applied, in epoch ms, from the server's
+/// clock: bookkeeping for operators, never read by a decision, so it does
+/// not go through the store's `Clock`.
+const RECORD: &str = "INSERT INTO schema_migrations (name, applied_at)
+     VALUES ($1, (extract(epoch FROM clock_timestamp()) * 1000)::BIGINT)";
+
+/// Brings the database up to every step of `migrations::STEPS`, or refuses
+/// one written by a newer or different hushwatch (leaving it untouched).
 pub(super) async fn migrate(client: &mut Client) -> Result<(), StoreError> {
-    let fail = |e: tokio_postgres::Error| StoreError::Migration(pg_err(e).to_string());
+    let recorded = adopt(client).await?;
+    for step in migrations::pending(&recorded) {
+        apply_step(client, step).await?;
+    }
+    Ok(())
+}
+
+/// Under the lock: refuses a database this binary must not touch, else
+/// makes sure `schema_migrations` and `schema_version` exist, recording
+/// the steps a positional `schema_version` stood for (none for a new
+/// database) without running them. Returns the recorded names.
+async fn adopt(client: &mut Client) -> Result<Vec<String>, StoreError> {
     let tx = client.transaction().await.map_err(fail)?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
         .await
         .map_err(fail)?;
+    let tables = tx
+        .query_one(
+            "SELECT to_regclass('schema_migrations') IS NOT NULL,
+                    to_regclass('schema_version') IS NOT NULL",
+            &[],
+        )
+        .await
+        .map_err(fail)?;
+    let (named, versioned): (bool, bool) = (tables.get(0), tables.get(1));
+    let version: i32 = if versioned {
+        tx.query_one("SELECT version FROM schema_version WHERE id = 1", &[])
+            .await
+            .map_err(fail)?
+            .get(0)
+    } else {
+        0
+    };
+    let too_new = || StoreError::TooNew {
+        file: u32::try_from(version).unwrap_or(u32::MAX),
+        binary: u32::try_from(binary_version()).unwrap_or(u32::MAX),
+    };
+    if version > binary_version() {
+        return Err(too_new());
+    }
+    if named {
+        let recorded = names(&tx).await?;
+        let unknown = migrations::unknown(&recorded);
+        if !unknown.is_empty() {
+            return Err(migrations::unknown_error(&unknown));
+        }
+        return Ok(recorded);
+    }
+    let adopted =
+        migrations::positional_names(Engine::Postgres, u32::try_from(version).unwrap_or(u32::MAX))
+            .ok_or_else(too_new)?;
     tx.batch_execute(
-        "CREATE TABLE IF NOT EXISTS schema_version (
+        "CREATE TABLE schema_migrations (
+            name       TEXT PRIMARY KEY,
+            applied_at BIGINT NOT NULL
+        );
+        CREATE TABLE IF NOT EXISTS schema_version (
             id      INTEGER PRIMARY KEY CHECK (id = 1),
             version INTEGER NOT NULL
         );
@@ -206,30 +264,49 @@ pub(super) async fn migrate(client: &mut Client) -> Result<(), StoreError> {
     )
     .await
     .map_err(fail)?;
-    let version: i32 = tx
-        .query_one("SELECT version FROM schema_version WHERE id = 1", &[])
+    for name in &adopted {
+        tx.execute(RECORD, &[name]).await.map_err(fail)?;
+    }
+    tx.commit().await.map_err(fail)?;
+    Ok(adopted.into_iter().map(str::to_owned).collect())
+}
+
+async fn names(tx: &deadpool_postgres::Transaction<'_>) -> Result<Vec<String>, StoreError> {
+    Ok(tx
+        .query("SELECT name FROM schema_migrations", &[])
         .await
         .map_err(fail)?
-        .get(0);
-    if version > binary_version() {
-        return Err(StoreError::TooNew {
-            file: u32::try_from(version).unwrap_or(u32::MAX),
-            binary: u32::try_from(binary_version()).unwrap_or(u32::MAX),
-        });
+        .iter()
+        .map(|r| r.get(0))
+        .collect())
+}
+
+/// Applies `step` with its record and the positional counter in one
+/// transaction, under the lock, unless another replica recorded it first.
+async fn apply_step(client: &mut Client, step: &Step) -> Result<(), StoreError> {
+    let step_fail = |e: tokio_postgres::Error| {
+        StoreError::Migration(format!("step {}: {}", step.name, pg_err(e)))
+    };
+    let tx = client.transaction().await.map_err(fail)?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+        .await
+        .map_err(fail)?;
+    let mut recorded = names(&tx).await?;
+    if recorded.iter().any(|r| r == step.name) {
+        return Ok(());
     }
-    for (to, sql) in (1..).zip(MIGRATIONS) {
-        if to <= version {
-            continue;
-        }
-        tx.batch_execute(sql)
-            .await
-            .map_err(|e| StoreError::Migration(format!("to v{to}: {}", pg_err(e))))?;
+    if let Some(sql) = step.sql(Engine::Postgres) {
+        tx.batch_execute(sql).await.map_err(step_fail)?;
     }
+    tx.execute(RECORD, &[&step.name]).await.map_err(step_fail)?;
+    recorded.push(step.name.to_owned());
+    let version = i32::try_from(migrations::positional_version(Engine::Postgres, &recorded))
+        .unwrap_or(i32::MAX);
     tx.execute(
         "UPDATE schema_version SET version = $1 WHERE id = 1",
-        &[&binary_version()],
+        &[&version],
     )
     .await
-    .map_err(fail)?;
+    .map_err(step_fail)?;
     tx.commit().await.map_err(fail)
 }
