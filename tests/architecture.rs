@@ -6,7 +6,10 @@
 //! macro bodies; comments and doc text are not code and do not count, and
 //! neither does `#[cfg(test)]` code (a unit test may check one module's
 //! list against another's constants; it is not part of the program).
-//! The same file checks that only `src/clock.rs` reads the wall clock.
+//! The same file checks that only `src/clock.rs` reads the wall clock, and
+//! that ARCHITECTURE.md stays true: its module table equals this graph, its
+//! layer diagram orders it, the tests its invariants name exist, and
+//! `src/lib.rs` describes every module.
 //! `HUSHWATCH_PRINT_GRAPH=1 cargo test --test architecture -- --nocapture`
 //! prints the graph.
 
@@ -520,4 +523,303 @@ fn only_the_clock_module_reads_the_wall_clock() {
     // or this test would pass while checking nothing.
     let clock_text = std::fs::read_to_string(&clock).unwrap();
     assert!(clock_text.contains("Utc::now("));
+}
+
+/// The top-level modules of the crate: `src/X.rs` and `src/X/` (not `lib`, not `main`).
+fn top_level_modules() -> BTreeSet<String> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    std::fs::read_dir(&src)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter_map(|p| {
+            let name = p.file_name()?.to_string_lossy().into_owned();
+            if p.is_dir() {
+                Some(name)
+            } else {
+                name.strip_suffix(".rs").map(str::to_string)
+            }
+        })
+        .filter(|m| m != "lib" && m != "main")
+        .collect()
+}
+
+fn read_repo_file(relative: &str) -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(relative))
+        .unwrap_or_else(|e| panic!("cannot read {relative}: {e}"))
+}
+
+/// The table rows (cells trimmed, outer pipes dropped) of the section of
+/// `text` whose heading is exactly `heading`, up to the next `## ` heading;
+/// the header row and the `|---|` separator are left out. Each row comes
+/// with its line number.
+fn table_rows(text: &str, heading: &str) -> Vec<(usize, Vec<String>)> {
+    let mut in_section = false;
+    let mut rows = Vec::new();
+    let mut header_seen = false;
+    for (n, line) in text.lines().enumerate() {
+        if line.starts_with("## ") {
+            in_section = line.trim_end() == heading;
+            continue;
+        }
+        let line = line.trim();
+        if !in_section || !line.starts_with('|') {
+            continue;
+        }
+        if !header_seen {
+            header_seen = true;
+            continue;
+        }
+        if line.starts_with("|--") || line.starts_with("| --") {
+            continue;
+        }
+        let inner = line.trim_start_matches('|').trim_end_matches('|');
+        rows.push((
+            n + 1,
+            inner.split('|').map(|c| c.trim().to_string()).collect(),
+        ));
+    }
+    rows
+}
+
+/// `` `name` `` → `name`; anything else is `None`.
+fn backticked(cell: &str) -> Option<&str> {
+    cell.strip_prefix('`')?
+        .strip_suffix('`')
+        .filter(|s| !s.is_empty() && !s.contains('`'))
+}
+
+/// Every `` `…` `` span in a cell.
+fn backticked_spans(cell: &str) -> Vec<&str> {
+    cell.split('`').skip(1).step_by(2).collect()
+}
+
+/// ARCHITECTURE.md's module table, the machine-readable part of the doc:
+/// under `## Modules`, one row per top-level module,
+/// `` | `name` | what it owns | `dep`, `dep` | `` with the last cell listing
+/// exactly the top-level modules it may use, comma-separated in backticks,
+/// or `—` for none. Malformed rows are errors, not skipped rows, so a typo
+/// cannot quietly drop a module out of the comparison.
+fn documented_graph() -> (BTreeMap<String, BTreeSet<String>>, Vec<String>) {
+    let text = read_repo_file("ARCHITECTURE.md");
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut errors = Vec::new();
+    for (line, cells) in table_rows(&text, "## Modules") {
+        let at = format!("ARCHITECTURE.md:{line}");
+        let [name, _owns, deps] = cells.as_slice() else {
+            errors.push(format!(
+                "{at}: expected 3 cells (module | owns | may depend on), found {}",
+                cells.len()
+            ));
+            continue;
+        };
+        let Some(name) = backticked(name) else {
+            errors.push(format!(
+                "{at}: the first cell must be one `module`, not {name:?}"
+            ));
+            continue;
+        };
+        let mut set = BTreeSet::new();
+        if deps != "—" {
+            for dep in deps.split(',').map(str::trim) {
+                match backticked(dep) {
+                    Some(d) => {
+                        set.insert(d.to_string());
+                    }
+                    None => errors.push(format!(
+                        "{at}: `{name}` may depend on: each entry must be a `module` (or the whole cell —), not {dep:?}"
+                    )),
+                }
+            }
+        }
+        if graph.insert(name.to_string(), set).is_some() {
+            errors.push(format!("{at}: `{name}` has a second row"));
+        }
+    }
+    (graph, errors)
+}
+
+/// The module table in ARCHITECTURE.md is the real graph: every top-level
+/// module has a row, a use the table does not declare fails, and so does a
+/// declared dependency the code no longer has (a doc that allows more than
+/// the code does hides the next cycle's first step).
+#[test]
+fn the_module_table_is_the_real_dependency_graph() {
+    let real = module_graph();
+    let modules = top_level_modules();
+    let (documented, mut problems) = documented_graph();
+    for m in &modules {
+        if !documented.contains_key(m) {
+            problems.push(format!("`{m}` (in src/) has no row in the module table"));
+        }
+    }
+    for m in documented.keys() {
+        if !modules.contains(m) {
+            problems.push(format!(
+                "`{m}` has a row but is not a top-level module of src/"
+            ));
+        }
+    }
+    let empty = BTreeMap::new();
+    for m in &modules {
+        let uses = real.get(m).unwrap_or(&empty);
+        let declared = documented.get(m).cloned().unwrap_or_default();
+        for (to, at) in uses {
+            if !declared.contains(to) {
+                problems.push(format!("{m} -> {to} ({at}) is not in the module table"));
+            }
+        }
+        for to in declared.iter().filter(|to| !uses.contains_key(*to)) {
+            problems.push(format!(
+                "{m} -> {to} is in the module table but not in the code"
+            ));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "ARCHITECTURE.md's module table and the code disagree:\n{}",
+        problems.join("\n")
+    );
+    // The comparison must have seen the table, or it would pass on nothing.
+    assert!(documented.len() >= 10, "{documented:#?}");
+}
+
+/// `src/lib.rs` declares every top-level module and describes each in one
+/// `//! - `name`: …` line, so a newcomer finds the map in the crate docs.
+#[test]
+fn lib_rs_declares_and_describes_every_module() {
+    let text = read_repo_file("src/lib.rs");
+    let modules = top_level_modules();
+    let declared: BTreeSet<String> = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("pub mod "))
+        .map(|l| l.trim_end_matches(';').trim().to_string())
+        .collect();
+    let mut described: BTreeMap<String, usize> = BTreeMap::new();
+    for line in text.lines() {
+        let Some(item) = line.strip_prefix("//! - ") else {
+            continue;
+        };
+        if let Some((name, desc)) = item.split_once(": ") {
+            if let Some(name) = backticked(name) {
+                if !desc.trim().is_empty() {
+                    *described.entry(name.to_string()).or_default() += 1;
+                }
+            }
+        }
+    }
+    let mut problems = Vec::new();
+    for m in &modules {
+        if !declared.contains(m) {
+            problems.push(format!("src/lib.rs does not declare `pub mod {m};`"));
+        }
+        match described.get(m) {
+            Some(1) => {}
+            Some(n) => problems.push(format!("`{m}` is described {n} times in src/lib.rs")),
+            None => problems.push(format!("src/lib.rs has no `//! - `{m}`: …` line")),
+        }
+    }
+    for m in described.keys().chain(&declared) {
+        if !modules.contains(m) {
+            problems.push(format!("src/lib.rs names `{m}`, which is not in src/"));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// Every invariant in ARCHITECTURE.md names its test, and that test exists:
+/// in the `## Invariants` table, each `` `a::b::name` `` of the last cell is
+/// a `fn name` somewhere under src/ or tests/, and each `` `tests/x.rs` ``
+/// is a file. A renamed or deleted test fails here instead of leaving the
+/// doc pointing at nothing.
+#[test]
+fn every_test_the_invariants_name_exists() {
+    let text = read_repo_file("ARCHITECTURE.md");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    rust_files(&root.join("tests"), &mut files);
+    let source: String = files
+        .iter()
+        .map(|f| std::fs::read_to_string(f).unwrap())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let defines = |name: &str| {
+        source.match_indices(&format!("fn {name}")).any(|(i, m)| {
+            !source[i + m.len()..]
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_alphanumeric() || c == '_')
+        })
+    };
+    let rows = table_rows(&text, "## Invariants");
+    assert!(rows.len() >= 10, "found only {} invariants", rows.len());
+    let mut problems = Vec::new();
+    for (line, cells) in rows {
+        let tests = cells
+            .last()
+            .map(|c| backticked_spans(c))
+            .unwrap_or_default();
+        let mut named = 0;
+        for t in tests {
+            if t.ends_with(".rs") {
+                if !root.join(t).is_file() {
+                    problems.push(format!("ARCHITECTURE.md:{line}: no file {t}"));
+                }
+            } else if let Some((_, name)) = t.rsplit_once("::") {
+                named += 1;
+                if !defines(name) {
+                    problems.push(format!("ARCHITECTURE.md:{line}: no `fn {name}` for `{t}`"));
+                }
+            }
+        }
+        if named == 0 {
+            problems.push(format!(
+                "ARCHITECTURE.md:{line}: the invariant names no test"
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// The diagram under `## Layers` in ARCHITECTURE.md orders the modules:
+/// each line, after its layer label, lists modules up to the first word
+/// that is not one. Every real use must point to the right on its line or
+/// to a lower line (so the diagram is a layering the code keeps), and every
+/// module must appear once.
+#[test]
+fn the_layer_diagram_orders_every_use() {
+    let text = read_repo_file("ARCHITECTURE.md");
+    let modules = top_level_modules();
+    let block = text
+        .split("\n## Layers\n")
+        .nth(1)
+        .and_then(|s| s.split("```").nth(1))
+        .expect("ARCHITECTURE.md has a ``` diagram under ## Layers");
+    // Position: a larger number is further down or further right.
+    let mut position: BTreeMap<String, usize> = BTreeMap::new();
+    let mut problems = Vec::new();
+    for word in block.lines().flat_map(|line| {
+        line.split_whitespace()
+            .skip(1)
+            .take_while(|w| modules.contains(*w))
+    }) {
+        if position.insert(word.to_string(), position.len()).is_some() {
+            problems.push(format!("`{word}` appears twice in the layer diagram"));
+        }
+    }
+    for m in modules.iter().filter(|m| !position.contains_key(*m)) {
+        problems.push(format!("`{m}` is missing from the layer diagram"));
+    }
+    for (from, uses) in module_graph() {
+        for (to, at) in uses {
+            if let (Some(f), Some(t)) = (position.get(&from), position.get(&to)) {
+                if t <= f {
+                    problems.push(format!(
+                        "{from} -> {to} ({at}) points up or left in the layer diagram"
+                    ));
+                }
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }

@@ -1,7 +1,9 @@
 //! Pure domain logic: calendars, business-time maths, silence evaluation and
 //! the alert state machine. Nothing in here does I/O or reads a clock; every
 //! instant is an argument. Adapters and the service depend on this module,
-//! never the other way round.
+//! never the other way round. Domain types are deliberately not
+//! `Serialize`: JSON shapes live at the edges (`commands::explain`,
+//! `service::status`), so a wire format never constrains the model.
 
 pub mod adaptive;
 pub mod alert;
