@@ -1,13 +1,23 @@
-//! README.md's shell examples, run as written with the real binary against
-//! the shipped configs. Edit an example and this test runs the edit; add
-//! one and it is covered without touching this file (or fails, asking you
-//! to classify a new program).
+//! The shell examples of README.md and of every page of the book in
+//! `docs/src/`, run as written with the real binary against the shipped
+//! configs, so every command line in the docs runs in a test. Edit an
+//! example and this test runs the edit; add one (or a page) and it is
+//! covered without touching this file (or fails, asking you to classify a
+//! new program).
 //!
 //! The rule, exactly:
 //!
-//! 1. **Blocks**: every fenced block of README.md whose info string is `sh`,
-//!    `shell`, `bash` or `console`. Other blocks (toml, yaml, plain) are
-//!    text, not commands.
+//! 0. **Documents**, in this order, as one session: README.md, then every
+//!    page `docs/src/SUMMARY.md` links to, in the order it links them (the
+//!    book's reading order). A page `docs/src/**/*.md` that SUMMARY.md does
+//!    not link fails the test (it would be neither built nor run), except
+//!    under `docs/src/_incoming/` (drafts waiting to be merged). A page's
+//!    `{{#include ../../README.md:ANCHOR}}` line is not expanded: that text
+//!    is README.md's and runs there, once.
+//! 1. **Blocks**: every fenced block of those documents whose info string
+//!    is `sh`, `shell`, `bash` or `console`. Other blocks (toml, yaml,
+//!    text, plain) are text, not commands: fence a command that cannot run
+//!    here (a path under `/etc`, a cron line) as `text`.
 //! 2. **Lines**: a trailing `\` joins the next line; blank lines and lines
 //!    starting with `#` are dropped (bash drops trailing `# …` comments
 //!    itself). In a block that uses `$ ` prompts, a `$ ` line is a command
@@ -20,9 +30,10 @@
 //!      `hushwatch serve …` (a trailing `&` or not) is started in the
 //!      background, waited for until it logs `hushwatch listening on ADDR`
 //!      and answers `GET /healthz`, and stopped with SIGTERM (it must then
-//!      exit 0) where the README stops it: at the next `kill` line, which
-//!      may be blocks later. With no `kill` before the next `serve` or the
-//!      end of the README, it is stopped at the end of its own block.
+//!      exit 0) where the docs stop it: at the next `kill` line, which
+//!      may be blocks (or pages) later. With no `kill` before the next
+//!      `serve` or the end of the documents, it is stopped at the end of
+//!      its own block.
 //!    - `curl`, `echo`, `until` loops, and `rm` of relative file names
 //!      without flags: run as written, each bounded
 //!      by `COMMAND_LIMIT` (a wait that never ends fails instead of
@@ -30,7 +41,7 @@
 //!    - `python3 -m aiosmtpd … &` (a local SMTP receiver): started in the
 //!      background, waited for until its `-l` address accepts connections,
 //!      and stopped at the end of the test.
-//!    - `export`: run, and kept for every later command of the README.
+//!    - `export`: run, and kept for every later command of the documents.
 //!    - not run, by design (`SKIPPED`): `cargo build|install|test|bench`
 //!      (this test already runs under cargo, on the binary it built),
 //!      `scripts/…` and `bench/…` (the test suite and benchmarks
@@ -38,7 +49,7 @@
 //!      here), `kill` (the test stops the servers it started).
 //!    - anything else fails the test: decide whether it runs here and add
 //!      it to `RUN` or `SKIPPED`.
-//! 4. **Where**: all commands run in README order under `bash -c`, in one
+//! 4. **Where**: all commands run in document order under `bash -c`, in one
 //!    scratch directory holding a copy of `config/` (so `data_dir` and any
 //!    files the examples write are scratch), with `hushwatch` first on
 //!    PATH, no inherited `CLERK_WEBHOOK_SECRET` / `HUSHWATCH_TOKEN` /
@@ -77,24 +88,84 @@ const CLEARED_ENV: &[&str] = &[
 ];
 const WAIT: Duration = Duration::from_secs(60);
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Example {
-    /// README line number of the command's first line.
+    /// The document (`README.md`, `docs/src/…`) the command is in.
+    file: String,
+    /// Line number of the command's first line in `file`.
     line: usize,
+    /// Position among all the commands of all the documents (rule 0's
+    /// order): what "later" means for a `kill` that stops a server.
+    seq: usize,
     command: String,
     expected: Option<String>,
 }
 
+impl Example {
+    /// `file:line`, for messages.
+    fn at(&self) -> String {
+        format!("{}:{}", self.file, self.line)
+    }
+}
+
 #[derive(Debug)]
 struct Block {
+    file: String,
     line: usize,
     examples: Vec<Example>,
 }
 
-/// Rules 1 and 2: the shell blocks and their commands.
-fn shell_blocks(readme: &str) -> Vec<Block> {
+/// Rule 0: README.md, then the pages SUMMARY.md links, in its order
+/// (paths relative to the repository root).
+fn documents(root: &Path) -> Vec<String> {
+    let summary =
+        std::fs::read_to_string(root.join("docs/src/SUMMARY.md")).expect("docs/src/SUMMARY.md");
+    let mut docs = vec!["README.md".to_string()];
+    for target in markdown_links(&summary) {
+        let page = format!("docs/src/{target}");
+        if !docs.contains(&page) {
+            docs.push(page);
+        }
+    }
+    let mut unlisted = Vec::new();
+    book_pages(&root.join("docs/src"), root, &mut unlisted);
+    unlisted.retain(|p| {
+        !docs.contains(p) && p != "docs/src/SUMMARY.md" && !p.starts_with("docs/src/_incoming/")
+    });
+    assert!(
+        unlisted.is_empty(),
+        "pages SUMMARY.md does not link (neither built nor tested): {unlisted:?}"
+    );
+    docs
+}
+
+/// The `.md` targets of `[text](target)` links, in order.
+fn markdown_links(text: &str) -> Vec<String> {
+    text.split("](")
+        .skip(1)
+        .filter_map(|rest| rest.split(')').next())
+        .filter(|t| t.ends_with(".md"))
+        .map(str::to_string)
+        .collect()
+}
+
+fn book_pages(dir: &Path, root: &Path, out: &mut Vec<String>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            book_pages(&path, root, out);
+        } else if path.extension().is_some_and(|e| e == "md") {
+            let rel = path.strip_prefix(root).unwrap();
+            out.push(rel.to_string_lossy().into_owned());
+        }
+    }
+}
+
+/// Rules 1 and 2: the shell blocks of one document and their commands
+/// (`seq` still 0: numbered once every document is read).
+fn shell_blocks(file: &str, text: &str) -> Vec<Block> {
     let mut blocks = Vec::new();
-    let mut lines = readme.lines().enumerate();
+    let mut lines = text.lines().enumerate();
     while let Some((n, line)) = lines.next() {
         let Some(info) = line.trim_start().strip_prefix("```") else {
             continue;
@@ -106,15 +177,16 @@ fn shell_blocks(readme: &str) -> Vec<Block> {
             .collect();
         if SHELL_INFO.contains(&info.trim()) {
             blocks.push(Block {
+                file: file.to_string(),
                 line: n + 1,
-                examples: examples(&body),
+                examples: examples(file, &body),
             });
         }
     }
     blocks
 }
 
-fn examples(body: &[(usize, &str)]) -> Vec<Example> {
+fn examples(file: &str, body: &[(usize, &str)]) -> Vec<Example> {
     // Join continuation lines first.
     let mut joined: Vec<(usize, String)> = Vec::new();
     let mut open = false;
@@ -148,7 +220,9 @@ fn examples(body: &[(usize, &str)]) -> Vec<Example> {
                 expected.push('\n');
             }
             (_, command) => out.push(Example {
+                file: file.to_string(),
                 line,
+                seq: 0,
                 command: command.unwrap_or(trimmed).trim().to_string(),
                 expected: None,
             }),
@@ -213,12 +287,12 @@ fn classify(command: &str) -> Result<Kind, String> {
         return Ok(Kind::Skipped);
     }
     Err(format!(
-        "README command {command:?} starts with {first:?}, which tests/readme.rs neither runs \
+        "command {command:?} starts with {first:?}, which tests/readme.rs neither runs \
          nor skips: add it to RUN or SKIPPED there"
     ))
 }
 
-/// A background helper (the SMTP receiver) started from the README.
+/// A background helper (the SMTP receiver) started from the docs.
 struct Helper(Child);
 
 impl Drop for Helper {
@@ -228,7 +302,7 @@ impl Drop for Helper {
     }
 }
 
-/// A `hushwatch serve` started from the README.
+/// A `hushwatch serve` started from the docs.
 struct Server {
     child: Child,
     addr: String,
@@ -286,7 +360,7 @@ impl Session {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .expect("start a README background helper");
+            .expect("start a docs background helper");
         let helper = Helper(child);
         let words: Vec<&str> = command.split_whitespace().collect();
         if let Some(addr) = words
@@ -294,14 +368,11 @@ impl Session {
             .position(|w| *w == "-l")
             .and_then(|i| words.get(i + 1))
         {
-            let what = format!(
-                "README.md:{}: `{}` to listen",
-                example.line, example.command
-            );
+            let what = format!("{}: `{}` to listen", example.at(), example.command);
             wait(&what, || TcpStream::connect(addr).ok().map(drop));
         }
         self.ran
-            .push(format!("README.md:{}: {}", example.line, example.command));
+            .push(format!("{}: {}", example.at(), example.command));
         helper
     }
 
@@ -317,8 +388,8 @@ impl Session {
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(
             out.status.success(),
-            "README.md:{}: `{}` failed ({}):\n{}{}",
-            example.line,
+            "{}: `{}` failed ({}):\n{}{}",
+            example.at(),
             example.command,
             out.status,
             stdout,
@@ -328,7 +399,7 @@ impl Session {
             assert_same_output(example, expected, &stdout);
         }
         self.ran
-            .push(format!("README.md:{}: {}", example.line, example.command));
+            .push(format!("{}: {}", example.at(), example.command));
     }
 
     fn serve(&mut self, example: &Example, args: &str) -> Server {
@@ -353,7 +424,7 @@ impl Session {
             addr: String::new(),
             stderr,
         };
-        let what = format!("README.md:{}: `{}`", example.line, example.command);
+        let what = format!("{}: `{}`", example.at(), example.command);
         let addr = wait(&format!("{what} to listen"), || {
             if let Ok(Some(status)) = server.child.try_wait() {
                 panic!(
@@ -372,21 +443,22 @@ impl Session {
                 .then_some(())
         });
         self.ran
-            .push(format!("README.md:{}: {}", example.line, example.command));
+            .push(format!("{}: {}", example.at(), example.command));
         server
     }
 }
 
-/// The line of the first `kill` after the `serve` at `serve_line` (in block
-/// `b` or later), unless another `serve` comes first.
-fn stopping_kill(blocks: &[Block], b: usize, serve_line: usize) -> Option<usize> {
+/// The `seq` of the first `kill` after the `serve` numbered `serve_seq` (in
+/// block `b` or later, of any later document), unless another `serve`
+/// comes first.
+fn stopping_kill(blocks: &[Block], b: usize, serve_seq: usize) -> Option<usize> {
     let later = blocks[b..]
         .iter()
         .flat_map(|block| &block.examples)
-        .filter(|e| e.line > serve_line);
+        .filter(|e| e.seq > serve_seq);
     for e in later {
         if e.command.split_whitespace().next() == Some("kill") {
-            return Some(e.line);
+            return Some(e.seq);
         }
         if matches!(
             classify(&e.command),
@@ -398,7 +470,7 @@ fn stopping_kill(blocks: &[Block], b: usize, serve_line: usize) -> Option<usize>
     None
 }
 
-fn stop(server: Server, line: usize) {
+fn stop(server: Server, at: &str) {
     let pid = server.child.id().to_string();
     let mut server = server;
     let sent = Command::new("kill")
@@ -409,14 +481,14 @@ fn stop(server: Server, line: usize) {
     let status = server.child.wait().unwrap();
     assert!(
         status.success(),
-        "the server stopped at README.md:{line} exited with {status} after SIGTERM:\n{}",
+        "the server stopped at {at} exited with {status} after SIGTERM:\n{}",
         server.stderr.lock().unwrap()
     );
 }
 
 fn assert_same_output(example: &Example, expected: &str, got: &str) {
     let as_json = |text: &str| serde_json::from_str::<serde_json::Value>(text.trim()).ok();
-    let where_ = format!("README.md:{}: `{}`", example.line, example.command);
+    let where_ = format!("{}: `{}`", example.at(), example.command);
     if let Some(want) = as_json(&expected.replace('\n', "")) {
         assert_eq!(as_json(got), Some(want), "{where_} printed:\n{got}");
     } else {
@@ -488,10 +560,21 @@ fn scratch() -> (tempfile::TempDir, PathBuf) {
 }
 
 #[test]
-fn every_shell_example_in_the_readme_runs_as_written() {
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
-    let blocks = shell_blocks(&readme);
+fn every_shell_example_in_the_readme_and_the_book_runs_as_written() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let docs = documents(root);
+    let mut blocks = Vec::new();
+    for doc in &docs {
+        let text = std::fs::read_to_string(root.join(doc)).unwrap();
+        blocks.extend(shell_blocks(doc, &text));
+    }
+    for (seq, example) in blocks
+        .iter_mut()
+        .flat_map(|b| b.examples.iter_mut())
+        .enumerate()
+    {
+        example.seq = seq;
+    }
     let (dir, bin_dir) = scratch();
     let mut session = Session {
         dir: dir.path().to_path_buf(),
@@ -502,29 +585,28 @@ fn every_shell_example_in_the_readme_runs_as_written() {
     };
     let mut served = 0;
     let mut helpers: Vec<Helper> = Vec::new();
-    // (server, line of the `kill` that stops it, if any)
+    // (server, seq of the `kill` that stops it, if any)
     let mut server: Option<(Server, Option<usize>)> = None;
     for (b, block) in blocks.iter().enumerate() {
         for example in &block.examples {
-            let kind = classify(&example.command)
-                .unwrap_or_else(|e| panic!("README.md:{}: {e}", example.line));
+            let kind =
+                classify(&example.command).unwrap_or_else(|e| panic!("{}: {e}", example.at()));
             let running = server.as_ref().map(|(s, _)| s);
             match kind {
                 Kind::Hushwatch { args, serve: true } => {
                     assert!(
                         server.is_none(),
-                        "README.md:{}: a second server while one runs",
-                        example.line
+                        "{}: a second server while one runs",
+                        example.at()
                     );
-                    let stop_at = stopping_kill(&blocks, b, example.line);
+                    let stop_at = stopping_kill(&blocks, b, example.seq);
                     server = Some((session.serve(example, &args), stop_at));
                     served += 1;
                 }
                 Kind::Hushwatch { args, serve: false } => {
                     let normalized = Example {
-                        line: example.line,
                         command: format!("hushwatch {args}"),
-                        expected: example.expected.clone(),
+                        ..example.clone()
                     };
                     session.run(&normalized, running);
                 }
@@ -537,38 +619,41 @@ fn every_shell_example_in_the_readme_runs_as_written() {
                 Kind::Skipped => {
                     if server
                         .as_ref()
-                        .is_some_and(|(_, k)| *k == Some(example.line))
+                        .is_some_and(|(_, k)| *k == Some(example.seq))
                     {
                         let (s, _) = server.take().unwrap();
-                        stop(s, example.line);
+                        stop(s, &example.at());
                         session.ran.push(format!(
-                            "README.md:{}: {} (SIGTERM)",
-                            example.line, example.command
+                            "{}: {} (SIGTERM)",
+                            example.at(),
+                            example.command
                         ));
                     } else {
                         session
                             .skipped
-                            .push(format!("README.md:{}: {}", example.line, example.command));
+                            .push(format!("{}: {}", example.at(), example.command));
                     }
                 }
             }
         }
         if server.as_ref().is_some_and(|(_, k)| k.is_none()) {
             let (s, _) = server.take().unwrap();
-            stop(s, block.line);
+            stop(s, &format!("{}:{}", block.file, block.line));
         }
     }
     assert!(server.is_none());
     println!("ran:\n  {}", session.ran.join("\n  "));
     println!("skipped (see SKIPPED):\n  {}", session.skipped.join("\n  "));
-    // The README has a quick start with a server and a signed webhook: if
-    // extraction found far less, the rule broke, not the README.
-    assert!(served >= 1, "no `hushwatch serve` found in README.md");
+    // The README has a quick start with a server and a signed webhook, and
+    // the book has a dozen pages: if extraction found far less, the rule
+    // broke, not the docs.
+    assert!(docs.len() >= 20, "only {} documents: {docs:?}", docs.len());
+    assert!(served >= 1, "no `hushwatch serve` found in the docs");
     let signed = session.ran.iter().any(|l| l.contains("hushwatch sign"));
     assert!(signed, "no `hushwatch sign` example ran: {:?}", session.ran);
     assert!(
         session.ran.len() >= 10,
-        "only {} README commands ran",
+        "only {} commands of the docs ran",
         session.ran.len()
     );
 }
@@ -576,7 +661,7 @@ fn every_shell_example_in_the_readme_runs_as_written() {
 #[test]
 fn the_extraction_rule_joins_lines_and_reads_expected_output() {
     let readme = "text\n```sh\n$ hushwatch explain --a \\\n    --b\n{\"x\": 1,\n \"y\": 2}\n$ curl -f u\n```\n```toml\nx = 1\n```\n```sh\n# note\ncargo run --release -- serve --config c.toml &\n\nscripts/test   # all\n```\n";
-    let blocks = shell_blocks(readme);
+    let blocks = shell_blocks("README.md", readme);
     assert_eq!(blocks.len(), 2);
     let first = &blocks[0].examples;
     assert_eq!(first[0].command, "hushwatch explain --a --b");
@@ -585,6 +670,7 @@ fn the_extraction_rule_joins_lines_and_reads_expected_output() {
         Some("{\"x\": 1,\n\"y\": 2}\n")
     );
     assert_eq!(first[0].line, 3);
+    assert_eq!(first[0].at(), "README.md:3");
     assert_eq!(first[1].command, "curl -f u");
     let second = &blocks[1].examples;
     assert_eq!(second.len(), 2);
@@ -597,4 +683,13 @@ fn the_extraction_rule_joins_lines_and_reads_expected_output() {
     );
     assert_eq!(classify(&second[1].command), Ok(Kind::Skipped));
     assert!(classify("rm -rf /").is_err());
+}
+
+#[test]
+fn summary_links_are_read_in_order() {
+    let summary = "# Summary\n\n[Intro](introduction.md)\n\n- [A](a.md)\n  - [B `x`](b/README.md)\n- [Site](https://example.org/)\n";
+    assert_eq!(
+        markdown_links(summary),
+        ["introduction.md", "a.md", "b/README.md"]
+    );
 }
