@@ -823,3 +823,26 @@ fn the_layer_diagram_orders_every_use() {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// The rest of the pure layer of ARCHITECTURE.md: `audit` (hashing and
+/// verification over entries it is handed), `status` (document in, text
+/// out) and `exit` name no I/O path and use only pure modules, so their
+/// callers decide where bytes come from and go.
+#[test]
+fn the_rest_of_the_pure_layer_does_no_io() {
+    const PURE: &[&str] = &["domain", "ingest", "audit", "status", "exit"];
+    let Analysis { graph, io, .. } = analyse();
+    let mut problems = Vec::new();
+    for module in ["audit", "status", "exit"] {
+        assert!(graph.contains_key(module), "no module {module}: {graph:#?}");
+        for (to, at) in graph.get(module).into_iter().flatten() {
+            if !PURE.contains(&to.as_str()) {
+                problems.push(format!("{module} uses {to} ({at}), which is not pure"));
+            }
+        }
+        for at in io.get(module).into_iter().flatten() {
+            problems.push(format!("{module} names an I/O path: {at}"));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
