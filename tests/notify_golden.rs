@@ -251,8 +251,8 @@ fn every_notifier_shows_the_stored_severity() {
 
 /// Every kind a page can carry maps to an alertname the shipped rules
 /// have (so hushwatch's page and the rule's alert meet in Alertmanager),
-/// or, for the few kinds no metric can show, to a name the README's table
-/// documents as hushwatch's own. Nothing reaches Alertmanager as the
+/// or, for the few kinds no metric can show, to a name the docs' table
+/// (docs/src/reference/alerts.md, "Page kinds") documents as hushwatch's own. Nothing reaches Alertmanager as the
 /// catch-all `IdentityWebhookAlert` except pre-v8 `svix` rows.
 #[test]
 fn every_kind_has_the_alertname_the_rules_and_readme_know() {
@@ -260,7 +260,7 @@ fn every_kind_has_the_alertname_the_rules_and_readme_know() {
     let rules =
         std::fs::read_to_string(format!("{root}/charts/hushwatch/rules/hushwatch.rules.yml"))
             .unwrap();
-    let readme = std::fs::read_to_string(format!("{root}/README.md")).unwrap();
+    let readme = std::fs::read_to_string(format!("{root}/docs/src/reference/alerts.md")).unwrap();
     for kind in AlertKind::ALL {
         let page = page_of(kind);
         let name = payload::alertname(&page);
@@ -275,12 +275,12 @@ fn every_kind_has_the_alertname_the_rules_and_readme_know() {
             kind.has_shipped_rule(),
             "{name}: in hushwatch.rules.yml = {is_rule}"
         );
-        // The README's "What a page says" table has a row per kind naming
-        // its alertname.
+        // The docs' "Page kinds" table has a row per kind naming its
+        // alertname.
         let row = readme
             .lines()
             .find(|l| l.starts_with(&format!("| `{}`", kind.as_str())))
-            .unwrap_or_else(|| panic!("no README row for {}", kind.as_str()));
+            .unwrap_or_else(|| panic!("no docs/src/reference/alerts.md row for {}", kind.as_str()));
         assert!(row.contains(&format!("`{name}`")), "{row}");
     }
     // The rule a fallback page shares its name with is per notifier.
