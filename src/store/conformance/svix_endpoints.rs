@@ -6,12 +6,13 @@
 use super::super::svix::{SvixApply, SvixPage, GROUPED_ENDPOINT, MAX_ENDPOINTS_PER_SOURCE};
 use super::super::testdb::{at, event, names, TestDb};
 use super::super::*;
-use crate::domain::svix::{Severity, SvixAlert};
-use crate::ingest::svix_ops::{AttemptRef, EndpointRef, OpEvent};
+use crate::domain::svix::{DisableTrigger, Severity, SvixAlert};
+use crate::ingest::svix_ops::{AttemptRef, EndpointRef, OpEvent, Trigger};
 
 backend_matrix!(
     lost_messages_page_once_regroup_as_the_burst_grows_and_resolve_when_acknowledged,
     endpoints_past_the_cap_share_the_other_row_per_source,
+    disable_failing_and_mapped_deletion_page_alike_and_late_news_is_ignored,
 );
 
 fn endpoint(id: &str) -> EndpointRef {
@@ -354,6 +355,157 @@ async fn endpoints_past_the_cap_share_the_other_row_per_source(db: TestDb) {
     assert_eq!(
         kinds(&pages),
         [(GROUPED_ENDPOINT, SvixAlert::MessagesExhausted, false)]
+    );
+    store.close().await.unwrap();
+}
+
+fn attempt(msg: &str, attempt_ms: i64) -> AttemptRef {
+    AttemptRef {
+        msg_id: msg.into(),
+        msg_event_id: None,
+        status_code: 0,
+        attempt_at: Some(at(attempt_ms)),
+    }
+}
+
+/// `record_svix` applies endpoint news the same way on every engine: a
+/// disable pages (critical when automatic, a warning when manual) and an
+/// enable resolves it; a failing message warns and its recovery resolves,
+/// older news arriving late changes nothing, `failing` never un-loses an
+/// exhausted message; a mapped endpoint's deletion notifies once, an
+/// unmapped one's is only recorded; a configured `clear_on` event clears.
+async fn disable_failing_and_mapped_deletion_page_alike_and_late_news_is_ignored(db: TestDb) {
+    let store = db.open().await;
+    store
+        .watch_streams(names(&["identity"]), at(0))
+        .await
+        .unwrap();
+    let disabled = |trigger| OpEvent::EndpointDisabled {
+        endpoint: endpoint("ep_1"),
+        fail_since: Some(at(500)),
+        trigger,
+    };
+    let pages = op(
+        &store,
+        "d1",
+        apply("main", disabled(Trigger::Automatic), 1_000),
+    )
+    .await;
+    assert_eq!(kinds(&pages), [("ep_1", SvixAlert::EndpointDisabled, true)]);
+    assert_eq!(pages[0].severity, Severity::Critical);
+    let again = op(
+        &store,
+        "d2",
+        apply("main", disabled(Trigger::Automatic), 1_100),
+    )
+    .await;
+    assert!(again.is_empty(), "already disabled: {again:?}");
+    let row = store.svix_endpoints().await.unwrap().remove(0);
+    assert_eq!(row.disabled, Some(DisableTrigger::Automatic));
+    assert_eq!(
+        (row.fail_since, row.disabled_at),
+        (Some(at(500)), Some(at(1_100)))
+    );
+    let enabled = OpEvent::EndpointEnabled(endpoint("ep_1"));
+    let pages = op(&store, "d3", apply("main", enabled, 1_200)).await;
+    assert_eq!(
+        kinds(&pages),
+        [("ep_1", SvixAlert::EndpointDisabled, false)]
+    );
+    let pages = op(
+        &store,
+        "d4",
+        apply("main", disabled(Trigger::Manual), 1_300),
+    )
+    .await;
+    assert_eq!(pages[0].severity, Severity::Warning, "{pages:?}");
+    // A configured clear_on event type clears the disable too.
+    let mut updated = apply("main", OpEvent::EndpointUpdated(endpoint("ep_1")), 1_400);
+    updated.event_type = "endpoint.updated".into();
+    updated.clears_on = names(&["endpoint.updated"]);
+    let pages = op(&store, "d5", updated).await;
+    assert_eq!(
+        kinds(&pages),
+        [("ep_1", SvixAlert::EndpointDisabled, false)]
+    );
+
+    let failing = |msg: &str, ms| OpEvent::AttemptFailing {
+        endpoint: endpoint("ep_2"),
+        attempt: attempt(msg, ms),
+    };
+    let recovered = |msg: &str, ms| OpEvent::AttemptRecovered {
+        endpoint: endpoint("ep_2"),
+        attempt: attempt(msg, ms),
+    };
+    let pages = op(&store, "f1", apply("main", failing("msg_f", 2_000), 2_000)).await;
+    assert_eq!(kinds(&pages), [("ep_2", SvixAlert::EndpointFailing, true)]);
+    assert_eq!(pages[0].severity, Severity::Warning);
+    let late = op(
+        &store,
+        "f2",
+        apply("main", recovered("msg_f", 1_900), 2_100),
+    )
+    .await;
+    assert!(late.is_empty(), "older news is ignored: {late:?}");
+    let pages = op(
+        &store,
+        "f3",
+        apply("main", recovered("msg_f", 2_200), 2_200),
+    )
+    .await;
+    assert_eq!(kinds(&pages), [("ep_2", SvixAlert::EndpointFailing, false)]);
+    let lost = OpEvent::AttemptExhausted {
+        endpoint: endpoint("ep_2"),
+        attempt: attempt("msg_g", 2_300),
+    };
+    let pages = op(&store, "f4", apply("main", lost, 2_300)).await;
+    assert_eq!(
+        kinds(&pages),
+        [("ep_2", SvixAlert::MessagesExhausted, true)]
+    );
+    let pages = op(&store, "f5", apply("main", failing("msg_g", 2_400), 2_400)).await;
+    assert!(pages.is_empty(), "failing never un-loses: {pages:?}");
+    let rows = store.svix_endpoints().await.unwrap();
+    let ep2 = rows.iter().find(|r| r.endpoint_id == "ep_2").unwrap();
+    assert_eq!((ep2.failing, ep2.lost.len()), (0, 1), "{ep2:?}");
+    assert_eq!(ep2.lost[0].attempt_at, Some(at(2_300)));
+
+    let deleted = |id: &str, mapped: bool, ms| {
+        let mut a = apply("main", OpEvent::EndpointDeleted(endpoint(id)), ms);
+        a.event_type = "endpoint.deleted".into();
+        a.mapped = mapped;
+        a
+    };
+    let pages = op(&store, "x1", deleted("ep_mapped", true, 3_000)).await;
+    assert_eq!(
+        kinds(&pages),
+        [("ep_mapped", SvixAlert::EndpointDeleted, true)]
+    );
+    assert_eq!(pages[0].severity, Severity::Warning);
+    let pages = op(&store, "x2", deleted("ep_loose", false, 3_000)).await;
+    assert!(
+        pages.is_empty(),
+        "an unmapped deletion only records: {pages:?}"
+    );
+    let rows = store.svix_endpoints().await.unwrap();
+    for id in ["ep_mapped", "ep_loose"] {
+        let row = rows.iter().find(|r| r.endpoint_id == id).unwrap();
+        assert!(row.deleted, "{row:?}");
+    }
+    let outbox = svix_outbox(&store).await;
+    let kinds_queued: Vec<&str> = outbox.iter().map(|r| r.alert_kind.as_str()).collect();
+    assert_eq!(
+        kinds_queued,
+        [
+            "svix_endpoint_disabled",
+            "svix_endpoint_disabled",
+            "svix_endpoint_disabled",
+            "svix_endpoint_disabled",
+            "svix_endpoint_failing",
+            "svix_endpoint_failing",
+            "svix_messages_exhausted",
+            "svix_endpoint_deleted",
+        ]
     );
     store.close().await.unwrap();
 }
