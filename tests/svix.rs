@@ -524,9 +524,14 @@ fn svix_state_survives_kill_9() {
 
 /// The audit export lines of the Svix source `main`.
 fn audit_export(work: &Workdir) -> Vec<serde_json::Value> {
+    audit_export_with_env(work, &[])
+}
+
+fn audit_export_with_env(work: &Workdir, env: &[(&str, &str)]) -> Vec<serde_json::Value> {
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_hushwatch"))
         .args(["audit", "export", "--stream", "svix:main", "--config"])
         .arg(work.config_path())
+        .envs(env.iter().copied())
         .output()
         .unwrap();
     assert_eq!(
@@ -751,4 +756,426 @@ fn endpoints_past_the_cap_are_grouped_on_postgres() {
         &[("HW_PG_URL", url.as_str())],
         &|_| db.query("SELECT reason FROM outbox WHERE alert_kind LIKE 'svix_%' ORDER BY id"),
     );
+}
+
+// ---- Issue 31: Svix as the open-source server really behaves ----
+
+/// `message.attempt.*` exactly as the open-source `svix-server` 1.100 sent
+/// it in the issue-31 run: camelCase, no `endpointUid`, RFC 3339 with
+/// microseconds, `responseStatusCode` 0 for a connection error.
+fn oss_attempt(kind: &str, msg: &str, status: u16, at: &str) -> String {
+    format!(
+        r#"{{"data":{{"appId":"app_2pQOSSRunApp00000000000000","appUid":"clerk-app","endpointId":"{EP}","lastAttempt":{{"id":"atmpt_2pQOSSAttempt000000000000","responseStatusCode":{status},"timestamp":"{at}"}},"msgEventId":"evt_down_9","msgId":"{msg}"}},"type":"{kind}"}}"#
+    )
+}
+
+/// `endpoint.disabled` as the open-source server sends it: automatic only,
+/// no `trigger`, `endpointUid` null.
+fn oss_disabled() -> String {
+    format!(
+        r#"{{"data":{{"appId":"app_2pQOSSRunApp00000000000000","appUid":null,"endpointId":"{EP}","endpointUid":null,"failSince":"2026-12-01T18:29:19.969852Z"}},"type":"endpoint.disabled"}}"#
+    )
+}
+
+/// A Clerk delivery on `identity` whose `svix-id` is `msg` (a recover or a
+/// resend of that message).
+fn redeliver(addr: SocketAddr, msg: &str) {
+    let body = r#"{"type":"user.updated","object":"event","timestamp":1764618137000,"data":{"id":"user_2pQ"}}"#;
+    let reply = post_webhook(addr, "identity", SECRET, msg, now_unix(), body);
+    assert_eq!(reply.status, 200, "{}", reply.body);
+}
+
+fn hushwatch_check(work: &Workdir) -> (Option<i32>, String) {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_hushwatch"))
+        .args(["check", "--config"])
+        .arg(work.config_path())
+        .output()
+        .unwrap();
+    (
+        o.status.code(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        ),
+    )
+}
+
+/// Lost messages whose `svix-id` is later accepted on the stream are
+/// recovered: status, metric, one resolve page when the last arrives, the
+/// join in the audit chain; an exhausted event for a message that had
+/// already arrived is never lost; all of it survives a restart. Through the
+/// real binary on `store` (`""`: SQLite) with `env`; `pages` reads the
+/// outbox's Svix pages (alert_state, reason).
+fn lost_messages_are_recovered_by_their_redelivery(
+    store: &str,
+    env: &[(&str, &str)],
+    pages: &dyn Fn(&Workdir) -> Vec<(String, String)>,
+) {
+    // The join runs on the grouping timer: 1 s here.
+    let cfg = config().replace("admin_token", "group_window = \"1s\"\nadmin_token");
+    let work = Workdir::new(&format!("{cfg}{store}"));
+    let s = Sidecar::start_with_env(&work.config_path(), env);
+    let lost_metric =
+        format!(r#"hushwatch_svix_lost_messages{{endpoint_id="{EP}",source="main"}}"#);
+    for (i, msg) in ["msg_2pQlost1", "msg_2pQlost2"].iter().enumerate() {
+        let ex = oss_attempt(
+            "message.attempt.exhausted",
+            msg,
+            0,
+            "2026-12-01T19:42:17.551032Z",
+        );
+        let reply = send(s.addr, &format!("op_ex_{i}"), &ex, "svix");
+        assert_eq!(reply.status, 200, "{}", reply.body);
+    }
+    // The first exhaustion paged; the grouping timer adds the total.
+    wait_for(
+        std::time::Duration::from_secs(20),
+        "the grouped page",
+        || (pages(&work).len() == 2).then_some(()),
+    );
+    let first = pages(&work);
+    assert!(
+        first[0]
+            .1
+            .contains("last attempt at 2026-12-01T19:42:17Z (no HTTP response: status 0"),
+        "{}",
+        first[0].1
+    );
+    assert!(
+        first[0]
+            .1
+            .contains("on Svix Cloud's default schedule, about 27.6 h"),
+        "{}",
+        first[0].1
+    );
+    assert!(!first[0].1.contains("all 8 attempts"), "{}", first[0].1);
+    assert_eq!(metric(s.addr, &lost_metric), 2.0);
+
+    // A recover (or resend) delivers the first again with the same svix-id.
+    redeliver(s.addr, "msg_2pQlost1");
+    let ep = wait_for(std::time::Duration::from_secs(20), "the first join", || {
+        let ep = endpoint_status(s.addr);
+        (ep["recovered_total"] == 1).then_some(ep)
+    });
+    assert_eq!(ep["lost_messages"].as_array().unwrap().len(), 1, "{ep}");
+    assert_eq!(ep["lost_messages"][0]["msg_id"], "msg_2pQlost2");
+    assert_eq!(ep["recovered_messages"][0]["msg_id"], "msg_2pQlost1");
+    assert_eq!(ep["state"], "exhausted");
+    assert_eq!(metric(s.addr, &lost_metric), 1.0);
+    assert_eq!(pages(&work).len(), 2, "one still lost: no page");
+
+    redeliver(s.addr, "msg_2pQlost2");
+    let ep = wait_for(std::time::Duration::from_secs(20), "the last join", || {
+        let ep = endpoint_status(s.addr);
+        (ep["recovered_total"] == 2).then_some(ep)
+    });
+    assert_eq!(ep["state"], "ok", "{ep}");
+    assert_eq!(ep["lost_messages"], serde_json::json!([]));
+    assert_eq!(metric(s.addr, &lost_metric), 0.0);
+    let html = get(s.addr, "/").body;
+    assert!(
+        html.contains("2 lost message(s) recovered (redelivered)"),
+        "status page"
+    );
+
+    // Exhausted after its redelivery had been accepted (the receiver
+    // committed, Svix saw no 2xx in time): recovered at once, no page.
+    redeliver(s.addr, "msg_2pQlate");
+    let ex = oss_attempt(
+        "message.attempt.exhausted",
+        "msg_2pQlate",
+        0,
+        "2026-12-01T19:43:00.000001Z",
+    );
+    assert_eq!(send(s.addr, "op_ex_late", &ex, "svix").json()["pages"], 0);
+    let ep = endpoint_status(s.addr);
+    assert_eq!(
+        (ep["recovered_total"].clone(), ep["state"].clone()),
+        (3.into(), "ok".into()),
+        "{ep}"
+    );
+
+    // Restart: the state is the store's.
+    s.stop();
+    let s = Sidecar::start_with_env(&work.config_path(), env);
+    let ep = endpoint_status(s.addr);
+    assert_eq!(
+        (ep["recovered_total"].clone(), ep["state"].clone()),
+        (3.into(), "ok".into()),
+        "{ep}"
+    );
+    assert_eq!(metric(s.addr, &lost_metric), 0.0);
+    s.stop();
+
+    let all = pages(&work);
+    let resolves: Vec<&(String, String)> = all.iter().filter(|p| p.0 == "ok").collect();
+    assert_eq!(resolves.len(), 1, "one resolve page: {all:?}");
+    assert!(
+        resolves[0].1.contains(
+            "every lost message has since arrived: its svix-id was accepted on stream identity"
+        ),
+        "{}",
+        resolves[0].1
+    );
+    assert_eq!(all.len(), 3, "{all:?}");
+    // The joins are on the audit chain.
+    let joins: Vec<serde_json::Value> = audit_export_with_env(&work, env)
+        .into_iter()
+        .filter(|e| e["event_type"] == "hushwatch.svix.redelivered")
+        .collect();
+    assert_eq!(joins.len(), 3, "{joins:?}");
+    let text = serde_json::to_string(&joins).unwrap();
+    for msg in ["msg_2pQlost1", "msg_2pQlost2", "msg_2pQlate"] {
+        assert!(text.contains(msg), "{text}");
+    }
+}
+
+#[test]
+fn lost_messages_are_recovered_by_their_redelivery_on_sqlite() {
+    lost_messages_are_recovered_by_their_redelivery("", &[], &|work| {
+        svix_pages(work)
+            .into_iter()
+            .filter(|p| p.0 == "svix_messages_exhausted")
+            .map(|p| (p.2, p.3))
+            .collect()
+    });
+}
+
+#[test]
+fn lost_messages_are_recovered_by_their_redelivery_on_postgres() {
+    let Some(db) = pg::PgDb::create("svix_redelivered_postgres") else {
+        return;
+    };
+    let url = db.url.clone();
+    lost_messages_are_recovered_by_their_redelivery(
+        "\n[store]\nurl = \"${HW_PG_URL}\"\n",
+        &[("HW_PG_URL", url.as_str())],
+        &|_| {
+            db.query(
+                "SELECT alert_state || '|' || reason FROM outbox WHERE alert_kind = 'svix_messages_exhausted' ORDER BY id",
+            )
+            .into_iter()
+            .map(|l| {
+                let (state, reason) = l.split_once('|').unwrap();
+                (state.to_string(), reason.to_string())
+            })
+            .collect()
+        },
+    );
+}
+
+/// Ordering is decided by the payload's attempt timestamps, not arrival:
+/// `recovered` before the retried `failing` it followed ends ok (as the
+/// issue-31 run saw), and an `exhausted` arriving after a later
+/// `recovered` of the same message is old news; a later one is not.
+#[test]
+fn attempt_timestamps_decide_the_order_not_arrival() {
+    let work = Workdir::new(&config());
+    let s = InProcess::start(&work, chrono::Utc::now());
+    let recovered = oss_attempt(
+        "message.attempt.recovered",
+        "msg_2pQa",
+        204,
+        "2026-12-01T19:41:40.123456Z",
+    );
+    let failing = oss_attempt(
+        "message.attempt.failing",
+        "msg_2pQa",
+        0,
+        "2026-12-01T19:41:30.654321Z",
+    );
+    assert_eq!(send(s.addr, "o1", &recovered, "svix").json()["pages"], 0);
+    assert_eq!(send(s.addr, "o2", &failing, "svix").json()["pages"], 0);
+    let ep = endpoint_status(s.addr);
+    assert_eq!(
+        (ep["state"].clone(), ep["failing_messages"].clone()),
+        ("ok".into(), 0.into()),
+        "{ep}"
+    );
+
+    // Exhausted whose last attempt is older than the recovered attempt.
+    let old_exhausted = oss_attempt(
+        "message.attempt.exhausted",
+        "msg_2pQa",
+        0,
+        "2026-12-01T19:41:35.000001Z",
+    );
+    assert_eq!(
+        send(s.addr, "o3", &old_exhausted, "svix").json()["pages"],
+        0
+    );
+    let ep = endpoint_status(s.addr);
+    assert_eq!(
+        (ep["state"].clone(), ep["lost_messages"].clone()),
+        ("ok".into(), serde_json::json!([])),
+        "{ep}"
+    );
+
+    // Same microsecond-stamped order, other message: exhausted after it
+    // recovered, with a later attempt (a resend that failed again), is lost.
+    let recovered_b = oss_attempt(
+        "message.attempt.recovered",
+        "msg_2pQb",
+        204,
+        "2026-12-01T19:41:40.000000Z",
+    );
+    let exhausted_b = oss_attempt(
+        "message.attempt.exhausted",
+        "msg_2pQb",
+        0,
+        "2026-12-01T19:42:17.551032Z",
+    );
+    assert_eq!(send(s.addr, "o4", &recovered_b, "svix").json()["pages"], 0);
+    assert_eq!(send(s.addr, "o5", &exhausted_b, "svix").json()["pages"], 1);
+    assert_eq!(
+        endpoint_status(s.addr)["lost_messages"][0]["msg_id"],
+        "msg_2pQb"
+    );
+    s.stop();
+}
+
+/// Open-source server: no manual-disable event, no `endpoint.enabled`, no
+/// `trigger`; re-enabling sends only `endpoint.updated`, which clears only
+/// with `flavor = "oss"`, and the resolve page says what cleared it. On
+/// Cloud (the default) `clear_on = ["endpoint.updated"]` is ignored and
+/// `check` says so.
+#[test]
+fn endpoint_updated_clears_a_disable_only_on_the_open_source_flavor() {
+    let oss = config().replace(
+        "admin_token",
+        "flavor = \"oss\"\nclear_on = [\"endpoint.updated\"]\nadmin_token",
+    );
+    let work = Workdir::new(&oss);
+    let (code, said) = hushwatch_check(&work);
+    assert_eq!(code, Some(0), "{said}");
+    assert!(!said.contains("clear_on"), "{said}");
+    let s = InProcess::start(&work, chrono::Utc::now());
+    let reply = send(s.addr, "d1", &oss_disabled(), "svix");
+    assert_eq!(reply.json()["pages"], 1, "{}", reply.body);
+    let ep = endpoint_status(s.addr);
+    assert_eq!(
+        ep["disabled"]["trigger"], "automatic",
+        "no trigger: automatic"
+    );
+    assert_eq!(ep["disabled"]["fail_since"], "2026-12-01T18:29:19Z");
+    let updated = r#"{"data":{"appId":"app_2pQOSSRunApp00000000000000","appUid":null,"endpointId":"EP","endpointUid":null},"type":"endpoint.updated"}"#.replace("EP", EP);
+    assert_eq!(send(s.addr, "u1", &updated, "svix").json()["pages"], 1);
+    assert_eq!(endpoint_status(s.addr)["state"], "ok");
+    s.stop();
+    let pages = svix_pages(&work);
+    assert_eq!(pages.len(), 2, "{pages:?}");
+    assert_eq!(pages[0].1, "critical");
+    assert!(
+        pages[0].3.contains("failing since 2026-12-01T18:29:19Z"),
+        "{}",
+        pages[0].3
+    );
+    assert!(
+        pages[1].3.contains("cleared by endpoint.updated")
+            && pages[1]
+                .3
+                .contains("check in Svix that the endpoint is enabled"),
+        "{}",
+        pages[1].3
+    );
+
+    // Cloud (default flavor): the same line is ignored, and check says so.
+    let cloud = config().replace(
+        "admin_token",
+        "clear_on = [\"endpoint.updated\"]\nadmin_token",
+    );
+    let work = Workdir::new(&cloud);
+    let (code, said) = hushwatch_check(&work);
+    assert_eq!(code, Some(0), "{said}");
+    assert!(
+        said.contains(
+            "svix.main.clear_on: \"endpoint.updated\" is ignored with flavor = \"cloud\""
+        ),
+        "{said}"
+    );
+    let s = InProcess::start(&work, chrono::Utc::now());
+    assert_eq!(
+        send(s.addr, "d1", &oss_disabled(), "svix").json()["pages"],
+        1
+    );
+    assert_eq!(
+        send(s.addr, "u1", &updated, "svix").json()["pages"],
+        0,
+        "a rename does not resolve"
+    );
+    assert_eq!(endpoint_status(s.addr)["state"], "disabled");
+    let enabled = updated.replace("endpoint.updated", "endpoint.enabled");
+    assert_eq!(send(s.addr, "e1", &enabled, "svix").json()["pages"], 1);
+    s.stop();
+    let pages = svix_pages(&work);
+    assert!(
+        pages[1].3.contains("enabled again (endpoint.enabled)"),
+        "{}",
+        pages[1].3
+    );
+    let status = {
+        let s = InProcess::start(&work, chrono::Utc::now());
+        let v = get(s.addr, "/v1/status").json();
+        s.stop();
+        v
+    };
+    assert_eq!(status["svix"]["sources"]["main"]["flavor"], "cloud");
+}
+
+/// `endpointUid` is absent from OSS `message.attempt.*`: `check` warns
+/// about a uid-only mapping; the event is kept and shown as unmapped until
+/// an `endpoint.updated` shows the uid with its id, after which the stored
+/// pair maps the next event.
+#[test]
+fn a_uid_only_mapping_is_warned_and_unmapped_events_are_kept() {
+    let cfg = config().replace(
+        &format!("endpoints = {{ \"{EP}\" = \"identity\" }}"),
+        "endpoints = { \"identity-sidecar\" = \"identity\" }",
+    );
+    let work = Workdir::new(&cfg);
+    let (code, said) = hushwatch_check(&work);
+    assert_eq!(code, Some(0), "{said}");
+    assert!(
+        said.contains("svix.main.endpoints.identity-sidecar is not an endpoint id (ep_…), so it maps by endpointUid"),
+        "{said}"
+    );
+    let s = InProcess::start(&work, chrono::Utc::now());
+    let ex = oss_attempt(
+        "message.attempt.exhausted",
+        "msg_2pQu1",
+        0,
+        "2026-12-01T19:42:17.551032Z",
+    );
+    let reply = send(s.addr, "x1", &ex, "svix");
+    assert_eq!(reply.json()["status"], "accepted", "{}", reply.body);
+    let ep = endpoint_status(s.addr);
+    assert_eq!(
+        (ep["unmapped"].clone(), ep["mapped"].clone()),
+        (true.into(), false.into()),
+        "{ep}"
+    );
+    assert_eq!(
+        ep["lost_messages"][0]["msg_id"], "msg_2pQu1",
+        "kept, not dropped"
+    );
+    let html = get(s.addr, "/").body;
+    assert!(
+        html.contains("unmapped (filed under the source&#39;s first stream)")
+            || html.contains("unmapped (filed under the source's first stream)"),
+        "status page"
+    );
+
+    // endpoint.updated teaches the uid; from then on the endpoint maps.
+    let updated = format!(
+        r#"{{"data":{{"appId":"app_2pQOSSRunApp00000000000000","appUid":null,"endpointId":"{EP}","endpointUid":"identity-sidecar"}},"type":"endpoint.updated"}}"#
+    );
+    assert_eq!(send(s.addr, "u1", &updated, "svix").status, 200);
+    let ep = endpoint_status(s.addr);
+    assert_eq!(
+        (ep["unmapped"].clone(), ep["mapped"].clone()),
+        (false.into(), true.into()),
+        "{ep}"
+    );
+    s.stop();
 }

@@ -37,6 +37,13 @@ impl Svix {
             Some((id, uid)) => svix.stream_for(id, uid),
             None => (svix.streams.first().cloned().unwrap_or_default(), false),
         };
+        // A mapped endpoint feeds its stream; an unmapped one any of the
+        // source's streams, so a redelivery on any of them ends a loss.
+        let join_streams = if mapped {
+            vec![stream.clone()]
+        } else {
+            svix.streams.clone()
+        };
         SvixApply {
             source: svix.name.clone(),
             stream,
@@ -46,6 +53,9 @@ impl Svix {
             event_type: event_type.to_string(),
             mapped,
             now: self.core.clock.now(),
+            endpoint_map: Arc::new(svix.endpoints.clone()),
+            join_streams,
+            audit: self.core.config().audit.enabled,
         }
     }
 
@@ -165,7 +175,15 @@ impl Svix {
         let endpoints: Vec<Value> = rows
             .iter()
             .map(|row| {
-                let stream = config.svix.get(&row.source).map(|s| s.stream_for(&row.endpoint_id, row.endpoint_uid.as_deref()).0);
+                let source = config.svix.get(&row.source);
+                let mapping = source.map(|s| s.stream_for(&row.endpoint_id, row.endpoint_uid.as_deref()));
+                let stream = mapping.as_ref().map(|m| m.0.clone());
+                // Not matched by id or (stored) uid although the source maps
+                // endpoints: its events are kept, filed under the source's
+                // first stream, and shown as unmapped rather than dropped.
+                let unmapped = row.endpoint_id != GROUPED_ENDPOINT
+                    && source.is_some_and(|s| !s.endpoints.is_empty())
+                    && mapping.as_ref().is_some_and(|m| !m.1);
                 let state = if row.deleted {
                     "deleted"
                 } else if row.disabled.is_some() {
@@ -185,6 +203,8 @@ impl Svix {
                     "endpoint_uid": row.endpoint_uid,
                     "app_id": row.app_id,
                     "stream": stream,
+                    "mapped": mapping.as_ref().is_some_and(|m| m.1),
+                    "unmapped": unmapped,
                     "state": state,
                     "disabled": row.disabled.map(|t| json!({
                         "trigger": if t == crate::domain::svix::DisableTrigger::Manual { "manual" } else { "automatic" },
@@ -199,6 +219,14 @@ impl Svix {
                         "status_code": m.status_code,
                         "attempt_at": m.attempt_at.map(rfc),
                     })).collect::<Vec<_>>(),
+                    // Lost messages whose svix-id was later accepted on a
+                    // stream this endpoint feeds (the newest; total counts all).
+                    "recovered_total": row.recovered_total,
+                    "recovered_messages": row.recovered.iter().map(|m| json!({
+                        "msg_id": m.msg_id,
+                        "msg_event_id": m.msg_event_id,
+                        "recovered_at": m.recovered_at.map(rfc),
+                    })).collect::<Vec<_>>(),
                 })
             })
             .collect();
@@ -210,7 +238,13 @@ impl Svix {
             .map(|r| r.source.as_str())
             .collect();
         grouped_sources.dedup();
+        let sources: serde_json::Map<String, Value> = config
+            .svix
+            .values()
+            .map(|s| (s.name.clone(), json!({ "flavor": s.flavor.as_str() })))
+            .collect();
         Ok(json!({
+            "sources": sources,
             "max_endpoints_per_source": MAX_ENDPOINTS_PER_SOURCE,
             "grouped_sources": grouped_sources,
             "endpoints": endpoints,
@@ -218,8 +252,9 @@ impl Svix {
     }
 }
 
-/// Every `group_window`, one updated page per endpoint whose burst of
-/// exhausted messages grew since its last page.
+/// Every `group_window`: lost messages joined with their redelivery, and
+/// one updated page per endpoint whose burst of exhausted messages grew
+/// since its last page.
 pub async fn regroup_loop(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
     loop {
         let config = app.config();
@@ -238,11 +273,19 @@ pub async fn regroup_loop(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
         if super::replicas::housekeeping_term(&app).await.is_none() {
             continue;
         }
+        // Every endpoint with lost messages, not only those whose count
+        // grew: `svix_regroup` first joins lost messages with redeliveries
+        // accepted since (in its transaction, so on every replica and
+        // after a restart alike), then pages a grown count.
+        let Ok(rows) = app.store.svix_endpoints().await else {
+            continue;
+        };
         for svix in config.svix.values() {
-            let Ok(grown) = app.store.svix_grown(svix.name.clone()).await else {
-                continue;
-            };
-            for (id, uid) in grown {
+            let with_lost = rows
+                .iter()
+                .filter(|r| r.source == svix.name && !r.lost.is_empty())
+                .map(|r| (r.endpoint_id.clone(), r.endpoint_uid.clone()));
+            for (id, uid) in with_lost {
                 let apply =
                     app.svix()
                         .apply(svix, OpEvent::Other, "regroup", Some((&id, uid.as_deref())));

@@ -4,7 +4,7 @@
 //! to the outbox in that transaction too: an acknowledged operational
 //! webhook can never lose its page.
 
-use super::ops::{queue_keyed_pages, record_event, KeyedAlert};
+use super::ops::{delivery_hash, queue_keyed_pages, record_event, KeyedAlert};
 use super::{AlertState, EventOutcome, NewEvent, StoreError, Transition};
 use crate::domain::svix::{
     alert_changes, AlertChange, DisableTrigger, EndpointSummary, Severity, SvixAlert,
@@ -12,6 +12,8 @@ use crate::domain::svix::{
 use crate::ingest::svix_ops::{AttemptRef, EndpointRef, OpEvent, Trigger};
 use chrono::{DateTime, SecondsFormat, Utc};
 use rusqlite::{params, Connection, OptionalExtension};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
 pub(super) const MIGRATION: &str = "CREATE TABLE svix_endpoints (
         source          TEXT NOT NULL,
@@ -71,7 +73,32 @@ pub struct SvixApply {
     /// The endpoint is mapped to a stream in config: its deletion notifies.
     pub mapped: bool,
     pub now: DateTime<Utc>,
+    /// `[svix.NAME] endpoints` (id or uid → stream), for an endpoint whose
+    /// uid the event left out but an earlier event stored (see [`learned`]).
+    pub endpoint_map: Arc<BTreeMap<String, String>>,
+    /// The streams an accepted delivery on which ends a lost message (its
+    /// `svix-id` is the lost `msgId`): the mapped stream, or every stream
+    /// of the source for an unmapped endpoint.
+    pub join_streams: Vec<String>,
+    /// Append the join of a lost message with its redelivery to the audit
+    /// chain (`[audit] enabled`).
+    pub audit: bool,
 }
+
+/// `svix_messages.acknowledged` of a lost message whose id was later
+/// accepted on a stream the endpoint feeds (recovered by its redelivery);
+/// 1 is acknowledged by hand. No schema change: the column had no CHECK.
+pub const REDELIVERED: i64 = 2;
+
+/// The `event_type` of the audit entry (and of the apply) for that join.
+pub const REDELIVERED_EVENT: &str = "hushwatch.svix.redelivered";
+
+/// Lost messages recovered by redelivery listed per endpoint in
+/// `/v1/status` (the newest; `recovered_total` counts them all).
+pub const RECOVERED_SHOWN: i64 = 20;
+
+/// Message ids named in one join's audit entry (`msg_count` has them all).
+const JOIN_IDS_AUDITED: usize = 50;
 
 /// A page caused by an operational event, for logs and the caller.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,6 +118,17 @@ pub struct LostMessage {
     pub attempt_at: Option<DateTime<Utc>>,
 }
 
+/// A lost message whose `svix-id` was later accepted on a stream the
+/// endpoint feeds: no longer lost.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecoveredMessage {
+    pub msg_id: String,
+    pub msg_event_id: Option<String>,
+    /// When the join was made (the redelivery, or the exhausted event that
+    /// came after it).
+    pub recovered_at: Option<DateTime<Utc>>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SvixEndpointRow {
     pub source: String,
@@ -104,6 +142,69 @@ pub struct SvixEndpointRow {
     pub exhausted_total: u64,
     pub failing: u64,
     pub lost: Vec<LostMessage>,
+    /// The newest [`RECOVERED_SHOWN`] recovered by redelivery.
+    pub recovered: Vec<RecoveredMessage>,
+    pub recovered_total: u64,
+}
+
+/// The apply for an endpoint whose event left its uid out (the open-source
+/// server omits `endpointUid` from `message.attempt.*` and sends it null in
+/// `endpoint.disabled`), when an earlier event stored the uid and config
+/// maps that uid: the stored pair maps it, in the store, so every replica
+/// and a restart map it the same. None when nothing changes.
+pub(super) fn learned(a: &SvixApply, stored_uid: Option<&str>) -> Option<SvixApply> {
+    if a.mapped {
+        return None;
+    }
+    let stream = a.endpoint_map.get(stored_uid?)?;
+    let mut out = a.clone();
+    out.stream = stream.clone();
+    out.mapped = true;
+    out.join_streams = vec![stream.clone()];
+    Some(out)
+}
+
+/// Dedup keys under which a redelivery of `msg_id` would have been
+/// accepted: the `svix-id` of a signed webhook is the Svix message id that
+/// `message.attempt.exhausted` names as `msgId`, and the webhook route keys
+/// it as channel `webhook` on its stream (`store::ops::delivery_hash`).
+pub(super) fn redelivery_hashes(a: &SvixApply, msg_id: &str) -> Vec<String> {
+    a.join_streams
+        .iter()
+        .map(|stream| delivery_hash("webhook", stream, msg_id))
+        .collect()
+}
+
+/// The audit entry recording that `ids` (lost messages of `endpoint_id`)
+/// were joined with their accepted redelivery.
+pub(super) fn join_entry(a: &SvixApply, endpoint_id: &str, ids: &[String]) -> NewEvent {
+    let mut subject_ids = vec![
+        ("svix_source".to_string(), a.source.clone()),
+        ("endpoint_id".to_string(), endpoint_id.to_string()),
+        ("stream".to_string(), a.join_streams.join(",")),
+        ("msg_count".to_string(), ids.len().to_string()),
+    ];
+    subject_ids.extend(
+        ids.iter()
+            .take(JOIN_IDS_AUDITED)
+            .map(|id| ("msg_id".to_string(), id.clone())),
+    );
+    NewEvent {
+        stream: format!("svix:{}", a.source),
+        // No dedup key: the join happens once (the messages leave the lost
+        // set in the same transaction).
+        delivery_id: None,
+        event_type: REDELIVERED_EVENT.to_string(),
+        event_time: None,
+        received_at: a.now,
+        feeds_clock: false,
+        body_sha256: None,
+        channel: "svix",
+        signature_verified: false,
+        subject_ids,
+        audit: true,
+        access: None,
+    }
 }
 
 fn ms(t: DateTime<Utc>) -> i64 {
@@ -360,6 +461,42 @@ fn apply_event(
     Ok(Some((endpoint.endpoint_id.clone(), deleted)))
 }
 
+/// The retry schedule is configurable (`retry_schedule` in the open-source
+/// server; a run had 6 attempts in 41 s), so pages word what the payload
+/// said and give the default only as the Cloud default: immediately, 5 s,
+/// 5 min, 30 min, 2 h, 5 h, 10 h, 10 h = 27 h 35 min 5 s
+/// (https://docs.svix.com/retries). `message.attempt.failing` is "sent on
+/// the fourth failure" (svix crate, `MessageAttemptFailingEvent`).
+const SCHEDULE_NOTE: &str =
+    "How long that took depends on the schedule (on Svix Cloud's default schedule, about 27.6 h).";
+const SCHEDULE_NOTE_SHORT: &str = "on Svix Cloud's default schedule, about 27.6 h in all";
+
+/// "at 2026-12-01T19:42:17Z (no HTTP response: status 0)" from the
+/// payload's `lastAttempt`.
+fn attempt_words(at: Option<DateTime<Utc>>, status: u16) -> String {
+    let when = at.map(rfc).unwrap_or_else(|| "(time not reported)".into());
+    if status == 0 {
+        format!("at {when} (no HTTP response: status 0, a timeout or a refused connection)")
+    } else {
+        format!("at {when} (HTTP {status})")
+    }
+}
+
+/// What resolved a disabled alert, for its page: on the open-source server
+/// only `endpoint.updated` can stand for a re-enable, and it is sent for
+/// any change, so the page says to check.
+fn cleared_by(event_type: &str) -> String {
+    match event_type.strip_prefix("ingest.").unwrap_or(event_type) {
+        "endpoint.enabled" => "enabled again (endpoint.enabled).".to_string(),
+        "endpoint.updated" => "disabled alert cleared by endpoint.updated (clear_on, flavor = \"oss\": the open-source \
+            Svix server sends no endpoint.enabled). It sends endpoint.updated for any change too (a rename, a URL change, a \
+            secret rotation, a manual disable), so check in Svix that the endpoint is enabled."
+            .to_string(),
+        "endpoint.deleted" => "disabled alert cleared by endpoint.deleted (clear_on).".to_string(),
+        other => format!("disabled alert cleared by {other}."),
+    }
+}
+
 /// What a person should do, per alert. Shown in every page.
 pub(super) fn summary_text(
     a: &SvixApply,
@@ -418,8 +555,20 @@ fn summary_for(
     };
     if !change.firing {
         return match change.alert {
-            SvixAlert::EndpointDisabled => format!("{name} is enabled again. Recover failed messages and replay missing ones since it failed."),
-            SvixAlert::MessagesExhausted => format!("{name}: every lost message was acknowledged."),
+            SvixAlert::EndpointDisabled => {
+                format!("{name}: {} Recover failed messages and replay missing ones since it failed.", cleared_by(&a.event_type))
+            }
+            SvixAlert::MessagesExhausted => match a.event_type.as_str() {
+                REDELIVERED_EVENT => format!(
+                    "{name}: every lost message has since arrived: its svix-id was accepted on stream {} \
+                     (a recover or resend got through; Svix sends no event for that), so nothing is lost any more.",
+                    a.join_streams.join(", ")
+                ),
+                "message.attempt.recovered" | "ingest.message.attempt.recovered" => format!(
+                    "{name}: a later attempt delivered the last lost message (message.attempt.recovered)."
+                ),
+                _ => format!("{name}: every lost message was acknowledged."),
+            },
             SvixAlert::EndpointFailing => format!("{name}: no message is failing any more."),
             SvixAlert::EndpointDeleted => format!("{name} deletion cleared."),
         };
@@ -445,16 +594,30 @@ fn summary_for(
             }
         ),
         SvixAlert::MessagesExhausted => format!(
-            "{name}: {} message(s) used up all 8 attempts over ~27.6 h and are lost for this endpoint unless recovered \
-             (first: {}). Fix the receiver, then POST /api/v1/app/{app}/endpoint/{endpoint_id}/recover or resend each message; \
-             acknowledge with POST /v1/svix/{}/acknowledge once handled.",
+            "{name}: {} message(s) used up every attempt of the endpoint's retry schedule and are lost for this endpoint unless recovered \
+             (first: {}; last attempt {}). {SCHEDULE_NOTE} Fix the receiver, then POST /api/v1/app/{app}/endpoint/{endpoint_id}/recover \
+             or resend each message: a lost message whose svix-id hushwatch then accepts on stream {} counts as recovered by itself; \
+             acknowledge the others with POST /v1/svix/{}/acknowledge once handled.",
             row.lost.len(),
             row.lost.first().map(|m| m.msg_id.as_str()).unwrap_or("-"),
+            row.lost
+                .last()
+                .map(|m| attempt_words(m.attempt_at, m.status_code))
+                .unwrap_or_else(|| "not reported".into()),
+            a.join_streams.join(", "),
             a.source
         ),
         SvixAlert::EndpointFailing => format!(
-            "{name}: {} message(s) are failing (4th attempt failed); Svix keeps retrying for ~27 h. Check the receiver now.",
-            row.failing
+            "{name}: {} message(s) are failing (Svix reports a message's 4th failed attempt{}); Svix keeps retrying on the \
+             endpoint's retry schedule ({SCHEDULE_NOTE_SHORT}). Check the receiver now.",
+            row.failing,
+            match &a.event {
+                OpEvent::AttemptFailing { attempt, .. } => format!(
+                    "; last attempt {}",
+                    attempt_words(attempt.attempt_at, attempt.status_code)
+                ),
+                _ => String::new(),
+            }
         ),
         SvixAlert::EndpointDeleted => format!("{name} was DELETED in Svix: nothing will be delivered to it."),
     }
@@ -527,11 +690,29 @@ pub(super) fn record(
     let Some(real) = a.event.endpoint() else {
         return Ok((EventOutcome::Accepted, Vec::new()));
     };
+    let stored_uid: Option<String> = conn
+        .prepare_cached(
+            "SELECT endpoint_uid FROM svix_endpoints WHERE source = ?1 AND endpoint_id = ?2",
+        )?
+        .query_row(params![a.source, real.endpoint_id], |r| r.get(0))
+        .optional()?
+        .flatten();
+    let learned = learned(a, stored_uid.as_deref());
+    let a = learned.as_ref().unwrap_or(a);
     let endpoint_id = tracked_id(conn, &a.source, &real.endpoint_id, a.mapped)?;
     let before = summary(conn, &a.source, &endpoint_id)?;
     let Some((_, deleted)) = apply_event(conn, a, &endpoint_id)? else {
         return Ok((EventOutcome::Accepted, Vec::new()));
     };
+    // Exhausted after its redelivery was already accepted (the receiver
+    // committed but Svix saw no 2xx in time): never lost.
+    if let OpEvent::AttemptExhausted { attempt, .. } = &a.event {
+        let joined =
+            join_redelivered(conn, a, &endpoint_id, std::slice::from_ref(&attempt.msg_id))?;
+        if !joined.is_empty() && a.audit {
+            record_event(conn, &join_entry(a, &endpoint_id, &joined))?;
+        }
+    }
     let after = summary(conn, &a.source, &endpoint_id)?;
     let mut changes = alert_changes(&before, &after);
     if deleted && a.mapped {
@@ -563,8 +744,94 @@ pub(super) fn acknowledge(
         )?;
     }
     let after = summary(conn, &a.source, endpoint_id)?;
+    lower_lost_paged(conn, &a.source, endpoint_id, after.lost)?;
     let pages = queue_pages(conn, a, endpoint_id, &alert_changes(&before, &after))?;
     Ok((acked, after.lost, pages))
+}
+
+/// Marks the lost messages among `candidates` whose redelivery was
+/// accepted ([`redelivery_hashes`] in `seen_deliveries`) as recovered.
+/// Returns the ids it marked.
+fn join_redelivered(
+    conn: &Connection,
+    a: &SvixApply,
+    endpoint_id: &str,
+    candidates: &[String],
+) -> rusqlite::Result<Vec<String>> {
+    let mut seen = conn.prepare_cached("SELECT 1 FROM seen_deliveries WHERE hash = ?1")?;
+    let mut mark = conn.prepare_cached(
+        "UPDATE svix_messages SET acknowledged = ?5, received_at = ?4
+         WHERE source = ?1 AND endpoint_id = ?2 AND msg_id = ?3 AND state = 'exhausted' AND acknowledged = 0",
+    )?;
+    let mut joined = Vec::new();
+    for msg in candidates {
+        let mut arrived = false;
+        for hash in redelivery_hashes(a, msg) {
+            if seen.query_row([hash], |_| Ok(())).optional()?.is_some() {
+                arrived = true;
+                break;
+            }
+        }
+        if arrived
+            && mark.execute(params![a.source, endpoint_id, msg, ms(a.now), REDELIVERED])? == 1
+        {
+            joined.push(msg.clone());
+        }
+    }
+    Ok(joined)
+}
+
+/// Joins every lost message of `endpoint_id` with an accepted redelivery:
+/// the ones found stop being lost (status, `hushwatch_svix_lost_messages`),
+/// the join is audited, and when none is left the exhausted alert resolves
+/// with one page that says why. Svix sends nothing when a `recover` or
+/// `resend` succeeds, so this is the only way hushwatch learns it.
+fn redeliver(
+    conn: &Connection,
+    a: &SvixApply,
+    endpoint_id: &str,
+) -> Result<Vec<SvixPage>, StoreError> {
+    let lost: Vec<String> = conn
+        .prepare_cached(
+            "SELECT msg_id FROM svix_messages
+             WHERE source = ?1 AND endpoint_id = ?2 AND state = 'exhausted' AND acknowledged = 0",
+        )?
+        .query_map(params![a.source, endpoint_id], |r| r.get(0))?
+        .collect::<Result<_, _>>()?;
+    if lost.is_empty() {
+        return Ok(Vec::new());
+    }
+    let before = summary(conn, &a.source, endpoint_id)?;
+    let joined = join_redelivered(conn, a, endpoint_id, &lost)?;
+    if joined.is_empty() {
+        return Ok(Vec::new());
+    }
+    if a.audit {
+        record_event(conn, &join_entry(a, endpoint_id, &joined))?;
+    }
+    let after = summary(conn, &a.source, endpoint_id)?;
+    lower_lost_paged(conn, &a.source, endpoint_id, after.lost)?;
+    let a = SvixApply {
+        event_type: REDELIVERED_EVENT.to_string(),
+        ..a.clone()
+    };
+    queue_pages(conn, &a, endpoint_id, &alert_changes(&before, &after))
+}
+
+/// After messages left the lost set other than by a page, the count the
+/// last page gave is lowered to what is left, so that new exhaustions
+/// after that still regroup into an updated page.
+fn lower_lost_paged(
+    conn: &Connection,
+    source: &str,
+    endpoint_id: &str,
+    lost: u64,
+) -> rusqlite::Result<()> {
+    conn.execute(
+        "UPDATE svix_endpoints SET lost_paged = min(lost_paged, ?3) WHERE source = ?1 AND endpoint_id = ?2",
+        params![source, endpoint_id, lost as i64],
+    )?;
+    Ok(())
 }
 
 /// Endpoints (id, uid) whose lost count grew since their last page.
@@ -591,18 +858,21 @@ pub(super) fn regroup(
     a: &SvixApply,
     endpoint_id: &str,
 ) -> Result<Vec<SvixPage>, StoreError> {
+    // First what arrived since: a redelivered message is not paged as lost.
+    let mut pages = redeliver(conn, a, endpoint_id)?;
     let still_grown = grown(conn, &a.source)?
         .iter()
         .any(|(id, _)| id == endpoint_id);
     if !still_grown {
-        return Ok(Vec::new());
+        return Ok(pages);
     }
     let change = AlertChange {
         alert: SvixAlert::MessagesExhausted,
         firing: true,
         severity: Severity::Critical,
     };
-    queue_pages(conn, a, endpoint_id, &[change])
+    pages.extend(queue_pages(conn, a, endpoint_id, &[change])?);
+    Ok(pages)
 }
 
 fn endpoint_row(
@@ -623,12 +893,14 @@ pub(super) fn endpoints(
     let (source, endpoint) = only.map_or((None, None), |(s, e)| (Some(s), Some(e)));
     let mut stmt = conn.prepare_cached(
         "SELECT source, endpoint_id, app_id, endpoint_uid, disabled, disable_trigger, fail_since, disabled_at, deleted, exhausted_total,
-                (SELECT count(*) FROM svix_messages m WHERE m.source = e.source AND m.endpoint_id = e.endpoint_id AND m.state = 'failing')
+                (SELECT count(*) FROM svix_messages m WHERE m.source = e.source AND m.endpoint_id = e.endpoint_id AND m.state = 'failing'),
+                (SELECT count(*) FROM svix_messages m WHERE m.source = e.source AND m.endpoint_id = e.endpoint_id
+                   AND m.state = 'exhausted' AND m.acknowledged = ?3)
          FROM svix_endpoints e WHERE (?1 IS NULL OR source = ?1) AND (?2 IS NULL OR endpoint_id = ?2)
          ORDER BY source, endpoint_id",
     )?;
     let mut rows: Vec<SvixEndpointRow> = stmt
-        .query_map(params![source, endpoint], |r| {
+        .query_map(params![source, endpoint, REDELIVERED], |r| {
             let disabled: i64 = r.get(4)?;
             let trigger: Option<String> = r.get(5)?;
             Ok(SvixEndpointRow {
@@ -649,12 +921,19 @@ pub(super) fn endpoints(
                 exhausted_total: r.get::<_, i64>(9)? as u64,
                 failing: r.get::<_, i64>(10)? as u64,
                 lost: Vec::new(),
+                recovered: Vec::new(),
+                recovered_total: r.get::<_, i64>(11)? as u64,
             })
         })?
         .collect::<Result<_, _>>()?;
     let mut lost = conn.prepare_cached(
         "SELECT msg_id, msg_event_id, status_code, attempt_at FROM svix_messages
          WHERE source = ?1 AND endpoint_id = ?2 AND state = 'exhausted' AND acknowledged = 0 ORDER BY received_at, msg_id",
+    )?;
+    let mut recovered = conn.prepare_cached(
+        "SELECT msg_id, msg_event_id, received_at FROM svix_messages
+         WHERE source = ?1 AND endpoint_id = ?2 AND state = 'exhausted' AND acknowledged = ?3
+         ORDER BY received_at DESC, msg_id LIMIT ?4",
     )?;
     for row in &mut rows {
         row.lost = lost
@@ -667,6 +946,20 @@ pub(super) fn endpoints(
                 })
             })?
             .collect::<Result<_, _>>()?;
+        if row.recovered_total > 0 {
+            row.recovered = recovered
+                .query_map(
+                    params![row.source, row.endpoint_id, REDELIVERED, RECOVERED_SHOWN],
+                    |r| {
+                        Ok(RecoveredMessage {
+                            msg_id: r.get(0)?,
+                            msg_event_id: r.get(1)?,
+                            recovered_at: time(r.get(2)?),
+                        })
+                    },
+                )?
+                .collect::<Result<_, _>>()?;
+        }
     }
     Ok(rows)
 }

@@ -12,8 +12,9 @@ use crate::domain::svix::{
 use crate::ingest::svix_ops::{AttemptRef, EndpointRef, OpEvent, Trigger};
 use crate::store::ops::KeyedAlert;
 use crate::store::svix::{
-    summary_text, tracked, LostMessage, SvixApply, SvixEndpointRow, SvixPage, GROUPED_ENDPOINT,
-    MAX_ENDPOINTS_PER_SOURCE,
+    join_entry, learned, redelivery_hashes, summary_text, tracked, LostMessage, RecoveredMessage,
+    SvixApply, SvixEndpointRow, SvixPage, GROUPED_ENDPOINT, MAX_ENDPOINTS_PER_SOURCE,
+    RECOVERED_SHOWN, REDELIVERED, REDELIVERED_EVENT,
 };
 use crate::store::{AlertState, EventOutcome, NewEvent, StoreError, Transition};
 use chrono::DateTime;
@@ -354,12 +355,37 @@ pub(super) async fn record(
     let Some(real) = a.event.endpoint() else {
         return Ok((EventOutcome::Accepted, Vec::new()));
     };
+    let stored_uid: Option<String> = match opt(
+        tx,
+        "SELECT endpoint_uid FROM svix_endpoints WHERE source = $1 AND endpoint_id = $2",
+        &[&a.source, &real.endpoint_id],
+    )
+    .await?
+    {
+        Some(r) => get(&r, 0)?,
+        None => None,
+    };
+    let learned = learned(a, stored_uid.as_deref());
+    let a = learned.as_ref().unwrap_or(a);
     let endpoint_id = tracked_id(tx, &a.source, &real.endpoint_id, a.mapped).await?;
     lock_endpoint(tx, &a.source, &endpoint_id, Some(ms(a.now))).await?;
     let before = summary(tx, &a.source, &endpoint_id).await?;
     let Some((_, deleted)) = apply_event(tx, a, &endpoint_id).await? else {
         return Ok((EventOutcome::Accepted, Vec::new()));
     };
+    // Exhausted after its redelivery was already accepted: never lost
+    // (see `store::svix::record`).
+    if let OpEvent::AttemptExhausted { attempt, .. } = &a.event {
+        let joined =
+            join_redelivered(tx, a, &endpoint_id, std::slice::from_ref(&attempt.msg_id)).await?;
+        if !joined.is_empty() && a.audit {
+            // The head is locked already: the event itself was audited
+            // (both follow `[audit] enabled`), before the endpoint row.
+            let entry = join_entry(a, &endpoint_id, &joined);
+            lock_audit_head(tx, std::slice::from_ref(&entry)).await?;
+            record_event(tx, &entry).await?;
+        }
+    }
     let after = summary(tx, &a.source, &endpoint_id).await?;
     let mut changes = alert_changes(&before, &after);
     if deleted && a.mapped {
@@ -393,12 +419,100 @@ pub(super) async fn acknowledge(
         .await?;
     }
     let after = summary(tx, &a.source, endpoint_id).await?;
+    lower_lost_paged(tx, &a.source, endpoint_id, after.lost).await?;
     let pages = queue_pages(tx, a, endpoint_id, &alert_changes(&before, &after)).await?;
     Ok((
         usize::try_from(acked).unwrap_or(usize::MAX),
         after.lost,
         pages,
     ))
+}
+
+/// `store::svix::join_redelivered` on PostgreSQL.
+async fn join_redelivered(
+    tx: &Tx<'_>,
+    a: &SvixApply,
+    endpoint_id: &str,
+    candidates: &[String],
+) -> Result<Vec<String>, StoreError> {
+    let mut joined = Vec::new();
+    for msg in candidates {
+        let hashes = redelivery_hashes(a, msg);
+        let arrived = opt(
+            tx,
+            "SELECT 1 FROM seen_deliveries WHERE hash = ANY($1)",
+            &[&hashes],
+        )
+        .await?
+        .is_some();
+        if arrived
+            && exec(
+                tx,
+                "UPDATE svix_messages SET acknowledged = $5, received_at = $4
+                 WHERE source = $1 AND endpoint_id = $2 AND msg_id = $3 AND state = 'exhausted' AND acknowledged = 0",
+                &[&a.source, &endpoint_id, msg, &ms(a.now), &REDELIVERED],
+            )
+            .await?
+                == 1
+        {
+            joined.push(msg.clone());
+        }
+    }
+    Ok(joined)
+}
+
+/// `store::svix::redeliver` on PostgreSQL. The caller holds the audit head
+/// (when auditing) and then the endpoint row: the order every appending
+/// transaction takes them in.
+async fn redeliver(
+    tx: &Tx<'_>,
+    a: &SvixApply,
+    endpoint_id: &str,
+) -> Result<Vec<SvixPage>, StoreError> {
+    let lost: Vec<String> = rows(
+        tx,
+        "SELECT msg_id FROM svix_messages
+         WHERE source = $1 AND endpoint_id = $2 AND state = 'exhausted' AND acknowledged = 0",
+        &[&a.source, &endpoint_id],
+    )
+    .await?
+    .iter()
+    .map(|r| get(r, 0))
+    .collect::<Result<_, StoreError>>()?;
+    if lost.is_empty() {
+        return Ok(Vec::new());
+    }
+    let before = summary(tx, &a.source, endpoint_id).await?;
+    let joined = join_redelivered(tx, a, endpoint_id, &lost).await?;
+    if joined.is_empty() {
+        return Ok(Vec::new());
+    }
+    if a.audit {
+        record_event(tx, &join_entry(a, endpoint_id, &joined)).await?;
+    }
+    let after = summary(tx, &a.source, endpoint_id).await?;
+    lower_lost_paged(tx, &a.source, endpoint_id, after.lost).await?;
+    let a = SvixApply {
+        event_type: REDELIVERED_EVENT.to_string(),
+        ..a.clone()
+    };
+    queue_pages(tx, &a, endpoint_id, &alert_changes(&before, &after)).await
+}
+
+/// `store::svix::lower_lost_paged` on PostgreSQL.
+async fn lower_lost_paged(
+    tx: &Tx<'_>,
+    source: &str,
+    endpoint_id: &str,
+    lost: u64,
+) -> Result<(), StoreError> {
+    exec(
+        tx,
+        "UPDATE svix_endpoints SET lost_paged = LEAST(lost_paged, $3) WHERE source = $1 AND endpoint_id = $2",
+        &[&source, &endpoint_id, &i64::try_from(lost).unwrap_or(i64::MAX)],
+    )
+    .await?;
+    Ok(())
 }
 
 pub(super) async fn grown(
@@ -424,20 +538,27 @@ pub(super) async fn regroup(
     a: &SvixApply,
     endpoint_id: &str,
 ) -> Result<Vec<SvixPage>, StoreError> {
+    if a.audit {
+        let entry = join_entry(a, endpoint_id, &[]);
+        lock_audit_head(tx, std::slice::from_ref(&entry)).await?;
+    }
     lock_endpoint(tx, &a.source, endpoint_id, None).await?;
+    // First what arrived since: a redelivered message is not paged as lost.
+    let mut pages = redeliver(tx, a, endpoint_id).await?;
     let still_grown = grown(tx, &a.source)
         .await?
         .iter()
         .any(|(id, _)| id == endpoint_id);
     if !still_grown {
-        return Ok(Vec::new());
+        return Ok(pages);
     }
     let change = AlertChange {
         alert: SvixAlert::MessagesExhausted,
         firing: true,
         severity: Severity::Critical,
     };
-    queue_pages(tx, a, endpoint_id, &[change]).await
+    pages.extend(queue_pages(tx, a, endpoint_id, &[change]).await?);
+    Ok(pages)
 }
 
 pub(super) async fn endpoints(
@@ -449,10 +570,12 @@ pub(super) async fn endpoints(
     for r in rows(
         tx,
         "SELECT source, endpoint_id, app_id, endpoint_uid, disabled, disable_trigger, fail_since, disabled_at, deleted, exhausted_total,
-                (SELECT count(*) FROM svix_messages m WHERE m.source = e.source AND m.endpoint_id = e.endpoint_id AND m.state = 'failing')
+                (SELECT count(*) FROM svix_messages m WHERE m.source = e.source AND m.endpoint_id = e.endpoint_id AND m.state = 'failing'),
+                (SELECT count(*) FROM svix_messages m WHERE m.source = e.source AND m.endpoint_id = e.endpoint_id
+                   AND m.state = 'exhausted' AND m.acknowledged = $3)
          FROM svix_endpoints e WHERE ($1::TEXT IS NULL OR source = $1) AND ($2::TEXT IS NULL OR endpoint_id = $2)
          ORDER BY source, endpoint_id",
-        &[&source, &endpoint],
+        &[&source, &endpoint, &REDELIVERED],
     )
     .await?
     {
@@ -476,6 +599,8 @@ pub(super) async fn endpoints(
             exhausted_total: u64::try_from(get::<i64>(&r, 9)?).unwrap_or(0),
             failing: u64::try_from(get::<i64>(&r, 10)?).unwrap_or(0),
             lost: Vec::new(),
+            recovered: Vec::new(),
+            recovered_total: u64::try_from(get::<i64>(&r, 11)?).unwrap_or(0),
         });
     }
     for row in &mut out {
@@ -497,6 +622,25 @@ pub(super) async fn endpoints(
             })
         })
         .collect::<Result<_, StoreError>>()?;
+        if row.recovered_total > 0 {
+            row.recovered = rows(
+                tx,
+                "SELECT msg_id, msg_event_id, received_at FROM svix_messages
+                 WHERE source = $1 AND endpoint_id = $2 AND state = 'exhausted' AND acknowledged = $3
+                 ORDER BY received_at DESC, msg_id LIMIT $4",
+                &[&row.source, &row.endpoint_id, &REDELIVERED, &RECOVERED_SHOWN],
+            )
+            .await?
+            .iter()
+            .map(|r| {
+                Ok(RecoveredMessage {
+                    msg_id: get(r, 0)?,
+                    msg_event_id: get(r, 1)?,
+                    recovered_at: time(get(r, 2)?),
+                })
+            })
+            .collect::<Result<_, StoreError>>()?;
+        }
     }
     Ok(out)
 }
