@@ -439,6 +439,9 @@ async fn a_svix_acknowledgement_is_audited_when_it_acknowledged(db: TestDb) {
         event_type: "message.attempt.exhausted".into(),
         mapped: true,
         now: at(1_000),
+        endpoint_map: Default::default(),
+        join_streams: vec!["identity".into()],
+        audit: true,
     };
     let exhausted = OpEvent::AttemptExhausted {
         endpoint: endpoint.clone(),
@@ -1588,3 +1591,17 @@ mod revocations;
 
 /// Provider text holding NUL, encoded once before either backend.
 mod nul;
+
+/// Svix endpoint state: grouped exhausted pages, acknowledgements and the
+/// shared `other` row past the per-source cap (`store::svix`).
+mod svix_endpoints;
+
+/// Provider subscriptions and their warning alert (`store::subscriptions`).
+mod subscription_alerts;
+
+/// The engine's name, counters and queue depth, and the replica feed's
+/// changed-row cursor (`Backend::streams_changed`).
+mod engine;
+
+/// Issue #28: a test that fails when a `Backend` method has no case here.
+mod coverage;
