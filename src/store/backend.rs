@@ -342,6 +342,34 @@ pub trait Backend: Send + Sync + 'static {
     /// Deletes the gap counts of days before `before`.
     async fn prune_gap_counts(&self, before: chrono::NaiveDate) -> StoreResult<usize>;
 
+    /// Issue #30: claims an `Idempotency-Key` record at `now`, or says who
+    /// has it (see `store::idempotency`); one statement, so of concurrent
+    /// callers on any replica exactly one gets `Claimed`.
+    async fn idempotency_begin(
+        &self,
+        key: super::idempotency::IdempotencyKey,
+        now: DateTime<Utc>,
+    ) -> StoreResult<super::idempotency::Begun>;
+
+    /// Stores the 2xx answer of the claim made at `started`; false when
+    /// that claim is no longer the record's.
+    async fn idempotency_finish(
+        &self,
+        key: super::idempotency::IdempotencyKey,
+        started: DateTime<Utc>,
+        answer: super::idempotency::StoredAnswer,
+    ) -> StoreResult<bool>;
+
+    /// Deletes the `running` record of the claim made at `started`.
+    async fn idempotency_release(
+        &self,
+        key: super::idempotency::IdempotencyKey,
+        started: DateTime<Utc>,
+    ) -> StoreResult<bool>;
+
+    /// Deletes the records expired at `now`.
+    async fn prune_idempotency(&self, now: DateTime<Utc>) -> StoreResult<usize>;
+
     /// Streams whose arrival a commit moved, on any replica.
     fn changes(&self) -> broadcast::Receiver<Change>;
 

@@ -1605,3 +1605,6 @@ mod engine;
 
 /// Issue #28: a test that fails when a `Backend` method has no case here.
 mod coverage;
+
+/// `Idempotency-Key` records of the operator routes (`store::idempotency`).
+mod idempotency;

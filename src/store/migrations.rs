@@ -146,6 +146,8 @@ pub(crate) const STEPS: &[Step] = &[
         sqlite: None,
         postgres: Some(pg::STREAM_CHANGES),
     },
+    // Issue #30: Idempotency-Key records of the operator routes.
+    Step::both("0019_idempotency_keys", super::idempotency::MIGRATION),
 ];
 
 /// Frozen: what SQLite's positional `user_version` N stood for (the first

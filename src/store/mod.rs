@@ -17,6 +17,7 @@ pub(crate) use arrivals::moved_streams;
 pub mod audit;
 pub mod backend;
 pub mod gaps;
+pub mod idempotency;
 pub mod ladder;
 mod ops;
 pub mod pg;

@@ -387,6 +387,38 @@ impl Backend for SqliteBackend {
         self.call(move |c| super::gaps::prune(c, before)).await
     }
 
+    async fn idempotency_begin(
+        &self,
+        key: super::idempotency::IdempotencyKey,
+        now: DateTime<Utc>,
+    ) -> StoreResult<super::idempotency::Begun> {
+        self.call(move |c| super::idempotency::begin(c, &key, now))
+            .await
+    }
+
+    async fn idempotency_finish(
+        &self,
+        key: super::idempotency::IdempotencyKey,
+        started: DateTime<Utc>,
+        answer: super::idempotency::StoredAnswer,
+    ) -> StoreResult<bool> {
+        self.call(move |c| super::idempotency::finish(c, &key, started, &answer))
+            .await
+    }
+
+    async fn idempotency_release(
+        &self,
+        key: super::idempotency::IdempotencyKey,
+        started: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        self.call(move |c| super::idempotency::release(c, &key, started))
+            .await
+    }
+
+    async fn prune_idempotency(&self, now: DateTime<Utc>) -> StoreResult<usize> {
+        self.call(move |c| super::idempotency::prune(c, now)).await
+    }
+
     async fn svix_grown(&self, source: String) -> StoreResult<Vec<(String, Option<String>)>> {
         self.call(move |c| svix::grown(c, &source)).await
     }

@@ -15,6 +15,7 @@ mod batch;
 mod bulk;
 pub mod clock;
 mod gaps;
+mod idempotency;
 mod ladder;
 pub mod migrate;
 mod ops;
@@ -474,6 +475,36 @@ impl Backend for PgBackend {
 
     async fn prune_gap_counts(&self, before: chrono::NaiveDate) -> StoreResult<usize> {
         in_tx!(self, |tx| gaps::prune(&tx, before).await?)
+    }
+
+    async fn idempotency_begin(
+        &self,
+        key: crate::store::idempotency::IdempotencyKey,
+        now: DateTime<Utc>,
+    ) -> StoreResult<crate::store::idempotency::Begun> {
+        in_tx!(self, |tx| idempotency::begin(&tx, &key, now).await?)
+    }
+
+    async fn idempotency_finish(
+        &self,
+        key: crate::store::idempotency::IdempotencyKey,
+        started: DateTime<Utc>,
+        answer: crate::store::idempotency::StoredAnswer,
+    ) -> StoreResult<bool> {
+        in_tx!(self, |tx| idempotency::finish(&tx, &key, started, &answer)
+            .await?)
+    }
+
+    async fn idempotency_release(
+        &self,
+        key: crate::store::idempotency::IdempotencyKey,
+        started: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        in_tx!(self, |tx| idempotency::release(&tx, &key, started).await?)
+    }
+
+    async fn prune_idempotency(&self, now: DateTime<Utc>) -> StoreResult<usize> {
+        in_tx!(self, |tx| idempotency::prune(&tx, now).await?)
     }
 
     async fn svix_grown(&self, source: String) -> StoreResult<Vec<(String, Option<String>)>> {

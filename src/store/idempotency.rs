@@ -1,0 +1,249 @@
+//! `Idempotency-Key` records for the operator routes (issue #30; the HTTP
+//! side is `http::idempotency`).
+//!
+//! A record is keyed by the SHA-256 of (credential, method + route
+//! template, key), so no raw key and no token is ever stored, and holds
+//! the SHA-256 of the request it answered (method, path and query, body).
+//! Its life: `begin` inserts it as `running` (or finds it), the route runs,
+//! then `finish` stores a 2xx answer as `done`, or `release` deletes it
+//! (any other answer, so a retry runs again). Everything expires [`TTL`]
+//! after it began and is pruned by housekeeping.
+//!
+//! `begin` is one statement, an upsert on the primary key: of several
+//! callers (threads or replicas sharing a PostgreSQL database) presenting
+//! the same key at once exactly one gets `Claimed`. PostgreSQL's
+//! `INSERT … ON CONFLICT` waits for a concurrent uncommitted insert of the
+//! same key and then takes the conflict path ("either inserts or updates,
+//! but never both … atomic outcome", <https://www.postgresql.org/docs/current/sql-insert.html#SQL-ON-CONFLICT>);
+//! SQLite has one writer.
+
+use chrono::{DateTime, TimeDelta, Utc};
+use rusqlite::{params, Connection, OptionalExtension};
+
+use super::{Store, StoreError};
+use crate::audit::chain::to_hex;
+
+/// How long a record (and so a replay) lives after its call began. Clients
+/// retry within minutes; a day covers a retrying job run from a daily cron
+/// without growing the table with every call ever made.
+pub const TTL: TimeDelta = TimeDelta::hours(24);
+
+/// A `running` record older than this is taken over by the next call with
+/// its key: the call that wrote it died (a crash, a lost connection)
+/// without finishing. A route runs for at most a few store timeouts (10 s
+/// each) once its body is read, so a live call is never overtaken.
+pub const LEASE: TimeDelta = TimeDelta::seconds(120);
+
+/// Migration step (SQLite and PostgreSQL alike: only portable types, so
+/// `migrate-store` copies it column by column).
+pub(crate) const MIGRATION: &str = "CREATE TABLE idempotency_keys (
+        key_sha256     TEXT PRIMARY KEY,
+        request_sha256 TEXT NOT NULL,
+        state          TEXT NOT NULL,
+        status         INTEGER,
+        content_type   TEXT,
+        body           TEXT,
+        started_at     BIGINT NOT NULL,
+        expires_at     BIGINT NOT NULL
+    );
+    CREATE INDEX idempotency_keys_by_expiry ON idempotency_keys(expires_at);";
+
+/// One call's identity: hashes only (see the module documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IdempotencyKey {
+    /// SHA-256 of (credential, method + route template, key).
+    pub key_sha256: [u8; 32],
+    /// SHA-256 of (method, path and query, body).
+    pub request_sha256: [u8; 32],
+}
+
+/// A stored successful answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredAnswer {
+    pub status: u16,
+    pub content_type: String,
+    pub body: String,
+}
+
+/// What [`Store::idempotency_begin`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Begun {
+    /// This call owns the key now; run it. The instant is its claim, to
+    /// give back to `finish` or `release`.
+    Claimed(DateTime<Utc>),
+    /// Another call with this key has not finished yet.
+    Running,
+    /// The key answered a different request.
+    Mismatch,
+    /// The key's answer, to replay.
+    Done(StoredAnswer),
+}
+
+/// `$1` key, `$2` request, `$3` now, `$4` expires, `$5` stale before. Takes
+/// over an expired record, or a `running` one whose lease ran out.
+pub(crate) const BEGIN_SQL: &str = "INSERT INTO idempotency_keys
+         (key_sha256, request_sha256, state, status, content_type, body, started_at, expires_at)
+     VALUES ($1, $2, 'running', NULL, NULL, NULL, $3, $4)
+     ON CONFLICT (key_sha256) DO UPDATE SET
+         request_sha256 = excluded.request_sha256, state = 'running', status = NULL,
+         content_type = NULL, body = NULL, started_at = excluded.started_at,
+         expires_at = excluded.expires_at
+     WHERE idempotency_keys.expires_at <= $3
+        OR (idempotency_keys.state = 'running' AND idempotency_keys.started_at <= $5)
+     RETURNING key_sha256";
+pub(crate) const FIND_SQL: &str =
+    "SELECT request_sha256, state, status, content_type, body FROM idempotency_keys
+     WHERE key_sha256 = $1";
+pub(crate) const FINISH_SQL: &str = "UPDATE idempotency_keys
+     SET state = 'done', status = $1, content_type = $2, body = $3
+     WHERE key_sha256 = $4 AND request_sha256 = $5 AND state = 'running' AND started_at = $6";
+pub(crate) const RELEASE_SQL: &str = "DELETE FROM idempotency_keys
+     WHERE key_sha256 = $1 AND request_sha256 = $2 AND state = 'running' AND started_at = $3";
+pub(crate) const PRUNE_SQL: &str = "DELETE FROM idempotency_keys WHERE expires_at <= $1";
+
+/// The stored (hex) forms of a key's two hashes.
+pub(crate) fn hex(key: &IdempotencyKey) -> (String, String) {
+    (to_hex(&key.key_sha256), to_hex(&key.request_sha256))
+}
+
+/// The row `FIND_SQL` read, as an answer to `begin` (`None`: no row).
+pub(crate) fn found(
+    request: &str,
+    row: Option<(String, String, Option<i32>, Option<String>, Option<String>)>,
+) -> Result<Begun, StoreError> {
+    let Some((stored_request, state, status, content_type, body)) = row else {
+        // Released between the upsert and this read: the other call
+        // answered with an error and a retry may run; say "busy, retry".
+        return Ok(Begun::Running);
+    };
+    if stored_request != request {
+        return Ok(Begun::Mismatch);
+    }
+    match (state.as_str(), status, content_type, body) {
+        ("running", ..) => Ok(Begun::Running),
+        ("done", Some(status), Some(content_type), Some(body)) => Ok(Begun::Done(StoredAnswer {
+            status: u16::try_from(status)
+                .map_err(|_| StoreError::Sql(format!("stored status {status} out of range")))?,
+            content_type,
+            body,
+        })),
+        (state, ..) => Err(StoreError::Sql(format!(
+            "idempotency record in unknown state {state:?}"
+        ))),
+    }
+}
+
+pub(super) fn begin(
+    conn: &Connection,
+    key: &IdempotencyKey,
+    now: DateTime<Utc>,
+) -> Result<Begun, StoreError> {
+    let (k, r) = hex(key);
+    let at = now.timestamp_millis();
+    let claimed = conn
+        .prepare_cached(BEGIN_SQL)?
+        .query_row(
+            params![
+                k,
+                r,
+                at,
+                (now + TTL).timestamp_millis(),
+                (now - LEASE).timestamp_millis()
+            ],
+            |row| row.get::<_, String>(0),
+        )
+        .optional()?;
+    if claimed.is_some() {
+        return Ok(Begun::Claimed(now));
+    }
+    let row = conn
+        .prepare_cached(FIND_SQL)?
+        .query_row([&k], |row| {
+            Ok((
+                row.get(0)?,
+                row.get(1)?,
+                row.get(2)?,
+                row.get(3)?,
+                row.get(4)?,
+            ))
+        })
+        .optional()?;
+    found(&r, row)
+}
+
+pub(super) fn finish(
+    conn: &Connection,
+    key: &IdempotencyKey,
+    started: DateTime<Utc>,
+    answer: &StoredAnswer,
+) -> Result<bool, StoreError> {
+    let (k, r) = hex(key);
+    let n = conn.prepare_cached(FINISH_SQL)?.execute(params![
+        i32::from(answer.status),
+        answer.content_type,
+        answer.body,
+        k,
+        r,
+        started.timestamp_millis()
+    ])?;
+    Ok(n == 1)
+}
+
+pub(super) fn release(
+    conn: &Connection,
+    key: &IdempotencyKey,
+    started: DateTime<Utc>,
+) -> Result<bool, StoreError> {
+    let (k, r) = hex(key);
+    let n = conn
+        .prepare_cached(RELEASE_SQL)?
+        .execute(params![k, r, started.timestamp_millis()])?;
+    Ok(n == 1)
+}
+
+pub(super) fn prune(conn: &Connection, now: DateTime<Utc>) -> Result<usize, StoreError> {
+    Ok(conn
+        .prepare_cached(PRUNE_SQL)?
+        .execute([now.timestamp_millis()])?)
+}
+
+/// Millisecond resolution, as stored: the claim instant must compare equal
+/// to what `finish` and `release` match on.
+fn stored_now(store: &Store) -> DateTime<Utc> {
+    let now = store.clock.now();
+    DateTime::from_timestamp_millis(now.timestamp_millis()).unwrap_or(now)
+}
+
+impl Store {
+    /// Claims `key` for a call, or says why not (see [`Begun`]).
+    pub async fn idempotency_begin(&self, key: IdempotencyKey) -> Result<Begun, StoreError> {
+        self.backend.idempotency_begin(key, stored_now(self)).await
+    }
+
+    /// Stores the successful answer of the call that claimed `key` at
+    /// `started`; false when the claim was lost (its lease ran out and
+    /// another call took the key over).
+    pub async fn idempotency_finish(
+        &self,
+        key: IdempotencyKey,
+        started: DateTime<Utc>,
+        answer: StoredAnswer,
+    ) -> Result<bool, StoreError> {
+        self.backend.idempotency_finish(key, started, answer).await
+    }
+
+    /// Forgets the claim, so a retry with `key` runs again.
+    pub async fn idempotency_release(
+        &self,
+        key: IdempotencyKey,
+        started: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        self.backend.idempotency_release(key, started).await
+    }
+
+    /// Deletes the records that expired by now; how many went.
+    pub async fn prune_idempotency(&self) -> Result<usize, StoreError> {
+        let now = self.clock.now();
+        self.backend.prune_idempotency(now).await
+    }
+}
