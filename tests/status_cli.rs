@@ -152,6 +152,67 @@ fn status_exits_0_when_ok_and_1_when_a_stream_fires() {
     s.stop();
 }
 
+/// Issue #27: the row says who acknowledged the firing stream and who
+/// silenced it, until when; the line under it gives the zone and the
+/// comment. Line for line, as the docs show it (Operating → `hushwatch status`).
+#[test]
+fn status_says_who_acknowledged_and_who_silenced_a_firing_stream() {
+    let work = Workdir::new(&config(false).replace(
+        "listen = \"127.0.0.1:0\"",
+        "listen = \"127.0.0.1:0\"\nadmin_token = \"admin-token-cli\"",
+    ));
+    let s = InProcess::start(&work, utc(MONDAY_10_TOKYO));
+    let url = format!("http://{}", s.addr);
+    assert_eq!(report(s.addr, "e1"), 200);
+    s.set_time(utc("2026-11-30T17:05:00+09:00"));
+    wait_for(std::time::Duration::from_secs(30), "firing", || {
+        (stream_status(s.addr, "identity")["state"] == "firing").then_some(())
+    });
+    let admin = [("authorization", "Bearer admin-token-cli")];
+    let r = request(
+        s.addr,
+        "POST",
+        "/v1/streams/identity/acknowledge",
+        &admin,
+        br#"{"created_by": "ana", "comment": "on it"}"#,
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let (code, out, err) = status_cli(&url);
+    assert_eq!(code, 1, "still firing: {out}{err}");
+    assert_eq!(
+        out.lines().take(5).collect::<Vec<_>>(),
+        [
+            "hushwatch NOT OK: 1 of 1 stream(s) firing (1 acknowledged), as of 2026-11-30 08:05:00 UTC",
+            "STREAM    STATE                        SILENCE/THRESHOLD  CLOCK    LAST EVENT",
+            "identity  FIRING (acked by ana 17:05)  7h05m/6h (100%)    running  user.created 7h05m ago",
+            "  FIRING for 1h05m (silent for 7h05m of business time)",
+            "  acknowledged by ana at Mon 17:05 Asia/Tokyo · 08:05 UTC: \u{201c}on it\u{201d}",
+        ]
+    );
+    let r = request(
+        s.addr,
+        "POST",
+        "/v1/silences",
+        &admin,
+        br#"{"streams": ["identity"], "duration": "2h", "comment": "IdP migration", "created_by": "bob"}"#,
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    let (code, out, err) = status_cli(&url);
+    assert_eq!(code, 1, "{out}{err}");
+    assert_eq!(
+        out.lines().take(6).collect::<Vec<_>>(),
+        [
+            "hushwatch NOT OK: 1 of 1 stream(s) firing (1 acknowledged), as of 2026-11-30 08:05:00 UTC",
+            "STREAM    STATE                                                     SILENCE/THRESHOLD  CLOCK    LAST EVENT",
+            "identity  FIRING (acked by ana 17:05; silenced until 19:05 by bob)  7h05m/6h (100%)    running  user.created 7h05m ago",
+            "  FIRING for 1h05m (silent for 7h05m of business time)",
+            "  acknowledged by ana at Mon 17:05 Asia/Tokyo · 08:05 UTC: \u{201c}on it\u{201d}",
+            "  silenced until Mon 19:05 Asia/Tokyo · 10:05 UTC by bob: \u{201c}IdP migration\u{201d}",
+        ]
+    );
+    s.stop();
+}
+
 #[test]
 fn status_exits_3_when_nothing_answers_http_or_the_port_is_not_the_admin_one() {
     // A listener that accepts and hangs up: a port with no hushwatch behind.

@@ -134,6 +134,7 @@ fn run_chromium(browser: &Path, extra: &[String], url: &str) -> String {
 struct Browser {
     path: PathBuf,
     base: String,
+    addr: std::net::SocketAddr,
 }
 
 impl Browser {
@@ -143,31 +144,127 @@ impl Browser {
         let dom = run_chromium(&self.path, &["--dump-dom".to_string()], &self.base);
         assert!(dom.contains("<h1>hushwatch status</h1>"), "{dom}");
         let dir = output_dir();
-        let mut sizes = vec![("", "1280,1600")];
+        let file = dir.join(format!("{state}.png"));
+        let _ = std::fs::remove_file(&file);
+        run_chromium(
+            &self.path,
+            &[
+                "--window-size=1280,1600".to_string(),
+                format!("--screenshot={}", file.display()),
+            ],
+            &self.base,
+        );
+        assert!(
+            file.exists(),
+            "screenshot {} was not written",
+            file.display()
+        );
         if phone {
-            sizes.push(("-phone", "390,2400"));
-        }
-        for (suffix, size) in sizes {
-            let file = dir.join(format!("{state}{suffix}.png"));
-            let _ = std::fs::remove_file(&file);
-            run_chromium(
-                &self.path,
-                &[
-                    format!("--window-size={size}"),
-                    format!("--screenshot={}", file.display()),
-                ],
-                &self.base,
-            );
-            assert!(
-                file.exists(),
-                "screenshot {} was not written",
-                file.display()
-            );
+            self.probe(&format!("{state}-phone"), PHONE);
         }
         std::fs::write(dir.join(format!("{state}.html")), &dom).unwrap();
         dom
     }
+
+    /// The page as a person sees it in a viewport `width` px wide: what the
+    /// layout measured (see [`PROBE`]), and a screenshot `{name}.png`.
+    ///
+    /// Headless Chromium never makes its window narrower than 500 px (a
+    /// `--window-size=390,…` screenshot is the left 390 px of a 500-px
+    /// layout), and the page's policy allows no script. So the page, as
+    /// served, goes into the `srcdoc` of a `width`-px iframe in a local
+    /// harness file: the same HTML and stylesheet laid out in a true
+    /// `width`-px viewport, measured by the harness's script.
+    fn probe(&self, name: &str, width: u32) -> serde_json::Value {
+        let page = get(self.addr, "/");
+        assert_eq!(page.status, 200);
+        // The harness must not reload itself while it is looked at.
+        let html = page
+            .body
+            .replace("<meta http-equiv=\"refresh\" content=\"10\">", "");
+        let srcdoc = html.replace('&', "&amp;").replace('"', "&quot;");
+        let harness = format!(
+            "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><style>body{{margin:0}}iframe{{border:0;display:block}}</style></head>\
+             <body><iframe id=\"f\" width=\"{width}\" height=\"3000\" srcdoc=\"{srcdoc}\"></iframe><script>{PROBE}</script></body></html>"
+        );
+        let dir = output_dir();
+        let file = dir.join(format!("{name}.harness.html"));
+        std::fs::write(&file, harness).unwrap();
+        let url = format!("file://{}", file.display());
+        let window = format!("--window-size={width},3000");
+        let dom = run_chromium(&self.path, &[window.clone(), "--dump-dom".into()], &url);
+        let at = dom
+            .find("data-probe=\"")
+            .unwrap_or_else(|| panic!("no probe result: {dom}"))
+            + 12;
+        let end = dom[at..].find('"').unwrap() + at;
+        let json = dom[at..end]
+            .replace("&quot;", "\"")
+            .replace("&lt;", "<")
+            .replace("&gt;", ">")
+            .replace("&nbsp;", "\u{a0}")
+            .replace("&#39;", "'")
+            .replace("&amp;", "&");
+        let probe: serde_json::Value = serde_json::from_str(&json).expect(&json);
+        let shot = dir.join(format!("{name}.png"));
+        let _ = std::fs::remove_file(&shot);
+        run_chromium(
+            &self.path,
+            &[window, format!("--screenshot={}", shot.display())],
+            &url,
+        );
+        assert!(
+            shot.exists(),
+            "screenshot {} was not written",
+            shot.display()
+        );
+        // What any width must give: nothing wider than the screen, no short
+        // identifier broken over two lines, no diamond cut by the picture's
+        // edge, and the newest diamond inside the visible part of its strip.
+        assert!(
+            probe["scrollWidth"].as_i64().unwrap() <= i64::from(width),
+            "{name}: the page is wider than {width} px: {probe}"
+        );
+        assert_eq!(probe["clientWidth"], width, "{name}: {probe}");
+        assert_eq!(probe["broken"], serde_json::json!([]), "{name}: {probe}");
+        assert_eq!(probe["clipped"], 0, "{name}: diamonds cut off: {probe}");
+        assert_eq!(probe["hiddenNewest"], 0, "{name}: {probe}");
+        probe
+    }
 }
+
+/// A phone's CSS width.
+const PHONE: u32 = 390;
+
+/// Runs in the harness once the page has loaded in its iframe; leaves what
+/// it measured as JSON in `data-probe` on the harness body.
+const PROBE: &str = r#"
+const f = document.getElementById('f');
+f.addEventListener('load', () => {
+  const d = f.contentDocument, root = d.documentElement;
+  const inside = (r, b) => r.left >= b.left - 0.5 && r.right <= b.right + 0.5 && r.top >= b.top - 0.5 && r.bottom <= b.bottom + 0.5;
+  const rows = {};
+  d.querySelectorAll('#streams tbody tr').forEach(tr => { rows[tr.id] = tr.innerText; });
+  const broken = [...d.querySelectorAll('.ident')]
+    .filter(c => c.getClientRects().length > 1).map(c => c.textContent);
+  let clipped = 0, hiddenNewest = 0, diamonds = 0;
+  d.querySelectorAll('svg.timeline').forEach(svg => {
+    const box = svg.getBoundingClientRect(), seen = svg.parentElement.getBoundingClientRect();
+    const crosses = [...svg.querySelectorAll('path.cross')];
+    diamonds += crosses.length;
+    crosses.forEach(p => { if (!inside(p.getBoundingClientRect(), box)) clipped++; });
+    const newest = crosses[crosses.length - 1];
+    if (newest && !inside(newest.getBoundingClientRect(), seen)) hiddenNewest++;
+  });
+  const howto = d.getElementById('how-to-ack');
+  document.body.setAttribute('data-probe', JSON.stringify({
+    scrollWidth: root.scrollWidth, clientWidth: root.clientWidth,
+    summary: d.getElementById('summary').innerText,
+    howto: howto ? howto.innerText : null,
+    rows, broken, clipped, hiddenNewest, diamonds,
+  }));
+});
+"#;
 
 /// A webhook receiver on 127.0.0.1 that refuses every page with 404.
 fn refusing_receiver() -> std::net::SocketAddr {
@@ -279,6 +376,7 @@ fn each_state_reads_right_in_a_real_browser() {
     let browser = Browser {
         path,
         base: format!("http://{}/", s.addr),
+        addr: s.addr,
     };
 
     // 1. OK in business hours: an event at 10:00, looked at 12:13.
@@ -345,7 +443,7 @@ fn each_state_reads_right_in_a_real_browser() {
     );
     assert!(row.contains("FIRING for 1h05m"), "{row}");
     assert!((bar_width(row) - 100.0).abs() < 0.01);
-    assert!(dom.contains("FIRING: 1 of 1 streams silent too long"));
+    assert!(dom.contains("FIRING: identity \u{2014} 1 of 1 streams silent too long"));
     assert!(
         dom.contains("data-crossings=\"1\""),
         "threshold crossing marked"
@@ -386,6 +484,120 @@ fn each_state_reads_right_in_a_real_browser() {
     assert!(dom.contains("DISABLED (automatic)"), "{dom}");
     assert!(dom.contains("1 Svix endpoint(s) need attention"));
     assert_no_secrets(&dom);
+    s.stop();
+}
+
+/// Issue #27: a second responder must see at a glance that someone is on
+/// a firing stream. Firing, then acknowledged, then silenced, each looked
+/// at in a 1280-px and a 390-px (phone) viewport: the banner names the
+/// stream and who took it, the row says who and until when, the "how to
+/// acknowledge" line shows until someone does, `user.deleted` stays on one
+/// line, nothing is wider than the phone, and the threshold diamond is whole.
+#[test]
+fn who_is_on_a_firing_stream_reads_at_desktop_and_phone_width() {
+    let Some(path) = chromium() else { return };
+    let text = config("http://127.0.0.1:9/unused").replace(
+        "data_dir = \"data\"",
+        "data_dir = \"data\"\nadmin_token = \"admin-token-for-ack\"",
+    );
+    let work = Workdir::new(&text);
+    let s = InProcess::start(&work, utc("2026-11-30T09:00:00+09:00"));
+    let browser = Browser {
+        path,
+        base: format!("http://{}/", s.addr),
+        addr: s.addr,
+    };
+    let admin = [("Authorization", "Bearer admin-token-for-ack")];
+    s.set_time(utc("2026-11-30T10:00:00+09:00"));
+    signed_event(&s, "msg_1", "user.deleted");
+    // 6 h of business time end at 16:00 Tokyo; looked at 17:05.
+    s.set_time(utc("2026-11-30T17:05:00+09:00"));
+    wait_for(Duration::from_secs(60), "firing", || {
+        (stream_status(s.addr, "identity")["state"] == "firing").then_some(())
+    });
+
+    for width in [1280, PHONE] {
+        let p = browser.probe(&format!("5-firing-{width}"), width);
+        let summary = p["summary"].as_str().unwrap();
+        assert!(
+            summary.starts_with("FIRING: identity \u{2014} 1 of 1 streams"),
+            "{p}"
+        );
+        let howto = p["howto"].as_str().expect("how to acknowledge is shown");
+        assert!(
+            howto.contains("hushwatch ack --stream identity --comment \"looking into it\""),
+            "{p}"
+        );
+        assert!(
+            howto.contains("POST /v1/streams/identity/acknowledge"),
+            "{p}"
+        );
+        let row = p["rows"]["stream-identity"].as_str().unwrap();
+        assert!(row.contains("FIRING since Mon 16:00 Asia/Tokyo"), "{p}");
+        assert!(row.contains("user.deleted"), "{p}");
+        assert!(!row.contains("ACKNOWLEDGED"), "{p}");
+        assert!(
+            p["diamonds"].as_i64().unwrap() >= 2,
+            "week and last 24 h: {p}"
+        );
+    }
+
+    s.set_time(utc("2026-11-30T17:10:00+09:00"));
+    let r = request(
+        s.addr,
+        "POST",
+        "/v1/streams/identity/acknowledge",
+        &admin,
+        br#"{"created_by": "ana", "comment": "on it: IdP console"}"#,
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let status = stream_status(s.addr, "identity");
+    assert_eq!(status["acknowledged"]["by"], "ana", "{status}");
+    assert_eq!(status["silenced"], serde_json::Value::Null, "{status}");
+    for width in [1280, PHONE] {
+        let p = browser.probe(&format!("6-acknowledged-{width}"), width);
+        assert!(
+            p["summary"]
+                .as_str()
+                .unwrap()
+                .starts_with("FIRING: identity (acknowledged by ana) \u{2014} 1 of 1"),
+            "{p}"
+        );
+        assert_eq!(p["howto"], serde_json::Value::Null, "{p}");
+        let row = p["rows"]["stream-identity"].as_str().unwrap();
+        assert!(row.contains("ACKNOWLEDGED"), "{p}");
+        assert!(
+            row.contains("acknowledged by ana at Mon 17:10 Asia/Tokyo · 08:10 UTC: \u{201c}on it: IdP console\u{201d}"),
+            "{p}"
+        );
+    }
+
+    let r = request(
+        s.addr,
+        "POST",
+        "/v1/silences",
+        &admin,
+        br#"{"streams": ["identity"], "duration": "2h", "comment": "IdP migration", "created_by": "bob"}"#,
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    let status = stream_status(s.addr, "identity");
+    assert_eq!(status["silenced"]["by"], "bob", "{status}");
+    assert_eq!(status["silenced"]["quiet_page"], true, "{status}");
+    for width in [1280, PHONE] {
+        let p = browser.probe(&format!("7-silenced-{width}"), width);
+        assert!(
+            p["summary"].as_str().unwrap().starts_with(
+                "FIRING: identity (acknowledged by ana, silenced until Mon 19:10 Asia/Tokyo by bob)"
+            ),
+            "{p}"
+        );
+        let row = p["rows"]["stream-identity"].as_str().unwrap();
+        assert!(row.contains("SILENCED"), "{p}");
+        assert!(
+            row.contains("silenced until Mon 19:10 Asia/Tokyo · 10:10 UTC by bob: \u{201c}IdP migration\u{201d}"),
+            "{p}"
+        );
+    }
     s.stop();
 }
 

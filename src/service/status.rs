@@ -34,6 +34,7 @@ impl App {
         if let Some(operator) = self.operator().status().await {
             doc["operator"] = operator;
         }
+        self.add_operator_facts(&mut doc).await;
         if let Some(replicas) = self.replicas() {
             doc["replicas"] = replicas.status();
         }
@@ -47,6 +48,63 @@ impl App {
             }
         }
         doc
+    }
+
+    /// Puts on each stream's entry who is on it (issue #27): `acknowledged`
+    /// (the current firing episode's acknowledgement) and `silenced` (the
+    /// active operator silence holding its pages, preferring one that holds
+    /// its "silent too long" page, then the one that ends last); `null` for
+    /// neither. The same store reads and the same matching as the
+    /// `hushwatch_stream_silenced` gauge. When the store cannot be read the
+    /// `operator` section says so, rather than every row reading as "nobody
+    /// is on it".
+    async fn add_operator_facts(&self, doc: &mut Value) {
+        use crate::domain::alert_kind::AlertKind;
+        use crate::store::silences::PAGE_KINDS;
+        let now = self.clock.now();
+        let (silences, acks) = match (
+            self.store.silences(now).await,
+            self.store.current_acks().await,
+        ) {
+            (Ok(s), Ok(a)) => (s, a),
+            (Err(e), _) | (_, Err(e)) => {
+                tracing::error!(error = %e, "status: silences or acknowledgements unreadable");
+                doc["operator"] = json!({ "error": "silences and acknowledgements unreadable" });
+                return;
+            }
+        };
+        let rfc = |t: DateTime<Utc>| t.to_rfc3339_opts(SecondsFormat::Millis, true);
+        let quiet = AlertKind::Silence.as_str();
+        let Some(streams) = doc["streams"].as_array_mut() else {
+            return;
+        };
+        for s in streams {
+            let name = s["name"].as_str().unwrap_or_default().to_owned();
+            let ack = acks.iter().find(|a| a.stream == name);
+            s["acknowledged"] = ack.map_or(Value::Null, |a| {
+                json!({
+                    "by": a.created_by,
+                    "at": rfc(a.created_at),
+                    "comment": a.comment,
+                    "episode_started_at": rfc(a.started_at),
+                })
+            });
+            let silence = silences
+                .iter()
+                .filter(|x| x.active_at(now) && PAGE_KINDS.iter().any(|k| x.matches(&name, k)))
+                .max_by_key(|x| (x.matches(&name, quiet), x.ends_at));
+            s["silenced"] = silence.map_or(Value::Null, |x| {
+                json!({
+                    "id": x.id,
+                    "until": rfc(x.ends_at),
+                    "by": x.created_by,
+                    "comment": x.comment,
+                    "kinds": x.kinds,
+                    // False: only other pages of the stream (Svix, …) are held.
+                    "quiet_page": x.matches(&name, quiet),
+                })
+            });
+        }
     }
 
     /// Puts each reconciled stream's `reconciliation` block into its entry

@@ -46,6 +46,19 @@ pub fn displayable(s: &str) -> String {
     s.chars().filter(|&c| !hidden(c)).collect()
 }
 
+/// [`displayable`] text cut to at most `max` characters ("…" marks the
+/// cut): request text (an author, a comment) of up to a kilobyte must not
+/// stretch a table row; the full text is shown where it has room.
+pub fn short(s: &str, max: usize) -> String {
+    let s = displayable(s);
+    if s.chars().count() <= max {
+        return s;
+    }
+    let mut out: String = s.chars().take(max.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
 /// A duration as a person reads it at a glance: the two largest units,
 /// rounded down ("2h13m", "3d4h", "47m", "12s"). Negative counts as zero.
 pub fn human_duration(d: TimeDelta) -> String {
@@ -177,6 +190,13 @@ mod tests {
             "user.\u{202e}detaleb\u{2066}x\u{2069}\u{200f}\u{feff}\u{1b}[31m\u{85}\u{e0041}.ok";
         assert_eq!(displayable(hostile), "user.detalebx[31m.ok");
         assert_eq!(displayable("ユーザー.作成 ✓"), "ユーザー.作成 ✓");
+    }
+
+    #[test]
+    fn short_cuts_long_request_text_and_drops_hidden_characters() {
+        assert_eq!(short("ana", 5), "ana");
+        assert_eq!(short("a\u{202e}bcdefgh", 5), "abcd…");
+        assert_eq!(short("abcde", 5), "abcde");
     }
 
     #[test]

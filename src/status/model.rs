@@ -69,6 +69,34 @@ pub struct Operator {
     pub silences: Vec<OperatorSilence>,
     #[serde(default)]
     pub acknowledgements: Vec<Acknowledgement>,
+    /// The store could not be read: nobody can tell who is on what.
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+/// A stream's `acknowledged` block: who took its current firing episode.
+#[derive(Debug, Clone, Deserialize)]
+pub struct StreamAck {
+    pub by: String,
+    pub at: DateTime<Utc>,
+    #[serde(default)]
+    pub comment: String,
+}
+
+/// A stream's `silenced` block: the active silence holding its pages.
+#[derive(Debug, Clone, Deserialize)]
+pub struct StreamSilence {
+    pub id: i64,
+    pub until: DateTime<Utc>,
+    pub by: String,
+    #[serde(default)]
+    pub comment: String,
+    #[serde(default)]
+    pub kinds: Vec<String>,
+    /// True when it holds the stream's "silent too long" page; false when
+    /// only its other pages (Svix, reconciliation, …) are held.
+    #[serde(default = "yes")]
+    pub quiet_page: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -92,6 +120,11 @@ pub struct Acknowledgement {
     pub comment: String,
     pub created_at: DateTime<Utc>,
 }
+
+/// Longest author and comment a stream's row shows (the API takes up to
+/// 1024 bytes of each; the operator section shows them whole).
+pub const AUTHOR_CHARS: usize = 40;
+pub const COMMENT_CHARS: usize = 120;
 
 fn yes() -> bool {
     true
@@ -133,6 +166,12 @@ pub struct StreamStatus {
     /// Only for a stream with `[streams.X.reconcile]`.
     #[serde(default)]
     pub reconciliation: Option<ReconciliationStatus>,
+    /// Who acknowledged the current firing episode (issue #27).
+    #[serde(default)]
+    pub acknowledged: Option<StreamAck>,
+    /// The active operator silence over this stream's pages (issue #27).
+    #[serde(default)]
+    pub silenced: Option<StreamSilence>,
 }
 
 /// What a `learned` threshold came from.
@@ -185,6 +224,47 @@ impl StreamStatus {
         self.state == "firing"
     }
 
+    /// The acknowledgement, only while the stream fires (an older server
+    /// or a race may still send one for a resolved episode).
+    pub fn ack(&self) -> Option<&StreamAck> {
+        self.acknowledged.as_ref().filter(|_| self.firing())
+    }
+
+    /// "acknowledged by ana at Tue 13:10 Asia/Tokyo · 04:10 UTC" and
+    /// "silenced until Tue 15:00 Asia/Tokyo · 06:00 UTC by bob", with the
+    /// comment; request text as sent (renderers drop hidden characters).
+    pub fn who_is_on_it(&self, now: DateTime<Utc>) -> Vec<String> {
+        use super::format::{short, zoned_and_utc};
+        let tz = self.tz();
+        let quote = |c: &str| {
+            let c = short(c.trim(), COMMENT_CHARS);
+            if c.is_empty() {
+                String::new()
+            } else {
+                format!(": \u{201c}{c}\u{201d}")
+            }
+        };
+        let mut out = Vec::new();
+        if let Some(a) = self.ack() {
+            out.push(format!(
+                "acknowledged by {} at {}{}",
+                short(&a.by, AUTHOR_CHARS),
+                zoned_and_utc(a.at, tz, now),
+                quote(&a.comment)
+            ));
+        }
+        if let Some(s) = &self.silenced {
+            out.push(format!(
+                "{} until {} by {}{}",
+                s.what(),
+                zoned_and_utc(s.until, tz, now),
+                short(&s.by, AUTHOR_CHARS),
+                quote(&s.comment)
+            ));
+        }
+        out
+    }
+
     /// The calendar's zone; UTC when the server did not say or named one
     /// this build does not know.
     pub fn tz(&self) -> chrono_tz::Tz {
@@ -200,6 +280,19 @@ impl StreamStatus {
             return 1.0;
         }
         (self.business_silence_seconds as f64 / self.threshold_seconds as f64).clamp(0.0, 1.0)
+    }
+}
+
+impl StreamSilence {
+    /// "silenced", "silenced (pages: silence)" or, when the quiet page
+    /// still goes out, "other pages silenced (svix_*)".
+    pub fn what(&self) -> String {
+        let all = self.kinds.is_empty() || self.kinds.iter().any(|k| k == "*");
+        match (self.quiet_page, all) {
+            (true, true) => "silenced".to_string(),
+            (true, false) => format!("silenced (pages: {})", self.kinds.join(", ")),
+            (false, _) => format!("other pages silenced ({})", self.kinds.join(", ")),
+        }
     }
 }
 
@@ -272,6 +365,13 @@ pub struct SvixEndpoint {
     pub failing_messages: u64,
     #[serde(default)]
     pub lost_messages: Vec<LostMessage>,
+    /// Lost messages whose svix-id was later accepted on a stream the
+    /// endpoint feeds (issue 31).
+    #[serde(default)]
+    pub recovered_total: u64,
+    /// Matched by neither id nor uid although the source maps endpoints.
+    #[serde(default)]
+    pub unmapped: bool,
 }
 
 impl SvixEndpoint {

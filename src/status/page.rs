@@ -3,11 +3,11 @@
 //! Every string that came from config or from events (event types arrive in
 //! request bodies) goes through `esc`.
 
-use super::format::{human_duration, utc, zoned, zoned_and_utc};
-use super::model::{ReconciliationStatus, StatusDoc, StreamStatus, SvixEndpoint};
+use super::format::{displayable, human_duration, short, utc, zoned, zoned_and_utc};
+use super::model::{ReconciliationStatus, StatusDoc, StreamStatus, SvixEndpoint, AUTHOR_CHARS};
 use super::timeline::Timeline;
 use base64::Engine;
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::{DateTime, DurationRound, TimeDelta, Timelike, Utc};
 use chrono_tz::Tz;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -30,22 +30,26 @@ table{border-collapse:collapse;width:100%}
 th,td{text-align:left;vertical-align:top;padding:.5rem;border-bottom:1px solid var(--line)}
 thead th{font-size:.85rem;color:var(--muted)}
 .badge{display:inline-block;font-weight:700;padding:.1rem .45rem;border-radius:.3rem;color:#fff}
-.badge.ok{background:var(--ok)}.badge.firing{background:var(--bad)}.badge.warn{background:var(--warn)}
+.badge.ok{background:var(--ok)}.badge.firing{background:var(--bad)}.badge.warn{background:var(--warn)}.badge.acked{background:var(--warn)}.badge.silenced{background:var(--muted)}
+.who{margin:.3rem 0 0;font-size:.9rem}.who li{margin:.15rem 0}.who ul{margin:0;padding-left:1.1rem}
+.howto{border-left:.4rem solid var(--warn);padding:.1rem .75rem;margin:.6rem 0}.howto p{margin:.3rem 0}.howto pre{margin:.3rem 0;white-space:pre-wrap}
 @media (prefers-color-scheme:dark){.badge{color:#0d1117}}
 svg.bar{display:block;width:100%;max-width:22rem;height:.8rem;margin:.2rem 0}
 .bar .track{fill:var(--track)}.bar .fill{fill:var(--ok)}.bar .fill.near{fill:var(--warn)}.bar .fill.over{fill:var(--bad)}
 .scroll{overflow-x:auto;direction:rtl}svg.timeline{direction:ltr;display:block;width:100%;min-width:640px;height:auto}
-.timeline .bg{fill:var(--track)}.timeline .biz{fill:var(--biz)}.timeline .tick{stroke:var(--tick);stroke-width:1.5}
-.timeline .cross{fill:var(--bad)}.timeline .unwatched{fill:var(--bg);opacity:.6}.timeline .day{stroke:var(--line)}.timeline text{fill:var(--muted);font-size:11px}
+.timeline .bg{fill:var(--track)}.timeline .biz{fill:var(--biz)}.timeline .tick{stroke:var(--tick);stroke-width:2px;vector-effect:non-scaling-stroke}
+.timeline .cross{fill:var(--bad);stroke:var(--bg);stroke-width:1.5}.timeline .now{stroke:var(--fg);stroke-dasharray:3 2}.timeline text.strip{font-weight:600;fill:var(--fg)}.timeline .unwatched{fill:var(--bg);opacity:.6}.timeline .day{stroke:var(--line)}.timeline text{fill:var(--muted);font-size:11px}
 figure{margin:0 0 1rem}figcaption{font-weight:600}
-code{font-size:.9em;word-break:break-all}
+code{font-size:.9em}
+.ident{white-space:nowrap}.long{overflow-wrap:anywhere}
 @media (max-width:760px){
  table.stack thead{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0)}
  table.stack,table.stack tbody,table.stack tr,table.stack th,table.stack td{display:block;width:100%}
  table.stack caption{display:block;text-align:left}
  table.stack tr{border:1px solid var(--line);border-radius:.4rem;margin:0 0 .8rem;padding:.2rem}
- table.stack td,table.stack th{border:0}
+ table.stack td,table.stack th{border:0;overflow-wrap:anywhere}
  table.stack td::before{content:attr(data-label);display:block;font-size:.8rem;color:var(--muted)}
+ .timeline text{font-size:16px}
 }
 "#;
 
@@ -131,6 +135,9 @@ pub fn render(doc: &StatusDoc, timelines: &BTreeMap<String, Timeline>) -> String
     h
 }
 
+/// Firing streams the banner names; the rest are counted.
+const BANNER_NAMES: usize = 5;
+
 fn summary(h: &mut String, doc: &StatusDoc, firing: usize) {
     let total = doc.streams.len();
     let svix_alerts = doc
@@ -139,8 +146,38 @@ fn summary(h: &mut String, doc: &StatusDoc, firing: usize) {
         .map_or(0, |s| s.endpoints.iter().filter(|e| e.alerting()).count());
     let mut parts = Vec::new();
     if firing > 0 {
+        // The banner names who is silent and who is on it, so a second
+        // responder sees at a glance that someone already is (issue #27).
+        let mut names: Vec<String> = doc
+            .streams
+            .iter()
+            .filter(|s| s.firing())
+            .take(BANNER_NAMES)
+            .map(|s| {
+                let mut on_it = Vec::new();
+                if let Some(a) = s.ack() {
+                    on_it.push(format!("acknowledged by {}", short(&a.by, AUTHOR_CHARS)));
+                }
+                if let Some(x) = s.silenced.as_ref().filter(|x| x.quiet_page) {
+                    on_it.push(format!(
+                        "silenced until {} by {}",
+                        zoned(x.until, s.tz(), doc.now),
+                        short(&x.by, AUTHOR_CHARS)
+                    ));
+                }
+                if on_it.is_empty() {
+                    s.name.clone()
+                } else {
+                    format!("{} ({})", s.name, on_it.join(", "))
+                }
+            })
+            .collect();
+        if firing > BANNER_NAMES {
+            names.push(format!("and {} more", firing - BANNER_NAMES));
+        }
         parts.push(format!(
-            "FIRING: {firing} of {total} streams silent too long"
+            "FIRING: {} \u{2014} {firing} of {total} streams silent too long",
+            names.join(", ")
         ));
     } else {
         parts.push(format!("OK: all {total} streams within their thresholds"));
@@ -158,7 +195,78 @@ fn summary(h: &mut String, doc: &StatusDoc, firing: usize) {
         if bad { " bad" } else { "" },
         esc(&parts.join(" · "))
     );
+    how_to_acknowledge(h, doc);
 }
+
+/// How to tell the others "I am on it", shown while a firing stream has
+/// no acknowledgement: the CLI command and the API route, for the first
+/// such stream (`hushwatch ack`, `POST /v1/streams/{stream}/acknowledge`,
+/// both behind `[server] admin_token`).
+fn how_to_acknowledge(h: &mut String, doc: &StatusDoc) {
+    let Some(s) = doc.streams.iter().find(|s| s.firing() && s.ack().is_none()) else {
+        return;
+    };
+    let _ = write!(
+        h,
+        "<div class=\"howto\" id=\"how-to-ack\"><p>Taking this on? Acknowledge it, so nobody else starts on it too \
+         (this also stops the episode's reminders and escalations):</p>\
+         <pre><code class=\"long\">hushwatch ack --stream {} --comment \"looking into it\"</code></pre>\
+         <p class=\"note\">Needs the admin token in <code>$HUSHWATCH_ADMIN_TOKEN</code>; add <code>--config</code> or \
+         <code>--url</code> to reach the admin listener. Over HTTP: <code class=\"long\">POST /v1/streams/{}/acknowledge</code> \
+         with the admin token as a Bearer token and a body like \
+         <code class=\"long\">{{\"created_by\": \"you\", \"comment\": \"looking into it\"}}</code>.</p></div>",
+        esc(&shell_word(&s.name)),
+        esc(&path_segment(&s.name)),
+    );
+}
+
+/// `name` as one shell word: as is when it holds only characters a shell
+/// leaves alone (config names are `[A-Za-z0-9_.-]`), else single-quoted.
+fn shell_word(name: &str) -> String {
+    if !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+    {
+        name.to_string()
+    } else {
+        format!("'{}'", name.replace('\'', "'\\''"))
+    }
+}
+
+/// `name` percent-encoded for a URL path segment.
+fn path_segment(name: &str) -> String {
+    let mut out = String::new();
+    for b in name.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-') {
+            out.push(b as char);
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+    out
+}
+
+/// A short identifier (an event type, an id) stays whole: it never wraps
+/// mid-word (`user.dele`/`ted`); a long one may wrap anywhere rather than
+/// widen the page past a phone's screen.
+fn ident(text: &str) -> String {
+    ident_in("code", text)
+}
+
+/// [`ident`] in a `tag` element (a stream name keeps the row's own font).
+fn ident_in(tag: &str, text: &str) -> String {
+    let class = if displayable(text).chars().count() <= IDENT_CHARS {
+        "ident"
+    } else {
+        "long"
+    };
+    format!("<{tag} class=\"{class}\">{}</{tag}>", esc(text))
+}
+
+/// Longest identifier kept on one line: 28 monospace characters fit a
+/// 390 px phone's stacked row.
+const IDENT_CHARS: usize = 28;
 
 fn streams_table(h: &mut String, doc: &StatusDoc) {
     h.push_str("<section aria-labelledby=\"streams-h\"><h2 id=\"streams-h\">Streams</h2>");
@@ -182,9 +290,11 @@ fn stream_row(h: &mut String, s: &StreamStatus, now: DateTime<Utc>) {
     let state = if s.firing() { "firing" } else { "ok" };
     let _ = write!(
         h,
-        "<tr id=\"stream-{}\" data-state=\"{state}\"><th scope=\"row\">{}<br><span class=\"muted\">calendar {}</span></th>",
+        "<tr id=\"stream-{}\" data-state=\"{state}\" data-acknowledged=\"{}\" data-silenced=\"{}\"><th scope=\"row\">{}<br><span class=\"muted\">calendar {}</span></th>",
         id_of(&s.name),
-        esc(&s.name),
+        s.ack().is_some(),
+        s.silenced.is_some(),
+        ident_in("span", &s.name),
         esc(&s.calendar)
     );
     // State: words and colour, never colour alone.
@@ -195,9 +305,30 @@ fn stream_row(h: &mut String, s: &StreamStatus, now: DateTime<Utc>) {
     };
     let _ = write!(
         h,
-        "<td data-label=\"State\" class=\"state\"><span class=\"badge {state}\">{}</span></td>",
+        "<td data-label=\"State\" class=\"state\"><span class=\"badge {state}\">{}</span>",
         esc(&state_text)
     );
+    // Who is on it: badges in words, then the facts (issue #27).
+    if s.ack().is_some() {
+        h.push_str(" <span class=\"badge acked\">ACKNOWLEDGED</span>");
+    }
+    if let Some(x) = &s.silenced {
+        let label = if x.quiet_page {
+            "SILENCED"
+        } else {
+            "PAGES PARTLY SILENCED"
+        };
+        let _ = write!(h, " <span class=\"badge silenced\">{label}</span>");
+    }
+    let who = s.who_is_on_it(now);
+    if !who.is_empty() {
+        h.push_str("<div class=\"who\"><ul>");
+        for line in who {
+            let _ = write!(h, "<li>{}</li>", esc(&line));
+        }
+        h.push_str("</ul></div>");
+    }
+    h.push_str("</td>");
     // Business silence against the threshold.
     let fraction = s.fraction();
     let class = if fraction >= 1.0 {
@@ -248,8 +379,8 @@ fn stream_row(h: &mut String, s: &StreamStatus, now: DateTime<Utc>) {
         Some(at) => {
             let _ = write!(
                 h,
-                "<code>{}</code><br>{}<br><span class=\"muted\">{} ago</span>",
-                esc(s.last_event_type.as_deref().unwrap_or("?")),
+                "{}<br>{}<br><span class=\"muted\">{} ago</span>",
+                ident(s.last_event_type.as_deref().unwrap_or("?")),
                 esc(&zoned_and_utc(at, tz, now)),
                 esc(&human_duration(now - at))
             );
@@ -329,15 +460,33 @@ fn timelines_section(h: &mut String, doc: &StatusDoc, timelines: &BTreeMap<Strin
 }
 
 const TL_WIDTH: f64 = 1000.0;
-const TL_TOP: f64 = 4.0;
 const TL_HEIGHT: f64 = 40.0;
+/// Room left and right of the plot inside the viewBox, so a mark at the
+/// very start or end (an arrival now, a crossing an hour ago) is drawn
+/// whole instead of half outside the picture.
+const TL_PAD: f64 = 12.0;
+/// Half the width of the threshold diamond (its height is twice this).
+const TL_DIAMOND: f64 = 8.0;
+/// The zoomed strip below the week: the last hours, where a week's scale
+/// (6 px an hour) merges every recent arrival into one line.
+const TL_ZOOM_HOURS: i64 = 24;
+/// Top of the week strip and of the zoomed strip; the whole picture's height.
+const TL_WEEK_TOP: f64 = 4.0;
+const TL_ZOOM_TOP: f64 = 84.0;
+const TL_VIEW_HEIGHT: f64 = 142.0;
+
+/// Gridlines of a strip: local midnights (the week) or every few hours.
+#[derive(Clone, Copy)]
+enum Grid {
+    Days,
+    Hours(u32),
+}
 
 fn timeline_svg(h: &mut String, name: &str, tz: Tz, t: &Timeline) {
-    let span = (t.end - t.start).num_milliseconds().max(1) as f64;
-    let x = |at: DateTime<Utc>| (at - t.start).num_milliseconds() as f64 / span * TL_WIDTH;
     let id = id_of(name);
     let desc = format!(
-        "{} business-hour window(s) shaded, {} arrival(s){}, threshold crossed {} time(s){}.",
+        "{} business-hour window(s) shaded, {} arrival(s){}, threshold crossed {} time(s){}. \
+         Below: the last {TL_ZOOM_HOURS} hours.",
         t.windows.len(),
         t.arrivals.len(),
         if t.truncated {
@@ -354,79 +503,149 @@ fn timeline_svg(h: &mut String, name: &str, tz: Tz, t: &Timeline) {
     let _ = write!(
         h,
         "<figure><figcaption>{}</figcaption><div class=\"scroll\"><svg class=\"timeline\" id=\"timeline-{id}\" role=\"img\" \
-         viewBox=\"0 0 {TL_WIDTH} 62\" aria-labelledby=\"tl-{id}-t tl-{id}-d\" data-arrivals=\"{}\" data-crossings=\"{}\">\
-         <title id=\"tl-{id}-t\">{} over the last 7 days</title><desc id=\"tl-{id}-d\">{}</desc>\
-         <rect class=\"bg\" x=\"0\" y=\"{TL_TOP}\" width=\"{TL_WIDTH}\" height=\"{TL_HEIGHT}\"></rect>",
+         viewBox=\"{} 0 {} {TL_VIEW_HEIGHT}\" aria-labelledby=\"tl-{id}-t tl-{id}-d\" data-arrivals=\"{}\" data-crossings=\"{}\">\
+         <title id=\"tl-{id}-t\">{} over the last 7 days</title><desc id=\"tl-{id}-d\">{}</desc>",
         esc(name),
+        -TL_PAD,
+        TL_WIDTH + 2.0 * TL_PAD,
         t.arrivals.len(),
         t.crossings.len(),
         esc(name),
         esc(&desc),
     );
-    for w in &t.windows {
-        let (a, b) = (x(w.start), x(w.end));
+    strip(h, tz, t, t.start, TL_WEEK_TOP, Grid::Days);
+    let zoom_from = (t.end - TimeDelta::hours(TL_ZOOM_HOURS)).max(t.start);
+    let _ = write!(
+        h,
+        // Right-aligned: a phone shows the right (newest) end of the picture.
+        "<text class=\"strip\" x=\"{TL_WIDTH}\" y=\"{:.1}\" text-anchor=\"end\">Last {TL_ZOOM_HOURS} hours</text>",
+        TL_ZOOM_TOP - 6.0
+    );
+    strip(h, tz, t, zoom_from, TL_ZOOM_TOP, Grid::Hours(3));
+    h.push_str("</svg></div></figure>");
+}
+
+/// One strip of the timeline: `[from, t.end]` drawn across the full width
+/// at `top`, with business windows, the unwatched part, gridlines, the
+/// arrivals (each at least 2 px wide whatever the scale: CSS
+/// `vector-effect: non-scaling-stroke`) and a diamond per threshold crossing.
+fn strip(h: &mut String, tz: Tz, t: &Timeline, from: DateTime<Utc>, top: f64, grid: Grid) {
+    let span = (t.end - from).num_milliseconds().max(1) as f64;
+    let x = |at: DateTime<Utc>| {
+        ((at - from).num_milliseconds() as f64 / span * TL_WIDTH).clamp(0.0, TL_WIDTH)
+    };
+    let inside = |at: &DateTime<Utc>| *at >= from && *at <= t.end;
+    let _ = write!(
+        h,
+        "<rect class=\"bg\" x=\"0\" y=\"{top}\" width=\"{TL_WIDTH}\" height=\"{TL_HEIGHT}\"></rect>"
+    );
+    for w in t.windows.iter().filter(|w| w.end > from) {
+        let (a, b) = (x(w.start.max(from)), x(w.end));
         let _ = write!(
             h,
-            "<rect class=\"biz\" x=\"{a:.1}\" y=\"{TL_TOP}\" width=\"{:.1}\" height=\"{TL_HEIGHT}\"></rect>",
+            "<rect class=\"biz\" x=\"{a:.1}\" y=\"{top}\" width=\"{:.1}\" height=\"{TL_HEIGHT}\"></rect>",
             (b - a).max(0.5)
         );
     }
     // Before watching began nothing was counted: faded.
-    if t.watched_from > t.start {
+    if t.watched_from > from {
         let _ = write!(
             h,
-            "<rect class=\"unwatched\" x=\"0\" y=\"{TL_TOP}\" width=\"{:.1}\" height=\"{TL_HEIGHT}\"><title>not watched yet</title></rect>",
+            "<rect class=\"unwatched\" x=\"0\" y=\"{top}\" width=\"{:.1}\" height=\"{TL_HEIGHT}\"><title>not watched yet</title></rect>",
             x(t.watched_from)
         );
     }
-    // Local midnights, labelled with the weekday.
-    let mut day = t
-        .start
-        .with_timezone(&tz)
-        .date_naive()
-        .succ_opt()
-        .unwrap_or_default();
-    for _ in 0..8 {
-        let Some(midnight) = day
-            .and_hms_opt(0, 0, 0)
-            .and_then(|m| m.and_local_timezone(tz).earliest())
-        else {
-            break;
-        };
-        let midnight = midnight.to_utc();
-        if midnight >= t.end {
-            break;
-        }
-        let mx = x(midnight);
+    let label_y = top + TL_HEIGHT + 14.0;
+    let mark = |h: &mut String, at: DateTime<Utc>, label: String| {
+        let mx = x(at);
         let _ = write!(
             h,
-            "<line class=\"day\" x1=\"{mx:.1}\" x2=\"{mx:.1}\" y1=\"{TL_TOP}\" y2=\"{}\"></line>\
-             <text x=\"{:.1}\" y=\"60\">{}</text>",
-            TL_TOP + TL_HEIGHT + 4.0,
+            "<line class=\"day\" x1=\"{mx:.1}\" x2=\"{mx:.1}\" y1=\"{top}\" y2=\"{:.1}\"></line>\
+             <text x=\"{:.1}\" y=\"{label_y:.1}\">{}</text>",
+            top + TL_HEIGHT + 4.0,
             mx + 2.0,
-            day.format("%a %d")
+            esc(&label)
         );
-        day = day.succ_opt().unwrap_or(day);
+    };
+    match grid {
+        Grid::Days => {
+            // Local midnights, labelled with the weekday.
+            let mut day = from
+                .with_timezone(&tz)
+                .date_naive()
+                .succ_opt()
+                .unwrap_or_default();
+            for _ in 0..8 {
+                let Some(midnight) = day
+                    .and_hms_opt(0, 0, 0)
+                    .and_then(|m| m.and_local_timezone(tz).earliest())
+                else {
+                    break;
+                };
+                let midnight = midnight.to_utc();
+                if midnight >= t.end {
+                    break;
+                }
+                mark(h, midnight, day.format("%a %d").to_string());
+                day = day.succ_opt().unwrap_or(day);
+            }
+        }
+        Grid::Hours(every) => {
+            // Whole local hours divisible by `every`, labelled "Tue 09:00"
+            // at midnight and "12:00" otherwise.
+            let mut at = from
+                .with_timezone(&tz)
+                .duration_trunc(TimeDelta::hours(1))
+                .map(|t| t.to_utc())
+                .unwrap_or(from);
+            for _ in 0..=(TL_ZOOM_HOURS + 1) {
+                at += TimeDelta::hours(1);
+                // Room for the "now" label at the end.
+                if at >= t.end - TimeDelta::hours(2) {
+                    break;
+                }
+                let local = at.with_timezone(&tz);
+                if !local.hour().is_multiple_of(every) {
+                    continue;
+                }
+                let label = if local.hour() == 0 {
+                    local.format("%a %d").to_string()
+                } else {
+                    local.format("%H:%M").to_string()
+                };
+                mark(h, at, label);
+            }
+            let _ = write!(
+                h,
+                "<line class=\"now\" x1=\"{TL_WIDTH}\" x2=\"{TL_WIDTH}\" y1=\"{top}\" y2=\"{:.1}\"></line>\
+                 <text x=\"{TL_WIDTH}\" y=\"{label_y:.1}\" text-anchor=\"end\">now</text>",
+                top + TL_HEIGHT + 4.0,
+            );
+        }
     }
     // All ticks in one path (~15 bytes each instead of ~90 as <line>s):
     // 100 streams x 500 arrivals stay well under a megabyte.
-    if !t.arrivals.is_empty() {
+    let mut ticks = t.arrivals.iter().filter(|a| inside(a)).peekable();
+    if ticks.peek().is_some() {
         h.push_str("<path class=\"tick\" d=\"");
-        for a in &t.arrivals {
-            let _ = write!(h, "M{:.1} {}v{}", x(*a), TL_TOP + 6.0, TL_HEIGHT - 6.0);
+        for a in ticks {
+            let _ = write!(h, "M{:.1} {}v{}", x(*a), top + 6.0, TL_HEIGHT - 6.0);
         }
         h.push_str("\"></path>");
     }
-    for c in &t.crossings {
-        let cx = x(*c);
+    // Diamonds on the track's middle line, whole even at either end
+    // (TL_PAD leaves room for their half-width).
+    let mid = top + TL_HEIGHT / 2.0;
+    for c in t.crossings.iter().filter(|c| inside(c)) {
         let _ = write!(
             h,
-            "<path class=\"cross\" d=\"M{cx:.1} {} l5 6 l-5 6 l-5 -6 z\"><title>threshold reached {}</title></path>",
-            TL_TOP,
-            esc(&format!("{} · {}", zoned(*c, tz, t.end), utc(*c, t.end)))
+            "<path class=\"cross\" d=\"M{:.1} {:.1} l{d} {d} l-{d} {d} l-{d} -{d} z\"><title>threshold reached {}</title></path>",
+            x(*c),
+            mid - TL_DIAMOND,
+            esc(&format!("{} · {}", zoned(*c, tz, t.end), utc(*c, t.end))),
+            d = TL_DIAMOND,
         );
     }
-    h.push_str("</svg></div></figure>");
 }
 
 /// Silences and acknowledgements: why a firing stream may not be paging.
@@ -436,6 +655,13 @@ fn operator_section(h: &mut String, doc: &StatusDoc) {
     h.push_str(
         "<section aria-labelledby=\"op-h\"><h2 id=\"op-h\">Silences and acknowledgements</h2>",
     );
+    if let Some(e) = &op.error {
+        let _ = write!(
+            h,
+            "<p class=\"summary bad\" id=\"operator-error\">{}: whether anyone acknowledged or silenced a stream is unknown.</p>",
+            esc(e)
+        );
+    }
     if !op.silences.is_empty() {
         h.push_str(
             "<table class=\"stack\" id=\"silences\"><thead><tr><th scope=\"col\">Silence</th><th scope=\"col\">Streams</th>\
@@ -448,7 +674,8 @@ fn operator_section(h: &mut String, doc: &StatusDoc) {
             }
             let _ = write!(
                 h,
-                "<tr><td>#{}{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr><td data-label=\"Silence\">#{}{}</td><td data-label=\"Streams\">{}</td><td data-label=\"From\">{}</td>\
+                 <td data-label=\"Until\">{}</td><td data-label=\"By\">{}</td><td data-label=\"Why\">{}</td></tr>",
                 s.id,
                 if s.active { " (active)" } else { " (planned)" },
                 esc(&covers),
@@ -468,7 +695,8 @@ fn operator_section(h: &mut String, doc: &StatusDoc) {
         for a in &op.acknowledgements {
             let _ = write!(
                 h,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr><td data-label=\"Acknowledged stream\">{}</td><td data-label=\"At\">{}</td>\
+                 <td data-label=\"By\">{}</td><td data-label=\"Why\">{}</td></tr>",
                 esc(&a.stream),
                 time(a.created_at),
                 esc(&a.created_by),
@@ -593,6 +821,7 @@ fn svix_row(h: &mut String, e: &SvixEndpoint, now: DateTime<Utc>) {
     if e.failing_messages > 0 {
         let _ = write!(state, ", {} message(s) failing", e.failing_messages);
     }
+    svix_recovered_unmapped(&mut state, e);
     let lost = if e.lost_messages.is_empty() {
         "none".to_string()
     } else {
@@ -613,6 +842,21 @@ fn svix_row(h: &mut String, e: &SvixEndpoint, now: DateTime<Utc>) {
         esc(e.stream.as_deref().unwrap_or("")),
         esc(&state),
     );
+}
+
+/// Issue 31: lost messages recovered by their redelivery, and an endpoint
+/// no mapping matched (its events are kept, not dropped).
+fn svix_recovered_unmapped(state: &mut String, e: &SvixEndpoint) {
+    if e.recovered_total > 0 {
+        let _ = write!(
+            state,
+            ", {} lost message(s) recovered (redelivered)",
+            e.recovered_total
+        );
+    }
+    if e.unmapped {
+        state.push_str(", unmapped (filed under the source's first stream)");
+    }
 }
 
 fn notifications_section(h: &mut String, doc: &StatusDoc) {
@@ -893,6 +1137,80 @@ mod tests {
         assert!(html.contains("FIRING since Mon 13:00 Asia/Tokyo · 04:00 UTC"));
         assert!(html.contains("FIRING for 1h05m"));
         assert!(html.contains("width=\"100.00%\""));
+    }
+
+    #[test]
+    fn who_is_on_it_is_escaped_cut_and_named_in_the_banner() {
+        let long_by = "x".repeat(300);
+        let d = doc(serde_json::json!({
+            "now": "2026-11-30T05:05:00Z",
+            "streams": [
+                stream(serde_json::json!({
+                    "state": "firing", "firing_since": "2026-11-30T04:00:00Z",
+                    "acknowledged": {"by": "<b>ana</b>\u{202e}", "at": "2026-11-30T05:00:00Z",
+                                     "comment": "on it <script>"},
+                    "silenced": {"id": 3, "until": "2026-11-30T07:00:00Z", "by": long_by,
+                                 "comment": "c", "kinds": ["silence"], "quiet_page": true}
+                })),
+                stream(serde_json::json!({"name": "billing", "state": "firing",
+                                          "firing_since": "2026-11-30T04:00:00Z"})),
+            ]
+        }));
+        let html = render(&d, &BTreeMap::new());
+        assert!(
+            !html.contains("<b>ana") && !html.contains("<script>"),
+            "{html}"
+        );
+        assert!(!html.contains('\u{202e}'));
+        assert!(html.contains(
+            "acknowledged by &lt;b&gt;ana&lt;/b&gt; at Mon 14:00 Asia/Tokyo · 05:00 UTC: \u{201c}on it &lt;script&gt;\u{201d}"
+        ), "{html}");
+        assert!(html.contains(&format!(
+            "silenced (pages: silence) until Mon 16:00 Asia/Tokyo · 07:00 UTC by {}…",
+            "x".repeat(39)
+        )));
+        assert!(
+            !html.contains(&"x".repeat(41)),
+            "the row cuts a long author"
+        );
+        assert!(html.contains(
+            "FIRING: identity (acknowledged by &lt;b&gt;ana&lt;/b&gt;, silenced until Mon 16:00 Asia/Tokyo by "
+        ), "{html}");
+        assert!(
+            html.contains("billing \u{2014} 2 of 2 streams silent too long"),
+            "{html}"
+        );
+        // billing has nobody on it: the how-to names it.
+        assert!(
+            html.contains("hushwatch ack --stream billing --comment"),
+            "{html}"
+        );
+        assert!(html.contains("data-acknowledged=\"true\" data-silenced=\"true\""));
+    }
+
+    #[test]
+    fn the_banner_names_five_firing_streams_and_counts_the_rest() {
+        let streams: Vec<_> = (0..7)
+            .map(|i| stream(serde_json::json!({"name": format!("s{i}"), "state": "firing"})))
+            .collect();
+        let d = doc(serde_json::json!({"now": "2026-11-30T05:05:00Z", "streams": streams}));
+        let html = render(&d, &BTreeMap::new());
+        assert!(
+            html.contains("FIRING: s0, s1, s2, s3, s4, and 2 more \u{2014} 7 of 7 streams"),
+            "{html}"
+        );
+    }
+
+    #[test]
+    fn short_identifiers_stay_whole_and_odd_stream_names_are_quoted() {
+        assert_eq!(
+            ident("user.deleted"),
+            "<code class=\"ident\">user.deleted</code>"
+        );
+        assert!(ident(&"a.".repeat(20)).starts_with("<code class=\"long\">"));
+        assert_eq!(shell_word("identity-1.x"), "identity-1.x");
+        assert_eq!(shell_word("a b'c"), "'a b'\\''c'");
+        assert_eq!(path_segment("a b/c"), "a%20b%2Fc");
     }
 
     #[test]

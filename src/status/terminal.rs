@@ -1,10 +1,10 @@
 //! `hushwatch status` output: the status page's overview as a plain text
 //! table, with ANSI colour only when the caller says the output is a TTY.
 
-use super::format::{displayable, human_duration, zoned};
-use super::model::StatusDoc;
+use super::format::{displayable, human_duration, short, zoned};
+use super::model::{StatusDoc, StreamStatus};
 use super::page::silence_words;
-use chrono::TimeDelta;
+use chrono::{DateTime, TimeDelta, Utc};
 use std::fmt::Write;
 
 const RED: &str = "\x1b[1;31m";
@@ -34,6 +34,46 @@ fn clean(s: &str) -> String {
     displayable(s)
 }
 
+/// Longest author shown in the STATE cell (the line below has more room).
+const CELL_AUTHOR: usize = 16;
+
+/// "FIRING", "FIRING (acked by ana 13:10)", "OK (silenced until Wed
+/// 09:00 by bob)": who is on it, in the row a second responder reads first
+/// (issue #27). Times on the calendar's wall clock, the weekday added when
+/// not today; the line under the row has the zone and the comment.
+fn state_cell(s: &StreamStatus, now: DateTime<Utc>) -> String {
+    let tz = s.tz();
+    let clock = |t: DateTime<Utc>| {
+        let (local, today) = (t.with_timezone(&tz), now.with_timezone(&tz));
+        if local.date_naive() == today.date_naive() {
+            local.format("%H:%M").to_string()
+        } else {
+            local.format("%a %H:%M").to_string()
+        }
+    };
+    let mut facts = Vec::new();
+    if let Some(a) = s.ack() {
+        facts.push(format!(
+            "acked by {} {}",
+            short(&a.by, CELL_AUTHOR),
+            clock(a.at)
+        ));
+    }
+    if let Some(x) = s.silenced.as_ref().filter(|x| x.quiet_page) {
+        facts.push(format!(
+            "silenced until {} by {}",
+            clock(x.until),
+            short(&x.by, CELL_AUTHOR)
+        ));
+    }
+    let state = if s.firing() { "FIRING" } else { "OK" };
+    if facts.is_empty() {
+        state.to_string()
+    } else {
+        format!("{state} ({})", facts.join("; "))
+    }
+}
+
 pub fn render(doc: &StatusDoc, colour: bool) -> String {
     let now = doc.now;
     let mut out = String::new();
@@ -43,12 +83,21 @@ pub fn render(doc: &StatusDoc, colour: bool) -> String {
         paint("NOT OK", RED, colour)
     };
     let firing = doc.streams.iter().filter(|s| s.firing()).count();
+    let acked = doc.streams.iter().filter(|s| s.ack().is_some()).count();
     let _ = writeln!(
         out,
-        "hushwatch {headline}: {firing} of {} stream(s) firing, as of {}",
+        "hushwatch {headline}: {firing} of {} stream(s) firing{}, as of {}",
         doc.streams.len(),
+        if acked > 0 {
+            format!(" ({acked} acknowledged)")
+        } else {
+            String::new()
+        },
         now.format("%Y-%m-%d %H:%M:%S UTC")
     );
+    if let Some(e) = doc.operator.as_ref().and_then(|o| o.error.as_ref()) {
+        let _ = writeln!(out, "{}", paint(&clean(e), RED, colour));
+    }
     if !doc.storage_ok {
         let _ = writeln!(
             out,
@@ -68,7 +117,7 @@ pub fn render(doc: &StatusDoc, colour: bool) -> String {
         .iter()
         .map(|s| {
             let tz = s.tz();
-            let state = if s.firing() { "FIRING" } else { "OK" };
+            let state = state_cell(s, now);
             let bar = format!(
                 "{}/{} ({:.0}%)",
                 human_duration(TimeDelta::seconds(s.business_silence_seconds)),
@@ -90,7 +139,7 @@ pub fn render(doc: &StatusDoc, colour: bool) -> String {
                 ),
                 None => "none yet".to_string(),
             };
-            [clean(&s.name), state.to_string(), bar, clock, last]
+            [clean(&s.name), state, bar, clock, last]
         })
         .collect();
     let mut widths = header.map(str::len);
@@ -116,6 +165,9 @@ pub fn render(doc: &StatusDoc, colour: bool) -> String {
         let c = if s.firing() { RED } else { GREEN };
         let _ = writeln!(out, "{}", line(r, Some(c)));
         let _ = writeln!(out, "  {}", clean(&silence_words(s, now)));
+        for line in s.who_is_on_it(now) {
+            let _ = writeln!(out, "  {}", clean(&line));
+        }
         if let Some(note) = s.learned_note() {
             let _ = writeln!(out, "  {}", clean(&note));
         }
@@ -143,6 +195,30 @@ pub fn render(doc: &StatusDoc, colour: bool) -> String {
                 } else {
                     format!(", lost {}", lost.join(" "))
                 }
+            );
+        }
+        // Issue 31: recovered lost messages and unmapped endpoints.
+        for e in svix
+            .endpoints
+            .iter()
+            .filter(|e| e.recovered_total > 0 || e.unmapped)
+        {
+            let mut said = Vec::new();
+            if e.unmapped {
+                said.push("unmapped (filed under the source's first stream)".to_string());
+            }
+            if e.recovered_total > 0 {
+                said.push(format!(
+                    "{} lost message(s) recovered (redelivered)",
+                    e.recovered_total
+                ));
+            }
+            let _ = writeln!(
+                out,
+                "svix {}/{}: {}",
+                clean(&e.source),
+                clean(e.endpoint_uid.as_deref().unwrap_or(&e.endpoint_id)),
+                said.join(", ")
             );
         }
     }
@@ -192,5 +268,94 @@ mod tests {
         );
         assert!(plain.contains("fires in 3h47m (Mon 13:00 Asia/Tokyo · 04:00 UTC)"));
         assert!(render(&doc, true).contains(GREEN));
+    }
+
+    fn firing_doc(extra: serde_json::Value) -> StatusDoc {
+        let mut stream = serde_json::json!({
+            "name": "identity", "calendar": "tokyo", "timezone": "Asia/Tokyo",
+            "last_event_at": "2026-11-30T01:00:00Z", "last_event_type": "user.deleted",
+            "watching_since": "2026-11-30T00:00:00Z",
+            "business_silence_seconds": 25800, "threshold_seconds": 21600,
+            "fires_at": "2026-11-30T07:00:00Z", "state": "firing",
+            "firing_since": "2026-11-30T07:00:00Z", "in_business_hours": true
+        });
+        if let (Some(b), Some(e)) = (stream.as_object_mut(), extra.as_object()) {
+            b.extend(e.clone());
+        }
+        serde_json::from_value(serde_json::json!({
+            "now": "2026-11-30T08:10:00Z", "streams": [stream]
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_row_says_who_acknowledged_and_who_silenced_it() {
+        let ack =
+            serde_json::json!({"by": "ana", "at": "2026-11-30T08:05:00Z", "comment": "on it"});
+        let out = render(&firing_doc(serde_json::json!({"acknowledged": ack})), false);
+        assert!(
+            out.starts_with("hushwatch NOT OK: 1 of 1 stream(s) firing (1 acknowledged), as of"),
+            "{out}"
+        );
+        assert!(
+            out.contains("identity  FIRING (acked by ana 17:05)  "),
+            "{out}"
+        );
+        assert!(
+            out.contains("\n  acknowledged by ana at Mon 17:05 Asia/Tokyo · 08:05 UTC: \u{201c}on it\u{201d}\n"),
+            "{out}"
+        );
+        let silenced = serde_json::json!({
+            "id": 1, "until": "2026-12-01T01:00:00Z", "by": "b\u{202e}ob", "comment": "IdP \u{1b}[2Jmigration",
+            "kinds": ["*"], "quiet_page": true
+        });
+        let out = render(
+            &firing_doc(serde_json::json!({"acknowledged": ack, "silenced": silenced})),
+            false,
+        );
+        assert!(
+            out.contains("FIRING (acked by ana 17:05; silenced until Tue 10:00 by bob)"),
+            "{out}"
+        );
+        assert!(
+            out.contains("  silenced until Tue 10:00 Asia/Tokyo · 01:00 UTC by bob: \u{201c}IdP [2Jmigration\u{201d}"),
+            "{out}"
+        );
+        assert!(
+            !out.contains('\u{1b}') && !out.contains('\u{202e}'),
+            "{out}"
+        );
+        // An acknowledgement of an episode that has ended is not shown.
+        let ok = firing_doc(
+            serde_json::json!({"state": "ok", "firing_since": null, "acknowledged": ack}),
+        );
+        let out = render(&ok, false);
+        assert!(!out.contains("acked"), "{out}");
+    }
+
+    #[test]
+    fn a_silence_of_other_pages_only_is_not_called_silenced_in_the_state() {
+        let partial = serde_json::json!({
+            "id": 2, "until": "2026-11-30T09:00:00Z", "by": "cy", "comment": "svix work",
+            "kinds": ["svix_*"], "quiet_page": false
+        });
+        let out = render(&firing_doc(serde_json::json!({"silenced": partial})), false);
+        assert!(out.contains("identity  FIRING  "), "{out}");
+        assert!(
+            out.contains(
+                "  other pages silenced (svix_*) until Mon 18:00 Asia/Tokyo · 09:00 UTC by cy"
+            ),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn an_unreadable_operator_state_is_said() {
+        let mut doc = firing_doc(serde_json::json!({}));
+        doc.operator = serde_json::from_value(
+            serde_json::json!({"error": "silences and acknowledgements unreadable"}),
+        )
+        .unwrap();
+        assert!(render(&doc, false).contains("silences and acknowledgements unreadable"));
     }
 }
