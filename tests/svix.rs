@@ -1179,3 +1179,52 @@ fn a_uid_only_mapping_is_warned_and_unmapped_events_are_kept() {
     );
     s.stop();
 }
+
+/// Two replicas on one PostgreSQL database: the exhausted event reaches
+/// one, which is then killed; the redelivery reaches the other, which
+/// takes over the lease and makes the join from the shared state.
+#[test]
+fn a_redelivery_to_another_replica_recovers_the_message_on_postgres() {
+    let Some(db) = pg::PgDb::create("svix_redelivered_replicas") else {
+        return;
+    };
+    let cfg = config().replace("admin_token", "group_window = \"1s\"\nadmin_token");
+    let work = Workdir::new(&format!(
+        "{cfg}\n[store]\nurl = \"${{HW_PG_URL}}\"\npool_size = 3\nleader_lease = \"2s\"\n"
+    ));
+    let env = [("HW_PG_URL", db.url.as_str())];
+    let a = Sidecar::start_with_env(&work.config_path(), &env);
+    let b = Sidecar::start_with_env(&work.config_path(), &env);
+    let ex = oss_attempt(
+        "message.attempt.exhausted",
+        "msg_2pQreplica",
+        0,
+        "2026-12-01T19:42:17.551032Z",
+    );
+    assert_eq!(send(a.addr, "op_rep_1", &ex, "svix").json()["pages"], 1);
+    a.kill9();
+    assert_eq!(
+        endpoint_status(b.addr)["lost_messages"][0]["msg_id"],
+        "msg_2pQreplica"
+    );
+    redeliver(b.addr, "msg_2pQreplica");
+    let ep = wait_for(
+        std::time::Duration::from_secs(30),
+        "the join on the replica left",
+        || {
+            let ep = endpoint_status(b.addr);
+            (ep["recovered_total"] == 1).then_some(ep)
+        },
+    );
+    assert_eq!(ep["state"], "ok", "{ep}");
+    b.stop();
+    let resolves = db.query(
+        "SELECT reason FROM outbox WHERE alert_kind = 'svix_messages_exhausted' AND alert_state = 'ok'",
+    );
+    assert_eq!(resolves.len(), 1, "{resolves:?}");
+    assert!(
+        resolves[0].contains("every lost message has since arrived"),
+        "{}",
+        resolves[0]
+    );
+}

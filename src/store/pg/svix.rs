@@ -499,6 +499,34 @@ async fn redeliver(
     queue_pages(tx, &a, endpoint_id, &alert_changes(&before, &after)).await
 }
 
+/// Whether any lost message of `endpoint_id` has an accepted redelivery
+/// (one query over every candidate key; no lock taken).
+async fn has_redelivery(tx: &Tx<'_>, a: &SvixApply, endpoint_id: &str) -> Result<bool, StoreError> {
+    let hashes: Vec<String> = rows(
+        tx,
+        "SELECT msg_id FROM svix_messages
+         WHERE source = $1 AND endpoint_id = $2 AND state = 'exhausted' AND acknowledged = 0",
+        &[&a.source, &endpoint_id],
+    )
+    .await?
+    .iter()
+    .map(|r| get::<String>(r, 0))
+    .collect::<Result<Vec<_>, StoreError>>()?
+    .iter()
+    .flat_map(|msg| redelivery_hashes(a, msg))
+    .collect();
+    if hashes.is_empty() {
+        return Ok(false);
+    }
+    Ok(opt(
+        tx,
+        "SELECT 1 FROM seen_deliveries WHERE hash = ANY($1) LIMIT 1",
+        &[&hashes],
+    )
+    .await?
+    .is_some())
+}
+
 /// `store::svix::lower_lost_paged` on PostgreSQL.
 async fn lower_lost_paged(
     tx: &Tx<'_>,
@@ -538,13 +566,23 @@ pub(super) async fn regroup(
     a: &SvixApply,
     endpoint_id: &str,
 ) -> Result<Vec<SvixPage>, StoreError> {
-    if a.audit {
+    // The join audits, and an audit append needs the audit head locked
+    // before the endpoint row; that lock queues every audited ingest, so it
+    // is taken only when some lost message has a redelivery (looked up
+    // without locks first). A redelivery accepted after the look-up is
+    // joined on the next tick.
+    let pending = has_redelivery(tx, a, endpoint_id).await?;
+    if pending && a.audit {
         let entry = join_entry(a, endpoint_id, &[]);
         lock_audit_head(tx, std::slice::from_ref(&entry)).await?;
     }
     lock_endpoint(tx, &a.source, endpoint_id, None).await?;
     // First what arrived since: a redelivered message is not paged as lost.
-    let mut pages = redeliver(tx, a, endpoint_id).await?;
+    let mut pages = if pending {
+        redeliver(tx, a, endpoint_id).await?
+    } else {
+        Vec::new()
+    };
     let still_grown = grown(tx, &a.source)
         .await?
         .iter()
