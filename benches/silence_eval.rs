@@ -35,7 +35,7 @@ fn calendars() -> [Arc<Calendar>; 3] {
         "/config/holidays/jp.ics"
     ))
     .expect("config/holidays/jp.ics");
-    let jp = parse_ics_bytes(&ics).expect("jp.ics parses");
+    let jp = parse_ics_bytes(&ics, now().date_naive()).expect("jp.ics parses");
     let shutdown = ["2026-12-29..2027-01-03", "2027-05-03..2027-05-05"]
         .iter()
         .map(|h| parse_holiday(h).unwrap())

@@ -3,6 +3,7 @@
 
 use super::reader::{join, Reader};
 use super::{Config, StreamConfig};
+use crate::clock::{Clock, SystemClock};
 use crate::domain::calendar::Calendar;
 use crate::domain::holidays::{parse_holiday, Holidays};
 use crate::domain::ics::{parse_ics_bytes, IcsCalendar};
@@ -116,7 +117,11 @@ fn read_ics(r: &mut Reader<'_>, path: &str, file: &Path) -> Option<IcsCalendar> 
     let bytes = std::fs::read(file)
         .map_err(|e| r.error(path, format!("cannot read {}: {e}", file.display())))
         .ok()?;
-    let ics = parse_ics_bytes(&bytes)
+    // Recurring holidays are expanded ten years either side of the day the
+    // config is loaded (start-up and every reload), in UTC: a day's offset
+    // at either end of a 20-year window changes nothing in practice.
+    let today = SystemClock.now().date_naive();
+    let ics = parse_ics_bytes(&bytes, today)
         .map_err(|e| r.error(path, format!("{}: {e}", file.display())))
         .ok()?;
     if ics.skipped_timed_events > 0 {
