@@ -365,3 +365,80 @@ pub(super) fn positional_sql() -> Vec<&'static str> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The state file the last positional binary wrote (user_version 17;
+    /// see tests/schema_upgrade.rs for the same through the real binary).
+    const POSITIONAL_17: &str = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/sqlite_schema17.sqlite3"
+    );
+
+    fn names(conn: &Connection) -> Vec<String> {
+        let mut stmt = conn
+            .prepare("SELECT name FROM schema_migrations ORDER BY rowid")
+            .unwrap();
+        stmt.query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    }
+
+    /// Adopted: the 17 positional steps recorded without running (running
+    /// 0001 again would fail on the existing tables), then every later step
+    /// of the list applied in order; the counter older binaries read is
+    /// this binary's; opening again changes nothing.
+    #[test]
+    fn a_positional_17_file_records_its_steps_then_applies_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("hushwatch.sqlite3");
+        std::fs::copy(POSITIONAL_17, &path).unwrap();
+        let conn = open(&path).unwrap();
+        let all: Vec<&str> = migrations::STEPS.iter().map(|s| s.name).collect();
+        assert_eq!(names(&conn), all);
+        assert_eq!(user_version(&conn).unwrap(), binary_version());
+        let recorded: Vec<(String, i64)> = conn
+            .prepare("SELECT name, applied_at FROM schema_migrations ORDER BY name")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        drop(conn);
+        let conn = open(&path).unwrap();
+        let again: Vec<(String, i64)> = conn
+            .prepare("SELECT name, applied_at FROM schema_migrations ORDER BY name")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(again, recorded);
+    }
+
+    /// Every positional version 0..=17 of a file made step by step the way
+    /// the positional binary made it ends with every step recorded once.
+    #[test]
+    fn every_positional_version_is_adopted() {
+        for version in 0..=17_usize {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("hushwatch.sqlite3");
+            {
+                let conn = Connection::open(&path).unwrap();
+                register_functions(&conn).unwrap();
+                for sql in &positional_sql()[..version] {
+                    conn.execute_batch(sql).unwrap();
+                }
+                conn.pragma_update(None, "user_version", u32::try_from(version).unwrap())
+                    .unwrap();
+            }
+            let conn = open(&path).unwrap_or_else(|e| panic!("v{version}: {e}"));
+            let all: Vec<&str> = migrations::STEPS.iter().map(|s| s.name).collect();
+            assert_eq!(names(&conn), all, "v{version}");
+            assert_eq!(user_version(&conn).unwrap(), binary_version());
+        }
+    }
+}

@@ -310,3 +310,65 @@ async fn apply_step(client: &mut Client, step: &Step) -> Result<(), StoreError> 
     .map_err(step_fail)?;
     tx.commit().await.map_err(fail)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::testdb::PgTestDb;
+
+    /// The database the last positional binary wrote (schema_version 9), as
+    /// `pg_dump --inserts` (see tests/schema_upgrade.rs for the same through
+    /// the real binary).
+    const POSITIONAL_9: &str = include_str!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/pg_schema9.sql"
+    ));
+
+    async fn recorded(client: &Client) -> Vec<(String, i64)> {
+        client
+            .query(
+                "SELECT name, applied_at FROM schema_migrations ORDER BY name",
+                &[],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect()
+    }
+
+    /// Adopted: the positional steps recorded without running (running
+    /// 0001 again would fail on the existing tables), every later step of
+    /// the list applied; the counter older binaries read is this binary's;
+    /// migrating again changes nothing.
+    #[tokio::test]
+    async fn a_positional_9_database_records_its_steps_then_applies_the_rest() {
+        let Some(db) = PgTestDb::create().await else {
+            return;
+        };
+        {
+            // Its own pool: the dump empties search_path for its session.
+            let restore = super::super::pool(&db.settings(), 1).unwrap();
+            let client = restore.get().await.unwrap();
+            client.batch_execute(POSITIONAL_9).await.unwrap();
+            drop(client);
+            restore.close();
+        }
+        let pool = super::super::pool(&db.settings(), 1).unwrap();
+        let mut client = pool.get().await.unwrap();
+        migrate(&mut client).await.unwrap();
+        let first = recorded(&client).await;
+        let mut all: Vec<&str> = migrations::STEPS.iter().map(|s| s.name).collect();
+        all.sort_unstable();
+        let names: Vec<&str> = first.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, all);
+        let version: i32 = client
+            .query_one("SELECT version FROM schema_version", &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(version, binary_version());
+        migrate(&mut client).await.unwrap();
+        assert_eq!(recorded(&client).await, first);
+    }
+}
