@@ -102,7 +102,7 @@ pub async fn copy_sqlite(
             t.clone(),
         )
     });
-    // v1 of the PostgreSQL schema made its own salt; the copy keeps the
+    // Step 0001 on PostgreSQL made its own salt; the copy keeps the
     // file's, so every page key stays what it was.
     exec(&tx, "DELETE FROM meta", &[]).await?;
     let mut report = Vec::new();
