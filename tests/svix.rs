@@ -852,6 +852,16 @@ fn lost_messages_are_recovered_by_their_redelivery(
     assert!(!first[0].1.contains("all 8 attempts"), "{}", first[0].1);
     assert_eq!(metric(s.addr, &lost_metric), 2.0);
 
+    // An app report (bearer token, not signed) whose id is the second lost
+    // message's is not its delivery: still lost after the join below, which
+    // saw this report already (it committed first).
+    let report = post_events(
+        s.addr,
+        "identity",
+        TOKEN,
+        r#"{"type":"user.updated","id":"msg_2pQlost2"}"#,
+    );
+    assert_eq!(report.status, 200, "{}", report.body);
     // A recover (or resend) delivers the first again with the same svix-id.
     redeliver(s.addr, "msg_2pQlost1");
     let ep = wait_for(std::time::Duration::from_secs(20), "the first join", || {
