@@ -550,7 +550,7 @@ fn read_repo_file(relative: &str) -> String {
 
 /// The table rows (cells trimmed, outer pipes dropped) of the section of
 /// `text` whose heading is exactly `heading`, up to the next `## ` heading;
-/// the header row and the `|---|` separator are left out. Each row comes
+/// each table's header row and `|---|` separator are left out. Each row comes
 /// with its line number.
 fn table_rows(text: &str, heading: &str) -> Vec<(usize, Vec<String>)> {
     let mut in_section = false;
@@ -563,6 +563,8 @@ fn table_rows(text: &str, heading: &str) -> Vec<(usize, Vec<String>)> {
         }
         let line = line.trim();
         if !in_section || !line.starts_with('|') {
+            // A table ends at the first other line; the next one has its own header.
+            header_seen = false;
             continue;
         }
         if !header_seen {
