@@ -371,4 +371,29 @@ mod tests {
         migrate(&mut client).await.unwrap();
         assert_eq!(recorded(&client).await, first);
     }
+
+    /// A step recorded by a newer or another branch's binary: refused, and
+    /// nothing is applied or recorded.
+    #[tokio::test]
+    async fn a_database_recording_an_unknown_step_is_refused_untouched() {
+        let Some(db) = PgTestDb::create().await else {
+            return;
+        };
+        let pool = super::super::pool(&db.settings(), 1).unwrap();
+        let mut client = pool.get().await.unwrap();
+        migrate(&mut client).await.unwrap();
+        client
+            .batch_execute(
+                "DELETE FROM schema_migrations WHERE name = '0017_revocation_index';
+                 INSERT INTO schema_migrations (name, applied_at) VALUES ('0019_from_elsewhere', 1);",
+            )
+            .await
+            .unwrap();
+        let before = recorded(&client).await;
+        let err = migrate(&mut client).await.expect_err("unknown step");
+        assert!(err.to_string().contains("0019_from_elsewhere"), "{err}");
+        // 0017 was not re-applied (it would fail on its existing table,
+        // and it would be recorded).
+        assert_eq!(recorded(&client).await, before);
+    }
 }
