@@ -1,0 +1,222 @@
+//! Recurring holidays from an `.ics` file, through the real binary (issue
+//! #32): `check` accepts the calendars companies keep (Outlook's "last
+//! Friday of every other month", a month-end close, a 9/80 schedule, with
+//! moved instances), `explain` counts business time around those days on
+//! DST weekends in New York, Berlin and Sydney, and a form that cannot be
+//! represented is refused with its line.
+//!
+//! The expansion window is ten years either side of the day the config is
+//! loaded, so these 2026 dates hold while the tests run before 2036.
+
+use std::path::Path;
+use std::process::Command;
+
+fn hushwatch(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_hushwatch"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Shaped like an Outlook/Google export: CRLF, UIDs, DATE values, overrides
+/// as extra VEVENTs with RECURRENCE-ID.
+const COMPANY: &str = "BEGIN:VCALENDAR\r
+VERSION:2.0\r
+PRODID:-//Microsoft Corporation//Outlook 16.0 MIMEDIR//EN\r
+BEGIN:VEVENT\r
+UID:nine-eighty@example.com\r
+SUMMARY:9/80 Friday off\r
+DTSTART;VALUE=DATE:20260109\r
+DTEND;VALUE=DATE:20260110\r
+RRULE:FREQ=WEEKLY;INTERVAL=2;BYDAY=FR\r
+END:VEVENT\r
+BEGIN:VEVENT\r
+UID:nine-eighty@example.com\r
+RECURRENCE-ID;VALUE=DATE:20260320\r
+SUMMARY:9/80 Friday off (moved to Monday)\r
+DTSTART;VALUE=DATE:20260330\r
+DTEND;VALUE=DATE:20260331\r
+END:VEVENT\r
+BEGIN:VEVENT\r
+UID:close@example.com\r
+SUMMARY:Close\r
+DTSTART;VALUE=DATE:20260130\r
+DTEND;VALUE=DATE:20260131\r
+RRULE:FREQ=MONTHLY;INTERVAL=2;BYDAY=FR;BYSETPOS=-1\r
+END:VEVENT\r
+BEGIN:VEVENT\r
+UID:close@example.com\r
+RECURRENCE-ID;VALUE=DATE:20260327\r
+SUMMARY:Close (moved to Thursday)\r
+DTSTART;VALUE=DATE:20260402\r
+DTEND;VALUE=DATE:20260403\r
+END:VEVENT\r
+BEGIN:VEVENT\r
+UID:month-end@example.com\r
+SUMMARY:Month-end close\r
+DTSTART;VALUE=DATE:20260131\r
+RRULE:FREQ=MONTHLY;COUNT=18;BYMONTHDAY=-1\r
+END:VEVENT\r
+END:VCALENDAR\r
+";
+
+fn config(dir: &Path, ics: &str) -> String {
+    std::fs::create_dir_all(dir.join("holidays")).unwrap();
+    std::fs::write(dir.join("holidays/company.ics"), ics).unwrap();
+    let mut text = format!(
+        "[server]\nlisten = \"127.0.0.1:9477\"\ndata_dir = \"{}\"\n",
+        dir.join("data").display()
+    );
+    for (name, zone) in [
+        ("ny", "America/New_York"),
+        ("berlin", "Europe/Berlin"),
+        ("sydney", "Australia/Sydney"),
+    ] {
+        text.push_str(&format!(
+            "[calendars.{name}]\ntimezone = \"{zone}\"\nweekly = [\"mon-fri 09:00-17:00\"]\nholiday_files = [\"holidays/company.ics\"]\n\
+             [streams.{name}]\ncalendar = \"{name}\"\nsilence_threshold = \"8h\"\nnotify = [\"stdout\"]\n"
+        ));
+    }
+    text.push_str("[notifiers.stdout]\nkind = \"log\"\n");
+    let path = dir.join("hushwatch.toml");
+    std::fs::write(&path, &text).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+/// When a stream whose last event was at `last` fires: after one business
+/// day (8h) in its calendar.
+fn fires_at(config: &str, stream: &str, last: &str, now: &str) -> String {
+    let (code, out, err) = hushwatch(&[
+        "explain",
+        "--config",
+        config,
+        "--stream",
+        stream,
+        "--last-event",
+        last,
+        "--now",
+        now,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    v["fires_at"].as_str().unwrap_or_default().to_string()
+}
+
+#[test]
+fn check_accepts_recurring_company_holidays() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), COMPANY);
+    let (code, out, err) = hushwatch(&["check", "--config", &config]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("ny: America/New_York"), "{out}");
+    assert!(out.contains("1 holiday file(s)"), "{out}");
+}
+
+#[test]
+fn business_time_skips_the_recurring_days_around_dst_weekends() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), COMPANY);
+    // New York, DST starts Sunday Mar 8. Thursday 17:00 EST; Friday Mar 6
+    // is a 9/80 Friday; the 8h are Monday 09:00-17:00 EDT.
+    assert_eq!(
+        fires_at(
+            &config,
+            "ny",
+            "2026-03-05T17:00:00-05:00",
+            "2026-03-06T12:00:00-05:00"
+        ),
+        "2026-03-09T21:00:00Z"
+    );
+    // Berlin, DST starts Sunday Mar 29. The Close on Friday Mar 27 was
+    // moved to Apr 2, so that Friday is worked.
+    assert_eq!(
+        fires_at(
+            &config,
+            "berlin",
+            "2026-03-26T17:00:00+01:00",
+            "2026-03-27T08:00:00+01:00"
+        ),
+        "2026-03-27T16:00:00Z"
+    );
+    // Then Monday Mar 30 (the moved 9/80 Friday) and Tuesday Mar 31 (month
+    // end, BYMONTHDAY=-1) are off: Wednesday 09:00-17:00 CEST.
+    assert_eq!(
+        fires_at(
+            &config,
+            "berlin",
+            "2026-03-27T17:00:00+01:00",
+            "2026-03-28T12:00:00+01:00"
+        ),
+        "2026-04-01T15:00:00Z"
+    );
+    // Sydney, DST ends Sunday Apr 5. Thursday Apr 2 (the moved Close) and
+    // Friday Apr 3 (9/80) are off: Monday 09:00-17:00 AEST (UTC+10).
+    assert_eq!(
+        fires_at(
+            &config,
+            "sydney",
+            "2026-04-01T17:00:00+11:00",
+            "2026-04-02T12:00:00+11:00"
+        ),
+        "2026-04-06T07:00:00Z"
+    );
+    // The month-end close's 18th and last occurrence is Wednesday Jun 30
+    // 2027; Tuesday Aug 31 2027 is a plain working day (EDT).
+    assert_eq!(
+        fires_at(
+            &config,
+            "ny",
+            "2027-06-29T17:00:00-04:00",
+            "2027-06-30T08:00:00-04:00"
+        ),
+        "2027-07-01T21:00:00Z"
+    );
+    assert_eq!(
+        fires_at(
+            &config,
+            "ny",
+            "2027-08-30T17:00:00-04:00",
+            "2027-08-31T08:00:00-04:00"
+        ),
+        "2027-08-31T21:00:00Z"
+    );
+}
+
+#[test]
+fn forms_that_cannot_be_represented_are_refused_with_their_line() {
+    let dir = tempfile::tempdir().unwrap();
+    for (rule, line, needle) in [
+        ("RRULE:FREQ=HOURLY;BYMINUTE=0", 4, "repeats within a day"),
+        (
+            "RRULE:FREQ=MONTHLY;BYSETPOS=-1",
+            4,
+            "BYSETPOS needs another BYxxx part",
+        ),
+        (
+            "RDATE;VALUE=PERIOD:20260102/P1D",
+            4,
+            "RDATE;VALUE=PERIOD is not supported",
+        ),
+        (
+            "RRULE:FREQ=MONTHLY;BYDAY=FR;BYSETPOS=-1",
+            4,
+            "DTSTART 2026-01-09 is not an occurrence",
+        ),
+    ] {
+        let ics = format!(
+            "BEGIN:VCALENDAR\r\nBEGIN:VEVENT\r\nDTSTART;VALUE=DATE:20260109\r\n{rule}\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n"
+        );
+        let config = config(dir.path(), &ics);
+        let (code, out, err) = hushwatch(&["check", "--config", &config]);
+        assert_eq!(code, 2, "{rule}: {out}{err}");
+        assert!(
+            err.contains(&format!("company.ics: line {line}: ")) && err.contains(needle),
+            "{rule}: {err}"
+        );
+    }
+}
