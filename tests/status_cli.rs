@@ -4,6 +4,8 @@
 //! answer.
 
 mod common;
+#[path = "common/pg.rs"]
+mod pg;
 
 use common::*;
 use std::net::SocketAddr;
@@ -157,10 +159,26 @@ fn status_exits_0_when_ok_and_1_when_a_stream_fires() {
 /// comment. Line for line, as the docs show it (Operating → `hushwatch status`).
 #[test]
 fn status_says_who_acknowledged_and_who_silenced_a_firing_stream() {
-    let work = Workdir::new(&config(false).replace(
+    who_is_on_it("");
+}
+
+/// The same on PostgreSQL: the acknowledgement and the silence come from
+/// the store, and both backends must give the same lines.
+#[test]
+fn status_says_who_acknowledged_and_who_silenced_a_firing_stream_on_postgres() {
+    let Some(db) = pg::PgDb::create("status_cli_who_postgres") else {
+        return;
+    };
+    who_is_on_it(&format!("\n[store]\nurl = \"{}\"\n", db.url));
+}
+
+/// `store`: `""` for SQLite, else a `[store]` block.
+fn who_is_on_it(store: &str) {
+    let text = config(false).replace(
         "listen = \"127.0.0.1:0\"",
         "listen = \"127.0.0.1:0\"\nadmin_token = \"admin-token-cli\"",
-    ));
+    );
+    let work = Workdir::new(&format!("{text}{store}"));
     let s = InProcess::start(&work, utc(MONDAY_10_TOKYO));
     let url = format!("http://{}", s.addr);
     assert_eq!(report(s.addr, "e1"), 200);
