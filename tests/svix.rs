@@ -785,6 +785,15 @@ fn redeliver(addr: SocketAddr, msg: &str) {
     assert_eq!(reply.status, 200, "{}", reply.body);
 }
 
+/// What `hushwatch status` prints for the server at `addr`.
+fn status_terminal(addr: SocketAddr) -> String {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_hushwatch"))
+        .args(["status", "--url", &format!("http://{addr}")])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
 fn hushwatch_check(work: &Workdir) -> (Option<i32>, String) {
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_hushwatch"))
         .args(["check", "--config"])
@@ -887,6 +896,13 @@ fn lost_messages_are_recovered_by_their_redelivery(
     assert!(
         html.contains("2 lost message(s) recovered (redelivered)"),
         "status page"
+    );
+    let terminal = status_terminal(s.addr);
+    assert!(
+        terminal.contains(&format!(
+            "svix main/{EP}: 2 lost message(s) recovered (redelivered)"
+        )),
+        "{terminal}"
     );
 
     // Exhausted after its redelivery had been accepted (the receiver
@@ -1174,6 +1190,13 @@ fn a_uid_only_mapping_is_warned_and_unmapped_events_are_kept() {
         html.contains("unmapped (filed under the source&#39;s first stream)")
             || html.contains("unmapped (filed under the source's first stream)"),
         "status page"
+    );
+    let terminal = status_terminal(s.addr);
+    assert!(
+        terminal.contains(&format!(
+            "svix main/{EP}: unmapped (filed under the source's first stream)"
+        )),
+        "{terminal}"
     );
 
     // endpoint.updated teaches the uid; from then on the endpoint maps.
