@@ -709,7 +709,7 @@ pub(super) fn record(
     if let OpEvent::AttemptExhausted { attempt, .. } = &a.event {
         let joined =
             join_redelivered(conn, a, &endpoint_id, std::slice::from_ref(&attempt.msg_id))?;
-        if !joined.is_empty() && a.audit {
+        if !joined.is_empty() && event.audit {
             record_event(conn, &join_entry(a, &endpoint_id, &joined))?;
         }
     }

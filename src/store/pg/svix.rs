@@ -378,9 +378,10 @@ pub(super) async fn record(
     if let OpEvent::AttemptExhausted { attempt, .. } = &a.event {
         let joined =
             join_redelivered(tx, a, &endpoint_id, std::slice::from_ref(&attempt.msg_id)).await?;
-        if !joined.is_empty() && a.audit {
-            // The head is locked already: the event itself was audited
-            // (both follow `[audit] enabled`), before the endpoint row.
+        if !joined.is_empty() && event.audit {
+            // Only when the event itself was audited: its head lock was
+            // taken first, before the endpoint row (`a.audit` is read from
+            // the config separately and could differ across a reload).
             let entry = join_entry(a, &endpoint_id, &joined);
             lock_audit_head(tx, std::slice::from_ref(&entry)).await?;
             record_event(tx, &entry).await?;
