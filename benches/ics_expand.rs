@@ -9,7 +9,10 @@
 //! it. Parsing happens once per config load; lookups happen for every
 //! business-time calculation.
 //!
-//! Figures are in docs/src/performance.md with the machine and load.
+//! Measured on a 2-core Intel Xeon VM shared with other builds (load
+//! average 3.9-4.7), with `cargo bench --profile dev` (an unoptimised
+//! build, so upper bounds; the release profile was not measured):
+//! parse and expand ~8.1 ms, one lookup ~1.2 µs (criterion medians).
 
 use chrono::NaiveDate;
 use criterion::{criterion_group, criterion_main, Criterion};
