@@ -2,6 +2,8 @@
 //! the operator routes (`/v1/silences`, `/v1/streams/NAME/acknowledge`).
 //! The admin token is read from an environment variable, never an
 //! argument (arguments show in `ps` and shell history).
+//! Every call but a listing carries a fresh random `Idempotency-Key`
+//! (issue #30), so a re-sent request is answered once.
 //! Exit 0: done; 1: the server refused (its reason is printed);
 //! 2: bad arguments, missing token, or the server could not be reached.
 
@@ -62,8 +64,18 @@ fn call(target: &Target<'_>, method: hyper::Method, path: &str, body: Option<Val
         Ok(rt) => rt,
         Err(e) => return fail(format!("cannot start the runtime: {e}")),
     };
+    // One key per invocation: a retry of this same call (by hushwatch or
+    // by whoever re-sends it) is then answered once (issue #30).
+    let key = if method == hyper::Method::GET {
+        None
+    } else {
+        match idempotency_key() {
+            Some(k) => Some(k),
+            None => return fail("cannot read random bytes for the Idempotency-Key"),
+        }
+    };
     let url = format!("{base}{path}");
-    match runtime.block_on(send(&url, method, &token, body)) {
+    match runtime.block_on(send(&url, method, &token, key.as_deref(), body)) {
         Ok((status, answer)) if status.is_success() => {
             println!("{answer}");
             ExitCode::SUCCESS
@@ -79,10 +91,24 @@ fn call(target: &Target<'_>, method: hyper::Method, path: &str, body: Option<Val
     }
 }
 
+/// A fresh random 128-bit key, in hex. The randomness is ring's
+/// `SystemRandom` (the OS generator) through the rustls provider already
+/// linked for TLS (rustls `crypto/ring/mod.rs`: `secure_random` fills
+/// from `ring::rand::SystemRandom`), so no new dependency.
+fn idempotency_key() -> Option<String> {
+    let mut bytes = [0u8; 16];
+    rustls::crypto::ring::default_provider()
+        .secure_random
+        .fill(&mut bytes)
+        .ok()?;
+    Some(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
 async fn send(
     url: &str,
     method: hyper::Method,
     token: &str,
+    key: Option<&str>,
     body: Option<Value>,
 ) -> Result<(hyper::StatusCode, Value), String> {
     let uri: hyper::Uri = url.parse().map_err(|_| "not a valid URL".to_string())?;
@@ -94,11 +120,15 @@ async fn send(
     let client = hyper_util::client::legacy::Client::builder(TokioExecutor::new())
         .build::<_, Full<Bytes>>(connector);
     let bytes = body.map(|b| b.to_string()).unwrap_or_default();
-    let request = hyper::Request::builder()
+    let mut request = hyper::Request::builder()
         .method(method)
         .uri(uri)
         .header("authorization", format!("Bearer {token}"))
-        .header("content-type", "application/json")
+        .header("content-type", "application/json");
+    if let Some(key) = key {
+        request = request.header("idempotency-key", key);
+    }
+    let request = request
         .body(Full::new(Bytes::from(bytes)))
         .map_err(|e| format!("cannot build the request ({e})"))?;
     let exchange = async {

@@ -9,6 +9,7 @@ use crate::config::{Config, SvixConfig};
 use crate::ingest::svix_ops::OpEvent;
 use crate::metrics::Metrics;
 use crate::status::timeline::Timeline;
+use crate::store::idempotency::{Begun, IdempotencyKey, StoredAnswer};
 use crate::store::silences::{AckOutcome, NewSilence, SilenceRow};
 use crate::store::subscriptions::SubscriptionUpdate;
 use crate::store::svix::{SvixApply, SvixPage};
@@ -140,4 +141,21 @@ pub trait Api: Send + Sync {
         created_by: String,
         comment: String,
     ) -> Result<AckOutcome, Unavailable>;
+
+    /// Issue #30 (`http::idempotency`): claims an `Idempotency-Key`, or says
+    /// who has it.
+    async fn idempotency_begin(&self, key: IdempotencyKey) -> Result<Begun, Unavailable>;
+    /// Stores the 2xx answer of the claim made at `started`.
+    async fn idempotency_finish(
+        &self,
+        key: IdempotencyKey,
+        started: DateTime<Utc>,
+        answer: StoredAnswer,
+    ) -> Result<bool, Unavailable>;
+    /// Forgets the claim made at `started` (the call was not a success).
+    async fn idempotency_release(
+        &self,
+        key: IdempotencyKey,
+        started: DateTime<Utc>,
+    ) -> Result<bool, Unavailable>;
 }

@@ -9,8 +9,9 @@
 //! keeps memory at the bytes actually received plus a small constant.
 
 use super::MAX_BODY;
+use bytes::Bytes;
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
+use hyper::body::Body;
 use hyper::header::CONTENT_LENGTH;
 use hyper::http::request::Parts;
 use tokio::time::Instant;
@@ -47,7 +48,12 @@ pub fn declared_too_large(parts: &Parts) -> bool {
 
 /// Reads the whole body into one buffer of at most [`MAX_BODY`] bytes,
 /// giving up at `deadline`.
-pub async fn read(parts: &Parts, body: Incoming, deadline: Instant) -> Result<Vec<u8>, BodyError> {
+/// Generic over the body so that a route behind `idempotency::guard`
+/// reads the bytes the guard already read through the same code.
+pub async fn read<B>(parts: &Parts, body: B, deadline: Instant) -> Result<Vec<u8>, BodyError>
+where
+    B: Body<Data = Bytes> + Unpin,
+{
     if declared_too_large(parts) {
         return Err(BodyError::TooLarge);
     }
@@ -58,7 +64,10 @@ pub async fn read(parts: &Parts, body: Incoming, deadline: Instant) -> Result<Ve
     }
 }
 
-async fn collect(mut body: Incoming, declared: Option<usize>) -> Result<Vec<u8>, BodyError> {
+async fn collect<B>(mut body: B, declared: Option<usize>) -> Result<Vec<u8>, BodyError>
+where
+    B: Body<Data = Bytes> + Unpin,
+{
     // Never more than the declared length (hyper enforces it) or the cap.
     let limit = declared.map_or(MAX_BODY, |n| n.min(MAX_BODY));
     let mut buf = Vec::with_capacity(limit.min(FIRST_RESERVE));

@@ -13,6 +13,7 @@
 
 pub mod api;
 mod body;
+mod idempotency;
 mod ingest;
 mod log_field;
 mod metrics_page;

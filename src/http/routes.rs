@@ -78,8 +78,16 @@ async fn route(
     if !routes.serves(&segments) {
         return reply::error(StatusCode::NOT_FOUND, "no such route");
     }
+    // Issue #30: every mutating operator route runs under its
+    // Idempotency-Key, through this one wrapper.
+    if let Some(op) = super::idempotency::operation(&app.config(), req.method(), &segments) {
+        return super::idempotency::guard(app, op, req, body_deadline, |req| {
+            operator(app, &segments, req, body_deadline)
+        })
+        .await;
+    }
     if super::silences::is_route(&segments) {
-        if let Some(reply) = super::silences::route(app, &segments, req, body_deadline).await {
+        if let Some(reply) = super::silences::route(app, &segments, req).await {
             return reply;
         }
         return reply::error(StatusCode::NOT_FOUND, "no such route");
@@ -93,10 +101,6 @@ async fn route(
         (&Method::POST, ["v1", "svix", source, "operational"]) => {
             let source = source.to_string();
             super::svix::operational(app, &source, req, body_deadline).await
-        }
-        (&Method::POST, ["v1", "svix", source, "acknowledge"]) => {
-            let source = source.to_string();
-            super::svix::acknowledge(app, &source, req, body_deadline).await
         }
         (&Method::POST, ["v1", "streams", stream, "webhook"]) => {
             let stream = stream.to_string();
@@ -117,10 +121,6 @@ async fn route(
             let stream = stream.to_string();
             super::reconcile::report(app, &stream, req, body_deadline).await
         }
-        (&Method::PUT | &Method::DELETE, ["v1", "streams", stream]) => {
-            let stream = stream.to_string();
-            super::streams_admin::handle(app, &stream, req).await
-        }
         (_, [""] | ["healthz"] | ["readyz"] | ["metrics"] | ["v1", "status"]) => {
             reply::error(StatusCode::METHOD_NOT_ALLOWED, "use GET")
         }
@@ -129,6 +129,32 @@ async fn route(
             ["v1", "streams", _, "webhook" | "events" | "reconciliations"]
             | ["v1", "svix", _, "operational" | "acknowledge"],
         ) => reply::error(StatusCode::METHOD_NOT_ALLOWED, "use POST"),
+        _ => reply::error(StatusCode::NOT_FOUND, "no such route"),
+    }
+}
+
+/// The mutating operator routes (`idempotency::operation` names the same
+/// ones), behind `idempotency::guard`.
+async fn operator(
+    app: &dyn Api,
+    segments: &[&str],
+    req: super::idempotency::OpRequest,
+    body_deadline: Instant,
+) -> Reply {
+    match (req.method(), segments) {
+        (&Method::POST, ["v1", "silences"]) => {
+            super::silences::create(app, req, body_deadline).await
+        }
+        (&Method::DELETE, ["v1", "silences", id]) => super::silences::expire(app, id, req).await,
+        (&Method::POST, ["v1", "streams", stream, "acknowledge"]) => {
+            super::silences::acknowledge(app, stream, req, body_deadline).await
+        }
+        (&Method::PUT | &Method::DELETE, ["v1", "streams", stream]) => {
+            super::streams_admin::handle(app, stream, req).await
+        }
+        (&Method::POST, ["v1", "svix", source, "acknowledge"]) => {
+            super::svix::acknowledge(app, source, req, body_deadline).await
+        }
         _ => reply::error(StatusCode::NOT_FOUND, "no such route"),
     }
 }

@@ -6,6 +6,7 @@
 
 use super::api::Api;
 use super::body;
+use super::idempotency::{OpBody, OpRequest};
 use super::ingest::{bearer_matches, body_failure, configured_or_templated};
 use super::reply::{self, Reply};
 use crate::domain::duration::parse_duration;
@@ -92,7 +93,7 @@ fn authorize(app: &dyn Api, parts: &hyper::http::request::Parts) -> Result<(), R
 
 async fn json_body(
     parts: &hyper::http::request::Parts,
-    body: Incoming,
+    body: OpBody,
     deadline: Instant,
 ) -> Result<Value, Refusal> {
     let bytes = body::read(parts, body, deadline).await.map_err(|e| {
@@ -215,7 +216,7 @@ fn parse_silence(app: &dyn Api, v: &Value, now: DateTime<Utc>) -> Result<NewSile
 }
 
 /// `POST /v1/silences`.
-pub async fn create(app: &dyn Api, req: Request<Incoming>, deadline: Instant) -> Reply {
+pub(super) async fn create(app: &dyn Api, req: OpRequest, deadline: Instant) -> Reply {
     let (parts, body) = req.into_parts();
     if let Err(r) = authorize(app, &parts) {
         return r.reply();
@@ -291,7 +292,7 @@ fn query_text(parts: &hyper::http::request::Parts, key: &str) -> Result<Option<S
 /// `DELETE /v1/silences/{id}`: ends the silence now. Who and why are the
 /// optional `?created_by=` (else "admin api") and `?comment=` query
 /// parameters, recorded in the audit log.
-pub async fn expire(app: &dyn Api, id: &str, req: Request<Incoming>) -> Reply {
+pub(super) async fn expire(app: &dyn Api, id: &str, req: OpRequest) -> Reply {
     let (parts, _) = req.into_parts();
     if let Err(r) = authorize(app, &parts) {
         return r.reply();
@@ -314,10 +315,10 @@ pub async fn expire(app: &dyn Api, id: &str, req: Request<Incoming>) -> Reply {
 }
 
 /// `POST /v1/streams/{stream}/acknowledge`.
-pub async fn acknowledge(
+pub(super) async fn acknowledge(
     app: &dyn Api,
     stream: &str,
-    req: Request<Incoming>,
+    req: OpRequest,
     deadline: Instant,
 ) -> Reply {
     let (parts, body) = req.into_parts();
@@ -360,19 +361,11 @@ pub fn is_route(segments: &[&str]) -> bool {
 }
 
 /// Dispatches this module's routes; `None` when the request is not one.
-pub async fn route(
-    app: &dyn Api,
-    segments: &[&str],
-    req: Request<Incoming>,
-    deadline: Instant,
-) -> Option<Reply> {
+pub async fn route(app: &dyn Api, segments: &[&str], req: Request<Incoming>) -> Option<Reply> {
     Some(match (req.method().clone(), segments) {
-        (Method::POST, ["v1", "silences"]) => create(app, req, deadline).await,
+        // POST, DELETE and acknowledge are routed through
+        // `idempotency::guard` (`routes::operator`) before this.
         (Method::GET, ["v1", "silences"]) => list(app, req).await,
-        (Method::DELETE, ["v1", "silences", id]) => expire(app, id, req).await,
-        (Method::POST, ["v1", "streams", stream, "acknowledge"]) => {
-            acknowledge(app, stream, req, deadline).await
-        }
         (_, ["v1", "silences"]) => reply::error(StatusCode::METHOD_NOT_ALLOWED, "use GET or POST"),
         (_, ["v1", "silences", _]) => reply::error(StatusCode::METHOD_NOT_ALLOWED, "use DELETE"),
         (_, ["v1", "streams", _, "acknowledge"]) => {

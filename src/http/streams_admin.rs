@@ -4,13 +4,13 @@
 //! key the routes do not exist (404).
 
 use super::api::{Api, Created};
+use super::idempotency::OpRequest;
 use super::ingest::bearer_matches;
 use super::reply::{self, Reply};
-use hyper::body::Incoming;
-use hyper::{Method, Request, StatusCode};
+use hyper::{Method, StatusCode};
 use serde_json::json;
 
-pub async fn handle(app: &dyn Api, name: &str, req: Request<Incoming>) -> Reply {
+pub(super) async fn handle(app: &dyn Api, name: &str, req: OpRequest) -> Reply {
     let config = app.config();
     let Some(token) = &config.templates.admin_token else {
         return reply::error(

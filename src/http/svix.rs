@@ -159,10 +159,10 @@ pub async fn operational(
     }
 }
 
-pub async fn acknowledge(
+pub(super) async fn acknowledge(
     app: &dyn Api,
     name: &str,
-    req: Request<Incoming>,
+    req: super::idempotency::OpRequest,
     body_deadline: Instant,
 ) -> Reply {
     let config = app.config();

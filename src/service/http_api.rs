@@ -10,6 +10,7 @@ use crate::http::api::{Api, Created, Unavailable};
 use crate::ingest::svix_ops::OpEvent;
 use crate::metrics::Metrics;
 use crate::status::timeline::Timeline;
+use crate::store::idempotency::{Begun, IdempotencyKey, StoredAnswer};
 use crate::store::nul::{nul_safe, nul_safe_event, nul_safe_op, nul_safe_update};
 use crate::store::silences::{AckOutcome, NewSilence, SilenceRow};
 use crate::store::subscriptions::SubscriptionUpdate;
@@ -259,6 +260,29 @@ impl Api for App {
     ) -> Result<AckOutcome, Unavailable> {
         let audit = self.config().audit.enabled;
         self.guarded(self.store().acknowledge(stream, created_by, comment, audit))
+            .await
+    }
+
+    async fn idempotency_begin(&self, key: IdempotencyKey) -> Result<Begun, Unavailable> {
+        self.guarded(self.store().idempotency_begin(key)).await
+    }
+
+    async fn idempotency_finish(
+        &self,
+        key: IdempotencyKey,
+        started: DateTime<Utc>,
+        answer: StoredAnswer,
+    ) -> Result<bool, Unavailable> {
+        self.guarded(self.store().idempotency_finish(key, started, answer))
+            .await
+    }
+
+    async fn idempotency_release(
+        &self,
+        key: IdempotencyKey,
+        started: DateTime<Utc>,
+    ) -> Result<bool, Unavailable> {
+        self.guarded(self.store().idempotency_release(key, started))
             .await
     }
 }

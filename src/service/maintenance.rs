@@ -1,5 +1,6 @@
 //! Periodic housekeeping: audit checkpoints (and one at shutdown), pruning
-//! the delivery-id dedup set, and audit retention.
+//! the delivery-id dedup set and expired idempotency keys, and audit
+//! retention.
 
 use super::app::App;
 use chrono::TimeDelta;
@@ -106,6 +107,12 @@ async fn prune(app: &App) {
         ),
         Ok(_) => {}
         Err(e) => tracing::error!(error = %e, "pruning the revocation index failed"),
+    }
+    // Issue #30: Idempotency-Key records live 24 h (`store::idempotency::TTL`).
+    match app.store.prune_idempotency().await {
+        Ok(n) if n > 0 => tracing::info!(removed = n, "pruned expired idempotency keys"),
+        Ok(_) => {}
+        Err(e) => tracing::error!(error = %e, "pruning idempotency keys failed"),
     }
     if let Some(retain) = app.config().audit.retain {
         match app.store.audit_prune(now - retain).await {
