@@ -207,6 +207,29 @@ fn who_is_on_it(store: &str) {
             "  acknowledged by ana at Mon 17:05 Asia/Tokyo · 08:05 UTC: \u{201c}on it\u{201d}",
         ]
     );
+    // A silence of the stream's Svix pages only: the quiet page still goes
+    // out, so the row does not call the stream silenced.
+    let r = request(
+        s.addr,
+        "POST",
+        "/v1/silences",
+        &admin,
+        br#"{"streams": ["identity"], "kinds": ["svix_*"], "duration": "3h", "comment": "svix work", "created_by": "cy"}"#,
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    let status = stream_status(s.addr, "identity");
+    assert_eq!(status["silenced"]["by"], "cy", "{status}");
+    assert_eq!(status["silenced"]["quiet_page"], false, "{status}");
+    let (_, out, _) = status_cli(&url);
+    assert!(
+        out.contains("identity  FIRING (acked by ana 17:05)  "),
+        "{out}"
+    );
+    assert!(
+        out.contains("\n  other pages silenced (svix_*) until Mon 20:05 Asia/Tokyo · 11:05 UTC by cy: \u{201c}svix work\u{201d}\n"),
+        "{out}"
+    );
+    // A silence of every page wins over it, though it ends sooner.
     let r = request(
         s.addr,
         "POST",
