@@ -5,7 +5,7 @@ use super::StoreError;
 use chrono::{DateTime, Utc};
 use rusqlite::{params, Connection, OptionalExtension};
 
-/// Migration step (v7): lets the timeline read one stream's recent audit
+/// Schema step `0007_audit_by_stream`: lets the timeline read one stream's recent audit
 /// entries without scanning the whole log (`events` has such an index).
 pub(super) const MIGRATION: &str =
     "CREATE INDEX audit_log_by_source ON audit_log(source, received_at);";
