@@ -2,8 +2,12 @@
 //! a server on a manual clock driven through each state (ok in business
 //! hours, ok with the clock paused, firing, failed page, Svix endpoint
 //! disabled); the rendered DOM must read right in the calendar's zone and
-//! carry no secret. A screenshot of each state is saved under
-//! target/test-output/status-page/ for a person to look at.
+//! carry no secret. Then who is on a firing stream (issue #27): firing,
+//! acknowledged and silenced, each at 1280 px and at a phone's 390 px, with
+//! what the layout measured asserted (nothing wider than the screen, short
+//! identifiers on one line, threshold diamonds whole). A screenshot of each
+//! state is saved under target/test-output/status-page/ for a person to
+//! look at (not committed).
 
 mod common;
 
