@@ -106,11 +106,11 @@ pub(crate) fn hex(key: &IdempotencyKey) -> (String, String) {
     (to_hex(&key.key_sha256), to_hex(&key.request_sha256))
 }
 
+/// A row of `FIND_SQL`: request, state, status, content type, body.
+pub(crate) type FoundRow = (String, String, Option<i32>, Option<String>, Option<String>);
+
 /// The row `FIND_SQL` read, as an answer to `begin` (`None`: no row).
-pub(crate) fn found(
-    request: &str,
-    row: Option<(String, String, Option<i32>, Option<String>, Option<String>)>,
-) -> Result<Begun, StoreError> {
+pub(crate) fn found(request: &str, row: Option<FoundRow>) -> Result<Begun, StoreError> {
     let Some((stored_request, state, status, content_type, body)) = row else {
         // Released between the upsert and this read: the other call
         // answered with an error and a retry may run; say "busy, retry".
