@@ -10,28 +10,85 @@ use chrono::TimeDelta;
 use std::path::{Path, PathBuf};
 use toml::Table;
 
-#[derive(Debug, Clone)]
-pub enum NotifierKind {
-    /// One JSON line on stdout.
-    Log,
+/// Every notifier kind, one line each: the variant and the type holding
+/// its settings, which implements [`KindConfig`] (its `kind = "…"` word,
+/// its own keys, its reader). The order is the one `check` lists them in.
+/// The sending side is `notify::Kind`, implemented in the kind's own
+/// `notify` module; `notify::kind_of` matches this enum exhaustively, so a
+/// kind added here does not compile until it can send.
+macro_rules! notifier_kinds {
+    ($($(#[$doc:meta])* $variant:ident($config:ty),)*) => {
+        #[derive(Debug, Clone)]
+        pub enum NotifierKind {
+            $($(#[$doc])* $variant($config),)*
+        }
+
+        impl NotifierKind {
+            /// The `kind = "…"` word, also used in logs.
+            pub fn name(&self) -> &'static str {
+                match self {
+                    $(NotifierKind::$variant(_) => <$config as KindConfig>::NAME,)*
+                }
+            }
+        }
+
+        /// Each kind's word, own keys and reader, in the order above.
+        const KINDS: &[Kind] = &[$(Kind {
+            name: <$config as KindConfig>::NAME,
+            keys: <$config as KindConfig>::KEYS,
+            read: |r, at| <$config as KindConfig>::read(r, at).map(NotifierKind::$variant),
+        },)*];
+    };
+}
+
+notifier_kinds! {
     Email(EmailConfig),
     Webhook(WebhookConfig),
     PagerDuty(PagerDutyConfig),
     Slack(SlackConfig),
     Alertmanager(AlertmanagerConfig),
+    /// One JSON line on stdout.
+    Log(LogConfig),
 }
 
-impl NotifierKind {
-    /// The `kind = "…"` word, also used in logs.
-    pub fn name(&self) -> &'static str {
-        match self {
-            NotifierKind::Log => "log",
-            NotifierKind::Email(_) => "email",
-            NotifierKind::Webhook(_) => "webhook",
-            NotifierKind::PagerDuty(_) => "pagerduty",
-            NotifierKind::Slack(_) => "slack",
-            NotifierKind::Alertmanager(_) => "alertmanager",
-        }
+/// One notifier kind's configuration: its `kind = "…"` word, the keys of
+/// its own (besides the shared `kind`, delivery policy and watchdog keys)
+/// and its reader, the one `check`, `serve` and SIGHUP share. Listed once
+/// in `notifier_kinds!`.
+pub trait KindConfig: Sized {
+    const NAME: &'static str;
+    const KEYS: &'static [&'static str];
+    /// Reads the kind's own keys; `None` after reporting every error found.
+    fn read(r: &mut Reader<'_>, at: &KindTable<'_>) -> Option<Self>;
+}
+
+/// The `[notifiers.NAME]` table a kind's reader reads.
+pub struct KindTable<'a> {
+    pub path: &'a str,
+    pub table: &'a Table,
+    /// The config file's folder: relative paths resolve against it.
+    pub base_dir: &'a Path,
+    /// The notifier's delivery policy, already read (its `timeout` is the
+    /// one a send uses).
+    pub policy: &'a DeliveryPolicy,
+}
+
+/// A registry row of [`KINDS`].
+struct Kind {
+    name: &'static str,
+    keys: &'static [&'static str],
+    read: fn(&mut Reader<'_>, &KindTable<'_>) -> Option<NotifierKind>,
+}
+
+/// `kind = "log"`: no settings of its own.
+#[derive(Debug, Clone)]
+pub struct LogConfig;
+
+impl KindConfig for LogConfig {
+    const NAME: &'static str = "log";
+    const KEYS: &'static [&'static str] = &[];
+    fn read(_: &mut Reader<'_>, _: &KindTable<'_>) -> Option<Self> {
+        Some(LogConfig)
     }
 }
 
@@ -105,8 +162,6 @@ pub struct NotifierConfig {
 /// The PagerDuty Events API v2 endpoint (US region).
 pub const PAGERDUTY_URL: &str = "https://events.pagerduty.com/v2/enqueue";
 
-const NOTIFIER_KINDS: &str =
-    "\"email\", \"webhook\", \"pagerduty\", \"slack\", \"alertmanager\", \"log\"";
 const COMMON_NOTIFIER_KEYS: [&str; 5] = [
     "kind",
     "backoff_initial",
@@ -123,87 +178,119 @@ pub(super) fn read_notifier(
     base_dir: &Path,
 ) -> Option<NotifierConfig> {
     let kind_word = r.req_string(path, t, "kind")?;
-    let own: &[&str] = match kind_word.as_str() {
-        "log" => &[],
-        "email" => &["smtp_url", "username", "password", "from", "to", "ca_file"],
-        "webhook" => &["url", "secret"],
-        "pagerduty" => &["routing_key", "url"],
-        "slack" => &["url"],
-        "alertmanager" => &["urls"],
-        other => {
-            r.error(
-                &join(path, "kind"),
-                format!("{other:?} is not a notifier kind (supported: {NOTIFIER_KINDS})"),
-            );
-            return None;
-        }
+    let Some(kind) = KINDS.iter().find(|k| k.name == kind_word) else {
+        let supported: Vec<String> = KINDS.iter().map(|k| format!("{:?}", k.name)).collect();
+        r.error(
+            &join(path, "kind"),
+            format!(
+                "{kind_word:?} is not a notifier kind (supported: {})",
+                supported.join(", ")
+            ),
+        );
+        return None;
     };
     let allowed: Vec<&str> = COMMON_NOTIFIER_KEYS
         .iter()
-        .chain(own)
+        .chain(kind.keys)
         .chain(&super::watchdog::NOTIFIER_KEYS)
         .copied()
         .collect();
     r.reject_unknown(path, t, &allowed);
     let policy = read_delivery_policy(r, path, t);
-    let kind = match kind_word.as_str() {
-        "email" => NotifierKind::Email(read_email(r, path, t, base_dir, &policy)?),
-        "webhook" => {
-            let url = read_url(r, path, t, "url");
-            let secret = r
-                .opt_string(path, t, "secret")
-                .map(|s| SecretKey::parse(&s))
-                .transpose()
-                .map_err(|e| r.error(&join(path, "secret"), e.to_string()));
-            NotifierKind::Webhook(WebhookConfig {
-                url: SecretString::new(url?),
-                secret: secret.ok()?,
-            })
-        }
-        "pagerduty" => {
-            let key = r.req_string(path, t, "routing_key");
-            if key.as_deref().is_some_and(|k| k.trim().is_empty()) {
-                r.error(&join(path, "routing_key"), "must not be empty");
-            }
-            let url = if t.contains_key("url") {
-                read_url(r, path, t, "url")
-            } else {
-                Some(PAGERDUTY_URL.to_string())
-            };
-            NotifierKind::PagerDuty(PagerDutyConfig {
-                routing_key: SecretString::new(key?),
-                url: url?,
-            })
-        }
-        "slack" => NotifierKind::Slack(SlackConfig {
-            url: SecretString::new(read_url(r, path, t, "url")?),
-        }),
-        "alertmanager" => {
-            let urls = r.string_list(path, t, "urls", true);
-            if urls.is_empty() {
-                r.error(
-                    &join(path, "urls"),
-                    "is required: the base URL of every Alertmanager (e.g. [\"http://alertmanager:9093\"])",
-                );
-                return None;
-            }
-            let mut ok = true;
-            for (i, u) in urls.iter().enumerate() {
-                if let Err(reason) = check_http_url(u) {
-                    r.error(&format!("{path}.urls[{i}]"), reason);
-                    ok = false;
-                }
-            }
-            ok.then_some(())?;
-            NotifierKind::Alertmanager(AlertmanagerConfig { urls })
-        }
-        _ => NotifierKind::Log,
+    let at = KindTable {
+        path,
+        table: t,
+        base_dir,
+        policy: &policy,
     };
+    let kind = (kind.read)(r, &at)?;
     Some(NotifierConfig {
         name: name.to_string(),
         kind,
         policy,
     })
+}
+
+impl KindConfig for WebhookConfig {
+    const NAME: &'static str = "webhook";
+    const KEYS: &'static [&'static str] = &["url", "secret"];
+    fn read(r: &mut Reader<'_>, at: &KindTable<'_>) -> Option<Self> {
+        let (path, t) = (at.path, at.table);
+        let url = read_url(r, path, t, "url");
+        let secret = r
+            .opt_string(path, t, "secret")
+            .map(|s| SecretKey::parse(&s))
+            .transpose()
+            .map_err(|e| r.error(&join(path, "secret"), e.to_string()));
+        Some(WebhookConfig {
+            url: SecretString::new(url?),
+            secret: secret.ok()?,
+        })
+    }
+}
+
+impl KindConfig for PagerDutyConfig {
+    const NAME: &'static str = "pagerduty";
+    const KEYS: &'static [&'static str] = &["routing_key", "url"];
+    fn read(r: &mut Reader<'_>, at: &KindTable<'_>) -> Option<Self> {
+        let (path, t) = (at.path, at.table);
+        let key = r.req_string(path, t, "routing_key");
+        if key.as_deref().is_some_and(|k| k.trim().is_empty()) {
+            r.error(&join(path, "routing_key"), "must not be empty");
+        }
+        let url = if t.contains_key("url") {
+            read_url(r, path, t, "url")
+        } else {
+            Some(PAGERDUTY_URL.to_string())
+        };
+        Some(PagerDutyConfig {
+            routing_key: SecretString::new(key?),
+            url: url?,
+        })
+    }
+}
+
+impl KindConfig for SlackConfig {
+    const NAME: &'static str = "slack";
+    const KEYS: &'static [&'static str] = &["url"];
+    fn read(r: &mut Reader<'_>, at: &KindTable<'_>) -> Option<Self> {
+        Some(SlackConfig {
+            url: SecretString::new(read_url(r, at.path, at.table, "url")?),
+        })
+    }
+}
+
+impl KindConfig for AlertmanagerConfig {
+    const NAME: &'static str = "alertmanager";
+    const KEYS: &'static [&'static str] = &["urls"];
+    fn read(r: &mut Reader<'_>, at: &KindTable<'_>) -> Option<Self> {
+        let path = at.path;
+        let urls = r.string_list(path, at.table, "urls", true);
+        if urls.is_empty() {
+            r.error(
+                &join(path, "urls"),
+                "is required: the base URL of every Alertmanager (e.g. [\"http://alertmanager:9093\"])",
+            );
+            return None;
+        }
+        let mut ok = true;
+        for (i, u) in urls.iter().enumerate() {
+            if let Err(reason) = check_http_url(u) {
+                r.error(&format!("{path}.urls[{i}]"), reason);
+                ok = false;
+            }
+        }
+        ok.then_some(AlertmanagerConfig { urls })
+    }
+}
+
+impl KindConfig for EmailConfig {
+    const NAME: &'static str = "email";
+    const KEYS: &'static [&'static str] =
+        &["smtp_url", "username", "password", "from", "to", "ca_file"];
+    fn read(r: &mut Reader<'_>, at: &KindTable<'_>) -> Option<Self> {
+        read_email(r, at.path, at.table, at.base_dir, at.policy)
+    }
 }
 
 fn read_delivery_policy(r: &mut Reader<'_>, path: &str, t: &Table) -> DeliveryPolicy {
@@ -320,4 +407,30 @@ fn read_email(
         ca_file,
         ca_pem,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The registry is what `kind = "…"` is looked up in: a repeated word
+    /// would shadow a kind, and an own key equal to a shared one would be
+    /// read twice with two meanings.
+    #[test]
+    fn every_kind_has_its_own_word_and_keys_apart_from_the_shared_ones() {
+        let mut words: Vec<&str> = KINDS.iter().map(|k| k.name).collect();
+        words.sort_unstable();
+        words.dedup();
+        assert_eq!(words.len(), KINDS.len(), "a kind word is listed twice");
+        for kind in KINDS {
+            for key in kind.keys {
+                assert!(
+                    !COMMON_NOTIFIER_KEYS.contains(key)
+                        && !super::super::watchdog::NOTIFIER_KEYS.contains(key),
+                    "{}: {key} is a shared notifier key",
+                    kind.name
+                );
+            }
+        }
+    }
 }

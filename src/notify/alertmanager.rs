@@ -4,9 +4,22 @@
 //! delivered once any member accepted it (members gossip), and the
 //! outcome of the others is logged.
 
-use super::{http::Client, payload, Outcome, Page};
+use super::kind::AlertKind;
+use super::payload::{
+    local_and_utc, operator_hint, resolve_summary, rfc, test_prefix, ID_MAX, TEXT_MAX,
+};
+use super::{http::Client, text, Attempt, Kind, Outcome, Page};
 use crate::config::AlertmanagerConfig;
+use serde_json::{json, Value};
 use std::time::Duration;
+
+/// Alertmanager sets no limit on annotations, but its own PagerDuty
+/// notifier cuts a summary to 1,024 characters and chat receivers show a
+/// line: the same bound as PagerDuty's summary.
+pub const AM_SUMMARY_MAX: usize = 1024;
+
+/// Where a cut summary's full text is.
+const IN_DESCRIPTION: &str = "; the full text is in the description annotation";
 
 /// How often a still-firing alert is re-posted. Alertmanager resolves an
 /// alert that was not re-posted within `resolve_timeout` (default 5m).
@@ -22,7 +35,7 @@ pub async fn send(
     page: &Page,
     timeout: Duration,
 ) -> Outcome {
-    let body = payload::alertmanager_alerts(page).to_string().into_bytes();
+    let body = alerts(page).to_string().into_bytes();
     let posts = config.urls.iter().map(|base| {
         let body = body.clone();
         async move { client.post_json(&endpoint(base), &[], body, timeout).await }
@@ -82,4 +95,97 @@ async fn futures_join_all<F: std::future::Future<Output = Outcome>>(
         out.push(r.unwrap_or(Outcome::retry("lost result", false)));
     }
     out
+}
+
+#[async_trait::async_trait]
+impl Kind for AlertmanagerConfig {
+    async fn send(&self, attempt: &Attempt<'_>, page: &Page) -> Outcome {
+        send(attempt.http, self, page, attempt.timeout).await
+    }
+
+    fn urls(&self) -> Vec<&str> {
+        self.urls.iter().map(String::as_str).collect()
+    }
+}
+
+/// The Alertmanager alert for this page. Labels are the same for every
+/// replica of hushwatch watching the same stream (no per-database ids), so
+/// several replicas posting to one Alertmanager never double-page. The
+/// alertname and the labels are those of the shipped Prometheus rules
+/// (charts/hushwatch/rules/hushwatch.rules.yml), so both paths group,
+/// inhibit and silence together.
+pub fn alerts(page: &Page) -> Value {
+    // Labels name the alert: a value too long is shortened with a digest
+    // of the whole (`text::bounded_id`), so two alerts never merge.
+    let label = |v: &str| text::bounded_id(v, ID_MAX);
+    let line = format!("{}{}: {}", test_prefix(page), page.stream, page.summary);
+    let mut alert = json!({
+        "labels": {
+            "alertname": alertname(page),
+            "stream": label(&page.stream),
+            "severity": label(&page.severity),
+            "kind": label(&page.alert_kind),
+        },
+        "annotations": {
+            "summary": text::bounded(&line, AM_SUMMARY_MAX, IN_DESCRIPTION),
+            "description": text::bounded(&description(page), TEXT_MAX, ""),
+            "alert_id": page.alert_id,
+        },
+        "startsAt": rfc(page.started_at),
+    });
+    if let Some(source) = &page.source {
+        alert["labels"]["source"] = json!(label(source));
+    }
+    if let Some(endpoint) = &page.endpoint_id {
+        alert["labels"]["endpoint_id"] = json!(label(endpoint));
+        // HushwatchNotificationsFailing (the rule this page shares its
+        // name with) is per `notifier`.
+        if page.alert_kind == AlertKind::Fallback.as_str() {
+            alert["labels"]["notifier"] = json!(label(endpoint));
+        }
+    }
+    if let Some(resolved) = page.resolved_at {
+        alert["endsAt"] = json!(rfc(resolved));
+    }
+    if page.test {
+        alert["labels"]["test"] = json!("true");
+    }
+    // An annotation, not a label: labels name the alert, and this text
+    // must not split one alert into two.
+    if let Some(hint) = operator_hint(page) {
+        alert["annotations"]["how_to_ack"] = json!(hint);
+    }
+    json!([alert])
+}
+
+/// The alert's name in Alertmanager (`AlertKind::alertname`): the shipped
+/// rule's name where a rule watches the same condition, so both paths
+/// group, inhibit and silence together.
+pub fn alertname(page: &Page) -> &'static str {
+    match AlertKind::parse(&page.alert_kind) {
+        Some(kind) => kind.alertname(),
+        // Svix pages queued before schema v8 did not record which alert
+        // (`alert_kind` = `svix`).
+        None => "IdentityWebhookAlert",
+    }
+}
+
+fn description(page: &Page) -> String {
+    if !page.is_silence() {
+        return page.summary.clone();
+    }
+    if let Some(text) = resolve_summary(page) {
+        return format!("Stream {}: {text}.", page.stream);
+    }
+    let since = page
+        .silent_since
+        .map(|t| format!(" since {}", local_and_utc(page, t)))
+        .unwrap_or_default();
+    format!(
+        "Stream {} has received no events{since}; threshold {} of business time on calendar {} ({}).",
+        page.stream,
+        page.threshold_text(),
+        page.calendar,
+        page.business_hours.join(", ")
+    )
 }

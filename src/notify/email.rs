@@ -10,12 +10,26 @@
 //! the same message, and every page of one alert episode references the
 //! same thread id.
 
-use super::{payload, redact_url, Outcome, Page};
+use super::payload::{
+    endpoint_fact, hint_label, local_and_utc, minutes_text, operator_hint, test_prefix, ID_MAX,
+    TEXT_MAX,
+};
+use super::{redact_url, text, Attempt, Kind, Outcome, Page};
 use crate::config::notifiers::smtp_transport;
 use crate::config::EmailConfig;
+use crate::domain::duration::format_duration;
 use lettre::message::header::ContentType;
 use lettre::{AsyncTransport, Message};
+use std::fmt::Write as _;
 use std::time::Duration;
+
+/// Email subject, in characters. RFC 5322 section 2.1.1 allows 998 per
+/// line (78 recommended); mail clients show far fewer, and the body has
+/// the full text.
+pub const EMAIL_SUBJECT_MAX: usize = 200;
+
+/// Where a cut subject's full text is.
+const IN_BODY: &str = "; the full text is in the body";
 
 /// The `Message-ID` of a page.
 pub fn message_id(page: &Page) -> String {
@@ -31,7 +45,7 @@ pub fn thread_id(page: &Page) -> String {
 pub fn build_message(config: &EmailConfig, page: &Page) -> Result<Message, String> {
     let mut b = Message::builder()
         .from(config.from.clone())
-        .subject(payload::email_subject(page))
+        .subject(subject(page))
         .message_id(Some(message_id(page)))
         .references(thread_id(page))
         .in_reply_to(thread_id(page))
@@ -40,7 +54,7 @@ pub fn build_message(config: &EmailConfig, page: &Page) -> Result<Message, Strin
         b = b.to(to.clone());
     }
     // lettre picks 7bit or quoted-printable (long lines) by itself.
-    b.body(payload::email_body(page))
+    b.body(body(page))
         .map_err(|e| format!("cannot build the message: {e}"))
 }
 
@@ -65,4 +79,151 @@ pub async fn send(config: &EmailConfig, page: &Page, timeout: Duration) -> Outco
         },
         Ok(Err(e)) => Outcome::retry(format!("{shown}: {e}"), !e.is_transient()),
     }
+}
+
+#[async_trait::async_trait]
+impl Kind for EmailConfig {
+    async fn send(&self, attempt: &Attempt<'_>, page: &Page) -> Outcome {
+        send(self, page, attempt.timeout).await
+    }
+
+    fn urls(&self) -> Vec<&str> {
+        vec![self.smtp_url.expose()]
+    }
+
+    fn secrets(&self) -> Vec<String> {
+        self.password
+            .iter()
+            .map(|p| p.expose().to_string())
+            .collect()
+    }
+}
+
+/// Subject line of the email.
+pub fn subject(page: &Page) -> String {
+    let extra = match page.kind {
+        crate::store::PageKind::Page => "",
+        crate::store::PageKind::Reminder => " (reminder)",
+        crate::store::PageKind::Escalation => " (escalation)",
+    };
+    let head = format!(
+        "{}[{} {}] {}: ",
+        test_prefix(page),
+        page.status_word(),
+        text::one_line(&page.severity),
+        text::one_line(&page.stream),
+    );
+    // The summary gets what the subject has left; the body has all of it.
+    let room = EMAIL_SUBJECT_MAX
+        .saturating_sub(head.chars().count() + extra.chars().count())
+        .max(40);
+    format!(
+        "{head}{}{extra}",
+        text::bounded_line(&page.summary, room, IN_BODY)
+    )
+}
+
+/// Plain-text body of the email.
+pub fn body(page: &Page) -> String {
+    let mut b = String::new();
+    if page.test {
+        b.push_str("THIS IS A TEST PAGE sent by `hushwatch notify-test`. No action is needed.\n\n");
+    }
+    // Plain text (no markup to escape), but one-line fields stay one line:
+    // a newline in a summary or endpoint id could fake a line of the page.
+    let _ = writeln!(
+        b,
+        "{} - {}",
+        page.status_word(),
+        text::one_line(&page.stream)
+    );
+    let _ = writeln!(b, "{}", text::bounded_line(&page.summary, TEXT_MAX, ""));
+    b.push('\n');
+    let _ = writeln!(b, "Severity:        {}", page.severity);
+    if !page.is_silence() {
+        let _ = writeln!(b, "Kind:            {}", page.alert_kind);
+        if let Some((label, endpoint, source)) = endpoint_fact(page) {
+            let endpoint = text::one_line(&text::bounded_id(endpoint, ID_MAX));
+            let label = format!("{label}:");
+            match source {
+                Some(source) => {
+                    let source = text::one_line(source);
+                    let _ = writeln!(b, "{label:<17}{endpoint} (svix source \"{source}\")");
+                }
+                None => {
+                    let _ = writeln!(b, "{label:<17}{endpoint}");
+                }
+            }
+        }
+        let _ = writeln!(b, "At:              {}", local_and_utc(page, page.at));
+        b.push('\n');
+        if let Some(hint) = operator_hint(page) {
+            let _ = writeln!(b, "{}: {hint}", hint_label(page));
+            b.push('\n');
+        }
+        let _ = writeln!(b, "Alert id: {}", page.alert_id);
+        let _ = writeln!(b, "Page key: {}", page.key);
+        return b;
+    }
+    if page.firing {
+        let _ = writeln!(
+            b,
+            "What is silent:  the stream \"{}\" has received no events.",
+            page.stream
+        );
+    }
+    if let Some(since) = page.silent_since {
+        let _ = writeln!(b, "Silent since:    {}", local_and_utc(page, since));
+    }
+    if let Some(resumed) = page.resumed_at {
+        let _ = writeln!(b, "Arrived again:   {}", local_and_utc(page, resumed));
+    }
+    if let Some(d) = page.business_silence {
+        let _ = writeln!(b, "Silence:         {} of business time", minutes_text(d));
+    }
+    let _ = writeln!(
+        b,
+        "Fired at:        {}",
+        local_and_utc(page, page.started_at)
+    );
+    if let Some(r) = page.resolved_at {
+        let _ = writeln!(b, "Resolved at:     {}", local_and_utc(page, r));
+    }
+    let _ = writeln!(
+        b,
+        "Threshold:       {} of business time",
+        page.threshold_text()
+    );
+    if let Some(m) = page.max_silence {
+        let _ = writeln!(
+            b,
+            "Backstop:        {} of wall-clock time",
+            format_duration(m)
+        );
+    }
+    let _ = writeln!(
+        b,
+        "Business hours:  {} ({}, calendar \"{}\")",
+        page.business_hours.join(", "),
+        page.timezone.name(),
+        page.calendar
+    );
+    b.push('\n');
+    if page.firing {
+        b.push_str(
+            "What to check:\n\
+             - The identity provider's dashboard: is it up, and is the webhook endpoint still enabled?\n\
+             - Svix message attempts for this endpoint: failed or disabled deliveries, error codes.\n\
+             - The reconciliation job: did it run, and does it find events that never arrived here?\n\
+             - hushwatch itself: GET /v1/status shows the last event it accepted.\n",
+        );
+        b.push('\n');
+    }
+    if let Some(hint) = operator_hint(page) {
+        let _ = writeln!(b, "{}: {hint}", hint_label(page));
+        b.push('\n');
+    }
+    let _ = writeln!(b, "Alert id: {}", page.alert_id);
+    let _ = writeln!(b, "Page key: {}", page.key);
+    b
 }

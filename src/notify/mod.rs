@@ -233,6 +233,51 @@ pub fn redact_url(url: &str) -> String {
     format!("{scheme}://{host}")
 }
 
+/// One notifier kind's sending side, implemented on its settings type
+/// (`config::KindConfig`, which reads it) in the kind's own module, beside
+/// the payload it builds. Adding a kind: its settings type and reader in
+/// `config::notifier_tables` (one line in `notifier_kinds!`), its module
+/// here implementing this trait, and one line in [`kind_of`].
+#[async_trait::async_trait]
+pub trait Kind: Sync {
+    /// One classified attempt (see [`Outcome`]); retries are `retry`'s.
+    async fn send(&self, attempt: &Attempt<'_>, page: &Page) -> Outcome;
+
+    /// The configured URLs that may carry a password or a token: their
+    /// secret parts are scrubbed from every outcome (see [`secrets_of`]).
+    fn urls(&self) -> Vec<&str> {
+        Vec::new()
+    }
+
+    /// Every other secret in the settings, as written.
+    fn secrets(&self) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+/// What one attempt may use besides the kind's settings and the page.
+pub struct Attempt<'a> {
+    pub http: &'a http::Client,
+    /// The attempt's time (`sent_at`).
+    pub now: DateTime<Utc>,
+    /// The notifier's `timeout`.
+    pub timeout: Duration,
+}
+
+/// The sending side of a configured kind: the one list of kinds in
+/// `notify`. The match is exhaustive, so a kind added to
+/// `config::NotifierKind` does not compile until it is listed here.
+pub fn kind_of(kind: &NotifierKind) -> &dyn Kind {
+    match kind {
+        NotifierKind::Email(c) => c,
+        NotifierKind::Webhook(c) => c,
+        NotifierKind::PagerDuty(c) => c,
+        NotifierKind::Slack(c) => c,
+        NotifierKind::Alertmanager(c) => c,
+        NotifierKind::Log(c) => c,
+    }
+}
+
 /// Shared per-process resources for sending (HTTP connection setup).
 pub struct Sender {
     http: http::Client,
@@ -263,14 +308,12 @@ impl Sender {
             .timeout
             .to_std()
             .unwrap_or(Duration::from_secs(10));
-        let outcome = match &notifier.kind {
-            NotifierKind::Log => log::send(page, now),
-            NotifierKind::Webhook(c) => webhook::send(&self.http, c, page, now, timeout).await,
-            NotifierKind::PagerDuty(c) => pagerduty::send(&self.http, c, page, timeout).await,
-            NotifierKind::Slack(c) => slack::send(&self.http, c, page, timeout).await,
-            NotifierKind::Alertmanager(c) => alertmanager::send(&self.http, c, page, timeout).await,
-            NotifierKind::Email(c) => email::send(c, page, timeout).await,
+        let attempt = Attempt {
+            http: &self.http,
+            now,
+            timeout,
         };
+        let outcome = kind_of(&notifier.kind).send(&attempt, page).await;
         let secrets = secrets_of(notifier);
         let secrets: Vec<&str> = secrets.iter().map(String::as_str).collect();
         outcome.scrubbed(&secrets)
@@ -280,24 +323,15 @@ impl Sender {
 /// Every secret a notifier holds, for scrubbing: as written in the config
 /// and, for URL passwords, percent-decoded as they are sent.
 pub fn secrets_of(notifier: &NotifierConfig) -> Vec<String> {
-    let urls: Vec<&str> = match &notifier.kind {
-        NotifierKind::Log | NotifierKind::PagerDuty(_) => Vec::new(),
-        NotifierKind::Alertmanager(c) => c.urls.iter().map(String::as_str).collect(),
-        NotifierKind::Webhook(c) => vec![c.url.expose()],
-        NotifierKind::Slack(c) => vec![c.url.expose()],
-        NotifierKind::Email(c) => vec![c.smtp_url.expose()],
-    };
+    let kind = kind_of(&notifier.kind);
+    let urls = kind.urls();
     let mut v: Vec<String> = urls
         .iter()
         .flat_map(|u| url_secrets(u))
         .map(str::to_string)
         .collect();
     v.extend(urls.iter().filter_map(|u| decoded_password(u)));
-    match &notifier.kind {
-        NotifierKind::PagerDuty(c) => v.push(c.routing_key.expose().to_string()),
-        NotifierKind::Email(c) => v.extend(c.password.as_ref().map(|p| p.expose().to_string())),
-        _ => {}
-    }
+    v.extend(kind.secrets());
     v
 }
 
