@@ -1077,6 +1077,7 @@ fn rule_occurrences(
         .map_err(|too_many| match too_many {
             Limit::Budget => expansion.too_many(property.line),
             Limit::Stalled => rule.fail("it finds no occurrence for too long (over 100,000 periods in a row); check BYxxx parts that rarely match"),
+            Limit::Panicked(reason) => rule.fail(&reason),
         })
 }
 
@@ -1103,6 +1104,8 @@ enum Limit {
     Budget,
     /// The crate gave up after many periods without an occurrence.
     Stalled,
+    /// The crate panicked (see [`guarded`]).
+    Panicked(String),
 }
 
 impl Rule {
@@ -1209,7 +1212,7 @@ impl Rule {
                 .before(midnight(to))
                 .all(asked)
         })
-        .map_err(|_| Limit::Stalled)?;
+        .map_err(Limit::Panicked)?;
         if result.dates.len() > limit || result.dates.len() >= usize::from(u16::MAX) {
             return Err(Limit::Budget);
         }
