@@ -1599,6 +1599,10 @@ mod svix_endpoints;
 /// Provider subscriptions and their warning alert (`store::subscriptions`).
 mod subscription_alerts;
 
+/// Keyed alerts held by an operator silence of their kind
+/// (`store::silences`).
+mod keyed_silences;
+
 /// The engine's name, counters and queue depth, and the replica feed's
 /// changed-row cursor (`Backend::streams_changed`).
 mod engine;

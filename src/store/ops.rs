@@ -689,11 +689,8 @@ pub(super) fn enqueue_extra(
     Ok(queued)
 }
 
-/// Whether a reminder or escalation step due at `at` may be queued: not
-/// when the episode is acknowledged, not when it fell due under a silence,
-/// and not before the episode's firing page was queued (a firing page held
-/// by a silence goes out when it ends, without the steps that fell due in
-/// the meantime: one page, not a burst).
+/// Reads what `silences::extra_allowed` decides on: whether a reminder or
+/// escalation step due at `at` may be queued.
 fn extra_wanted(
     conn: &Connection,
     stream: &str,
@@ -701,23 +698,14 @@ fn extra_wanted(
     alert_id: &str,
     at: DateTime<Utc>,
 ) -> rusqlite::Result<bool> {
-    if super::silences::acknowledged(conn, stream, started)?
-        || super::silences::silenced(conn, stream, "silence", at)?
-    {
-        return Ok(false);
-    }
-    let first_page: Option<i64> = conn
-        .prepare_cached(
-            "SELECT min(at) FROM outbox WHERE alert_id = ?1 AND page_kind = 'page'
-               AND alert_state = 'firing'",
-        )?
-        .query_row([alert_id], |row| row.get(0))?;
-    // No firing page at all: either it is still held (no extras yet) or
-    // the stream notifies nobody directly (escalation-only streams).
-    Ok(match first_page {
-        Some(first) => millis(at) >= first,
-        None => !super::silences::is_held(conn, stream)?,
-    })
+    use super::silences as s;
+    Ok(s::extra_allowed(
+        s::acknowledged(conn, stream, started)?,
+        s::silenced(conn, stream, "silence", at)?,
+        s::first_firing_page(conn, alert_id)?,
+        s::is_held(conn, stream)?,
+        millis(at),
+    ))
 }
 
 /// Records the outcome of one delivery attempt on a pending row.

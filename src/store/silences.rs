@@ -15,6 +15,12 @@
 //!   the silence ends, unless the alert resolved first; a resolve is not
 //!   paged when the receivers were never told the alert fired.
 //! - An acknowledgement names one firing episode (`streams.firing_since`).
+//!
+//! Each of these decisions is a pure function here (`on_transition`,
+//! `release`, `extra_allowed`, `maintenance_plan`, ...), tested once;
+//! the statements both engines run are written once in `sql`. This file's
+//! SQLite code and `pg::silences` only read rows, call the decision and
+//! write its outcome.
 
 use super::ops::{insert_keyed_page, insert_silence_page, keyed_alert_id, millis, KeyedAlert};
 use super::{AlertState, NewEvent, StoreError, Transition};
@@ -77,7 +83,7 @@ pub fn is_known_kind(pattern: &str) -> bool {
 }
 
 /// A silence as requested (already validated by the caller).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct NewSilence {
     pub streams: Vec<String>,
     pub kinds: Vec<String>,
@@ -147,13 +153,330 @@ pub fn glob(pattern: &str, text: &str) -> bool {
     tail.len() >= last.len() && tail.ends_with(last)
 }
 
-fn time(ms: i64) -> DateTime<Utc> {
+pub(super) fn time(ms: i64) -> DateTime<Utc> {
     DateTime::from_timestamp_millis(ms).unwrap_or_default()
 }
 
-fn list(text: &str) -> Vec<String> {
+pub(super) fn list(text: &str) -> Vec<String> {
     serde_json::from_str(text).unwrap_or_default()
 }
+
+pub(super) fn json(v: &[String]) -> String {
+    serde_json::to_string(v).unwrap_or_else(|_| "[]".into())
+}
+
+fn rfc(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+// ---------------------------------------------------------------------------
+// The decisions, taken once for both engines (pure; `store::ladder::decide`
+// is the model). Each engine reads the rows named in the arguments, calls
+// the function and writes what it returns.
+// ---------------------------------------------------------------------------
+
+/// True when one of `active` (the silences active at the moment asked
+/// about) covers (stream, kind).
+pub(super) fn covers(active: &[SilenceRow], stream: &str, kind: &str) -> bool {
+    active.iter().any(|s| s.matches(stream, kind))
+}
+
+/// What an alert transition does with its pages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum OnTransition {
+    /// Queue the pages.
+    Page,
+    /// A silence covers the firing: store it as the alert's held page
+    /// (replacing an older one), queue nothing.
+    Hold,
+    /// Queue nothing: the resolve of a held page whose receivers were never
+    /// told the alert fired.
+    Drop,
+}
+
+/// The transition to `to`, given (read only where they matter):
+/// - `silenced`: a silence of the page's kind covers the transition's time
+///   (a firing);
+/// - `held`: the alert had a held firing page, which the resolve took;
+/// - `told_firing`: the receivers' last page of this alert said firing (a
+///   stream's held page is its episode's first, so `false` for a stream).
+pub(super) fn on_transition(
+    to: &AlertState,
+    silenced: bool,
+    held: bool,
+    told_firing: bool,
+) -> OnTransition {
+    match to {
+        AlertState::Firing if silenced => OnTransition::Hold,
+        AlertState::Ok if held && !told_firing => OnTransition::Drop,
+        _ => OnTransition::Page,
+    }
+}
+
+/// What happens to one held page when held pages are released.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Release {
+    /// A silence still covers it: it stays held.
+    Keep,
+    /// Its silence is over and the alert is still current: queue it once.
+    Page,
+    /// Its silence is over but the alert is not current any more (the
+    /// episode resolved, the templated stream was removed): forget it.
+    Drop,
+}
+
+/// `still_current` is read only once `silenced` is false.
+pub(super) fn release(silenced: bool, still_current: bool) -> Release {
+    match (silenced, still_current) {
+        (true, _) => Release::Keep,
+        (false, true) => Release::Page,
+        (false, false) => Release::Drop,
+    }
+}
+
+/// The start (ms) of the stream's current firing episode, given its
+/// (alert_state, firing_since); `None` when it is not firing (or unknown).
+/// An acknowledgement names this episode, and a held stream page belongs
+/// to the episode it was held in.
+pub(super) fn firing_episode(state: Option<(AlertState, Option<i64>)>) -> Option<i64> {
+    match state {
+        Some((AlertState::Firing, started)) => started,
+        _ => None,
+    }
+}
+
+/// Whether a reminder or escalation step due at `at_ms` may be queued: not
+/// when the episode is acknowledged, not when it fell due under a silence,
+/// and not before the episode's firing page was queued (a firing page held
+/// by a silence goes out when it ends, without the steps that fell due in
+/// the meantime: one page, not a burst). `first_firing_page`: when the
+/// episode's first firing page was queued. With no firing page at all,
+/// either it is still `held` (no extras yet) or the stream notifies nobody
+/// directly (escalation-only streams).
+pub(super) fn extra_allowed(
+    acknowledged: bool,
+    silenced: bool,
+    first_firing_page: Option<i64>,
+    held: bool,
+    at_ms: i64,
+) -> bool {
+    if acknowledged || silenced {
+        return false;
+    }
+    match first_firing_page {
+        Some(first) => at_ms >= first,
+        None => !held,
+    }
+}
+
+/// Whether a silence may be added while `live` silences have not ended.
+pub(super) fn has_room(live: i64, cap: usize) -> bool {
+    usize::try_from(live).unwrap_or(usize::MAX) < cap
+}
+
+/// The end an expiry at `now` gives `row`: `None` when it has already
+/// ended (nothing to do); never before its start, so an expired future
+/// silence covers no instant.
+pub(super) fn expiry(row: &SilenceRow, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    (row.ends_at > now).then(|| row.starts_at.max(now))
+}
+
+/// A planned maintenance window: (stream, from, until, comment).
+pub(super) type Window = (String, DateTime<Utc>, DateTime<Utc>, String);
+
+/// What syncing the maintenance windows does.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct MaintenancePlan {
+    /// Stored windows no longer configured: expire these silences now.
+    pub expire: Vec<i64>,
+    /// Configured windows not stored yet (and not over): add these.
+    pub add: Vec<NewSilence>,
+}
+
+/// Compares the configured `windows` with `stored` (the silences ending
+/// after `now`): only unexpired silences by [`CONFIG_AUTHOR`] are windows.
+pub(super) fn maintenance_plan(
+    stored: &[SilenceRow],
+    windows: &[Window],
+    now: DateTime<Utc>,
+) -> MaintenancePlan {
+    let stored: Vec<&SilenceRow> = stored
+        .iter()
+        .filter(|s| s.created_by == CONFIG_AUTHOR && s.expired_by.is_none())
+        .collect();
+    let same = |s: &SilenceRow, w: &Window| {
+        s.streams == [w.0.clone()] && s.starts_at == w.1 && s.ends_at == w.2
+    };
+    MaintenancePlan {
+        expire: stored
+            .iter()
+            .filter(|s| !windows.iter().any(|w| same(s, w)))
+            .map(|s| s.id)
+            .collect(),
+        add: windows
+            .iter()
+            .filter(|w| w.2 > now && !stored.iter().any(|s| same(s, w)))
+            .map(|w| NewSilence {
+                streams: vec![w.0.clone()],
+                kinds: vec!["*".to_string()],
+                starts_at: w.1,
+                ends_at: w.2,
+                comment: w.3.clone(),
+                created_by: CONFIG_AUTHOR.to_string(),
+            })
+            .collect(),
+    }
+}
+
+/// An operator action's audit entry, the same on both engines.
+pub(super) struct Note {
+    stream: String,
+    id: String,
+    event_type: &'static str,
+    subject: Vec<(String, String)>,
+}
+
+impl Note {
+    pub(super) fn created(id: i64, s: &NewSilence) -> Note {
+        Note {
+            stream: s.streams.join(","),
+            id: format!("silence-{id}"),
+            event_type: "hushwatch.silence.created",
+            subject: vec![
+                ("created_by".into(), s.created_by.clone()),
+                ("comment".into(), s.comment.clone()),
+                ("silence_id".into(), id.to_string()),
+                ("kinds".into(), s.kinds.join(",")),
+                ("starts_at".into(), rfc(s.starts_at)),
+                ("ends_at".into(), rfc(s.ends_at)),
+            ],
+        }
+    }
+
+    pub(super) fn expired(row: &SilenceRow, by: &str, comment: Option<&str>) -> Note {
+        let mut subject = vec![
+            ("created_by".into(), by.to_string()),
+            ("silence_id".into(), row.id.to_string()),
+        ];
+        if let Some(comment) = comment {
+            subject.push(("comment".into(), comment.to_string()));
+        }
+        Note {
+            stream: row.streams.join(","),
+            id: format!("silence-{}-expired", row.id),
+            event_type: "hushwatch.silence.expired",
+            subject,
+        }
+    }
+
+    pub(super) fn acknowledged(stream: &str, started: i64, by: &str, comment: &str) -> Note {
+        Note {
+            stream: stream.to_string(),
+            id: format!("ack-{stream}-{started}"),
+            event_type: "hushwatch.stream.acknowledged",
+            subject: vec![
+                ("created_by".into(), by.to_string()),
+                ("comment".into(), comment.to_string()),
+                ("episode_started_at".into(), rfc(time(started))),
+            ],
+        }
+    }
+
+    pub(super) fn event(self, now: DateTime<Utc>) -> NewEvent {
+        NewEvent {
+            stream: self.stream,
+            delivery_id: Some(self.id),
+            event_type: self.event_type.to_string(),
+            event_time: None,
+            received_at: now,
+            feeds_clock: false,
+            body_sha256: None,
+            channel: "admin",
+            signature_verified: false,
+            subject_ids: self.subject,
+            audit: true,
+            access: None,
+        }
+    }
+}
+
+/// The statements both engines run, written once with PostgreSQL's `$N`
+/// placeholders. SQLite runs them through [`lite`]: it reads `$1` as a
+/// *named* parameter numbered by first appearance, not as the first one,
+/// while `?NNN` is the NNN-th (<https://sqlite.org/c3ref/bind_parameter_count.html>,
+/// <https://sqlite.org/lang_expr.html#parameters>). Where PostgreSQL needs
+/// more (a row lock: SQLite has one writer), it appends to these.
+pub(super) mod sql {
+    macro_rules! columns {
+        () => {
+            "SELECT id, streams, kinds, starts_at, ends_at, comment, created_by, created_at,
+                    expired_by FROM silences"
+        };
+    }
+    pub const ENDING_AFTER: &str = concat!(columns!(), " WHERE ends_at > $1 ORDER BY id");
+    pub const ACTIVE_AT: &str = concat!(columns!(), " WHERE starts_at <= $1 AND ends_at > $1");
+    pub const BY_ID: &str = concat!(columns!(), " WHERE id = $1");
+    pub const ACKNOWLEDGED: &str =
+        "SELECT 1 FROM acknowledgements WHERE stream = $1 AND started_at = $2";
+    /// SQLite has had this upsert since 3.24 (rusqlite bundles a newer one).
+    pub const HOLD: &str = "INSERT INTO silence_held (stream, started_at, reason, notifiers)
+         VALUES ($1, $2, $3, $4)
+         ON CONFLICT (stream) DO UPDATE SET started_at = excluded.started_at,
+             reason = excluded.reason, notifiers = excluded.notifiers";
+    pub const TAKE_HELD: &str = "DELETE FROM silence_held WHERE stream = $1";
+    pub const HELD_PAGE: &str =
+        "SELECT started_at, reason, notifiers FROM silence_held WHERE stream = $1";
+    pub const IS_HELD: &str = "SELECT 1 FROM silence_held WHERE stream = $1";
+    pub const HELD_STREAMS: &str = "SELECT stream FROM silence_held ORDER BY stream";
+    pub const STREAM_STATE: &str = "SELECT alert_state, firing_since FROM streams WHERE name = $1";
+    pub const STREAM_EXISTS: &str = "SELECT 1 FROM streams WHERE name = $1";
+    pub const HOLD_KEYED: &str = "INSERT INTO silence_held_keyed
+             (alert_id, stream, kind, family, key, severity, source, endpoint_id,
+              reason, notifiers, held_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+         ON CONFLICT (alert_id) DO UPDATE SET stream = excluded.stream,
+             kind = excluded.kind, family = excluded.family, key = excluded.key,
+             severity = excluded.severity, source = excluded.source,
+             endpoint_id = excluded.endpoint_id, reason = excluded.reason,
+             notifiers = excluded.notifiers, held_at = excluded.held_at";
+    pub const TAKE_HELD_KEYED: &str = "DELETE FROM silence_held_keyed WHERE alert_id = $1";
+    pub const HELD_KEYED: &str =
+        "SELECT alert_id, stream, kind, family, key, severity, source, endpoint_id,
+                reason, notifiers
+         FROM silence_held_keyed ORDER BY held_at, alert_id";
+    /// What the receivers of a keyed alert were last told.
+    pub const LAST_TOLD: &str =
+        "SELECT alert_state FROM outbox WHERE alert_id = $1 AND page_kind = 'page'
+         ORDER BY id DESC LIMIT 1";
+    /// When an episode's first firing page was queued.
+    pub const FIRST_FIRING_PAGE: &str =
+        "SELECT min(at) FROM outbox WHERE alert_id = $1 AND page_kind = 'page'
+           AND alert_state = 'firing'";
+    pub const COUNT_LIVE: &str = "SELECT count(*) FROM silences WHERE ends_at > $1";
+    pub const INSERT: &str =
+        "INSERT INTO silences (streams, kinds, starts_at, ends_at, comment, created_by, created_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id";
+    pub const EXPIRE: &str =
+        "UPDATE silences SET ends_at = $2, expired_at = $3, expired_by = $4 WHERE id = $1";
+    pub const ACK: &str =
+        "INSERT INTO acknowledgements (stream, started_at, created_by, comment, created_at)
+         VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING";
+    pub const CURRENT_ACKS: &str =
+        "SELECT a.stream, a.started_at, a.created_by, a.comment, a.created_at
+         FROM acknowledgements a JOIN streams s
+           ON s.name = a.stream AND s.firing_since = a.started_at AND s.alert_state = 'firing'
+         ORDER BY a.stream";
+}
+
+/// A statement of [`sql`] in SQLite's placeholders (`$N` → `?N`).
+pub(super) fn lite(sql: &str) -> String {
+    sql.replace('$', "?")
+}
+
+// ---------------------------------------------------------------------------
+// SQLite: reads the rows, calls the decisions, writes the outcome.
+// (PostgreSQL's is `pg::silences`.)
+// ---------------------------------------------------------------------------
 
 fn row_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<SilenceRow> {
     Ok(SilenceRow {
@@ -169,19 +492,30 @@ fn row_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<SilenceRow> {
     })
 }
 
-const COLUMNS: &str =
-    "id, streams, kinds, starts_at, ends_at, comment, created_by, created_at, expired_by";
+fn exists(conn: &Connection, sql: &str, key: &str) -> rusqlite::Result<bool> {
+    conn.prepare_cached(&lite(sql))?
+        .query_row([key], |_| Ok(()))
+        .optional()
+        .map(|r| r.is_some())
+}
+
+fn stream_state(
+    conn: &Connection,
+    stream: &str,
+) -> rusqlite::Result<Option<(AlertState, Option<i64>)>> {
+    conn.prepare_cached(&lite(sql::STREAM_STATE))?
+        .query_row([stream], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()
+}
 
 /// Silences whose end is after `since`, oldest first.
 pub(super) fn silences_ending_after(
     conn: &Connection,
     since: DateTime<Utc>,
 ) -> rusqlite::Result<Vec<SilenceRow>> {
-    conn.prepare_cached(&format!(
-        "SELECT {COLUMNS} FROM silences WHERE ends_at > ?1 ORDER BY id"
-    ))?
-    .query_map([millis(since)], row_of)?
-    .collect()
+    conn.prepare_cached(&lite(sql::ENDING_AFTER))?
+        .query_map([millis(since)], row_of)?
+        .collect()
 }
 
 /// True when a silence covers (stream, kind) at `at`.
@@ -191,14 +525,11 @@ pub(super) fn silenced(
     kind: &str,
     at: DateTime<Utc>,
 ) -> rusqlite::Result<bool> {
-    let ms = millis(at);
-    let rows: Vec<SilenceRow> = conn
-        .prepare_cached(&format!(
-            "SELECT {COLUMNS} FROM silences WHERE starts_at <= ?1 AND ends_at > ?1"
-        ))?
-        .query_map([ms], row_of)?
+    let active: Vec<SilenceRow> = conn
+        .prepare_cached(&lite(sql::ACTIVE_AT))?
+        .query_map([millis(at)], row_of)?
         .collect::<rusqlite::Result<_>>()?;
-    Ok(rows.iter().any(|s| s.matches(stream, kind)))
+    Ok(covers(&active, stream, kind))
 }
 
 /// True when the episode that started at `started_ms` is acknowledged.
@@ -207,70 +538,57 @@ pub(super) fn acknowledged(
     stream: &str,
     started_ms: i64,
 ) -> rusqlite::Result<bool> {
-    conn.prepare_cached("SELECT 1 FROM acknowledgements WHERE stream = ?1 AND started_at = ?2")?
+    conn.prepare_cached(&lite(sql::ACKNOWLEDGED))?
         .query_row(params![stream, started_ms], |_| Ok(()))
         .optional()
         .map(|r| r.is_some())
 }
 
 /// Called by `record_transition` before it queues pages. Returns true when
-/// the pages must not be queued: a firing page under a silence (held for
-/// when the silence ends), or a resolve whose firing page was held (nobody
-/// was told it fired).
+/// the pages must not be queued ([`on_transition`]).
 pub(super) fn suppress_transition(conn: &Connection, t: &Transition) -> rusqlite::Result<bool> {
-    match t.to {
-        AlertState::Firing => {
-            if !silenced(conn, &t.stream, "silence", t.at)? {
-                return Ok(false);
-            }
-            conn.prepare_cached(
-                "INSERT OR REPLACE INTO silence_held (stream, started_at, reason, notifiers)
-                 VALUES (?1, ?2, ?3, ?4)",
-            )?
-            .execute(params![
-                t.stream,
-                millis(t.at),
-                t.reason,
-                serde_json::to_string(&t.notifiers).unwrap_or_else(|_| "[]".into()),
-            ])?;
-            Ok(true)
-        }
-        AlertState::Ok => {
-            let held = conn
-                .prepare_cached("DELETE FROM silence_held WHERE stream = ?1")?
-                .execute([&t.stream])?;
-            Ok(held > 0)
-        }
+    let silenced = t.to == AlertState::Firing && silenced(conn, &t.stream, "silence", t.at)?;
+    let held = t.to == AlertState::Ok
+        && conn
+            .prepare_cached(&lite(sql::TAKE_HELD))?
+            .execute([&t.stream])?
+            > 0;
+    let decision = on_transition(&t.to, silenced, held, false);
+    if decision == OnTransition::Hold {
+        conn.prepare_cached(&lite(sql::HOLD))?.execute(params![
+            t.stream,
+            millis(t.at),
+            t.reason,
+            json(&t.notifiers),
+        ])?;
     }
+    Ok(decision != OnTransition::Page)
 }
 
 /// Queues the held firing page of `stream` if its silence is over and the
-/// episode it belongs to still fires. Returns whether a page was queued.
+/// episode it belongs to still fires ([`release`]). Returns whether a page
+/// was queued.
 pub(super) fn release_held(
     conn: &Connection,
     stream: &str,
     now: DateTime<Utc>,
 ) -> Result<bool, StoreError> {
     let held: Option<(i64, String, String)> = conn
-        .prepare_cached("SELECT started_at, reason, notifiers FROM silence_held WHERE stream = ?1")?
+        .prepare_cached(&lite(sql::HELD_PAGE))?
         .query_row([stream], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
         .optional()?;
     let Some((started, reason, notifiers)) = held else {
         return Ok(false);
     };
-    if silenced(conn, stream, "silence", now)? {
+    let silenced = silenced(conn, stream, "silence", now)?;
+    let current = !silenced && firing_episode(stream_state(conn, stream)?) == Some(started);
+    let decision = release(silenced, current);
+    if decision == Release::Keep {
         return Ok(false);
     }
-    conn.prepare_cached("DELETE FROM silence_held WHERE stream = ?1")?
+    conn.prepare_cached(&lite(sql::TAKE_HELD))?
         .execute([stream])?;
-    let state: Option<(AlertState, Option<i64>)> = conn
-        .query_row(
-            "SELECT alert_state, firing_since FROM streams WHERE name = ?1",
-            [stream],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .optional()?;
-    if state != Some((AlertState::Firing, Some(started))) {
+    if decision == Release::Drop {
         return Ok(false);
     }
     let t = Transition {
@@ -287,28 +605,29 @@ pub(super) fn release_held(
 }
 
 /// Called by `ops::queue_keyed_pages` before it queues a keyed alert's
-/// pages. Returns true when they must not be queued: a firing page under a
-/// silence of its kind (held, replacing an older held page of the same
-/// alert, for when the silence ends), or a resolve of an alert whose
-/// firing page was held and whose receivers were last told it is not
-/// firing (so nobody waits for this resolve).
+/// pages. Returns true when they must not be queued ([`on_transition`]):
+/// the held page replaces an older held page of the same alert.
 pub(super) fn suppress_keyed(
     conn: &Connection,
     t: &Transition,
     alert: &KeyedAlert<'_>,
 ) -> rusqlite::Result<bool> {
     let alert_id = keyed_alert_id(conn, alert)?;
-    match t.to {
-        AlertState::Firing => {
-            if !silenced(conn, &t.stream, alert.kind, t.at)? {
-                return Ok(false);
-            }
-            conn.prepare_cached(
-                "INSERT OR REPLACE INTO silence_held_keyed
-                     (alert_id, stream, kind, family, key, severity, source, endpoint_id,
-                      reason, notifiers, held_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-            )?
+    let silenced = t.to == AlertState::Firing && silenced(conn, &t.stream, alert.kind, t.at)?;
+    let held = t.to == AlertState::Ok
+        && conn
+            .prepare_cached(&lite(sql::TAKE_HELD_KEYED))?
+            .execute([&alert_id])?
+            > 0;
+    let told_firing = held
+        && conn
+            .prepare_cached(&lite(sql::LAST_TOLD))?
+            .query_row([&alert_id], |r| r.get::<_, AlertState>(0))
+            .optional()?
+            == Some(AlertState::Firing);
+    let decision = on_transition(&t.to, silenced, held, told_firing);
+    if decision == OnTransition::Hold {
+        conn.prepare_cached(&lite(sql::HOLD_KEYED))?
             .execute(params![
                 alert_id,
                 t.stream,
@@ -319,86 +638,44 @@ pub(super) fn suppress_keyed(
                 alert.source,
                 alert.endpoint_id,
                 t.reason,
-                serde_json::to_string(&t.notifiers).unwrap_or_else(|_| "[]".into()),
+                json(&t.notifiers),
                 millis(t.at),
             ])?;
-            Ok(true)
-        }
-        AlertState::Ok => {
-            let held = conn
-                .prepare_cached("DELETE FROM silence_held_keyed WHERE alert_id = ?1")?
-                .execute([&alert_id])?;
-            if held == 0 {
-                return Ok(false);
-            }
-            let last_told: Option<AlertState> = conn
-                .prepare_cached(
-                    "SELECT alert_state FROM outbox WHERE alert_id = ?1 AND page_kind = 'page'
-                     ORDER BY id DESC LIMIT 1",
-                )?
-                .query_row([&alert_id], |r| r.get(0))
-                .optional()?;
-            Ok(last_told != Some(AlertState::Firing))
-        }
     }
+    Ok(decision != OnTransition::Page)
 }
 
 /// Queues the held keyed pages whose silence is over (the alert has not
-/// resolved since, or its row would be gone). Returns how many alerts were
-/// paged.
+/// resolved since, or its row would be gone; [`release`]). Returns how
+/// many alerts were paged.
 pub(super) fn release_held_keyed(
     conn: &Connection,
     now: DateTime<Utc>,
 ) -> Result<usize, StoreError> {
-    type Held = (
-        String,
-        String,
-        String,
-        String,
-        String,
-        String,
-        String,
-        String,
-        String,
-        String,
-    );
-    let held: Vec<Held> = conn
-        .prepare_cached(
-            "SELECT alert_id, stream, kind, family, key, severity, source, endpoint_id,
-                    reason, notifiers
-             FROM silence_held_keyed ORDER BY held_at, alert_id",
-        )?
+    let held: Vec<[String; 10]> = conn
+        .prepare_cached(&lite(sql::HELD_KEYED))?
         .query_map([], |r| {
-            Ok((
-                r.get(0)?,
-                r.get(1)?,
-                r.get(2)?,
-                r.get(3)?,
-                r.get(4)?,
-                r.get(5)?,
-                r.get(6)?,
-                r.get(7)?,
-                r.get(8)?,
-                r.get(9)?,
-            ))
+            let mut row: [String; 10] = Default::default();
+            for (i, v) in row.iter_mut().enumerate() {
+                *v = r.get(i)?;
+            }
+            Ok(row)
         })?
         .collect::<rusqlite::Result<_>>()?;
     let mut paged = 0;
-    for (alert_id, stream, kind, family, key, severity, source, endpoint_id, reason, notifiers) in
+    for [alert_id, stream, kind, family, key, severity, source, endpoint_id, reason, notifiers] in
         held
     {
-        if silenced(conn, &stream, &kind, now)? {
+        let silenced = silenced(conn, &stream, &kind, now)?;
+        // A templated stream removed meanwhile takes its held pages with it.
+        let current = !silenced && exists(conn, sql::STREAM_EXISTS, &stream)?;
+        let decision = release(silenced, current);
+        if decision == Release::Keep {
             continue;
         }
-        conn.prepare_cached("DELETE FROM silence_held_keyed WHERE alert_id = ?1")?
+        conn.prepare_cached(&lite(sql::TAKE_HELD_KEYED))?
             .execute([&alert_id])?;
-        // A templated stream removed meanwhile takes its held pages with it.
-        let exists = conn
-            .prepare_cached("SELECT 1 FROM streams WHERE name = ?1")?
-            .query_row([&stream], |_| Ok(()))
-            .optional()?
-            .is_some();
-        if !exists {
+        if decision == Release::Drop {
             continue;
         }
         let t = Transition {
@@ -426,52 +703,35 @@ pub(super) fn release_held_keyed(
 
 /// True while the stream's firing page is held by a silence.
 pub(super) fn is_held(conn: &Connection, stream: &str) -> rusqlite::Result<bool> {
-    conn.prepare_cached("SELECT 1 FROM silence_held WHERE stream = ?1")?
-        .query_row([stream], |_| Ok(()))
-        .optional()
-        .map(|r| r.is_some())
+    exists(conn, sql::IS_HELD, stream)
 }
 
 /// Streams with a held firing page.
 pub(super) fn held_streams(conn: &Connection) -> rusqlite::Result<Vec<String>> {
-    conn.prepare_cached("SELECT stream FROM silence_held ORDER BY stream")?
+    conn.prepare_cached(sql::HELD_STREAMS)?
         .query_map([], |r| r.get(0))?
         .collect()
 }
 
-fn audit_entry(
+/// When the episode's first firing page was queued (`ops::extra_wanted`).
+pub(super) fn first_firing_page(
+    conn: &Connection,
+    alert_id: &str,
+) -> rusqlite::Result<Option<i64>> {
+    conn.prepare_cached(&lite(sql::FIRST_FIRING_PAGE))?
+        .query_row([alert_id], |r| r.get(0))
+}
+
+fn audit_note(
     conn: &Connection,
     audit: bool,
-    stream: &str,
-    id: String,
-    event_type: &str,
+    note: Note,
     now: DateTime<Utc>,
-    subject: Vec<(String, String)>,
 ) -> rusqlite::Result<()> {
     if !audit {
         return Ok(());
     }
-    super::audit::append(
-        conn,
-        &NewEvent {
-            stream: stream.to_string(),
-            delivery_id: Some(id),
-            event_type: event_type.to_string(),
-            event_time: None,
-            received_at: now,
-            feeds_clock: false,
-            body_sha256: None,
-            channel: "admin",
-            signature_verified: false,
-            subject_ids: subject,
-            audit: true,
-            access: None,
-        },
-    )
-}
-
-fn rfc(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+    super::audit::append(conn, &note.event(now))
 }
 
 /// Ended silences kept (the most recently ended; older ones are deleted
@@ -497,52 +757,32 @@ pub(super) fn add(
     cap: usize,
     audit: bool,
 ) -> Result<Option<i64>, StoreError> {
-    let live: i64 = conn.query_row(
-        "SELECT count(*) FROM silences WHERE ends_at > ?1",
-        [millis(now)],
-        |r| r.get(0),
-    )?;
-    if usize::try_from(live).unwrap_or(usize::MAX) >= cap {
+    let live: i64 = conn
+        .prepare_cached(&lite(sql::COUNT_LIVE))?
+        .query_row([millis(now)], |r| r.get(0))?;
+    if !has_room(live, cap) {
         return Ok(None);
     }
-    conn.prepare_cached(&PRUNE_ENDED.replace('$', "?"))?
+    conn.prepare_cached(&lite(PRUNE_ENDED))?
         .execute(params![millis(now), MAX_ENDED_KEPT as i64])?;
-    let to_json = |v: &Vec<String>| serde_json::to_string(v).unwrap_or_else(|_| "[]".into());
-    conn.prepare_cached(
-        "INSERT INTO silences (streams, kinds, starts_at, ends_at, comment, created_by, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-    )?
-    .execute(params![
-        to_json(&s.streams),
-        to_json(&s.kinds),
-        millis(s.starts_at),
-        millis(s.ends_at),
-        s.comment,
-        s.created_by,
-        millis(now),
-    ])?;
-    let id = conn.last_insert_rowid();
-    audit_entry(
-        conn,
-        audit,
-        &s.streams.join(","),
-        format!("silence-{id}"),
-        "hushwatch.silence.created",
-        now,
-        vec![
-            ("created_by".into(), s.created_by.clone()),
-            ("comment".into(), s.comment.clone()),
-            ("silence_id".into(), id.to_string()),
-            ("kinds".into(), s.kinds.join(",")),
-            ("starts_at".into(), rfc(s.starts_at)),
-            ("ends_at".into(), rfc(s.ends_at)),
+    let id: i64 = conn.prepare_cached(&lite(sql::INSERT))?.query_row(
+        params![
+            json(&s.streams),
+            json(&s.kinds),
+            millis(s.starts_at),
+            millis(s.ends_at),
+            s.comment,
+            s.created_by,
+            millis(now),
         ],
+        |r| r.get(0),
     )?;
+    audit_note(conn, audit, Note::created(id, s), now)?;
     Ok(Some(id))
 }
 
-/// Ends a silence now (if it has not ended yet); `comment` says why, in
-/// the audit entry. `Ok(false)`: no such silence.
+/// Ends a silence now (if it has not ended yet; [`expiry`]); `comment`
+/// says why, in the audit entry. `Ok(false)`: no such silence.
 pub(super) fn expire(
     conn: &Connection,
     id: i64,
@@ -552,39 +792,25 @@ pub(super) fn expire(
     audit: bool,
 ) -> Result<bool, StoreError> {
     let row = conn
-        .prepare_cached(&format!("SELECT {COLUMNS} FROM silences WHERE id = ?1"))?
+        .prepare_cached(&lite(sql::BY_ID))?
         .query_row([id], row_of)
         .optional()?;
     let Some(row) = row else {
         return Ok(false);
     };
-    if row.ends_at > now {
-        conn.execute(
-            "UPDATE silences SET ends_at = max(starts_at, ?2), expired_at = ?2, expired_by = ?3
-             WHERE id = ?1",
-            params![id, millis(now), by],
-        )?;
-        let mut subject = vec![
-            ("created_by".into(), by.to_string()),
-            ("silence_id".into(), id.to_string()),
-        ];
-        if let Some(comment) = comment {
-            subject.push(("comment".into(), comment.to_string()));
-        }
-        audit_entry(
-            conn,
-            audit,
-            &row.streams.join(","),
-            format!("silence-{id}-expired"),
-            "hushwatch.silence.expired",
-            now,
-            subject,
-        )?;
+    if let Some(end) = expiry(&row, now) {
+        conn.prepare_cached(&lite(sql::EXPIRE))?.execute(params![
+            id,
+            millis(end),
+            millis(now),
+            by
+        ])?;
+        audit_note(conn, audit, Note::expired(&row, by, comment), now)?;
     }
     Ok(true)
 }
 
-/// Acknowledges the stream's current firing episode.
+/// Acknowledges the stream's current firing episode ([`firing_episode`]).
 pub(super) fn acknowledge(
     conn: &Connection,
     stream: &str,
@@ -593,106 +819,57 @@ pub(super) fn acknowledge(
     now: DateTime<Utc>,
     audit: bool,
 ) -> Result<AckOutcome, StoreError> {
-    let state: Option<(AlertState, Option<i64>)> = conn
-        .query_row(
-            "SELECT alert_state, firing_since FROM streams WHERE name = ?1",
-            [stream],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .optional()?;
-    let Some((AlertState::Firing, Some(started))) = state else {
+    let Some(started) = firing_episode(stream_state(conn, stream)?) else {
         return Ok(AckOutcome::NotFiring);
     };
-    let new = conn
-        .prepare_cached(
-            "INSERT OR IGNORE INTO acknowledgements
-                 (stream, started_at, created_by, comment, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5)",
-        )?
-        .execute(params![stream, started, created_by, comment, millis(now)])?;
+    let new = conn.prepare_cached(&lite(sql::ACK))?.execute(params![
+        stream,
+        started,
+        created_by,
+        comment,
+        millis(now)
+    ])?;
     if new > 0 {
-        audit_entry(
-            conn,
-            audit,
-            stream,
-            format!("ack-{stream}-{started}"),
-            "hushwatch.stream.acknowledged",
-            now,
-            vec![
-                ("created_by".into(), created_by.to_string()),
-                ("comment".into(), comment.to_string()),
-                ("episode_started_at".into(), rfc(time(started))),
-            ],
-        )?;
+        let note = Note::acknowledged(stream, started, created_by, comment);
+        audit_note(conn, audit, note, now)?;
     }
     Ok(AckOutcome::Acknowledged(time(started)))
 }
 
 /// Acknowledgements of episodes that are still firing.
 pub(super) fn current_acks(conn: &Connection) -> rusqlite::Result<Vec<AckRow>> {
-    conn.prepare_cached(
-        "SELECT a.stream, a.started_at, a.created_by, a.comment, a.created_at
-         FROM acknowledgements a JOIN streams s
-           ON s.name = a.stream AND s.firing_since = a.started_at AND s.alert_state = 'firing'
-         ORDER BY a.stream",
-    )?
-    .query_map([], |r| {
-        Ok(AckRow {
-            stream: r.get(0)?,
-            started_at: time(r.get(1)?),
-            created_by: r.get(2)?,
-            comment: r.get(3)?,
-            created_at: time(r.get(4)?),
-        })
-    })?
-    .collect()
+    conn.prepare_cached(sql::CURRENT_ACKS)?
+        .query_map([], |r| {
+            Ok(AckRow {
+                stream: r.get(0)?,
+                started_at: time(r.get(1)?),
+                created_by: r.get(2)?,
+                comment: r.get(3)?,
+                created_at: time(r.get(4)?),
+            })
+        })?
+        .collect()
 }
 
 /// Who planned maintenance windows are stored as created by.
 pub const CONFIG_AUTHOR: &str = "config";
 
 /// Makes the stored maintenance windows (silences created by
-/// [`CONFIG_AUTHOR`]) match `windows` = (stream, from, until, comment):
-/// new ones are stored and audited once, ones no longer configured end now.
+/// [`CONFIG_AUTHOR`]) match `windows` ([`maintenance_plan`]): new ones are
+/// stored and audited once, ones no longer configured end now.
 pub(super) fn sync_maintenance(
     conn: &Connection,
-    windows: &[(String, DateTime<Utc>, DateTime<Utc>, String)],
+    windows: &[Window],
     now: DateTime<Utc>,
     audit: bool,
 ) -> Result<(), StoreError> {
-    let stored: Vec<SilenceRow> = silences_ending_after(conn, now)?
-        .into_iter()
-        .filter(|s| s.created_by == CONFIG_AUTHOR && s.expired_by.is_none())
-        .collect();
-    let same = |s: &SilenceRow, w: &(String, DateTime<Utc>, DateTime<Utc>, String)| {
-        s.streams == [w.0.clone()] && s.starts_at == w.1 && s.ends_at == w.2
-    };
-    for s in stored
-        .iter()
-        .filter(|s| !windows.iter().any(|w| same(s, w)))
-    {
-        expire(
-            conn,
-            s.id,
-            CONFIG_AUTHOR,
-            Some("maintenance window no longer in the config"),
-            now,
-            audit,
-        )?;
+    let plan = maintenance_plan(&silences_ending_after(conn, now)?, windows, now);
+    for id in plan.expire {
+        let why = Some("maintenance window no longer in the config");
+        expire(conn, id, CONFIG_AUTHOR, why, now, audit)?;
     }
-    for w in windows.iter().filter(|w| w.2 > now) {
-        if stored.iter().any(|s| same(s, w)) {
-            continue;
-        }
-        let new = NewSilence {
-            streams: vec![w.0.clone()],
-            kinds: vec!["*".to_string()],
-            starts_at: w.1,
-            ends_at: w.2,
-            comment: w.3.clone(),
-            created_by: CONFIG_AUTHOR.to_string(),
-        };
-        add(conn, &new, now, usize::MAX, audit)?;
+    for new in &plan.add {
+        add(conn, new, now, usize::MAX, audit)?;
     }
     Ok(())
 }
@@ -701,6 +878,218 @@ pub(super) fn sync_maintenance(
 mod tests {
     use super::{glob, is_known_kind, PAGE_KINDS};
     use crate::domain::svix::SvixAlert;
+
+    /// The decisions both engines call, each branch once.
+    mod decisions {
+        use super::super::*;
+
+        fn at(ms: i64) -> DateTime<Utc> {
+            time(ms)
+        }
+
+        fn row(id: i64, streams: &[&str], kinds: &[&str], from: i64, until: i64) -> SilenceRow {
+            SilenceRow {
+                id,
+                streams: streams.iter().map(|s| s.to_string()).collect(),
+                kinds: kinds.iter().map(|s| s.to_string()).collect(),
+                starts_at: at(from),
+                ends_at: at(until),
+                comment: "c".into(),
+                created_by: CONFIG_AUTHOR.into(),
+                created_at: at(0),
+                expired_by: None,
+            }
+        }
+
+        #[test]
+        fn covers_needs_a_silence_matching_stream_and_kind() {
+            let active = [
+                row(1, &["okta-*"], &["silence"], 0, 10),
+                row(2, &["*"], &["svix_*"], 0, 10),
+            ];
+            assert!(covers(&active, "okta-prod", "silence"));
+            assert!(covers(&active, "github", "svix_endpoint_disabled"));
+            assert!(!covers(&active, "github", "silence"), "stream unmatched");
+            assert!(
+                !covers(&active, "okta-prod", "stale_grant"),
+                "kind unmatched"
+            );
+            assert!(!covers(&[], "okta-prod", "silence"), "no active silence");
+        }
+
+        #[test]
+        fn a_firing_is_held_only_under_a_silence() {
+            use OnTransition::*;
+            let firing = AlertState::Firing;
+            assert_eq!(on_transition(&firing, true, false, false), Hold);
+            assert_eq!(on_transition(&firing, false, false, false), Page);
+            // A held page is only taken by a resolve; a firing ignores it.
+            assert_eq!(on_transition(&firing, false, true, true), Page);
+        }
+
+        #[test]
+        fn a_resolve_is_dropped_only_when_nobody_was_told_it_fired() {
+            use OnTransition::*;
+            let ok = AlertState::Ok;
+            assert_eq!(
+                on_transition(&ok, false, false, false),
+                Page,
+                "nothing held"
+            );
+            assert_eq!(
+                on_transition(&ok, false, true, false),
+                Drop,
+                "held, never told"
+            );
+            // A keyed alert paged firing before a newer firing was held:
+            // its receivers wait for this resolve.
+            assert_eq!(on_transition(&ok, false, true, true), Page);
+            // A silence does not hold a resolve.
+            assert_eq!(on_transition(&ok, true, false, false), Page);
+        }
+
+        #[test]
+        fn a_held_page_waits_for_its_silence_then_pages_only_if_current() {
+            assert_eq!(release(true, true), Release::Keep);
+            assert_eq!(release(true, false), Release::Keep);
+            assert_eq!(release(false, true), Release::Page);
+            assert_eq!(release(false, false), Release::Drop);
+        }
+
+        #[test]
+        fn the_firing_episode_is_the_firing_streams_start() {
+            assert_eq!(firing_episode(Some((AlertState::Firing, Some(5)))), Some(5));
+            assert_eq!(firing_episode(Some((AlertState::Firing, None))), None);
+            assert_eq!(firing_episode(Some((AlertState::Ok, Some(5)))), None);
+            assert_eq!(firing_episode(None), None, "unknown stream");
+        }
+
+        #[test]
+        fn extras_wait_for_the_firing_page_and_stop_when_acked_or_silenced() {
+            assert!(
+                !extra_allowed(true, false, Some(1), false, 5),
+                "acknowledged"
+            );
+            assert!(!extra_allowed(false, true, Some(1), false, 5), "silenced");
+            assert!(
+                extra_allowed(false, false, Some(5), false, 5),
+                "due at the page"
+            );
+            assert!(
+                !extra_allowed(false, false, Some(6), false, 5),
+                "fell due before it"
+            );
+            assert!(
+                !extra_allowed(false, false, None, true, 5),
+                "page still held"
+            );
+            assert!(
+                extra_allowed(false, false, None, false, 5),
+                "escalation-only"
+            );
+        }
+
+        #[test]
+        fn the_cap_counts_live_silences() {
+            assert!(has_room(2, 3));
+            assert!(!has_room(3, 3));
+            assert!(!has_room(4, 3));
+            assert!(has_room(i64::MAX, usize::MAX) || usize::BITS < 64);
+            assert!(
+                !has_room(-1, 0),
+                "a negative count is no room under a zero cap"
+            );
+        }
+
+        #[test]
+        fn expiry_ends_now_but_never_before_the_start() {
+            let now = at(5_000);
+            assert_eq!(expiry(&row(1, &["a"], &["*"], 0, 9_000), now), Some(now));
+            assert_eq!(
+                expiry(&row(1, &["a"], &["*"], 7_000, 9_000), now),
+                Some(at(7_000)),
+                "a future silence ends at its start"
+            );
+            assert_eq!(
+                expiry(&row(1, &["a"], &["*"], 0, 5_000), now),
+                None,
+                "ended"
+            );
+        }
+
+        #[test]
+        fn maintenance_plan_expires_unconfigured_and_adds_new_windows() {
+            let now = at(10_000);
+            let w =
+                |s: &str, from: i64, until: i64| (s.to_string(), at(from), at(until), "m".into());
+            let mut by_hand = row(3, &["b"], &["*"], 0, 20_000);
+            by_hand.created_by = "alice".into();
+            let mut ended_by_operator = row(4, &["c"], &["*"], 0, 20_000);
+            ended_by_operator.expired_by = Some("bob".into());
+            let stored = [
+                row(1, &["a"], &["*"], 0, 20_000),    // still configured
+                row(2, &["gone"], &["*"], 0, 20_000), // no longer configured
+                by_hand,                              // not a window
+                ended_by_operator,                    // expired: not a window
+                row(5, &["d"], &["*"], 0, 30_000),    // moved: until changed
+            ];
+            let windows = [
+                w("a", 0, 20_000),
+                w("d", 0, 40_000),
+                w("c", 0, 20_000),
+                w("past", 0, 10_000), // over at `now`: not added
+            ];
+            let plan = maintenance_plan(&stored, &windows, now);
+            assert_eq!(plan.expire, vec![2, 5]);
+            let added: Vec<_> = plan
+                .add
+                .iter()
+                .map(|s| (s.streams[0].as_str(), s.ends_at))
+                .collect();
+            assert_eq!(added, vec![("d", at(40_000)), ("c", at(20_000))]);
+            assert!(plan
+                .add
+                .iter()
+                .all(|s| s.created_by == CONFIG_AUTHOR && s.kinds == ["*"]));
+            assert_eq!(plan.add[0].starts_at, at(0));
+            assert_eq!(plan.add[0].comment, "m");
+        }
+
+        #[test]
+        fn notes_name_the_action_and_its_author() {
+            let s = row(7, &["a", "b"], &["silence"], 0, 1_000);
+            let new = NewSilence {
+                streams: s.streams.clone(),
+                kinds: s.kinds.clone(),
+                starts_at: s.starts_at,
+                ends_at: s.ends_at,
+                comment: "deploy".into(),
+                created_by: "alice".into(),
+            };
+            let e = Note::created(7, &new).event(at(1));
+            assert_eq!(
+                (e.stream.as_str(), e.delivery_id.as_deref()),
+                ("a,b", Some("silence-7"))
+            );
+            assert_eq!(e.event_type, "hushwatch.silence.created");
+            assert!(e.audit && e.channel == "admin" && !e.feeds_clock);
+            let e = Note::expired(&s, "bob", None).event(at(1));
+            assert_eq!(e.delivery_id.as_deref(), Some("silence-7-expired"));
+            assert!(!e.subject_ids.iter().any(|(k, _)| k == "comment"));
+            let e = Note::expired(&s, "bob", Some("done")).event(at(1));
+            assert!(e.subject_ids.contains(&("comment".into(), "done".into())));
+            let e = Note::acknowledged("a", 5_000, "carol", "on it").event(at(1));
+            assert_eq!(e.delivery_id.as_deref(), Some("ack-a-5000"));
+            assert_eq!(e.event_type, "hushwatch.stream.acknowledged");
+        }
+
+        #[test]
+        fn shared_statements_become_sqlite_placeholders() {
+            assert_eq!(lite(sql::ACTIVE_AT).matches("?1").count(), 2);
+            assert!(!lite(sql::HOLD_KEYED).contains('$'));
+            assert!(lite(sql::HOLD_KEYED).contains("?11"));
+        }
+    }
 
     #[test]
     fn page_kinds_lists_every_kind_a_page_can_carry() {

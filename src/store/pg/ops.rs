@@ -604,8 +604,8 @@ pub(super) async fn enqueue_extra(
     Ok(usize::try_from(queued).unwrap_or(usize::MAX))
 }
 
-/// `store::ops::extra_wanted`: not when acknowledged, not under a
-/// silence, not before the episode's firing page was queued.
+/// `store::ops::extra_wanted`: reads what `silences::extra_allowed`
+/// decides on.
 async fn extra_wanted(
     tx: &Tx<'_>,
     stream: &str,
@@ -613,25 +613,14 @@ async fn extra_wanted(
     alert_id: &str,
     at: DateTime<Utc>,
 ) -> Result<bool, StoreError> {
-    if super::silences::acknowledged(tx, stream, started).await?
-        || super::silences::silenced(tx, stream, "silence", at).await?
-    {
-        return Ok(false);
-    }
-    let first_page: Option<i64> = get(
-        &one(
-            tx,
-            "SELECT min(at) FROM outbox WHERE alert_id = $1 AND page_kind = 'page'
-               AND alert_state = 'firing'",
-            &[&alert_id],
-        )
-        .await?,
-        0,
-    )?;
-    Ok(match first_page {
-        Some(first) => ms(at) >= first,
-        None => !super::silences::is_held(tx, stream).await?,
-    })
+    use super::silences as s;
+    Ok(crate::store::silences::extra_allowed(
+        s::acknowledged(tx, stream, started).await?,
+        s::silenced(tx, stream, "silence", at).await?,
+        s::first_firing_page(tx, alert_id).await?,
+        s::is_held(tx, stream).await?,
+        ms(at),
+    ))
 }
 
 pub(super) async fn record_attempt(

@@ -1,17 +1,20 @@
-//! `store::silences` on PostgreSQL: operator silences, held pages and
-//! acknowledgements, the same decisions from the same stored state. Calls
-//! that write an audit entry lock the audit head first, like ingest.
+//! `store::silences` on PostgreSQL: the same decisions (the pure
+//! functions of `store::silences`) from the same rows, read and written
+//! with the same statements (`store::silences::sql`). Calls that write an
+//! audit entry lock the audit head first, like ingest.
 
 use chrono::{DateTime, Utc};
 use tokio_postgres::Row;
 
 use super::ops::{append_audit, insert_keyed_page, insert_silence_page, keyed_alert_id};
-use super::sql::{exec, get, ms, one, opt, rows, state, Tx};
+use super::sql::{exec, get, ms, one, opt, rows, state, Params, Tx};
 use crate::store::ops::KeyedAlert;
 use crate::store::silences::{
-    AckOutcome, AckRow, NewSilence, SilenceRow, CONFIG_AUTHOR, MAX_ENDED_KEPT, PRUNE_ENDED,
+    covers, expiry, firing_episode, has_room, json, list, maintenance_plan, on_transition, release,
+    sql, time, AckOutcome, AckRow, NewSilence, Note, OnTransition, Release, SilenceRow, Window,
+    CONFIG_AUTHOR, MAX_ENDED_KEPT, PRUNE_ENDED,
 };
-use crate::store::{AlertState, NewEvent, StoreError, Transition};
+use crate::store::{AlertState, StoreError, Transition};
 
 /// PostgreSQL schema step: the tables of SQLite's silences step.
 pub(super) const MIGRATION: &str = "
@@ -56,21 +59,6 @@ pub(super) const MIGRATION: &str = "
         held_at     BIGINT NOT NULL
     );";
 
-const COLUMNS: &str =
-    "id, streams, kinds, starts_at, ends_at, comment, created_by, created_at, expired_by";
-
-fn time(ms: i64) -> DateTime<Utc> {
-    DateTime::from_timestamp_millis(ms).unwrap_or_default()
-}
-
-fn list(text: &str) -> Vec<String> {
-    serde_json::from_str(text).unwrap_or_default()
-}
-
-fn json(v: &[String]) -> String {
-    serde_json::to_string(v).unwrap_or_else(|_| "[]".into())
-}
-
 fn row_of(r: &Row) -> Result<SilenceRow, StoreError> {
     Ok(SilenceRow {
         id: get(r, 0)?,
@@ -85,19 +73,36 @@ fn row_of(r: &Row) -> Result<SilenceRow, StoreError> {
     })
 }
 
+/// A statement of `store::silences::sql` that also locks the rows it
+/// reads: replicas share this database, SQLite has one writer.
+fn for_update(sql: &str) -> String {
+    format!("{sql} FOR UPDATE")
+}
+
+async fn exists(tx: &Tx<'_>, sql: &str, key: &str) -> Result<bool, StoreError> {
+    Ok(opt(tx, sql, &[&key]).await?.is_some())
+}
+
+/// (alert_state, firing_since) of the stream, its row locked.
+async fn stream_state(
+    tx: &Tx<'_>,
+    stream: &str,
+) -> Result<Option<(AlertState, Option<i64>)>, StoreError> {
+    match opt(tx, &for_update(sql::STREAM_STATE), &[&stream]).await? {
+        Some(s) => Ok(Some((state(get(&s, 0)?)?, get(&s, 1)?))),
+        None => Ok(None),
+    }
+}
+
 pub(super) async fn silences_ending_after(
     tx: &Tx<'_>,
     since: DateTime<Utc>,
 ) -> Result<Vec<SilenceRow>, StoreError> {
-    rows(
-        tx,
-        &format!("SELECT {COLUMNS} FROM silences WHERE ends_at > $1 ORDER BY id"),
-        &[&ms(since)],
-    )
-    .await?
-    .iter()
-    .map(row_of)
-    .collect()
+    rows(tx, sql::ENDING_AFTER, &[&ms(since)])
+        .await?
+        .iter()
+        .map(row_of)
+        .collect()
 }
 
 pub(super) async fn silenced(
@@ -106,18 +111,12 @@ pub(super) async fn silenced(
     kind: &str,
     at: DateTime<Utc>,
 ) -> Result<bool, StoreError> {
-    let active = rows(
-        tx,
-        &format!("SELECT {COLUMNS} FROM silences WHERE starts_at <= $1 AND ends_at > $1"),
-        &[&ms(at)],
-    )
-    .await?;
-    for r in &active {
-        if row_of(r)?.matches(stream, kind) {
-            return Ok(true);
-        }
-    }
-    Ok(false)
+    let active: Vec<SilenceRow> = rows(tx, sql::ACTIVE_AT, &[&ms(at)])
+        .await?
+        .iter()
+        .map(row_of)
+        .collect::<Result<_, _>>()?;
+    Ok(covers(&active, stream, kind))
 }
 
 pub(super) async fn acknowledged(
@@ -125,43 +124,21 @@ pub(super) async fn acknowledged(
     stream: &str,
     started_ms: i64,
 ) -> Result<bool, StoreError> {
-    Ok(opt(
-        tx,
-        "SELECT 1 FROM acknowledgements WHERE stream = $1 AND started_at = $2",
-        &[&stream, &started_ms],
-    )
-    .await?
-    .is_some())
+    Ok(opt(tx, sql::ACKNOWLEDGED, &[&stream, &started_ms])
+        .await?
+        .is_some())
 }
 
 /// See `store::silences::suppress_transition`.
 pub(super) async fn suppress_transition(tx: &Tx<'_>, t: &Transition) -> Result<bool, StoreError> {
-    match t.to {
-        AlertState::Firing => {
-            if !silenced(tx, &t.stream, "silence", t.at).await? {
-                return Ok(false);
-            }
-            exec(
-                tx,
-                "INSERT INTO silence_held (stream, started_at, reason, notifiers)
-                 VALUES ($1, $2, $3, $4)
-                 ON CONFLICT (stream) DO UPDATE SET started_at = excluded.started_at,
-                     reason = excluded.reason, notifiers = excluded.notifiers",
-                &[&t.stream, &ms(t.at), &t.reason, &json(&t.notifiers)],
-            )
-            .await?;
-            Ok(true)
-        }
-        AlertState::Ok => {
-            let held = exec(
-                tx,
-                "DELETE FROM silence_held WHERE stream = $1",
-                &[&t.stream],
-            )
-            .await?;
-            Ok(held > 0)
-        }
+    let silenced = t.to == AlertState::Firing && silenced(tx, &t.stream, "silence", t.at).await?;
+    let held = t.to == AlertState::Ok && exec(tx, sql::TAKE_HELD, &[&t.stream]).await? > 0;
+    let decision = on_transition(&t.to, silenced, held, false);
+    if decision == OnTransition::Hold {
+        let params: Params<'_> = &[&t.stream, &ms(t.at), &t.reason, &json(&t.notifiers)];
+        exec(tx, sql::HOLD, params).await?;
     }
+    Ok(decision != OnTransition::Page)
 }
 
 async fn release_held_stream(
@@ -169,33 +146,20 @@ async fn release_held_stream(
     stream: &str,
     now: DateTime<Utc>,
 ) -> Result<bool, StoreError> {
-    let Some(held) = opt(
-        tx,
-        "SELECT started_at, reason, notifiers FROM silence_held WHERE stream = $1 FOR UPDATE",
-        &[&stream],
-    )
-    .await?
-    else {
+    let Some(held) = opt(tx, &for_update(sql::HELD_PAGE), &[&stream]).await? else {
         return Ok(false);
     };
     let started: i64 = get(&held, 0)?;
     let reason: String = get(&held, 1)?;
     let notifiers: String = get(&held, 2)?;
-    if silenced(tx, stream, "silence", now).await? {
+    let silenced = silenced(tx, stream, "silence", now).await?;
+    let current = !silenced && firing_episode(stream_state(tx, stream).await?) == Some(started);
+    let decision = release(silenced, current);
+    if decision == Release::Keep {
         return Ok(false);
     }
-    exec(tx, "DELETE FROM silence_held WHERE stream = $1", &[&stream]).await?;
-    let Some(s) = opt(
-        tx,
-        "SELECT alert_state, firing_since FROM streams WHERE name = $1 FOR UPDATE",
-        &[&stream],
-    )
-    .await?
-    else {
-        return Ok(false);
-    };
-    let current = (state(get(&s, 0)?)?, get::<Option<i64>>(&s, 1)?);
-    if current != (AlertState::Firing, Some(started)) {
+    exec(tx, sql::TAKE_HELD, &[&stream]).await?;
+    if decision == Release::Drop {
         return Ok(false);
     }
     let t = Transition {
@@ -218,93 +182,51 @@ pub(super) async fn suppress_keyed(
     alert: &KeyedAlert<'_>,
 ) -> Result<bool, StoreError> {
     let alert_id = keyed_alert_id(tx, alert).await?;
-    match t.to {
-        AlertState::Firing => {
-            if !silenced(tx, &t.stream, alert.kind, t.at).await? {
-                return Ok(false);
-            }
-            exec(
-                tx,
-                "INSERT INTO silence_held_keyed
-                     (alert_id, stream, kind, family, key, severity, source, endpoint_id,
-                      reason, notifiers, held_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-                 ON CONFLICT (alert_id) DO UPDATE SET stream = excluded.stream,
-                     kind = excluded.kind, family = excluded.family, key = excluded.key,
-                     severity = excluded.severity, source = excluded.source,
-                     endpoint_id = excluded.endpoint_id, reason = excluded.reason,
-                     notifiers = excluded.notifiers, held_at = excluded.held_at",
-                &[
-                    &alert_id,
-                    &t.stream,
-                    &alert.kind,
-                    &alert.family,
-                    &alert.key,
-                    &alert.severity,
-                    &alert.source,
-                    &alert.endpoint_id,
-                    &t.reason,
-                    &json(&t.notifiers),
-                    &ms(t.at),
-                ],
-            )
-            .await?;
-            Ok(true)
-        }
-        AlertState::Ok => {
-            let held = exec(
-                tx,
-                "DELETE FROM silence_held_keyed WHERE alert_id = $1",
-                &[&alert_id],
-            )
-            .await?;
-            if held == 0 {
-                return Ok(false);
-            }
-            let last_told = match opt(
-                tx,
-                "SELECT alert_state FROM outbox WHERE alert_id = $1 AND page_kind = 'page'
-                 ORDER BY id DESC LIMIT 1",
-                &[&alert_id],
-            )
-            .await?
-            {
-                Some(r) => Some(state(get(&r, 0)?)?),
-                None => None,
-            };
-            Ok(last_told != Some(AlertState::Firing))
-        }
+    let silenced = t.to == AlertState::Firing && silenced(tx, &t.stream, alert.kind, t.at).await?;
+    let held = t.to == AlertState::Ok && exec(tx, sql::TAKE_HELD_KEYED, &[&alert_id]).await? > 0;
+    let told_firing = held
+        && match opt(tx, sql::LAST_TOLD, &[&alert_id]).await? {
+            Some(r) => state(get(&r, 0)?)? == AlertState::Firing,
+            None => false,
+        };
+    let decision = on_transition(&t.to, silenced, held, told_firing);
+    if decision == OnTransition::Hold {
+        let notifiers = json(&t.notifiers);
+        let params: Params<'_> = &[
+            &alert_id,
+            &t.stream,
+            &alert.kind,
+            &alert.family,
+            &alert.key,
+            &alert.severity,
+            &alert.source,
+            &alert.endpoint_id,
+            &t.reason,
+            &notifiers,
+            &ms(t.at),
+        ];
+        exec(tx, sql::HOLD_KEYED, params).await?;
     }
+    Ok(decision != OnTransition::Page)
 }
 
 async fn release_held_keyed(tx: &Tx<'_>, now: DateTime<Utc>) -> Result<usize, StoreError> {
-    let held = rows(
-        tx,
-        "SELECT alert_id, stream, kind, family, key, severity, source, endpoint_id,
-                reason, notifiers
-         FROM silence_held_keyed ORDER BY held_at, alert_id FOR UPDATE",
-        &[],
-    )
-    .await?;
+    let held = rows(tx, &for_update(sql::HELD_KEYED), &[]).await?;
     let mut paged = 0;
     for r in &held {
         let f = |i| get::<String>(r, i);
         let (alert_id, stream, kind, family, key) = (f(0)?, f(1)?, f(2)?, f(3)?, f(4)?);
         let (severity, source, endpoint_id, reason, notifiers) =
             (f(5)?, f(6)?, f(7)?, f(8)?, f(9)?);
-        if silenced(tx, &stream, &kind, now).await? {
+        let silenced = silenced(tx, &stream, &kind, now).await?;
+        // A templated stream removed meanwhile takes its held pages with it.
+        let current = !silenced && exists(tx, sql::STREAM_EXISTS, &stream).await?;
+        let decision = release(silenced, current);
+        if decision == Release::Keep {
             continue;
         }
-        exec(
-            tx,
-            "DELETE FROM silence_held_keyed WHERE alert_id = $1",
-            &[&alert_id],
-        )
-        .await?;
-        if opt(tx, "SELECT 1 FROM streams WHERE name = $1", &[&stream])
-            .await?
-            .is_none()
-        {
+        exec(tx, sql::TAKE_HELD_KEYED, &[&alert_id]).await?;
+        if decision == Release::Drop {
             continue;
         }
         let t = Transition {
@@ -332,7 +254,7 @@ async fn release_held_keyed(tx: &Tx<'_>, now: DateTime<Utc>) -> Result<usize, St
 
 /// Every held page whose silence is over, in one transaction.
 pub(super) async fn release_held(tx: &Tx<'_>, now: DateTime<Utc>) -> Result<usize, StoreError> {
-    let streams: Vec<String> = rows(tx, "SELECT stream FROM silence_held ORDER BY stream", &[])
+    let streams: Vec<String> = rows(tx, sql::HELD_STREAMS, &[])
         .await?
         .iter()
         .map(|r| get(r, 0))
@@ -345,47 +267,29 @@ pub(super) async fn release_held(tx: &Tx<'_>, now: DateTime<Utc>) -> Result<usiz
 }
 
 pub(super) async fn is_held(tx: &Tx<'_>, stream: &str) -> Result<bool, StoreError> {
-    Ok(opt(
-        tx,
-        "SELECT 1 FROM silence_held WHERE stream = $1",
-        &[&stream],
-    )
-    .await?
-    .is_some())
+    exists(tx, sql::IS_HELD, stream).await
+}
+
+/// See `store::silences::first_firing_page`.
+pub(super) async fn first_firing_page(
+    tx: &Tx<'_>,
+    alert_id: &str,
+) -> Result<Option<i64>, StoreError> {
+    get(&one(tx, sql::FIRST_FIRING_PAGE, &[&alert_id]).await?, 0)
 }
 
 /// Appends an operator action to the audit chain (head already locked by
 /// `lock_head`).
-async fn audit_entry(
+async fn audit_note(
     tx: &Tx<'_>,
     audit: bool,
-    stream: &str,
-    id: String,
-    event_type: &str,
+    note: Note,
     now: DateTime<Utc>,
-    subject: Vec<(String, String)>,
 ) -> Result<(), StoreError> {
     if !audit {
         return Ok(());
     }
-    append_audit(
-        tx,
-        &NewEvent {
-            stream: stream.to_string(),
-            delivery_id: Some(id),
-            event_type: event_type.to_string(),
-            event_time: None,
-            received_at: now,
-            feeds_clock: false,
-            body_sha256: None,
-            channel: "admin",
-            signature_verified: false,
-            subject_ids: subject,
-            audit: true,
-            access: None,
-        },
-    )
-    .await
+    append_audit(tx, &note.event(now)).await
 }
 
 /// Takes the audit head lock first when the call will append.
@@ -401,10 +305,6 @@ pub(super) async fn lock_head(tx: &Tx<'_>, audit: bool) -> Result<(), StoreError
     Ok(())
 }
 
-fn rfc(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
-}
-
 /// The cap counts live silences across replicas: the table is locked
 /// against other adders for the transaction (adding is rare).
 pub(super) async fn add(
@@ -415,56 +315,25 @@ pub(super) async fn add(
     audit: bool,
 ) -> Result<Option<i64>, StoreError> {
     lock_head(tx, audit).await?;
+    // PostgreSQL only: SQLite's one writer already serialises adders.
     exec(tx, "LOCK TABLE silences IN SHARE ROW EXCLUSIVE MODE", &[]).await?;
-    let live: i64 = get(
-        &one(
-            tx,
-            "SELECT count(*) FROM silences WHERE ends_at > $1",
-            &[&ms(now)],
-        )
-        .await?,
-        0,
-    )?;
-    if usize::try_from(live).unwrap_or(usize::MAX) >= cap {
+    let live: i64 = get(&one(tx, sql::COUNT_LIVE, &[&ms(now)]).await?, 0)?;
+    if !has_room(live, cap) {
         return Ok(None);
     }
     // Under the table lock taken above, so concurrent adders prune in turn.
     exec(tx, PRUNE_ENDED, &[&ms(now), &(MAX_ENDED_KEPT as i64)]).await?;
-    let id: i64 = get(
-        &one(
-            tx,
-            "INSERT INTO silences (streams, kinds, starts_at, ends_at, comment, created_by, created_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
-            &[
-                &json(&s.streams),
-                &json(&s.kinds),
-                &ms(s.starts_at),
-                &ms(s.ends_at),
-                &s.comment,
-                &s.created_by,
-                &ms(now),
-            ],
-        )
-        .await?,
-        0,
-    )?;
-    audit_entry(
-        tx,
-        audit,
-        &s.streams.join(","),
-        format!("silence-{id}"),
-        "hushwatch.silence.created",
-        now,
-        vec![
-            ("created_by".into(), s.created_by.clone()),
-            ("comment".into(), s.comment.clone()),
-            ("silence_id".into(), id.to_string()),
-            ("kinds".into(), s.kinds.join(",")),
-            ("starts_at".into(), rfc(s.starts_at)),
-            ("ends_at".into(), rfc(s.ends_at)),
-        ],
-    )
-    .await?;
+    let params: Params<'_> = &[
+        &json(&s.streams),
+        &json(&s.kinds),
+        &ms(s.starts_at),
+        &ms(s.ends_at),
+        &s.comment,
+        &s.created_by,
+        &ms(now),
+    ];
+    let id: i64 = get(&one(tx, sql::INSERT, params).await?, 0)?;
+    audit_note(tx, audit, Note::created(id, s), now).await?;
     Ok(Some(id))
 }
 
@@ -477,41 +346,13 @@ pub(super) async fn expire(
     audit: bool,
 ) -> Result<bool, StoreError> {
     lock_head(tx, audit).await?;
-    let Some(row) = opt(
-        tx,
-        &format!("SELECT {COLUMNS} FROM silences WHERE id = $1 FOR UPDATE"),
-        &[&id],
-    )
-    .await?
-    else {
+    let Some(row) = opt(tx, &for_update(sql::BY_ID), &[&id]).await? else {
         return Ok(false);
     };
     let row = row_of(&row)?;
-    if row.ends_at > now {
-        exec(
-            tx,
-            "UPDATE silences SET ends_at = GREATEST(starts_at, $2), expired_at = $2, expired_by = $3
-             WHERE id = $1",
-            &[&id, &ms(now), &by],
-        )
-        .await?;
-        let mut subject = vec![
-            ("created_by".into(), by.to_string()),
-            ("silence_id".into(), id.to_string()),
-        ];
-        if let Some(comment) = comment {
-            subject.push(("comment".into(), comment.to_string()));
-        }
-        audit_entry(
-            tx,
-            audit,
-            &row.streams.join(","),
-            format!("silence-{id}-expired"),
-            "hushwatch.silence.expired",
-            now,
-            subject,
-        )
-        .await?;
+    if let Some(end) = expiry(&row, now) {
+        exec(tx, sql::EXPIRE, &[&id, &ms(end), &ms(now), &by]).await?;
+        audit_note(tx, audit, Note::expired(&row, by, comment), now).await?;
     }
     Ok(true)
 }
@@ -525,113 +366,50 @@ pub(super) async fn acknowledge(
     audit: bool,
 ) -> Result<AckOutcome, StoreError> {
     lock_head(tx, audit).await?;
-    let Some(s) = opt(
-        tx,
-        "SELECT alert_state, firing_since FROM streams WHERE name = $1 FOR UPDATE",
-        &[&stream],
-    )
-    .await?
-    else {
+    let Some(started) = firing_episode(stream_state(tx, stream).await?) else {
         return Ok(AckOutcome::NotFiring);
     };
-    let (current, started) = (state(get(&s, 0)?)?, get::<Option<i64>>(&s, 1)?);
-    let (AlertState::Firing, Some(started)) = (current, started) else {
-        return Ok(AckOutcome::NotFiring);
-    };
-    let new = exec(
-        tx,
-        "INSERT INTO acknowledgements (stream, started_at, created_by, comment, created_at)
-         VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
-        &[&stream, &started, &created_by, &comment, &ms(now)],
-    )
-    .await?;
-    if new > 0 {
-        audit_entry(
-            tx,
-            audit,
-            stream,
-            format!("ack-{stream}-{started}"),
-            "hushwatch.stream.acknowledged",
-            now,
-            vec![
-                ("created_by".into(), created_by.to_string()),
-                ("comment".into(), comment.to_string()),
-                ("episode_started_at".into(), rfc(time(started))),
-            ],
-        )
-        .await?;
+    let params: Params<'_> = &[&stream, &started, &created_by, &comment, &ms(now)];
+    if exec(tx, sql::ACK, params).await? > 0 {
+        let note = Note::acknowledged(stream, started, created_by, comment);
+        audit_note(tx, audit, note, now).await?;
     }
     Ok(AckOutcome::Acknowledged(time(started)))
 }
 
 pub(super) async fn current_acks(tx: &Tx<'_>) -> Result<Vec<AckRow>, StoreError> {
-    rows(
-        tx,
-        "SELECT a.stream, a.started_at, a.created_by, a.comment, a.created_at
-         FROM acknowledgements a JOIN streams s
-           ON s.name = a.stream AND s.firing_since = a.started_at AND s.alert_state = 'firing'
-         ORDER BY a.stream",
-        &[],
-    )
-    .await?
-    .iter()
-    .map(|r| {
-        Ok(AckRow {
-            stream: get(r, 0)?,
-            started_at: time(get(r, 1)?),
-            created_by: get(r, 2)?,
-            comment: get(r, 3)?,
-            created_at: time(get(r, 4)?),
+    rows(tx, sql::CURRENT_ACKS, &[])
+        .await?
+        .iter()
+        .map(|r| {
+            Ok(AckRow {
+                stream: get(r, 0)?,
+                started_at: time(get(r, 1)?),
+                created_by: get(r, 2)?,
+                comment: get(r, 3)?,
+                created_at: time(get(r, 4)?),
+            })
         })
-    })
-    .collect()
+        .collect()
 }
 
 /// See `store::silences::sync_maintenance`. Replicas syncing at once take
 /// turns on the silences table lock, so each window is stored once.
 pub(super) async fn sync_maintenance(
     tx: &Tx<'_>,
-    windows: &[(String, DateTime<Utc>, DateTime<Utc>, String)],
+    windows: &[Window],
     now: DateTime<Utc>,
     audit: bool,
 ) -> Result<(), StoreError> {
     lock_head(tx, audit).await?;
     exec(tx, "LOCK TABLE silences IN SHARE ROW EXCLUSIVE MODE", &[]).await?;
-    let stored: Vec<SilenceRow> = silences_ending_after(tx, now)
-        .await?
-        .into_iter()
-        .filter(|s| s.created_by == CONFIG_AUTHOR && s.expired_by.is_none())
-        .collect();
-    let same = |s: &SilenceRow, w: &(String, DateTime<Utc>, DateTime<Utc>, String)| {
-        s.streams == [w.0.clone()] && s.starts_at == w.1 && s.ends_at == w.2
-    };
-    for s in stored
-        .iter()
-        .filter(|s| !windows.iter().any(|w| same(s, w)))
-    {
-        expire(
-            tx,
-            s.id,
-            CONFIG_AUTHOR,
-            Some("maintenance window no longer in the config"),
-            now,
-            audit,
-        )
-        .await?;
+    let plan = maintenance_plan(&silences_ending_after(tx, now).await?, windows, now);
+    for id in plan.expire {
+        let why = Some("maintenance window no longer in the config");
+        expire(tx, id, CONFIG_AUTHOR, why, now, audit).await?;
     }
-    for w in windows.iter().filter(|w| w.2 > now) {
-        if stored.iter().any(|s| same(s, w)) {
-            continue;
-        }
-        let new = NewSilence {
-            streams: vec![w.0.clone()],
-            kinds: vec!["*".to_string()],
-            starts_at: w.1,
-            ends_at: w.2,
-            comment: w.3.clone(),
-            created_by: CONFIG_AUTHOR.to_string(),
-        };
-        add(tx, &new, now, usize::MAX, audit).await?;
+    for new in &plan.add {
+        add(tx, new, now, usize::MAX, audit).await?;
     }
     Ok(())
 }
