@@ -146,7 +146,9 @@ impl PgTestDb {
                 !pg_required(),
                 "{REQUIRE_PG_VAR}=1 but {PG_URL_VAR} is not set"
             );
-            println!("skipped: {PG_URL_VAR} is not set (scripts/test sets it)");
+            skip_notice(&format!(
+                "SKIPPED: {PG_URL_VAR} is not set (scripts/test sets it)"
+            ));
             return None;
         };
         static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
@@ -155,7 +157,9 @@ impl PgTestDb {
         match admin_exec(&admin_url, &format!("CREATE DATABASE {name}")).await {
             Ok(()) => {}
             Err(e) if !pg_required() => {
-                println!("skipped: PostgreSQL at {PG_URL_VAR} is unavailable: {e}");
+                skip_notice(&format!(
+                    "SKIPPED: PostgreSQL at {PG_URL_VAR} is unavailable: {e}"
+                ));
                 return None;
             }
             Err(e) => panic!("{REQUIRE_PG_VAR}=1 but PostgreSQL is unavailable: {e}"),
@@ -250,4 +254,13 @@ impl Drop for PgTestDb {
             eprintln!("could not drop test database {}: {e}", self.name);
         }
     }
+}
+
+/// A skipped PostgreSQL test says so on the terminal even though cargo's
+/// test harness captures `println!`: writing to the stderr handle directly
+/// bypasses the capture, so a plain `cargo test` shows every skip among the
+/// results instead of counting it silently as passed.
+fn skip_notice(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{line}");
 }

@@ -70,7 +70,9 @@ impl PgDb {
                 !required,
                 "HUSHWATCH_REQUIRE_PG=1 but HUSHWATCH_TEST_PG_URL is not set"
             );
-            println!("{test}: skipped, HUSHWATCH_TEST_PG_URL is not set (scripts/test sets it)");
+            skip_notice(&format!(
+                "{test}: SKIPPED, HUSHWATCH_TEST_PG_URL is not set (scripts/test sets it)"
+            ));
             return None;
         };
         static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
@@ -81,7 +83,7 @@ impl PgDb {
                 !required,
                 "HUSHWATCH_REQUIRE_PG=1 but PostgreSQL is unavailable: {e}"
             );
-            println!("{test}: skipped, PostgreSQL is unavailable: {e}");
+            skip_notice(&format!("{test}: SKIPPED, PostgreSQL is unavailable: {e}"));
             return None;
         }
         let mut url = url::Url::parse(&admin_url).unwrap();
@@ -163,4 +165,13 @@ impl Drop for PgDb {
             eprintln!("could not drop test database {}: {e}", self.name);
         }
     }
+}
+
+/// A skipped PostgreSQL test says so on the terminal even though cargo's
+/// test harness captures `println!`: writing to the stderr handle directly
+/// bypasses the capture, so a plain `cargo test` shows every skip among the
+/// results instead of counting it silently as passed.
+fn skip_notice(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{line}");
 }
