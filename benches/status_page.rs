@@ -7,7 +7,7 @@
 //! - `render`: the HTML for the document and those timelines.
 //!
 //! Run with `cargo bench --bench status_page -- --warm-up-time 1 --measurement-time 3`.
-//! Measured figures are in README.md ("Performance").
+//! Measured figures are in docs/src/performance.md.
 
 use chrono::{DateTime, TimeDelta, Utc};
 use criterion::{criterion_group, criterion_main, Criterion};

@@ -141,7 +141,7 @@ fn status_exits_0_when_ok_and_1_when_a_stream_fires() {
         "{out}"
     );
     assert!(out.contains("FIRING for 1h05m"), "{out}");
-    // The example in the README, line for line.
+    // The example in docs/src/operating/status.md, line for line.
     assert_eq!(
         out.lines().take(4).collect::<Vec<_>>(),
         [

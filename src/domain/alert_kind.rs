@@ -29,7 +29,7 @@ pub enum AlertKind {
 }
 
 impl AlertKind {
-    /// Every kind, in the order the README's table lists them.
+    /// Every kind, in the order docs/src/reference/alerts.md lists them.
     pub const ALL: [AlertKind; 12] = [
         AlertKind::Silence,
         AlertKind::SvixEndpointDisabled,

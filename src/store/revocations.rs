@@ -32,7 +32,7 @@ pub(super) const MIGRATION: &str = "CREATE TABLE revocations (
     ALTER TABLE stale_grants ADD COLUMN revoke_delivery_id TEXT;
     CREATE INDEX reconciliations_received ON reconciliations (stream, received_at);";
 
-/// How long an indexed revocation is kept (documented in README,
+/// How long an indexed revocation is kept (documented in docs/src/operating/reconciliation.md,
 /// "Stale grant after revoke"): a reconciliation or a retried grant about a
 /// revocation older than this is answered as if none had been received.
 pub const HORIZON_DAYS: i64 = 400;
