@@ -12,11 +12,10 @@ use super::reader::{join, Reader};
 use super::secret::SecretString;
 use crate::ingest::providers::entra::MAX_CLIENT_STATE_LEN;
 use crate::ingest::providers::workos::WorkosKey;
+use crate::ingest::providers::{self, auth0, entra, google, okta, workos, Provider};
 
-/// Every provider name `check` accepts, in the order the error lists them.
-pub const PROVIDERS: &[&str] = &["standard", "workos", "okta", "auth0", "entra", "google"];
-
-/// Keys of `[streams.X.ingest]` that only some providers use.
+/// Keys of `[streams.X.ingest]` that only some providers use: `provider` and every key in
+/// an `ingest::providers::ALL` spec (a test keeps the two equal).
 pub const PROVIDER_KEYS: &[&str] = &[
     "provider",
     "authorization",
@@ -31,7 +30,9 @@ const ENTRA_EXPIRY_WARNING: TimeDelta = TimeDelta::hours(24);
 /// Google channels live at most about six hours, so an hour is proportionate.
 const GOOGLE_EXPIRY_WARNING: TimeDelta = TimeDelta::hours(1);
 
-/// How a stream's webhook route authenticates and reads deliveries.
+/// How a stream's webhook route authenticates and reads deliveries. Everything but the
+/// credentials' storage lives in the provider's module under `ingest::providers`, reached
+/// through [`ProviderConfig::intake`].
 #[derive(Debug, Clone, Default)]
 pub enum ProviderConfig {
     /// Standard Webhooks / Svix signatures (`webhook_secret`), the default.
@@ -57,40 +58,47 @@ pub enum ProviderConfig {
 }
 
 impl ProviderConfig {
+    /// The provider's intake over these credentials; `None` for the standard provider,
+    /// whose deliveries `http::ingest` verifies with the stream's `verifier`. The one match
+    /// on every provider.
+    pub fn intake(&self) -> Option<Box<dyn Provider + '_>> {
+        Some(match self {
+            ProviderConfig::Standard => return None,
+            ProviderConfig::Workos { keys } => Box::new(workos::Workos { keys }),
+            ProviderConfig::Okta { authorization } => Box::new(okta::Okta {
+                authorization: exposed(authorization),
+            }),
+            ProviderConfig::Auth0 { authorization } => Box::new(auth0::Auth0 {
+                authorization: exposed(authorization),
+            }),
+            ProviderConfig::Entra { client_state, .. } => Box::new(entra::Entra {
+                client_state: exposed(client_state),
+            }),
+            ProviderConfig::Google { channel_token, .. } => Box::new(google::Google {
+                channel_token: exposed(channel_token),
+            }),
+        })
+    }
+
     pub fn name(&self) -> &'static str {
-        match self {
-            ProviderConfig::Standard => "standard",
-            ProviderConfig::Workos { .. } => "workos",
-            ProviderConfig::Okta { .. } => "okta",
-            ProviderConfig::Auth0 { .. } => "auth0",
-            ProviderConfig::Entra { .. } => "entra",
-            ProviderConfig::Google { .. } => "google",
-        }
+        self.intake().map_or("standard", |p| p.spec().name)
     }
 
     /// The key that holds this provider's credential, for messages.
     pub fn credential_key(&self) -> &'static str {
-        match self {
-            ProviderConfig::Standard | ProviderConfig::Workos { .. } => "webhook_secret",
-            ProviderConfig::Okta { .. } | ProviderConfig::Auth0 { .. } => "authorization",
-            ProviderConfig::Entra { .. } => "client_state",
-            ProviderConfig::Google { .. } => "channel_token",
-        }
+        self.intake()
+            .map_or("webhook_secret", |p| p.spec().credential_key)
     }
 
     /// Whether a non-standard provider has the credentials to accept anything. (The
     /// standard provider's credentials are the stream's `verifier`.)
     pub fn has_credentials(&self) -> bool {
-        match self {
-            ProviderConfig::Standard => false,
-            ProviderConfig::Workos { keys } => !keys.is_empty(),
-            ProviderConfig::Okta { authorization } | ProviderConfig::Auth0 { authorization } => {
-                !authorization.is_empty()
-            }
-            ProviderConfig::Entra { client_state, .. } => !client_state.is_empty(),
-            ProviderConfig::Google { channel_token, .. } => !channel_token.is_empty(),
-        }
+        self.intake().is_some_and(|p| p.has_credentials())
     }
+}
+
+fn exposed(values: &[SecretString]) -> Vec<&str> {
+    values.iter().map(SecretString::expose).collect()
 }
 
 /// Reads `provider` and the keys it owns from an `ingest` table at `path`. `webhook_secret`
@@ -100,22 +108,19 @@ pub fn read(r: &mut Reader<'_>, path: &str, t: &Table) -> ProviderConfig {
     let name = r
         .opt_string(path, t, "provider")
         .unwrap_or_else(|| "standard".to_owned());
-    let owned: &[&str] = match name.as_str() {
-        "standard" => &[],
-        "workos" => &[],
-        "okta" | "auth0" => &["authorization"],
-        "entra" => &["client_state", "expiry_warning"],
-        "google" => &["channel_token", "expiry_warning"],
-        other => {
-            r.error(
-                &join(path, "provider"),
-                format!(
-                    "unknown provider {other:?} (known: {})",
-                    PROVIDERS.join(", ")
-                ),
-            );
-            return ProviderConfig::Standard;
-        }
+    let owned: &[&str] = if name == "standard" {
+        &[]
+    } else if let Some(spec) = providers::ALL.iter().find(|s| s.name == name) {
+        spec.keys
+    } else {
+        let known: Vec<&str> = std::iter::once("standard")
+            .chain(providers::ALL.iter().map(|s| s.name))
+            .collect();
+        r.error(
+            &join(path, "provider"),
+            format!("unknown provider {name:?} (known: {})", known.join(", ")),
+        );
+        return ProviderConfig::Standard;
     };
     for key in &PROVIDER_KEYS[1..] {
         if t.contains_key(*key) && !owned.contains(key) {
@@ -200,4 +205,37 @@ fn shared_values(
         }
     }
     values
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `config::ingest` allows exactly these keys besides its own, so a provider's new key
+    /// must be listed here as well as in its spec.
+    #[test]
+    fn provider_keys_are_the_specs_keys() {
+        let mut from_specs: Vec<&str> = providers::ALL
+            .iter()
+            .flat_map(|s| s.keys.iter().copied())
+            .collect();
+        from_specs.sort_unstable();
+        from_specs.dedup();
+        let mut listed = PROVIDER_KEYS[1..].to_vec();
+        listed.sort_unstable();
+        assert_eq!(listed, from_specs);
+    }
+
+    /// Every spec the reader accepts builds its own intake, under its own name.
+    #[test]
+    fn every_spec_reads_back_as_itself() {
+        for spec in providers::ALL {
+            let table: Table = toml::from_str(&format!("provider = {:?}", spec.name)).unwrap();
+            let env = |_: &str| None;
+            let mut r = Reader::new(&env);
+            let config = read(&mut r, "streams.idp.ingest", &table);
+            assert_eq!(config.name(), spec.name);
+            assert_eq!(config.credential_key(), spec.credential_key);
+        }
+    }
 }

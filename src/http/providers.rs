@@ -11,19 +11,19 @@ use super::body;
 use super::ingest::{clip, reject, reject_body, store_delivery};
 use super::reply::{self, Reply};
 use crate::config::providers::ProviderConfig;
-use crate::config::secret::SecretString;
 use crate::config::StreamConfig;
-use crate::ingest::providers::{self, google, okta, workos, Delivery, Rejection};
+use crate::ingest::providers::{self, Delivery, Rejection, RequestHead};
 use crate::store::subscriptions::SubscriptionUpdate;
 use crate::store::NewEvent;
 use hyper::body::Incoming;
-use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE};
+use hyper::header::{HeaderValue, CONTENT_TYPE};
 use hyper::http::request::Parts;
 use hyper::{Request, StatusCode};
 use sha2::{Digest, Sha256};
 use tokio::time::Instant;
 
-/// `POST /v1/streams/{stream}/webhook` for a native provider.
+/// `POST /v1/streams/{stream}/webhook` for a native provider. Every provider goes through
+/// the same steps of `ingest::providers::Provider`, in the order its doc gives.
 pub async fn webhook(
     app: &dyn Api,
     stream: &StreamConfig,
@@ -35,92 +35,43 @@ pub async fn webhook(
     if body::declared_too_large(&parts) {
         return reject_body(app, stream, body::BodyError::TooLarge);
     }
-    if let ProviderConfig::Entra { .. } = provider {
-        // Graph's subscription handshake carries no credential at all; echoing the token
-        // proves only that this URL answers, which is what Graph asks.
-        match providers::entra::validation_token(parts.uri.query()) {
-            Ok(Some(token)) => {
-                if let Err(e) = body::read(&parts, incoming, body_deadline).await {
-                    return reject_body(app, stream, e);
-                }
-                return validation_echo(token);
+    let Some(intake) = provider.intake() else {
+        return misrouted();
+    };
+    match intake.handshake(&parts) {
+        Ok(Some(token)) => {
+            if let Err(e) = body::read(&parts, incoming, body_deadline).await {
+                return reject_body(app, stream, e);
             }
-            Ok(None) => {}
-            Err(e) => return reject_rejection(app, stream, &e),
+            return validation_echo(token);
         }
+        Ok(None) => {}
+        Err(e) => return reject_rejection(app, stream, &e),
     }
     // Head-only authentication.
     let now = app.now();
-    let workos_head = match provider {
-        ProviderConfig::Standard => return misrouted(),
-        ProviderConfig::Workos { keys } => {
-            if keys.is_empty() {
-                return not_configured(app, stream, "webhook_secret");
-            }
-            match workos::check_header(header(&parts, workos::SIGNATURE_HEADER), now) {
-                Ok(head) => Some(head),
-                Err(e) => return reject_rejection(app, stream, &e),
-            }
-        }
-        ProviderConfig::Okta { authorization } | ProviderConfig::Auth0 { authorization } => {
-            if authorization.is_empty() {
-                return not_configured(app, stream, "authorization");
-            }
-            if let Err(e) = shared_header(authorization, header(&parts, AUTHORIZATION.as_str())) {
-                return reject_rejection(app, stream, &e);
-            }
-            None
-        }
-        ProviderConfig::Entra { client_state, .. } => {
-            if client_state.is_empty() {
-                return not_configured(app, stream, "client_state");
-            }
-            None
-        }
-        ProviderConfig::Google { channel_token, .. } => {
-            if channel_token.is_empty() {
-                return not_configured(app, stream, "channel_token");
-            }
-            if let Err(e) = google::authorize(&exposed(channel_token), &google_headers(&parts)) {
-                return reject_rejection(app, stream, &e);
-            }
-            None
-        }
-    };
+    if !intake.has_credentials() {
+        return not_configured(app, stream, intake.spec().credential_key);
+    }
+    if let Err(e) = intake.check_head(&parts, now) {
+        return reject_rejection(app, stream, &e);
+    }
     let body = match body::read(&parts, incoming, body_deadline).await {
         Ok(b) => b,
         Err(e) => return reject_body(app, stream, e),
     };
-    if let (Some(head), ProviderConfig::Workos { keys }) = (&workos_head, provider) {
-        if let Err(e) = workos::verify(head, keys, &body) {
-            return reject_rejection(app, stream, &e);
-        }
+    if let Err(e) = intake.check_body(&parts, now, &body) {
+        return reject_rejection(app, stream, &e);
     }
-    let parsed = match provider {
-        ProviderConfig::Workos { .. } => workos::parse(&body),
-        ProviderConfig::Okta { .. } => okta::parse(&body),
-        ProviderConfig::Auth0 { .. } => providers::auth0::parse(&body),
-        ProviderConfig::Entra { client_state, .. } => {
-            match providers::entra::parse(&body, &exposed(client_state)) {
-                // Entra authenticates inside the body: any failure here is a refusal.
-                Err(e) => return reject_rejection(app, stream, &e),
-                ok => ok,
-            }
-        }
-        ProviderConfig::Google { .. } => match google::parse(&google_headers(&parts), &body) {
-            Err(e) => return reject_rejection(app, stream, &e),
-            ok => ok,
-        },
-        ProviderConfig::Standard => return misrouted(),
-    };
-    let mut delivery = match (parsed, provider) {
-        (Ok(delivery), _) => delivery,
+    let mut delivery = match intake.parse(&parts, &body) {
+        Ok(delivery) => delivery,
         // Okta and Auth0 batch many events per request, and a record that cannot be read
         // already becomes its own `unknown` event inside the parser. What is left here is
         // a body that cannot be split into records at all (not JSON, not a batch, more
         // than MAX_BATCH records): it is refused whole, never recorded as one anonymous
         // event, which would lose every revocation in it and accept a redelivery again.
-        // What the sender then does:
+        // (Entra and Google authenticate or read their headers inside `parse`, so any
+        // failure there is a refusal too.) What the sender then does:
         // - Auth0 log streams retry a failed delivery up to three times, then show the
         //   error in the stream's Health view and restart delivery of errored logs until
         //   the problem is resolved (https://auth0.com/docs/customize/log-streams,
@@ -131,13 +82,10 @@ pub async fn webhook(
         //   Okta cannot make readable by retrying is refused with 400 all the same: the
         //   refusal is counted (outcome "error") and logged here, where a silent 200
         //   would hide it.
-        (Err(e), ProviderConfig::Okta { .. } | ProviderConfig::Auth0 { .. }) => {
-            return reject_rejection(app, stream, &e)
-        }
-        // WorkOS sends one event per request and has proved it with an HMAC over the
-        // body: an unreadable one is still that one arrival, recorded as `unknown` rather
-        // than refused into the retry-then-disable cycle.
-        (Err(e), _) => {
+        Err(e) if !intake.unreadable_is_one_event() => return reject_rejection(app, stream, &e),
+        // One event per request, proved by an HMAC over the body (WorkOS): an unreadable
+        // one is still that one arrival, recorded as `unknown`.
+        Err(e) => {
             tracing::warn!(stream = %stream.name, provider = provider.name(), error = %super::log_field::Escaped(&e.to_string()), "authenticated body unreadable; recorded as an unknown event");
             Delivery {
                 events: vec![providers::ProviderEvent {
@@ -153,12 +101,7 @@ pub async fn webhook(
     };
     // A subscription cannot expire further ahead than its provider lets it live; such a
     // value is forged or broken, and stored it would hold the expiry warning off.
-    let lifetime = match provider {
-        ProviderConfig::Google { .. } => Some(google::MAX_CHANNEL_LIFETIME),
-        ProviderConfig::Entra { .. } => Some(providers::entra::MAX_SUBSCRIPTION_LIFETIME),
-        _ => None,
-    };
-    if let Some(lifetime) = lifetime {
+    if let Some(lifetime) = intake.max_lifetime() {
         delivery.expiries.retain(|e| {
             let plausible = crate::domain::subscription::is_plausible(e.expires_at, now, lifetime);
             if !plausible {
@@ -177,7 +120,7 @@ pub async fn webhook(
     });
     let digest: [u8; 32] = Sha256::digest(&body).into();
     let audit = app.config().audit.enabled;
-    let hmac_verified = matches!(provider, ProviderConfig::Workos { .. });
+    let signature_verified = intake.signature_verified();
     let events: Vec<NewEvent> = delivery
         .events
         .into_iter()
@@ -190,7 +133,7 @@ pub async fn webhook(
             received_at: now,
             body_sha256: Some(digest),
             channel: "webhook",
-            signature_verified: hmac_verified,
+            signature_verified,
             subject_ids: e.subject_ids,
             audit,
             access: None,
@@ -199,27 +142,29 @@ pub async fn webhook(
     store_delivery(app, stream, events, update).await
 }
 
-/// `GET /v1/streams/{stream}/webhook`: Okta's one-time verification challenge.
+/// `GET /v1/streams/{stream}/webhook`: a provider's one-time verification challenge (Okta's).
 pub async fn verification(app: &dyn Api, stream: &StreamConfig, req: Request<Incoming>) -> Reply {
     let (parts, _) = req.into_parts();
-    let ProviderConfig::Okta { authorization } = &stream.ingest.provider else {
-        return reply::error(StatusCode::METHOD_NOT_ALLOWED, "use POST");
-    };
-    if let Err(e) = shared_header(authorization, header(&parts, AUTHORIZATION.as_str())) {
-        return reject_rejection(app, stream, &e);
+    let answer = stream
+        .ingest
+        .provider
+        .intake()
+        .and_then(|intake| intake.verification(&parts));
+    match answer {
+        None => reply::error(StatusCode::METHOD_NOT_ALLOWED, "use POST"),
+        Some(Ok(body)) => reply::text(StatusCode::OK, "application/json", body),
+        Some(Err(e)) => reject_rejection(app, stream, &e),
     }
-    let Some(challenge) = header(&parts, okta::CHALLENGE_HEADER) else {
-        return reject(
-            app,
-            stream,
-            StatusCode::BAD_REQUEST,
-            "error",
-            "missing X-Okta-Verification-Challenge header",
-        );
-    };
-    match okta::challenge_response(challenge) {
-        Ok(body) => reply::text(StatusCode::OK, "application/json", body),
-        Err(e) => reject_rejection(app, stream, &e),
+}
+
+/// What the providers see of a request before its body.
+impl RequestHead for Parts {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    fn query(&self) -> Option<&str> {
+        self.uri.query()
     }
 }
 
@@ -232,28 +177,6 @@ fn validation_echo(token: String) -> Reply {
     );
     debug_assert!(response.headers().contains_key(CONTENT_TYPE));
     response
-}
-
-fn header<'a>(parts: &'a Parts, name: &str) -> Option<&'a str> {
-    parts.headers.get(name).and_then(|v| v.to_str().ok())
-}
-
-fn google_headers(parts: &Parts) -> google::PushHeaders<'_> {
-    google::PushHeaders {
-        channel_id: header(parts, "x-goog-channel-id"),
-        channel_token: header(parts, "x-goog-channel-token"),
-        channel_expiration: header(parts, "x-goog-channel-expiration"),
-        resource_state: header(parts, "x-goog-resource-state"),
-        message_number: header(parts, "x-goog-message-number"),
-    }
-}
-
-fn exposed(values: &[SecretString]) -> Vec<&str> {
-    values.iter().map(SecretString::expose).collect()
-}
-
-fn shared_header(expected: &[SecretString], got: Option<&str>) -> Result<(), Rejection> {
-    okta::authorize(&exposed(expected), got)
 }
 
 fn not_configured(app: &dyn Api, stream: &StreamConfig, key: &str) -> Reply {

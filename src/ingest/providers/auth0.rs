@@ -92,6 +92,41 @@ fn event(record: Option<&Record>) -> ProviderEvent {
     }
 }
 
+/// `provider = "auth0"`: the Authorization Token the log stream sends.
+pub const SPEC: super::Spec = super::Spec {
+    name: "auth0",
+    keys: &["authorization"],
+    credential_key: "authorization",
+};
+
+/// An Auth0 stream's configured `Authorization` values.
+pub struct Auth0<'a> {
+    pub authorization: Vec<&'a str>,
+}
+
+impl super::Provider for Auth0<'_> {
+    fn spec(&self) -> &'static super::Spec {
+        &SPEC
+    }
+
+    fn has_credentials(&self) -> bool {
+        !self.authorization.is_empty()
+    }
+
+    /// The same fixed-header check as Okta's.
+    fn check_head(
+        &self,
+        head: &dyn super::RequestHead,
+        _now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<(), Rejection> {
+        super::okta::authorize(&self.authorization, head.header("authorization"))
+    }
+
+    fn parse(&self, _head: &dyn super::RequestHead, body: &[u8]) -> Result<Delivery, Rejection> {
+        parse(body)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -192,6 +192,51 @@ fn resource_kind(resource: &str) -> String {
     }
 }
 
+/// `provider = "entra"`: the subscription's `clientState`, and how early to warn of expiry.
+pub const SPEC: super::Spec = super::Spec {
+    name: "entra",
+    keys: &["client_state", "expiry_warning"],
+    credential_key: "client_state",
+};
+
+/// An Entra stream's configured `clientState` values.
+pub struct Entra<'a> {
+    pub client_state: Vec<&'a str>,
+}
+
+impl super::Provider for Entra<'_> {
+    fn spec(&self) -> &'static super::Spec {
+        &SPEC
+    }
+
+    fn has_credentials(&self) -> bool {
+        !self.client_state.is_empty()
+    }
+
+    /// Graph's subscription handshake carries no credential at all; echoing the token proves
+    /// only that this URL answers, which is what Graph asks.
+    fn handshake(&self, head: &dyn super::RequestHead) -> Result<Option<String>, Rejection> {
+        validation_token(head.query())
+    }
+
+    /// Nothing in the head: the `clientState` is inside the body, checked by `parse`.
+    fn check_head(
+        &self,
+        _head: &dyn super::RequestHead,
+        _now: DateTime<Utc>,
+    ) -> Result<(), Rejection> {
+        Ok(())
+    }
+
+    fn parse(&self, _head: &dyn super::RequestHead, body: &[u8]) -> Result<Delivery, Rejection> {
+        parse(body, &self.client_state)
+    }
+
+    fn max_lifetime(&self) -> Option<chrono::TimeDelta> {
+        Some(MAX_SUBSCRIPTION_LIFETIME)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -110,6 +110,57 @@ pub fn parse(headers: &PushHeaders<'_>, body: &[u8]) -> Result<Delivery, Rejecti
     Ok(delivery)
 }
 
+/// `provider = "google"`: the channel token, and how early to warn of expiry.
+pub const SPEC: super::Spec = super::Spec {
+    name: "google",
+    keys: &["channel_token", "expiry_warning"],
+    credential_key: "channel_token",
+};
+
+impl<'a> PushHeaders<'a> {
+    /// The push headers of a request head.
+    pub fn of(head: &'a dyn super::RequestHead) -> Self {
+        PushHeaders {
+            channel_id: head.header("x-goog-channel-id"),
+            channel_token: head.header("x-goog-channel-token"),
+            channel_expiration: head.header("x-goog-channel-expiration"),
+            resource_state: head.header("x-goog-resource-state"),
+            message_number: head.header("x-goog-message-number"),
+        }
+    }
+}
+
+/// A Google stream's configured channel tokens.
+pub struct Google<'a> {
+    pub channel_token: Vec<&'a str>,
+}
+
+impl super::Provider for Google<'_> {
+    fn spec(&self) -> &'static super::Spec {
+        &SPEC
+    }
+
+    fn has_credentials(&self) -> bool {
+        !self.channel_token.is_empty()
+    }
+
+    fn check_head(
+        &self,
+        head: &dyn super::RequestHead,
+        _now: DateTime<Utc>,
+    ) -> Result<(), Rejection> {
+        authorize(&self.channel_token, &PushHeaders::of(head))
+    }
+
+    fn parse(&self, head: &dyn super::RequestHead, body: &[u8]) -> Result<Delivery, Rejection> {
+        parse(&PushHeaders::of(head), body)
+    }
+
+    fn max_lifetime(&self) -> Option<TimeDelta> {
+        Some(MAX_CHANNEL_LIFETIME)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -19,9 +19,109 @@ pub mod workos;
 
 use std::fmt;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, TimeDelta, Utc};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
+
+/// Every provider's description, in the order `check` lists them (after `standard`, which
+/// is the Standard Webhooks path and lives in `ingest::signature`). A provider is one module
+/// here: its [`Spec`] goes in this list, its credentials type implements [`Provider`].
+pub const ALL: &[&Spec] = &[
+    &workos::SPEC,
+    &okta::SPEC,
+    &auth0::SPEC,
+    &entra::SPEC,
+    &google::SPEC,
+];
+
+/// What the config reader needs to know about a provider before it has credentials.
+#[derive(Debug)]
+pub struct Spec {
+    /// The `provider = "…"` word, also used in logs and messages.
+    pub name: &'static str,
+    /// Keys of `[streams.X.ingest]` this provider reads besides `provider` (`webhook_secret`
+    /// is always allowed there); a key of another provider is an error.
+    pub keys: &'static [&'static str],
+    /// The key holding the credential, named when none is configured.
+    pub credential_key: &'static str,
+}
+
+/// What a provider may look at before the body is read: header values and the query.
+/// The HTTP adapter implements it on the request head.
+pub trait RequestHead {
+    /// The value of header `name` (lower case), when present and valid text.
+    fn header(&self, name: &str) -> Option<&str>;
+    /// The raw query string, when the URL has one.
+    fn query(&self) -> Option<&str>;
+}
+
+/// One provider's intake, implemented in its module on a value holding the stream's
+/// configured credentials (`config::providers::ProviderConfig::intake` builds it). The
+/// webhook route calls the steps in this order and only this order, so every provider gets
+/// the same guarantees (see the module doc):
+/// 1. [`handshake`](Provider::handshake): a subscription handshake answered without a
+///    credential (Entra's `validationToken`), before anything else;
+/// 2. [`has_credentials`](Provider::has_credentials), then
+///    [`check_head`](Provider::check_head): the credential, before a body byte is read;
+/// 3. the body is read under the shared cap and deadline, then
+///    [`check_body`](Provider::check_body) (an HMAC over the raw body);
+/// 4. [`parse`](Provider::parse), which for providers that authenticate inside the body
+///    (Entra's `clientState`) is also the credential check.
+pub trait Provider: Send + Sync {
+    fn spec(&self) -> &'static Spec;
+
+    /// Whether any credential is configured; without one every delivery is refused.
+    fn has_credentials(&self) -> bool;
+
+    /// `Some(text)` when the request is a handshake to be answered by echoing `text` as
+    /// `text/plain` (after the body is drained), with no credential and no parsing.
+    fn handshake(&self, _head: &dyn RequestHead) -> Result<Option<String>, Rejection> {
+        Ok(None)
+    }
+
+    /// The answer to a `GET` on the webhook route (a one-time verification challenge, as a
+    /// JSON body); `None` when the provider has none, so the route answers 405.
+    fn verification(&self, _head: &dyn RequestHead) -> Option<Result<String, Rejection>> {
+        None
+    }
+
+    /// The credential check that needs only the head.
+    fn check_head(&self, head: &dyn RequestHead, now: DateTime<Utc>) -> Result<(), Rejection>;
+
+    /// The credential check over the raw body (an HMAC), after [`Provider::check_head`]
+    /// passed with the same `head` and `now`.
+    fn check_body(
+        &self,
+        _head: &dyn RequestHead,
+        _now: DateTime<Utc>,
+        _body: &[u8],
+    ) -> Result<(), Rejection> {
+        Ok(())
+    }
+
+    /// Reads an authenticated delivery. An error is a refusal unless
+    /// [`Provider::unreadable_is_one_event`] says otherwise.
+    fn parse(&self, head: &dyn RequestHead, body: &[u8]) -> Result<Delivery, Rejection>;
+
+    /// True when an authenticated body that cannot be read is still one arrival, recorded as
+    /// one `unknown` event (a provider that sends one event per request and proved the body
+    /// with an HMAC). False refuses it whole, so a batch is never collapsed into one event.
+    fn unreadable_is_one_event(&self) -> bool {
+        false
+    }
+
+    /// How far ahead a subscription expiry can genuinely be; later ones are not stored.
+    /// `None` for providers without subscriptions.
+    fn max_lifetime(&self) -> Option<TimeDelta> {
+        None
+    }
+
+    /// Whether an accepted delivery was proved by a signature over its body (recorded with
+    /// each event), rather than by a shared value.
+    fn signature_verified(&self) -> bool {
+        false
+    }
+}
 
 /// Longest delivery id or event type we keep; real ones are well under this.
 pub const MAX_FIELD_LEN: usize = 200;

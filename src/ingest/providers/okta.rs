@@ -113,6 +113,52 @@ fn log_event(event: &LogEvent) -> ProviderEvent {
     }
 }
 
+/// `provider = "okta"`: the `Authorization` value(s) Okta sends.
+pub const SPEC: super::Spec = super::Spec {
+    name: "okta",
+    keys: &["authorization"],
+    credential_key: "authorization",
+};
+
+/// An Okta stream's configured `Authorization` values.
+pub struct Okta<'a> {
+    pub authorization: Vec<&'a str>,
+}
+
+impl super::Provider for Okta<'_> {
+    fn spec(&self) -> &'static super::Spec {
+        &SPEC
+    }
+
+    fn has_credentials(&self) -> bool {
+        !self.authorization.is_empty()
+    }
+
+    /// Okta's one-time verification `GET`: the credential first, then the challenge.
+    fn verification(&self, head: &dyn super::RequestHead) -> Option<Result<String, Rejection>> {
+        Some(
+            authorize(&self.authorization, head.header("authorization")).and_then(|()| {
+                let challenge = head
+                    .header(CHALLENGE_HEADER)
+                    .ok_or_else(|| bad_request("missing X-Okta-Verification-Challenge header"))?;
+                challenge_response(challenge)
+            }),
+        )
+    }
+
+    fn check_head(
+        &self,
+        head: &dyn super::RequestHead,
+        _now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<(), Rejection> {
+        authorize(&self.authorization, head.header("authorization"))
+    }
+
+    fn parse(&self, _head: &dyn super::RequestHead, body: &[u8]) -> Result<Delivery, Rejection> {
+        parse(body)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
