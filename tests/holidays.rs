@@ -1,7 +1,8 @@
 //! Recurring holidays from an `.ics` file, through the real binary (issue
 //! #32): `check` accepts the calendars companies keep (Outlook's "last
 //! Friday of every other month", a month-end close, a 9/80 schedule, with
-//! moved instances), `explain` counts business time around those days on
+//! moved instances, as Outlook, Google Calendar and Apple Calendar export
+//! them), `explain` counts business time around those days on
 //! DST weekends in New York, Berlin and Sydney, and a form that cannot be
 //! represented is refused with its line.
 //!
@@ -65,6 +66,154 @@ END:VEVENT\r
 END:VCALENDAR\r
 ";
 
+/// The same holidays as Google Calendar exports them: a VTIMEZONE block,
+/// `X-WR-*` calendar properties, DTSTAMP/CREATED/SEQUENCE/TRANSP on every
+/// event, `WKST=SU`, and "last Friday" as an ordinal `BYDAY=-1FR`.
+const GOOGLE: &str = "BEGIN:VCALENDAR\r
+PRODID:-//Google Inc//Google Calendar 70.9054//EN\r
+VERSION:2.0\r
+CALSCALE:GREGORIAN\r
+METHOD:PUBLISH\r
+X-WR-CALNAME:Company holidays\r
+X-WR-TIMEZONE:America/New_York\r
+BEGIN:VTIMEZONE\r
+TZID:America/New_York\r
+X-LIC-LOCATION:America/New_York\r
+BEGIN:DAYLIGHT\r
+TZOFFSETFROM:-0500\r
+TZOFFSETTO:-0400\r
+TZNAME:EDT\r
+DTSTART:19700308T020000\r
+RRULE:FREQ=YEARLY;BYMONTH=3;BYDAY=2SU\r
+END:DAYLIGHT\r
+BEGIN:STANDARD\r
+TZOFFSETFROM:-0400\r
+TZOFFSETTO:-0500\r
+TZNAME:EST\r
+DTSTART:19701101T020000\r
+RRULE:FREQ=YEARLY;BYMONTH=11;BYDAY=1SU\r
+END:STANDARD\r
+END:VTIMEZONE\r
+BEGIN:VEVENT\r
+DTSTART;VALUE=DATE:20260109\r
+DTEND;VALUE=DATE:20260110\r
+RRULE:FREQ=WEEKLY;WKST=SU;INTERVAL=2;BYDAY=FR\r
+DTSTAMP:20261201T000000Z\r
+UID:4h1c0nine80@google.com\r
+CREATED:20251201T000000Z\r
+LAST-MODIFIED:20251201T000000Z\r
+SEQUENCE:0\r
+STATUS:CONFIRMED\r
+SUMMARY:9/80 Friday off\r
+TRANSP:TRANSPARENT\r
+END:VEVENT\r
+BEGIN:VEVENT\r
+DTSTART;VALUE=DATE:20260330\r
+DTEND;VALUE=DATE:20260331\r
+DTSTAMP:20261201T000000Z\r
+UID:4h1c0nine80@google.com\r
+RECURRENCE-ID;VALUE=DATE:20260320\r
+SEQUENCE:1\r
+STATUS:CONFIRMED\r
+SUMMARY:9/80 Friday off (moved to Monday)\r
+TRANSP:TRANSPARENT\r
+END:VEVENT\r
+BEGIN:VEVENT\r
+DTSTART;VALUE=DATE:20260130\r
+DTEND;VALUE=DATE:20260131\r
+RRULE:FREQ=MONTHLY;WKST=SU;INTERVAL=2;BYDAY=-1FR\r
+DTSTAMP:20261201T000000Z\r
+UID:7k2dclose@google.com\r
+SEQUENCE:0\r
+STATUS:CONFIRMED\r
+SUMMARY:Close\r
+TRANSP:TRANSPARENT\r
+END:VEVENT\r
+BEGIN:VEVENT\r
+DTSTART;VALUE=DATE:20260402\r
+DTEND;VALUE=DATE:20260403\r
+DTSTAMP:20261201T000000Z\r
+UID:7k2dclose@google.com\r
+RECURRENCE-ID;VALUE=DATE:20260327\r
+SEQUENCE:1\r
+STATUS:CONFIRMED\r
+SUMMARY:Close (moved to Thursday)\r
+TRANSP:TRANSPARENT\r
+END:VEVENT\r
+BEGIN:VEVENT\r
+DTSTART;VALUE=DATE:20260131\r
+DTEND;VALUE=DATE:20260201\r
+RRULE:FREQ=MONTHLY;WKST=SU;COUNT=18;BYMONTHDAY=-1\r
+DTSTAMP:20261201T000000Z\r
+UID:9m3emonthend@google.com\r
+SEQUENCE:0\r
+STATUS:CONFIRMED\r
+SUMMARY:Month-end close\r
+TRANSP:TRANSPARENT\r
+END:VEVENT\r
+END:VCALENDAR\r
+";
+
+/// The same holidays as Apple Calendar exports them: `X-APPLE-*`
+/// properties, a long SUMMARY folded at 75 octets (continuation lines start
+/// with a space), parameters in another order, `BYDAY=FR;BYSETPOS=-1` after
+/// `INTERVAL`, and the month-end rule with UNTIL instead of COUNT.
+const APPLE: &str = "BEGIN:VCALENDAR\r
+VERSION:2.0\r
+PRODID:-//Apple Inc.//macOS 15.1//EN\r
+CALSCALE:GREGORIAN\r
+X-WR-CALNAME:Company\r
+X-APPLE-CALENDAR-COLOR:#1BADF8\r
+BEGIN:VEVENT\r
+CREATED:20251201T120000Z\r
+DTEND;VALUE=DATE:20260110\r
+DTSTAMP:20261201T120000Z\r
+DTSTART;VALUE=DATE:20260109\r
+LAST-MODIFIED:20251201T120000Z\r
+RRULE:FREQ=WEEKLY;INTERVAL=2;BYDAY=FR\r
+SEQUENCE:0\r
+SUMMARY:9/80 Friday off: the office is closed every other Friday for the \r
+ nine-eighty schedule\r
+TRANSP:TRANSPARENT\r
+UID:6F1E0C44-1D0B-4A47-9E53-2C3C1D7A9B10\r
+X-APPLE-TRAVEL-ADVISORY-BEHAVIOR:AUTOMATIC\r
+END:VEVENT\r
+BEGIN:VEVENT\r
+DTEND;VALUE=DATE:20260331\r
+DTSTAMP:20261201T120000Z\r
+DTSTART;VALUE=DATE:20260330\r
+RECURRENCE-ID;VALUE=DATE:20260320\r
+SEQUENCE:1\r
+SUMMARY:9/80 Friday off (moved)\r
+UID:6F1E0C44-1D0B-4A47-9E53-2C3C1D7A9B10\r
+END:VEVENT\r
+BEGIN:VEVENT\r
+DTEND;VALUE=DATE:20260131\r
+DTSTAMP:20261201T120000Z\r
+DTSTART;VALUE=DATE:20260130\r
+RRULE:FREQ=MONTHLY;INTERVAL=2;BYDAY=FR;BYSETPOS=-1\r
+SUMMARY:Close\r
+UID:A7B2E9D0-5C1F-4E0A-8B3D-9F2E1C6A4D21\r
+END:VEVENT\r
+BEGIN:VEVENT\r
+DTEND;VALUE=DATE:20260403\r
+DTSTAMP:20261201T120000Z\r
+DTSTART;VALUE=DATE:20260402\r
+RECURRENCE-ID;VALUE=DATE:20260327\r
+SUMMARY:Close (moved)\r
+UID:A7B2E9D0-5C1F-4E0A-8B3D-9F2E1C6A4D21\r
+END:VEVENT\r
+BEGIN:VEVENT\r
+DTEND;VALUE=DATE:20260201\r
+DTSTAMP:20261201T120000Z\r
+DTSTART;VALUE=DATE:20260131\r
+RRULE:FREQ=MONTHLY;UNTIL=20270630;BYMONTHDAY=-1\r
+SUMMARY:Month-end close\r
+UID:C3D4E5F6-0718-4293-A4B5-C6D7E8F90A1B\r
+END:VEVENT\r
+END:VCALENDAR\r
+";
+
 fn config(dir: &Path, ics: &str) -> String {
     std::fs::create_dir_all(dir.join("holidays")).unwrap();
     std::fs::write(dir.join("holidays/company.ics"), ics).unwrap();
@@ -119,8 +268,19 @@ fn check_accepts_recurring_company_holidays() {
 
 #[test]
 fn business_time_skips_the_recurring_days_around_dst_weekends() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = config(dir.path(), COMPANY);
+    // The same holidays as Outlook, Google Calendar and Apple Calendar
+    // write them give the same answers.
+    for (shape, ics) in [("outlook", COMPANY), ("google", GOOGLE), ("apple", APPLE)] {
+        let dir = tempfile::tempdir().unwrap();
+        let config = config(dir.path(), ics);
+        let (code, out, err) = hushwatch(&["check", "--config", &config]);
+        assert_eq!(code, 0, "{shape}: {out}{err}");
+        assert_recurring_days_are_skipped(&config);
+    }
+}
+
+fn assert_recurring_days_are_skipped(config: &str) {
+    let config = config.to_string();
     // New York, DST starts Sunday Mar 8. Thursday 17:00 EST; Friday Mar 6
     // is a 9/80 Friday; the 8h are Monday 09:00-17:00 EDT.
     assert_eq!(
