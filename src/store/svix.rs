@@ -236,18 +236,22 @@ pub(super) fn tracked(e: &EndpointRef, id: &str) -> EndpointRef {
 /// Which row holds `endpoint_id`'s state: its own when it has one, is
 /// mapped in config or the source is under the cap; otherwise the grouped
 /// row.
+/// Whether `endpoint_id` of `source` has a row of its own.
+fn has_row(conn: &Connection, source: &str, endpoint_id: &str) -> rusqlite::Result<bool> {
+    Ok(conn
+        .prepare_cached("SELECT 1 FROM svix_endpoints WHERE source = ?1 AND endpoint_id = ?2")?
+        .query_row(params![source, endpoint_id], |_| Ok(()))
+        .optional()?
+        .is_some())
+}
+
 fn tracked_id(
     conn: &Connection,
     source: &str,
     endpoint_id: &str,
     mapped: bool,
 ) -> rusqlite::Result<String> {
-    let has_row = conn
-        .prepare_cached("SELECT 1 FROM svix_endpoints WHERE source = ?1 AND endpoint_id = ?2")?
-        .query_row(params![source, endpoint_id], |_| Ok(()))
-        .optional()?
-        .is_some();
-    if mapped || has_row {
+    if mapped || has_row(conn, source, endpoint_id)? {
         return Ok(endpoint_id.to_string());
     }
     let tracked: i64 = conn
@@ -258,12 +262,7 @@ fn tracked_id(
     if tracked < MAX_ENDPOINTS_PER_SOURCE {
         return Ok(endpoint_id.to_string());
     }
-    let grouped_before = conn
-        .prepare_cached("SELECT 1 FROM svix_endpoints WHERE source = ?1 AND endpoint_id = ?2")?
-        .query_row(params![source, GROUPED_ENDPOINT], |_| Ok(()))
-        .optional()?
-        .is_some();
-    if !grouped_before {
+    if !has_row(conn, source, GROUPED_ENDPOINT)? {
         warn_grouping(source);
     }
     Ok(GROUPED_ENDPOINT.to_string())
@@ -287,14 +286,7 @@ fn ack_target(
     endpoint_id: &str,
     mapped: bool,
 ) -> rusqlite::Result<String> {
-    let exists = |id: &str| -> rusqlite::Result<bool> {
-        Ok(conn
-            .prepare_cached("SELECT 1 FROM svix_endpoints WHERE source = ?1 AND endpoint_id = ?2")?
-            .query_row(params![source, id], |_| Ok(()))
-            .optional()?
-            .is_some())
-    };
-    if mapped || exists(endpoint_id)? || !exists(GROUPED_ENDPOINT)? {
+    if mapped || has_row(conn, source, endpoint_id)? || !has_row(conn, source, GROUPED_ENDPOINT)? {
         return Ok(endpoint_id.to_string());
     }
     Ok(GROUPED_ENDPOINT.to_string())
