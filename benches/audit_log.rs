@@ -33,6 +33,7 @@ fn event(i: u64, audit: bool, at: DateTime<Utc>) -> NewEvent {
         subject_ids: vec![("user_id".into(), format!("user_{i}"))],
         audit,
         access: None,
+        forward: None,
     }
 }
 

@@ -114,6 +114,7 @@ fn bench(c: &mut Criterion) {
                     subject_ids: Vec::new(),
                     audit: true,
                     access: None,
+                    forward: None,
                 })
                 .collect();
             store.record_events(events).await.unwrap();

@@ -89,6 +89,8 @@ pub struct Metrics {
     /// Issue #19: `hushwatch_heartbeat_total{outcome}`, `hushwatch_degraded`,
     /// `hushwatch_notifier_consecutive_failures{notifier}`.
     pub watchdog: WatchdogMetrics,
+    /// Relay mode (issue #29): `hushwatch_forward_*`, by configured stream.
+    pub forward: ForwardMetrics,
     /// The streams `hushwatch_stream_silenced` and
     /// `hushwatch_silence_acknowledged` show as 1 (every other stream
     /// shows 0); set at scrape time by `service::silences`.
@@ -339,6 +341,7 @@ impl Metrics {
             ),
             stream_flags: Mutex::new(StreamFlags::default()),
             watchdog: WatchdogMetrics::new(&r),
+            forward: ForwardMetrics::new(&r),
             events: Mutex::new(HashMap::new()),
             templated_streams_refused,
             reload_successful,
@@ -876,6 +879,84 @@ impl WatchdogMetrics {
                 "Delivery attempts to the notifier that failed in a row (retryable or permanent) since its last delivery.",
                 "notifier",
             ),
+        }
+    }
+}
+
+/// Outcomes of one forward attempt (`hushwatch_forward_attempts_total`).
+pub const FORWARD_OUTCOMES: [&str; 3] = ["delivered", "failed", "dead_letter"];
+
+/// Relay mode's series. Labels are configured stream names only (the
+/// stream of a stored delivery is always one hushwatch accepted for).
+pub struct ForwardMetrics {
+    pub pending: IntGaugeVec,
+    pub oldest_pending: GaugeVec,
+    pub attempts: IntCounterVec,
+    pub dead_letters: IntGaugeVec,
+    /// Received → the app's 2xx.
+    pub latency: prometheus::Histogram,
+}
+
+impl ForwardMetrics {
+    fn new(r: &Registry) -> ForwardMetrics {
+        let oldest_pending = {
+            let name = "hushwatch_forward_oldest_pending_seconds";
+            let g = GaugeVec::new(
+                Opts::new(
+                    name,
+                    "Age of the oldest event not yet delivered to the app (0 when none).",
+                ),
+                &["stream"],
+            )
+            .unwrap_or_else(|e| unreachable_metric(name, e));
+            register(r, name, Box::new(g.clone()));
+            g
+        };
+        let latency = {
+            let name = "hushwatch_forward_latency_seconds";
+            let h = prometheus::Histogram::with_opts(
+                HistogramOpts::new(name, "From receiving an event to the app's 2xx for it.")
+                    .buckets(vec![
+                        0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 10.0, 60.0, 600.0, 3600.0,
+                        21600.0, 86400.0, 604800.0,
+                    ]),
+            )
+            .unwrap_or_else(|e| unreachable_metric(name, e));
+            register(r, name, Box::new(h.clone()));
+            h
+        };
+        ForwardMetrics {
+            pending: int_gauge_vec(
+                r,
+                "hushwatch_forward_pending",
+                "Events received but not yet delivered to the app (dead letters excluded).",
+                "stream",
+            ),
+            oldest_pending,
+            attempts: counter_vec(
+                r,
+                "hushwatch_forward_attempts_total",
+                "Forward attempts to the app by outcome (delivered, failed, dead_letter).",
+                &["stream", "outcome"],
+            ),
+            dead_letters: int_gauge_vec(
+                r,
+                "hushwatch_forward_dead_letters",
+                "Events given up after give_up_after and kept for replay.",
+                "stream",
+            ),
+            latency,
+        }
+    }
+
+    /// Every series of a forwarding stream at zero, so rules see it from
+    /// the start.
+    pub fn declare(&self, stream: &str) {
+        self.pending.with_label_values(&[stream]);
+        self.oldest_pending.with_label_values(&[stream]);
+        self.dead_letters.with_label_values(&[stream]);
+        for outcome in FORWARD_OUTCOMES {
+            self.attempts.with_label_values(&[stream, outcome]);
         }
     }
 }

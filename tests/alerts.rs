@@ -220,6 +220,7 @@ impl Bare {
             subject_ids: Vec::new(),
             audit: false,
             access: None,
+            forward: None,
         }
     }
 

@@ -346,6 +346,16 @@ fn page_of(kind: AlertKind) -> Page {
             Some("audit"),
             Some(""),
         ),
+        AlertKind::ForwardFailing => (
+            "identity: the app has refused or missed 5 forward attempt(s) in a row since 2026-12-07T01:00:00Z (last: HTTP 502). 3 event(s) are not delivered; oldest: user.deleted user_1 (delivery msg_1, received 2026-12-07T01:00:00Z)",
+            Some("forward"),
+            Some("identity"),
+        ),
+        AlertKind::ForwardDeadLetter => (
+            "2 event(s) for stream identity were never delivered to the app (oldest: user.deleted user_1 (delivery msg_1, received 2026-12-07T01:00:00Z)).",
+            Some("forward"),
+            Some("identity"),
+        ),
         AlertKind::Fallback => (
             "hushwatch cannot deliver to pd: HTTP 503, 3 pages waiting since 2026-12-07T01:00:00Z (5 failed attempts in a row)",
             Some("fallback"),

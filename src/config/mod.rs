@@ -6,6 +6,7 @@ mod adaptive;
 mod audit;
 mod calendars;
 pub(crate) mod env;
+pub mod forward;
 mod ingest;
 pub mod maintenance;
 mod notifier_tables;
@@ -228,6 +229,17 @@ fn parse_with(r: &mut Reader<'_>, text: &str, base_dir: &Path) -> Result<Config,
         notifiers: declared("notifiers"),
     };
     check_references(r, &mut config, &declared);
+    let forwards = config
+        .streams
+        .values()
+        .chain(config.templates.templates.values())
+        .any(|s| s.forward.is_some());
+    if forwards && !config.store.sealer.is_on() {
+        config.warnings.push(
+            "store.encryption_key is not set: relay bodies (streams with forward) are stored in plaintext"
+                .to_string(),
+        );
+    }
     if r.errors.is_empty() {
         Ok(config)
     } else {

@@ -8,6 +8,7 @@ use toml::{Table, Value};
 
 use super::reader::Reader;
 use crate::store::pg::DEFAULT_POOL_SIZE;
+use crate::store::seal::{SealKey, Sealer};
 
 /// Most connections one process may hold; keeps replicas × pool well under
 /// PostgreSQL's default `max_connections` of 100.
@@ -22,7 +23,12 @@ pub fn read(r: &mut Reader<'_>, root: &Table, base_dir: &Path) -> StoreConfig {
     let Some(t) = r.sub_table("", root, "store") else {
         return StoreConfig::default();
     };
-    r.reject_unknown("store", t, &["url", "pool_size", "leader_lease"]);
+    r.reject_unknown(
+        "store",
+        t,
+        &["url", "pool_size", "leader_lease", "encryption_key"],
+    );
+    let sealer = read_encryption_key(r, t, base_dir);
     let leader_lease = read_leader_lease(r, t);
     let pool_size = match t.get("pool_size") {
         None => DEFAULT_POOL_SIZE,
@@ -35,6 +41,14 @@ pub fn read(r: &mut Reader<'_>, root: &Table, base_dir: &Path) -> StoreConfig {
             DEFAULT_POOL_SIZE
         }
     };
+    // A `[store]` table without `url` (only `encryption_key`) keeps the
+    // embedded SQLite default.
+    if !t.contains_key("url") {
+        return StoreConfig {
+            postgres: None,
+            sealer,
+        };
+    }
     let Some(url) = r.req_string("store", t, "url") else {
         return StoreConfig::default();
     };
@@ -45,12 +59,49 @@ pub fn read(r: &mut Reader<'_>, root: &Table, base_dir: &Path) -> StoreConfig {
                 pool_size,
                 leader_lease,
             }),
+            sealer,
         },
         Err(reason) => {
             r.error("store.url", reason);
             StoreConfig::default()
         }
     }
+}
+
+/// `encryption_key`: one key or a list (the first seals, all open), each
+/// 32 bytes of base64, written inline (usually `${VAR}`) or as
+/// `file:PATH` (relative to the config file), parsed by the parser the
+/// sealer uses. Without it relay bodies are stored in plaintext, which
+/// `check` warns about when a stream forwards.
+fn read_encryption_key(r: &mut Reader<'_>, t: &Table, base_dir: &Path) -> Sealer {
+    let mut keys = Vec::new();
+    for (i, text) in r
+        .string_list("store", t, "encryption_key", true)
+        .into_iter()
+        .enumerate()
+    {
+        let path = format!("store.encryption_key[{i}]");
+        let text = match text.strip_prefix("file:") {
+            Some(file) => match std::fs::read_to_string(base_dir.join(file)) {
+                Ok(contents) => contents,
+                Err(e) => {
+                    r.error(&path, format!("cannot read {file}: {}", e.kind()));
+                    continue;
+                }
+            },
+            None => text,
+        };
+        match SealKey::parse(&text) {
+            Ok(key) => {
+                if keys.iter().any(|k: &SealKey| k.id() == key.id()) {
+                    r.error(&path, "is the same key as an earlier entry");
+                }
+                keys.push(key);
+            }
+            Err(reason) => r.error(&path, reason),
+        }
+    }
+    Sealer::new(keys)
 }
 
 /// At least 1 s: the lease is renewed three times per period, and a

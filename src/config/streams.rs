@@ -27,6 +27,8 @@ pub struct StreamConfig {
     pub reconcile: Option<super::reconcile::ReconcileConfig>,
     /// `[streams.NAME.adaptive]`: the "quieter than usual" threshold.
     pub adaptive: Option<crate::domain::adaptive::AdaptivePolicy>,
+    /// `[streams.NAME.forward]`: relay mode (forward each delivery to the app).
+    pub forward: Option<super::forward::ForwardConfig>,
 }
 
 /// One `escalate = [{ after = "2h", notify = [...] }]` step.
@@ -97,6 +99,7 @@ pub(crate) fn read_stream(
             "maintenance",
             "reconcile",
             "adaptive",
+            "forward",
         ],
     );
     let calendar = r.req_string(path, t, "calendar");
@@ -128,6 +131,7 @@ pub(crate) fn read_stream(
     let maintenance = super::maintenance::read(r, path, t);
     let reconcile = super::reconcile::read(r, path, t);
     let adaptive = super::adaptive::read(r, path, t);
+    let forward = super::forward::read(r, path, t, &ingest.provider);
     // Placeholders keep the stream in the map after a field error, so its
     // references are still checked; any error discards the whole config.
     Some(StreamConfig {
@@ -145,5 +149,6 @@ pub(crate) fn read_stream(
         maintenance,
         reconcile,
         adaptive,
+        forward,
     })
 }

@@ -20,6 +20,11 @@ pub enum AlertKind {
     ReconciliationMissing,
     ReconciliationRevokeMissed,
     StaleGrant,
+    /// Relay mode: the app refused or missed forwarded events 1, 5, 20
+    /// times in a row (`store::forward`).
+    ForwardFailing,
+    /// Relay mode: events given up after `give_up_after`, kept for replay.
+    ForwardDeadLetter,
     /// A fallback-ladder page: hushwatch cannot deliver to a notifier
     /// (`service::fallback`, queued by `store::ops::fallback_alert`).
     Fallback,
@@ -30,7 +35,7 @@ pub enum AlertKind {
 
 impl AlertKind {
     /// Every kind, in the order docs/src/reference/alerts.md lists them.
-    pub const ALL: [AlertKind; 12] = [
+    pub const ALL: [AlertKind; 14] = [
         AlertKind::Silence,
         AlertKind::SvixEndpointDisabled,
         AlertKind::SvixMessagesExhausted,
@@ -41,6 +46,8 @@ impl AlertKind {
         AlertKind::ReconciliationMissing,
         AlertKind::ReconciliationRevokeMissed,
         AlertKind::StaleGrant,
+        AlertKind::ForwardFailing,
+        AlertKind::ForwardDeadLetter,
         AlertKind::Fallback,
         AlertKind::Storage,
     ];
@@ -61,6 +68,8 @@ impl AlertKind {
             AlertKind::ReconciliationMissing => "reconciliation_missing",
             AlertKind::ReconciliationRevokeMissed => "reconciliation_revoke_missed",
             AlertKind::StaleGrant => "stale_grant",
+            AlertKind::ForwardFailing => "forward_failing",
+            AlertKind::ForwardDeadLetter => "forward_dead_letter",
             AlertKind::Fallback => "hushwatch_fallback",
             AlertKind::Storage => "hushwatch_storage",
         }
@@ -91,6 +100,8 @@ impl AlertKind {
             AlertKind::ReconciliationMissing => "IdentityReconciliationMissing",
             AlertKind::ReconciliationRevokeMissed => "IdentityReconciliationRevokeMissed",
             AlertKind::StaleGrant => "IdentityStaleGrant",
+            AlertKind::ForwardFailing => "IdentityForwardFailing",
+            AlertKind::ForwardDeadLetter => "IdentityForwardDeadLetters",
             // The rule watches the same thing: pages through a notifier
             // failing (it groups by the `notifier` label, which the
             // fallback page carries too).
@@ -117,6 +128,8 @@ impl AlertKind {
             | AlertKind::ReconciliationMissing
             | AlertKind::ReconciliationRevokeMissed
             | AlertKind::StaleGrant
+            | AlertKind::ForwardFailing
+            | AlertKind::ForwardDeadLetter
             | AlertKind::Fallback
             | AlertKind::Storage => true,
         }
@@ -139,6 +152,8 @@ impl AlertKind {
             AlertKind::Silence
             | AlertKind::ReconciliationMissing
             | AlertKind::StaleGrant
+            | AlertKind::ForwardFailing
+            | AlertKind::ForwardDeadLetter
             | AlertKind::Storage => None,
         }
     }
@@ -171,17 +186,19 @@ impl AlertKind {
             | AlertKind::SubscriptionReauthorizationRequired
             | AlertKind::ReconciliationMissing
             | AlertKind::ReconciliationRevokeMissed
-            | AlertKind::StaleGrant => true,
+            | AlertKind::StaleGrant
+            | AlertKind::ForwardFailing
+            | AlertKind::ForwardDeadLetter => true,
         }
     }
 }
 
 /// The kinds an operator silence may name, in [`AlertKind::ALL`] order
 /// (`store::silences::PAGE_KINDS`).
-pub const SILENCEABLE: [&str; 10] = silenceable();
+pub const SILENCEABLE: [&str; 12] = silenceable();
 
-const fn silenceable() -> [&'static str; 10] {
-    let mut out = [""; 10];
+const fn silenceable() -> [&'static str; 12] {
+    let mut out = [""; 12];
     let (mut i, mut n) = (0, 0);
     while i < AlertKind::ALL.len() {
         if AlertKind::ALL[i].silenceable() {

@@ -9,10 +9,12 @@ use super::api::{Api, Created, Unavailable};
 use super::body::{self, BodyError};
 use super::log_field::Escaped;
 use super::reply::{self, Reply};
+use crate::config::forward::ForwardClock;
 use crate::config::providers::ProviderConfig;
 use crate::config::StreamConfig;
 use crate::ingest::payload::{app_reports, webhook_facts};
 use crate::ingest::signature::{check_timestamp, SignedHeaders, VerifyError};
+use crate::store::forward::ForwardBody;
 use crate::store::{EventOutcome, NewEvent};
 use hyper::body::Incoming;
 use hyper::header::AUTHORIZATION;
@@ -77,10 +79,35 @@ pub async fn webhook(
         .unwrap_or_else(|| UNKNOWN_TYPE.to_string());
     let (event_time, subject_ids) =
         facts.map_or((None, Vec::new()), |f| (f.event_time, f.subject_ids));
+    let feeds_clock = stream.event_filter.feeds_clock(&event_type);
+    // Relay mode: the verified body is stored (sealed) with the event and
+    // forwarded to the app. With `clock = "delivered"` the app's 2xx moves
+    // the clock, not this arrival.
+    let forward = match &stream.forward {
+        None => None,
+        Some(f) => match config.store.sealer.seal(&stream.name, &delivery_id, &body) {
+            Ok(sealed) => Some(ForwardBody {
+                sealed,
+                ordered: f.ordered,
+                moves_clock: feeds_clock && f.clock == ForwardClock::Delivered,
+            }),
+            Err(reason) => {
+                tracing::error!(stream = %stream.name, %reason, "relay body could not be sealed; answered 503");
+                return reply::error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "event could not be stored; retry later",
+                );
+            }
+        },
+    };
+    let clock_on_arrival = stream
+        .forward
+        .as_ref()
+        .is_none_or(|f| f.clock == ForwardClock::Received);
     let event = NewEvent {
         stream: stream.name.clone(),
         delivery_id: Some(delivery_id),
-        feeds_clock: stream.event_filter.feeds_clock(&event_type),
+        feeds_clock: feeds_clock && clock_on_arrival,
         event_type: clip(event_type),
         event_time,
         received_at: app.now(),
@@ -90,6 +117,7 @@ pub async fn webhook(
         subject_ids,
         audit: config.audit.enabled,
         access: None,
+        forward,
     };
     store(app, stream, vec![event]).await
 }
@@ -161,6 +189,7 @@ pub async fn app_report(
             subject_ids: Vec::new(),
             audit: config.audit.enabled,
             access: None,
+            forward: None,
         })
         .collect();
     store(app, stream, events).await

@@ -137,6 +137,7 @@ pub async fn webhook(
             subject_ids: e.subject_ids,
             audit,
             access: None,
+            forward: None,
         })
         .collect();
     store_delivery(app, stream, events, update).await

@@ -125,6 +125,7 @@ pub async fn operational(
         subject_ids: subjects(&event),
         audit: config.audit.enabled,
         access: None,
+        forward: None,
     };
     let endpoint = endpoint_of(&event).map(|(id, uid)| (id.to_string(), uid.map(str::to_string)));
     let apply = app.svix_apply(

@@ -70,15 +70,33 @@ impl Client {
         body: Vec<u8>,
         timeout: Duration,
     ) -> Outcome {
+        self.request_status(method, url, headers, body, timeout)
+            .await
+            .0
+    }
+
+    /// `request`, plus the HTTP status when a response arrived (relay mode
+    /// records the app's status with every outcome).
+    pub async fn request_status(
+        &self,
+        method: Method,
+        url: &str,
+        headers: &[(&str, String)],
+        body: Vec<u8>,
+        timeout: Duration,
+    ) -> (Outcome, Option<u16>) {
         let shown = redact_url(url);
         // The parser config loading used, so this cannot fail on a URL
         // that passed `check`.
         let target = match crate::config::notifiers::http_target(url) {
             Ok(t) => t,
             Err(reason) => {
-                return Outcome::Permanent {
-                    reason: format!("{shown}: URL {reason}"),
-                }
+                return (
+                    Outcome::Permanent {
+                        reason: format!("{shown}: URL {reason}"),
+                    },
+                    None,
+                )
             }
         };
         let basic = target.basic_auth;
@@ -97,18 +115,24 @@ impl Client {
                 HeaderName::from_bytes(name.as_bytes()),
                 HeaderValue::from_str(value),
             ) else {
-                return Outcome::Permanent {
-                    reason: format!("invalid header {name} for {shown}"),
-                };
+                return (
+                    Outcome::Permanent {
+                        reason: format!("invalid header {name} for {shown}"),
+                    },
+                    None,
+                );
             };
             req = req.header(n, v);
         }
         let req = match req.body(Full::new(Bytes::from(body))) {
             Ok(r) => r,
             Err(_) => {
-                return Outcome::Permanent {
-                    reason: format!("invalid URL for {shown}"),
-                }
+                return (
+                    Outcome::Permanent {
+                        reason: format!("invalid URL for {shown}"),
+                    },
+                    None,
+                )
             }
         };
         let exchange = async {
@@ -132,13 +156,13 @@ impl Client {
             Ok::<_, hyper_util::client::legacy::Error>((status, retry_after, text))
         };
         match tokio::time::timeout(timeout, exchange).await {
-            Err(_) => Outcome::retry(
+            Err(_) => (Outcome::retry(
                 format!(
                     "{shown} did not answer within {}s (it may have received the page; retrying under the same key)",
                     timeout.as_secs()
                 ),
                 true,
-            ),
+            ), None),
             Ok(Err(e)) => {
                 // Connect errors happen before anything was sent.
                 let ambiguous = !e.is_connect();
@@ -147,17 +171,18 @@ impl Client {
                 } else {
                     "connection closed before a response (it may have received the page; retrying under the same key)"
                 };
-                Outcome::retry(format!("{shown}: {what}"), ambiguous)
+                (Outcome::retry(format!("{shown}: {what}"), ambiguous), None)
             }
             Ok(Ok((status, retry_after, text))) => {
-                match retry::classify_status(status, retry_after.as_deref(), &shown) {
+                let outcome = match retry::classify_status(status, retry_after.as_deref(), &shown) {
                     Outcome::Permanent { reason } if !text.trim().is_empty() => {
                         Outcome::Permanent {
                             reason: format!("{reason}: {}", snippet(&text)),
                         }
                     }
                     other => other,
-                }
+                };
+                (outcome, Some(status))
             }
         }
     }

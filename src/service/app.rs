@@ -304,6 +304,7 @@ impl App {
         update: Option<SubscriptionUpdate>,
     ) -> Result<Vec<EventOutcome>, StoreError> {
         let has_update = update.is_some();
+        let forwards = events.iter().any(|e| e.forward.is_some());
         // Only what the lag gauge needs is kept of the events (per event:
         // stream and arrival minus event time, when it feeds the clock and
         // carries a time); how the clock moved is the store's answer, the
@@ -322,6 +323,9 @@ impl App {
             .await;
         if has_update && result.is_ok() {
             self.subscriptions_changed.notify_one();
+        }
+        if forwards && result.is_ok() {
+            self.forward_wake.notify_one();
         }
         self.note_storage(&result);
         let (outcomes, rows) = result?;

@@ -26,6 +26,8 @@ pub struct Core {
     pub(super) replan: Notify,
     /// Wakes the delivery worker (new pages in the outbox).
     pub(super) outbox_wake: Notify,
+    /// Wakes the relay forwarder (a delivery to forward was stored, a replay).
+    pub(super) forward_wake: Notify,
     /// Wakes the subscription watcher (a delivery changed a provider subscription).
     pub(super) subscriptions_changed: Notify,
     /// Wakes the reconciliation watcher (a report was stored, reload).
@@ -43,6 +45,7 @@ impl Core {
             clock,
             replan: Notify::new(),
             outbox_wake: Notify::new(),
+            forward_wake: Notify::new(),
             subscriptions_changed: Notify::new(),
             reconcile_changed: Notify::new(),
             storage_ok: AtomicBool::new(true),

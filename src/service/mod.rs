@@ -8,6 +8,7 @@ mod core;
 pub mod delivery;
 mod fallback;
 mod feed;
+pub mod forward;
 mod http_api;
 pub mod leader;
 mod maintenance;
@@ -106,6 +107,7 @@ pub async fn start(
         )),
         tokio::spawn(timer::run(Arc::clone(&app), rx.clone())),
         tokio::spawn(delivery::run(Arc::clone(&app), rx.clone())),
+        tokio::spawn(forward::run(Arc::clone(&app), rx.clone())),
         tokio::spawn(maintenance::run(Arc::clone(&app), rx.clone())),
         tokio::spawn(svix::regroup_loop(Arc::clone(&app), rx.clone())),
         tokio::spawn(subscriptions::run(Arc::clone(&app), rx.clone())),

@@ -102,6 +102,7 @@ impl App {
             subject_ids,
             audit: config.audit.enabled,
             access: None,
+            forward: None,
         };
         let drift: Vec<Drift> = report
             .drift

@@ -96,6 +96,11 @@ impl Replicas {
     /// How long a delivery claim lasts: the lease, and always longer than
     /// one attempt can take (`attempt_timeout`), so a live sender is never
     /// overtaken by a second one.
+    /// This replica's id (claims and heartbeats carry it).
+    pub fn me(&self) -> &str {
+        &self.me
+    }
+
     pub fn claim_lease(&self, attempt_timeout: Duration) -> Duration {
         self.lease.max(attempt_timeout + Duration::from_secs(2))
     }

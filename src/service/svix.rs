@@ -108,6 +108,7 @@ impl Svix {
             ],
             audit: true,
             access: None,
+            forward: None,
         });
         let result = self
             .core

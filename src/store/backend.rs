@@ -17,6 +17,10 @@ use async_trait::async_trait;
 use chrono::{DateTime, TimeDelta, Utc};
 use tokio::sync::broadcast;
 
+use super::forward::{
+    ForwardClaim, ForwardSettle, ForwardSettled, ForwardStatus, ReplayOutcome, ReplayRequest,
+    StoredFate,
+};
 use super::reconcile::{
     NewReconciliation, ReconcileRow, ReconcileTransition, StaleGrant, SubjectEntry,
 };
@@ -341,6 +345,44 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Deletes the gap counts of days before `before`.
     async fn prune_gap_counts(&self, before: chrono::NaiveDate) -> StoreResult<usize>;
+
+    /// Relay mode (`store::forward`): claims up to `limit` due forwards
+    /// that head their queue, with a lease and a fencing token; also when
+    /// the next one (of any replica) becomes due.
+    async fn claim_forwards(
+        &self,
+        replica: String,
+        now: DateTime<Utc>,
+        lease: TimeDelta,
+        limit: i64,
+    ) -> StoreResult<(Vec<ForwardClaim>, Option<DateTime<Utc>>)>;
+
+    /// Records an attempt's outcome for the current claim holder only,
+    /// with the stream's failure run, its pages, its audit entry and (for
+    /// `clock = "delivered"`) the clock move, in one transaction.
+    async fn settle_forward(&self, settle: ForwardSettle) -> StoreResult<ForwardSettled>;
+
+    /// Re-queues (or, dry run, lists) the stored deliveries of a window,
+    /// audited.
+    async fn replay_forwards(&self, request: ReplayRequest) -> StoreResult<ReplayOutcome>;
+
+    /// Each forwarding stream's pending, dead letters and failure run.
+    async fn forward_status(&self) -> StoreResult<Vec<ForwardStatus>>;
+
+    /// Deletes bodies past their retention; `notifiers` per stream pages
+    /// the resolve of a dead-letter alert whose last letter expired.
+    async fn prune_forwards(
+        &self,
+        now: DateTime<Utc>,
+        notifiers: std::collections::BTreeMap<String, Vec<String>>,
+    ) -> StoreResult<usize>;
+
+    /// What became of the newest stored delivery naming `subject`.
+    async fn forward_fate(
+        &self,
+        stream: String,
+        subject: String,
+    ) -> StoreResult<Option<StoredFate>>;
 
     /// Issue #30: claims an `Idempotency-Key` record at `now`, or says who
     /// has it (see `store::idempotency`); one statement, so of concurrent

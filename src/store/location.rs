@@ -10,6 +10,8 @@ use super::pg::Settings;
 pub struct StoreConfig {
     /// `None`: SQLite in `data_dir`.
     pub postgres: Option<PostgresConfig>,
+    /// `encryption_key`: seals relay bodies at rest (none: plaintext).
+    pub sealer: super::seal::Sealer,
 }
 
 #[derive(Debug, Clone)]

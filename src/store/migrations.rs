@@ -148,6 +148,13 @@ pub(crate) const STEPS: &[Step] = &[
     },
     // Issue #30: Idempotency-Key records of the operator routes.
     Step::both("0019_idempotency_keys", super::idempotency::MIGRATION),
+    // Issue #29: relay mode's stored deliveries and failure runs
+    // (PostgreSQL's text differs in the id and BYTEA).
+    Step {
+        name: "0020_forwards",
+        sqlite: Some(super::forward::MIGRATION_SQLITE),
+        postgres: Some(super::forward::MIGRATION_PG),
+    },
 ];
 
 /// Frozen: what SQLite's positional `user_version` N stood for (the first

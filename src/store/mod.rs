@@ -16,6 +16,7 @@ pub mod nul;
 pub(crate) use arrivals::moved_streams;
 pub mod audit;
 pub mod backend;
+pub mod forward;
 pub mod gaps;
 pub mod idempotency;
 pub mod ladder;
@@ -26,6 +27,7 @@ pub mod reconcile;
 pub mod replica;
 pub mod revocations;
 mod schema;
+pub mod seal;
 pub mod silences;
 mod sqlite;
 pub mod status;
@@ -114,6 +116,9 @@ pub struct NewEvent {
     /// Grant/revoke bookkeeping for the ingest transaction
     /// (`store::revocations`); None for any other event.
     pub access: Option<revocations::AccessNote>,
+    /// Relay mode: the verified body to forward to the app, stored in the
+    /// same transaction when the event is accepted (`store::forward`).
+    pub forward: Option<forward::ForwardBody>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -284,6 +289,26 @@ pub struct Store {
     /// The instants the store stamps itself (outbox `created_at`, the
     /// readiness probe) come from the same clock as everything else.
     clock: Arc<dyn Clock>,
+}
+
+impl Store {
+    /// The store's clock (the database server's on PostgreSQL): leases
+    /// handed to the backend directly are counted on it.
+    pub fn now(&self) -> DateTime<Utc> {
+        self.clock.now()
+    }
+}
+
+/// The operations added since the fold began are called on the backend
+/// directly (`store.claim_forwards(…)`): one declaration in `Backend`,
+/// no wrapper restating it. The inherent methods above are the older
+/// wrappers, and win where a name exists in both.
+impl std::ops::Deref for Store {
+    type Target = dyn Backend;
+
+    fn deref(&self) -> &Self::Target {
+        self.backend.as_ref()
+    }
 }
 
 impl fmt::Debug for Store {

@@ -293,6 +293,7 @@ pub(super) fn record_event(conn: &Connection, event: &NewEvent) -> rusqlite::Res
         insert_event(conn, event, hash.as_deref())?;
     }
     super::revocations::note(conn, event)?;
+    super::forward::insert(conn, event)?;
     if event.feeds_clock {
         advance_clock(conn, event)?;
     }
@@ -351,7 +352,7 @@ fn insert_event(conn: &Connection, event: &NewEvent, hash: Option<&str>) -> rusq
 /// arrival" test uses the old last_arrival_at in all three places. `>=`
 /// lets an event with the same received_at as the previous one win, matching
 /// arrival order within a batch.
-fn advance_clock(conn: &Connection, event: &NewEvent) -> rusqlite::Result<()> {
+pub(super) fn advance_clock(conn: &Connection, event: &NewEvent) -> rusqlite::Result<()> {
     conn.prepare_cached(
         "UPDATE streams SET
              last_event_type = CASE WHEN last_arrival_at IS NULL OR ?2 >= last_arrival_at

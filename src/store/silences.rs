@@ -396,6 +396,7 @@ impl Note {
             subject_ids: self.subject,
             audit: true,
             access: None,
+            forward: None,
         }
     }
 }

@@ -19,6 +19,10 @@ use rusqlite::Connection;
 use tokio::sync::{broadcast, mpsc, oneshot};
 
 use super::backend::{Backend, StoreResult};
+use super::forward::{
+    self, ForwardClaim, ForwardSettle, ForwardSettled, ForwardStatus, ReplayOutcome, ReplayRequest,
+    StoredFate,
+};
 use super::reconcile::{
     self, NewReconciliation, ReconcileRow, ReconcileTransition, StaleGrant, SubjectEntry,
 };
@@ -385,6 +389,53 @@ impl Backend for SqliteBackend {
 
     async fn prune_gap_counts(&self, before: chrono::NaiveDate) -> StoreResult<usize> {
         self.call(move |c| super::gaps::prune(c, before)).await
+    }
+
+    async fn claim_forwards(
+        &self,
+        replica: String,
+        now: DateTime<Utc>,
+        lease: TimeDelta,
+        limit: i64,
+    ) -> StoreResult<(Vec<ForwardClaim>, Option<DateTime<Utc>>)> {
+        self.call(move |c| forward::claim(c, &replica, now, lease, limit))
+            .await
+    }
+
+    async fn settle_forward(&self, settle: ForwardSettle) -> StoreResult<ForwardSettled> {
+        let settled = self.call(move |c| forward::settle(c, &settle)).await?;
+        if let Some(row) = &settled.moved {
+            let _ = self.feed.send(Change::Arrival(row.name.clone()));
+        }
+        Ok(settled)
+    }
+
+    async fn replay_forwards(&self, request: ReplayRequest) -> StoreResult<ReplayOutcome> {
+        self.call(move |c| forward::replay(c, &request)).await
+    }
+
+    async fn forward_status(&self) -> StoreResult<Vec<ForwardStatus>> {
+        self.call(forward::status).await
+    }
+
+    async fn prune_forwards(
+        &self,
+        now: DateTime<Utc>,
+        notifiers: std::collections::BTreeMap<String, Vec<String>>,
+    ) -> StoreResult<usize> {
+        self.call(move |c| {
+            forward::prune(c, now, &|s| notifiers.get(s).cloned().unwrap_or_default())
+        })
+        .await
+    }
+
+    async fn forward_fate(
+        &self,
+        stream: String,
+        subject: String,
+    ) -> StoreResult<Option<StoredFate>> {
+        self.call(move |c| forward::fate(c, &stream, &subject))
+            .await
     }
 
     async fn idempotency_begin(

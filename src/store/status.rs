@@ -145,6 +145,7 @@ mod tests {
             subject_ids: Vec::new(),
             audit,
             access: None,
+            forward: None,
         }
     }
 

@@ -204,6 +204,7 @@ pub(super) fn join_entry(a: &SvixApply, endpoint_id: &str, ids: &[String]) -> Ne
         subject_ids,
         audit: true,
         access: None,
+        forward: None,
     }
 }
 

@@ -34,6 +34,7 @@ pub(crate) fn event(
         subject_ids: Vec::new(),
         audit: true,
         access: None,
+        forward: None,
     }
 }
 

@@ -113,14 +113,17 @@ async fn set_wise(
 ) -> Result<Vec<Recorded>, SetWise> {
     // Subscription updates (rare: provider lifecycle deliveries) and
     // events that note an access change in the revocation index
-    // (`revocations::note`, per event in `ops::record_event`) go through
-    // the job-by-job path, which runs those statements.
-    if jobs
-        .iter()
-        .any(|j| j.update.is_some() || j.events.iter().any(|e| e.access.is_some()))
-    {
+    // (`revocations::note`, per event in `ops::record_event`) and relay
+    // bodies (`forward::insert`) go through the job-by-job path, which
+    // runs those statements.
+    if jobs.iter().any(|j| {
+        j.update.is_some()
+            || j.events
+                .iter()
+                .any(|e| e.access.is_some() || e.forward.is_some())
+    }) {
         return Err(SetWise::Before(StoreError::Sql(
-            "a subscription update or access note in the batch".into(),
+            "a subscription update, access note or relay body in the batch".into(),
         )));
     }
     let work: Vec<(&[crate::store::NewEvent], bool)> = jobs

@@ -14,6 +14,7 @@ pub(crate) mod audit_reader;
 mod batch;
 mod bulk;
 pub mod clock;
+mod forward;
 mod gaps;
 mod idempotency;
 mod ladder;
@@ -475,6 +476,54 @@ impl Backend for PgBackend {
 
     async fn prune_gap_counts(&self, before: chrono::NaiveDate) -> StoreResult<usize> {
         in_tx!(self, |tx| gaps::prune(&tx, before).await?)
+    }
+
+    async fn claim_forwards(
+        &self,
+        replica: String,
+        now: DateTime<Utc>,
+        lease: chrono::TimeDelta,
+        limit: i64,
+    ) -> StoreResult<(
+        Vec<crate::store::forward::ForwardClaim>,
+        Option<DateTime<Utc>>,
+    )> {
+        in_tx!(self, |tx| forward::claim(&tx, &replica, now, lease, limit)
+            .await?)
+    }
+
+    async fn settle_forward(
+        &self,
+        settle: crate::store::forward::ForwardSettle,
+    ) -> StoreResult<crate::store::forward::ForwardSettled> {
+        in_tx!(self, |tx| forward::settle(&tx, &settle).await?)
+    }
+
+    async fn replay_forwards(
+        &self,
+        request: crate::store::forward::ReplayRequest,
+    ) -> StoreResult<crate::store::forward::ReplayOutcome> {
+        in_tx!(self, |tx| forward::replay(&tx, &request).await?)
+    }
+
+    async fn forward_status(&self) -> StoreResult<Vec<crate::store::forward::ForwardStatus>> {
+        in_tx!(self, |tx| forward::status(&tx).await?)
+    }
+
+    async fn prune_forwards(
+        &self,
+        now: DateTime<Utc>,
+        notifiers: std::collections::BTreeMap<String, Vec<String>>,
+    ) -> StoreResult<usize> {
+        in_tx!(self, |tx| forward::prune(&tx, now, &notifiers).await?)
+    }
+
+    async fn forward_fate(
+        &self,
+        stream: String,
+        subject: String,
+    ) -> StoreResult<Option<crate::store::forward::StoredFate>> {
+        in_tx!(self, |tx| forward::fate(&tx, &stream, &subject).await?)
     }
 
     async fn idempotency_begin(

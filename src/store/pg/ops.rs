@@ -237,40 +237,47 @@ pub(super) async fn record_event(
         .await?;
     }
     super::revocations::note(tx, event).await?;
+    super::forward::insert(tx, event).await?;
     if event.feeds_clock {
-        // As in SQLite, every SET expression sees the row before the
-        // UPDATE; GREATEST keeps the arrival moving forward only, whatever
-        // order replicas commit in.
-        exec(
-            tx,
-            "UPDATE streams SET
-                 last_event_type = CASE WHEN last_arrival_at IS NULL OR $2 >= last_arrival_at
-                                        THEN $3 ELSE last_event_type END,
-                 last_event_id   = CASE WHEN last_arrival_at IS NULL OR $2 >= last_arrival_at
-                                        THEN $4 ELSE last_event_id END,
-                 last_arrival_at = GREATEST(coalesce(last_arrival_at, $2), $2),
-                 newest_event_at = CASE WHEN $5::BIGINT IS NULL THEN newest_event_at
-                                        ELSE GREATEST(coalesce(newest_event_at, $5), $5) END
-             WHERE name = $1",
-            &[
-                &event.stream,
-                &ms(event.received_at),
-                &event.event_type,
-                &event.delivery_id,
-                &opt_ms(event.event_time),
-            ],
-        )
-        .await?;
-        // Delivered to every LISTENing replica at COMMIT (and dropped on
-        // rollback), so other replicas' timers learn of this arrival.
-        exec(
-            tx,
-            "SELECT pg_notify($1, $2)",
-            &[&super::replica::CHANNEL, &event.stream],
-        )
-        .await?;
+        advance_clock(tx, event).await?;
     }
     Ok(EventOutcome::Accepted)
+}
+
+/// `store::ops::advance_clock` on PostgreSQL, and the change notice.
+pub(super) async fn advance_clock(tx: &Tx<'_>, event: &NewEvent) -> Result<(), StoreError> {
+    // As in SQLite, every SET expression sees the row before the
+    // UPDATE; GREATEST keeps the arrival moving forward only, whatever
+    // order replicas commit in.
+    exec(
+        tx,
+        "UPDATE streams SET
+             last_event_type = CASE WHEN last_arrival_at IS NULL OR $2 >= last_arrival_at
+                                    THEN $3 ELSE last_event_type END,
+             last_event_id   = CASE WHEN last_arrival_at IS NULL OR $2 >= last_arrival_at
+                                    THEN $4 ELSE last_event_id END,
+             last_arrival_at = GREATEST(coalesce(last_arrival_at, $2), $2),
+             newest_event_at = CASE WHEN $5::BIGINT IS NULL THEN newest_event_at
+                                    ELSE GREATEST(coalesce(newest_event_at, $5), $5) END
+         WHERE name = $1",
+        &[
+            &event.stream,
+            &ms(event.received_at),
+            &event.event_type,
+            &event.delivery_id,
+            &opt_ms(event.event_time),
+        ],
+    )
+    .await?;
+    // Delivered to every LISTENing replica at COMMIT (and dropped on
+    // rollback), so other replicas' timers learn of this arrival.
+    exec(
+        tx,
+        "SELECT pg_notify($1, $2)",
+        &[&super::replica::CHANNEL, &event.stream],
+    )
+    .await?;
+    Ok(())
 }
 
 /// Appends to the chain under the head row lock (taken by the caller).

@@ -1,0 +1,286 @@
+//! `[streams.X.forward]` (also in `[templates.NAME]`): relay mode. The
+//! stream's identity provider sends to hushwatch alone; hushwatch stores
+//! each verified delivery and forwards it to the app at `url`, signed per
+//! Standard Webhooks with `secret`, retrying on `retry` until
+//! `give_up_after`. `check` reads this with the very parsers the forwarder
+//! uses: URLs through `notifiers::http_target`, secrets through
+//! `SecretKey::parse`, durations through the one duration parser.
+
+use super::providers::ProviderConfig;
+use super::reader::{join, Reader};
+use super::secret::SecretString;
+use crate::domain::forward::Ladder;
+use crate::ingest::signature::SecretKey;
+use chrono::TimeDelta;
+use toml::{Table, Value};
+
+/// What moves the stream's silence clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ForwardClock {
+    /// The app's 2xx: silence counts what the app accepted.
+    Delivered,
+    /// The provider's delivery, as without relay.
+    Received,
+}
+
+impl ForwardClock {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ForwardClock::Delivered => "delivered",
+            ForwardClock::Received => "received",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ForwardConfig {
+    /// The app's webhook handler. May embed a token: never logged.
+    pub url: SecretString,
+    /// Every configured secret signs (space-separated `v1,` entries, as
+    /// Svix does during a rotation), so the app may verify with either.
+    pub secrets: Vec<SecretKey>,
+    pub timeout: std::time::Duration,
+    pub ladder: Ladder,
+    /// One event in flight per stream, in arrival order.
+    pub ordered: bool,
+    pub clock: ForwardClock,
+    /// How long a delivered body is kept (for replay) after its 2xx.
+    pub retain: TimeDelta,
+    /// How long a dead letter is kept, unless replayed sooner.
+    pub dead_letter_retain: TimeDelta,
+}
+
+/// The keys of the table (listed once: `reject_unknown` and the docs test).
+pub const KEYS: &[&str] = &[
+    "url",
+    "secret",
+    "timeout",
+    "retry",
+    "give_up_after",
+    "ordered",
+    "alert_after",
+    "clock",
+    "retain",
+    "dead_letter_retain",
+];
+
+/// Longest `timeout`: a claim's lease must outlast the attempt.
+pub const MAX_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+
+pub(super) fn read(
+    r: &mut Reader<'_>,
+    path: &str,
+    t: &Table,
+    provider: &ProviderConfig,
+) -> Option<ForwardConfig> {
+    let value = t.get("forward")?;
+    let key_path = join(path, "forward");
+    let table = r.table(&key_path, value)?;
+    r.reject_unknown(&key_path, table, KEYS);
+    if !matches!(provider, ProviderConfig::Standard) {
+        r.error(
+            &key_path,
+            "relay mode forwards Standard Webhooks deliveries (Clerk, Svix): remove ingest.provider or forward",
+        );
+    }
+    let url = match r.req_string(&key_path, table, "url") {
+        Some(url) => {
+            if let Err(reason) = super::notifiers::http_target(&url) {
+                r.error(&join(&key_path, "url"), reason);
+            }
+            url
+        }
+        None => String::new(),
+    };
+    let mut secrets = Vec::new();
+    for (i, secret) in r
+        .string_list(&key_path, table, "secret", true)
+        .into_iter()
+        .enumerate()
+    {
+        let secret_path = format!("{key_path}.secret[{i}]");
+        let secret = r.trim_secret(&secret_path, secret);
+        match SecretKey::parse(&secret) {
+            Ok(key) => secrets.push(key),
+            // The error text never echoes the secret itself.
+            Err(e) => r.error(&secret_path, e.to_string()),
+        }
+    }
+    if secrets.is_empty() && !table.contains_key("secret") {
+        r.error(
+            &join(&key_path, "secret"),
+            "is required: the app verifies every forward with it (whsec_…)",
+        );
+    }
+    let timeout = r
+        .opt_duration(&key_path, table, "timeout")
+        .unwrap_or(TimeDelta::seconds(10));
+    let timeout = match timeout.to_std() {
+        Ok(d) if d >= std::time::Duration::from_secs(1) && d <= MAX_TIMEOUT => d,
+        _ => {
+            r.error(
+                &join(&key_path, "timeout"),
+                format!("must be from 1s to {}s", MAX_TIMEOUT.as_secs()),
+            );
+            std::time::Duration::from_secs(10)
+        }
+    };
+    let defaults = Ladder::default();
+    let retry = if table.contains_key("retry") {
+        let mut steps = Vec::new();
+        for (i, text) in r
+            .string_list(&key_path, table, "retry", false)
+            .into_iter()
+            .enumerate()
+        {
+            match crate::domain::duration::parse_duration(&text) {
+                Ok(d) if d >= TimeDelta::seconds(1) => steps.push(d),
+                Ok(_) => r.error(&format!("{key_path}.retry[{i}]"), "must be at least 1s"),
+                Err(e) => r.error(&format!("{key_path}.retry[{i}]"), e.to_string()),
+            }
+        }
+        steps
+    } else {
+        defaults.retry
+    };
+    let give_up_after = r
+        .opt_duration(&key_path, table, "give_up_after")
+        .unwrap_or(defaults.give_up_after);
+    if give_up_after < TimeDelta::seconds(1) {
+        r.error(&join(&key_path, "give_up_after"), "must be at least 1s");
+    }
+    let alert_after = read_alert_after(r, &key_path, table).unwrap_or(defaults.alert_after);
+    let ordered = r.opt_bool(&key_path, table, "ordered").unwrap_or(true);
+    let clock = match r.opt_string(&key_path, table, "clock").as_deref() {
+        None | Some("delivered") => ForwardClock::Delivered,
+        Some("received") => ForwardClock::Received,
+        Some(_) => {
+            r.error(
+                &join(&key_path, "clock"),
+                "must be \"delivered\" (the app's 2xx moves the clock) or \"received\"",
+            );
+            ForwardClock::Delivered
+        }
+    };
+    let retain = r
+        .opt_duration(&key_path, table, "retain")
+        .unwrap_or(TimeDelta::days(7));
+    let dead_letter_retain = r
+        .opt_duration(&key_path, table, "dead_letter_retain")
+        .unwrap_or(TimeDelta::days(30));
+    if dead_letter_retain < TimeDelta::hours(1) {
+        r.error(
+            &join(&key_path, "dead_letter_retain"),
+            "must be at least 1h: a dead letter is kept so it can be replayed",
+        );
+    }
+    Some(ForwardConfig {
+        url: SecretString::new(url),
+        secrets,
+        timeout,
+        ladder: Ladder {
+            retry,
+            give_up_after,
+            alert_after,
+        },
+        ordered,
+        clock,
+        retain,
+        dead_letter_retain,
+    })
+}
+
+/// Ascending whole numbers from 1, e.g. `[1, 5, 20]`; `[]` pages never.
+fn read_alert_after(r: &mut Reader<'_>, path: &str, t: &Table) -> Option<Vec<u32>> {
+    let value = t.get("alert_after")?;
+    let key_path = join(path, "alert_after");
+    let Value::Array(items) = value else {
+        r.error(
+            &key_path,
+            "expected a list of failure counts, e.g. [1, 5, 20]",
+        );
+        return None;
+    };
+    let mut steps: Vec<u32> = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        match item.as_integer().and_then(|n| u32::try_from(n).ok()) {
+            Some(n) if n >= 1 && steps.last().is_none_or(|last| n > *last) => steps.push(n),
+            _ => {
+                r.error(
+                    &format!("{key_path}[{i}]"),
+                    "must be a whole number above the one before it (e.g. [1, 5, 20])",
+                );
+                return None;
+            }
+        }
+    }
+    Some(steps)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::{parse, Config, ConfigErrors};
+    use std::path::Path;
+
+    const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+    fn parse_str(text: &str) -> Result<Config, ConfigErrors> {
+        parse(text, Path::new("."), &|_| None)
+    }
+
+    fn config(forward: &str) -> String {
+        format!(
+            "[streams.clerk]\ncalendar = \"always\"\nsilence_threshold = \"6h\"\n\
+             [streams.clerk.ingest]\nwebhook_secret = \"{SECRET}\"\n\
+             [streams.clerk.forward]\n{forward}\n"
+        )
+    }
+
+    fn errors(text: &str) -> Vec<String> {
+        match parse_str(text) {
+            Ok(_) => Vec::new(),
+            Err(ConfigErrors(e)) => e.iter().map(|e| e.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn the_defaults_are_the_issue_s() {
+        let c = parse_str(&config(&format!(
+            "url = \"http://127.0.0.1:3000/webhooks/clerk\"\nsecret = \"{SECRET}\""
+        )))
+        .unwrap();
+        let f = c.streams["clerk"].forward.as_ref().unwrap();
+        assert_eq!(f.timeout, std::time::Duration::from_secs(10));
+        assert_eq!(f.ladder, crate::domain::forward::Ladder::default());
+        assert!(f.ordered);
+        assert_eq!(f.clock, super::ForwardClock::Delivered);
+        assert_eq!(f.retain, chrono::TimeDelta::days(7));
+        assert_eq!(f.secrets.len(), 1);
+    }
+
+    #[test]
+    fn bad_values_name_the_key_path() {
+        let e = errors(&config(
+            "url = \"ftp://app\"\nsecret = [\"whsec_no!pe\"]\ntimeout = \"0s\"\nretry = [\"5m\", \"0s\"]\n\
+             alert_after = [5, 1]\nclock = \"sent\"\nordred = true",
+        ));
+        for want in [
+            "streams.clerk.forward.url: must start with http",
+            "streams.clerk.forward.secret[0]: ",
+            "streams.clerk.forward.timeout: must be from 1s",
+            "streams.clerk.forward.retry[1]: must be at least 1s",
+            "streams.clerk.forward.alert_after[1]: must be a whole number above",
+            "streams.clerk.forward.clock: must be \"delivered\"",
+            "streams.clerk.forward.ordred: unknown key",
+        ] {
+            assert!(e.iter().any(|e| e.starts_with(want)), "{want}: {e:?}");
+        }
+        assert!(e.iter().all(|e| !e.contains("no!pe")), "{e:?}");
+        let e = errors(&config("url = \"http://app\""));
+        assert!(
+            e.iter()
+                .any(|e| e.starts_with("streams.clerk.forward.secret: is required")),
+            "{e:?}"
+        );
+    }
+}

@@ -1,0 +1,330 @@
+//! Relay mode's forwarder (issue #29): delivers each stored delivery of a
+//! `[streams.X.forward]` stream to the app, and settles the outcome.
+//!
+//! - Rows are claimed from the store with a lease and a fencing token
+//!   (`store::forward`), so on several replicas each is attempted by one
+//!   replica at a time, an ordered stream has one event in flight, and a
+//!   replica killed mid-send leaves a row another replica sends again once
+//!   the lease ends, under the same `webhook-id`.
+//! - The app receives the stored body bytes, `webhook-id` = the original
+//!   delivery id (its dedup still holds), a fresh `webhook-timestamp`, and
+//!   `webhook-signature` with every forward secret (Standard Webhooks),
+//!   the same three under `svix-*` names, and the original times in
+//!   `hushwatch-received-at` / `hushwatch-event-time`. The Standard
+//!   Webhooks and Svix libraries reject timestamps more than 5 minutes
+//!   old, which is why a retry hours later is signed afresh
+//!   (<https://github.com/standard-webhooks/standard-webhooks/blob/main/spec/standard-webhooks.md>).
+//! - Any 2xx is delivered. Anything else (another status, a timeout, a
+//!   reset) is a failure retried on the stream's ladder: a timeout after
+//!   the request was sent is an unknown result, so the retry reuses the id
+//!   and the app's dedup absorbs a double.
+//! - Every attempt is its own task; the worker never waits on the app.
+
+use super::app::App;
+use crate::config::forward::ForwardConfig;
+use crate::config::Config;
+use crate::ingest::signature::sign;
+use crate::notify::http::Client;
+use crate::notify::Outcome;
+use crate::store::forward::{ForwardAttempt, ForwardClaim, ForwardPolicy, ForwardSettle};
+use chrono::{DateTime, SecondsFormat, TimeDelta, Utc};
+use hyper::Method;
+use std::sync::Arc;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+/// Attempts in flight at once, across streams (ordered streams have at
+/// most one each): bounds memory and sockets while the app is slow.
+const MAX_IN_FLIGHT: usize = 32;
+
+/// How often a worker looks for rows another replica stored, or whose
+/// lease ran out, when nothing woke it (one process: never needed).
+const POLL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Pause after a failed store call.
+const STORE_RETRY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The policy of a stream that no longer forwards (config reloaded): its
+/// stored rows keep failing on the default ladder, and page, rather than
+/// being dropped.
+fn orphan_policy(config: &Config, stream: &str) -> ForwardPolicy {
+    ForwardPolicy {
+        ladder: crate::domain::forward::Ladder::default(),
+        ordered: true,
+        retain: TimeDelta::days(7),
+        dead_letter_retain: TimeDelta::days(30),
+        notifiers: config
+            .streams
+            .get(stream)
+            .map(|s| s.notify.clone())
+            .unwrap_or_default(),
+        audit: config.audit.enabled,
+    }
+}
+
+pub(super) fn policy(config: &Config, stream: &str, f: &ForwardConfig) -> ForwardPolicy {
+    ForwardPolicy {
+        ladder: f.ladder.clone(),
+        ordered: f.ordered,
+        retain: f.retain,
+        dead_letter_retain: f.dead_letter_retain,
+        notifiers: config
+            .streams
+            .get(stream)
+            .map(|s| s.notify.clone())
+            .unwrap_or_default(),
+        audit: config.audit.enabled,
+    }
+}
+
+pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
+    let client = Arc::new(Client::new());
+    let mut attempts: JoinSet<()> = JoinSet::new();
+    let mut refreshed: Option<DateTime<Utc>> = None;
+    let replica = app
+        .replicas()
+        .map_or_else(|| "local".to_string(), |r| r.me().to_string());
+    loop {
+        if *shutdown.borrow() {
+            break;
+        }
+        let config = app.config();
+        let forwarding = config.streams.values().any(|s| s.forward.is_some());
+        let mut next: Option<DateTime<Utc>> = None;
+        let mut failed = false;
+        let free = MAX_IN_FLIGHT.saturating_sub(attempts.len());
+        if forwarding && free > 0 {
+            let lease = lease(&config);
+            match app
+                .store
+                .claim_forwards(replica.clone(), app.store.now(), lease, free as i64)
+                .await
+            {
+                Ok((claims, due)) => {
+                    next = due;
+                    for claim in claims {
+                        let app = Arc::clone(&app);
+                        let client = Arc::clone(&client);
+                        attempts.spawn(async move { attempt(&app, &client, claim).await });
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "relay: could not claim forwards; retrying");
+                    failed = true;
+                }
+            }
+            // At most once a second: a status read scans the table.
+            let now = app.clock.now();
+            if refreshed.is_none_or(|t| now - t >= TimeDelta::seconds(1) || now < t) {
+                refresh_gauges(&app, &config).await;
+                refreshed = Some(now);
+            }
+        }
+        let wait = async {
+            if failed {
+                tokio::time::sleep(STORE_RETRY).await;
+                return;
+            }
+            if !forwarding {
+                return std::future::pending().await;
+            }
+            let poll = tokio::time::sleep(POLL);
+            match next {
+                Some(t) => {
+                    tokio::select! {
+                        _ = app.clock.sleep_until(t) => {}
+                        _ = poll => {}
+                    }
+                }
+                None => poll.await,
+            }
+        };
+        tokio::select! {
+            _ = app.forward_wake.notified() => {}
+            _ = wait => {}
+            Some(_) = attempts.join_next(), if !attempts.is_empty() => {}
+            _ = shutdown.changed() => break,
+        }
+    }
+    // Unsettled rows keep their lease until it ends, then any replica (or
+    // this one after a restart) sends them again under the same id.
+    attempts.abort_all();
+    while attempts.join_next().await.is_some() {}
+}
+
+/// Longer than the slowest attempt, so a live attempt is never taken over.
+fn lease(config: &Config) -> TimeDelta {
+    let slowest = config
+        .streams
+        .values()
+        .filter_map(|s| s.forward.as_ref().map(|f| f.timeout))
+        .max()
+        .unwrap_or_default();
+    TimeDelta::from_std(slowest + std::time::Duration::from_secs(30))
+        .unwrap_or(TimeDelta::minutes(3))
+}
+
+/// The headers of one attempt: Standard Webhooks, the same under Svix's
+/// names, and the original times.
+pub fn headers(
+    f: &ForwardConfig,
+    claim: &ForwardClaim,
+    now: DateTime<Utc>,
+    body: &[u8],
+) -> Vec<(&'static str, String)> {
+    let ts = now.timestamp();
+    let signature = f
+        .secrets
+        .iter()
+        .map(|k| sign(k, &claim.delivery_id, ts, body))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut h = vec![
+        ("webhook-id", claim.delivery_id.clone()),
+        ("webhook-timestamp", ts.to_string()),
+        ("webhook-signature", signature.clone()),
+        ("svix-id", claim.delivery_id.clone()),
+        ("svix-timestamp", ts.to_string()),
+        ("svix-signature", signature),
+        (
+            "hushwatch-received-at",
+            claim
+                .received_at
+                .to_rfc3339_opts(SecondsFormat::Millis, true),
+        ),
+        ("hushwatch-attempt", (claim.attempts + 1).to_string()),
+    ];
+    if let Some(t) = claim.event_time {
+        h.push((
+            "hushwatch-event-time",
+            t.to_rfc3339_opts(SecondsFormat::Millis, true),
+        ));
+    }
+    h
+}
+
+async fn attempt(app: &App, client: &Client, claim: ForwardClaim) {
+    let config = app.config();
+    let forward = config
+        .streams
+        .get(&claim.stream)
+        .and_then(|s| s.forward.clone());
+    let (policy, result) = match &forward {
+        None => (
+            orphan_policy(&config, &claim.stream),
+            ForwardAttempt::Failed {
+                error: "the stream no longer has [forward] in the config; its stored events wait for it".into(),
+                status: None,
+            },
+        ),
+        Some(f) => (policy(&config, &claim.stream, f), send(app, client, &config, f, &claim).await),
+    };
+    let outcome = match &result {
+        ForwardAttempt::Delivered { .. } => "delivered",
+        ForwardAttempt::Failed { .. } => "failed",
+    };
+    let at = app.store.now();
+    let received_at = claim.received_at;
+    let stream = claim.stream.clone();
+    if let ForwardAttempt::Failed { error, .. } = &result {
+        tracing::warn!(stream = %stream, attempt = claim.attempts + 1, error = %error, "relay: the app did not accept a forwarded event");
+    }
+    let settled = app
+        .store
+        .settle_forward(ForwardSettle {
+            claim,
+            attempt: result,
+            at,
+            policy,
+        })
+        .await;
+    app.note_storage(&settled);
+    match settled {
+        Ok(s) if s.settled => {
+            let m = &app.metrics.forward;
+            m.attempts.with_label_values(&[&stream, outcome]).inc();
+            if s.dead {
+                m.attempts
+                    .with_label_values(&[&stream, "dead_letter"])
+                    .inc();
+            }
+            if outcome == "delivered" {
+                m.latency
+                    .observe((at - received_at).num_milliseconds().max(0) as f64 / 1000.0);
+            }
+            if let Some(row) = s.moved {
+                app.absorb_stored(vec![row]);
+            }
+            app.outbox_wake.notify_one();
+        }
+        Ok(_) => {
+            tracing::info!(stream = %stream, "relay: another replica took this forward over; its outcome was not recorded here")
+        }
+        Err(e) => {
+            tracing::error!(stream = %stream, error = %e, "relay: could not record a forward's outcome; it will be sent again under the same id")
+        }
+    }
+}
+
+async fn send(
+    app: &App,
+    client: &Client,
+    config: &Config,
+    f: &ForwardConfig,
+    claim: &ForwardClaim,
+) -> ForwardAttempt {
+    let body = match config
+        .store
+        .sealer
+        .open(&claim.stream, &claim.delivery_id, &claim.body)
+    {
+        Ok(b) => b,
+        Err(e) => {
+            return ForwardAttempt::Failed {
+                error: e.to_string(),
+                status: None,
+            }
+        }
+    };
+    let now = app.clock.now();
+    let headers = headers(f, claim, now, &body);
+    let (outcome, status) = client
+        .request_status(Method::POST, f.url.expose(), &headers, body, f.timeout)
+        .await;
+    match outcome {
+        Outcome::Delivered => ForwardAttempt::Delivered {
+            status: status.unwrap_or(200),
+        },
+        Outcome::Retry { reason, .. } | Outcome::Permanent { reason } => ForwardAttempt::Failed {
+            error: reason,
+            status,
+        },
+    }
+}
+
+/// `hushwatch_forward_pending` and friends, from the store.
+async fn refresh_gauges(app: &App, config: &Config) {
+    let Ok(rows) = app.store.forward_status().await else {
+        return;
+    };
+    let now = app.clock.now();
+    let m = &app.metrics.forward;
+    for (name, stream) in &config.streams {
+        if stream.forward.is_none() {
+            continue;
+        }
+        m.declare(name);
+        let row = rows.iter().find(|r| &r.stream == name);
+        let pending = row.map_or(0, |r| r.pending);
+        m.pending
+            .with_label_values(&[name])
+            .set(i64::try_from(pending).unwrap_or(i64::MAX));
+        m.dead_letters
+            .with_label_values(&[name])
+            .set(i64::try_from(row.map_or(0, |r| r.dead_letters)).unwrap_or(i64::MAX));
+        let age = row
+            .and_then(|r| r.oldest_pending_at)
+            .map_or(0.0, |t| (now - t).num_milliseconds().max(0) as f64 / 1000.0);
+        m.oldest_pending.with_label_values(&[name]).set(age);
+    }
+}

@@ -1,0 +1,1105 @@
+//! Relay mode's rows (issue #29): each verified delivery of a forwarding
+//! stream is stored with its (sealed) body in the ingest transaction, then
+//! claimed, attempted and settled by `service::forward`.
+//!
+//! - **Claims** reuse the outbox's machinery (`store::replica`): a lease
+//!   (`claimed_by`, `lease_until`) and a fencing token (`claim_token`, +1
+//!   per claim); a settle counts only for the current token, so a replica
+//!   that lost its lease mid-send changes nothing, and the row is sent
+//!   again by whoever claims it next, under the same `webhook-id`.
+//! - **Order**: rows of an ordered stream share a `queue` (the stream
+//!   name); only the oldest pending row of a queue is claimable, so at most
+//!   one is in flight across all replicas and a failing head blocks the
+//!   rest. Unordered rows have no queue.
+//! - **Decisions** (retry or dead letter, which failure step pages, what
+//!   pages say) are `domain::forward` and [`plan_settle`]; this file and
+//!   `pg::forward` only read and write rows, with the SQL of [`sql`]
+//!   written once.
+//!
+//! The SQLite implementation is here; PostgreSQL's is `pg::forward`.
+
+use chrono::{DateTime, TimeDelta, Utc};
+use rusqlite::{params, Connection, OptionalExtension};
+
+use super::ops::{millis, KeyedAlert};
+use super::seal::Sealed;
+use super::silences::lite;
+use super::{AlertState, NewEvent, StoreError, StreamRow, Transition};
+use crate::domain::alert_kind::AlertKind;
+use crate::domain::forward::{self as decide, AfterFailure, FailureStep, Ladder, Oldest};
+use crate::domain::svix::Severity;
+
+/// Schema step on SQLite. `queue` is NULL for unordered rows; `state` is
+/// `pending` until the app's 2xx (`delivered`) or `give_up_after` (`dead`).
+pub(super) const MIGRATION_SQLITE: &str = "
+    CREATE TABLE forwards (
+        id              INTEGER PRIMARY KEY,
+        stream          TEXT NOT NULL,
+        queue           TEXT,
+        delivery_id     TEXT NOT NULL,
+        event_type      TEXT NOT NULL,
+        subject         TEXT,
+        event_time      BIGINT,
+        received_at     BIGINT NOT NULL,
+        moves_clock     BOOLEAN NOT NULL,
+        key_id          TEXT,
+        body            BLOB NOT NULL,
+        state           TEXT NOT NULL DEFAULT 'pending'
+                        CHECK (state IN ('pending', 'delivered', 'dead')),
+        attempts        BIGINT NOT NULL DEFAULT 0,
+        next_attempt_at BIGINT NOT NULL,
+        last_error      TEXT,
+        last_status     BIGINT,
+        claimed_by      TEXT,
+        lease_until     BIGINT,
+        claim_token     BIGINT NOT NULL DEFAULT 0,
+        settled_at      BIGINT,
+        prune_at        BIGINT,
+        replays         BIGINT NOT NULL DEFAULT 0
+    );
+    CREATE INDEX forwards_pending ON forwards (queue, id) WHERE state = 'pending';
+    CREATE INDEX forwards_window ON forwards (stream, received_at);
+    CREATE INDEX forwards_prune ON forwards (prune_at) WHERE prune_at IS NOT NULL;
+    CREATE TABLE forward_runs (
+        stream            TEXT PRIMARY KEY NOT NULL,
+        failures          BIGINT NOT NULL DEFAULT 0,
+        paged             BIGINT NOT NULL DEFAULT 0,
+        failing_since     BIGINT,
+        last_error        TEXT,
+        last_attempt_at   BIGINT,
+        last_delivered_at BIGINT,
+        last_status       BIGINT,
+        dead_paged        BOOLEAN NOT NULL DEFAULT FALSE
+    );";
+
+/// The same on PostgreSQL: an identity id and BYTEA (the rest is shared
+/// text; BIGINT has INTEGER affinity on SQLite).
+pub(crate) const MIGRATION_PG: &str = "
+    CREATE TABLE forwards (
+        id              BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        stream          TEXT NOT NULL,
+        queue           TEXT,
+        delivery_id     TEXT NOT NULL,
+        event_type      TEXT NOT NULL,
+        subject         TEXT,
+        event_time      BIGINT,
+        received_at     BIGINT NOT NULL,
+        moves_clock     BOOLEAN NOT NULL,
+        key_id          TEXT,
+        body            BYTEA NOT NULL,
+        state           TEXT NOT NULL DEFAULT 'pending'
+                        CHECK (state IN ('pending', 'delivered', 'dead')),
+        attempts        BIGINT NOT NULL DEFAULT 0,
+        next_attempt_at BIGINT NOT NULL,
+        last_error      TEXT,
+        last_status     BIGINT,
+        claimed_by      TEXT,
+        lease_until     BIGINT,
+        claim_token     BIGINT NOT NULL DEFAULT 0,
+        settled_at      BIGINT,
+        prune_at        BIGINT,
+        replays         BIGINT NOT NULL DEFAULT 0
+    );
+    CREATE INDEX forwards_pending ON forwards (queue, id) WHERE state = 'pending';
+    CREATE INDEX forwards_window ON forwards (stream, received_at);
+    CREATE INDEX forwards_prune ON forwards (prune_at) WHERE prune_at IS NOT NULL;
+    CREATE TABLE forward_runs (
+        stream            TEXT PRIMARY KEY NOT NULL,
+        failures          BIGINT NOT NULL DEFAULT 0,
+        paged             BIGINT NOT NULL DEFAULT 0,
+        failing_since     BIGINT,
+        last_error        TEXT,
+        last_attempt_at   BIGINT,
+        last_delivered_at BIGINT,
+        last_status       BIGINT,
+        dead_paged        BOOLEAN NOT NULL DEFAULT FALSE
+    );";
+
+/// What the ingest transaction stores for a forwarding stream's delivery
+/// (on its [`NewEvent`]; only verified bodies ever get one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForwardBody {
+    pub sealed: Sealed,
+    pub ordered: bool,
+    /// `clock = "delivered"` and the event type feeds the clock: the app's
+    /// 2xx moves the stream's clock (the arrival did not).
+    pub moves_clock: bool,
+}
+
+/// A row handed to one replica until `lease_until`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ForwardClaim {
+    pub id: i64,
+    pub token: i64,
+    pub stream: String,
+    pub delivery_id: String,
+    pub event_type: String,
+    pub subject: Option<String>,
+    pub event_time: Option<DateTime<Utc>>,
+    pub received_at: DateTime<Utc>,
+    pub attempts: u32,
+    pub body: Sealed,
+}
+
+/// How an attempt ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ForwardAttempt {
+    /// A 2xx.
+    Delivered { status: u16 },
+    /// Anything else: a non-2xx (`status`), a timeout or a connection error.
+    Failed { error: String, status: Option<u16> },
+}
+
+/// What the stream's config says about settling (from `[streams.X.forward]`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ForwardPolicy {
+    pub ladder: Ladder,
+    pub ordered: bool,
+    pub retain: TimeDelta,
+    pub dead_letter_retain: TimeDelta,
+    /// The stream's notifiers, paged by the failure steps and dead letters.
+    pub notifiers: Vec<String>,
+    /// `[audit] enabled`: each outcome joins the chain.
+    pub audit: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ForwardSettle {
+    pub claim: ForwardClaim,
+    pub attempt: ForwardAttempt,
+    pub at: DateTime<Utc>,
+    pub policy: ForwardPolicy,
+}
+
+/// What settling did.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ForwardSettled {
+    /// False when the claim had been taken over: nothing was written.
+    pub settled: bool,
+    /// The stream row the delivery moved (`clock = "delivered"`).
+    pub moved: Option<StreamRow>,
+    /// Became a dead letter.
+    pub dead: bool,
+}
+
+/// `hushwatch replay` / `POST /v1/streams/X/replay`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReplayRequest {
+    pub stream: String,
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
+    /// Empty: every type.
+    pub types: Vec<String>,
+    pub dry_run: bool,
+    /// Who asked (audited), e.g. `api` or `cli`.
+    pub by: String,
+    pub now: DateTime<Utc>,
+    pub audit: bool,
+    pub notifiers: Vec<String>,
+}
+
+/// One stored delivery of a replay window.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplayItem {
+    pub delivery_id: String,
+    pub event_type: String,
+    pub received_at: DateTime<Utc>,
+    /// `delivered` or `dead` (as it was before the replay).
+    pub state: String,
+}
+
+/// Items listed in a replay answer at most (the count is always exact).
+pub const REPLAY_LISTED: usize = 1000;
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ReplayOutcome {
+    /// Deliveries re-queued (or, dry run, that would be).
+    pub count: u64,
+    /// Deliveries of the window still pending: not re-queued twice.
+    pub already_pending: u64,
+    /// The first [`REPLAY_LISTED`] of them, in order.
+    pub items: Vec<ReplayItem>,
+}
+
+/// A stream's relay state for `/v1/status`, the page, the CLI and metrics.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ForwardStatus {
+    pub stream: String,
+    pub pending: u64,
+    pub oldest_pending_at: Option<DateTime<Utc>>,
+    pub dead_letters: u64,
+    pub consecutive_failures: u64,
+    pub failing_since: Option<DateTime<Utc>>,
+    pub last_error: Option<String>,
+    pub last_delivered_at: Option<DateTime<Utc>>,
+    pub last_attempt_at: Option<DateTime<Utc>>,
+}
+
+/// A stream's run of consecutive failures, as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(super) struct Run {
+    pub failures: u32,
+    pub paged: u32,
+    pub failing_since: Option<i64>,
+    pub last_error: Option<String>,
+    pub last_attempt_at: Option<i64>,
+    pub last_delivered_at: Option<i64>,
+    pub last_status: Option<i64>,
+    pub dead_paged: bool,
+}
+
+/// The row writes and page of one settle, decided from the run as read.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct SettlePlan {
+    /// `state`, `next_attempt_at`, `settled_at`, `prune_at` of the row.
+    pub state: &'static str,
+    pub next_attempt_at: i64,
+    pub settled_at: Option<i64>,
+    pub prune_at: Option<i64>,
+    pub run: Run,
+    /// The failure step to page (firing) or the resolve of the run.
+    pub failing_page: Option<FailingPage>,
+    /// The audit chain's entry type (`delivered:200`, `gave_up`), if any.
+    pub audit_type: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum FailingPage {
+    Fire(FailureStep),
+    Resolve { failures: u32 },
+}
+
+/// Decides a settle: the row's next state and the stream's run.
+pub(super) fn plan_settle(s: &ForwardSettle, run: Run) -> SettlePlan {
+    let at = millis(s.at);
+    let attempts = s.claim.attempts.saturating_add(1);
+    match &s.attempt {
+        ForwardAttempt::Delivered { status } => SettlePlan {
+            state: "delivered",
+            next_attempt_at: at,
+            settled_at: Some(at),
+            prune_at: Some(millis(s.at + s.policy.retain)),
+            failing_page: decide::delivery_resolves(run.paged).then_some(FailingPage::Resolve {
+                failures: run.failures,
+            }),
+            run: Run {
+                failures: 0,
+                paged: 0,
+                failing_since: None,
+                last_error: None,
+                last_attempt_at: Some(at),
+                last_delivered_at: Some(at),
+                last_status: Some(i64::from(*status)),
+                dead_paged: run.dead_paged,
+            },
+            audit_type: Some(format!("delivered:{status}")),
+        },
+        ForwardAttempt::Failed { error, status } => {
+            let failures = run.failures.saturating_add(1);
+            let step = decide::failure_step(&s.policy.ladder.alert_after, failures, run.paged);
+            let next = decide::after_failure(&s.policy.ladder, s.claim.received_at, attempts, s.at);
+            let (state, next_at, settled, prune, audit) = match next {
+                AfterFailure::RetryAt(t) => ("pending", millis(t), None, None, None),
+                AfterFailure::DeadLetter => (
+                    "dead",
+                    at,
+                    Some(at),
+                    Some(millis(s.at + s.policy.dead_letter_retain)),
+                    Some("gave_up".to_string()),
+                ),
+            };
+            SettlePlan {
+                state,
+                next_attempt_at: next_at,
+                settled_at: settled,
+                prune_at: prune,
+                failing_page: step.map(FailingPage::Fire),
+                run: Run {
+                    failures,
+                    paged: step.map_or(run.paged, |s| s.failures),
+                    failing_since: run.failing_since.or(Some(at)),
+                    last_error: Some(error.clone()),
+                    last_attempt_at: Some(at),
+                    last_delivered_at: run.last_delivered_at,
+                    last_status: status.map(i64::from),
+                    dead_paged: run.dead_paged,
+                },
+                audit_type: audit,
+            }
+        }
+    }
+}
+
+/// The keyed alerts of relay pages: one failing and one dead-letter alert
+/// per stream, each with one alert id shared by its firing and resolved
+/// pages.
+pub(super) fn failing_alert(stream: &str, severity: Severity) -> KeyedAlert<'_> {
+    KeyedAlert {
+        kind: AlertKind::ForwardFailing.as_str(),
+        family: "forward",
+        key: stream,
+        severity: severity.as_str(),
+        source: "forward",
+        endpoint_id: stream,
+    }
+}
+
+pub(super) fn dead_letter_alert(stream: &str) -> KeyedAlert<'_> {
+    KeyedAlert {
+        kind: AlertKind::ForwardDeadLetter.as_str(),
+        family: "forward-dead-letter",
+        key: stream,
+        severity: Severity::Critical.as_str(),
+        source: "forward",
+        endpoint_id: stream,
+    }
+}
+
+pub(super) fn page(
+    stream: &str,
+    firing: bool,
+    at: DateTime<Utc>,
+    reason: String,
+    notifiers: &[String],
+) -> Transition {
+    Transition {
+        stream: stream.to_string(),
+        to: if firing {
+            AlertState::Firing
+        } else {
+            AlertState::Ok
+        },
+        at,
+        reason,
+        notifiers: notifiers.to_vec(),
+    }
+}
+
+/// The chained audit entry of an outcome or a replay.
+pub(super) fn audit_entry(
+    stream: &str,
+    delivery_id: Option<&str>,
+    event_type: String,
+    event_time: Option<DateTime<Utc>>,
+    subject: Option<&str>,
+    at: DateTime<Utc>,
+) -> NewEvent {
+    NewEvent {
+        stream: stream.to_string(),
+        delivery_id: delivery_id.map(str::to_owned),
+        event_type,
+        event_time,
+        received_at: at,
+        feeds_clock: false,
+        body_sha256: None,
+        channel: "forward",
+        signature_verified: false,
+        subject_ids: subject
+            .map(|s| vec![("subject".to_string(), s.to_string())])
+            .unwrap_or_default(),
+        audit: true,
+        access: None,
+        forward: None,
+    }
+}
+
+/// The clock move of a delivered event (`clock = "delivered"`): the
+/// stream's arrival becomes the app's 2xx, through the ingest path's own
+/// clock statement.
+pub(super) fn clock_event(c: &ForwardClaim, at: DateTime<Utc>) -> NewEvent {
+    NewEvent {
+        stream: c.stream.clone(),
+        delivery_id: Some(c.delivery_id.clone()),
+        event_type: c.event_type.clone(),
+        event_time: c.event_time,
+        received_at: at,
+        feeds_clock: true,
+        body_sha256: None,
+        channel: "forward",
+        signature_verified: true,
+        subject_ids: Vec::new(),
+        audit: false,
+        access: None,
+        forward: None,
+    }
+}
+
+/// Statements shared by both engines (`$N`; SQLite runs them through
+/// `lite`). PostgreSQL appends a row lock where SQLite's single writer
+/// needs none.
+pub(super) mod sql {
+    pub const INSERT: &str = "INSERT INTO forwards (stream, queue, delivery_id, event_type,
+             subject, event_time, received_at, moves_clock, key_id, body, next_attempt_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $7)";
+    /// Due rows that head their queue (or have none), not leased.
+    pub const CLAIMABLE: &str = "SELECT f.id FROM forwards f
+         WHERE f.state = 'pending' AND f.next_attempt_at <= $1
+           AND (f.lease_until IS NULL OR f.lease_until <= $1)
+           AND (f.queue IS NULL OR NOT EXISTS (SELECT 1 FROM forwards p
+                  WHERE p.queue = f.queue AND p.state = 'pending' AND p.id < f.id))
+         ORDER BY f.id LIMIT $2";
+    pub const CLAIM: &str = "UPDATE forwards
+         SET claimed_by = $2, lease_until = $3, claim_token = claim_token + 1
+         WHERE id = $1
+         RETURNING claim_token, stream, delivery_id, event_type, subject, event_time,
+                   received_at, attempts, key_id, body";
+    /// When the next row becomes claimable (its retry time, or its lease's end).
+    pub const NEXT_DUE: &str = "SELECT min(CASE WHEN f.lease_until IS NOT NULL
+                                        AND f.lease_until > f.next_attempt_at
+                                   THEN f.lease_until ELSE f.next_attempt_at END)
+         FROM forwards f
+         WHERE f.state = 'pending'
+           AND (f.queue IS NULL OR NOT EXISTS (SELECT 1 FROM forwards p
+                  WHERE p.queue = f.queue AND p.state = 'pending' AND p.id < f.id))";
+    pub const SETTLE: &str = "UPDATE forwards
+         SET attempts = attempts + 1, claimed_by = NULL, lease_until = NULL,
+             state = $3, next_attempt_at = $4, last_error = $5, last_status = $6,
+             settled_at = $7, prune_at = $8
+         WHERE id = $1 AND claim_token = $2 AND state = 'pending'";
+    pub const RUN: &str = "SELECT failures, paged, failing_since, last_error, last_attempt_at,
+             last_delivered_at, last_status, dead_paged
+         FROM forward_runs WHERE stream = $1";
+    pub const WRITE_RUN: &str = "INSERT INTO forward_runs (stream, failures, paged,
+             failing_since, last_error, last_attempt_at, last_delivered_at, last_status, dead_paged)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+         ON CONFLICT (stream) DO UPDATE SET failures = excluded.failures,
+             paged = excluded.paged, failing_since = excluded.failing_since,
+             last_error = excluded.last_error, last_attempt_at = excluded.last_attempt_at,
+             last_delivered_at = excluded.last_delivered_at,
+             last_status = excluded.last_status, dead_paged = excluded.dead_paged";
+    pub const COUNT_STATE: &str = "SELECT count(*) FROM forwards WHERE stream = $1 AND state = $2";
+    pub const OLDEST_STATE: &str = "SELECT delivery_id, event_type, subject, received_at
+         FROM forwards WHERE stream = $1 AND state = $2 ORDER BY id LIMIT 1";
+    pub const WINDOW: &str = "SELECT id, delivery_id, event_type, received_at, state
+         FROM forwards WHERE stream = $1 AND received_at >= $2 AND received_at < $3
+         ORDER BY id";
+    pub const REQUEUE: &str = "UPDATE forwards
+         SET state = 'pending', next_attempt_at = $2, attempts = 0, last_error = NULL,
+             last_status = NULL, settled_at = NULL, prune_at = NULL, replays = replays + 1
+         WHERE id = $1 AND state <> 'pending'";
+    pub const SUMMARY: &str = "SELECT stream, state, count(*), min(received_at)
+         FROM forwards GROUP BY stream, state ORDER BY stream";
+    pub const RUNS: &str = "SELECT stream, failures, failing_since, last_error,
+             last_delivered_at, last_attempt_at FROM forward_runs ORDER BY stream";
+    pub const PRUNE: &str = "DELETE FROM forwards WHERE prune_at IS NOT NULL AND prune_at <= $1";
+    pub const DEAD_PAGED_STREAMS: &str =
+        "SELECT stream FROM forward_runs WHERE dead_paged ORDER BY stream";
+    pub const SET_DEAD_PAGED: &str = "UPDATE forward_runs SET dead_paged = $2 WHERE stream = $1";
+    /// The newest stored delivery of a subject on a stream (reconciliation
+    /// pages say what became of it).
+    pub const FATE: &str = "SELECT state, received_at, settled_at, last_status
+         FROM forwards WHERE stream = $1 AND subject = $2 ORDER BY id DESC LIMIT 1";
+}
+
+/// Whether the dead-letter alert should change: fire when dead letters
+/// exist and it was not paged, resolve when none are left and it was.
+pub(super) fn dead_letter_change(dead: u64, paged: bool) -> Option<bool> {
+    match (dead > 0, paged) {
+        (true, false) => Some(true),
+        (false, true) => Some(false),
+        _ => None,
+    }
+}
+
+/// The failing page's text, from the run and the stream's pending rows.
+pub(super) fn failing_reason(
+    stream: &str,
+    plan: &SettlePlan,
+    at: DateTime<Utc>,
+    pending: u64,
+    oldest: Option<&Oldest>,
+    ordered: bool,
+) -> String {
+    match plan.failing_page {
+        Some(FailingPage::Resolve { failures }) => decide::recovered_summary(stream, failures, at),
+        _ => decide::failing_summary(&decide::FailingPage {
+            stream,
+            failures: plan.run.failures,
+            last_error: plan.run.last_error.as_deref().unwrap_or("failed"),
+            failing_since: plan
+                .run
+                .failing_since
+                .and_then(DateTime::from_timestamp_millis)
+                .unwrap_or(at),
+            pending,
+            oldest,
+            ordered,
+        }),
+    }
+}
+
+pub(super) fn first_subject(event: &NewEvent) -> Option<&str> {
+    event.subject_ids.first().map(|(_, v)| v.as_str())
+}
+
+fn time(ms: i64) -> DateTime<Utc> {
+    DateTime::from_timestamp_millis(ms).unwrap_or_default()
+}
+
+fn opt_time(ms: Option<i64>) -> Option<DateTime<Utc>> {
+    ms.and_then(DateTime::from_timestamp_millis)
+}
+
+// ---------------------------------------------------------------------------
+// SQLite: reads the rows, calls the decisions, writes the outcome.
+// ---------------------------------------------------------------------------
+
+/// In the ingest transaction, after the event was accepted.
+pub(super) fn insert(conn: &Connection, event: &NewEvent) -> rusqlite::Result<()> {
+    let Some(f) = &event.forward else {
+        return Ok(());
+    };
+    conn.prepare_cached(&lite(sql::INSERT))?.execute(params![
+        event.stream,
+        f.ordered.then_some(event.stream.as_str()),
+        event.delivery_id.as_deref().unwrap_or_default(),
+        event.event_type,
+        first_subject(event),
+        event.event_time.map(millis),
+        millis(event.received_at),
+        f.moves_clock,
+        f.sealed.key_id,
+        f.sealed.bytes,
+    ])?;
+    Ok(())
+}
+
+pub(super) fn claim(
+    conn: &Connection,
+    replica: &str,
+    now: DateTime<Utc>,
+    lease: TimeDelta,
+    limit: i64,
+) -> Result<(Vec<ForwardClaim>, Option<DateTime<Utc>>), StoreError> {
+    let ids: Vec<i64> = conn
+        .prepare_cached(&lite(sql::CLAIMABLE))?
+        .query_map(params![millis(now), limit], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut claims = Vec::with_capacity(ids.len());
+    for id in ids {
+        let claim = conn.prepare_cached(&lite(sql::CLAIM))?.query_row(
+            params![id, replica, millis(now + lease)],
+            |r| {
+                Ok(ForwardClaim {
+                    id,
+                    token: r.get(0)?,
+                    stream: r.get(1)?,
+                    delivery_id: r.get(2)?,
+                    event_type: r.get(3)?,
+                    subject: r.get(4)?,
+                    event_time: opt_time(r.get(5)?),
+                    received_at: time(r.get(6)?),
+                    attempts: u32::try_from(r.get::<_, i64>(7)?).unwrap_or(u32::MAX),
+                    body: Sealed {
+                        key_id: r.get(8)?,
+                        bytes: r.get(9)?,
+                    },
+                })
+            },
+        )?;
+        claims.push(claim);
+    }
+    let next: Option<i64> = conn
+        .prepare_cached(&lite(sql::NEXT_DUE))?
+        .query_row([], |r| r.get(0))?;
+    Ok((claims, opt_time(next)))
+}
+
+fn run(conn: &Connection, stream: &str) -> rusqlite::Result<Run> {
+    Ok(conn
+        .prepare_cached(&lite(sql::RUN))?
+        .query_row([stream], |r| {
+            Ok(Run {
+                failures: u32::try_from(r.get::<_, i64>(0)?).unwrap_or(u32::MAX),
+                paged: u32::try_from(r.get::<_, i64>(1)?).unwrap_or(u32::MAX),
+                failing_since: r.get(2)?,
+                last_error: r.get(3)?,
+                last_attempt_at: r.get(4)?,
+                last_delivered_at: r.get(5)?,
+                last_status: r.get(6)?,
+                dead_paged: r.get(7)?,
+            })
+        })
+        .optional()?
+        .unwrap_or_default())
+}
+
+fn write_run(conn: &Connection, stream: &str, r: &Run) -> rusqlite::Result<()> {
+    conn.prepare_cached(&lite(sql::WRITE_RUN))?
+        .execute(params![
+            stream,
+            i64::from(r.failures),
+            i64::from(r.paged),
+            r.failing_since,
+            r.last_error,
+            r.last_attempt_at,
+            r.last_delivered_at,
+            r.last_status,
+            r.dead_paged,
+        ])?;
+    Ok(())
+}
+
+fn count_state(conn: &Connection, stream: &str, state: &str) -> rusqlite::Result<u64> {
+    let n: i64 = conn
+        .prepare_cached(&lite(sql::COUNT_STATE))?
+        .query_row([stream, state], |r| r.get(0))?;
+    Ok(u64::try_from(n).unwrap_or(0))
+}
+
+fn oldest_state(conn: &Connection, stream: &str, state: &str) -> rusqlite::Result<Option<Oldest>> {
+    conn.prepare_cached(&lite(sql::OLDEST_STATE))?
+        .query_row([stream, state], |r| {
+            Ok(Oldest {
+                delivery_id: r.get(0)?,
+                event_type: r.get(1)?,
+                subject: r.get(2)?,
+                received_at: time(r.get(3)?),
+            })
+        })
+        .optional()
+}
+
+/// Fires or resolves the stream's dead-letter alert when its count says so.
+fn dead_letter_check(
+    conn: &Connection,
+    stream: &str,
+    at: DateTime<Utc>,
+    notifiers: &[String],
+) -> rusqlite::Result<()> {
+    let paged = run(conn, stream)?.dead_paged;
+    let dead = count_state(conn, stream, "dead")?;
+    let Some(firing) = dead_letter_change(dead, paged) else {
+        return Ok(());
+    };
+    let reason = match oldest_state(conn, stream, "dead")? {
+        Some(oldest) if firing => decide::dead_letter_summary(stream, dead, &oldest),
+        _ => format!("{stream}: no dead letters are left (replayed or expired)."),
+    };
+    super::ops::queue_keyed_pages(
+        conn,
+        &page(stream, firing, at, reason, notifiers),
+        at,
+        &dead_letter_alert(stream),
+    )?;
+    conn.prepare_cached(&lite(sql::SET_DEAD_PAGED))?
+        .execute(params![stream, firing])?;
+    Ok(())
+}
+
+pub(super) fn settle(conn: &Connection, s: &ForwardSettle) -> Result<ForwardSettled, StoreError> {
+    let c = &s.claim;
+    let before = run(conn, &c.stream)?;
+    let plan = plan_settle(s, before);
+    let status = match &s.attempt {
+        ForwardAttempt::Delivered { status } => Some(i64::from(*status)),
+        ForwardAttempt::Failed { status, .. } => status.map(i64::from),
+    };
+    let error = match &s.attempt {
+        ForwardAttempt::Failed { error, .. } => Some(error.as_str()),
+        ForwardAttempt::Delivered { .. } => None,
+    };
+    let changed = conn.prepare_cached(&lite(sql::SETTLE))?.execute(params![
+        c.id,
+        c.token,
+        plan.state,
+        plan.next_attempt_at,
+        error,
+        status,
+        plan.settled_at,
+        plan.prune_at,
+    ])?;
+    if changed == 0 {
+        return Ok(ForwardSettled::default());
+    }
+    write_run(conn, &c.stream, &plan.run)?;
+    if let Some(audit_type) = &plan.audit_type {
+        if s.policy.audit {
+            super::audit::append(
+                conn,
+                &audit_entry(
+                    &c.stream,
+                    Some(&c.delivery_id),
+                    audit_type.clone(),
+                    c.event_time,
+                    c.subject.as_deref(),
+                    s.at,
+                ),
+            )?;
+        }
+    }
+    if let Some(fp) = plan.failing_page {
+        let pending = count_state(conn, &c.stream, "pending")?;
+        let oldest = oldest_state(conn, &c.stream, "pending")?;
+        let reason = failing_reason(
+            &c.stream,
+            &plan,
+            s.at,
+            pending,
+            oldest.as_ref(),
+            s.policy.ordered,
+        );
+        let (firing, severity) = match fp {
+            FailingPage::Fire(step) => (true, step.severity),
+            FailingPage::Resolve { .. } => (false, Severity::Warning),
+        };
+        super::ops::queue_keyed_pages(
+            conn,
+            &page(&c.stream, firing, s.at, reason, &s.policy.notifiers),
+            s.at,
+            &failing_alert(&c.stream, severity),
+        )?;
+    }
+    let mut moved = None;
+    if plan.state == "delivered" {
+        let moves: bool = conn
+            .prepare_cached("SELECT moves_clock FROM forwards WHERE id = ?1")?
+            .query_row([c.id], |r| r.get(0))?;
+        if moves {
+            super::ops::advance_clock(conn, &clock_event(c, s.at))?;
+            moved = Some(super::ops::stream_row(conn, &c.stream)?);
+        }
+    }
+    if plan.state != "pending" {
+        dead_letter_check(conn, &c.stream, s.at, &s.policy.notifiers)?;
+    }
+    Ok(ForwardSettled {
+        settled: true,
+        moved,
+        dead: plan.state == "dead",
+    })
+}
+
+/// Decides what a replay touches: `(id, item)` of the window's stored
+/// deliveries of the wanted types, and how many are still pending.
+pub(super) fn replay_selection(
+    window: Vec<(i64, ReplayItem)>,
+    types: &[String],
+) -> (Vec<(i64, ReplayItem)>, u64) {
+    let wanted: Vec<(i64, ReplayItem)> = window
+        .into_iter()
+        .filter(|(_, i)| types.is_empty() || types.iter().any(|t| *t == i.event_type))
+        .collect();
+    let pending = wanted.iter().filter(|(_, i)| i.state == "pending").count() as u64;
+    (
+        wanted
+            .into_iter()
+            .filter(|(_, i)| i.state != "pending")
+            .collect(),
+        pending,
+    )
+}
+
+pub(super) fn replay_outcome(chosen: Vec<(i64, ReplayItem)>, pending: u64) -> ReplayOutcome {
+    ReplayOutcome {
+        count: chosen.len() as u64,
+        already_pending: pending,
+        items: chosen
+            .into_iter()
+            .take(REPLAY_LISTED)
+            .map(|(_, i)| i)
+            .collect(),
+    }
+}
+
+/// The audit entry of a replay: who, when, which window, how many.
+pub(super) fn replay_entry(r: &ReplayRequest, count: u64) -> NewEvent {
+    let types = if r.types.is_empty() {
+        String::new()
+    } else {
+        format!(" types={}", r.types.join(","))
+    };
+    let mut e = audit_entry(
+        &r.stream,
+        None,
+        format!(
+            "replay by {}: {count} from {} to {}{types}",
+            r.by,
+            r.from.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            r.to.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        ),
+        None,
+        None,
+        r.now,
+    );
+    e.channel = "operator";
+    e
+}
+
+pub(super) fn replay(conn: &Connection, r: &ReplayRequest) -> Result<ReplayOutcome, StoreError> {
+    let window: Vec<(i64, ReplayItem)> = conn
+        .prepare_cached(&lite(sql::WINDOW))?
+        .query_map(params![r.stream, millis(r.from), millis(r.to)], |row| {
+            Ok((
+                row.get(0)?,
+                ReplayItem {
+                    delivery_id: row.get(1)?,
+                    event_type: row.get(2)?,
+                    received_at: time(row.get(3)?),
+                    state: row.get(4)?,
+                },
+            ))
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    let (chosen, pending) = replay_selection(window, &r.types);
+    if !r.dry_run {
+        let mut requeue = conn.prepare_cached(&lite(sql::REQUEUE))?;
+        for (id, _) in &chosen {
+            requeue.execute(params![id, millis(r.now)])?;
+        }
+        if r.audit {
+            super::audit::append(conn, &replay_entry(r, chosen.len() as u64))?;
+        }
+        dead_letter_check(conn, &r.stream, r.now, &r.notifiers)?;
+    }
+    Ok(replay_outcome(chosen, pending))
+}
+
+/// Folds the per-state counts and the runs into one row per stream.
+pub(super) fn status_rows(
+    counts: Vec<(String, String, i64, Option<i64>)>,
+    runs: Vec<(
+        String,
+        i64,
+        Option<i64>,
+        Option<String>,
+        Option<i64>,
+        Option<i64>,
+    )>,
+) -> Vec<ForwardStatus> {
+    let mut out: std::collections::BTreeMap<String, ForwardStatus> = Default::default();
+    let entry = |out: &mut std::collections::BTreeMap<String, ForwardStatus>, s: &str| {
+        out.entry(s.to_string())
+            .or_insert_with(|| ForwardStatus {
+                stream: s.to_string(),
+                ..Default::default()
+            })
+            .clone()
+    };
+    for (stream, state, n, oldest) in counts {
+        let mut row = entry(&mut out, &stream);
+        let n = u64::try_from(n).unwrap_or(0);
+        match state.as_str() {
+            "pending" => {
+                row.pending = n;
+                row.oldest_pending_at = opt_time(oldest);
+            }
+            "dead" => row.dead_letters = n,
+            _ => {}
+        }
+        out.insert(stream, row);
+    }
+    for (stream, failures, since, error, delivered, attempted) in runs {
+        let mut row = entry(&mut out, &stream);
+        row.consecutive_failures = u64::try_from(failures).unwrap_or(0);
+        row.failing_since = opt_time(since);
+        row.last_error = error;
+        row.last_delivered_at = opt_time(delivered);
+        row.last_attempt_at = opt_time(attempted);
+        out.insert(stream, row);
+    }
+    out.into_values().collect()
+}
+
+pub(super) fn status(conn: &Connection) -> Result<Vec<ForwardStatus>, StoreError> {
+    let counts = conn
+        .prepare_cached(&lite(sql::SUMMARY))?
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    let runs = conn
+        .prepare_cached(&lite(sql::RUNS))?
+        .query_map([], |r| {
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+            ))
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(status_rows(counts, runs))
+}
+
+/// Deletes bodies past their retention; a stream whose last dead letter
+/// expired resolves its alert (`notifiers` per stream).
+pub(super) fn prune(
+    conn: &Connection,
+    now: DateTime<Utc>,
+    notifiers: &dyn Fn(&str) -> Vec<String>,
+) -> Result<usize, StoreError> {
+    let n = conn
+        .prepare_cached(&lite(sql::PRUNE))?
+        .execute([millis(now)])?;
+    let paged: Vec<String> = conn
+        .prepare_cached(&lite(sql::DEAD_PAGED_STREAMS))?
+        .query_map([], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    for stream in paged {
+        dead_letter_check(conn, &stream, now, &notifiers(&stream))?;
+    }
+    Ok(n)
+}
+
+/// What became of the newest stored delivery naming `subject`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredFate {
+    pub state: String,
+    pub received_at: DateTime<Utc>,
+    pub settled_at: Option<DateTime<Utc>>,
+    pub status: Option<u16>,
+}
+
+pub(super) fn fate(
+    conn: &Connection,
+    stream: &str,
+    subject: &str,
+) -> Result<Option<StoredFate>, StoreError> {
+    Ok(conn
+        .prepare_cached(&lite(sql::FATE))?
+        .query_row([stream, subject], |r| {
+            Ok(StoredFate {
+                state: r.get(0)?,
+                received_at: time(r.get(1)?),
+                settled_at: opt_time(r.get(2)?),
+                status: r
+                    .get::<_, Option<i64>>(3)?
+                    .and_then(|s| u16::try_from(s).ok()),
+            })
+        })
+        .optional()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
+    }
+
+    fn settle(attempt: ForwardAttempt, attempts: u32, at: &str) -> ForwardSettle {
+        ForwardSettle {
+            claim: ForwardClaim {
+                id: 1,
+                token: 1,
+                stream: "clerk".into(),
+                delivery_id: "msg_1".into(),
+                event_type: "user.deleted".into(),
+                subject: Some("user_1".into()),
+                event_time: None,
+                received_at: t("2026-01-01T00:00:00Z"),
+                attempts,
+                body: Sealed {
+                    key_id: None,
+                    bytes: Vec::new(),
+                },
+            },
+            attempt,
+            at: t(at),
+            policy: ForwardPolicy {
+                ladder: Ladder::default(),
+                ordered: true,
+                retain: TimeDelta::days(7),
+                dead_letter_retain: TimeDelta::days(30),
+                notifiers: vec!["ops".into()],
+                audit: true,
+            },
+        }
+    }
+
+    fn failed() -> ForwardAttempt {
+        ForwardAttempt::Failed {
+            error: "HTTP 502".into(),
+            status: Some(502),
+        }
+    }
+
+    #[test]
+    fn a_failure_counts_pages_its_step_and_schedules_the_ladder() {
+        let plan = plan_settle(&settle(failed(), 0, "2026-01-01T00:00:00Z"), Run::default());
+        assert_eq!(plan.state, "pending");
+        assert_eq!(plan.run.failures, 1);
+        assert_eq!(plan.run.paged, 1);
+        assert!(matches!(plan.failing_page, Some(FailingPage::Fire(_))));
+        assert_eq!(
+            plan.next_attempt_at,
+            millis(t("2026-01-01T00:05:00Z")),
+            "first retry after 5m"
+        );
+        let again = plan_settle(
+            &settle(failed(), 1, "2026-01-01T00:05:00Z"),
+            plan.run.clone(),
+        );
+        assert_eq!((again.run.failures, again.run.paged), (2, 1));
+        assert_eq!(again.failing_page, None);
+        assert_eq!(again.run.failing_since, plan.run.failing_since);
+    }
+
+    #[test]
+    fn a_delivery_resets_the_run_and_resolves_only_a_paged_one() {
+        let run = Run {
+            failures: 3,
+            paged: 1,
+            failing_since: Some(1),
+            ..Default::default()
+        };
+        let plan = plan_settle(
+            &settle(
+                ForwardAttempt::Delivered { status: 204 },
+                3,
+                "2026-01-01T01:00:00Z",
+            ),
+            run,
+        );
+        assert_eq!(plan.state, "delivered");
+        assert_eq!(plan.run.failures, 0);
+        assert_eq!(
+            plan.failing_page,
+            Some(FailingPage::Resolve { failures: 3 })
+        );
+        assert_eq!(plan.audit_type.as_deref(), Some("delivered:204"));
+        assert_eq!(plan.prune_at, Some(millis(t("2026-01-08T01:00:00Z"))));
+        let quiet = plan_settle(
+            &settle(
+                ForwardAttempt::Delivered { status: 200 },
+                0,
+                "2026-01-01T01:00:00Z",
+            ),
+            Run::default(),
+        );
+        assert_eq!(quiet.failing_page, None);
+    }
+
+    #[test]
+    fn past_give_up_after_it_is_a_dead_letter_kept_for_its_own_retention() {
+        let plan = plan_settle(&settle(failed(), 9, "2026-01-08T00:00:00Z"), Run::default());
+        assert_eq!(plan.state, "dead");
+        assert_eq!(plan.audit_type.as_deref(), Some("gave_up"));
+        assert_eq!(plan.prune_at, Some(millis(t("2026-02-07T00:00:00Z"))));
+        assert_eq!(dead_letter_change(1, false), Some(true));
+        assert_eq!(dead_letter_change(2, true), None);
+        assert_eq!(dead_letter_change(0, true), Some(false));
+    }
+
+    #[test]
+    fn a_replay_skips_what_is_still_pending_and_filters_types() {
+        let item = |id: &str, ty: &str, state: &str| ReplayItem {
+            delivery_id: id.into(),
+            event_type: ty.into(),
+            received_at: t("2026-01-01T00:00:00Z"),
+            state: state.into(),
+        };
+        let window = vec![
+            (1, item("a", "user.deleted", "delivered")),
+            (2, item("b", "user.created", "dead")),
+            (3, item("c", "user.deleted", "pending")),
+        ];
+        let (chosen, pending) = replay_selection(window.clone(), &[]);
+        assert_eq!(chosen.len(), 2);
+        assert_eq!(pending, 1);
+        let (chosen, _) = replay_selection(window, &["user.deleted".into()]);
+        assert_eq!(chosen.iter().map(|(id, _)| *id).collect::<Vec<_>>(), [1]);
+    }
+}
