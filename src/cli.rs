@@ -100,6 +100,29 @@ pub enum Command {
         #[arg(long, value_name = "NAME")]
         created_by: Option<String>,
     },
+    /// Relay mode: send a window of stored deliveries to the app again, in
+    /// order, under their original webhook-ids (needs [server] admin_token).
+    Replay {
+        #[command(flatten)]
+        target: AdminTarget,
+        #[arg(long, value_name = "NAME")]
+        stream: String,
+        /// Start of the window, RFC 3339 (received at or after)
+        #[arg(long, value_name = "TIME")]
+        from: String,
+        /// End of the window, RFC 3339 (received before)
+        #[arg(long, value_name = "TIME")]
+        to: String,
+        /// Only these event types (repeatable)
+        #[arg(long = "type", value_name = "TYPE")]
+        types: Vec<String>,
+        /// List what would be sent, send nothing
+        #[arg(long)]
+        dry_run: bool,
+        /// Who replays (default: $USER)
+        #[arg(long, value_name = "NAME")]
+        created_by: Option<String>,
+    },
     /// The tamper-evident audit log of every accepted event.
     Audit {
         #[command(subcommand)]
@@ -242,6 +265,25 @@ pub fn run(cli: Cli) -> ExitCode {
             comment,
             created_by,
         } => commands::silence::ack(&target.target(), &stream, &comment, created_by.as_deref()),
+        Command::Replay {
+            target,
+            stream,
+            from,
+            to,
+            types,
+            dry_run,
+            created_by,
+        } => commands::silence::replay(
+            &target.target(),
+            &commands::silence::ReplayArgs {
+                stream: &stream,
+                from: &from,
+                to: &to,
+                types: &types,
+                dry_run,
+                created_by: created_by.as_deref(),
+            },
+        ),
         Command::Audit {
             command: AuditCommand::Verify { config },
         } => commands::audit::verify(&config),

@@ -1,5 +1,6 @@
-//! `hushwatch silence add|list|expire` and `hushwatch ack`: thin clients of
-//! the operator routes (`/v1/silences`, `/v1/streams/NAME/acknowledge`).
+//! `hushwatch silence add|list|expire`, `hushwatch ack` and `hushwatch
+//! replay`: thin clients of the operator routes (`/v1/silences`,
+//! `/v1/streams/NAME/acknowledge`, `/v1/streams/NAME/replay`).
 //! The admin token is read from an environment variable, never an
 //! argument (arguments show in `ps` and shell history).
 //! Every call but a listing carries a fresh random `Idempotency-Key`
@@ -194,6 +195,34 @@ pub fn expire(
         path.push_str(&format!("&comment={}", url_encode(comment)));
     }
     call(target, hyper::Method::DELETE, &path, None)
+}
+
+/// `hushwatch replay` (relay mode).
+pub struct ReplayArgs<'a> {
+    pub stream: &'a str,
+    pub from: &'a str,
+    pub to: &'a str,
+    pub types: &'a [String],
+    pub dry_run: bool,
+    pub created_by: Option<&'a str>,
+}
+
+pub fn replay(target: &Target<'_>, args: &ReplayArgs<'_>) -> ExitCode {
+    let mut body = json!({
+        "from": args.from,
+        "to": args.to,
+        "dry_run": args.dry_run,
+        "created_by": args.created_by.map_or_else(default_author, str::to_string),
+    });
+    if !args.types.is_empty() {
+        body["types"] = json!(args.types);
+    }
+    call(
+        target,
+        hyper::Method::POST,
+        &format!("/v1/streams/{}/replay", url_encode(args.stream)),
+        Some(body),
+    )
 }
 
 pub fn ack(target: &Target<'_>, stream: &str, comment: &str, created_by: Option<&str>) -> ExitCode {

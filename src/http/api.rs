@@ -142,6 +142,14 @@ pub trait Api: Send + Sync {
         comment: String,
     ) -> Result<AckOutcome, Unavailable>;
 
+    /// Relay mode: re-queues (or lists) a forwarding stream's stored
+    /// deliveries of a window, audited; wakes the forwarder.
+    async fn replay_stream(
+        &self,
+        stream: String,
+        call: super::silences::ReplayCall,
+    ) -> Result<crate::store::forward::ReplayOutcome, Unavailable>;
+
     /// Issue #30 (`http::idempotency`): claims an `Idempotency-Key`, or says
     /// who has it.
     async fn idempotency_begin(&self, key: IdempotencyKey) -> Result<Begun, Unavailable>;

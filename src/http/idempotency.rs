@@ -84,6 +84,9 @@ pub(super) fn operation(config: &Config, method: &Method, segments: &[&str]) -> 
         (&Method::POST, ["v1", "streams", _, "acknowledge"]) => {
             ("POST /v1/streams/{stream}/acknowledge", admin())
         }
+        (&Method::POST, ["v1", "streams", _, "replay"]) => {
+            ("POST /v1/streams/{stream}/replay", admin())
+        }
         (&Method::PUT, ["v1", "streams", _]) => ("PUT /v1/streams/{stream}", admin()),
         (&Method::DELETE, ["v1", "streams", _]) => ("DELETE /v1/streams/{stream}", admin()),
         (&Method::POST, ["v1", "svix", source, "acknowledge"]) => (

@@ -149,6 +149,9 @@ async fn operator(
         (&Method::POST, ["v1", "streams", stream, "acknowledge"]) => {
             super::silences::acknowledge(app, stream, req, body_deadline).await
         }
+        (&Method::POST, ["v1", "streams", stream, "replay"]) => {
+            super::silences::replay(app, stream, req, body_deadline).await
+        }
         (&Method::PUT | &Method::DELETE, ["v1", "streams", stream]) => {
             super::streams_admin::handle(app, stream, req).await
         }

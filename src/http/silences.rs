@@ -352,11 +352,113 @@ pub(super) async fn acknowledge(
     }
 }
 
+/// Event types named in one replay at most.
+const MAX_REPLAY_TYPES: usize = 64;
+
+/// `POST /v1/streams/{stream}/replay` (relay mode, issue #29): re-queues
+/// the stored deliveries of a window, or lists them (`dry_run`).
+pub(super) async fn replay(app: &dyn Api, stream: &str, req: OpRequest, deadline: Instant) -> Reply {
+    let (parts, body) = req.into_parts();
+    if let Err(r) = authorize(app, &parts) {
+        return r.reply();
+    }
+    let config = app.config();
+    match config.streams.get(stream) {
+        None => return reply::error(StatusCode::NOT_FOUND, "no such stream"),
+        Some(s) if s.forward.is_none() => {
+            return reply::error(
+                StatusCode::NOT_FOUND,
+                "the stream does not forward (no [streams.NAME.forward]): nothing is stored to replay",
+            )
+        }
+        Some(_) => {}
+    }
+    let v = match json_body(&parts, body, deadline).await {
+        Ok(v) => v,
+        Err(r) => return r.reply(),
+    };
+    let request = match parse_replay(&v) {
+        Ok(r) => r,
+        Err(r) => return r.reply(),
+    };
+    let (from, to, dry_run) = (request.from, request.to, request.dry_run);
+    match app.replay_stream(stream.to_string(), request).await {
+        Ok(outcome) => reply::json(
+            StatusCode::OK,
+            &json!({
+                "stream": stream,
+                "from": rfc(from),
+                "to": rfc(to),
+                "dry_run": dry_run,
+                "requeued": outcome.count,
+                "already_pending": outcome.already_pending,
+                "deliveries": outcome.items.iter().map(|i| json!({
+                    "id": i.delivery_id,
+                    "type": i.event_type,
+                    "received_at": rfc(i.received_at),
+                    "state": i.state,
+                })).collect::<Vec<_>>(),
+            }),
+        ),
+        Err(_) => unavailable(),
+    }
+}
+
+/// What a replay body asks for (the store adds who, when and the pages).
+pub struct ReplayCall {
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
+    pub types: Vec<String>,
+    pub dry_run: bool,
+    pub by: String,
+}
+
+fn parse_replay(v: &Value) -> Result<ReplayCall, Refusal> {
+    if !v.is_object() {
+        return Err(bad("body must be a JSON object"));
+    }
+    for key in v.as_object().into_iter().flat_map(|o| o.keys()) {
+        if !["from", "to", "types", "dry_run", "created_by"].contains(&key.as_str()) {
+            return Err(bad(&format!(
+                "unknown field \"{}\" (from, to, types, dry_run, created_by)",
+                key.chars().take(64).collect::<String>()
+            )));
+        }
+    }
+    let from = time_field(v, "from")?.ok_or_else(|| bad("\"from\" is required (RFC 3339)"))?;
+    let to = time_field(v, "to")?.ok_or_else(|| bad("\"to\" is required (RFC 3339)"))?;
+    if from >= to {
+        return Err(bad("\"from\" must be before \"to\""));
+    }
+    let types = string_list(v, "types")?.unwrap_or_default();
+    if types.len() > MAX_REPLAY_TYPES {
+        return Err(bad("\"types\" names too many types"));
+    }
+    let dry_run = match v.get("dry_run") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return Err(bad("\"dry_run\" must be true or false")),
+    };
+    let by = match v.get("created_by") {
+        None | Some(Value::Null) => "api".to_string(),
+        Some(_) => text_field(v, "created_by")?,
+    };
+    Ok(ReplayCall {
+        from,
+        to,
+        types,
+        dry_run,
+        by,
+    })
+}
+
 /// True for the routes of this module (for `Routes::Admin`).
 pub fn is_route(segments: &[&str]) -> bool {
     matches!(
         segments,
-        ["v1", "silences"] | ["v1", "silences", _] | ["v1", "streams", _, "acknowledge"]
+        ["v1", "silences"]
+            | ["v1", "silences", _]
+            | ["v1", "streams", _, "acknowledge" | "replay"]
     )
 }
 
@@ -368,7 +470,7 @@ pub async fn route(app: &dyn Api, segments: &[&str], req: Request<Incoming>) -> 
         (Method::GET, ["v1", "silences"]) => list(app, req).await,
         (_, ["v1", "silences"]) => reply::error(StatusCode::METHOD_NOT_ALLOWED, "use GET or POST"),
         (_, ["v1", "silences", _]) => reply::error(StatusCode::METHOD_NOT_ALLOWED, "use DELETE"),
-        (_, ["v1", "streams", _, "acknowledge"]) => {
+        (_, ["v1", "streams", _, "acknowledge" | "replay"]) => {
             reply::error(StatusCode::METHOD_NOT_ALLOWED, "use POST")
         }
         _ => return None,

@@ -263,6 +263,36 @@ impl Api for App {
             .await
     }
 
+    async fn replay_stream(
+        &self,
+        stream: String,
+        call: crate::http::silences::ReplayCall,
+    ) -> Result<crate::store::forward::ReplayOutcome, Unavailable> {
+        let config = self.config();
+        let notifiers = config
+            .streams
+            .get(&stream)
+            .map(|s| s.notify.clone())
+            .unwrap_or_default();
+        let request = crate::store::forward::ReplayRequest {
+            stream,
+            from: call.from,
+            to: call.to,
+            types: call.types,
+            dry_run: call.dry_run,
+            by: call.by,
+            now: self.store().now(),
+            audit: config.audit.enabled,
+            notifiers,
+        };
+        let outcome = self.guarded(self.store().replay_forwards(request)).await?;
+        if !call.dry_run {
+            self.forward_wake.notify_one();
+            self.outbox_wake.notify_one();
+        }
+        Ok(outcome)
+    }
+
     async fn idempotency_begin(&self, key: IdempotencyKey) -> Result<Begun, Unavailable> {
         self.guarded(self.store().idempotency_begin(key)).await
     }
