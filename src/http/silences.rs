@@ -357,7 +357,12 @@ const MAX_REPLAY_TYPES: usize = 64;
 
 /// `POST /v1/streams/{stream}/replay` (relay mode, issue #29): re-queues
 /// the stored deliveries of a window, or lists them (`dry_run`).
-pub(super) async fn replay(app: &dyn Api, stream: &str, req: OpRequest, deadline: Instant) -> Reply {
+pub(super) async fn replay(
+    app: &dyn Api,
+    stream: &str,
+    req: OpRequest,
+    deadline: Instant,
+) -> Reply {
     let (parts, body) = req.into_parts();
     if let Err(r) = authorize(app, &parts) {
         return r.reply();
@@ -365,12 +370,10 @@ pub(super) async fn replay(app: &dyn Api, stream: &str, req: OpRequest, deadline
     let config = app.config();
     match config.streams.get(stream) {
         None => return reply::error(StatusCode::NOT_FOUND, "no such stream"),
-        Some(s) if s.forward.is_none() => {
-            return reply::error(
-                StatusCode::NOT_FOUND,
-                "the stream does not forward (no [streams.NAME.forward]): nothing is stored to replay",
-            )
-        }
+        Some(s) if s.forward.is_none() => return reply::error(
+            StatusCode::NOT_FOUND,
+            "the stream does not forward (no [streams.NAME.forward]): nothing is stored to replay",
+        ),
         Some(_) => {}
     }
     let v = match json_body(&parts, body, deadline).await {
@@ -456,9 +459,7 @@ fn parse_replay(v: &Value) -> Result<ReplayCall, Refusal> {
 pub fn is_route(segments: &[&str]) -> bool {
     matches!(
         segments,
-        ["v1", "silences"]
-            | ["v1", "silences", _]
-            | ["v1", "streams", _, "acknowledge" | "replay"]
+        ["v1", "silences"] | ["v1", "silences", _] | ["v1", "streams", _, "acknowledge" | "replay"]
     )
 }
 

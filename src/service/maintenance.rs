@@ -109,6 +109,20 @@ async fn prune(app: &App) {
         Err(e) => tracing::error!(error = %e, "pruning the revocation index failed"),
     }
     // Issue #30: Idempotency-Key records live 24 h (`store::idempotency::TTL`).
+    let config = app.config();
+    let notifiers = config
+        .streams
+        .values()
+        .map(|s| (s.name.clone(), s.notify.clone()))
+        .collect();
+    match app.store.prune_forwards(app.store.now(), notifiers).await {
+        Ok(n) if n > 0 => tracing::info!(
+            removed = n,
+            "pruned relay bodies past their retention (delivered: retain, dead letters: dead_letter_retain)"
+        ),
+        Ok(_) => {}
+        Err(e) => tracing::error!(error = %e, "pruning relay bodies failed; retrying next cycle"),
+    }
     match app.store.prune_idempotency().await {
         Ok(n) if n > 0 => tracing::info!(removed = n, "pruned expired idempotency keys"),
         Ok(_) => {}

@@ -51,6 +51,17 @@ impl App {
             let zone = config.zone_of(&stream.name);
             let svix = self.svix_state_of(&config, &stream.name, zone).await?;
             let mut lines = Vec::new();
+            // Relay mode: what became of each revocation on its way to the app.
+            let failing_since = match &stream.forward {
+                Some(_) => self
+                    .store
+                    .forward_status()
+                    .await?
+                    .into_iter()
+                    .find(|r| r.stream == stream.name)
+                    .and_then(|r| r.failing_since),
+                None => None,
+            };
             for subject in missed.iter().take(NAMED_SUBJECTS) {
                 let mut revocation = self
                     .store
@@ -61,7 +72,24 @@ impl App {
                         .revocation_in_audit(&config, &stream.name, subject)
                         .await?;
                 }
-                lines.push(told_about(subject, revocation.as_ref(), &svix, zone));
+                let fate = match (
+                    &stream.forward,
+                    revocation.as_ref().and_then(|r| r.delivery_id.clone()),
+                ) {
+                    (Some(_), Some(id)) => self
+                        .store
+                        .forward_fate(stream.name.clone(), id)
+                        .await?
+                        .map(|f| f.reading(failing_since)),
+                    _ => None,
+                };
+                lines.push(told_about(
+                    subject,
+                    revocation.as_ref(),
+                    fate.as_ref(),
+                    &svix,
+                    zone,
+                ));
             }
             if missed.len() > NAMED_SUBJECTS {
                 lines.push(format!(
@@ -152,7 +180,23 @@ impl App {
 /// What hushwatch was told about `subject`: its newest indexed
 /// revocation, or that none was ever received (with what is known of the
 /// stream's Svix endpoints, where a lost revocation would show).
-fn told_about(subject: &str, revocation: Option<&Revocation>, svix: &[String], zone: Tz) -> String {
+fn told_about(
+    subject: &str,
+    revocation: Option<&Revocation>,
+    fate: Option<&crate::domain::forward::RevocationFate>,
+    svix: &[String],
+    zone: Tz,
+) -> String {
+    if let (Some(r), Some(fate)) = (revocation, fate) {
+        // Relay mode tells the three cases apart: not yet delivered (the
+        // app is failing), delivered but not acted on, or given up.
+        return format!(
+            "revocation of {subject} (delivery {}, {}) was {}",
+            r.delivery_id.as_deref().unwrap_or("without id"),
+            r.event_type,
+            crate::domain::forward::fate_words(fate)
+        );
+    }
     match revocation {
         None if svix.is_empty() => format!(
             "no revocation for {subject} was ever received (the webhook path lost it: check the sender's delivery log for exhausted or disabled endpoints)"

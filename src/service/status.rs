@@ -28,6 +28,7 @@ impl App {
         };
         doc["audit"] = self.audit_status().await;
         self.add_reconciliation_status(&mut doc).await;
+        self.add_forward_status(&mut doc).await;
         let reasons = self.watchdog().reasons();
         doc["degraded"] = json!(!reasons.is_empty());
         doc["degraded_reasons"] = json!(reasons);
@@ -118,6 +119,54 @@ impl App {
                     "quiet_page": holds_quiet,
                 })
             });
+        }
+    }
+
+    /// Puts each forwarding stream's `forward` block (relay mode) into its
+    /// entry of `streams`; unreadable state says so in the block.
+    async fn add_forward_status(&self, doc: &mut Value) {
+        let config = self.config();
+        if !config.streams.values().any(|s| s.forward.is_some()) {
+            return;
+        }
+        let rows = self.store.forward_status().await;
+        if let Err(e) = &rows {
+            tracing::error!(error = %e, "status: relay state unreadable");
+        }
+        let rfc =
+            |t: Option<DateTime<Utc>>| t.map(|t| t.to_rfc3339_opts(SecondsFormat::Millis, true));
+        let Some(streams) = doc["streams"].as_array_mut() else {
+            return;
+        };
+        for s in streams {
+            let name = s["name"].as_str().unwrap_or_default().to_owned();
+            let Some(f) = config.streams.get(&name).and_then(|c| c.forward.as_ref()) else {
+                continue;
+            };
+            let app = crate::notify::redact_url(f.url.expose());
+            s["forward"] = match &rows {
+                Err(_) => json!({ "app": app, "error": "state unreadable" }),
+                Ok(rows) => {
+                    let r = rows
+                        .iter()
+                        .find(|r| r.stream == name)
+                        .cloned()
+                        .unwrap_or_default();
+                    json!({
+                        "app": app,
+                        "ordered": f.ordered,
+                        "clock": f.clock.as_str(),
+                        "pending": r.pending,
+                        "oldest_pending_at": rfc(r.oldest_pending_at),
+                        "last_delivered_at": rfc(r.last_delivered_at),
+                        "last_attempt_at": rfc(r.last_attempt_at),
+                        "consecutive_failures": r.consecutive_failures,
+                        "failing_since": rfc(r.failing_since),
+                        "last_error": r.last_error,
+                        "dead_letters": r.dead_letters,
+                    })
+                }
+            };
         }
     }
 

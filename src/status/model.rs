@@ -172,6 +172,72 @@ pub struct StreamStatus {
     /// The active operator silence over this stream's pages (issue #27).
     #[serde(default)]
     pub silenced: Option<StreamSilence>,
+    /// Only for a stream with `[streams.X.forward]` (relay mode).
+    #[serde(default)]
+    pub forward: Option<ForwardStatus>,
+}
+
+/// A forwarding stream's relay state, as `/v1/status` reports it.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct ForwardStatus {
+    /// The app's handler as `scheme://host:port` (its path may hold a token).
+    pub app: String,
+    pub ordered: bool,
+    /// `delivered` or `received`: what moves the silence clock.
+    pub clock: String,
+    pub pending: u64,
+    pub oldest_pending_at: Option<DateTime<Utc>>,
+    pub last_delivered_at: Option<DateTime<Utc>>,
+    pub last_attempt_at: Option<DateTime<Utc>>,
+    pub consecutive_failures: u64,
+    pub failing_since: Option<DateTime<Utc>>,
+    pub last_error: Option<String>,
+    pub dead_letters: u64,
+    pub error: Option<String>,
+}
+
+impl ForwardStatus {
+    /// One line for people: "3 pending (oldest 10:02 UTC), 5 failures in a
+    /// row since …: HTTP 502; 1 dead letter; last delivered …".
+    pub fn words(&self, when: impl Fn(DateTime<Utc>) -> String) -> String {
+        if let Some(e) = &self.error {
+            return format!("relay to {}: {e}", self.app);
+        }
+        let mut parts = vec![match (self.pending, self.oldest_pending_at) {
+            (0, _) | (_, None) => "nothing pending".to_string(),
+            (n, Some(t)) => format!("{n} pending (oldest received {})", when(t)),
+        }];
+        if self.consecutive_failures > 0 {
+            parts.push(format!(
+                "{} failed attempt(s) in a row{}{}",
+                self.consecutive_failures,
+                self.failing_since
+                    .map(|t| format!(" since {}", when(t)))
+                    .unwrap_or_default(),
+                self.last_error
+                    .as_deref()
+                    .map(|e| format!(": {e}"))
+                    .unwrap_or_default()
+            ));
+        }
+        if self.dead_letters > 0 {
+            parts.push(format!(
+                "{} dead letter(s) (replay them)",
+                self.dead_letters
+            ));
+        }
+        parts.push(match self.last_delivered_at {
+            Some(t) => format!("last delivered {}", when(t)),
+            None => "nothing delivered yet".to_string(),
+        });
+        format!("relay to {}: {}", self.app, parts.join("; "))
+    }
+
+    /// The app is failing or events were given up.
+    pub fn alerting(&self) -> bool {
+        self.consecutive_failures > 0 || self.dead_letters > 0 || self.error.is_some()
+    }
 }
 
 /// What a `learned` threshold came from.

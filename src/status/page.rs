@@ -126,6 +126,7 @@ pub fn render(doc: &StatusDoc, timelines: &BTreeMap<String, Timeline>) -> String
     streams_table(&mut h, doc);
     timelines_section(&mut h, doc, timelines);
     reconciliation_section(&mut h, doc);
+    relay_section(&mut h, doc);
     svix_section(&mut h, doc);
     operator_section(&mut h, doc);
     notifications_section(&mut h, doc);
@@ -771,6 +772,59 @@ fn reconciliation_section(h: &mut String, doc: &StatusDoc) {
             esc(&last),
             esc(&at(r.due_at)),
             esc(&drift),
+        );
+    }
+    h.push_str("</tbody></table></section>");
+}
+
+/// One row per stream with `[streams.X.forward]`: what is waiting for the
+/// app, how it is failing, and what was given up (times in the stream's zone).
+fn relay_section(h: &mut String, doc: &StatusDoc) {
+    let rows: Vec<(&StreamStatus, &crate::status::model::ForwardStatus)> = doc
+        .streams
+        .iter()
+        .filter_map(|s| s.forward.as_ref().map(|f| (s, f)))
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    h.push_str(
+        "<section aria-labelledby=\"relay-h\"><h2 id=\"relay-h\">Relay to the app</h2>\
+         <table class=\"stack\" id=\"relay\"><thead><tr><th scope=\"col\">Stream</th>\
+         <th scope=\"col\">App</th><th scope=\"col\">Pending</th><th scope=\"col\">Failures</th>\
+         <th scope=\"col\">Dead letters</th><th scope=\"col\">Last delivered</th></tr></thead><tbody>",
+    );
+    for (s, f) in rows {
+        let tz = s.tz();
+        let at = |t: Option<DateTime<Utc>>| {
+            t.map_or_else(|| "none".to_string(), |t| zoned_and_utc(t, tz, doc.now))
+        };
+        let pending = match (f.pending, f.oldest_pending_at) {
+            (0, _) | (_, None) => "0".to_string(),
+            (n, Some(t)) => format!("{n} (oldest received {})", zoned_and_utc(t, tz, doc.now)),
+        };
+        let failures = match (&f.error, f.consecutive_failures) {
+            (Some(e), _) => e.clone(),
+            (None, 0) => "0".to_string(),
+            (None, n) => format!(
+                "{n} in a row since {}: {}",
+                at(f.failing_since),
+                f.last_error.as_deref().unwrap_or("failed")
+            ),
+        };
+        let badge = if f.alerting() { "firing" } else { "ok" };
+        let _ = write!(
+            h,
+            "<tr data-state=\"{badge}\"><th scope=\"row\">{}</th><td data-label=\"App\">{}{}</td>\
+             <td data-label=\"Pending\">{}</td><td data-label=\"Failures\"><span class=\"badge {badge}\">{}</span></td>\
+             <td data-label=\"Dead letters\">{}</td><td data-label=\"Last delivered\">{}</td></tr>",
+            esc(&s.name),
+            esc(&f.app),
+            if f.ordered { " (ordered)" } else { "" },
+            esc(&pending),
+            esc(&short(&failures, 300)),
+            f.dead_letters,
+            esc(&at(f.last_delivered_at)),
         );
     }
     h.push_str("</tbody></table></section>");

@@ -171,6 +171,11 @@ pub fn render(doc: &StatusDoc, colour: bool) -> String {
         if let Some(note) = s.learned_note() {
             let _ = writeln!(out, "  {}", clean(&note));
         }
+        if let Some(f) = &s.forward {
+            let words = clean(&f.words(|t| crate::status::format::zoned_and_utc(t, s.tz(), now)));
+            let c = if f.alerting() { RED } else { GREEN };
+            let _ = writeln!(out, "  {}", paint(&words, c, colour));
+        }
     }
     if let Some(svix) = &doc.svix {
         for source in &svix.grouped_sources {

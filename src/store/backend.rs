@@ -381,7 +381,7 @@ pub trait Backend: Send + Sync + 'static {
     async fn forward_fate(
         &self,
         stream: String,
-        subject: String,
+        delivery_id: String,
     ) -> StoreResult<Option<StoredFate>>;
 
     /// Issue #30: claims an `Idempotency-Key` record at `now`, or says who

@@ -1612,3 +1612,7 @@ mod coverage;
 
 /// `Idempotency-Key` records of the operator routes (`store::idempotency`).
 mod idempotency;
+
+/// Relay mode's stored deliveries, claims, failure runs, dead letters and
+/// replays (`store::forward`).
+mod forward;

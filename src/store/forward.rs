@@ -485,10 +485,10 @@ pub(super) mod sql {
     pub const DEAD_PAGED_STREAMS: &str =
         "SELECT stream FROM forward_runs WHERE dead_paged ORDER BY stream";
     pub const SET_DEAD_PAGED: &str = "UPDATE forward_runs SET dead_paged = $2 WHERE stream = $1";
-    /// The newest stored delivery of a subject on a stream (reconciliation
-    /// pages say what became of it).
+    /// A stored delivery by its id (reconciliation pages say what became
+    /// of a revocation).
     pub const FATE: &str = "SELECT state, received_at, settled_at, last_status
-         FROM forwards WHERE stream = $1 AND subject = $2 ORDER BY id DESC LIMIT 1";
+         FROM forwards WHERE stream = $1 AND delivery_id = $2 ORDER BY id DESC LIMIT 1";
 }
 
 /// Whether the dead-letter alert should change: fire when dead letters
@@ -942,7 +942,7 @@ pub(super) fn prune(
     Ok(n)
 }
 
-/// What became of the newest stored delivery naming `subject`.
+/// What became of a stored delivery.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredFate {
     pub state: String,
@@ -954,11 +954,11 @@ pub struct StoredFate {
 pub(super) fn fate(
     conn: &Connection,
     stream: &str,
-    subject: &str,
+    delivery_id: &str,
 ) -> Result<Option<StoredFate>, StoreError> {
     Ok(conn
         .prepare_cached(&lite(sql::FATE))?
-        .query_row([stream, subject], |r| {
+        .query_row([stream, delivery_id], |r| {
             Ok(StoredFate {
                 state: r.get(0)?,
                 received_at: time(r.get(1)?),
@@ -969,6 +969,25 @@ pub(super) fn fate(
             })
         })
         .optional()?)
+}
+
+impl StoredFate {
+    /// The domain's reading of it, with the stream's failing run.
+    pub fn reading(&self, failing_since: Option<DateTime<Utc>>) -> decide::RevocationFate {
+        match self.state.as_str() {
+            "delivered" => decide::RevocationFate::Delivered {
+                at: self.settled_at.unwrap_or(self.received_at),
+                status: self.status,
+            },
+            "dead" => decide::RevocationFate::DeadLetter {
+                received_at: self.received_at,
+            },
+            _ => decide::RevocationFate::NotYetDelivered {
+                received_at: self.received_at,
+                failing_since,
+            },
+        }
+    }
 }
 
 #[cfg(test)]

@@ -432,9 +432,9 @@ impl Backend for SqliteBackend {
     async fn forward_fate(
         &self,
         stream: String,
-        subject: String,
+        delivery_id: String,
     ) -> StoreResult<Option<StoredFate>> {
-        self.call(move |c| forward::fate(c, &stream, &subject))
+        self.call(move |c| forward::fate(c, &stream, &delivery_id))
             .await
     }
 

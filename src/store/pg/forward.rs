@@ -342,9 +342,9 @@ pub(super) async fn prune(
 pub(super) async fn fate(
     tx: &Tx<'_>,
     stream: &str,
-    subject: &str,
+    delivery_id: &str,
 ) -> Result<Option<StoredFate>, StoreError> {
-    let Some(r) = opt(tx, sql::FATE, &[&stream, &subject]).await? else {
+    let Some(r) = opt(tx, sql::FATE, &[&stream, &delivery_id]).await? else {
         return Ok(None);
     };
     Ok(Some(StoredFate {

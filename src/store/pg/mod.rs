@@ -521,9 +521,9 @@ impl Backend for PgBackend {
     async fn forward_fate(
         &self,
         stream: String,
-        subject: String,
+        delivery_id: String,
     ) -> StoreResult<Option<crate::store::forward::StoredFate>> {
-        in_tx!(self, |tx| forward::fate(&tx, &stream, &subject).await?)
+        in_tx!(self, |tx| forward::fate(&tx, &stream, &delivery_id).await?)
     }
 
     async fn idempotency_begin(
