@@ -6,7 +6,7 @@
 
 use super::kind::AlertKind;
 use super::payload::{
-    local_and_utc, operator_hint, resolve_summary, rfc, test_prefix, ID_MAX, TEXT_MAX,
+    ack_link, local_and_utc, operator_hint, resolve_summary, rfc, test_prefix, ID_MAX, TEXT_MAX,
 };
 use super::{http::Client, text, Attempt, Kind, Outcome, Page};
 use crate::config::AlertmanagerConfig;
@@ -154,6 +154,11 @@ pub fn alerts(page: &Page) -> Value {
     // must not split one alert into two.
     if let Some(hint) = operator_hint(page) {
         alert["annotations"]["how_to_ack"] = json!(hint);
+    }
+    // Each re-post carries the link minted for it; Alertmanager keeps the
+    // newest annotations, and the earlier links keep working.
+    if let Some(url) = ack_link(page) {
+        alert["annotations"]["ack_url"] = json!(url);
     }
     json!([alert])
 }

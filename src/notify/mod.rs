@@ -70,6 +70,10 @@ pub struct Page {
     pub max_silence: Option<TimeDelta>,
     /// A `notify-test` page, clearly labelled as such.
     pub test: bool,
+    /// Issue #30: the acknowledge link minted for this send of a firing
+    /// stream page (`[server] public_url`; `service::delivery`). Never
+    /// shown on resolves, test pages or other kinds (`payload::ack_link`).
+    pub ack_url: Option<String>,
 }
 
 /// Severity of every silence page (no per-stream setting yet).
@@ -133,6 +137,7 @@ impl Page {
             threshold: stream.map_or(TimeDelta::zero(), |s| s.policy.threshold),
             max_silence: stream.and_then(|s| s.policy.max_silence),
             test: false,
+            ack_url: None,
         };
         if let Some(text) = payload::resolve_summary(&page) {
             page.summary = text;
@@ -314,7 +319,10 @@ impl Sender {
             timeout,
         };
         let outcome = kind_of(&notifier.kind).send(&attempt, page).await;
-        let secrets = secrets_of(notifier);
+        let mut secrets = secrets_of(notifier);
+        // A receiver that echoes the body in its error must not put the
+        // one-time acknowledge link into a log line.
+        secrets.extend(page.ack_url.clone());
         let secrets: Vec<&str> = secrets.iter().map(String::as_str).collect();
         outcome.scrubbed(&secrets)
     }

@@ -1612,3 +1612,6 @@ mod coverage;
 
 /// `Idempotency-Key` records of the operator routes (`store::idempotency`).
 mod idempotency;
+
+/// Acknowledge-link codes (`store::ack_codes`, issue #30).
+mod ack_codes;

@@ -148,6 +148,9 @@ pub(crate) const STEPS: &[Step] = &[
     },
     // Issue #30: Idempotency-Key records of the operator routes.
     Step::both("0019_idempotency_keys", super::idempotency::MIGRATION),
+    // Issue #30: acknowledge-link codes (SHA-256 only). Named 0021: the
+    // lead's 0020_forwards goes before it.
+    Step::both("0021_ack_codes", super::ack_codes::MIGRATION),
 ];
 
 /// Frozen: what SQLite's positional `user_version` N stood for (the first
