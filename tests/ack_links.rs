@@ -515,3 +515,35 @@ fn on_postgresql_two_replicas_acknowledge_once_through_either_link() {
     one.stop();
     two.stop();
 }
+
+/// `hushwatch check` refuses a `public_url` that would make links nobody
+/// can open, naming the key, and accepts a good one (the parser the links
+/// are built with: `config::server::PublicUrl`).
+#[test]
+fn check_accepts_only_an_absolute_http_public_url() {
+    let smtp = Smtp::start();
+    let good = config(&smtp, "1h", None);
+    for (url, ok) in [
+        ("https://hushwatch.example.com/oncall/", true),
+        ("http://10.0.0.7:9477", true),
+        ("hushwatch.example.com", false),
+        ("ftp://hushwatch.example.com", false),
+        ("https://user:pw@hushwatch.example.com", false),
+        ("https://hushwatch.example.com/?next=1", false),
+    ] {
+        let work = Workdir::new(&good.replace(&format!("{PUBLIC}/"), url));
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_hushwatch"))
+            .args(["check", "--config"])
+            .arg(work.config_path())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        if ok {
+            assert_eq!(out.status.code(), Some(0), "{url}: {err}");
+        } else {
+            assert_eq!(out.status.code(), Some(2), "{url}: {err}");
+            assert!(err.contains("server.public_url"), "{url}: {err}");
+            assert!(!err.contains("pw@"), "{url}: the password echoed: {err}");
+        }
+    }
+}

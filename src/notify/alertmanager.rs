@@ -42,8 +42,13 @@ pub async fn send(
     });
     let results = futures_join_all(posts).await;
     if results.contains(&Outcome::Delivered) {
+        let link = super::link_secrets(page.ack_url.as_deref());
+        let link: Vec<&str> = link.iter().map(String::as_str).collect();
         for o in results.iter().filter(|o| **o != Outcome::Delivered) {
-            tracing::warn!(stream = %page.stream, outcome = ?o, "an Alertmanager cluster member did not accept the alert; another one did");
+            // A member's error text may echo the body, acknowledge link
+            // included (the returned outcome is scrubbed by `Sender`).
+            let shown = super::scrub(&format!("{o:?}"), &link);
+            tracing::warn!(stream = %page.stream, outcome = %shown, "an Alertmanager cluster member did not accept the alert; another one did");
         }
         return Outcome::Delivered;
     }

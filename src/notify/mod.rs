@@ -322,10 +322,20 @@ impl Sender {
         let mut secrets = secrets_of(notifier);
         // A receiver that echoes the body in its error must not put the
         // one-time acknowledge link into a log line.
-        secrets.extend(page.ack_url.clone());
+        secrets.extend(link_secrets(page.ack_url.as_deref()));
         let secrets: Vec<&str> = secrets.iter().map(String::as_str).collect();
         outcome.scrubbed(&secrets)
     }
+}
+
+/// The page's acknowledge link and its code (the last path segment), for
+/// scrubbing from outcome texts: a code must never reach a log.
+pub fn link_secrets(ack_url: Option<&str>) -> Vec<String> {
+    let Some(url) = ack_url else {
+        return Vec::new();
+    };
+    let code = url.rsplit('/').next().unwrap_or_default().to_string();
+    vec![url.to_string(), code]
 }
 
 /// Every secret a notifier holds, for scrubbing: as written in the config
@@ -412,6 +422,19 @@ mod tests {
         let secrets = secrets_of(&notifier);
         assert!(secrets.contains(&"p%40ssw0rd".to_string()), "{secrets:?}");
         assert!(secrets.contains(&"p@ssw0rd".to_string()), "{secrets:?}");
+    }
+
+    #[test]
+    fn an_echoed_acknowledge_link_is_scrubbed_whole_or_as_its_code() {
+        let secrets = link_secrets(Some("https://hw.example/ack/q7Yw0sXk3nB9vLmP2rT4uA"));
+        let secrets: Vec<&str> = secrets.iter().map(String::as_str).collect();
+        assert_eq!(
+            scrub(
+                "400: bad ack_url https://hw.example/ack/q7Yw0sXk3nB9vLmP2rT4uA (q7Yw0sXk3nB9vLmP2rT4uA)",
+                &secrets
+            ),
+            "400: bad ack_url <redacted> (<redacted>)"
+        );
     }
 
     #[test]
