@@ -547,3 +547,37 @@ fn check_accepts_only_an_absolute_http_public_url() {
         }
     }
 }
+
+/// The route is bounded like every unauthenticated one: a body declared
+/// over 1 MiB is 413 from the head, another method is 405, and a path
+/// segment that is not a code (too long, other characters) is the one 404
+/// page without a store read.
+#[test]
+fn the_route_refuses_what_is_not_a_confirmation() {
+    let smtp = Smtp::start();
+    let work = Workdir::new(&config(&smtp, "1h", None));
+    let s = InProcess::start(&work, utc("2026-12-01T10:00:00Z"));
+    let code = "AAAAAAAAAAAAAAAAAAAAAA";
+    let unknown = open(s.addr, code);
+    assert_eq!(unknown.status, 404);
+    let huge = request(
+        s.addr,
+        "POST",
+        &format!("/ack/{code}"),
+        &[],
+        &vec![b'x'; 1024 * 1024 + 1],
+    );
+    assert_eq!(huge.status, 413, "{}", huge.body);
+    let put = request(s.addr, "PUT", &format!("/ack/{code}"), &[], b"");
+    assert_eq!(put.status, 405);
+    assert_eq!(put.header("allow"), Some("GET, POST"));
+    for path in [
+        format!("/ack/{}", "A".repeat(4000)),
+        "/ack/AAAAAAAAAAAAAAAAAAAA%41A".to_string(),
+        "/ack/".to_string(),
+    ] {
+        let reply = open(s.addr, path.trim_start_matches("/ack/"));
+        assert_eq!((reply.status, &reply.body), (404, &unknown.body), "{path}");
+    }
+    s.stop();
+}
