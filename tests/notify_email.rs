@@ -177,6 +177,7 @@ fn sample_page(key: &str) -> Page {
         threshold: chrono::TimeDelta::hours(6),
         max_silence: None,
         test: false,
+        ack_url: None,
     }
 }
 

@@ -36,6 +36,9 @@ fn firing() -> Page {
         threshold: TimeDelta::hours(6),
         max_silence: Some(TimeDelta::hours(72)),
         test: false,
+        // Issue #30: a firing stream page carries its acknowledge link; the
+        // resolve, test and other-kind pages built from this one must not.
+        ack_url: Some("https://hw.example.com/ack/q7Yw0sXk3nB9vLmP2rT4uA".into()),
     }
 }
 
@@ -143,6 +146,11 @@ fn email_text() {
         ..firing()
     };
     insta::assert_snapshot!("email_reminder_subject", payload::email_subject(&reminder));
+    insta::assert_snapshot!(
+        "email_firing_html",
+        payload::email_html_body(&firing()).expect("a firing page with a link has an HTML part")
+    );
+    assert_eq!(payload::email_html_body(&resolved()), None);
     let test = Page {
         test: true,
         ..firing()
@@ -468,6 +476,23 @@ fn hostile_fields_are_escaped_for_every_medium() {
     insta::assert_snapshot!("hostile_email", format!("{subject}\n\n{body}"));
     assert!(!subject.contains('\u{202E}') && !body.contains('\u{202E}'));
     assert!(!body.lines().any(|l| l.starts_with("• Alert id")), "{body}");
+    // The HTML part (a hostile summary on a stream page with a link): the
+    // only element with an href is hushwatch's own link.
+    let html = payload::email_html_body(&Page {
+        alert_kind: "silence".into(),
+        ..page.clone()
+    })
+    .expect("html part");
+    assert_eq!(html.matches("href=").count(), 1, "{html}");
+    assert!(
+        !html.contains("<!channel>") && !html.contains("<https://evil"),
+        "{html}"
+    );
+    assert!(
+        html.contains("&lt;https://evil.example/login|Click"),
+        "{html}"
+    );
+    assert!(!html.contains('\u{202E}'), "{html}");
 
     // JSON bodies carry the text as it came (serde escapes it for JSON),
     // but within each receiver's limits.

@@ -680,3 +680,103 @@ fn bidi_controls_from_requests_never_reach_the_page() {
     assert!(page.body.contains("IdP migration"), "{}", page.body);
     assert!(page.body.contains(">ana<"), "{}", page.body);
 }
+
+/// Issue #30: an acknowledge link's pages in real Chromium. Opening the
+/// link (a plain GET, as a person or a link scanner does) renders the
+/// confirmation form and acknowledges nothing; pressing the form's button
+/// POSTs to the same URL (under the page's own CSP, `form-action 'self'`)
+/// and the episode is acknowledged by "link". Screenshots of both pages
+/// are saved under target/test-output/ack-link/.
+#[test]
+fn the_acknowledge_link_confirms_in_a_real_browser() {
+    let Some(path) = chromium() else { return };
+    let text = config("http://127.0.0.1:9/unused").replace(
+        "data_dir = \"data\"",
+        "data_dir = \"data\"\npublic_url = \"https://hushwatch.example.com\"",
+    );
+    let work = Workdir::new(&text);
+    // Monday 09:00 Tokyo + 6h of business time: firing.
+    let s = InProcess::start(&work, utc("2026-11-30T09:00:00+09:00"));
+    s.clock.advance(chrono::TimeDelta::seconds(6 * 3600 + 1));
+    wait_for(Duration::from_secs(60), "firing", || {
+        (stream_status(s.addr, "identity")["state"] == "firing").then_some(())
+    });
+    // The code a page would carry (the pages' own links are tested
+    // end to end in tests/ack_links.rs).
+    let store = s.app().store();
+    let started = s
+        .block_on(store.streams())
+        .unwrap()
+        .into_iter()
+        .find(|r| r.name == "identity")
+        .and_then(|r| r.firing_since)
+        .expect("firing since");
+    let code = hushwatch::store::ack_codes::new_code().unwrap();
+    assert!(s
+        .block_on(store.mint_ack_code(
+            code.sha256,
+            "identity".into(),
+            started,
+            chrono::TimeDelta::hours(1)
+        ))
+        .unwrap());
+    let url = format!("http://{}/ack/{}", s.addr, code.text);
+
+    let dom = run_chromium(&path, &["--dump-dom".to_string()], &url);
+    assert!(dom.contains("<form method=\"post\">"), "{dom}");
+    assert!(dom.contains("id=\"confirm\""), "{dom}");
+    assert_eq!(
+        stream_status(s.addr, "identity")["acknowledged"],
+        serde_json::Value::Null,
+        "opening the link acknowledged"
+    );
+
+    let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/test-output/ack-link");
+    std::fs::create_dir_all(&shots).unwrap();
+    for name in ["before.png", "after.png"] {
+        let _ = std::fs::remove_file(shots.join(name));
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/cdp_click.py");
+    let out = Command::new("python3")
+        .arg(&script)
+        .arg(&path)
+        .arg(&url)
+        .arg("confirm")
+        .arg(&shots)
+        .output()
+        .expect("run python3");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("report");
+    let before = &report["before"];
+    assert!(
+        before["text"]
+            .as_str()
+            .unwrap()
+            .contains("Acknowledge the alert on stream identity?"),
+        "{report}"
+    );
+    assert_eq!(before["title"], "Acknowledge alert - hushwatch", "{report}");
+    assert_eq!(
+        before["forms"],
+        serde_json::json!([{ "method": "post", "action": url }]),
+        "{report}"
+    );
+    assert_eq!(report["after"]["result"], "Acknowledged", "{report}");
+    assert_eq!(report["after"]["url"], url.as_str(), "{report}");
+    for name in ["before.png", "after.png"] {
+        assert!(shots.join(name).exists(), "no screenshot {name}");
+    }
+    assert_eq!(
+        stream_status(s.addr, "identity")["acknowledged"]["by"],
+        "link"
+    );
+    // The same link again, in the browser: the one page for spent codes.
+    let spent = run_chromium(&path, &["--dump-dom".to_string()], &url);
+    assert!(spent.contains("This link is not valid"), "{spent}");
+    assert!(!spent.contains("<form"), "{spent}");
+    s.stop();
+}

@@ -97,5 +97,6 @@ pub fn test_page(config: &Config, notifier: &str, now: DateTime<Utc>) -> Page {
         threshold: stream.map_or(TimeDelta::hours(1), |s| s.policy.threshold),
         max_silence: stream.and_then(|s| s.policy.max_silence),
         test: true,
+        ack_url: None,
     }
 }

@@ -1,4 +1,5 @@
-//! `[server]`: listeners, data directory and the request body deadline.
+//! `[server]`: listeners, data directory, the request body deadline and
+//! the acknowledge links in pages (`public_url`, `ack_link_ttl`).
 //! (`max_streams` and `admin_token` are read by `config::templates`.)
 
 use super::reader::Reader;
@@ -19,6 +20,62 @@ pub struct ServerConfig {
     /// `body_timeout`: the whole request body must arrive within this time
     /// of the end of the head, else 408 and the connection is closed.
     pub body_timeout: std::time::Duration,
+    /// `public_url`: where people reach this sidecar's `/ack/{code}`; when
+    /// set, every firing stream page carries an acknowledge link.
+    pub public_url: Option<PublicUrl>,
+    /// `ack_link_ttl`: how long an acknowledge link works (default 24h).
+    pub ack_link_ttl: TimeDelta,
+}
+
+/// The default `ack_link_ttl`: a day covers a page read the next morning.
+pub const ACK_LINK_TTL: TimeDelta = TimeDelta::hours(24);
+
+/// The longest accepted `public_url`, in bytes: a link must fit every
+/// receiver's field (a Slack button's `url` takes 3,000 characters).
+pub const PUBLIC_URL_MAX: usize = 1024;
+
+/// `[server] public_url`, parsed: an absolute `http(s)` URL without
+/// credentials, query or fragment, kept without its trailing `/`. `check`
+/// and the links in pages use this one parser ([`PublicUrl::parse`]) and
+/// this one way to build a link ([`PublicUrl::ack_link`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PublicUrl(String);
+
+impl PublicUrl {
+    pub fn parse(text: &str) -> Result<PublicUrl, String> {
+        if text.len() > PUBLIC_URL_MAX {
+            return Err(format!("must be at most {PUBLIC_URL_MAX} bytes"));
+        }
+        // The value is not quoted back: it might carry a password.
+        let url = url::Url::parse(text).map_err(|e| {
+            format!("is not an absolute URL ({e}); use e.g. \"https://hushwatch.example.com\"")
+        })?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err("must be an http:// or https:// URL".to_string());
+        }
+        if url.host_str().is_none_or(str::is_empty) {
+            return Err("has no host".to_string());
+        }
+        if !url.username().is_empty() || url.password().is_some() {
+            // A password would travel in every page.
+            return Err("must not carry a user name or password".to_string());
+        }
+        if url.query().is_some() || url.fragment().is_some() {
+            return Err(
+                "must not have a query or fragment: links are PUBLIC_URL/ack/CODE".to_string(),
+            );
+        }
+        Ok(PublicUrl(url.as_str().trim_end_matches('/').to_string()))
+    }
+
+    /// The link that opens `code`'s confirmation page.
+    pub fn ack_link(&self, code: &str) -> String {
+        format!("{}/ack/{code}", self.0)
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
 }
 
 pub(super) fn read_server(r: &mut Reader<'_>, root: &Table, base_dir: &Path) -> ServerConfig {
@@ -34,6 +91,8 @@ pub(super) fn read_server(r: &mut Reader<'_>, root: &Table, base_dir: &Path) -> 
             "body_timeout",
             "max_streams",
             "admin_token",
+            "public_url",
+            "ack_link_ttl",
             super::watchdog::SERVER_KEYS[0],
             super::watchdog::SERVER_KEYS[1],
         ],
@@ -56,12 +115,40 @@ pub(super) fn read_server(r: &mut Reader<'_>, root: &Table, base_dir: &Path) -> 
     }
     let admin_listen = read_admin_listen(r, t, listen);
     let body_timeout = read_body_timeout(r, t);
+    let public_url =
+        r.opt_string("server", t, "public_url")
+            .and_then(|text| match PublicUrl::parse(&text) {
+                Ok(url) => Some(url),
+                Err(reason) => {
+                    r.error("server.public_url", reason);
+                    None
+                }
+            });
+    let ack_link_ttl = read_ack_link_ttl(r, t);
     ServerConfig {
         listen,
         admin_listen,
         data_dir: base_dir.join(data_dir),
         body_timeout,
+        public_url,
+        ack_link_ttl,
     }
+}
+
+/// `[server] ack_link_ttl`: default 24h; at least 1s, at most 7d (a link
+/// in an old mail should not outlive a week).
+fn read_ack_link_ttl(r: &mut Reader<'_>, t: &Table) -> TimeDelta {
+    let Some(d) = r.opt_duration("server", t, "ack_link_ttl") else {
+        return ACK_LINK_TTL;
+    };
+    if d < TimeDelta::seconds(1) || d > TimeDelta::days(7) {
+        r.error(
+            "server.ack_link_ttl",
+            "must be between 1s and 7d (e.g. \"24h\")",
+        );
+        return ACK_LINK_TTL;
+    }
+    d
 }
 
 /// `[server] admin_listen`: optional, and never the same socket as `listen`

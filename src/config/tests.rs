@@ -732,6 +732,53 @@ fn body_timeout_defaults_to_ten_seconds_and_is_checked() {
     }
 }
 
+#[test]
+fn public_url_is_an_absolute_http_url_and_ack_link_ttl_defaults_to_a_day() {
+    let c = parse_ok(FULL);
+    assert_eq!(c.server.public_url, None);
+    assert_eq!(c.server.ack_link_ttl, chrono::TimeDelta::hours(24));
+    let with = |lines: &str| {
+        FULL.replace(
+            "data_dir = \"data\"",
+            &format!("data_dir = \"data\"\n{lines}"),
+        )
+    };
+    let c = parse_ok(&with(
+        "public_url = \"https://hw.example.com/sub/\"\nack_link_ttl = \"2h\"",
+    ));
+    let url = c.server.public_url.expect("public_url");
+    assert_eq!(url.ack_link("CODE"), "https://hw.example.com/sub/ack/CODE");
+    assert_eq!(c.server.ack_link_ttl, chrono::TimeDelta::hours(2));
+    for bad in [
+        "\"hw.example.com\"",
+        "\"/ack\"",
+        "\"ftp://hw.example.com\"",
+        "\"mailto:ops@example.com\"",
+        "\"https://user:pw@hw.example.com\"",
+        "\"https://hw.example.com/?x=1\"",
+        "\"https://hw.example.com/#top\"",
+        "\"http://\"",
+        "7",
+    ] {
+        let errs = errors(&with(&format!("public_url = {bad}")));
+        assert!(
+            errs.iter().any(|e| e.starts_with("server.public_url")),
+            "{bad}: {errs:?}"
+        );
+    }
+    let long = format!("public_url = \"https://{}.example\"", "a".repeat(1100));
+    assert!(errors(&with(&long))
+        .iter()
+        .any(|e| e.starts_with("server.public_url: must be at most")));
+    for bad in ["\"0s\"", "\"8d\"", "\"soon\""] {
+        let errs = errors(&with(&format!("ack_link_ttl = {bad}")));
+        assert!(
+            errs.iter().any(|e| e.starts_with("server.ack_link_ttl")),
+            "{bad}: {errs:?}"
+        );
+    }
+}
+
 /// Tokens and secrets from `${VAR}` often end in a newline: trimmed, and a
 /// notice names the key without the value.
 #[test]

@@ -9,6 +9,7 @@ use crate::config::{Config, SvixConfig};
 use crate::ingest::svix_ops::OpEvent;
 use crate::metrics::Metrics;
 use crate::status::timeline::Timeline;
+use crate::store::ack_codes::{LinkState, LinkUse};
 use crate::store::idempotency::{Begun, IdempotencyKey, StoredAnswer};
 use crate::store::silences::{AckOutcome, NewSilence, SilenceRow};
 use crate::store::subscriptions::SubscriptionUpdate;
@@ -149,6 +150,12 @@ pub trait Api: Send + Sync {
         stream: String,
         call: super::silences::ReplayCall,
     ) -> Result<crate::store::forward::ReplayOutcome, Unavailable>;
+    /// Issue #30 (`http::ack_link`): what an acknowledge-link code (its
+    /// SHA-256) opens; changes nothing.
+    async fn open_ack_code(&self, code: [u8; 32]) -> Result<LinkState, Unavailable>;
+    /// Uses an acknowledge-link code: acknowledges its episode (audited,
+    /// `created_by` "link") and retires the episode's other codes.
+    async fn confirm_ack_code(&self, code: [u8; 32]) -> Result<LinkUse, Unavailable>;
 
     /// Issue #30 (`http::idempotency`): claims an `Idempotency-Key`, or says
     /// who has it.

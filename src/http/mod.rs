@@ -11,6 +11,7 @@
 //! for [`write_deadline::WRITE_STALL`] (a client that does not read) fails
 //! and closes the connection.
 
+mod ack_link;
 pub mod api;
 mod body;
 mod idempotency;

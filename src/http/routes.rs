@@ -47,7 +47,11 @@ impl Routes {
             Routes::Public => !is_admin(segments),
             // Probes answer on both, so they can follow whichever port a
             // deployment exposes to its orchestrator.
-            Routes::Admin => is_admin(segments) || matches!(segments, ["healthz"] | ["readyz"]),
+            // So do acknowledge links: `public_url` points at whichever
+            // one the people paged can open.
+            Routes::Admin => {
+                is_admin(segments) || matches!(segments, ["healthz"] | ["readyz"] | ["ack", _])
+            }
         }
     }
 }
@@ -85,6 +89,9 @@ async fn route(
             operator(app, &segments, req, body_deadline)
         })
         .await;
+    }
+    if let ["ack", code] = segments.as_slice() {
+        return super::ack_link::handle(app, code, req, body_deadline).await;
     }
     if super::silences::is_route(&segments) {
         if let Some(reply) = super::silences::route(app, &segments, req).await {

@@ -6,7 +6,7 @@
 
 use super::kind::AlertKind;
 use super::payload::{
-    local_and_utc, operator_hint, resolve_summary, rfc, test_prefix, ID_MAX, TEXT_MAX,
+    ack_link, local_and_utc, operator_hint, resolve_summary, rfc, test_prefix, ID_MAX, TEXT_MAX,
 };
 use super::{http::Client, text, Attempt, Kind, Outcome, Page};
 use crate::config::AlertmanagerConfig;
@@ -42,8 +42,13 @@ pub async fn send(
     });
     let results = futures_join_all(posts).await;
     if results.contains(&Outcome::Delivered) {
+        let link = super::link_secrets(page.ack_url.as_deref());
+        let link: Vec<&str> = link.iter().map(String::as_str).collect();
         for o in results.iter().filter(|o| **o != Outcome::Delivered) {
-            tracing::warn!(stream = %page.stream, outcome = ?o, "an Alertmanager cluster member did not accept the alert; another one did");
+            // A member's error text may echo the body, acknowledge link
+            // included (the returned outcome is scrubbed by `Sender`).
+            let shown = super::scrub(&format!("{o:?}"), &link);
+            tracing::warn!(stream = %page.stream, outcome = %shown, "an Alertmanager cluster member did not accept the alert; another one did");
         }
         return Outcome::Delivered;
     }
@@ -154,6 +159,11 @@ pub fn alerts(page: &Page) -> Value {
     // must not split one alert into two.
     if let Some(hint) = operator_hint(page) {
         alert["annotations"]["how_to_ack"] = json!(hint);
+    }
+    // Each re-post carries the link minted for it; Alertmanager keeps the
+    // newest annotations, and the earlier links keep working.
+    if let Some(url) = ack_link(page) {
+        alert["annotations"]["ack_url"] = json!(url);
     }
     json!([alert])
 }

@@ -11,14 +11,15 @@
 //! same thread id.
 
 use super::payload::{
-    endpoint_fact, hint_label, local_and_utc, minutes_text, operator_hint, test_prefix, ID_MAX,
-    TEXT_MAX,
+    ack_link, endpoint_fact, hint_label, local_and_utc, minutes_text, operator_hint, test_prefix,
+    ACK_LINK_NOTE, ID_MAX, TEXT_MAX,
 };
 use super::{redact_url, text, Attempt, Kind, Outcome, Page};
 use crate::config::notifiers::smtp_transport;
 use crate::config::EmailConfig;
 use crate::domain::duration::format_duration;
 use lettre::message::header::ContentType;
+use lettre::message::MultiPart;
 use lettre::{AsyncTransport, Message};
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -48,14 +49,36 @@ pub fn build_message(config: &EmailConfig, page: &Page) -> Result<Message, Strin
         .subject(subject(page))
         .message_id(Some(message_id(page)))
         .references(thread_id(page))
-        .in_reply_to(thread_id(page))
-        .header(ContentType::TEXT_PLAIN);
+        .in_reply_to(thread_id(page));
     for to in &config.to {
         b = b.to(to.clone());
     }
     // lettre picks 7bit or quoted-printable (long lines) by itself.
-    b.body(body(page))
-        .map_err(|e| format!("cannot build the message: {e}"))
+    let built = match html_body(page) {
+        // With an acknowledge link: text and HTML alternatives, so a mail
+        // client that shows HTML gets a button and every other the URL.
+        Some(html) => b.multipart(MultiPart::alternative_plain_html(body(page), html)),
+        None => b.header(ContentType::TEXT_PLAIN).body(body(page)),
+    };
+    built.map_err(|e| format!("cannot build the message: {e}"))
+}
+
+/// The HTML part of a page that carries an acknowledge link (`None`
+/// otherwise: those stay plain text). The link is a plain `<a>`; the rest
+/// is the text body in a `<pre>`. Every character of page text is
+/// escaped, so a summary cannot add markup or a link of its own.
+pub fn html_body(page: &Page) -> Option<String> {
+    let url = ack_link(page)?;
+    Some(format!(
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{title}</title></head>\n<body>\n\
+         <p><a href=\"{href}\" style=\"display:inline-block;padding:10px 18px;background:#b3261e;color:#ffffff;text-decoration:none;border-radius:4px;font-family:sans-serif;font-weight:bold\">Acknowledge this alert</a></p>\n\
+         <p style=\"font-family:sans-serif;font-size:13px;color:#555555\">{note}.</p>\n\
+         <pre style=\"font-family:monospace;white-space:pre-wrap\">{text}</pre>\n</body></html>\n",
+        title = text::html(&subject(page)),
+        href = text::html(url),
+        note = text::html(ACK_LINK_NOTE),
+        text = text::html(&body(page)),
+    ))
 }
 
 pub async fn send(config: &EmailConfig, page: &Page, timeout: Duration) -> Outcome {
@@ -140,6 +163,10 @@ pub fn body(page: &Page) -> String {
     let _ = writeln!(b, "{}", text::bounded_line(&page.summary, TEXT_MAX, ""));
     b.push('\n');
     let _ = writeln!(b, "Severity:        {}", page.severity);
+    if let Some(url) = ack_link(page) {
+        let _ = writeln!(b, "Acknowledge:     {url}");
+        let _ = writeln!(b, "                 ({ACK_LINK_NOTE})");
+    }
     if !page.is_silence() {
         let _ = writeln!(b, "Kind:            {}", page.alert_kind);
         if let Some((label, endpoint, source)) = endpoint_fact(page) {

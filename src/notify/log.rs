@@ -1,7 +1,9 @@
 //! `kind = "log"`: one JSON line per page on standard output (logs go to
 //! stderr, so stdout carries only pages).
 
-use super::payload::{full_summary, local_and_utc, minutes_text, operator_hint, rfc, ID_MAX};
+use super::payload::{
+    ack_link, full_summary, local_and_utc, minutes_text, operator_hint, rfc, ID_MAX,
+};
 use super::{text, Attempt, Kind, Outcome, Page};
 use crate::config::LogConfig;
 use crate::domain::duration::format_duration;
@@ -47,6 +49,9 @@ pub fn json_line(page: &Page, sent_at: DateTime<Utc>) -> Value {
     });
     if let Some(hint) = operator_hint(page) {
         v["how_to_ack"] = json!(hint);
+    }
+    if let Some(url) = ack_link(page) {
+        v["ack_url"] = json!(url);
     }
     if page.is_silence() {
         v["silent_since"] = json!(page.silent_since.map(|t| local_and_utc(page, t)));

@@ -70,6 +70,10 @@ pub struct Page {
     pub max_silence: Option<TimeDelta>,
     /// A `notify-test` page, clearly labelled as such.
     pub test: bool,
+    /// Issue #30: the acknowledge link minted for this send of a firing
+    /// stream page (`[server] public_url`; `service::delivery`). Never
+    /// shown on resolves, test pages or other kinds (`payload::ack_link`).
+    pub ack_url: Option<String>,
 }
 
 /// Severity of every silence page (no per-stream setting yet).
@@ -133,6 +137,7 @@ impl Page {
             threshold: stream.map_or(TimeDelta::zero(), |s| s.policy.threshold),
             max_silence: stream.and_then(|s| s.policy.max_silence),
             test: false,
+            ack_url: None,
         };
         if let Some(text) = payload::resolve_summary(&page) {
             page.summary = text;
@@ -314,10 +319,23 @@ impl Sender {
             timeout,
         };
         let outcome = kind_of(&notifier.kind).send(&attempt, page).await;
-        let secrets = secrets_of(notifier);
+        let mut secrets = secrets_of(notifier);
+        // A receiver that echoes the body in its error must not put the
+        // one-time acknowledge link into a log line.
+        secrets.extend(link_secrets(page.ack_url.as_deref()));
         let secrets: Vec<&str> = secrets.iter().map(String::as_str).collect();
         outcome.scrubbed(&secrets)
     }
+}
+
+/// The page's acknowledge link and its code (the last path segment), for
+/// scrubbing from outcome texts: a code must never reach a log.
+pub fn link_secrets(ack_url: Option<&str>) -> Vec<String> {
+    let Some(url) = ack_url else {
+        return Vec::new();
+    };
+    let code = url.rsplit('/').next().unwrap_or_default().to_string();
+    vec![url.to_string(), code]
 }
 
 /// Every secret a notifier holds, for scrubbing: as written in the config
@@ -404,6 +422,19 @@ mod tests {
         let secrets = secrets_of(&notifier);
         assert!(secrets.contains(&"p%40ssw0rd".to_string()), "{secrets:?}");
         assert!(secrets.contains(&"p@ssw0rd".to_string()), "{secrets:?}");
+    }
+
+    #[test]
+    fn an_echoed_acknowledge_link_is_scrubbed_whole_or_as_its_code() {
+        let secrets = link_secrets(Some("https://hw.example/ack/q7Yw0sXk3nB9vLmP2rT4uA"));
+        let secrets: Vec<&str> = secrets.iter().map(String::as_str).collect();
+        assert_eq!(
+            scrub(
+                "400: bad ack_url https://hw.example/ack/q7Yw0sXk3nB9vLmP2rT4uA (q7Yw0sXk3nB9vLmP2rT4uA)",
+                &secrets
+            ),
+            "400: bad ack_url <redacted> (<redacted>)"
+        );
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! `kind = "pagerduty"`: Events API v2. The `dedup_key` (alert id) makes a
 //! retried trigger collapse into the same incident; the resolve closes it.
 
-use super::payload::{details, full_summary, rfc, test_prefix, ID_MAX};
+use super::payload::{ack_link, details, full_summary, rfc, test_prefix, ID_MAX};
 use super::{http::Client, text, Attempt, Kind, Outcome, Page};
 use crate::config::PagerDutyConfig;
 use serde_json::{json, Value};
@@ -60,7 +60,7 @@ pub fn event(config: &PagerDutyConfig, page: &Page) -> Value {
     if summary != line {
         details["summary"] = json!(full_summary(page));
     }
-    json!({
+    let mut event = json!({
         "routing_key": config.routing_key.expose(),
         "event_action": "trigger",
         "dedup_key": dedup_key,
@@ -75,5 +75,19 @@ pub fn event(config: &PagerDutyConfig, page: &Page) -> Value {
             "class": page.alert_kind,
             "custom_details": details,
         },
-    })
+    });
+    // Events API v2 `links` (href and text): PagerDuty sets no length of
+    // its own on them; the link is bounded by `config::server::PUBLIC_URL_MAX`
+    // plus the code, far inside the 512 KB event.
+    if let Some(url) = ack_link(page).filter(|u| u.len() <= PD_LINK_MAX) {
+        event["links"] = json!([{ "href": url, "text": ACK_LINK_TEXT }]);
+    }
+    event
 }
+
+/// The longest acknowledge link put in `links` (a longer one cannot come
+/// from a valid `public_url`; the link stays in `custom_details` anyway).
+pub const PD_LINK_MAX: usize = 2048;
+
+/// The text of the acknowledge link in PagerDuty and Slack.
+pub const ACK_LINK_TEXT: &str = "Acknowledge in hushwatch";

@@ -146,6 +146,18 @@ pub(super) fn endpoint_fact(page: &Page) -> Option<(&'static str, &str, Option<&
     Some((label, endpoint, page.source.as_deref().filter(|_| svix)))
 }
 
+/// The acknowledge link of a firing stream page (issue #30): only those
+/// can be acknowledged (other kinds are silenced by kind), and a resolve
+/// or a test page never carries one.
+pub fn ack_link(page: &Page) -> Option<&str> {
+    page.ack_url
+        .as_deref()
+        .filter(|_| page.firing && !page.test && page.is_silence())
+}
+
+/// What a page says beside its acknowledge link.
+pub const ACK_LINK_NOTE: &str = "opens a confirmation page; works until the alert resolves or the link expires, and the first link used retires the others";
+
 /// The label in front of [`operator_hint`] in text pages.
 pub(super) fn hint_label(page: &Page) -> &'static str {
     if page.is_silence() {
@@ -172,13 +184,18 @@ pub fn details(page: &Page) -> Value {
     if let Some(hint) = operator_hint(page) {
         v["how_to_ack"] = json!(hint);
     }
+    if let Some(url) = ack_link(page) {
+        v["ack_url"] = json!(url);
+    }
     v
 }
 
 // Each kind's payload lives in its own module, beside its sender; these
 // keep the paths the golden tests and older callers use.
 pub use super::alertmanager::{alertname, alerts as alertmanager_alerts, AM_SUMMARY_MAX};
-pub use super::email::{body as email_body, subject as email_subject, EMAIL_SUBJECT_MAX};
+pub use super::email::{
+    body as email_body, html_body as email_html_body, subject as email_subject, EMAIL_SUBJECT_MAX,
+};
 pub use super::log::json_line as log_line;
 pub use super::pagerduty::{event as pagerduty_event, PD_DEDUP_KEY_MAX, PD_SUMMARY_MAX};
 pub use super::slack::{message as slack_message, SLACK_SUMMARY_MAX, SLACK_TEXT_MAX};

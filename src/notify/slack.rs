@@ -2,7 +2,7 @@
 //! so it is only ever shown as `https://hooks.slack.com`.
 
 use super::payload::{
-    endpoint_fact, hint_label, local_and_utc, operator_hint, test_prefix, ID_MAX,
+    ack_link, endpoint_fact, hint_label, local_and_utc, operator_hint, test_prefix, ID_MAX,
 };
 use super::{http::Client, text, Attempt, Kind, Outcome, Page};
 use crate::config::SlackConfig;
@@ -102,5 +102,22 @@ pub fn message(page: &Page) -> Value {
             text::slack_code(&hint, SLACK_SUMMARY_MAX)
         );
     }
-    json!({ "text": text })
+    let mut message = json!({ "text": text });
+    // A link button (Block Kit, in an attachment so the full `text` above
+    // still shows): clicking it opens the confirmation page, which alone
+    // acknowledges. The URL is ours (public_url plus a base64url code).
+    if let Some(url) = ack_link(page) {
+        message["attachments"] = json!([{
+            "blocks": [{
+                "type": "actions",
+                "elements": [{
+                    "type": "button",
+                    "text": { "type": "plain_text", "text": super::pagerduty::ACK_LINK_TEXT },
+                    "url": url,
+                    "style": "primary",
+                }],
+            }],
+        }]);
+    }
+    message
 }

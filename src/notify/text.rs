@@ -128,6 +128,26 @@ fn slack_char(c: char, out: &mut String) {
     }
 }
 
+/// HTML element content and quoted attribute values (the email's HTML
+/// part): `&`, `<`, `>`, `"` and `'` escaped; hidden characters replaced,
+/// as in every other rendering. Not bounded: callers bound the text.
+pub fn html(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            '\n' | '\t' => out.push(c),
+            c if is_hidden(c) => out.push(REPLACEMENT),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// An identifier (Alertmanager label value, PagerDuty `dedup_key`) of at
 /// most `max` characters. Unlike [`bounded`], two different long values
 /// never come out equal: a value that does not fit keeps its start plus a

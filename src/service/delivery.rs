@@ -189,7 +189,10 @@ impl Worker {
         row: &OutboxRow,
         token: Option<i64>,
     ) -> Result<(), StoreError> {
-        let page = Page::from_row(row, config);
+        let mut page = Page::from_row(row, config);
+        // Every send mints its own link, a retry after an unknown result
+        // included; the links of earlier sends stay valid (issue #30).
+        page.ack_url = mint_ack_link(app, config, row).await;
         let started = app.clock.now();
         let outcome = self.sender.send(notifier, &page, started).await;
         let now = app.clock.now();
@@ -305,8 +308,10 @@ impl Worker {
             let t = now + alertmanager::REPOST_EVERY;
             next = Some(next.map_or(t, |n| n.min(t)));
             let (worker, config, notifier) = (Arc::clone(self), Arc::clone(config), n.clone());
+            let app = Arc::clone(app);
             tasks.spawn(async move {
-                let page = Page::from_row(&row, &config);
+                let mut page = Page::from_row(&row, &config);
+                page.ack_url = mint_ack_link(&app, &config, &row).await;
                 let outcome = worker.sender.send(&notifier, &page, now).await;
                 if outcome != Outcome::Delivered {
                     tracing::warn!(notifier = %row.notifier, stream = %row.stream, outcome = ?outcome, "re-posting a firing alert to Alertmanager failed; trying again at the next re-post");
@@ -397,6 +402,37 @@ async fn queue_extras(app: &App, config: &Config) -> Result<Option<DateTime<Utc>
         next = Some(now + chrono::TimeDelta::seconds(1));
     }
     Ok(next)
+}
+
+/// A new acknowledge link for this send of a firing stream page, when
+/// `[server] public_url` is set (issue #30): a fresh code, stored as its
+/// SHA-256 for the page's episode. `None` for other pages, for an episode
+/// that ended meanwhile (its resolve follows), and when the code cannot be
+/// stored: the page then goes out without a link rather than not at all.
+/// The code itself is never logged.
+async fn mint_ack_link(app: &App, config: &Config, row: &OutboxRow) -> Option<String> {
+    let base = config.server.public_url.as_ref()?;
+    let started = row.started_at?;
+    if row.state != AlertState::Firing || row.alert_kind != crate::notify::ALERT_KIND {
+        return None;
+    }
+    let Some(code) = crate::store::ack_codes::new_code() else {
+        tracing::error!(stream = %row.stream, page = %row.page_key, "no system randomness for an acknowledge link; the page goes out without one");
+        return None;
+    };
+    let ttl = config.server.ack_link_ttl;
+    match app
+        .store
+        .mint_ack_code(code.sha256, row.stream.clone(), started, ttl)
+        .await
+    {
+        Ok(true) => Some(base.ack_link(&code.text)),
+        Ok(false) => None,
+        Err(e) => {
+            tracing::warn!(stream = %row.stream, page = %row.page_key, error = %e, "could not store an acknowledge link; the page goes out without one");
+            None
+        }
+    }
 }
 
 fn log_failed(notifier: &str, row: &OutboxRow, error: &str) {

@@ -10,6 +10,7 @@ use crate::http::api::{Api, Created, Unavailable};
 use crate::ingest::svix_ops::OpEvent;
 use crate::metrics::Metrics;
 use crate::status::timeline::Timeline;
+use crate::store::ack_codes::{LinkState, LinkUse};
 use crate::store::idempotency::{Begun, IdempotencyKey, StoredAnswer};
 use crate::store::nul::{nul_safe, nul_safe_event, nul_safe_op, nul_safe_update};
 use crate::store::silences::{AckOutcome, NewSilence, SilenceRow};
@@ -291,6 +292,16 @@ impl Api for App {
             self.outbox_wake.notify_one();
         }
         Ok(outcome)
+    }
+
+    async fn open_ack_code(&self, code: [u8; 32]) -> Result<LinkState, Unavailable> {
+        self.guarded(self.store().open_ack_code(code)).await
+    }
+
+    async fn confirm_ack_code(&self, code: [u8; 32]) -> Result<LinkUse, Unavailable> {
+        let audit = self.config().audit.enabled;
+        self.guarded(self.store().confirm_ack_code(code, audit))
+            .await
     }
 
     async fn idempotency_begin(&self, key: IdempotencyKey) -> Result<Begun, Unavailable> {

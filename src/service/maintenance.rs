@@ -1,6 +1,6 @@
 //! Periodic housekeeping: audit checkpoints (and one at shutdown), pruning
-//! the delivery-id dedup set and expired idempotency keys, and audit
-//! retention.
+//! the delivery-id dedup set, expired idempotency keys and acknowledge
+//! links, and audit retention.
 
 use super::app::App;
 use chrono::TimeDelta;
@@ -127,6 +127,12 @@ async fn prune(app: &App) {
         Ok(n) if n > 0 => tracing::info!(removed = n, "pruned expired idempotency keys"),
         Ok(_) => {}
         Err(e) => tracing::error!(error = %e, "pruning idempotency keys failed"),
+    }
+    // Issue #30: acknowledge-link codes that expired or whose episode ended.
+    match app.store.prune_ack_codes().await {
+        Ok(n) if n > 0 => tracing::info!(removed = n, "pruned expired acknowledge links"),
+        Ok(_) => {}
+        Err(e) => tracing::error!(error = %e, "pruning acknowledge links failed"),
     }
     if let Some(retain) = app.config().audit.retain {
         match app.store.audit_prune(now - retain).await {

@@ -314,5 +314,6 @@ fn emergency_page(
         threshold: TimeDelta::zero(),
         max_silence: None,
         test: false,
+        ack_url: None,
     }
 }

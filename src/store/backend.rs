@@ -412,6 +412,39 @@ pub trait Backend: Send + Sync + 'static {
     /// Deletes the records expired at `now`.
     async fn prune_idempotency(&self, now: DateTime<Utc>) -> StoreResult<usize>;
 
+    /// Issue #30: stores an acknowledge-link code (its SHA-256) for the
+    /// episode of `stream` that started at `started_at`, valid until
+    /// `expires_at`, after deleting the codes expired at `now`; false (and
+    /// nothing stored) when that episode is not the stream's firing one.
+    async fn mint_ack_code(
+        &self,
+        code: [u8; 32],
+        stream: String,
+        started_at: DateTime<Utc>,
+        now: DateTime<Utc>,
+        expires_at: DateTime<Utc>,
+    ) -> StoreResult<bool>;
+
+    /// What an acknowledge-link code opens at `now`; changes nothing.
+    async fn open_ack_code(
+        &self,
+        code: [u8; 32],
+        now: DateTime<Utc>,
+    ) -> StoreResult<super::ack_codes::LinkState>;
+
+    /// Uses an acknowledge-link code: acknowledges its episode as
+    /// `acknowledge` does (`created_by` "link") and, in the same
+    /// transaction, deletes the code and retires the episode's others.
+    async fn confirm_ack_code(
+        &self,
+        code: [u8; 32],
+        now: DateTime<Utc>,
+        audit: bool,
+    ) -> StoreResult<super::ack_codes::LinkUse>;
+
+    /// Deletes the codes expired at `now` and those of ended episodes.
+    async fn prune_ack_codes(&self, now: DateTime<Utc>) -> StoreResult<usize>;
+
     /// Streams whose arrival a commit moved, on any replica.
     fn changes(&self) -> broadcast::Receiver<Change>;
 

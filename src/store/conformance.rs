@@ -1616,3 +1616,6 @@ mod idempotency;
 /// Relay mode's stored deliveries, claims, failure runs, dead letters and
 /// replays (`store::forward`).
 mod forward;
+
+/// Acknowledge-link codes (`store::ack_codes`, issue #30).
+mod ack_codes;

@@ -155,6 +155,8 @@ pub(crate) const STEPS: &[Step] = &[
         sqlite: Some(super::forward::MIGRATION_SQLITE),
         postgres: Some(super::forward::MIGRATION_PG),
     },
+    // Issue #30: acknowledge-link codes (SHA-256 only).
+    Step::both("0021_ack_codes", super::ack_codes::MIGRATION),
 ];
 
 /// Frozen: what SQLite's positional `user_version` N stood for (the first

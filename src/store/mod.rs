@@ -10,6 +10,7 @@
 //! All times are stored as integer milliseconds since the Unix epoch, so
 //! sub-millisecond precision of the `DateTime`s passed in is dropped.
 
+pub mod ack_codes;
 mod arrivals;
 pub mod location;
 pub mod nul;

@@ -470,6 +470,41 @@ impl Backend for SqliteBackend {
         self.call(move |c| super::idempotency::prune(c, now)).await
     }
 
+    async fn mint_ack_code(
+        &self,
+        code: [u8; 32],
+        stream: String,
+        started_at: DateTime<Utc>,
+        now: DateTime<Utc>,
+        expires_at: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        self.call(move |c| super::ack_codes::mint(c, &code, &stream, started_at, now, expires_at))
+            .await
+    }
+
+    async fn open_ack_code(
+        &self,
+        code: [u8; 32],
+        now: DateTime<Utc>,
+    ) -> StoreResult<super::ack_codes::LinkState> {
+        self.call(move |c| super::ack_codes::open(c, &code, now))
+            .await
+    }
+
+    async fn confirm_ack_code(
+        &self,
+        code: [u8; 32],
+        now: DateTime<Utc>,
+        audit: bool,
+    ) -> StoreResult<super::ack_codes::LinkUse> {
+        self.call(move |c| super::ack_codes::confirm(c, &code, now, audit))
+            .await
+    }
+
+    async fn prune_ack_codes(&self, now: DateTime<Utc>) -> StoreResult<usize> {
+        self.call(move |c| super::ack_codes::prune(c, now)).await
+    }
+
     async fn svix_grown(&self, source: String) -> StoreResult<Vec<(String, Option<String>)>> {
         self.call(move |c| svix::grown(c, &source)).await
     }

@@ -10,6 +10,7 @@
 //! caller's back: a failed commit may or may not have happened, and only
 //! the sender's retry (deduplicated) can settle that.
 
+mod ack_codes;
 pub(crate) mod audit_reader;
 mod batch;
 mod bulk;
@@ -554,6 +555,42 @@ impl Backend for PgBackend {
 
     async fn prune_idempotency(&self, now: DateTime<Utc>) -> StoreResult<usize> {
         in_tx!(self, |tx| idempotency::prune(&tx, now).await?)
+    }
+
+    async fn mint_ack_code(
+        &self,
+        code: [u8; 32],
+        stream: String,
+        started_at: DateTime<Utc>,
+        now: DateTime<Utc>,
+        expires_at: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        in_tx!(self, |tx| ack_codes::mint(
+            &tx, &code, &stream, started_at, now, expires_at
+        )
+        .await?)
+    }
+
+    async fn open_ack_code(
+        &self,
+        code: [u8; 32],
+        now: DateTime<Utc>,
+    ) -> StoreResult<crate::store::ack_codes::LinkState> {
+        in_tx!(self, |tx| ack_codes::open(&tx, &code, now).await?)
+    }
+
+    async fn confirm_ack_code(
+        &self,
+        code: [u8; 32],
+        now: DateTime<Utc>,
+        audit: bool,
+    ) -> StoreResult<crate::store::ack_codes::LinkUse> {
+        in_tx!(self, |tx| ack_codes::confirm(&tx, &code, now, audit)
+            .await?)
+    }
+
+    async fn prune_ack_codes(&self, now: DateTime<Utc>) -> StoreResult<usize> {
+        in_tx!(self, |tx| ack_codes::prune(&tx, now).await?)
     }
 
     async fn svix_grown(&self, source: String) -> StoreResult<Vec<(String, Option<String>)>> {

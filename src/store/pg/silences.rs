@@ -84,7 +84,7 @@ async fn exists(tx: &Tx<'_>, sql: &str, key: &str) -> Result<bool, StoreError> {
 }
 
 /// (alert_state, firing_since) of the stream, its row locked.
-async fn stream_state(
+pub(super) async fn stream_state(
     tx: &Tx<'_>,
     stream: &str,
 ) -> Result<Option<(AlertState, Option<i64>)>, StoreError> {
