@@ -892,6 +892,8 @@ fn example_config_names_file_keys() {
 fn example_env(name: &str) -> Option<String> {
     Some(match name {
         n if n.contains("URL") => "http://127.0.0.1:9/hook".into(),
+        // [store] encryption_key: 32 bytes of base64 (this is b"0123456789abcdef" twice).
+        n if n.ends_with("STORE_KEY") => "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=".into(),
         n if n.contains("SVIX") || n.contains("CLERK") || n.ends_with("WEBHOOK_SECRET") => {
             "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into()
         }
