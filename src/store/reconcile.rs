@@ -16,6 +16,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 
 use super::silences::lite;
 use super::subscriptions::{millis, time};
+use super::svix::Columns;
 use super::{AlertState, NewEvent, Store, StoreError, Transition};
 
 /// Migration step (SQLite and PostgreSQL alike: only portable types).
@@ -453,16 +454,7 @@ pub(super) fn states(conn: &Connection) -> Result<Vec<ReconcileRow>, StoreError>
 pub(super) fn latest_reports(conn: &Connection) -> Result<Vec<LatestReport>, StoreError> {
     let rows = conn
         .prepare_cached(sql::LATEST_REPORTS)?
-        .query_map([], |r| {
-            Ok((
-                r.get(0)?,
-                r.get(1)?,
-                r.get(2)?,
-                r.get(3)?,
-                r.get(4)?,
-                r.get(5)?,
-            ))
-        })?
+        .query_map([], ReportCols::lite)?
         .collect::<rusqlite::Result<Vec<_>>>()?
         .into_iter()
         .map(latest_report)
@@ -494,18 +486,7 @@ pub(super) fn subject_entries(
     limit: i64,
 ) -> Result<Vec<SubjectEntry>, StoreError> {
     let needle = subject_needle(subject);
-    let cols = |r: &rusqlite::Row<'_>| -> rusqlite::Result<SubjectCols> {
-        Ok((
-            r.get(0)?,
-            r.get(1)?,
-            r.get(2)?,
-            r.get(3)?,
-            r.get(4)?,
-            r.get(5)?,
-            r.get(6)?,
-            r.get(7)?,
-        ))
-    };
+    let cols = |r: &rusqlite::Row<'_>| SubjectCols::lite(r);
     let found = match window {
         Some((stream, since)) => conn
             .prepare_cached(&lite(sql::WINDOWED_SUBJECTS_LITE))?

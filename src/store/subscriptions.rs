@@ -12,6 +12,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 
 use super::ops::{queue_keyed_pages, KeyedAlert};
 use super::silences::lite;
+use super::svix::Columns;
 use super::{AlertState, StoreError, Transition};
 use crate::ingest::providers::{LifecycleNotice, SubscriptionExpiry};
 
@@ -271,7 +272,7 @@ pub(super) fn record(
     if !update.expiries.is_empty() {
         let rows = conn
             .prepare_cached(&lite(sql::CAP_ROWS))?
-            .query_map([&update.stream], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+            .query_map([&update.stream], Columns::lite)?
             .collect::<rusqlite::Result<Vec<_>>>()?;
         let mut evict = conn.prepare_cached(&lite(sql::EVICT))?;
         for subscription in over_cap(rows, MAX_PER_STREAM) {
@@ -283,17 +284,7 @@ pub(super) fn record(
 
 pub(super) fn all(conn: &Connection) -> Result<Vec<SubscriptionRow>, StoreError> {
     conn.prepare_cached(&lite(sql::ALL))?
-        .query_map([], |r| {
-            let cols = (
-                r.get(0)?,
-                r.get(1)?,
-                r.get(2)?,
-                r.get(3)?,
-                r.get(4)?,
-                r.get(5)?,
-            );
-            Ok((cols, r.get(6)?))
-        })?
+        .query_map([], |r| Ok((RowCols::lite(r)?, r.get(6)?)))?
         .collect::<rusqlite::Result<Vec<_>>>()?
         .into_iter()
         .map(|(cols, state)| subscription_row(cols, state))

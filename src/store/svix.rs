@@ -414,6 +414,39 @@ pub(super) fn apply(a: &SvixApply, id: &str) -> Option<Apply> {
     })
 }
 
+/// A row's columns, read in order into a tuple on either engine: the
+/// engines read rows into the tuple a shared constructor
+/// ([`endpoint_row`], `subscriptions::subscription_row`,
+/// `reconcile::subject_entry`, ...) takes, instead of each listing the
+/// columns again. (Used by the three folded files; `store::mod` would be
+/// its natural home.)
+pub(super) trait Columns: Sized {
+    fn lite(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self>;
+    fn pg(r: &tokio_postgres::Row) -> Result<Self, StoreError>;
+}
+
+macro_rules! columns {
+    ($($t:ident $i:tt),+) => {
+        impl<$($t),+> Columns for ($($t,)+)
+        where
+            $($t: rusqlite::types::FromSql + for<'a> tokio_postgres::types::FromSql<'a>),+
+        {
+            fn lite(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+                Ok(($(r.get($i)?,)+))
+            }
+            fn pg(r: &tokio_postgres::Row) -> Result<Self, StoreError> {
+                Ok(($(r.try_get($i).map_err(super::pg::pg_err)?,)+))
+            }
+        }
+    };
+}
+columns!(A 0, B 1);
+columns!(A 0, B 1, C 2);
+columns!(A 0, B 1, C 2, D 3);
+columns!(A 0, B 1, C 2, D 3, E 4, F 5);
+columns!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7);
+columns!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10, L 11);
+
 /// An endpoint's `disabled` and `disable_trigger` columns.
 pub(super) fn disable_state(disabled: i64, trigger: Option<&str>) -> Option<DisableTrigger> {
     match (disabled, trigger) {
@@ -1138,20 +1171,7 @@ pub(super) fn endpoints(
     let mut rows: Vec<SvixEndpointRow> = conn
         .prepare_cached(&lite(sql::ENDPOINTS))?
         .query_map(params![source, endpoint, REDELIVERED], |r| {
-            Ok(endpoint_row((
-                r.get(0)?,
-                r.get(1)?,
-                r.get(2)?,
-                r.get(3)?,
-                r.get(4)?,
-                r.get(5)?,
-                r.get(6)?,
-                r.get(7)?,
-                r.get(8)?,
-                r.get(9)?,
-                r.get(10)?,
-                r.get(11)?,
-            )))
+            Ok(endpoint_row(Columns::lite(r)?))
         })?
         .collect::<Result<_, _>>()?;
     let mut lost = conn.prepare_cached(&lite(sql::LOST))?;
@@ -1159,14 +1179,14 @@ pub(super) fn endpoints(
     for row in &mut rows {
         row.lost = lost
             .query_map(params![row.source, row.endpoint_id], |r| {
-                Ok(lost_message((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+                Ok(lost_message(Columns::lite(r)?))
             })?
             .collect::<Result<_, _>>()?;
         if row.recovered_total > 0 {
             row.recovered = recovered
                 .query_map(
                     params![row.source, row.endpoint_id, REDELIVERED, RECOVERED_SHOWN],
-                    |r| Ok(recovered_message((r.get(0)?, r.get(1)?, r.get(2)?))),
+                    |r| Ok(recovered_message(Columns::lite(r)?)),
                 )?
                 .collect::<Result<_, _>>()?;
         }

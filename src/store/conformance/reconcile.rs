@@ -62,24 +62,17 @@ async fn a_report_is_stored_once_and_audited_once(db: TestDb) {
     assert_eq!(rows[0].state, AlertState::Ok);
     // The last report instant only moves forward (a replica whose clock is
     // behind does not move it back).
-    clock.set(at(500));
-    assert!(store
-        .record_reconciliation(report("r2", false))
-        .await
-        .unwrap());
-    assert_eq!(
-        store.reconcile_states().await.unwrap()[0].last_report_at,
-        Some(at(1_000))
-    );
-    clock.set(at(3_000));
-    assert!(store
-        .record_reconciliation(report("r3", false))
-        .await
-        .unwrap());
-    assert_eq!(
-        store.reconcile_states().await.unwrap()[0].last_report_at,
-        Some(at(3_000))
-    );
+    for (now, id, last) in [(500, "r2", 1_000), (3_000, "r3", 3_000)] {
+        clock.set(at(now));
+        let report = report(id, false);
+        assert!(store.record_reconciliation(report).await.unwrap());
+        let states = store.reconcile_states().await.unwrap();
+        assert_eq!(
+            states[0].last_report_at,
+            Some(at(last)),
+            "a report at {now}"
+        );
+    }
     store.close().await.unwrap();
 }
 

@@ -12,6 +12,7 @@ use crate::store::reconcile::{
     revoke_alert, revoke_alert_key, sql, stale_alert, stale_key, subject_entry, subject_needle,
     LatestReport, NewReconciliation, ReconcileRow, ReconcileTransition, StaleGrant, SubjectEntry,
 };
+use crate::store::svix::Columns;
 use crate::store::StoreError;
 
 pub(super) async fn record(
@@ -54,16 +55,7 @@ pub(super) async fn latest_reports(tx: &Tx<'_>) -> Result<Vec<LatestReport>, Sto
     let reports = rows(tx, sql::LATEST_REPORTS, &[])
         .await?
         .iter()
-        .map(|r| {
-            latest_report((
-                get(r, 0)?,
-                get(r, 1)?,
-                get(r, 2)?,
-                get(r, 3)?,
-                get(r, 4)?,
-                get(r, 5)?,
-            ))
-        })
+        .map(|r| latest_report(Columns::pg(r)?))
         .collect::<Result<_, _>>()?;
     Ok(first_per_stream(reports))
 }
@@ -107,17 +99,7 @@ pub(super) async fn subject_entries(
     };
     let mut out = Vec::new();
     for r in found {
-        let cols = (
-            get(&r, 0)?,
-            get(&r, 1)?,
-            get(&r, 2)?,
-            get(&r, 3)?,
-            get(&r, 4)?,
-            get(&r, 5)?,
-            get(&r, 6)?,
-            get(&r, 7)?,
-        );
-        out.extend(subject_entry(cols, subject)?);
+        out.extend(subject_entry(Columns::pg(&r)?, subject)?);
     }
     Ok(out)
 }

@@ -7,9 +7,10 @@ use chrono::{DateTime, Utc};
 use super::ops::queue_keyed_pages;
 use super::sql::{exec, get, ms, opt, rows, state, state_str, Tx};
 use crate::store::subscriptions::{
-    horizon, over_cap, plausible_expiries, sql, subscription_row, transition_move, SubscriptionRow,
-    SubscriptionTransition, SubscriptionUpdate, MAX_PER_STREAM,
+    horizon, over_cap, plausible_expiries, sql, subscription_row, transition_move, RowCols,
+    SubscriptionRow, SubscriptionTransition, SubscriptionUpdate, MAX_PER_STREAM,
 };
+use crate::store::svix::Columns;
 use crate::store::StoreError;
 
 pub(super) async fn record(
@@ -38,7 +39,7 @@ pub(super) async fn record(
         let stored = rows(tx, sql::CAP_ROWS, &[&update.stream])
             .await?
             .iter()
-            .map(|r| Ok((get(r, 0)?, get(r, 1)?, get(r, 2)?)))
+            .map(Columns::pg)
             .collect::<Result<Vec<_>, StoreError>>()?;
         for subscription in over_cap(stored, MAX_PER_STREAM) {
             exec(tx, sql::EVICT, &[&update.stream, &subscription]).await?;
@@ -51,17 +52,7 @@ pub(super) async fn all(tx: &Tx<'_>) -> Result<Vec<SubscriptionRow>, StoreError>
     rows(tx, sql::ALL, &[])
         .await?
         .iter()
-        .map(|r| {
-            let cols = (
-                get(r, 0)?,
-                get(r, 1)?,
-                get(r, 2)?,
-                get(r, 3)?,
-                get(r, 4)?,
-                get(r, 5)?,
-            );
-            subscription_row(cols, state(get(r, 6)?)?)
-        })
+        .map(|r| subscription_row(RowCols::pg(r)?, state(get(r, 6)?)?))
         .collect()
 }
 

@@ -12,9 +12,9 @@ use super::sql::{exec, get, ms, one, opt, rows, Tx};
 use crate::domain::svix::{alert_changes, AlertChange, EndpointSummary};
 use crate::store::svix::{
     ack_place, apply, endpoint_row, event_changes, event_place, join_entry, learned, lost_message,
-    page_plans, recovered_message, redelivered, redelivery_hashes, sql, summary, SourceRows,
-    SvixApply, SvixEndpointRow, SvixPage, Write, GROUPED_ENDPOINT, RECOVERED_SHOWN, REDELIVERED,
-    REGROUPED,
+    page_plans, recovered_message, redelivered, redelivery_hashes, sql, summary, Columns,
+    SourceRows, SvixApply, SvixEndpointRow, SvixPage, Write, GROUPED_ENDPOINT, RECOVERED_SHOWN,
+    REDELIVERED, REGROUPED,
 };
 use crate::store::{EventOutcome, NewEvent, StoreError};
 
@@ -349,20 +349,7 @@ pub(super) async fn endpoints(
     let (source, endpoint) = only.map_or((None, None), |(s, e)| (Some(s), Some(e)));
     let mut out = Vec::new();
     for r in rows(tx, sql::ENDPOINTS, &[&source, &endpoint, &REDELIVERED]).await? {
-        out.push(endpoint_row((
-            get(&r, 0)?,
-            get(&r, 1)?,
-            get(&r, 2)?,
-            get(&r, 3)?,
-            get(&r, 4)?,
-            get(&r, 5)?,
-            get(&r, 6)?,
-            get(&r, 7)?,
-            get(&r, 8)?,
-            get(&r, 9)?,
-            get(&r, 10)?,
-            get(&r, 11)?,
-        )));
+        out.push(endpoint_row(Columns::pg(&r)?));
     }
     for row in &mut out {
         row.lost = rows(tx, sql::LOST, &[&row.source, &row.endpoint_id])
@@ -387,7 +374,7 @@ pub(super) async fn endpoints(
             row.recovered = rows(tx, sql::RECOVERED, &params)
                 .await?
                 .iter()
-                .map(|r| Ok(recovered_message((get(r, 0)?, get(r, 1)?, get(r, 2)?))))
+                .map(|r| Ok(recovered_message(Columns::pg(r)?)))
                 .collect::<Result<_, StoreError>>()?;
         }
     }
