@@ -265,6 +265,17 @@ pub(super) struct SourceRows {
     pub grouped: bool,
 }
 
+impl SourceRows {
+    /// From [`sql::ROWS`]'s three counts.
+    pub(super) fn of((own, tracked, grouped): (i64, i64, i64)) -> SourceRows {
+        SourceRows {
+            own: own > 0,
+            tracked,
+            grouped: grouped > 0,
+        }
+    }
+}
+
 /// Which row holds an endpoint's state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Place {
@@ -900,16 +911,12 @@ fn summary_for(
 // ---------------------------------------------------------------------------
 
 fn source_rows(conn: &Connection, source: &str, endpoint_id: &str) -> rusqlite::Result<SourceRows> {
-    conn.prepare_cached(&lite(sql::ROWS))?.query_row(
-        params![source, endpoint_id, GROUPED_ENDPOINT],
-        |r| {
-            Ok(SourceRows {
-                own: r.get::<_, i64>(0)? > 0,
-                tracked: r.get(1)?,
-                grouped: r.get::<_, i64>(2)? > 0,
-            })
-        },
-    )
+    conn.prepare_cached(&lite(sql::ROWS))?
+        .query_row(
+            params![source, endpoint_id, GROUPED_ENDPOINT],
+            Columns::lite,
+        )
+        .map(SourceRows::of)
 }
 
 fn read_summary(
@@ -919,11 +926,11 @@ fn read_summary(
 ) -> rusqlite::Result<EndpointSummary> {
     let disabled = conn
         .prepare_cached(&lite(sql::DISABLED))?
-        .query_row(params![source, endpoint_id], |r| Ok((r.get(0)?, r.get(1)?)))
+        .query_row(params![source, endpoint_id], Columns::lite)
         .optional()?;
     let (failing, lost) = conn
         .prepare_cached(&lite(sql::COUNTS))?
-        .query_row(params![source, endpoint_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        .query_row(params![source, endpoint_id], Columns::lite)?;
     Ok(summary(disabled, failing, lost))
 }
 
@@ -1268,6 +1275,8 @@ mod tests {
 
     #[test]
     fn an_acknowledgement_goes_to_the_grouped_row_only_without_a_row_of_its_own() {
+        assert_eq!(SourceRows::of((2, 7, 1)), rows(true, 7, true));
+        assert_eq!(SourceRows::of((0, 7, 0)), rows(false, 7, false));
         assert_eq!(ack_place(false, rows(true, 200, true)), Place::Own);
         assert_eq!(ack_place(true, rows(false, 200, true)), Place::Own);
         assert_eq!(

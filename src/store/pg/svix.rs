@@ -24,11 +24,7 @@ async fn source_rows(
     endpoint_id: &str,
 ) -> Result<SourceRows, StoreError> {
     let r = one(tx, sql::ROWS, &[&source, &endpoint_id, &GROUPED_ENDPOINT]).await?;
-    Ok(SourceRows {
-        own: get::<i64>(&r, 0)? > 0,
-        tracked: get(&r, 1)?,
-        grouped: get::<i64>(&r, 2)? > 0,
-    })
+    Ok(SourceRows::of(Columns::pg(&r)?))
 }
 
 /// Locks the endpoint's row for the rest of the transaction. With
@@ -66,7 +62,7 @@ async fn read_summary(
     endpoint_id: &str,
 ) -> Result<EndpointSummary, StoreError> {
     let disabled = match opt(tx, sql::DISABLED, &[&source, &endpoint_id]).await? {
-        Some(r) => Some((get(&r, 0)?, get(&r, 1)?)),
+        Some(r) => Some(Columns::pg(&r)?),
         None => None,
     };
     let r = one(tx, sql::COUNTS, &[&source, &endpoint_id]).await?;
