@@ -5,10 +5,18 @@
 //! report with `revoke_missed` drift queues its critical page in the same
 //! transaction. The "reconciliation has not run" alert's state lives in
 //! `reconcile_state`, moved by compare-and-set like the subscription alert.
+//!
+//! The decisions (`reconcile_move`, `first_per_stream`, `subject_matches`, ...)
+//! are pure functions here, tested once; the statements both engines run are
+//! written once in `sql`. This file's SQLite code and `pg::reconcile` only read
+//! rows, call the decision and write its outcome.
 
 use chrono::{DateTime, Utc};
 use rusqlite::{params, Connection, OptionalExtension};
 
+use super::silences::lite;
+use super::subscriptions::{millis, time};
+use super::svix::Columns;
 use super::{AlertState, NewEvent, Store, StoreError, Transition};
 
 /// Migration step (SQLite and PostgreSQL alike: only portable types).
@@ -90,14 +98,6 @@ pub(super) fn drift_counts(drift: &str) -> std::collections::BTreeMap<String, u6
     counts
 }
 
-/// Each stream's latest report; a tie in arrival keeps the greatest id.
-pub(super) const LATEST_REPORTS_SQL: &str = "SELECT r.stream, r.id, r.finished_at, r.received_at,
-        r.checked, r.drift
-    FROM reconciliations r
-    WHERE r.received_at = (SELECT max(x.received_at) FROM reconciliations x
-                           WHERE x.stream = r.stream)
-    ORDER BY r.stream, r.id DESC";
-
 /// An audit entry that names a subject (for the page wording).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SubjectEntry {
@@ -152,35 +152,6 @@ pub(super) fn stale_alert(key: &str) -> super::ops::KeyedAlert<'_> {
     }
 }
 
-/// Records a stale grant once; true (and its page queued) when new.
-pub(super) fn record_stale(
-    conn: &Connection,
-    g: &StaleGrant,
-    now: DateTime<Utc>,
-) -> rusqlite::Result<bool> {
-    let inserted = conn
-        .prepare_cached(
-            "INSERT INTO stale_grants (stream, delivery_id, subject, grant_event_time,
-                                       revoke_seq, recorded_at, revoke_delivery_id)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (stream, delivery_id) DO NOTHING",
-        )?
-        .execute(params![
-            g.stream,
-            g.delivery_id,
-            g.subject,
-            millis(g.grant_event_time),
-            g.revoke_seq,
-            millis(now),
-            g.revoke_delivery_id
-        ])?;
-    if inserted == 0 {
-        return Ok(false);
-    }
-    let key = format!("{}/{}", g.stream, g.delivery_id);
-    super::ops::queue_keyed_pages(conn, &g.page, now, &stale_alert(&key))?;
-    Ok(true)
-}
-
 /// The "missing reconciliation" alert moving to `to`.
 #[derive(Debug, Clone)]
 pub struct ReconcileTransition {
@@ -210,54 +181,6 @@ pub(super) fn revoke_alert_key(stream: &str, id: &str) -> String {
     format!("{stream}/{id}")
 }
 
-fn millis(t: DateTime<Utc>) -> i64 {
-    t.timestamp_millis()
-}
-
-fn time(ms: i64) -> rusqlite::Result<DateTime<Utc>> {
-    DateTime::from_timestamp_millis(ms).ok_or(rusqlite::Error::IntegralValueOutOfRange(0, ms))
-}
-
-/// Stores the report unless its id was seen; true when it was new.
-pub(super) fn record(
-    conn: &Connection,
-    r: &NewReconciliation,
-    now: DateTime<Utc>,
-) -> Result<bool, StoreError> {
-    let inserted = conn
-        .prepare_cached(
-            "INSERT INTO reconciliations (stream, id, received_at, started_at, finished_at,
-                                          checked, drift)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (stream, id) DO NOTHING",
-        )?
-        .execute(params![
-            r.stream,
-            r.id,
-            millis(now),
-            millis(r.started_at),
-            millis(r.finished_at),
-            r.checked,
-            drift_json(&r.drift)
-        ])?;
-    if inserted == 0 {
-        return Ok(false);
-    }
-    conn.prepare_cached(
-        "INSERT INTO reconcile_state (stream, last_report_at) VALUES (?1, ?2)
-         ON CONFLICT (stream) DO UPDATE SET
-           last_report_at = max(coalesce(last_report_at, 0), excluded.last_report_at)",
-    )?
-    .execute(params![r.stream, millis(now)])?;
-    if let Some(entry) = &r.entry {
-        super::audit::append(conn, entry)?;
-    }
-    if let Some(page) = &r.page {
-        let key = revoke_alert_key(&r.stream, &r.id);
-        super::ops::queue_keyed_pages(conn, page, now, &revoke_alert(&key, &r.id))?;
-    }
-    Ok(true)
-}
-
 pub(super) fn revoke_alert<'a>(key: &'a str, id: &'a str) -> super::ops::KeyedAlert<'a> {
     super::ops::KeyedAlert {
         kind: REVOKE_MISSED_KIND,
@@ -280,39 +203,6 @@ pub(super) fn missing_alert(stream: &str) -> super::ops::KeyedAlert<'_> {
     }
 }
 
-pub(super) fn states(conn: &Connection) -> Result<Vec<ReconcileRow>, StoreError> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT stream, last_report_at, alert_state FROM reconcile_state ORDER BY stream",
-    )?;
-    let rows = stmt
-        .query_map([], |row| {
-            Ok(ReconcileRow {
-                stream: row.get(0)?,
-                last_report_at: row.get::<_, Option<i64>>(1)?.map(time).transpose()?,
-                state: row.get(2)?,
-            })
-        })?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
-    Ok(rows)
-}
-
-pub(super) fn latest_reports(conn: &Connection) -> Result<Vec<LatestReport>, StoreError> {
-    let mut stmt = conn.prepare_cached(LATEST_REPORTS_SQL)?;
-    let rows = stmt
-        .query_map([], |row| {
-            Ok(LatestReport {
-                stream: row.get(0)?,
-                id: row.get(1)?,
-                finished_at: time(row.get(2)?)?,
-                received_at: time(row.get(3)?)?,
-                checked: row.get(4)?,
-                drift: drift_counts(&row.get::<_, String>(5)?),
-            })
-        })?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
-    Ok(first_per_stream(rows))
-}
-
 pub(super) fn first_per_stream(rows: Vec<LatestReport>) -> Vec<LatestReport> {
     let mut out: Vec<LatestReport> = Vec::new();
     for r in rows {
@@ -322,83 +212,6 @@ pub(super) fn first_per_stream(rows: Vec<LatestReport>) -> Vec<LatestReport> {
     }
     out
 }
-
-/// Compare-and-set on the stream's reconciliation alert, then its pages.
-pub(super) fn transition(conn: &Connection, t: &ReconcileTransition) -> Result<bool, StoreError> {
-    let current: Option<AlertState> = conn
-        .prepare_cached("SELECT alert_state FROM reconcile_state WHERE stream = ?1")?
-        .query_row([&t.stream], |row| row.get(0))
-        .optional()?;
-    if current.clone().unwrap_or(AlertState::Ok) == t.to {
-        return Ok(false);
-    }
-    conn.prepare_cached(
-        "INSERT INTO reconcile_state (stream, alert_state) VALUES (?1, ?2)
-         ON CONFLICT (stream) DO UPDATE SET alert_state = excluded.alert_state",
-    )?
-    .execute(params![t.stream, t.to])?;
-    let page = Transition {
-        stream: t.stream.clone(),
-        to: t.to.clone(),
-        at: t.at,
-        reason: t.reason.clone(),
-        notifiers: t.notifiers.clone(),
-    };
-    super::ops::queue_keyed_pages(conn, &page, t.at, &missing_alert(&t.stream))?;
-    Ok(true)
-}
-
-/// The newest audit entries (at most `limit`) naming `subject` as one of
-/// their subject ids, newest first.
-pub(super) fn subject_entries(
-    conn: &Connection,
-    subject: &str,
-    window: Option<&(String, DateTime<Utc>)>,
-    limit: i64,
-) -> Result<Vec<SubjectEntry>, StoreError> {
-    let needle = subject_needle(subject);
-    // With a window, the (source, received_at) index bounds the scan.
-    let (sql, source, since) = match window {
-        Some((stream, since)) => (WINDOWED_SQL, Some(stream.as_str()), millis(*since)),
-        None => (ALL_SQL, None, 0),
-    };
-    let mut stmt = conn.prepare_cached(sql)?;
-    let rows = stmt
-        .query_map(params![needle, limit, source, since], |row| {
-            Ok((
-                SubjectEntry {
-                    seq: row.get(0)?,
-                    stream: row.get(1)?,
-                    channel: row.get(2)?,
-                    event_type: row.get(3)?,
-                    delivery_id: row.get(4)?,
-                    event_time: row.get::<_, Option<i64>>(5)?.map(time).transpose()?,
-                    received_at: time(row.get(6)?)?,
-                    subject_ids: Vec::new(),
-                },
-                row.get::<_, String>(7)?,
-            ))
-        })?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
-    Ok(rows
-        .into_iter()
-        .filter(|(_, ids)| names_subject(ids, subject))
-        .map(|(mut e, ids)| {
-            e.subject_ids = subject_pairs(&ids);
-            e
-        })
-        .collect())
-}
-
-const ALL_SQL: &str = "SELECT seq, source, channel, event_type, delivery_id, event_time,
-        received_at, subject_ids
-    FROM audit_log WHERE instr(subject_ids, ?1) > 0 AND ?3 IS NULL AND ?4 = 0
-    ORDER BY seq DESC LIMIT ?2";
-
-const WINDOWED_SQL: &str = "SELECT seq, source, channel, event_type, delivery_id, event_time,
-        received_at, subject_ids
-    FROM audit_log WHERE source = ?3 AND received_at >= ?4 AND instr(subject_ids, ?1) > 0
-    ORDER BY seq DESC LIMIT ?2";
 
 /// The JSON string literal a subject id is stored as, for a substring
 /// pre-filter (`names_subject` then checks the values exactly).
@@ -422,6 +235,273 @@ pub(super) fn names_subject(subject_ids: &str, subject: &str) -> bool {
     serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(subject_ids)
         .map(|m| m.values().any(|v| v.as_str() == Some(subject)))
         .unwrap_or(false)
+}
+
+/// The key of a stale grant's page: one per (stream, delivery).
+pub(super) fn stale_key(g: &StaleGrant) -> String {
+    format!("{}/{}", g.stream, g.delivery_id)
+}
+
+// ---------------------------------------------------------------------------
+// The decisions, taken once for both engines (pure; `store::silences` is the
+// model).
+// ---------------------------------------------------------------------------
+
+/// Compare-and-set on a stream's "missing reconciliation" alert, whose
+/// state is `current` (None without a row: `ok`). The page to queue when it
+/// moves; None (write nothing) when it is already at `t.to`, so a repeated
+/// evaluation never pages twice.
+pub(super) fn reconcile_move(
+    current: Option<AlertState>,
+    t: &ReconcileTransition,
+) -> Option<Transition> {
+    if current.unwrap_or(AlertState::Ok) == t.to {
+        return None;
+    }
+    Some(Transition {
+        stream: t.stream.clone(),
+        to: t.to.clone(),
+        at: t.at,
+        reason: t.reason.clone(),
+        notifiers: t.notifiers.clone(),
+    })
+}
+
+pub(super) fn reconcile_row(
+    stream: String,
+    last_report_at: Option<i64>,
+    state: AlertState,
+) -> Result<ReconcileRow, StoreError> {
+    Ok(ReconcileRow {
+        stream,
+        last_report_at: last_report_at.map(time).transpose()?,
+        state,
+    })
+}
+
+/// [`sql::LATEST_REPORTS`]'s columns.
+pub(super) type ReportCols = (String, String, i64, i64, i64, String);
+
+pub(super) fn latest_report(c: ReportCols) -> Result<LatestReport, StoreError> {
+    Ok(LatestReport {
+        stream: c.0,
+        id: c.1,
+        finished_at: time(c.2)?,
+        received_at: time(c.3)?,
+        checked: c.4,
+        drift: drift_counts(&c.5),
+    })
+}
+
+/// The columns of [`sql::SUBJECTS_LITE`] and its kin.
+pub(super) type SubjectCols = (
+    i64,
+    String,
+    String,
+    String,
+    Option<String>,
+    Option<i64>,
+    i64,
+    String,
+);
+
+/// The entry a row found by the substring pre-filter stands for, when one
+/// of its subject ids really is `subject` ([`names_subject`]).
+pub(super) fn subject_entry(
+    c: SubjectCols,
+    subject: &str,
+) -> Result<Option<SubjectEntry>, StoreError> {
+    if !names_subject(&c.7, subject) {
+        return Ok(None);
+    }
+    Ok(Some(SubjectEntry {
+        seq: c.0,
+        stream: c.1,
+        channel: c.2,
+        event_type: c.3,
+        delivery_id: c.4,
+        event_time: c.5.map(time).transpose()?,
+        received_at: time(c.6)?,
+        subject_ids: subject_pairs(&c.7),
+    }))
+}
+
+/// The statements both engines run, written once with PostgreSQL's `$N`
+/// placeholders (SQLite runs them through `silences::lite`).
+pub(super) mod sql {
+    pub const RECORD: &str = "INSERT INTO reconciliations
+           (stream, id, received_at, started_at, finished_at, checked, drift)
+         VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (stream, id) DO NOTHING";
+    /// The last report instant only moves forward. (A CASE, where SQLite
+    /// would say `max(a, b)` and PostgreSQL `GREATEST(a, b)`.)
+    pub const LAST_REPORT: &str = "INSERT INTO reconcile_state (stream, last_report_at)
+         VALUES ($1, $2)
+         ON CONFLICT (stream) DO UPDATE SET last_report_at = CASE
+           WHEN coalesce(reconcile_state.last_report_at, 0) > excluded.last_report_at
+           THEN coalesce(reconcile_state.last_report_at, 0)
+           ELSE excluded.last_report_at END";
+    pub const STATES: &str =
+        "SELECT stream, last_report_at, alert_state FROM reconcile_state ORDER BY stream";
+    /// Each stream's latest report; a tie in arrival keeps the greatest id
+    /// (`first_per_stream`).
+    pub const LATEST_REPORTS: &str = "SELECT r.stream, r.id, r.finished_at, r.received_at,
+            r.checked, r.drift
+        FROM reconciliations r
+        WHERE r.received_at = (SELECT max(x.received_at) FROM reconciliations x
+                               WHERE x.stream = r.stream)
+        ORDER BY r.stream, r.id DESC";
+    /// The alert's state (PostgreSQL locks the row it creates first).
+    pub const STATE: &str = "SELECT alert_state FROM reconcile_state WHERE stream = $1";
+    pub const SET_STATE: &str = "INSERT INTO reconcile_state (stream, alert_state) VALUES ($1, $2)
+         ON CONFLICT (stream) DO UPDATE SET alert_state = excluded.alert_state";
+    pub const STALE: &str = "INSERT INTO stale_grants
+           (stream, delivery_id, subject, grant_event_time, revoke_seq, recorded_at,
+            revoke_delivery_id)
+         VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (stream, delivery_id) DO NOTHING";
+
+    /// The newest audit entries whose stored subject ids contain `$1` (a
+    /// JSON string), at most `$2`; windowed: of stream `$3` received since
+    /// `$4` (the (source, received_at) index bounds the scan). Written per
+    /// dialect only for the substring search: SQLite's `instr` is
+    /// PostgreSQL's `strpos` (same argument order), and `LIKE` would read
+    /// `%` and `_` in a subject id as wildcards.
+    macro_rules! subjects {
+        ($find:literal, $window:literal) => {
+            concat!(
+                "SELECT seq, source, channel, event_type, delivery_id, event_time, received_at,
+                        subject_ids
+                 FROM audit_log WHERE ",
+                $window,
+                $find,
+                "(subject_ids, $1) > 0 ORDER BY seq DESC LIMIT $2"
+            )
+        };
+    }
+    pub const SUBJECTS_LITE: &str = subjects!("instr", "");
+    pub const SUBJECTS_PG: &str = subjects!("strpos", "");
+    pub const WINDOWED_SUBJECTS_LITE: &str =
+        subjects!("instr", "source = $3 AND received_at >= $4 AND ");
+    pub const WINDOWED_SUBJECTS_PG: &str =
+        subjects!("strpos", "source = $3 AND received_at >= $4 AND ");
+}
+
+// ---------------------------------------------------------------------------
+// SQLite: reads the rows, calls the decisions, writes the outcome.
+// (PostgreSQL's is `pg::reconcile`.)
+// ---------------------------------------------------------------------------
+
+/// Stores the report unless its id was seen; true when it was new.
+pub(super) fn record(
+    conn: &Connection,
+    r: &NewReconciliation,
+    now: DateTime<Utc>,
+) -> Result<bool, StoreError> {
+    let inserted = conn.prepare_cached(&lite(sql::RECORD))?.execute(params![
+        r.stream,
+        r.id,
+        millis(now),
+        millis(r.started_at),
+        millis(r.finished_at),
+        r.checked,
+        drift_json(&r.drift)
+    ])?;
+    if inserted == 0 {
+        return Ok(false);
+    }
+    conn.prepare_cached(&lite(sql::LAST_REPORT))?
+        .execute(params![r.stream, millis(now)])?;
+    if let Some(entry) = &r.entry {
+        super::audit::append(conn, entry)?;
+    }
+    if let Some(page) = &r.page {
+        let key = revoke_alert_key(&r.stream, &r.id);
+        super::ops::queue_keyed_pages(conn, page, now, &revoke_alert(&key, &r.id))?;
+    }
+    Ok(true)
+}
+
+/// Records a stale grant once; true (and its page queued) when new.
+pub(super) fn record_stale(
+    conn: &Connection,
+    g: &StaleGrant,
+    now: DateTime<Utc>,
+) -> rusqlite::Result<bool> {
+    let inserted = conn.prepare_cached(&lite(sql::STALE))?.execute(params![
+        g.stream,
+        g.delivery_id,
+        g.subject,
+        millis(g.grant_event_time),
+        g.revoke_seq,
+        millis(now),
+        g.revoke_delivery_id
+    ])?;
+    if inserted == 0 {
+        return Ok(false);
+    }
+    super::ops::queue_keyed_pages(conn, &g.page, now, &stale_alert(&stale_key(g)))?;
+    Ok(true)
+}
+
+pub(super) fn states(conn: &Connection) -> Result<Vec<ReconcileRow>, StoreError> {
+    conn.prepare_cached(&lite(sql::STATES))?
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+        .collect::<rusqlite::Result<Vec<_>>>()?
+        .into_iter()
+        .map(|(stream, last, state)| reconcile_row(stream, last, state))
+        .collect()
+}
+
+pub(super) fn latest_reports(conn: &Connection) -> Result<Vec<LatestReport>, StoreError> {
+    let rows = conn
+        .prepare_cached(sql::LATEST_REPORTS)?
+        .query_map([], ReportCols::lite)?
+        .collect::<rusqlite::Result<Vec<_>>>()?
+        .into_iter()
+        .map(latest_report)
+        .collect::<Result<_, _>>()?;
+    Ok(first_per_stream(rows))
+}
+
+/// Compare-and-set on the stream's reconciliation alert, then its pages.
+pub(super) fn transition(conn: &Connection, t: &ReconcileTransition) -> Result<bool, StoreError> {
+    let current = conn
+        .prepare_cached(&lite(sql::STATE))?
+        .query_row([&t.stream], |r| r.get(0))
+        .optional()?;
+    let Some(page) = reconcile_move(current, t) else {
+        return Ok(false);
+    };
+    conn.prepare_cached(&lite(sql::SET_STATE))?
+        .execute(params![t.stream, t.to])?;
+    super::ops::queue_keyed_pages(conn, &page, t.at, &missing_alert(&t.stream))?;
+    Ok(true)
+}
+
+/// The newest audit entries (at most `limit`) naming `subject` as one of
+/// their subject ids, newest first.
+pub(super) fn subject_entries(
+    conn: &Connection,
+    subject: &str,
+    window: Option<&(String, DateTime<Utc>)>,
+    limit: i64,
+) -> Result<Vec<SubjectEntry>, StoreError> {
+    let needle = subject_needle(subject);
+    let cols = |r: &rusqlite::Row<'_>| SubjectCols::lite(r);
+    let found = match window {
+        Some((stream, since)) => conn
+            .prepare_cached(&lite(sql::WINDOWED_SUBJECTS_LITE))?
+            .query_map(params![needle, limit, stream, millis(*since)], cols)?
+            .collect::<rusqlite::Result<Vec<_>>>()?,
+        None => conn
+            .prepare_cached(&lite(sql::SUBJECTS_LITE))?
+            .query_map(params![needle, limit], cols)?
+            .collect::<rusqlite::Result<Vec<_>>>()?,
+    };
+    let mut out = Vec::new();
+    for c in found {
+        out.extend(subject_entry(c, subject)?);
+    }
+    Ok(out)
 }
 
 impl Store {
@@ -461,5 +541,110 @@ impl Store {
         limit: i64,
     ) -> Result<Vec<SubjectEntry>, StoreError> {
         self.backend.subject_entries(subject, window, limit).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The decisions both engines call (`store::conformance::reconcile` runs
+    //! them through both).
+    use super::*;
+
+    fn t(to: AlertState) -> ReconcileTransition {
+        ReconcileTransition {
+            stream: "a".into(),
+            to,
+            reason: "not run".into(),
+            notifiers: vec!["p".into()],
+            at: DateTime::from_timestamp_millis(2_000).unwrap(),
+        }
+    }
+
+    #[test]
+    fn the_missing_alert_moves_only_when_elsewhere_and_starts_ok() {
+        assert_eq!(
+            reconcile_move(None, &t(AlertState::Ok)),
+            None,
+            "no row is ok"
+        );
+        assert_eq!(
+            reconcile_move(Some(AlertState::Firing), &t(AlertState::Firing)),
+            None
+        );
+        let page = reconcile_move(None, &t(AlertState::Firing)).unwrap();
+        assert_eq!(
+            (page.stream.as_str(), page.to, page.reason.as_str()),
+            ("a", AlertState::Firing, "not run")
+        );
+        assert_eq!(page.notifiers, ["p"]);
+        assert!(reconcile_move(Some(AlertState::Firing), &t(AlertState::Ok)).is_some());
+    }
+
+    #[test]
+    fn only_rows_naming_the_subject_exactly_are_entries() {
+        let cols = |ids: &str| -> SubjectCols {
+            (
+                7,
+                "s".into(),
+                "webhook".into(),
+                "user.deleted".into(),
+                None,
+                Some(5),
+                9,
+                ids.into(),
+            )
+        };
+        let found = subject_entry(cols(r#"{"user_id":"u_1","org":"o"}"#), "u_1")
+            .unwrap()
+            .unwrap();
+        assert_eq!(found.seq, 7);
+        assert_eq!(found.event_time, DateTime::from_timestamp_millis(5));
+        assert_eq!(found.subject_ids.len(), 2);
+        // The substring pre-filter matched, but no id equals the subject.
+        assert_eq!(
+            subject_entry(cols(r#"{"user_id":"u_10"}"#), "u_1").unwrap(),
+            None
+        );
+        assert_eq!(subject_entry(cols("not json"), "u_1").unwrap(), None);
+    }
+
+    #[test]
+    fn stored_rows_read_back_with_drift_counts() {
+        let report = latest_report((
+            "s".into(),
+            "r1".into(),
+            3,
+            4,
+            10,
+            r#"[{"kind":"revoke_missed"},{"kind":"revoke_missed"},{"kind":"other"}]"#.into(),
+        ))
+        .unwrap();
+        assert_eq!(report.drift.get("revoke_missed"), Some(&2));
+        assert_eq!(report.drift.get("other"), Some(&1));
+        assert!(latest_report(("s".into(), "r".into(), i64::MAX, 0, 0, "[]".into())).is_err());
+        let row = reconcile_row("s".into(), None, AlertState::Ok).unwrap();
+        assert_eq!(row.last_report_at, None);
+    }
+
+    #[test]
+    fn the_latest_report_per_stream_is_the_first_row_of_each() {
+        let r = |stream: &str, id: &str| {
+            latest_report((stream.into(), id.into(), 0, 0, 0, "[]".into())).unwrap()
+        };
+        let kept = first_per_stream(vec![r("a", "r2"), r("a", "r1"), r("b", "r9")]);
+        let ids: Vec<_> = kept.iter().map(|k| k.id.as_str()).collect();
+        assert_eq!(ids, ["r2", "r9"]);
+    }
+
+    #[test]
+    fn the_subject_search_differs_by_dialect_only_in_its_function() {
+        assert_eq!(
+            sql::SUBJECTS_LITE.replace("instr(", "strpos("),
+            sql::SUBJECTS_PG
+        );
+        assert_eq!(
+            sql::WINDOWED_SUBJECTS_LITE.replace("instr(", "strpos("),
+            sql::WINDOWED_SUBJECTS_PG
+        );
     }
 }

@@ -1,11 +1,19 @@
 //! Provider subscriptions that must be renewed (Entra subscriptions, Google channels):
 //! their last known expiry, whether the provider asked for reauthorization, and the warning
 //! alert's state. Updated in the same transaction as the delivery that revealed them.
+//!
+//! The decisions (which rows the cap evicts, what an alert transition writes and pages)
+//! are pure functions here, tested once; the statements both engines run are written
+//! once in `sql`. This file's SQLite code and `pg::subscriptions` only read rows, call
+//! the decision and write its outcome.
 
 use chrono::{DateTime, Utc};
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::{AlertState, StoreError};
+use super::ops::{queue_keyed_pages, KeyedAlert};
+use super::silences::lite;
+use super::svix::Columns;
+use super::{AlertState, StoreError, Transition};
 use crate::ingest::providers::{LifecycleNotice, SubscriptionExpiry};
 
 /// Migration step: one row per (stream, subscription).
@@ -50,12 +58,13 @@ pub struct SubscriptionRow {
     pub concern: Option<String>,
 }
 
-fn millis(t: DateTime<Utc>) -> i64 {
+pub(super) fn millis(t: DateTime<Utc>) -> i64 {
     t.timestamp_millis()
 }
 
-fn time(ms: i64) -> rusqlite::Result<DateTime<Utc>> {
-    DateTime::from_timestamp_millis(ms).ok_or(rusqlite::Error::IntegralValueOutOfRange(0, ms))
+pub(super) fn time(ms: i64) -> Result<DateTime<Utc>, StoreError> {
+    DateTime::from_timestamp_millis(ms)
+        .ok_or_else(|| StoreError::Sql(format!("stored time {ms} is out of range")))
 }
 
 /// The expiries of `update` worth storing at `now`: those no provider could have sent are
@@ -82,99 +91,6 @@ pub(crate) fn horizon(now: DateTime<Utc>) -> DateTime<Utc> {
     .unwrap_or(DateTime::<Utc>::MAX_UTC)
 }
 
-/// Records one delivery's expiries and lifecycle notices. An expiry only moves forward
-/// (deliveries may arrive out of order) among plausible values: one further ahead than
-/// any provider allows is never stored, and a stored one that is gives way to the next
-/// plausible value. `seen_at` moves only with change notifications, so a lifecycle notice
-/// alone never counts as proof that the subscription works.
-pub(super) fn record(
-    conn: &Connection,
-    update: &SubscriptionUpdate,
-    now: DateTime<Utc>,
-) -> Result<(), StoreError> {
-    let seen = update.carried_events.then(|| millis(now));
-    for e in plausible_expiries(update, now) {
-        conn.prepare_cached(
-            "INSERT INTO subscriptions (stream, subscription, expires_at, seen_at)
-             VALUES (?1, ?2, ?3, coalesce(?4, ?5))
-             ON CONFLICT (stream, subscription) DO UPDATE SET
-               expires_at = CASE WHEN expires_at > ?6 THEN excluded.expires_at
-                                 ELSE max(expires_at, excluded.expires_at) END,
-               seen_at = coalesce(?4, seen_at)",
-        )?
-        .execute(params![
-            update.stream,
-            e.subscription,
-            millis(e.expires_at),
-            seen,
-            millis(now),
-            millis(horizon(now))
-        ])?;
-    }
-    for notice in &update.lifecycle {
-        conn.prepare_cached(
-            "UPDATE subscriptions SET reauth_at = ?3 WHERE stream = ?1 AND subscription = ?2",
-        )?
-        .execute(params![update.stream, notice.subscription, millis(now)])?;
-    }
-    if !update.expiries.is_empty() {
-        conn.prepare_cached(
-            "DELETE FROM subscriptions WHERE stream = ?1 AND subscription IN (
-               SELECT subscription FROM subscriptions WHERE stream = ?1
-               ORDER BY seen_at DESC, expires_at DESC LIMIT -1 OFFSET ?2)",
-        )?
-        .execute(params![update.stream, MAX_PER_STREAM])?;
-    }
-    Ok(())
-}
-
-pub(super) fn all(conn: &Connection) -> Result<Vec<SubscriptionRow>, StoreError> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT stream, subscription, expires_at, seen_at, reauth_at, alert_state, concern
-         FROM subscriptions ORDER BY stream, subscription",
-    )?;
-    let rows = stmt
-        .query_map([], |row| {
-            Ok(SubscriptionRow {
-                stream: row.get(0)?,
-                subscription: row.get(1)?,
-                expires_at: time(row.get(2)?)?,
-                seen_at: time(row.get(3)?)?,
-                reauth_at: row.get::<_, Option<i64>>(4)?.map(time).transpose()?,
-                state: row.get(5)?,
-                concern: row.get(6)?,
-            })
-        })?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
-    Ok(rows)
-}
-
-/// Moves one subscription's alert to `to` unless it is already there (compare-and-set, so
-/// a repeated evaluation never pages twice). Returns whether it moved.
-pub(super) fn set_state(
-    conn: &Connection,
-    stream: &str,
-    subscription: &str,
-    to: AlertState,
-    concern: Option<&str>,
-) -> Result<bool, StoreError> {
-    let current: Option<AlertState> = conn
-        .prepare_cached(
-            "SELECT alert_state FROM subscriptions WHERE stream = ?1 AND subscription = ?2",
-        )?
-        .query_row(params![stream, subscription], |row| row.get(0))
-        .optional()?;
-    if current.is_none() || current == Some(to.clone()) {
-        return Ok(false);
-    }
-    conn.prepare_cached(
-        "UPDATE subscriptions SET alert_state = ?3, concern = ?4
-         WHERE stream = ?1 AND subscription = ?2",
-    )?
-    .execute(params![stream, subscription, to, concern])?;
-    Ok(true)
-}
-
 /// A subscription alert moving to `to`, with the pages it causes, in one transaction.
 #[derive(Debug, Clone)]
 pub struct SubscriptionTransition {
@@ -189,53 +105,284 @@ pub struct SubscriptionTransition {
     pub at: DateTime<Utc>,
 }
 
+/// The kind a resolve falls back to when its firing kind was not kept.
+pub(super) const EXPIRING_KIND: &str =
+    crate::domain::alert_kind::AlertKind::SubscriptionExpiring.as_str();
+
+// ---------------------------------------------------------------------------
+// The decisions, taken once for both engines (pure; `store::silences` is the
+// model).
+// ---------------------------------------------------------------------------
+
+/// The subscriptions of one stream that the cap evicts, given its rows as
+/// (subscription, seen_at, expires_at): all but the `cap` heard from most
+/// recently (ties: the latest expiry, then the id, so both engines agree).
+pub(super) fn over_cap(mut rows: Vec<(String, i64, i64)>, cap: i64) -> Vec<String> {
+    rows.sort_by(|a, b| b.1.cmp(&a.1).then(b.2.cmp(&a.2)).then(a.0.cmp(&b.0)));
+    rows.into_iter()
+        .skip(usize::try_from(cap).unwrap_or(0))
+        .map(|(subscription, _, _)| subscription)
+        .collect()
+}
+
+/// What a subscription transition writes and pages.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Move {
+    /// The alert kind of its pages: the transition's own while firing; on a
+    /// resolve, the kind it fired with (kept as the row's `concern`), else
+    /// [`EXPIRING_KIND`].
+    pub kind: String,
+    /// The row's new `concern`: the kind while firing, none once resolved.
+    pub concern: Option<String>,
+    /// The page, keyed by stream and subscription so its firing and
+    /// resolved pages share an alert id.
+    pub page: Transition,
+    key: String,
+    subscription: String,
+}
+
+impl Move {
+    pub(super) fn alert(&self) -> KeyedAlert<'_> {
+        KeyedAlert {
+            kind: &self.kind,
+            family: "subscription",
+            key: &self.key,
+            severity: "warning",
+            source: "subscription",
+            endpoint_id: &self.subscription,
+        }
+    }
+}
+
+/// Compare-and-set on the subscription's alert: `current` is its row's
+/// (alert_state, concern), None without a row. None (write nothing) when
+/// there is no row or the alert is already at `t.to`, so a repeated
+/// evaluation never pages twice.
+pub(super) fn transition_move(
+    current: Option<(AlertState, Option<String>)>,
+    t: &SubscriptionTransition,
+) -> Option<Move> {
+    let (state, fired_kind) = current?;
+    if state == t.to {
+        return None;
+    }
+    let kind = match (t.kind, fired_kind) {
+        (Some(kind), _) => kind.to_owned(),
+        (None, Some(kind)) => kind,
+        (None, None) => EXPIRING_KIND.to_owned(),
+    };
+    Some(Move {
+        concern: t.kind.map(|_| kind.clone()),
+        kind,
+        page: Transition {
+            stream: t.stream.clone(),
+            to: t.to.clone(),
+            at: t.at,
+            reason: t.reason.clone(),
+            notifiers: t.notifiers.clone(),
+        },
+        key: format!("{}/{}", t.stream, t.subscription),
+        subscription: t.subscription.clone(),
+    })
+}
+
+/// [`sql::ALL`]'s columns but the state (each engine reads its own way).
+pub(super) type RowCols = (String, String, i64, i64, Option<i64>, Option<String>);
+
+pub(super) fn subscription_row(
+    c: RowCols,
+    state: AlertState,
+) -> Result<SubscriptionRow, StoreError> {
+    Ok(SubscriptionRow {
+        stream: c.0,
+        subscription: c.1,
+        expires_at: time(c.2)?,
+        seen_at: time(c.3)?,
+        reauth_at: c.4.map(time).transpose()?,
+        state,
+        concern: c.5,
+    })
+}
+
+/// The statements both engines run, written once with PostgreSQL's `$N`
+/// placeholders (SQLite runs them through `silences::lite`). PostgreSQL
+/// appends a row lock to [`sql::CURRENT`] (replicas share it; SQLite has
+/// one writer).
+pub(super) mod sql {
+    /// An expiry only moves forward (deliveries may arrive out of order)
+    /// among plausible values: a stored one past the horizon (`$6`; stored
+    /// by an older version that took any value) gives way to the next
+    /// plausible one. `seen_at` (`$4`) moves only with change
+    /// notifications. The CASTs give PostgreSQL a NULL's type; SQLite
+    /// keeps the value. (A CASE, where SQLite would say `max(a, b)` and
+    /// PostgreSQL `GREATEST(a, b)`.)
+    pub const RECORD_EXPIRY: &str =
+        "INSERT INTO subscriptions (stream, subscription, expires_at, seen_at)
+         VALUES ($1, $2, $3, coalesce(CAST($4 AS BIGINT), CAST($5 AS BIGINT)))
+         ON CONFLICT (stream, subscription) DO UPDATE SET
+           expires_at = CASE WHEN subscriptions.expires_at > CAST($6 AS BIGINT)
+                               OR excluded.expires_at > subscriptions.expires_at
+                             THEN excluded.expires_at ELSE subscriptions.expires_at END,
+           seen_at = coalesce(CAST($4 AS BIGINT), subscriptions.seen_at)";
+    pub const REAUTH: &str =
+        "UPDATE subscriptions SET reauth_at = $3 WHERE stream = $1 AND subscription = $2";
+    /// A stream's rows, for [`super::over_cap`].
+    pub const CAP_ROWS: &str =
+        "SELECT subscription, seen_at, expires_at FROM subscriptions WHERE stream = $1";
+    pub const EVICT: &str = "DELETE FROM subscriptions WHERE stream = $1 AND subscription = $2";
+    pub const ALL: &str =
+        "SELECT stream, subscription, expires_at, seen_at, reauth_at, concern, alert_state
+         FROM subscriptions ORDER BY stream, subscription";
+    pub const CURRENT: &str =
+        "SELECT alert_state, concern FROM subscriptions WHERE stream = $1 AND subscription = $2";
+    pub const SET_STATE: &str = "UPDATE subscriptions SET alert_state = $3, concern = $4
+         WHERE stream = $1 AND subscription = $2";
+}
+
+// ---------------------------------------------------------------------------
+// SQLite: reads the rows, calls the decisions, writes the outcome.
+// (PostgreSQL's is `pg::subscriptions`.)
+// ---------------------------------------------------------------------------
+
+/// Records one delivery's expiries and lifecycle notices ([`sql::RECORD_EXPIRY`]; one
+/// further ahead than any provider allows is never stored, see [`plausible_expiries`]),
+/// then evicts the rows past [`MAX_PER_STREAM`] ([`over_cap`]). A lifecycle notice alone
+/// never counts as proof that the subscription works.
+pub(super) fn record(
+    conn: &Connection,
+    update: &SubscriptionUpdate,
+    now: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    let seen = update.carried_events.then(|| millis(now));
+    let mut upsert = conn.prepare_cached(&lite(sql::RECORD_EXPIRY))?;
+    for e in plausible_expiries(update, now) {
+        upsert.execute(params![
+            update.stream,
+            e.subscription,
+            millis(e.expires_at),
+            seen,
+            millis(now),
+            millis(horizon(now))
+        ])?;
+    }
+    let mut reauth = conn.prepare_cached(&lite(sql::REAUTH))?;
+    for notice in &update.lifecycle {
+        reauth.execute(params![update.stream, notice.subscription, millis(now)])?;
+    }
+    if !update.expiries.is_empty() {
+        let rows = conn
+            .prepare_cached(&lite(sql::CAP_ROWS))?
+            .query_map([&update.stream], Columns::lite)?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        let mut evict = conn.prepare_cached(&lite(sql::EVICT))?;
+        for subscription in over_cap(rows, MAX_PER_STREAM) {
+            evict.execute(params![update.stream, subscription])?;
+        }
+    }
+    Ok(())
+}
+
+pub(super) fn all(conn: &Connection) -> Result<Vec<SubscriptionRow>, StoreError> {
+    conn.prepare_cached(&lite(sql::ALL))?
+        .query_map([], |r| Ok((RowCols::lite(r)?, r.get(6)?)))?
+        .collect::<rusqlite::Result<Vec<_>>>()?
+        .into_iter()
+        .map(|(cols, state)| subscription_row(cols, state))
+        .collect()
+}
+
 /// Compare-and-set on the subscription's alert state, then one warning page per notifier
-/// (keyed by stream and subscription, so its firing and resolved pages share an alert id).
-/// Returns false, writing nothing, when the state was already `to`.
+/// ([`transition_move`]). Returns false, writing nothing, when the state was already `to`.
 pub(super) fn transition(
     conn: &Connection,
     t: &SubscriptionTransition,
 ) -> Result<bool, StoreError> {
-    let fired_kind: Option<String> = conn
-        .prepare_cached(
-            "SELECT concern FROM subscriptions WHERE stream = ?1 AND subscription = ?2",
-        )?
-        .query_row(params![t.stream, t.subscription], |row| row.get(0))
-        .optional()?
-        .flatten();
-    let kind = match (t.kind, &fired_kind) {
-        (Some(kind), _) => kind.to_owned(),
-        (None, Some(kind)) => kind.clone(),
-        (None, None) => EXPIRING_KIND.to_owned(),
-    };
-    let concern = t.kind.map(|_| kind.as_str());
-    if !set_state(conn, &t.stream, &t.subscription, t.to.clone(), concern)? {
+    let current = conn
+        .prepare_cached(&lite(sql::CURRENT))?
+        .query_row(params![t.stream, t.subscription], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .optional()?;
+    let Some(m) = transition_move(current, t) else {
         return Ok(false);
-    }
-    let key = format!("{}/{}", t.stream, t.subscription);
-    let page = super::Transition {
-        stream: t.stream.clone(),
-        to: t.to.clone(),
-        at: t.at,
-        reason: t.reason.clone(),
-        notifiers: t.notifiers.clone(),
     };
-    super::ops::queue_keyed_pages(
-        conn,
-        &page,
-        t.at,
-        &super::ops::KeyedAlert {
-            kind: &kind,
-            family: "subscription",
-            key: &key,
-            severity: "warning",
-            source: "subscription",
-            endpoint_id: &t.subscription,
-        },
-    )?;
+    conn.prepare_cached(&lite(sql::SET_STATE))?
+        .execute(params![t.stream, t.subscription, t.to, m.concern])?;
+    queue_keyed_pages(conn, &m.page, t.at, &m.alert())?;
     Ok(true)
 }
 
-/// The kind a resolve falls back to when its firing kind was not kept.
-pub(super) const EXPIRING_KIND: &str =
-    crate::domain::alert_kind::AlertKind::SubscriptionExpiring.as_str();
+#[cfg(test)]
+mod tests {
+    //! The decisions both engines call (`store::conformance::subscription_alerts` runs
+    //! them through both).
+    use super::*;
+
+    fn t(to: AlertState, kind: Option<&'static str>) -> SubscriptionTransition {
+        SubscriptionTransition {
+            stream: "entra".into(),
+            subscription: "sub-1".into(),
+            to,
+            kind,
+            reason: "expires soon".into(),
+            notifiers: vec!["pager".into()],
+            at: DateTime::from_timestamp_millis(5).unwrap(),
+        }
+    }
+
+    #[test]
+    fn the_cap_evicts_the_longest_unheard_then_the_earliest_expiry() {
+        let row = |id: &str, seen: i64, expires: i64| (id.to_string(), seen, expires);
+        let rows = vec![
+            row("old", 1, 99),
+            row("fresh", 9, 1),
+            row("tie-late", 5, 8),
+            row("tie-early", 5, 7),
+        ];
+        assert_eq!(over_cap(rows.clone(), 2), ["tie-early", "old"]);
+        assert_eq!(over_cap(rows.clone(), 4), Vec::<String>::new());
+        assert_eq!(over_cap(rows, 0).len(), 4);
+        let same = vec![row("b", 1, 1), row("a", 1, 1)];
+        assert_eq!(over_cap(same, 1), ["b"], "a full tie keeps the smaller id");
+    }
+
+    #[test]
+    fn a_transition_moves_only_an_existing_row_that_is_elsewhere() {
+        let firing = t(AlertState::Firing, Some("subscription_expiring"));
+        assert_eq!(transition_move(None, &firing), None, "no row");
+        assert_eq!(
+            transition_move(Some((AlertState::Firing, None)), &firing),
+            None,
+            "already there"
+        );
+        let m = transition_move(Some((AlertState::Ok, None)), &firing).unwrap();
+        assert_eq!(m.kind, "subscription_expiring");
+        assert_eq!(m.concern.as_deref(), Some("subscription_expiring"));
+        assert_eq!(m.page.to, AlertState::Firing);
+        let alert = m.alert();
+        assert_eq!(
+            (alert.key, alert.endpoint_id, alert.severity, alert.family),
+            ("entra/sub-1", "sub-1", "warning", "subscription")
+        );
+    }
+
+    #[test]
+    fn a_resolve_keeps_the_kind_it_fired_with() {
+        let ok = t(AlertState::Ok, None);
+        let fired = Some("subscription_reauthorization_required".to_string());
+        let m = transition_move(Some((AlertState::Firing, fired.clone())), &ok).unwrap();
+        assert_eq!(Some(m.kind), fired);
+        assert_eq!(m.concern, None, "cleared once resolved");
+        let m = transition_move(Some((AlertState::Firing, None)), &ok).unwrap();
+        assert_eq!(m.kind, EXPIRING_KIND, "kind not kept: the expiring alert");
+    }
+
+    #[test]
+    fn stored_rows_read_back_or_fail_when_out_of_range() {
+        let cols = ("s".to_string(), "x".to_string(), 10, 5, Some(7), None);
+        let row = subscription_row(cols.clone(), AlertState::Ok).unwrap();
+        assert_eq!(row.reauth_at, DateTime::from_timestamp_millis(7));
+        let broken = (cols.0, cols.1, i64::MAX, 5, None, None);
+        assert!(subscription_row(broken, AlertState::Ok).is_err());
+    }
+}

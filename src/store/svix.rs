@@ -3,8 +3,16 @@
 //! the same transaction, and any alert crossing it causes writes its pages
 //! to the outbox in that transaction too: an acknowledged operational
 //! webhook can never lose its page.
+//!
+//! What an event does (which row it lands on past the endpoint cap, what
+//! it writes, which pages it queues) is decided once, by the pure
+//! functions here (`event_place`, `apply`, `event_changes`, `page_plans`,
+//! ...), from rows both engines read with the same statements (`sql`).
+//! This file's SQLite code and `pg::svix` only read rows, call the
+//! decision and write its outcome.
 
 use super::ops::{delivery_hash, queue_keyed_pages, record_event, KeyedAlert};
+use super::silences::lite;
 use super::{AlertState, EventOutcome, NewEvent, StoreError, Transition};
 use crate::domain::svix::{
     alert_changes, AlertChange, DisableTrigger, EndpointSummary, Severity, SvixAlert,
@@ -208,17 +216,28 @@ pub(super) fn join_entry(a: &SvixApply, endpoint_id: &str, ids: &[String]) -> Ne
     }
 }
 
-fn ms(t: DateTime<Utc>) -> i64 {
+pub(super) fn ms(t: DateTime<Utc>) -> i64 {
     t.timestamp_millis()
 }
 
-fn time(ms: Option<i64>) -> Option<DateTime<Utc>> {
+pub(super) fn time(ms: Option<i64>) -> Option<DateTime<Utc>> {
     ms.and_then(DateTime::from_timestamp_millis)
 }
 
 fn rfc(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Secs, true)
 }
+
+/// A stored count (never negative) as the store's `u64`.
+pub(super) fn count(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
+}
+
+// ---------------------------------------------------------------------------
+// The decisions, taken once for both engines (pure; `store::silences` is the
+// model). Each engine reads the rows named in the arguments with the
+// statements of `sql`, calls the function and writes what it returns.
+// ---------------------------------------------------------------------------
 
 /// The row an event about `e` updates: its own, or [`GROUPED_ENDPOINT`]
 /// once the source tracks `MAX_ENDPOINTS_PER_SOURCE` others. The grouped
@@ -234,224 +253,495 @@ pub(super) fn tracked(e: &EndpointRef, id: &str) -> EndpointRef {
     }
 }
 
-/// Which row holds `endpoint_id`'s state: its own when it has one, is
+/// What placing an endpoint's state depends on, read in one statement
+/// ([`sql::ROWS`]; a source has at most `MAX_ENDPOINTS_PER_SOURCE` rows
+/// besides its mapped endpoints and the grouped one).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct SourceRows {
+    /// The endpoint has a row of its own.
+    pub own: bool,
+    /// Rows of the source tracked one by one (all but the grouped row).
+    pub tracked: i64,
+    /// The grouped row exists.
+    pub grouped: bool,
+}
+
+impl SourceRows {
+    /// From [`sql::ROWS`]'s three counts.
+    pub(super) fn of((own, tracked, grouped): (i64, i64, i64)) -> SourceRows {
+        SourceRows {
+            own: own > 0,
+            tracked,
+            grouped: grouped > 0,
+        }
+    }
+}
+
+/// Which row holds an endpoint's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Place {
+    Own,
+    /// [`GROUPED_ENDPOINT`]; `first`: this event creates the grouped row.
+    Grouped {
+        first: bool,
+    },
+}
+
+impl Place {
+    /// The row's `endpoint_id`. Folding the first endpoint past the cap is
+    /// logged once (the status page and `/v1/status` say it from then on).
+    pub(super) fn id(self, source: &str, endpoint_id: &str) -> String {
+        match self {
+            Place::Own => endpoint_id.to_string(),
+            Place::Grouped { first } => {
+                if first {
+                    tracing::warn!(
+                        source,
+                        max = MAX_ENDPOINTS_PER_SOURCE,
+                        "Svix source has more than the maximum of endpoints tracked one by one; further endpoints are grouped as \"{GROUPED_ENDPOINT}\""
+                    );
+                }
+                GROUPED_ENDPOINT.to_string()
+            }
+        }
+    }
+}
+
+/// The row an event updates: the endpoint's own when it has one, is
 /// mapped in config or the source is under the cap; otherwise the grouped
-/// row.
-/// Whether `endpoint_id` of `source` has a row of its own.
-fn has_row(conn: &Connection, source: &str, endpoint_id: &str) -> rusqlite::Result<bool> {
-    Ok(conn
-        .prepare_cached("SELECT 1 FROM svix_endpoints WHERE source = ?1 AND endpoint_id = ?2")?
-        .query_row(params![source, endpoint_id], |_| Ok(()))
-        .optional()?
-        .is_some())
-}
-
-fn tracked_id(
-    conn: &Connection,
-    source: &str,
-    endpoint_id: &str,
-    mapped: bool,
-) -> rusqlite::Result<String> {
-    if mapped || has_row(conn, source, endpoint_id)? {
-        return Ok(endpoint_id.to_string());
+/// row. (On PostgreSQL two replicas adding new endpoints at once may each
+/// see room for one more, so the cap can be passed by at most the number
+/// of concurrent writers; it still bounds the series.)
+pub(super) fn event_place(mapped: bool, rows: SourceRows) -> Place {
+    if mapped || rows.own || rows.tracked < MAX_ENDPOINTS_PER_SOURCE {
+        return Place::Own;
     }
-    let tracked: i64 = conn
-        .prepare_cached(
-            "SELECT count(*) FROM svix_endpoints WHERE source = ?1 AND endpoint_id != ?2",
-        )?
-        .query_row(params![source, GROUPED_ENDPOINT], |r| r.get(0))?;
-    if tracked < MAX_ENDPOINTS_PER_SOURCE {
-        return Ok(endpoint_id.to_string());
+    Place::Grouped {
+        first: !rows.grouped,
     }
-    if !has_row(conn, source, GROUPED_ENDPOINT)? {
-        warn_grouping(source);
+}
+
+/// The row an acknowledgement applies to: the endpoint's own, or the
+/// grouped row when it has none (its messages were folded there).
+pub(super) fn ack_place(mapped: bool, rows: SourceRows) -> Place {
+    if mapped || rows.own || !rows.grouped {
+        return Place::Own;
     }
-    Ok(GROUPED_ENDPOINT.to_string())
+    Place::Grouped { first: false }
 }
 
-/// Logged once, when the first endpoint past the cap is folded (the
-/// status page and `/v1/status` say it from then on).
-pub(super) fn warn_grouping(source: &str) {
-    tracing::warn!(
-        source,
-        max = MAX_ENDPOINTS_PER_SOURCE,
-        "Svix source has more than the maximum of endpoints tracked one by one; further endpoints are grouped as \"{GROUPED_ENDPOINT}\""
-    );
+/// One write an event makes to its row, each a statement of [`sql`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Write {
+    /// [`sql::TOUCH`]: the row exists, with the ids the event gave.
+    Touch(EndpointRef),
+    /// [`sql::DISABLE`]: `trigger` is `automatic` or `manual`.
+    Disable {
+        trigger: &'static str,
+        fail_since: Option<i64>,
+    },
+    /// [`sql::CLEAR`]: neither disabled nor deleted any more.
+    Clear,
+    /// [`sql::DELETE`]: deleted (not for the grouped row: one grouped
+    /// endpoint deleted does not delete the others); `clear` ends a disable.
+    Delete { clear: bool, grouped: bool },
+    /// [`sql::NEWS`]: news about a message (`failing`, `recovered`,
+    /// `exhausted`).
+    News {
+        attempt: AttemptRef,
+        state: &'static str,
+    },
+    /// [`sql::COUNT_EXHAUSTED`].
+    CountExhausted,
 }
 
-/// The row an acknowledgement for `endpoint_id` applies to: its own, or
-/// the grouped row when it has none (its messages were folded there).
-fn ack_target(
-    conn: &Connection,
-    source: &str,
-    endpoint_id: &str,
-    mapped: bool,
-) -> rusqlite::Result<String> {
-    if mapped || has_row(conn, source, endpoint_id)? || !has_row(conn, source, GROUPED_ENDPOINT)? {
-        return Ok(endpoint_id.to_string());
-    }
-    Ok(GROUPED_ENDPOINT.to_string())
+/// What an operational event does to the row `id` it was placed on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Apply {
+    /// The writes, in order.
+    pub writes: Vec<Write>,
+    /// The endpoint's own row was marked deleted (a mapped one notifies).
+    pub deleted: bool,
+    /// An exhausted message to join with its redelivery, if accepted
+    /// already (the receiver committed but Svix saw no 2xx in time).
+    pub join: Option<String>,
 }
 
-fn touch_endpoint(
-    conn: &Connection,
-    source: &str,
-    e: &EndpointRef,
-    now: i64,
-) -> rusqlite::Result<()> {
-    conn.prepare_cached(
-        "INSERT INTO svix_endpoints (source, endpoint_id, app_id, endpoint_uid, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5)
-         ON CONFLICT(source, endpoint_id) DO UPDATE SET
-           app_id = coalesce(excluded.app_id, app_id),
-           endpoint_uid = coalesce(excluded.endpoint_uid, endpoint_uid),
-           updated_at = excluded.updated_at",
-    )?
-    .execute(params![
-        source,
-        e.endpoint_id,
-        e.app_id,
-        e.endpoint_uid,
-        now
-    ])?;
-    Ok(())
-}
-
-fn summary(
-    conn: &Connection,
-    source: &str,
-    endpoint_id: &str,
-) -> rusqlite::Result<EndpointSummary> {
-    let disabled: Option<(i64, Option<String>)> = conn
-        .prepare_cached("SELECT disabled, disable_trigger FROM svix_endpoints WHERE source = ?1 AND endpoint_id = ?2")?
-        .query_row(params![source, endpoint_id], |r| Ok((r.get(0)?, r.get(1)?)))
-        .optional()?;
-    let count = |sql: &str| -> rusqlite::Result<u64> {
-        conn.prepare_cached(sql)?
-            .query_row(params![source, endpoint_id], |r| r.get::<_, i64>(0))
-            .map(|n| n as u64)
-    };
-    Ok(EndpointSummary {
-        disabled: match disabled {
-            Some((1, Some(t))) if t == "manual" => Some(DisableTrigger::Manual),
-            Some((1, _)) => Some(DisableTrigger::Automatic),
-            _ => None,
-        },
-        failing: count("SELECT count(*) FROM svix_messages WHERE source = ?1 AND endpoint_id = ?2 AND state = 'failing'")?,
-        lost: count(
-            "SELECT count(*) FROM svix_messages WHERE source = ?1 AND endpoint_id = ?2 AND state = 'exhausted' AND acknowledged = 0",
-        )?,
-    })
-}
-
-/// Newer news about a message wins; older news arriving late is ignored,
-/// so `recovered` before `failing` (out of order) cannot leave it failing.
-/// `failing` never un-loses an exhausted message; `recovered` does (a
-/// resend got through).
-fn message_news(
-    conn: &Connection,
-    source: &str,
-    endpoint_id: &str,
-    a: &AttemptRef,
-    state: &str,
-    now: i64,
-) -> rusqlite::Result<()> {
-    conn.prepare_cached(
-        "INSERT INTO svix_messages (source, endpoint_id, msg_id, msg_event_id, state, status_code, attempt_at, received_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-         ON CONFLICT(source, endpoint_id, msg_id) DO UPDATE SET
-           state = excluded.state, status_code = excluded.status_code,
-           attempt_at = excluded.attempt_at, received_at = excluded.received_at,
-           msg_event_id = coalesce(excluded.msg_event_id, msg_event_id),
-           acknowledged = CASE WHEN excluded.state = 'exhausted' THEN 0 ELSE acknowledged END
-         WHERE (excluded.attempt_at IS NULL OR svix_messages.attempt_at IS NULL
-                OR excluded.attempt_at >= svix_messages.attempt_at)
-           AND (excluded.state != 'failing' OR svix_messages.state != 'exhausted')",
-    )?
-    .execute(params![source, endpoint_id, a.msg_id, a.msg_event_id, state, a.status_code, a.attempt_at.map(ms), now])?;
-    Ok(())
-}
-
-/// Applies the event to the row `id` (the endpoint's own, or the grouped
-/// row; see [`tracked_id`]).
-fn apply_event(
-    conn: &Connection,
-    a: &SvixApply,
-    id: &str,
-) -> rusqlite::Result<Option<(String, bool)>> {
-    let now = ms(a.now);
-    let Some(real) = a.event.endpoint() else {
-        return Ok(None);
-    };
+/// The writes of `a`'s event on the row `id` (the endpoint's own, or the
+/// grouped row; see [`event_place`]). None for an event that changes no
+/// endpoint.
+pub(super) fn apply(a: &SvixApply, id: &str) -> Option<Apply> {
+    let real = a.event.endpoint()?;
     let grouped = id != real.endpoint_id;
-    let own = tracked(real, id);
-    let (endpoint, deleted) = match &a.event {
+    let mut writes = vec![Write::Touch(tracked(real, id))];
+    let mut deleted = false;
+    let mut join = None;
+    match &a.event {
         OpEvent::EndpointDisabled {
             fail_since,
             trigger,
             ..
-        } => {
-            let endpoint = &own;
-            touch_endpoint(conn, &a.source, endpoint, now)?;
-            let trigger = match trigger {
+        } => writes.push(Write::Disable {
+            trigger: match trigger {
                 Trigger::Automatic => "automatic",
                 Trigger::Manual => "manual",
-            };
-            conn.execute(
-                "UPDATE svix_endpoints SET disabled = 1, disable_trigger = ?3, fail_since = ?4, disabled_at = ?5
-                 WHERE source = ?1 AND endpoint_id = ?2",
-                params![a.source, endpoint.endpoint_id, trigger, fail_since.map(ms), now],
-            )?;
-            (endpoint, false)
-        }
+            },
+            fail_since: fail_since.map(ms),
+        }),
         OpEvent::EndpointEnabled(_) | OpEvent::EndpointUpdated(_) | OpEvent::EndpointCreated(_) => {
-            let endpoint = &own;
-            touch_endpoint(conn, &a.source, endpoint, now)?;
-            let clears = matches!(a.event, OpEvent::EndpointEnabled(_))
-                || a.clears_on.contains(&a.event_type);
-            if clears {
-                conn.execute(
-                    "UPDATE svix_endpoints SET disabled = 0, deleted = 0 WHERE source = ?1 AND endpoint_id = ?2",
-                    params![a.source, endpoint.endpoint_id],
-                )?;
+            if matches!(a.event, OpEvent::EndpointEnabled(_)) || a.clears_on.contains(&a.event_type)
+            {
+                writes.push(Write::Clear);
             }
-            (endpoint, false)
         }
         OpEvent::EndpointDeleted(_) => {
-            let endpoint = &own;
-            touch_endpoint(conn, &a.source, endpoint, now)?;
-            let clears = a.clears_on.contains(&a.event_type);
-            // One grouped endpoint deleted does not delete the others.
-            conn.execute(
-                "UPDATE svix_endpoints SET deleted = CASE WHEN ?4 THEN deleted ELSE 1 END,
-                   disabled = CASE WHEN ?3 THEN 0 ELSE disabled END
-                 WHERE source = ?1 AND endpoint_id = ?2",
-                params![a.source, endpoint.endpoint_id, clears, grouped],
-            )?;
-            (endpoint, !grouped)
+            writes.push(Write::Delete {
+                clear: a.clears_on.contains(&a.event_type),
+                grouped,
+            });
+            deleted = !grouped;
         }
-        OpEvent::AttemptFailing { attempt, .. }
-        | OpEvent::AttemptRecovered { attempt, .. }
-        | OpEvent::AttemptExhausted { attempt, .. } => {
-            let endpoint = &own;
-            let state = match a.event {
-                OpEvent::AttemptFailing { .. } => "failing",
-                OpEvent::AttemptRecovered { .. } => "recovered",
-                _ => "exhausted",
-            };
-            touch_endpoint(conn, &a.source, endpoint, now)?;
-            message_news(conn, &a.source, &endpoint.endpoint_id, attempt, state, now)?;
-            if state == "exhausted" {
-                conn.execute(
-                    "UPDATE svix_endpoints SET exhausted_total = exhausted_total + 1 WHERE source = ?1 AND endpoint_id = ?2",
-                    params![a.source, endpoint.endpoint_id],
-                )?;
+        OpEvent::AttemptFailing { attempt, .. } => writes.push(Write::News {
+            attempt: attempt.clone(),
+            state: "failing",
+        }),
+        OpEvent::AttemptRecovered { attempt, .. } => writes.push(Write::News {
+            attempt: attempt.clone(),
+            state: "recovered",
+        }),
+        OpEvent::AttemptExhausted { attempt, .. } => {
+            writes.push(Write::News {
+                attempt: attempt.clone(),
+                state: "exhausted",
+            });
+            writes.push(Write::CountExhausted);
+            join = Some(attempt.msg_id.clone());
+        }
+        OpEvent::BackgroundTaskFinished { .. } | OpEvent::Other => return None,
+    }
+    Some(Apply {
+        writes,
+        deleted,
+        join,
+    })
+}
+
+/// A row's columns, read in order into a tuple on either engine: the
+/// engines read rows into the tuple a shared constructor
+/// ([`endpoint_row`], `subscriptions::subscription_row`,
+/// `reconcile::subject_entry`, ...) takes, instead of each listing the
+/// columns again. (Used by the three folded files; `store::mod` would be
+/// its natural home.)
+pub(super) trait Columns: Sized {
+    fn lite(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self>;
+    fn pg(r: &tokio_postgres::Row) -> Result<Self, StoreError>;
+}
+
+macro_rules! columns {
+    ($($t:ident $i:tt),+) => {
+        impl<$($t),+> Columns for ($($t,)+)
+        where
+            $($t: rusqlite::types::FromSql + for<'a> tokio_postgres::types::FromSql<'a>),+
+        {
+            fn lite(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+                Ok(($(r.get($i)?,)+))
             }
-            (endpoint, false)
+            fn pg(r: &tokio_postgres::Row) -> Result<Self, StoreError> {
+                Ok(($(r.try_get($i).map_err(super::pg::pg_err)?,)+))
+            }
         }
-        OpEvent::BackgroundTaskFinished { .. } | OpEvent::Other => return Ok(None),
     };
-    Ok(Some((endpoint.endpoint_id.clone(), deleted)))
+}
+columns!(A 0, B 1);
+columns!(A 0, B 1, C 2);
+columns!(A 0, B 1, C 2, D 3);
+columns!(A 0, B 1, C 2, D 3, E 4, F 5);
+columns!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7);
+columns!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10, L 11);
+
+/// An endpoint's `disabled` and `disable_trigger` columns.
+pub(super) fn disable_state(disabled: i64, trigger: Option<&str>) -> Option<DisableTrigger> {
+    match (disabled, trigger) {
+        (1, Some("manual")) => Some(DisableTrigger::Manual),
+        (1, _) => Some(DisableTrigger::Automatic),
+        _ => None,
+    }
+}
+
+/// The summary alerts are decided from: [`sql::DISABLED`] (None without a
+/// row) and [`sql::COUNTS`].
+pub(super) fn summary(
+    disabled: Option<(i64, Option<String>)>,
+    failing: i64,
+    lost: i64,
+) -> EndpointSummary {
+    EndpointSummary {
+        disabled: disabled.and_then(|(d, t)| disable_state(d, t.as_deref())),
+        failing: count(failing),
+        lost: count(lost),
+    }
+}
+
+/// [`sql::ENDPOINTS`]'s columns.
+pub(super) type EndpointCols = (
+    String,
+    String,
+    Option<String>,
+    Option<String>,
+    i64,
+    Option<String>,
+    Option<i64>,
+    Option<i64>,
+    i64,
+    i64,
+    i64,
+    i64,
+);
+
+/// A row of [`sql::ENDPOINTS`], without its messages yet.
+pub(super) fn endpoint_row(c: EndpointCols) -> SvixEndpointRow {
+    SvixEndpointRow {
+        disabled: disable_state(c.4, c.5.as_deref()),
+        source: c.0,
+        endpoint_id: c.1,
+        app_id: c.2,
+        endpoint_uid: c.3,
+        fail_since: time(c.6),
+        disabled_at: time(c.7),
+        deleted: c.8 == 1,
+        exhausted_total: count(c.9),
+        failing: count(c.10),
+        lost: Vec::new(),
+        recovered: Vec::new(),
+        recovered_total: count(c.11),
+    }
+}
+
+/// A row of [`sql::LOST`].
+pub(super) fn lost_message(c: (String, Option<String>, i64, Option<i64>)) -> LostMessage {
+    LostMessage {
+        msg_id: c.0,
+        msg_event_id: c.1,
+        status_code: u16::try_from(c.2).unwrap_or(0),
+        attempt_at: time(c.3),
+    }
+}
+
+/// A row of [`sql::RECOVERED`].
+pub(super) fn recovered_message(c: (String, Option<String>, Option<i64>)) -> RecoveredMessage {
+    RecoveredMessage {
+        msg_id: c.0,
+        msg_event_id: c.1,
+        recovered_at: time(c.2),
+    }
+}
+
+/// The alerts an event's writes call for: the crossings of its summary,
+/// and a one-shot notice when it deleted a mapped endpoint.
+pub(super) fn event_changes(
+    a: &SvixApply,
+    apply: &Apply,
+    before: &EndpointSummary,
+    after: &EndpointSummary,
+) -> Vec<AlertChange> {
+    let mut changes = alert_changes(before, after);
+    if apply.deleted && a.mapped {
+        changes.push(AlertChange {
+            alert: SvixAlert::EndpointDeleted,
+            firing: true,
+            severity: Severity::Warning,
+        });
+    }
+    changes
+}
+
+/// The page `regroup` queues for an endpoint whose lost count grew since
+/// its last page: the exhausted alert again, with the new count.
+pub(super) const REGROUPED: AlertChange = AlertChange {
+    alert: SvixAlert::MessagesExhausted,
+    firing: true,
+    severity: Severity::Critical,
+};
+
+/// The apply of the join of lost messages with their redeliveries (its
+/// pages word the resolve that way).
+pub(super) fn redelivered(a: &SvixApply) -> SvixApply {
+    SvixApply {
+        event_type: REDELIVERED_EVENT.to_string(),
+        ..a.clone()
+    }
+}
+
+/// One page an alert change queues, and what it writes besides.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct PagePlan {
+    pub transition: Transition,
+    /// One alert id per endpoint and alert, shared by its firing and
+    /// resolved pages (PagerDuty dedup_key). The key keeps the pre-v8
+    /// form, so an alert that fired before an upgrade resolves under the
+    /// same id.
+    key: String,
+    source: String,
+    /// [`sql::SET_LOST_PAGED`]: the lost count this page gave, so that
+    /// `grown` finds the endpoints that lost more since.
+    pub lost_paged: Option<i64>,
+    pub page: SvixPage,
+}
+
+impl PagePlan {
+    pub(super) fn alert(&self) -> KeyedAlert<'_> {
+        KeyedAlert {
+            kind: self.page.alert.as_str(),
+            family: "svix",
+            key: &self.key,
+            severity: self.page.severity.as_str(),
+            source: &self.source,
+            endpoint_id: &self.page.endpoint_id,
+        }
+    }
+}
+
+/// The pages of `changes` for the row `endpoint_id` (read as `row` after
+/// the event). The severity travels as its own field (every notifier
+/// shows it).
+pub(super) fn page_plans(
+    a: &SvixApply,
+    endpoint_id: &str,
+    changes: &[AlertChange],
+    row: &SvixEndpointRow,
+) -> Vec<PagePlan> {
+    changes
+        .iter()
+        .map(|change| {
+            let summary = summary_text(a, endpoint_id, change, row);
+            PagePlan {
+                transition: Transition {
+                    stream: a.stream.clone(),
+                    to: if change.firing {
+                        AlertState::Firing
+                    } else {
+                        AlertState::Ok
+                    },
+                    at: a.now,
+                    reason: summary.clone(),
+                    notifiers: a.notifiers.clone(),
+                },
+                key: format!("{}/{}/{}", a.source, endpoint_id, change.alert.as_str()),
+                source: a.source.clone(),
+                lost_paged: (change.alert == SvixAlert::MessagesExhausted)
+                    .then(|| i64::try_from(row.lost.len()).unwrap_or(i64::MAX)),
+                page: SvixPage {
+                    endpoint_id: endpoint_id.to_string(),
+                    alert: change.alert,
+                    firing: change.firing,
+                    severity: change.severity,
+                    summary,
+                },
+            }
+        })
+        .collect()
+}
+
+/// The statements both engines run, written once with PostgreSQL's `$N`
+/// placeholders (SQLite runs them through `silences::lite`). PostgreSQL's
+/// row lock and its one-round-trip redelivery look-up are `pg::svix`'s own.
+pub(super) mod sql {
+    /// [`super::SourceRows`] of (source, endpoint_id, grouped id).
+    pub const ROWS: &str = "SELECT count(*) FILTER (WHERE endpoint_id = $2),
+                count(*) FILTER (WHERE endpoint_id <> $3),
+                count(*) FILTER (WHERE endpoint_id = $3)
+         FROM svix_endpoints WHERE source = $1";
+    pub const STORED_UID: &str =
+        "SELECT endpoint_uid FROM svix_endpoints WHERE source = $1 AND endpoint_id = $2";
+    /// The table-qualified names in the upserts are what PostgreSQL needs
+    /// (an unqualified column is ambiguous there) and SQLite accepts.
+    pub const TOUCH: &str =
+        "INSERT INTO svix_endpoints (source, endpoint_id, app_id, endpoint_uid, updated_at)
+         VALUES ($1, $2, $3, $4, $5)
+         ON CONFLICT (source, endpoint_id) DO UPDATE SET
+           app_id = coalesce(excluded.app_id, svix_endpoints.app_id),
+           endpoint_uid = coalesce(excluded.endpoint_uid, svix_endpoints.endpoint_uid),
+           updated_at = excluded.updated_at";
+    pub const DISABLE: &str = "UPDATE svix_endpoints
+         SET disabled = 1, disable_trigger = $3, fail_since = $4, disabled_at = $5
+         WHERE source = $1 AND endpoint_id = $2";
+    pub const CLEAR: &str =
+        "UPDATE svix_endpoints SET disabled = 0, deleted = 0 WHERE source = $1 AND endpoint_id = $2";
+    /// `$3`: clears a disable; `$4`: the grouped row (not marked deleted).
+    pub const DELETE: &str =
+        "UPDATE svix_endpoints SET deleted = CASE WHEN $4 THEN deleted ELSE 1 END,
+           disabled = CASE WHEN $3 THEN 0 ELSE disabled END
+         WHERE source = $1 AND endpoint_id = $2";
+    /// Newer news about a message wins; older news arriving late is
+    /// ignored, so `recovered` before `failing` (out of order) cannot leave
+    /// it failing. `failing` never un-loses an exhausted message;
+    /// `recovered` does (a resend got through).
+    pub const NEWS: &str = "INSERT INTO svix_messages
+           (source, endpoint_id, msg_id, msg_event_id, state, status_code, attempt_at, received_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+         ON CONFLICT (source, endpoint_id, msg_id) DO UPDATE SET
+           state = excluded.state, status_code = excluded.status_code,
+           attempt_at = excluded.attempt_at, received_at = excluded.received_at,
+           msg_event_id = coalesce(excluded.msg_event_id, svix_messages.msg_event_id),
+           acknowledged = CASE WHEN excluded.state = 'exhausted' THEN 0
+                               ELSE svix_messages.acknowledged END
+         WHERE (excluded.attempt_at IS NULL OR svix_messages.attempt_at IS NULL
+                OR excluded.attempt_at >= svix_messages.attempt_at)
+           AND (excluded.state <> 'failing' OR svix_messages.state <> 'exhausted')";
+    pub const COUNT_EXHAUSTED: &str =
+        "UPDATE svix_endpoints SET exhausted_total = exhausted_total + 1
+         WHERE source = $1 AND endpoint_id = $2";
+    pub const DISABLED: &str =
+        "SELECT disabled, disable_trigger FROM svix_endpoints WHERE source = $1 AND endpoint_id = $2";
+    /// (failing, lost) of an endpoint.
+    pub const COUNTS: &str = "SELECT count(*) FILTER (WHERE state = 'failing'),
+                count(*) FILTER (WHERE state = 'exhausted' AND acknowledged = 0)
+         FROM svix_messages WHERE source = $1 AND endpoint_id = $2";
+    pub const SET_LOST_PAGED: &str =
+        "UPDATE svix_endpoints SET lost_paged = $3 WHERE source = $1 AND endpoint_id = $2";
+    /// After messages left the lost set other than by a page, the count the
+    /// last page gave is lowered to what is left, so that new exhaustions
+    /// after that still regroup into an updated page. (A CASE, where
+    /// SQLite would say `min(a, b)` and PostgreSQL `LEAST(a, b)`.)
+    pub const LOWER_LOST_PAGED: &str = "UPDATE svix_endpoints
+         SET lost_paged = CASE WHEN lost_paged > $3 THEN $3 ELSE lost_paged END
+         WHERE source = $1 AND endpoint_id = $2";
+    pub const ACKNOWLEDGE: &str = "UPDATE svix_messages SET acknowledged = 1
+         WHERE source = $1 AND endpoint_id = $2 AND msg_id = $3
+           AND state = 'exhausted' AND acknowledged = 0";
+    /// `$5` is `REDELIVERED`.
+    pub const MARK_REDELIVERED: &str =
+        "UPDATE svix_messages SET acknowledged = $5, received_at = $4
+         WHERE source = $1 AND endpoint_id = $2 AND msg_id = $3
+           AND state = 'exhausted' AND acknowledged = 0";
+    pub const LOST_IDS: &str = "SELECT msg_id FROM svix_messages
+         WHERE source = $1 AND endpoint_id = $2 AND state = 'exhausted' AND acknowledged = 0";
+    /// Endpoints (id, uid) whose lost count grew since their last page.
+    pub const GROWN: &str = "SELECT e.endpoint_id, e.endpoint_uid FROM svix_endpoints e
+         WHERE e.source = $1 AND e.lost_paged > 0 AND e.lost_paged < (
+           SELECT count(*) FROM svix_messages m WHERE m.source = e.source
+             AND m.endpoint_id = e.endpoint_id AND m.state = 'exhausted' AND m.acknowledged = 0)";
+    /// Every endpoint, or one (`$1`, `$2`); `$3` is `REDELIVERED`. The
+    /// CASTs give PostgreSQL the parameters' type where `IS NULL` alone
+    /// does not.
+    pub const ENDPOINTS: &str = "SELECT source, endpoint_id, app_id, endpoint_uid, disabled,
+                disable_trigger, fail_since, disabled_at, deleted, exhausted_total,
+                (SELECT count(*) FROM svix_messages m WHERE m.source = e.source
+                   AND m.endpoint_id = e.endpoint_id AND m.state = 'failing'),
+                (SELECT count(*) FROM svix_messages m WHERE m.source = e.source
+                   AND m.endpoint_id = e.endpoint_id AND m.state = 'exhausted'
+                   AND m.acknowledged = $3)
+         FROM svix_endpoints e
+         WHERE (CAST($1 AS TEXT) IS NULL OR source = $1)
+           AND (CAST($2 AS TEXT) IS NULL OR endpoint_id = $2)
+         ORDER BY source, endpoint_id";
+    pub const LOST: &str = "SELECT msg_id, msg_event_id, status_code, attempt_at FROM svix_messages
+         WHERE source = $1 AND endpoint_id = $2 AND state = 'exhausted' AND acknowledged = 0
+         ORDER BY received_at, msg_id";
+    /// `$3` is `REDELIVERED`, `$4` `RECOVERED_SHOWN`.
+    pub const RECOVERED: &str = "SELECT msg_id, msg_event_id, received_at FROM svix_messages
+         WHERE source = $1 AND endpoint_id = $2 AND state = 'exhausted' AND acknowledged = $3
+         ORDER BY received_at DESC, msg_id LIMIT $4";
 }
 
 /// The retry schedule is configurable (`retry_schedule` in the open-source
@@ -616,6 +906,68 @@ fn summary_for(
     }
 }
 
+// ---------------------------------------------------------------------------
+// SQLite: reads the rows, calls the decisions, writes the outcome.
+// (PostgreSQL's is `pg::svix`.)
+// ---------------------------------------------------------------------------
+
+fn source_rows(conn: &Connection, source: &str, endpoint_id: &str) -> rusqlite::Result<SourceRows> {
+    conn.prepare_cached(&lite(sql::ROWS))?
+        .query_row(
+            params![source, endpoint_id, GROUPED_ENDPOINT],
+            Columns::lite,
+        )
+        .map(SourceRows::of)
+}
+
+fn read_summary(
+    conn: &Connection,
+    source: &str,
+    endpoint_id: &str,
+) -> rusqlite::Result<EndpointSummary> {
+    let disabled = conn
+        .prepare_cached(&lite(sql::DISABLED))?
+        .query_row(params![source, endpoint_id], Columns::lite)
+        .optional()?;
+    let (failing, lost) = conn
+        .prepare_cached(&lite(sql::COUNTS))?
+        .query_row(params![source, endpoint_id], Columns::lite)?;
+    Ok(summary(disabled, failing, lost))
+}
+
+fn write(conn: &Connection, source: &str, id: &str, w: &Write, now: i64) -> rusqlite::Result<()> {
+    let run = |statement: &str, params: &[&dyn rusqlite::ToSql]| -> rusqlite::Result<()> {
+        conn.prepare_cached(&lite(statement))?.execute(params)?;
+        Ok(())
+    };
+    match w {
+        Write::Touch(e) => run(
+            sql::TOUCH,
+            params![source, e.endpoint_id, e.app_id, e.endpoint_uid, now],
+        ),
+        Write::Disable {
+            trigger,
+            fail_since,
+        } => run(sql::DISABLE, params![source, id, trigger, fail_since, now]),
+        Write::Clear => run(sql::CLEAR, params![source, id]),
+        Write::Delete { clear, grouped } => run(sql::DELETE, params![source, id, clear, grouped]),
+        Write::News { attempt: m, state } => run(
+            sql::NEWS,
+            params![
+                source,
+                id,
+                m.msg_id,
+                m.msg_event_id,
+                state,
+                m.status_code,
+                m.attempt_at.map(ms),
+                now
+            ],
+        ),
+        Write::CountExhausted => run(sql::COUNT_EXHAUSTED, params![source, id]),
+    }
+}
+
 fn queue_pages(
     conn: &Connection,
     a: &SvixApply,
@@ -625,49 +977,15 @@ fn queue_pages(
     if changes.is_empty() {
         return Ok(Vec::new());
     }
-    let row = endpoint_row(conn, &a.source, endpoint_id)?;
+    let row = endpoint(conn, &a.source, endpoint_id)?;
     let mut pages = Vec::new();
-    for change in changes {
-        // The severity travels as its own field (every notifier shows it).
-        let summary = summary_text(a, endpoint_id, change, &row);
-        let t = Transition {
-            stream: a.stream.clone(),
-            to: if change.firing {
-                AlertState::Firing
-            } else {
-                AlertState::Ok
-            },
-            at: a.now,
-            reason: summary.clone(),
-            notifiers: a.notifiers.clone(),
-        };
-        // One alert id per endpoint and alert, shared by its firing and
-        // resolved pages (PagerDuty dedup_key). The key keeps the pre-v8
-        // form, so an alert that fired before an upgrade resolves under
-        // the same id.
-        let key = format!("{}/{}/{}", a.source, endpoint_id, change.alert.as_str());
-        let alert = KeyedAlert {
-            kind: change.alert.as_str(),
-            family: "svix",
-            key: &key,
-            severity: change.severity.as_str(),
-            source: &a.source,
-            endpoint_id,
-        };
-        queue_keyed_pages(conn, &t, a.now, &alert)?;
-        if change.alert == SvixAlert::MessagesExhausted {
-            conn.execute(
-                "UPDATE svix_endpoints SET lost_paged = ?3 WHERE source = ?1 AND endpoint_id = ?2",
-                params![a.source, endpoint_id, row.lost.len() as i64],
-            )?;
+    for plan in page_plans(a, endpoint_id, changes, &row) {
+        queue_keyed_pages(conn, &plan.transition, a.now, &plan.alert())?;
+        if let Some(lost) = plan.lost_paged {
+            conn.prepare_cached(&lite(sql::SET_LOST_PAGED))?
+                .execute(params![a.source, endpoint_id, lost])?;
         }
-        pages.push(SvixPage {
-            endpoint_id: endpoint_id.to_string(),
-            alert: change.alert,
-            firing: change.firing,
-            severity: change.severity,
-            summary,
-        });
+        pages.push(plan.page);
     }
     Ok(pages)
 }
@@ -684,37 +1002,29 @@ pub(super) fn record(
         return Ok((EventOutcome::Accepted, Vec::new()));
     };
     let stored_uid: Option<String> = conn
-        .prepare_cached(
-            "SELECT endpoint_uid FROM svix_endpoints WHERE source = ?1 AND endpoint_id = ?2",
-        )?
+        .prepare_cached(&lite(sql::STORED_UID))?
         .query_row(params![a.source, real.endpoint_id], |r| r.get(0))
         .optional()?
         .flatten();
     let learned = learned(a, stored_uid.as_deref());
     let a = learned.as_ref().unwrap_or(a);
-    let endpoint_id = tracked_id(conn, &a.source, &real.endpoint_id, a.mapped)?;
-    let before = summary(conn, &a.source, &endpoint_id)?;
-    let Some((_, deleted)) = apply_event(conn, a, &endpoint_id)? else {
+    let rows = source_rows(conn, &a.source, &real.endpoint_id)?;
+    let endpoint_id = event_place(a.mapped, rows).id(&a.source, &real.endpoint_id);
+    let before = read_summary(conn, &a.source, &endpoint_id)?;
+    let Some(plan) = apply(a, &endpoint_id) else {
         return Ok((EventOutcome::Accepted, Vec::new()));
     };
-    // Exhausted after its redelivery was already accepted (the receiver
-    // committed but Svix saw no 2xx in time): never lost.
-    if let OpEvent::AttemptExhausted { attempt, .. } = &a.event {
-        let joined =
-            join_redelivered(conn, a, &endpoint_id, std::slice::from_ref(&attempt.msg_id))?;
+    for w in &plan.writes {
+        write(conn, &a.source, &endpoint_id, w, ms(a.now))?;
+    }
+    if let Some(msg) = &plan.join {
+        let joined = join_redelivered(conn, a, &endpoint_id, std::slice::from_ref(msg))?;
         if !joined.is_empty() && event.audit {
             record_event(conn, &join_entry(a, &endpoint_id, &joined))?;
         }
     }
-    let after = summary(conn, &a.source, &endpoint_id)?;
-    let mut changes = alert_changes(&before, &after);
-    if deleted && a.mapped {
-        changes.push(AlertChange {
-            alert: SvixAlert::EndpointDeleted,
-            firing: true,
-            severity: Severity::Warning,
-        });
-    }
+    let after = read_summary(conn, &a.source, &endpoint_id)?;
+    let changes = event_changes(a, &plan, &before, &after);
     let pages = queue_pages(conn, a, &endpoint_id, &changes)?;
     Ok((EventOutcome::Accepted, pages))
 }
@@ -726,17 +1036,15 @@ pub(super) fn acknowledge(
     endpoint_id: &str,
     msg_ids: &[String],
 ) -> Result<(usize, u64, Vec<SvixPage>), StoreError> {
-    let endpoint_id = &ack_target(conn, &a.source, endpoint_id, a.mapped)?;
-    let before = summary(conn, &a.source, endpoint_id)?;
+    let rows = source_rows(conn, &a.source, endpoint_id)?;
+    let endpoint_id = &ack_place(a.mapped, rows).id(&a.source, endpoint_id);
+    let before = read_summary(conn, &a.source, endpoint_id)?;
     let mut acked = 0;
+    let mut ack = conn.prepare_cached(&lite(sql::ACKNOWLEDGE))?;
     for msg in msg_ids {
-        acked += conn.execute(
-            "UPDATE svix_messages SET acknowledged = 1
-             WHERE source = ?1 AND endpoint_id = ?2 AND msg_id = ?3 AND state = 'exhausted' AND acknowledged = 0",
-            params![a.source, endpoint_id, msg],
-        )?;
+        acked += ack.execute(params![a.source, endpoint_id, msg])?;
     }
-    let after = summary(conn, &a.source, endpoint_id)?;
+    let after = read_summary(conn, &a.source, endpoint_id)?;
     lower_lost_paged(conn, &a.source, endpoint_id, after.lost)?;
     let pages = queue_pages(conn, a, endpoint_id, &alert_changes(&before, &after))?;
     Ok((acked, after.lost, pages))
@@ -744,7 +1052,8 @@ pub(super) fn acknowledge(
 
 /// Marks the lost messages among `candidates` whose redelivery was
 /// accepted ([`redelivery_hashes`] in `seen_deliveries`) as recovered.
-/// Returns the ids it marked.
+/// Returns the ids it marked. (One look-up per key: SQLite has no array
+/// parameter, and its queries are local calls.)
 fn join_redelivered(
     conn: &Connection,
     a: &SvixApply,
@@ -752,10 +1061,7 @@ fn join_redelivered(
     candidates: &[String],
 ) -> rusqlite::Result<Vec<String>> {
     let mut seen = conn.prepare_cached("SELECT 1 FROM seen_deliveries WHERE hash = ?1")?;
-    let mut mark = conn.prepare_cached(
-        "UPDATE svix_messages SET acknowledged = ?5, received_at = ?4
-         WHERE source = ?1 AND endpoint_id = ?2 AND msg_id = ?3 AND state = 'exhausted' AND acknowledged = 0",
-    )?;
+    let mut mark = conn.prepare_cached(&lite(sql::MARK_REDELIVERED))?;
     let mut joined = Vec::new();
     for msg in candidates {
         let mut arrived = false;
@@ -785,16 +1091,13 @@ fn redeliver(
     endpoint_id: &str,
 ) -> Result<Vec<SvixPage>, StoreError> {
     let lost: Vec<String> = conn
-        .prepare_cached(
-            "SELECT msg_id FROM svix_messages
-             WHERE source = ?1 AND endpoint_id = ?2 AND state = 'exhausted' AND acknowledged = 0",
-        )?
+        .prepare_cached(&lite(sql::LOST_IDS))?
         .query_map(params![a.source, endpoint_id], |r| r.get(0))?
         .collect::<Result<_, _>>()?;
     if lost.is_empty() {
         return Ok(Vec::new());
     }
-    let before = summary(conn, &a.source, endpoint_id)?;
+    let before = read_summary(conn, &a.source, endpoint_id)?;
     let joined = join_redelivered(conn, a, endpoint_id, &lost)?;
     if joined.is_empty() {
         return Ok(Vec::new());
@@ -802,28 +1105,28 @@ fn redeliver(
     if a.audit {
         record_event(conn, &join_entry(a, endpoint_id, &joined))?;
     }
-    let after = summary(conn, &a.source, endpoint_id)?;
+    let after = read_summary(conn, &a.source, endpoint_id)?;
     lower_lost_paged(conn, &a.source, endpoint_id, after.lost)?;
-    let a = SvixApply {
-        event_type: REDELIVERED_EVENT.to_string(),
-        ..a.clone()
-    };
-    queue_pages(conn, &a, endpoint_id, &alert_changes(&before, &after))
+    queue_pages(
+        conn,
+        &redelivered(a),
+        endpoint_id,
+        &alert_changes(&before, &after),
+    )
 }
 
-/// After messages left the lost set other than by a page, the count the
-/// last page gave is lowered to what is left, so that new exhaustions
-/// after that still regroup into an updated page.
 fn lower_lost_paged(
     conn: &Connection,
     source: &str,
     endpoint_id: &str,
     lost: u64,
 ) -> rusqlite::Result<()> {
-    conn.execute(
-        "UPDATE svix_endpoints SET lost_paged = min(lost_paged, ?3) WHERE source = ?1 AND endpoint_id = ?2",
-        params![source, endpoint_id, lost as i64],
-    )?;
+    conn.prepare_cached(&lite(sql::LOWER_LOST_PAGED))?
+        .execute(params![
+            source,
+            endpoint_id,
+            i64::try_from(lost).unwrap_or(i64::MAX)
+        ])?;
     Ok(())
 }
 
@@ -833,12 +1136,7 @@ pub(super) fn grown(
     source: &str,
 ) -> Result<Vec<(String, Option<String>)>, StoreError> {
     let rows = conn
-        .prepare(
-            "SELECT e.endpoint_id, e.endpoint_uid FROM svix_endpoints e
-             WHERE e.source = ?1 AND e.lost_paged > 0 AND e.lost_paged < (
-               SELECT count(*) FROM svix_messages m WHERE m.source = e.source AND m.endpoint_id = e.endpoint_id
-                 AND m.state = 'exhausted' AND m.acknowledged = 0)",
-        )?
+        .prepare_cached(&lite(sql::GROWN))?
         .query_map([source], |r| Ok((r.get(0)?, r.get(1)?)))?
         .collect::<Result<_, _>>()?;
     Ok(rows)
@@ -853,28 +1151,22 @@ pub(super) fn regroup(
 ) -> Result<Vec<SvixPage>, StoreError> {
     // First what arrived since: a redelivered message is not paged as lost.
     let mut pages = redeliver(conn, a, endpoint_id)?;
-    let still_grown = grown(conn, &a.source)?
+    if grown(conn, &a.source)?
         .iter()
-        .any(|(id, _)| id == endpoint_id);
-    if !still_grown {
-        return Ok(pages);
+        .any(|(id, _)| id == endpoint_id)
+    {
+        pages.extend(queue_pages(conn, a, endpoint_id, &[REGROUPED])?);
     }
-    let change = AlertChange {
-        alert: SvixAlert::MessagesExhausted,
-        firing: true,
-        severity: Severity::Critical,
-    };
-    pages.extend(queue_pages(conn, a, endpoint_id, &[change])?);
     Ok(pages)
 }
 
-fn endpoint_row(
+fn endpoint(
     conn: &Connection,
     source: &str,
     endpoint_id: &str,
 ) -> Result<SvixEndpointRow, StoreError> {
-    let mut rows = endpoints(conn, Some((source, endpoint_id)))?;
-    rows.pop()
+    endpoints(conn, Some((source, endpoint_id)))?
+        .pop()
         .ok_or_else(|| StoreError::Sql(format!("unknown Svix endpoint {endpoint_id}")))
 }
 
@@ -884,75 +1176,373 @@ pub(super) fn endpoints(
     only: Option<(&str, &str)>,
 ) -> Result<Vec<SvixEndpointRow>, StoreError> {
     let (source, endpoint) = only.map_or((None, None), |(s, e)| (Some(s), Some(e)));
-    let mut stmt = conn.prepare_cached(
-        "SELECT source, endpoint_id, app_id, endpoint_uid, disabled, disable_trigger, fail_since, disabled_at, deleted, exhausted_total,
-                (SELECT count(*) FROM svix_messages m WHERE m.source = e.source AND m.endpoint_id = e.endpoint_id AND m.state = 'failing'),
-                (SELECT count(*) FROM svix_messages m WHERE m.source = e.source AND m.endpoint_id = e.endpoint_id
-                   AND m.state = 'exhausted' AND m.acknowledged = ?3)
-         FROM svix_endpoints e WHERE (?1 IS NULL OR source = ?1) AND (?2 IS NULL OR endpoint_id = ?2)
-         ORDER BY source, endpoint_id",
-    )?;
-    let mut rows: Vec<SvixEndpointRow> = stmt
+    let mut rows: Vec<SvixEndpointRow> = conn
+        .prepare_cached(&lite(sql::ENDPOINTS))?
         .query_map(params![source, endpoint, REDELIVERED], |r| {
-            let disabled: i64 = r.get(4)?;
-            let trigger: Option<String> = r.get(5)?;
-            Ok(SvixEndpointRow {
-                source: r.get(0)?,
-                endpoint_id: r.get(1)?,
-                app_id: r.get(2)?,
-                endpoint_uid: r.get(3)?,
-                disabled: (disabled == 1).then(|| {
-                    if trigger.as_deref() == Some("manual") {
-                        DisableTrigger::Manual
-                    } else {
-                        DisableTrigger::Automatic
-                    }
-                }),
-                fail_since: time(r.get(6)?),
-                disabled_at: time(r.get(7)?),
-                deleted: r.get::<_, i64>(8)? == 1,
-                exhausted_total: r.get::<_, i64>(9)? as u64,
-                failing: r.get::<_, i64>(10)? as u64,
-                lost: Vec::new(),
-                recovered: Vec::new(),
-                recovered_total: r.get::<_, i64>(11)? as u64,
-            })
+            Ok(endpoint_row(Columns::lite(r)?))
         })?
         .collect::<Result<_, _>>()?;
-    let mut lost = conn.prepare_cached(
-        "SELECT msg_id, msg_event_id, status_code, attempt_at FROM svix_messages
-         WHERE source = ?1 AND endpoint_id = ?2 AND state = 'exhausted' AND acknowledged = 0 ORDER BY received_at, msg_id",
-    )?;
-    let mut recovered = conn.prepare_cached(
-        "SELECT msg_id, msg_event_id, received_at FROM svix_messages
-         WHERE source = ?1 AND endpoint_id = ?2 AND state = 'exhausted' AND acknowledged = ?3
-         ORDER BY received_at DESC, msg_id LIMIT ?4",
-    )?;
+    let mut lost = conn.prepare_cached(&lite(sql::LOST))?;
+    let mut recovered = conn.prepare_cached(&lite(sql::RECOVERED))?;
     for row in &mut rows {
         row.lost = lost
             .query_map(params![row.source, row.endpoint_id], |r| {
-                Ok(LostMessage {
-                    msg_id: r.get(0)?,
-                    msg_event_id: r.get(1)?,
-                    status_code: r.get::<_, i64>(2)? as u16,
-                    attempt_at: time(r.get(3)?),
-                })
+                Ok(lost_message(Columns::lite(r)?))
             })?
             .collect::<Result<_, _>>()?;
         if row.recovered_total > 0 {
             row.recovered = recovered
                 .query_map(
                     params![row.source, row.endpoint_id, REDELIVERED, RECOVERED_SHOWN],
-                    |r| {
-                        Ok(RecoveredMessage {
-                            msg_id: r.get(0)?,
-                            msg_event_id: r.get(1)?,
-                            recovered_at: time(r.get(2)?),
-                        })
-                    },
+                    |r| Ok(recovered_message(Columns::lite(r)?)),
                 )?
                 .collect::<Result<_, _>>()?;
         }
     }
     Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    //! The decisions both engines call, each branch once (the conformance
+    //! suite, `store::conformance::svix_endpoints`, runs them through both).
+    use super::*;
+
+    fn endpoint(id: &str) -> EndpointRef {
+        EndpointRef {
+            app_id: Some("app_1".into()),
+            endpoint_id: id.into(),
+            endpoint_uid: Some(format!("uid_{id}")),
+        }
+    }
+
+    fn attempt(msg: &str) -> AttemptRef {
+        AttemptRef {
+            msg_id: msg.into(),
+            msg_event_id: None,
+            status_code: 503,
+            attempt_at: DateTime::from_timestamp_millis(7),
+        }
+    }
+
+    fn apply_of(event: OpEvent, event_type: &str) -> SvixApply {
+        SvixApply {
+            source: "main".into(),
+            stream: "identity".into(),
+            notifiers: vec!["pager".into(), "chat".into()],
+            event,
+            clears_on: Vec::new(),
+            event_type: event_type.into(),
+            mapped: false,
+            now: DateTime::from_timestamp_millis(1_000).unwrap(),
+            endpoint_map: Default::default(),
+            join_streams: vec!["identity".into()],
+            audit: true,
+        }
+    }
+
+    fn rows(own: bool, tracked: i64, grouped: bool) -> SourceRows {
+        SourceRows {
+            own,
+            tracked,
+            grouped,
+        }
+    }
+
+    #[test]
+    fn an_event_keeps_its_own_row_until_the_cap_then_shares_the_grouped_one() {
+        let cap = MAX_ENDPOINTS_PER_SOURCE;
+        assert_eq!(event_place(false, rows(false, cap - 1, false)), Place::Own);
+        assert_eq!(event_place(false, rows(true, cap + 5, true)), Place::Own);
+        assert_eq!(
+            event_place(true, rows(false, cap + 5, true)),
+            Place::Own,
+            "mapped endpoints are bounded by the config, never grouped"
+        );
+        assert_eq!(
+            event_place(false, rows(false, cap, false)),
+            Place::Grouped { first: true }
+        );
+        assert_eq!(
+            event_place(false, rows(false, cap, true)),
+            Place::Grouped { first: false }
+        );
+        assert_eq!(Place::Own.id("main", "ep_1"), "ep_1");
+        assert_eq!(
+            Place::Grouped { first: true }.id("main", "ep_1"),
+            GROUPED_ENDPOINT
+        );
+    }
+
+    #[test]
+    fn an_acknowledgement_goes_to_the_grouped_row_only_without_a_row_of_its_own() {
+        assert_eq!(SourceRows::of((2, 7, 1)), rows(true, 7, true));
+        assert_eq!(SourceRows::of((0, 7, 0)), rows(false, 7, false));
+        assert_eq!(ack_place(false, rows(true, 200, true)), Place::Own);
+        assert_eq!(ack_place(true, rows(false, 200, true)), Place::Own);
+        assert_eq!(
+            ack_place(false, rows(false, 200, false)),
+            Place::Own,
+            "no grouped row: nothing to find there"
+        );
+        assert_eq!(
+            ack_place(false, rows(false, 0, true)),
+            Place::Grouped { first: false }
+        );
+    }
+
+    #[test]
+    fn each_event_writes_its_row_after_touching_it() {
+        let e = endpoint("ep_1");
+        let touch = Write::Touch(e.clone());
+        let disabled = apply_of(
+            OpEvent::EndpointDisabled {
+                endpoint: e.clone(),
+                fail_since: DateTime::from_timestamp_millis(5),
+                trigger: Trigger::Manual,
+            },
+            "endpoint.disabled",
+        );
+        let plan = apply(&disabled, "ep_1").unwrap();
+        assert_eq!(
+            plan.writes,
+            [
+                touch.clone(),
+                Write::Disable {
+                    trigger: "manual",
+                    fail_since: Some(5)
+                }
+            ]
+        );
+        assert!(!plan.deleted && plan.join.is_none());
+
+        let failing = apply_of(
+            OpEvent::AttemptFailing {
+                endpoint: e.clone(),
+                attempt: attempt("m1"),
+            },
+            "message.attempt.failing",
+        );
+        assert_eq!(
+            apply(&failing, "ep_1").unwrap().writes,
+            [
+                touch.clone(),
+                Write::News {
+                    attempt: attempt("m1"),
+                    state: "failing"
+                }
+            ]
+        );
+        let recovered = apply_of(
+            OpEvent::AttemptRecovered {
+                endpoint: e.clone(),
+                attempt: attempt("m1"),
+            },
+            "message.attempt.recovered",
+        );
+        assert_eq!(
+            apply(&recovered, "ep_1").unwrap().writes[1],
+            Write::News {
+                attempt: attempt("m1"),
+                state: "recovered"
+            }
+        );
+        let exhausted = apply_of(
+            OpEvent::AttemptExhausted {
+                endpoint: e.clone(),
+                attempt: attempt("m1"),
+            },
+            "message.attempt.exhausted",
+        );
+        let plan = apply(&exhausted, "ep_1").unwrap();
+        assert_eq!(plan.writes.len(), 3);
+        assert_eq!(plan.writes[2], Write::CountExhausted);
+        assert_eq!(plan.join.as_deref(), Some("m1"), "joined with a redelivery");
+    }
+
+    #[test]
+    fn enabled_clears_and_other_endpoint_news_clears_only_when_configured() {
+        let e = endpoint("ep_1");
+        let enabled = apply_of(OpEvent::EndpointEnabled(e.clone()), "endpoint.enabled");
+        assert_eq!(apply(&enabled, "ep_1").unwrap().writes[1..], [Write::Clear]);
+        let mut updated = apply_of(OpEvent::EndpointUpdated(e.clone()), "endpoint.updated");
+        assert_eq!(
+            apply(&updated, "ep_1").unwrap().writes.len(),
+            1,
+            "touch only"
+        );
+        updated.clears_on = vec!["endpoint.updated".into()];
+        assert_eq!(apply(&updated, "ep_1").unwrap().writes[1..], [Write::Clear]);
+        let created = apply_of(OpEvent::EndpointCreated(e), "endpoint.created");
+        assert_eq!(apply(&created, "ep_1").unwrap().writes.len(), 1);
+    }
+
+    #[test]
+    fn a_deletion_marks_its_own_row_but_never_the_grouped_one() {
+        let mut deleted = apply_of(
+            OpEvent::EndpointDeleted(endpoint("ep_1")),
+            "endpoint.deleted",
+        );
+        let plan = apply(&deleted, "ep_1").unwrap();
+        assert_eq!(
+            plan.writes[1],
+            Write::Delete {
+                clear: false,
+                grouped: false
+            }
+        );
+        assert!(plan.deleted);
+        deleted.clears_on = vec!["endpoint.deleted".into()];
+        let plan = apply(&deleted, GROUPED_ENDPOINT).unwrap();
+        assert_eq!(
+            plan.writes,
+            [
+                Write::Touch(EndpointRef {
+                    app_id: None,
+                    endpoint_id: GROUPED_ENDPOINT.into(),
+                    endpoint_uid: None
+                }),
+                Write::Delete {
+                    clear: true,
+                    grouped: true
+                }
+            ],
+            "the grouped row keeps no ids of one endpoint"
+        );
+        assert!(!plan.deleted);
+    }
+
+    #[test]
+    fn events_about_no_endpoint_write_nothing() {
+        assert_eq!(apply(&apply_of(OpEvent::Other, "x"), "ep_1"), None);
+        let task = OpEvent::BackgroundTaskFinished {
+            task_id: "t".into(),
+            task: "recover".into(),
+            status: "finished".into(),
+        };
+        assert_eq!(
+            apply(&apply_of(task, "background_task.finished"), "ep_1"),
+            None
+        );
+    }
+
+    #[test]
+    fn a_mapped_endpoints_deletion_notifies_once_besides_the_crossings() {
+        let mut a = apply_of(
+            OpEvent::EndpointDeleted(endpoint("ep_1")),
+            "endpoint.deleted",
+        );
+        let plan = apply(&a, "ep_1").unwrap();
+        let quiet = EndpointSummary::default();
+        assert!(
+            event_changes(&a, &plan, &quiet, &quiet).is_empty(),
+            "unmapped: recorded only"
+        );
+        a.mapped = true;
+        assert_eq!(
+            event_changes(&a, &plan, &quiet, &quiet),
+            [AlertChange {
+                alert: SvixAlert::EndpointDeleted,
+                firing: true,
+                severity: Severity::Warning
+            }]
+        );
+        let lost = EndpointSummary { lost: 1, ..quiet };
+        assert_eq!(event_changes(&a, &plan, &quiet, &lost).len(), 2);
+    }
+
+    #[test]
+    fn stored_columns_read_back_as_the_same_state() {
+        assert_eq!(disable_state(0, Some("manual")), None);
+        assert_eq!(
+            disable_state(1, Some("manual")),
+            Some(DisableTrigger::Manual)
+        );
+        assert_eq!(
+            disable_state(1, Some("automatic")),
+            Some(DisableTrigger::Automatic)
+        );
+        assert_eq!(disable_state(1, None), Some(DisableTrigger::Automatic));
+        assert_eq!(summary(None, 2, 3).disabled, None, "no row yet");
+        assert_eq!(summary(Some((1, None)), -1, 3).failing, 0);
+        let row = endpoint_row((
+            "main".into(),
+            "ep_1".into(),
+            None,
+            None,
+            1,
+            Some("manual".into()),
+            Some(5),
+            None,
+            1,
+            4,
+            2,
+            3,
+        ));
+        assert_eq!(row.disabled, Some(DisableTrigger::Manual));
+        assert_eq!(row.fail_since, DateTime::from_timestamp_millis(5));
+        assert!(row.deleted);
+        assert_eq!(
+            (row.exhausted_total, row.failing, row.recovered_total),
+            (4, 2, 3)
+        );
+        assert_eq!(
+            lost_message(("m".into(), None, 70_000, None)).status_code,
+            0
+        );
+        assert_eq!(lost_message(("m".into(), None, 503, None)).status_code, 503);
+    }
+
+    #[test]
+    fn each_change_pages_every_notifier_under_one_key_per_endpoint_and_alert() {
+        let a = apply_of(
+            OpEvent::AttemptExhausted {
+                endpoint: endpoint("ep_1"),
+                attempt: attempt("m1"),
+            },
+            "message.attempt.exhausted",
+        );
+        let mut row = endpoint_row((
+            "main".into(),
+            "ep_1".into(),
+            None,
+            None,
+            0,
+            None,
+            None,
+            None,
+            0,
+            2,
+            1,
+            0,
+        ));
+        row.lost = vec![lost_message(("m1".into(), None, 503, None)); 2];
+        let changes = [
+            REGROUPED,
+            AlertChange {
+                alert: SvixAlert::EndpointFailing,
+                firing: false,
+                severity: Severity::Warning,
+            },
+        ];
+        let plans = page_plans(&a, "ep_1", &changes, &row);
+        assert_eq!(plans.len(), 2);
+        let alert = plans[0].alert();
+        assert_eq!(
+            (alert.key, alert.family, alert.severity, alert.endpoint_id),
+            (
+                "main/ep_1/svix_messages_exhausted",
+                "svix",
+                "critical",
+                "ep_1"
+            )
+        );
+        assert_eq!(plans[0].lost_paged, Some(2), "the count this page gave");
+        assert_eq!(plans[0].transition.to, AlertState::Firing);
+        assert_eq!(plans[0].transition.notifiers, a.notifiers);
+        assert_eq!(plans[0].transition.reason, plans[0].page.summary);
+        assert_eq!(plans[1].lost_paged, None);
+        assert_eq!(plans[1].transition.to, AlertState::Ok);
+        assert_eq!(redelivered(&a).event_type, REDELIVERED_EVENT);
+    }
 }

@@ -44,7 +44,8 @@ fn report(id: &str, page: bool) -> NewReconciliation {
 }
 
 async fn a_report_is_stored_once_and_audited_once(db: TestDb) {
-    let store = db.open_with_clock(manual(1_000)).await;
+    let clock = manual(1_000);
+    let store = db.open_with_clock(clock.clone()).await;
     store.watch_streams(names(&["a"]), at(0)).await.unwrap();
     assert!(store
         .record_reconciliation(report("r1", false))
@@ -59,6 +60,19 @@ async fn a_report_is_stored_once_and_audited_once(db: TestDb) {
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0].last_report_at, Some(at(1_000)));
     assert_eq!(rows[0].state, AlertState::Ok);
+    // The last report instant only moves forward (a replica whose clock is
+    // behind does not move it back).
+    for (now, id, last) in [(500, "r2", 1_000), (3_000, "r3", 3_000)] {
+        clock.set(at(now));
+        let report = report(id, false);
+        assert!(store.record_reconciliation(report).await.unwrap());
+        let states = store.reconcile_states().await.unwrap();
+        assert_eq!(
+            states[0].last_report_at,
+            Some(at(last)),
+            "a report at {now}"
+        );
+    }
     store.close().await.unwrap();
 }
 
@@ -114,6 +128,19 @@ async fn the_missing_reconciliation_alert_moves_by_compare_and_set(db: TestDb) {
     );
     assert!(store.reconcile_transition(t(AlertState::Ok)).await.unwrap());
     assert_eq!(store.pending_outbox().await.unwrap().len(), 4);
+    // The alert made the row without a report: the first report sets it.
+    assert_eq!(
+        store.reconcile_states().await.unwrap()[0].last_report_at,
+        None
+    );
+    assert!(store
+        .record_reconciliation(report("r1", false))
+        .await
+        .unwrap());
+    assert_eq!(
+        store.reconcile_states().await.unwrap()[0].last_report_at,
+        Some(at(1_000))
+    );
     store.close().await.unwrap();
 }
 

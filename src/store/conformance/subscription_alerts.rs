@@ -2,7 +2,9 @@
 //! what deliveries record about them and the warning alert's
 //! compare-and-set, on every backend.
 
-use super::super::subscriptions::{SubscriptionTransition, SubscriptionUpdate, MAX_PER_STREAM};
+use super::super::subscriptions::{
+    SubscriptionRow, SubscriptionTransition, SubscriptionUpdate, MAX_PER_STREAM,
+};
 use super::super::testdb::{at, event, names, TestDb};
 use super::super::*;
 use crate::domain::alert_kind::AlertKind;
@@ -12,6 +14,7 @@ backend_matrix!(
     deliveries_record_subscription_expiries_forward_only,
     a_subscription_alert_moves_by_compare_and_set_and_resolves_under_its_kind,
     subscriptions_past_the_cap_drop_the_longest_unheard,
+    a_stored_expiry_past_the_horizon_gives_way_to_the_next_plausible_one,
 );
 
 const HOUR: i64 = 3_600_000;
@@ -143,6 +146,40 @@ fn alert(to: AlertState, kind: Option<AlertKind>, ms: i64) -> SubscriptionTransi
         notifiers: names(&["pager", "chat"]),
         at: at(ms),
     }
+}
+
+/// A stored expiry further ahead than any provider allows from now (an
+/// older version stored any value; here one plausible when stored, read
+/// against an earlier delivery time) is replaced by the next plausible
+/// expiry even though that one is earlier: the forward-only rule holds
+/// among plausible values only.
+async fn a_stored_expiry_past_the_horizon_gives_way_to_the_next_plausible_one(db: TestDb) {
+    let store = db.open().await;
+    store.watch_streams(names(&["s"]), at(0)).await.unwrap();
+    let day = 24 * HOUR;
+    let t0 = 1_000;
+    let late = t0 + 10 * day;
+    let far = late + 25 * day;
+    deliver(&store, "e1", update(vec![expiry("sub", far)], true), late).await;
+    let expiries =
+        |rows: Vec<SubscriptionRow>| -> Vec<_> { rows.into_iter().map(|r| r.expires_at).collect() };
+    assert_eq!(expiries(store.subscriptions().await.unwrap()), [at(far)]);
+    // Within the horizon, an earlier expiry does not move it back.
+    deliver(&store, "e2", update(vec![expiry("sub", late)], true), late).await;
+    assert_eq!(expiries(store.subscriptions().await.unwrap()), [at(far)]);
+    // Seen from t0, `far` is past the horizon (29 days and the skew).
+    deliver(
+        &store,
+        "e3",
+        update(vec![expiry("sub", t0 + day)], true),
+        t0,
+    )
+    .await;
+    assert_eq!(
+        expiries(store.subscriptions().await.unwrap()),
+        [at(t0 + day)]
+    );
+    store.close().await.unwrap();
 }
 
 /// The evaluator calls `subscription_transition` on every round: only the

@@ -1,49 +1,38 @@
-//! `store::reconcile` on PostgreSQL: same rules, same SQL decisions; the
-//! alert row is locked for its compare-and-set.
+//! `store::reconcile` on PostgreSQL: the same decisions (the pure functions of
+//! `store::reconcile`) from the same rows, with the same statements
+//! (`store::reconcile::sql`); the alert row is locked for its compare-and-set.
 
 use chrono::{DateTime, Utc};
+use tokio_postgres::types::ToSql;
 
 use super::ops::{append_audit, queue_keyed_pages};
-use super::sql::{exec, get, ms, opt, opt_time, rows, state, state_str, time, Tx};
+use super::sql::{exec, get, ms, opt, rows, state, state_str, Tx};
 use crate::store::reconcile::{
-    drift_counts, drift_json, first_per_stream, missing_alert, names_subject, revoke_alert,
-    revoke_alert_key, stale_alert, subject_needle, subject_pairs, LatestReport, NewReconciliation,
-    ReconcileRow, ReconcileTransition, StaleGrant, SubjectEntry, LATEST_REPORTS_SQL,
+    drift_json, first_per_stream, latest_report, missing_alert, reconcile_move, reconcile_row,
+    revoke_alert, revoke_alert_key, sql, stale_alert, stale_key, subject_entry, subject_needle,
+    LatestReport, NewReconciliation, ReconcileRow, ReconcileTransition, StaleGrant, SubjectEntry,
 };
-use crate::store::{AlertState, StoreError, Transition};
+use crate::store::svix::Columns;
+use crate::store::StoreError;
 
 pub(super) async fn record(
     tx: &Tx<'_>,
     r: &NewReconciliation,
     now: DateTime<Utc>,
 ) -> Result<bool, StoreError> {
-    let inserted = exec(
-        tx,
-        "INSERT INTO reconciliations (stream, id, received_at, started_at, finished_at,
-                                      checked, drift)
-         VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (stream, id) DO NOTHING",
-        &[
-            &r.stream,
-            &r.id,
-            &ms(now),
-            &ms(r.started_at),
-            &ms(r.finished_at),
-            &r.checked,
-            &drift_json(&r.drift),
-        ],
-    )
-    .await?;
-    if inserted == 0 {
+    let params: [&(dyn ToSql + Sync); 7] = [
+        &r.stream,
+        &r.id,
+        &ms(now),
+        &ms(r.started_at),
+        &ms(r.finished_at),
+        &r.checked,
+        &drift_json(&r.drift),
+    ];
+    if exec(tx, sql::RECORD, &params).await? == 0 {
         return Ok(false);
     }
-    exec(
-        tx,
-        "INSERT INTO reconcile_state (stream, last_report_at) VALUES ($1, $2)
-         ON CONFLICT (stream) DO UPDATE SET last_report_at =
-           GREATEST(coalesce(reconcile_state.last_report_at, 0), excluded.last_report_at)",
-        &[&r.stream, &ms(now)],
-    )
-    .await?;
+    exec(tx, sql::LAST_REPORT, &[&r.stream, &ms(now)]).await?;
     if let Some(entry) = &r.entry {
         append_audit(tx, entry).await?;
     }
@@ -55,38 +44,25 @@ pub(super) async fn record(
 }
 
 pub(super) async fn states(tx: &Tx<'_>) -> Result<Vec<ReconcileRow>, StoreError> {
-    rows(
-        tx,
-        "SELECT stream, last_report_at, alert_state FROM reconcile_state ORDER BY stream",
-        &[],
-    )
-    .await?
-    .iter()
-    .map(|r| {
-        Ok(ReconcileRow {
-            stream: get(r, 0)?,
-            last_report_at: opt_time(get(r, 1)?)?,
-            state: state(get(r, 2)?)?,
-        })
-    })
-    .collect()
+    rows(tx, sql::STATES, &[])
+        .await?
+        .iter()
+        .map(|r| reconcile_row(get(r, 0)?, get(r, 1)?, state(get(r, 2)?)?))
+        .collect()
 }
 
 pub(super) async fn latest_reports(tx: &Tx<'_>) -> Result<Vec<LatestReport>, StoreError> {
-    let mut out = Vec::new();
-    for r in rows(tx, LATEST_REPORTS_SQL, &[]).await? {
-        out.push(LatestReport {
-            stream: get(&r, 0)?,
-            id: get(&r, 1)?,
-            finished_at: time(get(&r, 2)?)?,
-            received_at: time(get(&r, 3)?)?,
-            checked: get(&r, 4)?,
-            drift: drift_counts(&get::<String>(&r, 5)?),
-        });
-    }
-    Ok(first_per_stream(out))
+    let reports = rows(tx, sql::LATEST_REPORTS, &[])
+        .await?
+        .iter()
+        .map(|r| latest_report(Columns::pg(r)?))
+        .collect::<Result<_, _>>()?;
+    Ok(first_per_stream(reports))
 }
 
+/// Compare-and-set on the stream's alert. The row is created first so that
+/// it can be locked (`FOR UPDATE`): replicas share this database, and two
+/// of them evaluating the same stream take turns (SQLite has one writer).
 pub(super) async fn transition(tx: &Tx<'_>, t: &ReconcileTransition) -> Result<bool, StoreError> {
     exec(
         tx,
@@ -94,32 +70,15 @@ pub(super) async fn transition(tx: &Tx<'_>, t: &ReconcileTransition) -> Result<b
         &[&t.stream],
     )
     .await?;
-    let row = opt(
-        tx,
-        "SELECT alert_state FROM reconcile_state WHERE stream = $1 FOR UPDATE",
-        &[&t.stream],
-    )
-    .await?;
-    let current = match row {
-        Some(row) => state(get(&row, 0)?)?,
-        None => AlertState::Ok,
+    let locked = format!("{} FOR UPDATE", sql::STATE);
+    let current = match opt(tx, &locked, &[&t.stream]).await? {
+        Some(row) => Some(state(get(&row, 0)?)?),
+        None => None,
     };
-    if current == t.to {
+    let Some(page) = reconcile_move(current, t) else {
         return Ok(false);
-    }
-    exec(
-        tx,
-        "UPDATE reconcile_state SET alert_state = $2 WHERE stream = $1",
-        &[&t.stream, &state_str(&t.to)],
-    )
-    .await?;
-    let page = Transition {
-        stream: t.stream.clone(),
-        to: t.to.clone(),
-        at: t.at,
-        reason: t.reason.clone(),
-        notifiers: t.notifiers.clone(),
     };
+    exec(tx, sql::SET_STATE, &[&t.stream, &state_str(&t.to)]).await?;
     queue_keyed_pages(tx, &page, t.at, &missing_alert(&t.stream)).await?;
     Ok(true)
 }
@@ -133,44 +92,14 @@ pub(super) async fn subject_entries(
     let needle = subject_needle(subject);
     let found = match window {
         Some((stream, since)) => {
-            rows(
-                tx,
-                "SELECT seq, source, channel, event_type, delivery_id, event_time, received_at,
-                        subject_ids
-                 FROM audit_log
-                 WHERE source = $3 AND received_at >= $4 AND strpos(subject_ids, $1) > 0
-                 ORDER BY seq DESC LIMIT $2",
-                &[&needle, &limit, stream, &ms(*since)],
-            )
-            .await?
+            let params: [&(dyn ToSql + Sync); 4] = [&needle, &limit, stream, &ms(*since)];
+            rows(tx, sql::WINDOWED_SUBJECTS_PG, &params).await?
         }
-        None => {
-            rows(
-                tx,
-                "SELECT seq, source, channel, event_type, delivery_id, event_time, received_at,
-                        subject_ids
-                 FROM audit_log WHERE strpos(subject_ids, $1) > 0 ORDER BY seq DESC LIMIT $2",
-                &[&needle, &limit],
-            )
-            .await?
-        }
+        None => rows(tx, sql::SUBJECTS_PG, &[&needle, &limit]).await?,
     };
     let mut out = Vec::new();
     for r in found {
-        let ids: String = get(&r, 7)?;
-        if !names_subject(&ids, subject) {
-            continue;
-        }
-        out.push(SubjectEntry {
-            seq: get(&r, 0)?,
-            stream: get(&r, 1)?,
-            channel: get(&r, 2)?,
-            event_type: get(&r, 3)?,
-            delivery_id: get(&r, 4)?,
-            event_time: opt_time(get(&r, 5)?)?,
-            received_at: time(get(&r, 6)?)?,
-            subject_ids: subject_pairs(&ids),
-        });
+        out.extend(subject_entry(Columns::pg(&r)?, subject)?);
     }
     Ok(out)
 }
@@ -180,26 +109,18 @@ pub(super) async fn record_stale(
     g: &StaleGrant,
     now: DateTime<Utc>,
 ) -> Result<bool, StoreError> {
-    let inserted = exec(
-        tx,
-        "INSERT INTO stale_grants (stream, delivery_id, subject, grant_event_time,
-                                   revoke_seq, recorded_at, revoke_delivery_id)
-         VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (stream, delivery_id) DO NOTHING",
-        &[
-            &g.stream,
-            &g.delivery_id,
-            &g.subject,
-            &ms(g.grant_event_time),
-            &g.revoke_seq,
-            &ms(now),
-            &g.revoke_delivery_id,
-        ],
-    )
-    .await?;
-    if inserted == 0 {
+    let params: [&(dyn ToSql + Sync); 7] = [
+        &g.stream,
+        &g.delivery_id,
+        &g.subject,
+        &ms(g.grant_event_time),
+        &g.revoke_seq,
+        &ms(now),
+        &g.revoke_delivery_id,
+    ];
+    if exec(tx, sql::STALE, &params).await? == 0 {
         return Ok(false);
     }
-    let key = format!("{}/{}", g.stream, g.delivery_id);
-    queue_keyed_pages(tx, &g.page, now, &stale_alert(&key)).await?;
+    queue_keyed_pages(tx, &g.page, now, &stale_alert(&stale_key(g))).await?;
     Ok(true)
 }

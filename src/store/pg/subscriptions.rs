@@ -1,15 +1,17 @@
-//! `store::subscriptions` on PostgreSQL: same rules, same SQL decisions.
+//! `store::subscriptions` on PostgreSQL: the same decisions (the pure functions of
+//! `store::subscriptions`) from the same rows, with the same statements
+//! (`store::subscriptions::sql`); the alert row is locked for its compare-and-set.
 
 use chrono::{DateTime, Utc};
 
 use super::ops::queue_keyed_pages;
-use super::sql::{exec, get, ms, opt, opt_time, rows, state, state_str, time, Tx};
-use crate::store::ops::KeyedAlert;
+use super::sql::{exec, get, ms, opt, rows, state, state_str, Tx};
 use crate::store::subscriptions::{
-    horizon, plausible_expiries, SubscriptionRow, SubscriptionTransition, SubscriptionUpdate,
-    EXPIRING_KIND, MAX_PER_STREAM,
+    horizon, over_cap, plausible_expiries, sql, subscription_row, transition_move, RowCols,
+    SubscriptionRow, SubscriptionTransition, SubscriptionUpdate, MAX_PER_STREAM,
 };
-use crate::store::{StoreError, Transition};
+use crate::store::svix::Columns;
+use crate::store::StoreError;
 
 pub(super) async fn record(
     tx: &Tx<'_>,
@@ -18,121 +20,59 @@ pub(super) async fn record(
 ) -> Result<(), StoreError> {
     let seen = update.carried_events.then(|| ms(now));
     for e in plausible_expiries(update, now) {
-        exec(
-            tx,
-            "INSERT INTO subscriptions (stream, subscription, expires_at, seen_at)
-             VALUES ($1, $2, $3, coalesce($4::BIGINT, $5::BIGINT))
-             ON CONFLICT (stream, subscription) DO UPDATE SET
-               expires_at = CASE WHEN subscriptions.expires_at > $6::BIGINT
-                                 THEN excluded.expires_at
-                                 ELSE GREATEST(subscriptions.expires_at, excluded.expires_at)
-                            END,
-               seen_at = coalesce($4, subscriptions.seen_at)",
-            &[
-                &update.stream,
-                &e.subscription,
-                &ms(e.expires_at),
-                &seen,
-                &ms(now),
-                &ms(horizon(now)),
-            ],
-        )
-        .await?;
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 6] = [
+            &update.stream,
+            &e.subscription,
+            &ms(e.expires_at),
+            &seen,
+            &ms(now),
+            &ms(horizon(now)),
+        ];
+        exec(tx, sql::RECORD_EXPIRY, &params).await?;
     }
     for notice in &update.lifecycle {
-        exec(
-            tx,
-            "UPDATE subscriptions SET reauth_at = $3 WHERE stream = $1 AND subscription = $2",
-            &[&update.stream, &notice.subscription, &ms(now)],
-        )
-        .await?;
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] =
+            [&update.stream, &notice.subscription, &ms(now)];
+        exec(tx, sql::REAUTH, &params).await?;
     }
     if !update.expiries.is_empty() {
-        exec(
-            tx,
-            "DELETE FROM subscriptions WHERE stream = $1 AND subscription IN (
-               SELECT subscription FROM subscriptions WHERE stream = $1
-               ORDER BY seen_at DESC, expires_at DESC OFFSET $2)",
-            &[&update.stream, &MAX_PER_STREAM],
-        )
-        .await?;
+        let stored = rows(tx, sql::CAP_ROWS, &[&update.stream])
+            .await?
+            .iter()
+            .map(Columns::pg)
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        for subscription in over_cap(stored, MAX_PER_STREAM) {
+            exec(tx, sql::EVICT, &[&update.stream, &subscription]).await?;
+        }
     }
     Ok(())
 }
 
 pub(super) async fn all(tx: &Tx<'_>) -> Result<Vec<SubscriptionRow>, StoreError> {
-    rows(
-        tx,
-        "SELECT stream, subscription, expires_at, seen_at, reauth_at, alert_state, concern
-         FROM subscriptions ORDER BY stream, subscription",
-        &[],
-    )
-    .await?
-    .iter()
-    .map(|r| {
-        Ok(SubscriptionRow {
-            stream: get(r, 0)?,
-            subscription: get(r, 1)?,
-            expires_at: time(get(r, 2)?)?,
-            seen_at: time(get(r, 3)?)?,
-            reauth_at: opt_time(get(r, 4)?)?,
-            state: state(get(r, 5)?)?,
-            concern: get(r, 6)?,
-        })
-    })
-    .collect()
+    rows(tx, sql::ALL, &[])
+        .await?
+        .iter()
+        .map(|r| subscription_row(RowCols::pg(r)?, state(get(r, 6)?)?))
+        .collect()
 }
 
-/// Compare-and-set on the subscription's alert state (row locked), then
-/// one warning page per notifier.
+/// Compare-and-set on the subscription's alert state (row locked: replicas share this
+/// database), then one warning page per notifier.
 pub(super) async fn transition(
     tx: &Tx<'_>,
     t: &SubscriptionTransition,
 ) -> Result<bool, StoreError> {
-    let Some(row) = opt(
-        tx,
-        "SELECT alert_state, concern FROM subscriptions
-         WHERE stream = $1 AND subscription = $2 FOR UPDATE",
-        &[&t.stream, &t.subscription],
-    )
-    .await?
-    else {
+    let locked = format!("{} FOR UPDATE", sql::CURRENT);
+    let current = match opt(tx, &locked, &[&t.stream, &t.subscription]).await? {
+        Some(r) => Some((state(get(&r, 0)?)?, get(&r, 1)?)),
+        None => None,
+    };
+    let Some(m) = transition_move(current, t) else {
         return Ok(false);
     };
-    let current = state(get(&row, 0)?)?;
-    let fired_kind: Option<String> = get(&row, 1)?;
-    if current == t.to {
-        return Ok(false);
-    }
-    let kind = match (t.kind, &fired_kind) {
-        (Some(kind), _) => kind.to_owned(),
-        (None, Some(kind)) => kind.clone(),
-        (None, None) => EXPIRING_KIND.to_owned(),
-    };
-    let concern = t.kind.map(|_| kind.as_str());
-    exec(
-        tx,
-        "UPDATE subscriptions SET alert_state = $3, concern = $4
-         WHERE stream = $1 AND subscription = $2",
-        &[&t.stream, &t.subscription, &state_str(&t.to), &concern],
-    )
-    .await?;
-    let key = format!("{}/{}", t.stream, t.subscription);
-    let page = Transition {
-        stream: t.stream.clone(),
-        to: t.to.clone(),
-        at: t.at,
-        reason: t.reason.clone(),
-        notifiers: t.notifiers.clone(),
-    };
-    let alert = KeyedAlert {
-        kind: &kind,
-        family: "subscription",
-        key: &key,
-        severity: "warning",
-        source: "subscription",
-        endpoint_id: &t.subscription,
-    };
-    queue_keyed_pages(tx, &page, t.at, &alert).await?;
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] =
+        [&t.stream, &t.subscription, &state_str(&t.to), &m.concern];
+    exec(tx, sql::SET_STATE, &params).await?;
+    queue_keyed_pages(tx, &m.page, t.at, &m.alert()).await?;
     Ok(true)
 }

@@ -1,107 +1,37 @@
-//! `store::svix` on PostgreSQL: an operational event, the endpoint state it
-//! changes and the pages that causes, in one transaction. The endpoint row
-//! is locked (`FOR UPDATE`) before its before/after summary is read, so two
-//! replicas applying events for one endpoint take turns and each sees the
-//! other's committed change.
+//! `store::svix` on PostgreSQL: the same decisions (the pure functions of
+//! `store::svix`) from the same rows, read and written with the same
+//! statements (`store::svix::sql`). What is PostgreSQL's own: replicas
+//! share this database, so the endpoint row is locked (`FOR UPDATE`)
+//! before its before/after summary is read (two replicas applying events
+//! for one endpoint take turns and each sees the other's committed
+//! change), the audit head is locked before it, and a redelivery is looked
+//! up in one round trip (`= ANY($1)`, an array parameter SQLite lacks).
 
 use super::ops::{lock_audit_head, queue_keyed_pages, record_event};
 use super::sql::{exec, get, ms, one, opt, rows, Tx};
-use crate::domain::svix::{
-    alert_changes, AlertChange, DisableTrigger, EndpointSummary, Severity, SvixAlert,
-};
-use crate::ingest::svix_ops::{AttemptRef, EndpointRef, OpEvent, Trigger};
-use crate::store::ops::KeyedAlert;
+use crate::domain::svix::{alert_changes, AlertChange, EndpointSummary};
 use crate::store::svix::{
-    join_entry, learned, redelivery_hashes, summary_text, tracked, LostMessage, RecoveredMessage,
-    SvixApply, SvixEndpointRow, SvixPage, GROUPED_ENDPOINT, MAX_ENDPOINTS_PER_SOURCE,
-    RECOVERED_SHOWN, REDELIVERED, REDELIVERED_EVENT,
+    ack_place, apply, endpoint_row, event_changes, event_place, join_entry, learned, lost_message,
+    page_plans, recovered_message, redelivered, redelivery_hashes, sql, summary, Columns,
+    SourceRows, SvixApply, SvixEndpointRow, SvixPage, Write, GROUPED_ENDPOINT, RECOVERED_SHOWN,
+    REDELIVERED, REGROUPED,
 };
-use crate::store::{AlertState, EventOutcome, NewEvent, StoreError, Transition};
-use chrono::DateTime;
+use crate::store::{EventOutcome, NewEvent, StoreError};
 
-fn time(ms: Option<i64>) -> Option<chrono::DateTime<chrono::Utc>> {
-    ms.and_then(DateTime::from_timestamp_millis)
-}
-
-async fn has_row(tx: &Tx<'_>, source: &str, endpoint_id: &str) -> Result<bool, StoreError> {
-    Ok(opt(
-        tx,
-        "SELECT 1 FROM svix_endpoints WHERE source = $1 AND endpoint_id = $2",
-        &[&source, &endpoint_id],
-    )
-    .await?
-    .is_some())
-}
-
-/// Which row holds `endpoint_id`'s state (see `store::svix::tracked_id`).
-/// Two replicas adding new endpoints at once may each see room for one
-/// more, so the cap can be passed by at most the number of concurrent
-/// writers; it still bounds the series.
-async fn tracked_id(
+async fn source_rows(
     tx: &Tx<'_>,
     source: &str,
     endpoint_id: &str,
-    mapped: bool,
-) -> Result<String, StoreError> {
-    if mapped || has_row(tx, source, endpoint_id).await? {
-        return Ok(endpoint_id.to_string());
-    }
-    let r = one(
-        tx,
-        "SELECT count(*) FROM svix_endpoints WHERE source = $1 AND endpoint_id <> $2",
-        &[&source, &GROUPED_ENDPOINT],
-    )
-    .await?;
-    let count: i64 = get(&r, 0)?;
-    if count < MAX_ENDPOINTS_PER_SOURCE {
-        return Ok(endpoint_id.to_string());
-    }
-    if !has_row(tx, source, GROUPED_ENDPOINT).await? {
-        crate::store::svix::warn_grouping(source);
-    }
-    Ok(GROUPED_ENDPOINT.to_string())
-}
-
-/// The row an acknowledgement applies to (see `store::svix::ack_target`).
-async fn ack_target(
-    tx: &Tx<'_>,
-    source: &str,
-    endpoint_id: &str,
-    mapped: bool,
-) -> Result<String, StoreError> {
-    if mapped
-        || has_row(tx, source, endpoint_id).await?
-        || !has_row(tx, source, GROUPED_ENDPOINT).await?
-    {
-        return Ok(endpoint_id.to_string());
-    }
-    Ok(GROUPED_ENDPOINT.to_string())
-}
-
-async fn touch_endpoint(
-    tx: &Tx<'_>,
-    source: &str,
-    e: &EndpointRef,
-    now: i64,
-) -> Result<(), StoreError> {
-    exec(
-        tx,
-        "INSERT INTO svix_endpoints (source, endpoint_id, app_id, endpoint_uid, updated_at)
-         VALUES ($1, $2, $3, $4, $5)
-         ON CONFLICT (source, endpoint_id) DO UPDATE SET
-           app_id = coalesce(excluded.app_id, svix_endpoints.app_id),
-           endpoint_uid = coalesce(excluded.endpoint_uid, svix_endpoints.endpoint_uid),
-           updated_at = excluded.updated_at",
-        &[&source, &e.endpoint_id, &e.app_id, &e.endpoint_uid, &now],
-    )
-    .await?;
-    Ok(())
+) -> Result<SourceRows, StoreError> {
+    let r = one(tx, sql::ROWS, &[&source, &endpoint_id, &GROUPED_ENDPOINT]).await?;
+    Ok(SourceRows::of(Columns::pg(&r)?))
 }
 
 /// Locks the endpoint's row for the rest of the transaction. With
 /// `create_at`, a missing row is created first (the event will touch it
 /// anyway), so two replicas recording the first events of a new endpoint
 /// also take turns instead of both reading "no state" as their before.
+/// (SQLite has one writer: nothing to lock.)
 async fn lock_endpoint(
     tx: &Tx<'_>,
     source: &str,
@@ -126,165 +56,50 @@ async fn lock_endpoint(
     Ok(())
 }
 
-async fn summary(
+async fn read_summary(
     tx: &Tx<'_>,
     source: &str,
     endpoint_id: &str,
 ) -> Result<EndpointSummary, StoreError> {
-    let disabled = match opt(
-        tx,
-        "SELECT disabled, disable_trigger FROM svix_endpoints WHERE source = $1 AND endpoint_id = $2",
-        &[&source, &endpoint_id],
-    )
-    .await?
-    {
-        Some(r) => Some((get::<i64>(&r, 0)?, get::<Option<String>>(&r, 1)?)),
+    let disabled = match opt(tx, sql::DISABLED, &[&source, &endpoint_id]).await? {
+        Some(r) => Some(Columns::pg(&r)?),
         None => None,
     };
-    let r = one(
-        tx,
-        "SELECT count(*) FILTER (WHERE state = 'failing'),
-                count(*) FILTER (WHERE state = 'exhausted' AND acknowledged = 0)
-         FROM svix_messages WHERE source = $1 AND endpoint_id = $2",
-        &[&source, &endpoint_id],
-    )
-    .await?;
-    let failing: i64 = get(&r, 0)?;
-    let lost: i64 = get(&r, 1)?;
-    Ok(EndpointSummary {
-        disabled: match disabled {
-            Some((1, Some(t))) if t == "manual" => Some(DisableTrigger::Manual),
-            Some((1, _)) => Some(DisableTrigger::Automatic),
-            _ => None,
-        },
-        failing: u64::try_from(failing).unwrap_or(0),
-        lost: u64::try_from(lost).unwrap_or(0),
-    })
+    let r = one(tx, sql::COUNTS, &[&source, &endpoint_id]).await?;
+    Ok(summary(disabled, get(&r, 0)?, get(&r, 1)?))
 }
 
-/// Newer news about a message wins (see `store::svix::message_news`).
-async fn message_news(
-    tx: &Tx<'_>,
-    source: &str,
-    endpoint_id: &str,
-    a: &AttemptRef,
-    state: &str,
-    now: i64,
-) -> Result<(), StoreError> {
-    exec(
-        tx,
-        "INSERT INTO svix_messages (source, endpoint_id, msg_id, msg_event_id, state, status_code, attempt_at, received_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-         ON CONFLICT (source, endpoint_id, msg_id) DO UPDATE SET
-           state = excluded.state, status_code = excluded.status_code,
-           attempt_at = excluded.attempt_at, received_at = excluded.received_at,
-           msg_event_id = coalesce(excluded.msg_event_id, svix_messages.msg_event_id),
-           acknowledged = CASE WHEN excluded.state = 'exhausted' THEN 0 ELSE svix_messages.acknowledged END
-         WHERE (excluded.attempt_at IS NULL OR svix_messages.attempt_at IS NULL
-                OR excluded.attempt_at >= svix_messages.attempt_at)
-           AND (excluded.state <> 'failing' OR svix_messages.state <> 'exhausted')",
-        &[
-            &source,
-            &endpoint_id,
-            &a.msg_id,
-            &a.msg_event_id,
-            &state,
-            &i64::from(a.status_code),
-            &a.attempt_at.map(ms),
-            &now,
-        ],
-    )
-    .await?;
-    Ok(())
-}
-
-/// Applies the event to the row `id` (the endpoint's own, or the grouped row).
-async fn apply_event(
-    tx: &Tx<'_>,
-    a: &SvixApply,
-    id: &str,
-) -> Result<Option<(String, bool)>, StoreError> {
-    let now = ms(a.now);
-    let Some(real) = a.event.endpoint() else {
-        return Ok(None);
-    };
-    let grouped = id != real.endpoint_id;
-    let own = tracked(real, id);
-    let (endpoint, deleted) = match &a.event {
-        OpEvent::EndpointDisabled {
-            fail_since,
+async fn write(tx: &Tx<'_>, source: &str, id: &str, w: &Write, now: i64) -> Result<(), StoreError> {
+    match w {
+        Write::Touch(e) => {
+            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 5] =
+                [&source, &e.endpoint_id, &e.app_id, &e.endpoint_uid, &now];
+            exec(tx, sql::TOUCH, &params).await
+        }
+        Write::Disable {
             trigger,
-            ..
-        } => {
-            let endpoint = &own;
-            touch_endpoint(tx, &a.source, endpoint, now).await?;
-            let trigger = match trigger {
-                Trigger::Automatic => "automatic",
-                Trigger::Manual => "manual",
-            };
-            exec(
-                tx,
-                "UPDATE svix_endpoints SET disabled = 1, disable_trigger = $3, fail_since = $4, disabled_at = $5
-                 WHERE source = $1 AND endpoint_id = $2",
-                &[&a.source, &endpoint.endpoint_id, &trigger, &fail_since.map(ms), &now],
-            )
-            .await?;
-            (endpoint, false)
+            fail_since,
+        } => exec(tx, sql::DISABLE, &[&source, &id, trigger, fail_since, &now]).await,
+        Write::Clear => exec(tx, sql::CLEAR, &[&source, &id]).await,
+        Write::Delete { clear, grouped } => {
+            exec(tx, sql::DELETE, &[&source, &id, clear, grouped]).await
         }
-        OpEvent::EndpointEnabled(_) | OpEvent::EndpointUpdated(_) | OpEvent::EndpointCreated(_) => {
-            let endpoint = &own;
-            touch_endpoint(tx, &a.source, endpoint, now).await?;
-            let clears = matches!(a.event, OpEvent::EndpointEnabled(_))
-                || a.clears_on.contains(&a.event_type);
-            if clears {
-                exec(
-                    tx,
-                    "UPDATE svix_endpoints SET disabled = 0, deleted = 0 WHERE source = $1 AND endpoint_id = $2",
-                    &[&a.source, &endpoint.endpoint_id],
-                )
-                .await?;
-            }
-            (endpoint, false)
+        Write::News { attempt: m, state } => {
+            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 8] = [
+                &source,
+                &id,
+                &m.msg_id,
+                &m.msg_event_id,
+                state,
+                &i64::from(m.status_code),
+                &m.attempt_at.map(ms),
+                &now,
+            ];
+            exec(tx, sql::NEWS, &params).await
         }
-        OpEvent::EndpointDeleted(_) => {
-            let endpoint = &own;
-            touch_endpoint(tx, &a.source, endpoint, now).await?;
-            let clears = a.clears_on.contains(&a.event_type);
-            // One grouped endpoint deleted does not delete the others.
-            exec(
-                tx,
-                "UPDATE svix_endpoints SET deleted = CASE WHEN $4 THEN deleted ELSE 1 END,
-                   disabled = CASE WHEN $3 THEN 0 ELSE disabled END
-                 WHERE source = $1 AND endpoint_id = $2",
-                &[&a.source, &endpoint.endpoint_id, &clears, &grouped],
-            )
-            .await?;
-            (endpoint, !grouped)
-        }
-        OpEvent::AttemptFailing { attempt, .. }
-        | OpEvent::AttemptRecovered { attempt, .. }
-        | OpEvent::AttemptExhausted { attempt, .. } => {
-            let endpoint = &own;
-            let state = match a.event {
-                OpEvent::AttemptFailing { .. } => "failing",
-                OpEvent::AttemptRecovered { .. } => "recovered",
-                _ => "exhausted",
-            };
-            touch_endpoint(tx, &a.source, endpoint, now).await?;
-            message_news(tx, &a.source, &endpoint.endpoint_id, attempt, state, now).await?;
-            if state == "exhausted" {
-                exec(
-                    tx,
-                    "UPDATE svix_endpoints SET exhausted_total = exhausted_total + 1 WHERE source = $1 AND endpoint_id = $2",
-                    &[&a.source, &endpoint.endpoint_id],
-                )
-                .await?;
-            }
-            (endpoint, false)
-        }
-        OpEvent::BackgroundTaskFinished { .. } | OpEvent::Other => return Ok(None),
-    };
-    Ok(Some((endpoint.endpoint_id.clone(), deleted)))
+        Write::CountExhausted => exec(tx, sql::COUNT_EXHAUSTED, &[&source, &id]).await,
+    }?;
+    Ok(())
 }
 
 async fn queue_pages(
@@ -301,44 +116,12 @@ async fn queue_pages(
         .pop()
         .ok_or_else(|| StoreError::Sql(format!("unknown Svix endpoint {endpoint_id}")))?;
     let mut pages = Vec::new();
-    for change in changes {
-        let summary = summary_text(a, endpoint_id, change, &row);
-        let t = Transition {
-            stream: a.stream.clone(),
-            to: if change.firing {
-                AlertState::Firing
-            } else {
-                AlertState::Ok
-            },
-            at: a.now,
-            reason: summary.clone(),
-            notifiers: a.notifiers.clone(),
-        };
-        let key = format!("{}/{}/{}", a.source, endpoint_id, change.alert.as_str());
-        let alert = KeyedAlert {
-            kind: change.alert.as_str(),
-            family: "svix",
-            key: &key,
-            severity: change.severity.as_str(),
-            source: &a.source,
-            endpoint_id,
-        };
-        queue_keyed_pages(tx, &t, a.now, &alert).await?;
-        if change.alert == SvixAlert::MessagesExhausted {
-            exec(
-                tx,
-                "UPDATE svix_endpoints SET lost_paged = $3 WHERE source = $1 AND endpoint_id = $2",
-                &[&a.source, &endpoint_id, &(row.lost.len() as i64)],
-            )
-            .await?;
+    for plan in page_plans(a, endpoint_id, changes, &row) {
+        queue_keyed_pages(tx, &plan.transition, a.now, &plan.alert()).await?;
+        if let Some(lost) = plan.lost_paged {
+            exec(tx, sql::SET_LOST_PAGED, &[&a.source, &endpoint_id, &lost]).await?;
         }
-        pages.push(SvixPage {
-            endpoint_id: endpoint_id.to_string(),
-            alert: change.alert,
-            firing: change.firing,
-            severity: change.severity,
-            summary,
-        });
+        pages.push(plan.page);
     }
     Ok(pages)
 }
@@ -355,29 +138,25 @@ pub(super) async fn record(
     let Some(real) = a.event.endpoint() else {
         return Ok((EventOutcome::Accepted, Vec::new()));
     };
-    let stored_uid: Option<String> = match opt(
-        tx,
-        "SELECT endpoint_uid FROM svix_endpoints WHERE source = $1 AND endpoint_id = $2",
-        &[&a.source, &real.endpoint_id],
-    )
-    .await?
-    {
-        Some(r) => get(&r, 0)?,
-        None => None,
-    };
+    let stored_uid: Option<String> =
+        match opt(tx, sql::STORED_UID, &[&a.source, &real.endpoint_id]).await? {
+            Some(r) => get(&r, 0)?,
+            None => None,
+        };
     let learned = learned(a, stored_uid.as_deref());
     let a = learned.as_ref().unwrap_or(a);
-    let endpoint_id = tracked_id(tx, &a.source, &real.endpoint_id, a.mapped).await?;
+    let rows = source_rows(tx, &a.source, &real.endpoint_id).await?;
+    let endpoint_id = event_place(a.mapped, rows).id(&a.source, &real.endpoint_id);
     lock_endpoint(tx, &a.source, &endpoint_id, Some(ms(a.now))).await?;
-    let before = summary(tx, &a.source, &endpoint_id).await?;
-    let Some((_, deleted)) = apply_event(tx, a, &endpoint_id).await? else {
+    let before = read_summary(tx, &a.source, &endpoint_id).await?;
+    let Some(plan) = apply(a, &endpoint_id) else {
         return Ok((EventOutcome::Accepted, Vec::new()));
     };
-    // Exhausted after its redelivery was already accepted: never lost
-    // (see `store::svix::record`).
-    if let OpEvent::AttemptExhausted { attempt, .. } = &a.event {
-        let joined =
-            join_redelivered(tx, a, &endpoint_id, std::slice::from_ref(&attempt.msg_id)).await?;
+    for w in &plan.writes {
+        write(tx, &a.source, &endpoint_id, w, ms(a.now)).await?;
+    }
+    if let Some(msg) = &plan.join {
+        let joined = join_redelivered(tx, a, &endpoint_id, std::slice::from_ref(msg)).await?;
         if !joined.is_empty() && event.audit {
             // Only when the event itself was audited: its head lock was
             // taken first, before the endpoint row (`a.audit` is read from
@@ -387,15 +166,8 @@ pub(super) async fn record(
             record_event(tx, &entry).await?;
         }
     }
-    let after = summary(tx, &a.source, &endpoint_id).await?;
-    let mut changes = alert_changes(&before, &after);
-    if deleted && a.mapped {
-        changes.push(AlertChange {
-            alert: SvixAlert::EndpointDeleted,
-            firing: true,
-            severity: Severity::Warning,
-        });
-    }
+    let after = read_summary(tx, &a.source, &endpoint_id).await?;
+    let changes = event_changes(a, &plan, &before, &after);
     let pages = queue_pages(tx, a, &endpoint_id, &changes).await?;
     Ok((EventOutcome::Accepted, pages))
 }
@@ -406,20 +178,15 @@ pub(super) async fn acknowledge(
     endpoint_id: &str,
     msg_ids: &[String],
 ) -> Result<(usize, u64, Vec<SvixPage>), StoreError> {
-    let endpoint_id = &ack_target(tx, &a.source, endpoint_id, a.mapped).await?;
+    let rows = source_rows(tx, &a.source, endpoint_id).await?;
+    let endpoint_id = &ack_place(a.mapped, rows).id(&a.source, endpoint_id);
     lock_endpoint(tx, &a.source, endpoint_id, None).await?;
-    let before = summary(tx, &a.source, endpoint_id).await?;
+    let before = read_summary(tx, &a.source, endpoint_id).await?;
     let mut acked = 0;
     for msg in msg_ids {
-        acked += exec(
-            tx,
-            "UPDATE svix_messages SET acknowledged = 1
-             WHERE source = $1 AND endpoint_id = $2 AND msg_id = $3 AND state = 'exhausted' AND acknowledged = 0",
-            &[&a.source, &endpoint_id, msg],
-        )
-        .await?;
+        acked += exec(tx, sql::ACKNOWLEDGE, &[&a.source, &endpoint_id, msg]).await?;
     }
-    let after = summary(tx, &a.source, endpoint_id).await?;
+    let after = read_summary(tx, &a.source, endpoint_id).await?;
     lower_lost_paged(tx, &a.source, endpoint_id, after.lost).await?;
     let pages = queue_pages(tx, a, endpoint_id, &alert_changes(&before, &after)).await?;
     Ok((
@@ -449,8 +216,7 @@ async fn join_redelivered(
         if arrived
             && exec(
                 tx,
-                "UPDATE svix_messages SET acknowledged = $5, received_at = $4
-                 WHERE source = $1 AND endpoint_id = $2 AND msg_id = $3 AND state = 'exhausted' AND acknowledged = 0",
+                sql::MARK_REDELIVERED,
                 &[&a.source, &endpoint_id, msg, &ms(a.now), &REDELIVERED],
             )
             .await?
@@ -462,6 +228,14 @@ async fn join_redelivered(
     Ok(joined)
 }
 
+async fn lost_ids(tx: &Tx<'_>, source: &str, endpoint_id: &str) -> Result<Vec<String>, StoreError> {
+    rows(tx, sql::LOST_IDS, &[&source, &endpoint_id])
+        .await?
+        .iter()
+        .map(|r| get(r, 0))
+        .collect()
+}
+
 /// `store::svix::redeliver` on PostgreSQL. The caller holds the audit head
 /// (when auditing) and then the endpoint row: the order every appending
 /// transaction takes them in.
@@ -470,20 +244,11 @@ async fn redeliver(
     a: &SvixApply,
     endpoint_id: &str,
 ) -> Result<Vec<SvixPage>, StoreError> {
-    let lost: Vec<String> = rows(
-        tx,
-        "SELECT msg_id FROM svix_messages
-         WHERE source = $1 AND endpoint_id = $2 AND state = 'exhausted' AND acknowledged = 0",
-        &[&a.source, &endpoint_id],
-    )
-    .await?
-    .iter()
-    .map(|r| get(r, 0))
-    .collect::<Result<_, StoreError>>()?;
+    let lost = lost_ids(tx, &a.source, endpoint_id).await?;
     if lost.is_empty() {
         return Ok(Vec::new());
     }
-    let before = summary(tx, &a.source, endpoint_id).await?;
+    let before = read_summary(tx, &a.source, endpoint_id).await?;
     let joined = join_redelivered(tx, a, endpoint_id, &lost).await?;
     if joined.is_empty() {
         return Ok(Vec::new());
@@ -491,31 +256,25 @@ async fn redeliver(
     if a.audit {
         record_event(tx, &join_entry(a, endpoint_id, &joined)).await?;
     }
-    let after = summary(tx, &a.source, endpoint_id).await?;
+    let after = read_summary(tx, &a.source, endpoint_id).await?;
     lower_lost_paged(tx, &a.source, endpoint_id, after.lost).await?;
-    let a = SvixApply {
-        event_type: REDELIVERED_EVENT.to_string(),
-        ..a.clone()
-    };
-    queue_pages(tx, &a, endpoint_id, &alert_changes(&before, &after)).await
+    queue_pages(
+        tx,
+        &redelivered(a),
+        endpoint_id,
+        &alert_changes(&before, &after),
+    )
+    .await
 }
 
 /// Whether any lost message of `endpoint_id` has an accepted redelivery
 /// (one query over every candidate key; no lock taken).
 async fn has_redelivery(tx: &Tx<'_>, a: &SvixApply, endpoint_id: &str) -> Result<bool, StoreError> {
-    let hashes: Vec<String> = rows(
-        tx,
-        "SELECT msg_id FROM svix_messages
-         WHERE source = $1 AND endpoint_id = $2 AND state = 'exhausted' AND acknowledged = 0",
-        &[&a.source, &endpoint_id],
-    )
-    .await?
-    .iter()
-    .map(|r| get::<String>(r, 0))
-    .collect::<Result<Vec<_>, StoreError>>()?
-    .iter()
-    .flat_map(|msg| redelivery_hashes(a, msg))
-    .collect();
+    let hashes: Vec<String> = lost_ids(tx, &a.source, endpoint_id)
+        .await?
+        .iter()
+        .flat_map(|msg| redelivery_hashes(a, msg))
+        .collect();
     if hashes.is_empty() {
         return Ok(false);
     }
@@ -528,19 +287,14 @@ async fn has_redelivery(tx: &Tx<'_>, a: &SvixApply, endpoint_id: &str) -> Result
     .is_some())
 }
 
-/// `store::svix::lower_lost_paged` on PostgreSQL.
 async fn lower_lost_paged(
     tx: &Tx<'_>,
     source: &str,
     endpoint_id: &str,
     lost: u64,
 ) -> Result<(), StoreError> {
-    exec(
-        tx,
-        "UPDATE svix_endpoints SET lost_paged = LEAST(lost_paged, $3) WHERE source = $1 AND endpoint_id = $2",
-        &[&source, &endpoint_id, &i64::try_from(lost).unwrap_or(i64::MAX)],
-    )
-    .await?;
+    let lost = i64::try_from(lost).unwrap_or(i64::MAX);
+    exec(tx, sql::LOWER_LOST_PAGED, &[&source, &endpoint_id, &lost]).await?;
     Ok(())
 }
 
@@ -548,18 +302,11 @@ pub(super) async fn grown(
     tx: &Tx<'_>,
     source: &str,
 ) -> Result<Vec<(String, Option<String>)>, StoreError> {
-    rows(
-        tx,
-        "SELECT e.endpoint_id, e.endpoint_uid FROM svix_endpoints e
-         WHERE e.source = $1 AND e.lost_paged > 0 AND e.lost_paged < (
-           SELECT count(*) FROM svix_messages m WHERE m.source = e.source AND m.endpoint_id = e.endpoint_id
-             AND m.state = 'exhausted' AND m.acknowledged = 0)",
-        &[&source],
-    )
-    .await?
-    .iter()
-    .map(|r| Ok((get(r, 0)?, get(r, 1)?)))
-    .collect()
+    rows(tx, sql::GROWN, &[&source])
+        .await?
+        .iter()
+        .map(|r| Ok((get(r, 0)?, get(r, 1)?)))
+        .collect()
 }
 
 pub(super) async fn regroup(
@@ -584,19 +331,10 @@ pub(super) async fn regroup(
     } else {
         Vec::new()
     };
-    let still_grown = grown(tx, &a.source)
-        .await?
-        .iter()
-        .any(|(id, _)| id == endpoint_id);
-    if !still_grown {
-        return Ok(pages);
+    let grown = grown(tx, &a.source).await?;
+    if grown.iter().any(|(id, _)| id == endpoint_id) {
+        pages.extend(queue_pages(tx, a, endpoint_id, &[REGROUPED]).await?);
     }
-    let change = AlertChange {
-        alert: SvixAlert::MessagesExhausted,
-        firing: true,
-        severity: Severity::Critical,
-    };
-    pages.extend(queue_pages(tx, a, endpoint_id, &[change]).await?);
     Ok(pages)
 }
 
@@ -606,79 +344,34 @@ pub(super) async fn endpoints(
 ) -> Result<Vec<SvixEndpointRow>, StoreError> {
     let (source, endpoint) = only.map_or((None, None), |(s, e)| (Some(s), Some(e)));
     let mut out = Vec::new();
-    for r in rows(
-        tx,
-        "SELECT source, endpoint_id, app_id, endpoint_uid, disabled, disable_trigger, fail_since, disabled_at, deleted, exhausted_total,
-                (SELECT count(*) FROM svix_messages m WHERE m.source = e.source AND m.endpoint_id = e.endpoint_id AND m.state = 'failing'),
-                (SELECT count(*) FROM svix_messages m WHERE m.source = e.source AND m.endpoint_id = e.endpoint_id
-                   AND m.state = 'exhausted' AND m.acknowledged = $3)
-         FROM svix_endpoints e WHERE ($1::TEXT IS NULL OR source = $1) AND ($2::TEXT IS NULL OR endpoint_id = $2)
-         ORDER BY source, endpoint_id",
-        &[&source, &endpoint, &REDELIVERED],
-    )
-    .await?
-    {
-        let disabled: i64 = get(&r, 4)?;
-        let trigger: Option<String> = get(&r, 5)?;
-        out.push(SvixEndpointRow {
-            source: get(&r, 0)?,
-            endpoint_id: get(&r, 1)?,
-            app_id: get(&r, 2)?,
-            endpoint_uid: get(&r, 3)?,
-            disabled: (disabled == 1).then(|| {
-                if trigger.as_deref() == Some("manual") {
-                    DisableTrigger::Manual
-                } else {
-                    DisableTrigger::Automatic
-                }
-            }),
-            fail_since: time(get(&r, 6)?),
-            disabled_at: time(get(&r, 7)?),
-            deleted: get::<i64>(&r, 8)? == 1,
-            exhausted_total: u64::try_from(get::<i64>(&r, 9)?).unwrap_or(0),
-            failing: u64::try_from(get::<i64>(&r, 10)?).unwrap_or(0),
-            lost: Vec::new(),
-            recovered: Vec::new(),
-            recovered_total: u64::try_from(get::<i64>(&r, 11)?).unwrap_or(0),
-        });
+    for r in rows(tx, sql::ENDPOINTS, &[&source, &endpoint, &REDELIVERED]).await? {
+        out.push(endpoint_row(Columns::pg(&r)?));
     }
     for row in &mut out {
-        row.lost = rows(
-            tx,
-            "SELECT msg_id, msg_event_id, status_code, attempt_at FROM svix_messages
-             WHERE source = $1 AND endpoint_id = $2 AND state = 'exhausted' AND acknowledged = 0
-             ORDER BY received_at, msg_id",
-            &[&row.source, &row.endpoint_id],
-        )
-        .await?
-        .iter()
-        .map(|r| {
-            Ok(LostMessage {
-                msg_id: get(r, 0)?,
-                msg_event_id: get(r, 1)?,
-                status_code: u16::try_from(get::<i64>(r, 2)?).unwrap_or(0),
-                attempt_at: time(get(r, 3)?),
-            })
-        })
-        .collect::<Result<_, StoreError>>()?;
-        if row.recovered_total > 0 {
-            row.recovered = rows(
-                tx,
-                "SELECT msg_id, msg_event_id, received_at FROM svix_messages
-                 WHERE source = $1 AND endpoint_id = $2 AND state = 'exhausted' AND acknowledged = $3
-                 ORDER BY received_at DESC, msg_id LIMIT $4",
-                &[&row.source, &row.endpoint_id, &REDELIVERED, &RECOVERED_SHOWN],
-            )
+        row.lost = rows(tx, sql::LOST, &[&row.source, &row.endpoint_id])
             .await?
             .iter()
             .map(|r| {
-                Ok(RecoveredMessage {
-                    msg_id: get(r, 0)?,
-                    msg_event_id: get(r, 1)?,
-                    recovered_at: time(get(r, 2)?),
-                })
+                Ok(lost_message((
+                    get(r, 0)?,
+                    get(r, 1)?,
+                    get(r, 2)?,
+                    get(r, 3)?,
+                )))
             })
             .collect::<Result<_, StoreError>>()?;
+        if row.recovered_total > 0 {
+            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] = [
+                &row.source,
+                &row.endpoint_id,
+                &REDELIVERED,
+                &RECOVERED_SHOWN,
+            ];
+            row.recovered = rows(tx, sql::RECOVERED, &params)
+                .await?
+                .iter()
+                .map(|r| Ok(recovered_message(Columns::pg(r)?)))
+                .collect::<Result<_, StoreError>>()?;
         }
     }
     Ok(out)
