@@ -41,9 +41,10 @@ pub fn read(r: &mut Reader<'_>, root: &Table, base_dir: &Path) -> StoreConfig {
             DEFAULT_POOL_SIZE
         }
     };
-    // A `[store]` table without `url` (only `encryption_key`) keeps the
-    // embedded SQLite default.
-    if !t.contains_key("url") {
+    // A `[store]` table with only `encryption_key` keeps the embedded
+    // SQLite default; the PostgreSQL settings still need their `url`.
+    let postgres_only = ["pool_size", "leader_lease"];
+    if !t.contains_key("url") && !postgres_only.iter().any(|k| t.contains_key(*k)) {
         return StoreConfig {
             postgres: None,
             sealer,
