@@ -85,6 +85,29 @@ pub fn summary(path: &Path, config: &Config, now: DateTime<Utc>) -> String {
             "    next business window: {}",
             next_window(&calendar, now)
         );
+        if let Some(f) = &s.forward {
+            let steps: Vec<String> = f.ladder.retry.iter().map(|d| format_duration(*d)).collect();
+            let _ = writeln!(
+                out,
+                "    relays to {} ({}, {} secret(s)); retries after [{}] then daily, gives up after {}; pages at {:?} failures in a row; clock counts {}; bodies {}",
+                crate::notify::redact_url(f.url.expose()),
+                if f.ordered { "ordered" } else { "unordered" },
+                f.secrets.len(),
+                steps.join(", "),
+                format_duration(f.ladder.give_up_after),
+                f.ladder.alert_after,
+                if f.clock == crate::config::forward::ForwardClock::Delivered {
+                    "the app's 2xx"
+                } else {
+                    "arrivals"
+                },
+                if config.store.sealer.is_on() {
+                    "encrypted at rest"
+                } else {
+                    "in plaintext"
+                },
+            );
+        }
         for w in &s.maintenance {
             let _ = writeln!(
                 out,
