@@ -778,7 +778,7 @@ pub(super) fn replay_selection(
 ) -> (Vec<(i64, ReplayItem)>, u64) {
     let wanted: Vec<(i64, ReplayItem)> = window
         .into_iter()
-        .filter(|(_, i)| types.is_empty() || types.iter().any(|t| *t == i.event_type))
+        .filter(|(_, i)| types.is_empty() || types.contains(&i.event_type))
         .collect();
     let pending = wanted.iter().filter(|(_, i)| i.state == "pending").count() as u64;
     (
@@ -855,17 +855,21 @@ pub(super) fn replay(conn: &Connection, r: &ReplayRequest) -> Result<ReplayOutco
     Ok(replay_outcome(chosen, pending))
 }
 
+/// A `forward_runs` row as [`sql::RUNS`] reads it: stream, failures,
+/// failing_since, last_error, last_delivered_at, last_attempt_at.
+pub(super) type RunsRow = (
+    String,
+    i64,
+    Option<i64>,
+    Option<String>,
+    Option<i64>,
+    Option<i64>,
+);
+
 /// Folds the per-state counts and the runs into one row per stream.
 pub(super) fn status_rows(
     counts: Vec<(String, String, i64, Option<i64>)>,
-    runs: Vec<(
-        String,
-        i64,
-        Option<i64>,
-        Option<String>,
-        Option<i64>,
-        Option<i64>,
-    )>,
+    runs: Vec<RunsRow>,
 ) -> Vec<ForwardStatus> {
     let mut out: std::collections::BTreeMap<String, ForwardStatus> = Default::default();
     let entry = |out: &mut std::collections::BTreeMap<String, ForwardStatus>, s: &str| {
