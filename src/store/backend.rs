@@ -59,8 +59,11 @@ pub trait Backend: Send + Sync + 'static {
         now: DateTime<Utc>,
     ) -> StoreResult<Vec<StreamRow>>;
 
+    /// Streams created from a template, by name.
     async fn templated_streams(&self) -> StoreResult<Vec<String>>;
 
+    /// Creates a templated stream (at most `max` exist); see
+    /// `ops::add_templated_stream`.
     async fn add_templated_stream(
         &self,
         name: String,
@@ -68,6 +71,7 @@ pub trait Backend: Send + Sync + 'static {
         max: usize,
     ) -> StoreResult<TemplatedOutcome>;
 
+    /// Forgets a templated stream; false if it did not exist.
     async fn remove_templated_stream(&self, name: String) -> StoreResult<bool>;
 
     /// Records events (dedup, audit append, clock advance) and, when given,
@@ -91,8 +95,11 @@ pub trait Backend: Send + Sync + 'static {
         now: DateTime<Utc>,
     ) -> StoreResult<(Vec<EventOutcome>, Vec<StreamRow>)>;
 
+    /// Records a provider subscription's warning alert moving (see
+    /// `subscriptions::transition`); false when it was already there.
     async fn subscription_transition(&self, t: SubscriptionTransition) -> StoreResult<bool>;
 
+    /// Every tracked provider subscription.
     async fn subscriptions(&self) -> StoreResult<Vec<SubscriptionRow>>;
 
     /// A transition plus one pending outbox row per notifier; `Ok(false)`
@@ -111,6 +118,7 @@ pub trait Backend: Send + Sync + 'static {
         created_at: DateTime<Utc>,
     ) -> StoreResult<TransitionOutcome>;
 
+    /// All stream rows, ordered by name.
     async fn streams(&self) -> StoreResult<Vec<StreamRow>>;
 
     /// The stream rows changed since `since` (a cursor an earlier call
@@ -124,12 +132,18 @@ pub trait Backend: Send + Sync + 'static {
         Ok((self.streams().await?, None))
     }
 
+    /// Outbox rows not yet marked done, oldest first.
     async fn pending_outbox(&self) -> StoreResult<Vec<OutboxRow>>;
 
+    /// Marks an outbox row delivered. Idempotent: a row already done keeps
+    /// its first done time, and an unknown id is a no-op.
     async fn mark_outbox_done(&self, id: i64, at: DateTime<Utc>) -> StoreResult<()>;
 
+    /// Records one delivery attempt's outcome on a pending outbox row.
     async fn record_attempt(&self, id: i64, attempt: Attempt) -> StoreResult<()>;
 
+    /// Queues reminder or escalation pages for the stream's current firing
+    /// episode, once per (kind, step, notifier); returns how many were new.
     async fn enqueue_extra(
         &self,
         stream: String,
@@ -146,16 +160,22 @@ pub trait Backend: Send + Sync + 'static {
 
     async fn outbox_summary(&self, failed_limit: usize) -> StoreResult<OutboxSummary>;
 
+    /// Delivered firing pages of alerts still firing (for re-posting).
     async fn active_firing_pages(&self) -> StoreResult<Vec<OutboxRow>>;
 
+    /// Delete seen_deliveries older than `before` (callers pass now - 7
+    /// days); returns rows deleted.
     async fn prune_seen(&self, before: DateTime<Utc>) -> StoreResult<usize>;
 
+    /// Records an operational webhook and applies it to the endpoint's state,
+    /// queueing any pages it causes, all in one transaction.
     async fn record_svix(
         &self,
         event: NewEvent,
         apply: SvixApply,
     ) -> StoreResult<(EventOutcome, Vec<SvixPage>)>;
 
+    /// Acknowledges lost messages: (acknowledged now, still lost, pages).
     async fn svix_acknowledge(
         &self,
         apply: SvixApply,
@@ -174,8 +194,10 @@ pub trait Backend: Send + Sync + 'static {
         entry: Option<NewEvent>,
     ) -> StoreResult<(usize, u64, Vec<SvixPage>)>;
 
+    /// Endpoints (id, uid) of `source` whose lost count grew since their last page.
     async fn svix_grown(&self, source: String) -> StoreResult<Vec<(String, Option<String>)>>;
 
+    /// Queues one updated exhausted page for `endpoint_id`, if still grown.
     async fn svix_regroup(
         &self,
         apply: SvixApply,
@@ -184,16 +206,21 @@ pub trait Backend: Send + Sync + 'static {
 
     async fn svix_endpoints(&self) -> StoreResult<Vec<SvixEndpointRow>>;
 
+    /// Writes a checkpoint of the audit chain head (HMAC-signed with `key`).
     async fn audit_checkpoint(
         &self,
         now: DateTime<Utc>,
         key: Option<Vec<u8>>,
     ) -> StoreResult<Option<Checkpoint>>;
 
+    /// Prunes audit entries received before `before`; returns how many.
     async fn audit_prune(&self, before: DateTime<Utc>) -> StoreResult<usize>;
 
+    /// Deletes up to `limit` event rows received before `before`.
     async fn prune_events(&self, before: DateTime<Utc>, limit: i64) -> StoreResult<usize>;
 
+    /// Up to `cap` newest events per stream received since `since`, newest
+    /// first (for the status page's timeline).
     async fn recent_arrivals(
         &self,
         streams: Vec<String>,
@@ -201,6 +228,7 @@ pub trait Backend: Send + Sync + 'static {
         cap: i64,
     ) -> StoreResult<Vec<(String, Vec<Arrival>)>>;
 
+    /// The audit chain's head and its newest checkpoint.
     async fn audit_summary(&self) -> StoreResult<AuditSummary>;
 
     /// A real write through the normal commit path (for `/readyz`).
@@ -226,6 +254,7 @@ pub trait Backend: Send + Sync + 'static {
         audit: bool,
     ) -> StoreResult<bool>;
 
+    /// Silences that end after `since`, oldest first.
     async fn silences(&self, since: DateTime<Utc>) -> StoreResult<Vec<SilenceRow>>;
 
     async fn acknowledge(
@@ -244,6 +273,7 @@ pub trait Backend: Send + Sync + 'static {
         audit: bool,
     ) -> StoreResult<()>;
 
+    /// Acknowledgements of episodes still firing.
     async fn current_acks(&self) -> StoreResult<Vec<AckRow>>;
 
     /// Queues held firing pages whose silence ended; how many alerts paged.
@@ -289,6 +319,7 @@ pub trait Backend: Send + Sync + 'static {
 
     async fn heartbeat(&self, replica: String, now: DateTime<Utc>) -> StoreResult<()>;
 
+    /// Replicas whose last heartbeat is at or after `seen_since`.
     async fn replicas(&self, seen_since: DateTime<Utc>) -> StoreResult<Vec<ReplicaRow>>;
 
     /// Stores a reconciliation report once per (stream, id), with its audit

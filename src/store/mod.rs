@@ -300,10 +300,11 @@ impl Store {
     }
 }
 
-/// The operations added since the fold began are called on the backend
-/// directly (`store.claim_forwards(…)`): one declaration in `Backend`,
-/// no wrapper restating it. The inherent methods above are the older
-/// wrappers, and win where a name exists in both.
+/// Every operation is declared once, in `Backend`, and called through
+/// this `Deref` (`store.claim_forwards(…)`): no wrapper restates it. The
+/// few inherent methods left on `Store` stamp the store's own clock
+/// (`created_at`, the readiness probe, leases) for callers that have no
+/// instant to pass, and win where a name exists in both.
 impl std::ops::Deref for Store {
     type Target = dyn Backend;
 
@@ -389,53 +390,6 @@ impl Store {
         Store { backend, clock }
     }
 
-    /// `sqlite` or `postgres`.
-    pub fn engine(&self) -> &'static str {
-        self.backend.engine()
-    }
-
-    /// Number of transactions the backend has committed. With concurrent
-    /// callers this grows slower than the number of calls (group commit).
-    pub fn commits(&self) -> u64 {
-        self.backend.commits()
-    }
-
-    /// Jobs queued for the database and not yet picked up; a gauge for metrics.
-    pub fn queue_depth(&self) -> usize {
-        self.backend.queue_depth()
-    }
-
-    /// Insert missing streams with watch_started_at = now; existing rows
-    /// untouched. Returns the rows for `names` in that order.
-    pub async fn watch_streams(
-        &self,
-        names: Vec<String>,
-        now: DateTime<Utc>,
-    ) -> Result<Vec<StreamRow>, StoreError> {
-        self.backend.watch_streams(names, now).await
-    }
-
-    /// Streams created from a template, by name.
-    pub async fn templated_streams(&self) -> Result<Vec<String>, StoreError> {
-        self.backend.templated_streams().await
-    }
-
-    /// Creates a templated stream (at most `max` exist); see
-    /// `ops::add_templated_stream`.
-    pub async fn add_templated_stream(
-        &self,
-        name: String,
-        now: DateTime<Utc>,
-        max: usize,
-    ) -> Result<TemplatedOutcome, StoreError> {
-        self.backend.add_templated_stream(name, now, max).await
-    }
-
-    /// Forgets a templated stream; false if it did not exist.
-    pub async fn remove_templated_stream(&self, name: String) -> Result<bool, StoreError> {
-        self.backend.remove_templated_stream(name).await
-    }
-
     /// Store one request's worth of events; see `ops::record_event` for the
     /// per-event rules. Either all of them are committed or the call fails.
     pub async fn record_events(
@@ -444,31 +398,6 @@ impl Store {
     ) -> Result<Vec<EventOutcome>, StoreError> {
         let now = self.clock.now();
         self.backend.record_delivery(events, None, now).await
-    }
-
-    /// `record_events`, plus what the same delivery said about the stream's provider
-    /// subscriptions, in one transaction: a 2xx then means both are durable.
-    pub async fn record_delivery(
-        &self,
-        events: Vec<NewEvent>,
-        update: Option<subscriptions::SubscriptionUpdate>,
-        now: DateTime<Utc>,
-    ) -> Result<Vec<EventOutcome>, StoreError> {
-        self.backend.record_delivery(events, update, now).await
-    }
-
-    /// Records a provider subscription's warning alert moving (see
-    /// `subscriptions::transition`); false when it was already there.
-    pub async fn subscription_transition(
-        &self,
-        t: subscriptions::SubscriptionTransition,
-    ) -> Result<bool, StoreError> {
-        self.backend.subscription_transition(t).await
-    }
-
-    /// Every tracked provider subscription.
-    pub async fn subscriptions(&self) -> Result<Vec<subscriptions::SubscriptionRow>, StoreError> {
-        self.backend.subscriptions().await
     }
 
     /// Persist an alert transition plus one pending outbox row per notifier,
@@ -497,158 +426,9 @@ impl Store {
             .await
     }
 
-    /// All stream rows, ordered by name.
-    pub async fn streams(&self) -> Result<Vec<StreamRow>, StoreError> {
-        self.backend.streams().await
-    }
-
-    /// Stream rows changed since the cursor an earlier call returned
-    /// (`None`: every row), with the cursor for the next call; without a
-    /// cursor back, the next call must read every row again.
-    pub async fn streams_changed(
-        &self,
-        since: Option<i64>,
-    ) -> Result<(Vec<StreamRow>, Option<i64>), StoreError> {
-        self.backend.streams_changed(since).await
-    }
-
-    /// Outbox rows not yet marked done, oldest first.
-    pub async fn pending_outbox(&self) -> Result<Vec<OutboxRow>, StoreError> {
-        self.backend.pending_outbox().await
-    }
-
-    /// Marks an outbox row delivered. Idempotent: a row already done keeps
-    /// its first done time, and an unknown id is a no-op.
-    pub async fn mark_outbox_done(&self, id: i64, at: DateTime<Utc>) -> Result<(), StoreError> {
-        self.backend.mark_outbox_done(id, at).await
-    }
-
-    /// Records one delivery attempt's outcome on a pending outbox row.
-    pub async fn record_attempt(&self, id: i64, attempt: Attempt) -> Result<(), StoreError> {
-        self.backend.record_attempt(id, attempt).await
-    }
-
-    /// Queues reminder or escalation pages for the stream's current firing
-    /// episode, once per (kind, step, notifier); returns how many were new.
-    pub async fn enqueue_extra(
-        &self,
-        stream: String,
-        kind: PageKind,
-        step: i64,
-        notifiers: Vec<String>,
-        at: DateTime<Utc>,
-    ) -> Result<usize, StoreError> {
-        self.backend
-            .enqueue_extra(stream, kind, step, notifiers, at)
-            .await
-    }
-
-    /// Issue #19: a fallback-ladder page (firing: a step; ok: recovery)
-    /// about notifier `about`, through the outbox to `t.notifiers`.
-    pub async fn queue_fallback_pages(
-        &self,
-        t: Transition,
-        about: String,
-    ) -> Result<(), StoreError> {
-        self.backend.queue_fallback_pages(t, about).await
-    }
-
     /// Counts per notifier and the newest failed pages.
     pub async fn outbox_summary(&self) -> Result<OutboxSummary, StoreError> {
         self.backend.outbox_summary(20).await
-    }
-
-    /// Delivered firing pages of alerts still firing (for re-posting).
-    pub async fn active_firing_pages(&self) -> Result<Vec<OutboxRow>, StoreError> {
-        self.backend.active_firing_pages().await
-    }
-
-    /// Delete seen_deliveries older than `before` (callers pass now - 7
-    /// days); returns rows deleted.
-    pub async fn prune_seen(&self, before: DateTime<Utc>) -> Result<usize, StoreError> {
-        self.backend.prune_seen(before).await
-    }
-
-    /// Records an operational webhook and applies it to the endpoint's state,
-    /// queueing any pages it causes, all in one transaction.
-    pub async fn record_svix(
-        &self,
-        event: NewEvent,
-        apply: svix::SvixApply,
-    ) -> Result<(EventOutcome, Vec<svix::SvixPage>), StoreError> {
-        self.backend.record_svix(event, apply).await
-    }
-
-    /// Acknowledges lost messages: (acknowledged now, still lost, pages).
-    pub async fn svix_acknowledge(
-        &self,
-        apply: svix::SvixApply,
-        endpoint_id: String,
-        msg_ids: Vec<String>,
-    ) -> Result<(usize, u64, Vec<svix::SvixPage>), StoreError> {
-        self.backend
-            .svix_acknowledge(apply, endpoint_id, msg_ids)
-            .await
-    }
-
-    /// Endpoints (id, uid) of `source` whose lost count grew since their last page.
-    pub async fn svix_grown(
-        &self,
-        source: String,
-    ) -> Result<Vec<(String, Option<String>)>, StoreError> {
-        self.backend.svix_grown(source).await
-    }
-
-    /// Queues one updated exhausted page for `endpoint_id`, if still grown.
-    pub async fn svix_regroup(
-        &self,
-        apply: svix::SvixApply,
-        endpoint_id: String,
-    ) -> Result<Vec<svix::SvixPage>, StoreError> {
-        self.backend.svix_regroup(apply, endpoint_id).await
-    }
-
-    pub async fn svix_endpoints(&self) -> Result<Vec<svix::SvixEndpointRow>, StoreError> {
-        self.backend.svix_endpoints().await
-    }
-
-    /// Writes a checkpoint of the audit chain head (HMAC-signed with `key`).
-    pub async fn audit_checkpoint(
-        &self,
-        now: DateTime<Utc>,
-        key: Option<Vec<u8>>,
-    ) -> Result<Option<crate::audit::checkpoint::Checkpoint>, StoreError> {
-        self.backend.audit_checkpoint(now, key).await
-    }
-
-    /// Prunes audit entries received before `before`; returns how many.
-    pub async fn audit_prune(&self, before: DateTime<Utc>) -> Result<usize, StoreError> {
-        self.backend.audit_prune(before).await
-    }
-
-    /// Deletes up to `limit` event rows received before `before`.
-    pub async fn prune_events(
-        &self,
-        before: DateTime<Utc>,
-        limit: i64,
-    ) -> Result<usize, StoreError> {
-        self.backend.prune_events(before, limit).await
-    }
-
-    /// Up to `cap` newest events per stream received since `since`, newest
-    /// first (for the status page's timeline).
-    pub async fn recent_arrivals(
-        &self,
-        streams: Vec<String>,
-        since: DateTime<Utc>,
-        cap: i64,
-    ) -> Result<Vec<(String, Vec<status::Arrival>)>, StoreError> {
-        self.backend.recent_arrivals(streams, since, cap).await
-    }
-
-    /// The audit chain's head and its newest checkpoint.
-    pub async fn audit_summary(&self) -> Result<status::AuditSummary, StoreError> {
-        self.backend.audit_summary().await
     }
 
     /// A real write through the normal commit path, for /readyz: proves the
@@ -689,14 +469,6 @@ impl Store {
             .await
     }
 
-    /// Silences that end after `since`, oldest first.
-    pub async fn silences(
-        &self,
-        since: DateTime<Utc>,
-    ) -> Result<Vec<silences::SilenceRow>, StoreError> {
-        self.backend.silences(since).await
-    }
-
     /// Acknowledges the stream's current firing episode.
     pub async fn acknowledge(
         &self,
@@ -722,11 +494,6 @@ impl Store {
         self.backend.sync_maintenance(windows, now, audit).await
     }
 
-    /// Acknowledgements of episodes still firing.
-    pub async fn current_acks(&self) -> Result<Vec<silences::AckRow>, StoreError> {
-        self.backend.current_acks().await
-    }
-
     /// Queues the firing pages that silences held and that may go out now;
     /// returns how many alerts (stream episodes or keyed alerts) were paged.
     pub async fn release_held(&self) -> Result<usize, StoreError> {
@@ -746,38 +513,6 @@ impl Store {
         self.backend
             .claim_outbox(replica.to_owned(), now, lease, limit)
             .await
-    }
-
-    /// Records an attempt on a claimed row; false (nothing written) when
-    /// `token` is no longer the row's claim or the row is settled.
-    pub async fn settle_claim(
-        &self,
-        id: i64,
-        token: i64,
-        attempt: Attempt,
-    ) -> Result<bool, StoreError> {
-        self.backend.settle_claim(id, token, attempt).await
-    }
-
-    /// Issue #19: records an attempt (under claim `token` when given, see
-    /// `settle_claim`) and, in the same transaction, the notifier's shared
-    /// consecutive-failure count and any fallback-ladder page it reaches
-    /// (see `ladder`). Nothing is written when the claim was taken over.
-    pub async fn settle_counted(
-        &self,
-        id: i64,
-        token: Option<i64>,
-        attempt: Attempt,
-        update: ladder::LadderUpdate,
-    ) -> Result<ladder::LadderOutcome, StoreError> {
-        self.backend
-            .settle_counted(id, token, attempt, update)
-            .await
-    }
-
-    /// Issue #19: every notifier's shared consecutive-failure count.
-    pub async fn notifier_failures(&self) -> Result<Vec<(String, i64)>, StoreError> {
-        self.backend.notifier_failures().await
     }
 
     /// Renews `replica`'s lease in `term`, takes a new term if the lease
@@ -801,28 +536,6 @@ impl Store {
     pub async fn heartbeat(&self, replica: &str) -> Result<(), StoreError> {
         let now = self.clock.now();
         self.backend.heartbeat(replica.to_owned(), now).await
-    }
-
-    /// Replicas whose last heartbeat is at or after `seen_since`.
-    pub async fn replicas(
-        &self,
-        seen_since: DateTime<Utc>,
-    ) -> Result<Vec<replica::ReplicaRow>, StoreError> {
-        self.backend.replicas(seen_since).await
-    }
-
-    /// The change feed: streams whose last arrival a commit moved, on this
-    /// or (PostgreSQL) any other replica.
-    pub fn changes(&self) -> tokio::sync::broadcast::Receiver<replica::Change> {
-        self.backend.changes()
-    }
-
-    /// Graceful shutdown: stops accepting jobs, finishes everything already
-    /// queued, closes the connection(s) and waits for that. Other clones get
-    /// `Closed` afterwards. Closing an already closed store is Ok; a writer
-    /// that had crashed is `Closed`.
-    pub async fn close(self) -> Result<(), StoreError> {
-        self.backend.close().await
     }
 
     /// The SQLite backend behind this store, for its own tests.

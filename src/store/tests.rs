@@ -445,7 +445,8 @@ async fn close_finishes_queued_work_then_refuses_more() {
         tokio::spawn(async move { store.record_events(vec![event("a", None, "x", 1)]).await })
     };
     wait_for_queue_depth(&store, 1).await;
-    let closing = tokio::spawn(store.clone().close());
+    let closer = store.clone();
+    let closing = tokio::spawn(async move { closer.close().await });
     wait_for_queue_depth(&store, 2).await;
     drop(resume);
     assert!(queued.await.unwrap().is_ok());
