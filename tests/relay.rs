@@ -451,8 +451,15 @@ fn a_dead_letter_pages_and_a_replay_delivers_it_under_its_original_id() {
     assert!(done.contains("msg_dead_1"), "{done}");
     let all = app.wait_accepted(LIMIT, &sent);
     assert_ids_match_bodies(&all, &sent);
+    // The replay itself resolves the dead-letter alert ("no dead letters
+    // are left"); the app's 2xx is settled (with its audit entry, in one
+    // transaction) only after the app answered, so wait for that too.
     poll(LIMIT, "the dead-letter resolve page", || {
         (!with_status(&pages(&hw, "forward_dead_letter"), "resolved").is_empty()).then_some(())
+    });
+    poll(LIMIT, "status to show the replayed event delivered", || {
+        let f = forward(hw.addr);
+        (num(&f, "pending") == 0 && f["last_delivered_at"].is_string()).then_some(())
     });
 
     // The chain tells the story: received, given up, replayed, delivered.
