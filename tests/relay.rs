@@ -554,6 +554,12 @@ fn three_replicas_on_postgres_survive_a_kill_9_mid_forward_in_order() {
             st["replicas"]["self"].as_str() == Some(holder.as_str())
         })
         .unwrap_or_else(|| panic!("no replica is {holder}"));
+    // Ordered: three replicas, yet only the head has reached the app.
+    assert_eq!(
+        first_seen(app.deliveries().iter()),
+        [sent[0].id.clone()],
+        "more than one event of an ordered stream in flight"
+    );
     replicas[victim].take().unwrap().kill9();
 
     // More arrive at the survivors meanwhile, and are acknowledged.
