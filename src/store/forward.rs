@@ -29,11 +29,20 @@ use crate::domain::alert_kind::AlertKind;
 use crate::domain::forward::{self as decide, AfterFailure, FailureStep, Ladder, Oldest};
 use crate::domain::svix::Severity;
 
-/// Schema step on SQLite. `queue` is NULL for unordered rows; `state` is
-/// `pending` until the app's 2xx (`delivered`) or `give_up_after` (`dead`).
-pub(super) const MIGRATION_SQLITE: &str = "
-    CREATE TABLE forwards (
-        id              INTEGER PRIMARY KEY,
+/// The schema step, written once: the engines differ only in the id
+/// column and the byte type (BIGINT has INTEGER affinity on SQLite).
+/// `queue` is NULL for unordered rows; `state` is `pending` until the
+/// app's 2xx (`delivered`) or `give_up_after` (`dead`). The partial indexes
+/// keep every hot read off the delivered rows kept for replay: the head of
+/// each ordered queue, the next due unordered row, the open (pending or
+/// dead) rows per stream, and what is due for pruning.
+macro_rules! forwards_schema {
+    ($id:literal, $bytes:literal) => {
+        concat!(
+            "CREATE TABLE forwards (
+        id              ",
+            $id,
+            ",
         stream          TEXT NOT NULL,
         queue           TEXT,
         delivery_id     TEXT NOT NULL,
@@ -43,7 +52,9 @@ pub(super) const MIGRATION_SQLITE: &str = "
         received_at     BIGINT NOT NULL,
         moves_clock     BOOLEAN NOT NULL,
         key_id          TEXT,
-        body            BLOB NOT NULL,
+        body            ",
+            $bytes,
+            " NOT NULL,
         state           TEXT NOT NULL DEFAULT 'pending'
                         CHECK (state IN ('pending', 'delivered', 'dead')),
         attempts        BIGINT NOT NULL DEFAULT 0,
@@ -58,6 +69,9 @@ pub(super) const MIGRATION_SQLITE: &str = "
         replays         BIGINT NOT NULL DEFAULT 0
     );
     CREATE INDEX forwards_pending ON forwards (queue, id) WHERE state = 'pending';
+    CREATE INDEX forwards_unordered ON forwards (next_attempt_at)
+        WHERE state = 'pending' AND queue IS NULL;
+    CREATE INDEX forwards_open ON forwards (stream, state) WHERE state <> 'delivered';
     CREATE INDEX forwards_window ON forwards (stream, received_at);
     CREATE INDEX forwards_prune ON forwards (prune_at) WHERE prune_at IS NOT NULL;
     CREATE TABLE forward_runs (
@@ -70,50 +84,14 @@ pub(super) const MIGRATION_SQLITE: &str = "
         last_delivered_at BIGINT,
         last_status       BIGINT,
         dead_paged        BOOLEAN NOT NULL DEFAULT FALSE
-    );";
+    );"
+        )
+    };
+}
 
-/// The same on PostgreSQL: an identity id and BYTEA (the rest is shared
-/// text; BIGINT has INTEGER affinity on SQLite).
-pub(crate) const MIGRATION_PG: &str = "
-    CREATE TABLE forwards (
-        id              BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-        stream          TEXT NOT NULL,
-        queue           TEXT,
-        delivery_id     TEXT NOT NULL,
-        event_type      TEXT NOT NULL,
-        subject         TEXT,
-        event_time      BIGINT,
-        received_at     BIGINT NOT NULL,
-        moves_clock     BOOLEAN NOT NULL,
-        key_id          TEXT,
-        body            BYTEA NOT NULL,
-        state           TEXT NOT NULL DEFAULT 'pending'
-                        CHECK (state IN ('pending', 'delivered', 'dead')),
-        attempts        BIGINT NOT NULL DEFAULT 0,
-        next_attempt_at BIGINT NOT NULL,
-        last_error      TEXT,
-        last_status     BIGINT,
-        claimed_by      TEXT,
-        lease_until     BIGINT,
-        claim_token     BIGINT NOT NULL DEFAULT 0,
-        settled_at      BIGINT,
-        prune_at        BIGINT,
-        replays         BIGINT NOT NULL DEFAULT 0
-    );
-    CREATE INDEX forwards_pending ON forwards (queue, id) WHERE state = 'pending';
-    CREATE INDEX forwards_window ON forwards (stream, received_at);
-    CREATE INDEX forwards_prune ON forwards (prune_at) WHERE prune_at IS NOT NULL;
-    CREATE TABLE forward_runs (
-        stream            TEXT PRIMARY KEY NOT NULL,
-        failures          BIGINT NOT NULL DEFAULT 0,
-        paged             BIGINT NOT NULL DEFAULT 0,
-        failing_since     BIGINT,
-        last_error        TEXT,
-        last_attempt_at   BIGINT,
-        last_delivered_at BIGINT,
-        last_status       BIGINT,
-        dead_paged        BOOLEAN NOT NULL DEFAULT FALSE
-    );";
+pub(super) const MIGRATION_SQLITE: &str = forwards_schema!("INTEGER PRIMARY KEY", "BLOB");
+pub(crate) const MIGRATION_PG: &str =
+    forwards_schema!("BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY", "BYTEA");
 
 /// What the ingest transaction stores for a forwarding stream's delivery
 /// (on its [`NewEvent`]; only verified bodies ever get one).
@@ -431,26 +409,33 @@ pub(super) mod sql {
     pub const INSERT: &str = "INSERT INTO forwards (stream, queue, delivery_id, event_type,
              subject, event_time, received_at, moves_clock, key_id, body, next_attempt_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $7)";
-    /// Due rows that head their queue (or have none), not leased.
-    pub const CLAIMABLE: &str = "SELECT f.id FROM forwards f
-         WHERE f.state = 'pending' AND f.next_attempt_at <= $1
-           AND (f.lease_until IS NULL OR f.lease_until <= $1)
-           AND (f.queue IS NULL OR NOT EXISTS (SELECT 1 FROM forwards p
-                  WHERE p.queue = f.queue AND p.state = 'pending' AND p.id < f.id))
-         ORDER BY f.id LIMIT $2";
+    /// Registers an ordered stream's queue (its failure run row) at ingest,
+    /// so a claim finds every queue without scanning the rows.
+    pub const QUEUE: &str =
+        "INSERT INTO forward_runs (stream) VALUES ($1) ON CONFLICT (stream) DO NOTHING";
+    pub const QUEUES: &str = "SELECT stream FROM forward_runs ORDER BY stream";
+    /// The oldest pending row of an ordered queue (an index seek).
+    pub const HEAD: &str = "SELECT id, next_attempt_at, lease_until FROM forwards
+         WHERE queue = $1 AND state = 'pending' ORDER BY id LIMIT 1";
+    pub const UNORDERED_DUE: &str = "SELECT id FROM forwards
+         WHERE queue IS NULL AND state = 'pending' AND next_attempt_at <= $1
+           AND (lease_until IS NULL OR lease_until <= $1)
+         ORDER BY next_attempt_at, id LIMIT $2";
+    /// When the next unordered row falls due (rows due but leased are
+    /// found again by the worker's poll when their lease ends).
+    pub const UNORDERED_NEXT: &str = "SELECT min(next_attempt_at) FROM forwards
+         WHERE queue IS NULL AND state = 'pending' AND next_attempt_at > $1";
+    /// The claim itself, guarded: it takes the row only if it is still
+    /// pending, due and unleased when the row is locked, so of two
+    /// replicas reading the same head exactly one gets it (the other's
+    /// UPDATE waits for the row, then matches nothing). The same text on
+    /// both engines, no SKIP LOCKED needed.
     pub const CLAIM: &str = "UPDATE forwards
          SET claimed_by = $2, lease_until = $3, claim_token = claim_token + 1
-         WHERE id = $1
+         WHERE id = $1 AND state = 'pending' AND next_attempt_at <= $4
+           AND (lease_until IS NULL OR lease_until <= $4)
          RETURNING claim_token, stream, delivery_id, event_type, subject, event_time,
                    received_at, attempts, key_id, body";
-    /// When the next row becomes claimable (its retry time, or its lease's end).
-    pub const NEXT_DUE: &str = "SELECT min(CASE WHEN f.lease_until IS NOT NULL
-                                        AND f.lease_until > f.next_attempt_at
-                                   THEN f.lease_until ELSE f.next_attempt_at END)
-         FROM forwards f
-         WHERE f.state = 'pending'
-           AND (f.queue IS NULL OR NOT EXISTS (SELECT 1 FROM forwards p
-                  WHERE p.queue = f.queue AND p.state = 'pending' AND p.id < f.id))";
     pub const SETTLE: &str = "UPDATE forwards
          SET attempts = attempts + 1, claimed_by = NULL, lease_until = NULL,
              state = $3, next_attempt_at = $4, last_error = $5, last_status = $6,
@@ -477,8 +462,9 @@ pub(super) mod sql {
          SET state = 'pending', next_attempt_at = $2, attempts = 0, last_error = NULL,
              last_status = NULL, settled_at = NULL, prune_at = NULL, replays = replays + 1
          WHERE id = $1 AND state <> 'pending'";
+    /// Open rows only: delivered ones (kept for replay) are not counted.
     pub const SUMMARY: &str = "SELECT stream, state, count(*), min(received_at)
-         FROM forwards GROUP BY stream, state ORDER BY stream";
+         FROM forwards WHERE state <> 'delivered' GROUP BY stream, state ORDER BY stream";
     pub const RUNS: &str = "SELECT stream, failures, failing_since, last_error,
              last_delivered_at, last_attempt_at FROM forward_runs ORDER BY stream";
     pub const PRUNE: &str = "DELETE FROM forwards WHERE prune_at IS NOT NULL AND prune_at <= $1";
@@ -489,6 +475,41 @@ pub(super) mod sql {
     /// of a revocation).
     pub const FATE: &str = "SELECT state, received_at, settled_at, last_status
          FROM forwards WHERE stream = $1 AND delivery_id = $2 ORDER BY id DESC LIMIT 1";
+}
+
+/// The oldest pending row of one ordered queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Head {
+    pub id: i64,
+    pub next_attempt_at: i64,
+    pub lease_until: Option<i64>,
+}
+
+/// Which rows to try to claim, and when the next one falls due: each
+/// queue's head when it is due and unleased (else its due time counts),
+/// then unordered due rows, `limit` in all.
+pub(super) fn plan_claim(
+    heads: &[Head],
+    unordered: &[i64],
+    unordered_next: Option<i64>,
+    now: i64,
+    limit: usize,
+) -> (Vec<i64>, Option<i64>) {
+    let mut ids = Vec::new();
+    let mut next = unordered_next;
+    for h in heads {
+        let free_at = h
+            .lease_until
+            .map_or(h.next_attempt_at, |l| l.max(h.next_attempt_at));
+        if free_at <= now {
+            ids.push(h.id);
+        } else {
+            next = Some(next.map_or(free_at, |n| n.min(free_at)));
+        }
+    }
+    ids.extend_from_slice(unordered);
+    ids.truncate(limit);
+    (ids, next)
 }
 
 /// Whether the dead-letter alert should change: fire when dead letters
@@ -561,6 +582,10 @@ pub(super) fn insert(conn: &Connection, event: &NewEvent) -> rusqlite::Result<()
         f.sealed.key_id,
         f.sealed.bytes,
     ])?;
+    if f.ordered {
+        conn.prepare_cached(&lite(sql::QUEUE))?
+            .execute([&event.stream])?;
+    }
     Ok(())
 }
 
@@ -571,37 +596,65 @@ pub(super) fn claim(
     lease: TimeDelta,
     limit: i64,
 ) -> Result<(Vec<ForwardClaim>, Option<DateTime<Utc>>), StoreError> {
-    let ids: Vec<i64> = conn
-        .prepare_cached(&lite(sql::CLAIMABLE))?
+    let queues: Vec<String> = conn
+        .prepare_cached(&lite(sql::QUEUES))?
+        .query_map([], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut heads = Vec::with_capacity(queues.len());
+    for q in &queues {
+        let head = conn
+            .prepare_cached(&lite(sql::HEAD))?
+            .query_row([q], |r| {
+                Ok(Head {
+                    id: r.get(0)?,
+                    next_attempt_at: r.get(1)?,
+                    lease_until: r.get(2)?,
+                })
+            })
+            .optional()?;
+        heads.extend(head);
+    }
+    let unordered: Vec<i64> = conn
+        .prepare_cached(&lite(sql::UNORDERED_DUE))?
         .query_map(params![millis(now), limit], |r| r.get(0))?
         .collect::<rusqlite::Result<_>>()?;
+    let unordered_next: Option<i64> = conn
+        .prepare_cached(&lite(sql::UNORDERED_NEXT))?
+        .query_row([millis(now)], |r| r.get(0))?;
+    let (ids, next) = plan_claim(
+        &heads,
+        &unordered,
+        unordered_next,
+        millis(now),
+        usize::try_from(limit).unwrap_or(0),
+    );
     let mut claims = Vec::with_capacity(ids.len());
     for id in ids {
-        let claim = conn.prepare_cached(&lite(sql::CLAIM))?.query_row(
-            params![id, replica, millis(now + lease)],
-            |r| {
-                Ok(ForwardClaim {
-                    id,
-                    token: r.get(0)?,
-                    stream: r.get(1)?,
-                    delivery_id: r.get(2)?,
-                    event_type: r.get(3)?,
-                    subject: r.get(4)?,
-                    event_time: opt_time(r.get(5)?),
-                    received_at: time(r.get(6)?),
-                    attempts: u32::try_from(r.get::<_, i64>(7)?).unwrap_or(u32::MAX),
-                    body: Sealed {
-                        key_id: r.get(8)?,
-                        bytes: r.get(9)?,
-                    },
-                })
-            },
-        )?;
-        claims.push(claim);
+        let claim = conn
+            .prepare_cached(&lite(sql::CLAIM))?
+            .query_row(
+                params![id, replica, millis(now + lease), millis(now)],
+                |r| {
+                    Ok(ForwardClaim {
+                        id,
+                        token: r.get(0)?,
+                        stream: r.get(1)?,
+                        delivery_id: r.get(2)?,
+                        event_type: r.get(3)?,
+                        subject: r.get(4)?,
+                        event_time: opt_time(r.get(5)?),
+                        received_at: time(r.get(6)?),
+                        attempts: u32::try_from(r.get::<_, i64>(7)?).unwrap_or(u32::MAX),
+                        body: Sealed {
+                            key_id: r.get(8)?,
+                            bytes: r.get(9)?,
+                        },
+                    })
+                },
+            )
+            .optional()?;
+        claims.extend(claim);
     }
-    let next: Option<i64> = conn
-        .prepare_cached(&lite(sql::NEXT_DUE))?
-        .query_row([], |r| r.get(0))?;
     Ok((claims, opt_time(next)))
 }
 
@@ -760,7 +813,9 @@ pub(super) fn settle(conn: &Connection, s: &ForwardSettle) -> Result<ForwardSett
             moved = Some(super::ops::stream_row(conn, &c.stream)?);
         }
     }
-    if plan.state != "pending" {
+    // Only a new dead letter, or a delivery while the alert is firing,
+    // can change the dead-letter alert; every other settle skips the count.
+    if plan.state == "dead" || (plan.state == "delivered" && plan.run.dead_paged) {
         dead_letter_check(conn, &c.stream, s.at, &s.policy.notifiers)?;
     }
     Ok(ForwardSettled {
@@ -1037,6 +1092,40 @@ mod tests {
             error: "HTTP 502".into(),
             status: Some(502),
         }
+    }
+
+    #[test]
+    fn a_claim_takes_due_unleased_heads_then_unordered_rows_and_knows_the_next_due() {
+        let heads = [
+            Head {
+                id: 1,
+                next_attempt_at: 100,
+                lease_until: None,
+            },
+            Head {
+                id: 5,
+                next_attempt_at: 300,
+                lease_until: None,
+            },
+            Head {
+                id: 7,
+                next_attempt_at: 50,
+                lease_until: Some(250),
+            },
+        ];
+        let (ids, next) = plan_claim(&heads, &[9, 10], Some(400), 200, 10);
+        assert_eq!(
+            ids,
+            [1, 9, 10],
+            "a queue whose head is leased or not due waits"
+        );
+        assert_eq!(
+            next,
+            Some(250),
+            "the earliest of a lease end and a due time"
+        );
+        let (ids, _) = plan_claim(&heads, &[9, 10], None, 200, 2);
+        assert_eq!(ids, [1, 9]);
     }
 
     #[test]

@@ -12,9 +12,9 @@ use crate::domain::forward::{self as decide, Oldest};
 use crate::domain::svix::Severity;
 use crate::store::forward::{
     audit_entry, clock_event, dead_letter_alert, dead_letter_change, failing_alert, failing_reason,
-    first_subject, page, plan_settle, replay_entry, replay_outcome, replay_selection, sql,
-    status_rows, FailingPage, ForwardClaim, ForwardSettle, ForwardSettled, ForwardStatus,
-    ReplayItem, ReplayOutcome, ReplayRequest, Run, StoredFate,
+    first_subject, page, plan_claim, plan_settle, replay_entry, replay_outcome, replay_selection,
+    sql, status_rows, FailingPage, ForwardClaim, ForwardSettle, ForwardSettled, ForwardStatus,
+    Head, ReplayItem, ReplayOutcome, ReplayRequest, Run, StoredFate,
 };
 use crate::store::seal::Sealed;
 use crate::store::{NewEvent, StoreError};
@@ -40,6 +40,9 @@ pub(super) async fn insert(tx: &Tx<'_>, event: &NewEvent) -> Result<(), StoreErr
         ],
     )
     .await?;
+    if f.ordered {
+        exec(tx, sql::QUEUE, &[&event.stream]).await?;
+    }
     Ok(())
 }
 
@@ -50,18 +53,42 @@ pub(super) async fn claim(
     lease: TimeDelta,
     limit: i64,
 ) -> Result<(Vec<ForwardClaim>, Option<DateTime<Utc>>), StoreError> {
-    // Rows another replica is claiming are skipped, not waited for. The
-    // head of an ordered queue that another replica holds is skipped too,
-    // and the rows behind it stay unclaimable (NOT EXISTS sees it pending).
-    let claimable = format!("{} FOR UPDATE OF f SKIP LOCKED", sql::CLAIMABLE);
-    let ids: Vec<i64> = rows(tx, &claimable, &[&ms(now), &limit])
+    let queues: Vec<String> = rows(tx, sql::QUEUES, &[])
         .await?
         .iter()
         .map(|r| get(r, 0))
         .collect::<Result<_, _>>()?;
+    let mut heads = Vec::with_capacity(queues.len());
+    for q in &queues {
+        if let Some(r) = opt(tx, sql::HEAD, &[q]).await? {
+            heads.push(Head {
+                id: get(&r, 0)?,
+                next_attempt_at: get(&r, 1)?,
+                lease_until: get(&r, 2)?,
+            });
+        }
+    }
+    let unordered: Vec<i64> = rows(tx, sql::UNORDERED_DUE, &[&ms(now), &limit])
+        .await?
+        .iter()
+        .map(|r| get(r, 0))
+        .collect::<Result<_, _>>()?;
+    let unordered_next: Option<i64> = get(&one(tx, sql::UNORDERED_NEXT, &[&ms(now)]).await?, 0)?;
+    let (ids, next) = plan_claim(
+        &heads,
+        &unordered,
+        unordered_next,
+        ms(now),
+        usize::try_from(limit).unwrap_or(0),
+    );
     let mut claims = Vec::with_capacity(ids.len());
     for id in ids {
-        let r = one(tx, sql::CLAIM, &[&id, &replica, &ms(now + lease)]).await?;
+        // Guarded (see `sql::CLAIM`): a row another replica claimed first
+        // matches nothing here once its claim commits.
+        let Some(r) = opt(tx, sql::CLAIM, &[&id, &replica, &ms(now + lease), &ms(now)]).await?
+        else {
+            continue;
+        };
         claims.push(ForwardClaim {
             id,
             token: get(&r, 0)?,
@@ -78,7 +105,6 @@ pub(super) async fn claim(
             },
         });
     }
-    let next: Option<i64> = get(&one(tx, sql::NEXT_DUE, &[]).await?, 0)?;
     Ok((claims, opt_time(next)?))
 }
 
@@ -254,7 +280,7 @@ pub(super) async fn settle(tx: &Tx<'_>, s: &ForwardSettle) -> Result<ForwardSett
             moved = stream_row(tx, &c.stream).await?;
         }
     }
-    if plan.state != "pending" {
+    if plan.state == "dead" || (plan.state == "delivered" && plan.run.dead_paged) {
         dead_letter_check(tx, &c.stream, s.at, &s.policy.notifiers).await?;
     }
     Ok(ForwardSettled {
