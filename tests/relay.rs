@@ -701,11 +701,13 @@ fn sqlite_stores_bodies_sealed_with_a_key_and_in_plaintext_without() {
 
 #[test]
 fn postgres_stores_bodies_sealed_with_a_key_and_in_plaintext_without() {
+    // Skips (before starting anything) without a PostgreSQL server.
+    let Some(sealed_db) = pg::PgDb::create("postgres_stores_bodies_sealed_with_a_key") else {
+        return;
+    };
+    let plain_db = pg::PgDb::create("postgres_stores_bodies_sealed_with_a_key").unwrap();
     let app = RelayApp::start();
-    for (key, tag) in [(true, "pgsealed"), (false, "pgplain")] {
-        let Some(db) = pg::PgDb::create("postgres_stores_bodies_sealed_with_a_key") else {
-            return;
-        };
+    for (key, tag, db) in [(true, "pgsealed", sealed_db), (false, "pgplain", plain_db)] {
         let mut store = format!("[store]\nurl = \"{}\"\npool_size = 2", db.url);
         if key {
             store.push_str(&format!("\nencryption_key = \"{KEY_A}\""));
