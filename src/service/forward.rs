@@ -84,6 +84,14 @@ pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
     let replica = app
         .replicas()
         .map_or_else(|| "local".to_string(), |r| r.me().to_string());
+    // One process owns a SQLite file: every lease in it is a dead
+    // predecessor's (kill -9), so its forwards go out now rather than
+    // after the lease (timeout + 30 s). Replicas on PostgreSQL keep theirs.
+    if app.store.engine() == "sqlite" {
+        if let Err(e) = app.store.release_forward_leases().await {
+            tracing::error!(error = %e, "relay: could not release the previous process's leases; they end on their own");
+        }
+    }
     loop {
         if *shutdown.borrow() {
             break;

@@ -388,6 +388,10 @@ pub trait Backend: Send + Sync + 'static {
         limit: i64,
     ) -> StoreResult<(Vec<ForwardClaim>, Option<DateTime<Utc>>)>;
 
+    /// Ends every forward lease. Only for one process that owns its
+    /// database (SQLite at start): the leases are its dead predecessor's.
+    async fn release_forward_leases(&self) -> StoreResult<usize>;
+
     /// Records an attempt's outcome for the current claim holder only,
     /// with the stream's failure run, its pages, its audit entry and (for
     /// `clock = "delivered"`) the clock move, in one transaction.

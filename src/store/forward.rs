@@ -50,6 +50,7 @@ macro_rules! forwards_schema {
         subject         TEXT,
         event_time      BIGINT,
         received_at     BIGINT NOT NULL,
+        give_up_from    BIGINT NOT NULL,
         moves_clock     BOOLEAN NOT NULL,
         key_id          TEXT,
         body            ",
@@ -115,6 +116,9 @@ pub struct ForwardClaim {
     pub subject: Option<String>,
     pub event_time: Option<DateTime<Utc>>,
     pub received_at: DateTime<Utc>,
+    /// What `give_up_after` counts from: the arrival, or the last replay
+    /// (a replayed event gets the whole ladder again).
+    pub give_up_from: DateTime<Utc>,
     pub attempts: u32,
     pub body: Sealed,
 }
@@ -275,7 +279,8 @@ pub(super) fn plan_settle(s: &ForwardSettle, run: Run) -> SettlePlan {
         ForwardAttempt::Failed { error, status } => {
             let failures = run.failures.saturating_add(1);
             let step = decide::failure_step(&s.policy.ladder.alert_after, failures, run.paged);
-            let next = decide::after_failure(&s.policy.ladder, s.claim.received_at, attempts, s.at);
+            let next =
+                decide::after_failure(&s.policy.ladder, s.claim.give_up_from, attempts, s.at);
             let (state, next_at, settled, prune, audit) = match next {
                 AfterFailure::RetryAt(t) => ("pending", millis(t), None, None, None),
                 AfterFailure::DeadLetter => (
@@ -407,13 +412,18 @@ pub(super) fn clock_event(c: &ForwardClaim, at: DateTime<Utc>) -> NewEvent {
 /// needs none.
 pub(super) mod sql {
     pub const INSERT: &str = "INSERT INTO forwards (stream, queue, delivery_id, event_type,
-             subject, event_time, received_at, moves_clock, key_id, body, next_attempt_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $7)";
+             subject, event_time, received_at, moves_clock, key_id, body, next_attempt_at,
+             give_up_from)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $7, $7)";
     /// Registers an ordered stream's queue (its failure run row) at ingest,
     /// so a claim finds every queue without scanning the rows.
     pub const QUEUE: &str =
         "INSERT INTO forward_runs (stream) VALUES ($1) ON CONFLICT (stream) DO NOTHING";
     pub const QUEUES: &str = "SELECT stream FROM forward_runs ORDER BY stream";
+    /// Ends every lease (a single process restarting: they are all its own
+    /// dead process's, and waiting them out would delay delivery).
+    pub const RELEASE: &str = "UPDATE forwards SET claimed_by = NULL, lease_until = NULL
+         WHERE state = 'pending' AND lease_until IS NOT NULL";
     /// The oldest pending row of an ordered queue (an index seek).
     pub const HEAD: &str = "SELECT id, next_attempt_at, lease_until FROM forwards
          WHERE queue = $1 AND state = 'pending' ORDER BY id LIMIT 1";
@@ -435,7 +445,7 @@ pub(super) mod sql {
          WHERE id = $1 AND state = 'pending' AND next_attempt_at <= $4
            AND (lease_until IS NULL OR lease_until <= $4)
          RETURNING claim_token, stream, delivery_id, event_type, subject, event_time,
-                   received_at, attempts, key_id, body";
+                   received_at, attempts, key_id, body, give_up_from";
     pub const SETTLE: &str = "UPDATE forwards
          SET attempts = attempts + 1, claimed_by = NULL, lease_until = NULL,
              state = $3, next_attempt_at = $4, last_error = $5, last_status = $6,
@@ -459,7 +469,8 @@ pub(super) mod sql {
          FROM forwards WHERE stream = $1 AND received_at >= $2 AND received_at < $3
          ORDER BY id";
     pub const REQUEUE: &str = "UPDATE forwards
-         SET state = 'pending', next_attempt_at = $2, attempts = 0, last_error = NULL,
+         SET state = 'pending', next_attempt_at = $2, give_up_from = $2, attempts = 0,
+             last_error = NULL,
              last_status = NULL, settled_at = NULL, prune_at = NULL, replays = replays + 1
          WHERE id = $1 AND state <> 'pending'";
     /// Open rows only: delivered ones (kept for replay) are not counted.
@@ -649,6 +660,7 @@ pub(super) fn claim(
                             key_id: r.get(8)?,
                             bytes: r.get(9)?,
                         },
+                        give_up_from: time(r.get(10)?),
                     })
                 },
             )
@@ -656,6 +668,10 @@ pub(super) fn claim(
         claims.extend(claim);
     }
     Ok((claims, opt_time(next)))
+}
+
+pub(super) fn release(conn: &Connection) -> Result<usize, StoreError> {
+    Ok(conn.prepare_cached(&lite(sql::RELEASE))?.execute([])?)
 }
 
 fn run(conn: &Connection, stream: &str) -> rusqlite::Result<Run> {
@@ -1068,6 +1084,7 @@ mod tests {
                 subject: Some("user_1".into()),
                 event_time: None,
                 received_at: t("2026-01-01T00:00:00Z"),
+                give_up_from: t("2026-01-01T00:00:00Z"),
                 attempts,
                 body: Sealed {
                     key_id: None,

@@ -402,6 +402,10 @@ impl Backend for SqliteBackend {
             .await
     }
 
+    async fn release_forward_leases(&self) -> StoreResult<usize> {
+        self.call(forward::release).await
+    }
+
     async fn settle_forward(&self, settle: ForwardSettle) -> StoreResult<ForwardSettled> {
         let settled = self.call(move |c| forward::settle(c, &settle)).await?;
         if let Some(row) = &settled.moved {

@@ -159,6 +159,9 @@ async fn an_ordered_stream_hands_out_its_oldest_event_only_and_fences_a_lost_lea
         claim(&store, "r1", &clock).await.is_empty(),
         "b waits behind a"
     );
+    // A single process restarting releases every lease at once.
+    let held = claim(&store, "r1", &clock).await;
+    assert!(held.is_empty(), "b waits behind a, which r2 holds");
     let won = second
         .settle_forward(settle(
             taken[0].clone(),
@@ -169,7 +172,17 @@ async fn an_ordered_stream_hands_out_its_oldest_event_only_and_fences_a_lost_lea
         .await
         .unwrap();
     assert!(won.settled);
-    assert_eq!(ids(&claim(&store, "r1", &clock).await), ["b"]);
+    let b = claim(&store, "r1", &clock).await;
+    assert_eq!(ids(&b), ["b"]);
+    assert!(claim(&store, "r3", &clock).await.is_empty(), "b is leased");
+    // b, and x and y (claimed, never settled).
+    assert_eq!(store.release_forward_leases().await.unwrap(), 3);
+    let retaken = claim(&store, "r3", &clock).await;
+    assert_eq!(ids(&retaken), ["b", "x", "y"]);
+    assert!(
+        retaken[0].token > b[0].token,
+        "the old holder is fenced off"
+    );
 }
 
 async fn failures_page_at_each_step_once_and_a_delivery_resolves(db: TestDb) {
@@ -315,6 +328,15 @@ async fn an_event_past_give_up_after_is_a_dead_letter_until_replayed(db: TestDb)
     let again = claim(&store, "r1", &clock).await;
     assert_eq!(ids(&again), ["a"], "under its original id");
     assert_eq!(again[0].attempts, 0);
+    // The replay restarts give_up_after: one failure does not bury it again.
+    let failed_once = store
+        .settle_forward(settle(again[0].clone(), failed(), &clock, &p))
+        .await
+        .unwrap();
+    assert!(failed_once.settled && !failed_once.dead);
+    clock.advance(TimeDelta::seconds(10));
+    let again = claim(&store, "r1", &clock).await;
+    assert_eq!(ids(&again), ["a"]);
     let pages = forward_pages(&store).await;
     assert_eq!(
         pages.last().unwrap().1,

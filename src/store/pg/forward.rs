@@ -103,9 +103,15 @@ pub(super) async fn claim(
                 key_id: get(&r, 8)?,
                 bytes: get(&r, 9)?,
             },
+            give_up_from: time(get(&r, 10)?)?,
         });
     }
     Ok((claims, opt_time(next)?))
+}
+
+pub(super) async fn release(tx: &Tx<'_>) -> Result<usize, StoreError> {
+    let n = exec(tx, sql::RELEASE, &[]).await?;
+    Ok(usize::try_from(n).unwrap_or(usize::MAX))
 }
 
 async fn run(tx: &Tx<'_>, stream: &str) -> Result<Run, StoreError> {

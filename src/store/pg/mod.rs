@@ -493,6 +493,10 @@ impl Backend for PgBackend {
             .await?)
     }
 
+    async fn release_forward_leases(&self) -> StoreResult<usize> {
+        in_tx!(self, |tx| forward::release(&tx).await?)
+    }
+
     async fn settle_forward(
         &self,
         settle: crate::store::forward::ForwardSettle,
