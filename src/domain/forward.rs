@@ -277,6 +277,29 @@ mod tests {
     }
 
     #[test]
+    fn a_missed_revocation_reads_as_one_of_three_fates() {
+        let r = t("2026-01-01T00:00:00Z");
+        let pending = fate_words(&RevocationFate::NotYetDelivered {
+            received_at: r,
+            failing_since: Some(t("2026-01-01T00:00:05Z")),
+        });
+        assert!(pending.starts_with("received 2026-01-01T00:00:00Z, not yet delivered: the app has failed since 2026-01-01T00:00:05Z"), "{pending}");
+        let delivered = fate_words(&RevocationFate::Delivered {
+            at: t("2026-01-01T00:00:01Z"),
+            status: Some(200),
+        });
+        assert_eq!(
+            delivered,
+            "delivered to the app at 2026-01-01T00:00:01Z (200) but access was still active"
+        );
+        let dead = fate_words(&RevocationFate::DeadLetter { received_at: r });
+        assert!(
+            dead.contains("never delivered") && dead.contains("dead letter"),
+            "{dead}"
+        );
+    }
+
+    #[test]
     fn pages_name_the_oldest_event_and_the_blocking() {
         let oldest = Oldest {
             event_type: "user.deleted".into(),

@@ -477,3 +477,55 @@ pub async fn route(app: &dyn Api, segments: &[&str], req: Request<Incoming>) -> 
         _ => return None,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::parse_replay;
+    use serde_json::json;
+
+    #[test]
+    fn a_replay_body_is_typed_bounded_and_named_field_by_field() {
+        let ok = parse_replay(&json!({
+            "from": "2026-12-01T00:00:00Z", "to": "2026-12-02T00:00:00Z",
+            "types": ["user.deleted"], "dry_run": true
+        }))
+        .ok()
+        .unwrap();
+        assert!(ok.dry_run);
+        assert_eq!(ok.types, ["user.deleted"]);
+        assert_eq!(ok.by, "api");
+        for (body, want) in [
+            (json!([]), "JSON object"),
+            (
+                json!({"to": "2026-12-02T00:00:00Z"}),
+                "\"from\" is required",
+            ),
+            (
+                json!({"from": "yesterday", "to": "2026-12-02T00:00:00Z"}),
+                "\"from\" must be an RFC 3339",
+            ),
+            (
+                json!({"from": "2026-12-02T00:00:00Z", "to": "2026-12-01T00:00:00Z"}),
+                "before",
+            ),
+            (
+                json!({"from": "2026-12-01T00:00:00Z", "to": "2026-12-02T00:00:00Z", "dry_run": "yes"}),
+                "dry_run",
+            ),
+            (
+                json!({"from": "2026-12-01T00:00:00Z", "to": "2026-12-02T00:00:00Z", "types": ["a\u{0}"]}),
+                "NUL",
+            ),
+            (
+                json!({"from": "2026-12-01T00:00:00Z", "to": "2026-12-02T00:00:00Z", "window": 1}),
+                "unknown field \"window\"",
+            ),
+        ] {
+            let Err(refusal) = parse_replay(&body) else {
+                panic!("{body} was accepted");
+            };
+            assert!(refusal.1.contains(want), "{body}: {}", refusal.1);
+            assert_eq!(refusal.0, hyper::StatusCode::BAD_REQUEST);
+        }
+    }
+}

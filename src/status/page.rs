@@ -1113,6 +1113,35 @@ mod tests {
     }
 
     #[test]
+    fn a_failing_relay_reads_with_its_backlog_failures_and_dead_letters_escaped() {
+        let forward = serde_json::json!({"forward": {
+            "app": "http://127.0.0.1:3000", "ordered": true, "clock": "delivered",
+            "pending": 3, "oldest_pending_at": "2026-11-29T23:00:00Z",
+            "last_delivered_at": "2026-11-29T22:00:00Z", "consecutive_failures": 5,
+            "failing_since": "2026-11-29T23:00:01Z",
+            "last_error": "http://127.0.0.1:3000 answered HTTP 502: <script>x</script>",
+            "dead_letters": 1
+        }});
+        let d = doc(serde_json::json!({
+            "now": "2026-11-30T00:13:00Z", "streams": [stream(forward), stream(serde_json::json!({"name": "plain"}))]
+        }));
+        let html = render(&d, &BTreeMap::new());
+        assert!(html.contains("Relay to the app</h2>"), "{html}");
+        assert!(
+            html.contains("3 (oldest received Mon 08:00 Asia/Tokyo · 23:00 UTC)"),
+            "{html}"
+        );
+        assert!(html.contains("5 in a row since"), "{html}");
+        assert!(!html.contains("<script>x"), "the app's answer is escaped");
+        assert!(html.contains("(ordered)"));
+        assert_eq!(
+            html.matches("<tr data-state=\"firing\"").count(),
+            1,
+            "one relay row"
+        );
+    }
+
+    #[test]
     fn a_missing_reconciliation_reads_with_its_last_report_and_drift() {
         let reconciliation = serde_json::json!({"reconciliation": {
             "every_seconds": 3600, "grace_seconds": 1800, "state": "missing",
