@@ -9,7 +9,7 @@
 use crate::common;
 use crate::common::pg;
 
-use common::{request, utc, wait_for, InProcess, Reply, Sidecar as Process, Workdir, TOKEN};
+use common::{request, utc, wait_until, InProcess, Reply, Sidecar, Workdir, TOKEN};
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -212,7 +212,7 @@ backoff_max = "5s"
 // -------------------------------------------------- manual-clock scenario
 
 fn advance_until(s: &InProcess, what: &str, mut check: impl FnMut() -> bool) {
-    wait_for(LIMIT, what, || {
+    wait_until(what, || {
         if check() {
             return Some(());
         }
@@ -226,7 +226,7 @@ fn advance_until(s: &InProcess, what: &str, mut check: impl FnMut() -> bool) {
 /// arrived in all; returns the firing mails. Resolve mails carry no link.
 fn fire_and_collect(s: &InProcess, smtp: &Smtp, firing: usize) -> Vec<String> {
     s.clock.advance(chrono::TimeDelta::seconds(3601));
-    wait_for(LIMIT, "identity firing", || {
+    wait_until("identity firing", || {
         (state(s.addr) == "firing").then_some(())
     });
     advance_until(s, &format!("{firing} firing mails"), || {
@@ -261,9 +261,7 @@ fn resolve(s: &InProcess, smtp: &Smtp) {
     let body = format!(r#"{{"type":"user.created","id":"{id}"}}"#);
     let reply = common::post_events(s.addr, "identity", TOKEN, &body);
     assert_eq!(reply.status, 200, "{}", reply.body);
-    wait_for(LIMIT, "identity ok", || {
-        (state(s.addr) == "ok").then_some(())
-    });
+    wait_until("identity ok", || (state(s.addr) == "ok").then_some(()));
     advance_until(s, "the resolved mail", || resolved(smtp) > before);
 }
 
@@ -459,9 +457,9 @@ fn on_postgresql_two_replicas_acknowledge_once_through_either_link() {
     let smtp = Smtp::start();
     smtp.then(AfterData::Drop);
     let work = Workdir::new(&config(&smtp, "2s", Some(&db)));
-    let one = Process::start(&work.config_path());
-    let two = Process::start(&work.config_path());
-    let mails = wait_for(LIMIT, "two mails", || {
+    let one = Sidecar::start(&work.config_path());
+    let two = Sidecar::start(&work.config_path());
+    let mails = wait_until("two mails", || {
         let m = smtp.mails();
         (m.len() >= 2).then_some(m)
     });

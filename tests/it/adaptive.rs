@@ -5,6 +5,7 @@
 //! configured threshold, keeps the configured threshold until 14 days and
 //! 200 gaps are known, and keeps what it learned across a restart.
 
+use crate::common::*;
 use crate::support;
 
 use chrono::{DateTime, NaiveDate, TimeDelta, Utc};
@@ -41,12 +42,12 @@ backoff_initial = "1s"
 }
 
 /// Posts one event over real HTTP at the sidecar's current time.
-fn post(s: &Sidecar) {
+fn post(s: &InProcess) {
     let id = format!("evt-{}", s.now().timestamp_millis());
     let body = format!(r#"{{"type":"user.created","id":"{id}"}}"#);
     let auth = format!("Bearer {TOKEN}");
     let reply = request(
-        s.addr(),
+        s.addr,
         "POST",
         "/v1/streams/identity/events",
         &[
@@ -60,7 +61,7 @@ fn post(s: &Sidecar) {
 
 /// Feeds `n` events `every` apart (the clock moves before each), then
 /// writes what was learned, as the minute flush does.
-fn feed(s: &Sidecar, n: usize, every: TimeDelta) {
+fn feed(s: &InProcess, n: usize, every: TimeDelta) {
     for _ in 0..n {
         s.clock.advance(every);
         post(s);
@@ -68,7 +69,7 @@ fn feed(s: &Sidecar, n: usize, every: TimeDelta) {
     s.block_on(s.app().flush_learned()).unwrap();
 }
 
-fn stream(s: &Sidecar) -> serde_json::Value {
+fn stream(s: &InProcess) -> serde_json::Value {
     s.http_status()["streams"][0].clone()
 }
 
@@ -80,7 +81,7 @@ fn time(v: &serde_json::Value) -> DateTime<Utc> {
 
 /// Moves the clock to just before, then just after, `fires_at`: the stream
 /// is quiet until then and firing from it, with the fire stamped at it.
-fn fires_exactly_at(s: &Sidecar, fires_at: DateTime<Utc>) {
+fn fires_exactly_at(s: &InProcess, fires_at: DateTime<Utc>) {
     s.clock.set(fires_at - TimeDelta::seconds(1));
     // Nothing is due yet: give the timer a chance to (wrongly) fire.
     s.block_on(s.app().evaluate_all()).unwrap();
@@ -91,7 +92,7 @@ fn fires_exactly_at(s: &Sidecar, fires_at: DateTime<Utc>) {
 }
 
 fn firing_summary(recv: &Receiver) -> String {
-    let page = poll("the firing page", || {
+    let page = wait_until("the firing page", || {
         recv.delivered()
             .into_iter()
             .map(|r| r.json())
@@ -105,7 +106,7 @@ fn it_learns_from_ingested_events_fires_at_the_learned_point_and_keeps_it_across
     let recv = Receiver::start(vec![]);
     let dir = tempfile::tempdir().unwrap();
     let text = config(&recv.url("/hook"));
-    let s = Sidecar::start(dir.path(), &text, utc(START));
+    let s = InProcess::start_in(dir.path(), &text, utc(START));
     // 28 days of an event every 90 minutes (Dec 1 01:30 to Dec 29 00:00):
     // 447 gaps of 1h30m, of which the window (Dec 2 to Dec 29) keeps 433.
     feed(&s, 448, TimeDelta::minutes(90));
@@ -122,7 +123,7 @@ fn it_learns_from_ingested_events_fires_at_the_learned_point_and_keeps_it_across
         (effective - 10_800).abs() <= 108,
         "2 × 1h30m, got {effective}"
     );
-    let metrics = get(s.addr(), "/metrics").body;
+    let metrics = get(s.addr, "/metrics").body;
     assert!(
         metrics.contains("hushwatch_usual_gap_seconds{stream=\"identity\",quantile=\"0.999\"}"),
         "{metrics}"
@@ -131,7 +132,7 @@ fn it_learns_from_ingested_events_fires_at_the_learned_point_and_keeps_it_across
     // A restart keeps what was learned.
     let now = s.now();
     s.stop();
-    let s = Sidecar::start(dir.path(), &text, now);
+    let s = InProcess::start_in(dir.path(), &text, now);
     let again = stream(&s);
     assert_eq!(again["threshold_source"], "learned");
     assert_eq!(again["effective_threshold_seconds"], effective);
@@ -184,7 +185,7 @@ fn it_learns_from_ingested_events_fires_at_the_learned_point_and_keeps_it_across
 fn before_fourteen_days_and_two_hundred_gaps_the_configured_threshold_applies() {
     let recv = Receiver::start(vec![]);
     let dir = tempfile::tempdir().unwrap();
-    let s = Sidecar::start(dir.path(), &config(&recv.url("/hook")), utc(START));
+    let s = InProcess::start_in(dir.path(), &config(&recv.url("/hook")), utc(START));
     // 300 gaps, but only over 6 days and 6 hours.
     feed(&s, 301, TimeDelta::minutes(30));
     let st = stream(&s);
@@ -199,7 +200,7 @@ fn before_fourteen_days_and_two_hundred_gaps_the_configured_threshold_applies() 
 }
 
 /// 28 days of gaps seeded through the store (as the flush writes them).
-fn seed(s: &Sidecar, today: NaiveDate, per_day: u64, gap: TimeDelta) {
+fn seed(s: &InProcess, today: NaiveDate, per_day: u64, gap: TimeDelta) {
     let mut counts = Vec::new();
     for back in 0..28 {
         let mut sketch = GapSketch::new();
@@ -223,13 +224,13 @@ fn a_learned_gap_longer_than_the_configured_threshold_never_delays_the_page() {
     let recv = Receiver::start(vec![]);
     let dir = tempfile::tempdir().unwrap();
     let text = config(&recv.url("/hook"));
-    let s = Sidecar::start(dir.path(), &text, utc(START));
+    let s = InProcess::start_in(dir.path(), &text, utc(START));
     // 28 days of 5h gaps: 2 × 5h = 10h, past the configured 6h.
     seed(&s, s.now().date_naive(), 10, TimeDelta::hours(5));
     post(&s);
     let now = s.now();
     s.stop();
-    let s = Sidecar::start(dir.path(), &text, now);
+    let s = InProcess::start_in(dir.path(), &text, now);
     let st = stream(&s);
     assert_eq!(st["threshold_source"], "learned", "{st}");
     assert_eq!(st["learned"]["gaps"], 280);
@@ -250,16 +251,16 @@ fn learned_days_older_than_the_window_stop_counting() {
     let dir = tempfile::tempdir().unwrap();
     let recv = Receiver::start(vec![]);
     let text = config(&recv.url("/hook"));
-    let s = Sidecar::start(dir.path(), &text, utc(START));
+    let s = InProcess::start_in(dir.path(), &text, utc(START));
     seed(&s, s.now().date_naive(), 10, TimeDelta::minutes(20));
     let now = s.now();
     s.stop();
-    let s = Sidecar::start(dir.path(), &text, now);
+    let s = InProcess::start_in(dir.path(), &text, now);
     assert_eq!(stream(&s)["learned"]["gaps"], 280);
     s.stop();
     // 20 days later only the 8 newest seeded days are inside the window:
     // 80 gaps, too few, so the configured threshold is back.
-    let s = Sidecar::start(dir.path(), &text, now + TimeDelta::days(20));
+    let s = InProcess::start_in(dir.path(), &text, now + TimeDelta::days(20));
     let st = stream(&s);
     assert_eq!(st["threshold_source"], "configured", "{st}");
     s.stop();

@@ -6,7 +6,7 @@
 use crate::common;
 use crate::common::pg;
 
-use common::{request, utc, wait_for, InProcess, Reply, Sidecar as Process, Workdir, TOKEN};
+use common::{request, utc, wait_until, InProcess, Reply, Sidecar, Workdir, TOKEN};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
@@ -97,15 +97,12 @@ fn silence_ids(addr: SocketAddr) -> Vec<i64> {
         .collect()
 }
 
-/// The sidecar in the test process on a real socket, with the manual clock.
-type Sidecar = InProcess;
-
 /// Starts the in-process sidecar (SQLite, or PostgreSQL with `db`).
-fn start(work: &Workdir) -> Sidecar {
+fn start(work: &Workdir) -> InProcess {
     InProcess::start(work, utc("2026-12-01T10:00:00Z"))
 }
 
-fn advance(s: &Sidecar, secs: i64) {
+fn advance(s: &InProcess, secs: i64) {
     s.clock.advance(chrono::TimeDelta::seconds(secs));
 }
 
@@ -133,7 +130,7 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
 /// A retry replays the first answer (with the header), also under the
 /// `X-Idempotency-Key` name; a successful DELETE's retry is its 200 again,
 /// not a 404.
-fn retry_replays(s: &Sidecar) {
+fn retry_replays(s: &InProcess) {
     let first = post_silence(s.addr, "retry-key-1", SILENCE);
     assert_eq!(first.status, 201, "{}", first.body);
     assert!(!replayed(&first), "a first answer is not marked replayed");
@@ -181,7 +178,7 @@ fn retry_replays(s: &Sidecar) {
 }
 
 /// The same key with another body is 422 and runs nothing.
-fn another_body_is_422(s: &Sidecar) {
+fn another_body_is_422(s: &InProcess) {
     let first = post_silence(s.addr, "body-key", SILENCE);
     assert_eq!(first.status, 201, "{}", first.body);
     let before = silence_ids(s.addr);
@@ -231,7 +228,7 @@ fn burst_runs_once(addrs: &[SocketAddr], key: &str) {
 }
 
 /// Keys are scoped by the token and by the route.
-fn scoped_by_token_and_route(s: &Sidecar) {
+fn scoped_by_token_and_route(s: &InProcess) {
     let ack = r#"{"endpoint_id": "ep_1", "msg_ids": []}"#;
     let key = [("Idempotency-Key", "shared-key")];
     let a = call(s.addr, "POST", "/v1/svix/a/acknowledge", SVIX_A, &key, ack);
@@ -267,7 +264,7 @@ fn scoped_by_token_and_route(s: &Sidecar) {
 
 /// A refused call is never stored: its retry runs again, and the key is
 /// free for a corrected request.
-fn refusals_are_not_replayed(s: &Sidecar) {
+fn refusals_are_not_replayed(s: &InProcess) {
     let bad = r#"{"streams": ["identity"], "comment": "no end", "created_by": "ci"}"#;
     let first = post_silence(s.addr, "fix-key", bad);
     assert_eq!(first.status, 400, "{}", first.body);
@@ -280,7 +277,7 @@ fn refusals_are_not_replayed(s: &Sidecar) {
 }
 
 /// Keys over 255 bytes or outside visible ASCII are 400, after the token.
-fn malformed_keys(s: &Sidecar) {
+fn malformed_keys(s: &InProcess) {
     let long = "k".repeat(256);
     let max = "m".repeat(255);
     for key in [long.as_str(), "caf\u{e9}", "has space", ""] {
@@ -311,7 +308,7 @@ fn malformed_keys(s: &Sidecar) {
 }
 
 /// A client's own `X-Idempotent-Replayed` changes nothing.
-fn forged_header_ignored(s: &Sidecar) {
+fn forged_header_ignored(s: &InProcess) {
     let before = silence_ids(s.addr).len();
     let forged = [
         ("Idempotency-Key", "forged-key"),
@@ -330,7 +327,7 @@ fn forged_header_ignored(s: &Sidecar) {
 /// A record lives 24 hours: replayed before, pruned (by the housekeeping
 /// loop, or by the call it makes) and run anew after. `count` reads how
 /// many records the database holds.
-fn expires_after_a_day(s: &Sidecar, count: &dyn Fn() -> i64, by_housekeeping: bool) {
+fn expires_after_a_day(s: &InProcess, count: &dyn Fn() -> i64, by_housekeeping: bool) {
     let first = post_silence(s.addr, "daily-key", SILENCE);
     assert_eq!(first.status, 201, "{}", first.body);
     advance(s, 23 * 3600);
@@ -341,7 +338,7 @@ fn expires_after_a_day(s: &Sidecar, count: &dyn Fn() -> i64, by_housekeeping: bo
     advance(s, 3600 + 60);
     if by_housekeeping {
         // Time moves on in steps; the hourly housekeeping round prunes.
-        wait_for(LIMIT, "housekeeping to prune the expired keys", || {
+        wait_until("housekeeping to prune the expired keys", || {
             if count() == 0 {
                 return Some(());
             }
@@ -362,7 +359,7 @@ fn expires_after_a_day(s: &Sidecar, count: &dyn Fn() -> i64, by_housekeeping: bo
     assert_ne!(anew.json()["id"], first.json()["id"]);
 }
 
-fn all_scenarios(s: &Sidecar) {
+fn all_scenarios(s: &InProcess) {
     retry_replays(s);
     another_body_is_422(s);
     burst_runs_once(&[s.addr], "burst-key");
@@ -473,8 +470,8 @@ fn on_postgresql_two_replicas_run_one_key_once() {
         return;
     };
     let work = Workdir::new(&ops_config(Some(&db)));
-    let one = Process::start(&work.config_path());
-    let two = Process::start(&work.config_path());
+    let one = Sidecar::start(&work.config_path());
+    let two = Sidecar::start(&work.config_path());
     burst_runs_once(&[one.addr, two.addr], "replica-burst-key");
     // The other replica replays what the first answered, and refuses a
     // different body.

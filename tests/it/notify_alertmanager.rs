@@ -2,6 +2,7 @@
 //! (run scripts/test-components first) and, for re-posting and HA, against
 //! a real HTTP receiver standing in for cluster members.
 
+use crate::common::*;
 use crate::support;
 
 use std::io::{Read, Write};
@@ -48,7 +49,7 @@ fn am_alerts(port: u16) -> Vec<serde_json::Value> {
 fn the_alert_appears_in_a_real_alertmanager_with_its_labels_and_resolves() {
     let dir = tempfile::tempdir().unwrap();
     let (_am, port) = start_alertmanager(dir.path());
-    poll("alertmanager ready", || {
+    wait_until("alertmanager ready", || {
         http_get(port, "/-/ready").contains("200 OK").then_some(())
     });
     let text = config(
@@ -59,10 +60,10 @@ fn the_alert_appears_in_a_real_alertmanager_with_its_labels_and_resolves() {
     // Real time matters to Alertmanager: watching began 2h ago, so the
     // 1h threshold was crossed an hour ago and the alert fires at once.
     let now = chrono::Utc::now();
-    let s = Sidecar::start(dir.path(), &text, now - chrono::TimeDelta::hours(2));
+    let s = InProcess::start_in(dir.path(), &text, now - chrono::TimeDelta::hours(2));
     s.clock.set(now);
     s.wait_state("firing");
-    let alert = poll("the alert in Alertmanager", || {
+    let alert = wait_until("the alert in Alertmanager", || {
         am_alerts(port).into_iter().next()
     });
     let labels = &alert["labels"];
@@ -87,7 +88,7 @@ fn the_alert_appears_in_a_real_alertmanager_with_its_labels_and_resolves() {
 
     s.clock.set(chrono::Utc::now());
     s.resolve();
-    poll("the alert to resolve in Alertmanager", || {
+    wait_until("the alert to resolve in Alertmanager", || {
         am_alerts(port)
             .iter()
             .all(|a| a["status"]["state"] != "active")
@@ -95,7 +96,7 @@ fn the_alert_appears_in_a_real_alertmanager_with_its_labels_and_resolves() {
     });
     // Alertmanager can show the resolve before hushwatch has recorded the
     // delivery, so wait for the outbox rather than assert it at once.
-    poll("the resolve page marked delivered", || {
+    wait_until("the resolve page marked delivered", || {
         s.pending().is_empty().then_some(())
     });
     assert_eq!(
@@ -117,13 +118,13 @@ fn firing_alerts_are_reposted_to_every_member_until_resolved() {
     // proxy), percent-decoded: `%40` is the `@` of the password.
     let with_auth = format!("http://hw:pa55%40word@{}", member.addr);
     let text = config(&["am"], "", &am_notifier(&[with_auth, down]));
-    let s = Sidecar::start(dir.path(), &text, utc("2026-12-01T00:00:00Z"));
+    let s = InProcess::start_in(dir.path(), &text, utc("2026-12-01T00:00:00Z"));
     s.fire();
     // One member down: the page still counts as delivered (members gossip).
-    poll("first post", || {
+    wait_until("first post", || {
         (member.delivered().len() == 1).then_some(())
     });
-    poll("page delivered", || s.pending().is_empty().then_some(()));
+    wait_until("page delivered", || s.pending().is_empty().then_some(()));
     assert_eq!(
         member.delivered().len(),
         1,
@@ -143,7 +144,7 @@ fn firing_alerts_are_reposted_to_every_member_until_resolved() {
         assert!(alerts[0].get("endsAt").is_none());
     }
     s.resolve();
-    let last = poll("the resolving post", || {
+    let last = wait_until("the resolving post", || {
         member
             .delivered()
             .into_iter()
@@ -168,17 +169,17 @@ fn svix_config(urls: &[String]) -> String {
 fn a_manual_disable_reaches_a_real_alertmanager_as_the_rules_warning_and_resolves() {
     let dir = tempfile::tempdir().unwrap();
     let (_am, port) = start_alertmanager(dir.path());
-    poll("alertmanager ready", || {
+    wait_until("alertmanager ready", || {
         http_get(port, "/-/ready").contains("200 OK").then_some(())
     });
     let now = chrono::Utc::now();
-    let s = Sidecar::start(
+    let s = InProcess::start_in(
         dir.path(),
         &svix_config(&[format!("http://127.0.0.1:{port}")]),
         now,
     );
     let body = svix_endpoint_body("endpoint.disabled", EP, Some("manual"));
-    assert_eq!(post_svix_op(s.addr(), now.timestamp(), "msg_1", &body), 200);
+    assert_eq!(post_svix_op(s.addr, now.timestamp(), "msg_1", &body), 200);
     let query = "/api/v2/alerts?filter=alertname%3D%22IdentityWebhookEndpointDisabled%22";
     let alerts = |active: bool| {
         let text = http_get(port, query);
@@ -191,7 +192,7 @@ fn a_manual_disable_reaches_a_real_alertmanager_as_the_rules_warning_and_resolve
             .filter(|a| (a["status"]["state"] == "active") == active)
             .collect::<Vec<_>>()
     };
-    let alert = poll("the Svix alert in Alertmanager", || {
+    let alert = wait_until("the Svix alert in Alertmanager", || {
         alerts(true).into_iter().next()
     });
     // The labels an inhibit or silence written for the shipped rule matches.
@@ -206,8 +207,8 @@ fn a_manual_disable_reaches_a_real_alertmanager_as_the_rules_warning_and_resolve
     let t = chrono::Utc::now();
     s.clock.set(t);
     let body = svix_endpoint_body("endpoint.enabled", EP, None);
-    assert_eq!(post_svix_op(s.addr(), t.timestamp(), "msg_2", &body), 200);
-    poll("the Svix alert to resolve in Alertmanager", || {
+    assert_eq!(post_svix_op(s.addr, t.timestamp(), "msg_2", &body), 200);
+    wait_until("the Svix alert to resolve in Alertmanager", || {
         alerts(true).is_empty().then_some(())
     });
     s.stop();
@@ -217,20 +218,20 @@ fn a_manual_disable_reaches_a_real_alertmanager_as_the_rules_warning_and_resolve
 fn a_firing_svix_alert_is_reposted_until_it_resolves() {
     let member = Receiver::start(vec![]);
     let dir = tempfile::tempdir().unwrap();
-    let s = Sidecar::start(
+    let s = InProcess::start_in(
         dir.path(),
         &svix_config(&[format!("http://{}", member.addr)]),
         utc("2026-12-01T00:00:00Z"),
     );
     let body = svix_endpoint_body("endpoint.disabled", EP, Some("automatic"));
     assert_eq!(
-        post_svix_op(s.addr(), s.now().timestamp(), "msg_1", &body),
+        post_svix_op(s.addr, s.now().timestamp(), "msg_1", &body),
         200
     );
-    poll("the Svix page", || {
+    wait_until("the Svix page", || {
         (member.delivered().len() == 1).then_some(())
     });
-    poll("page delivered", || s.pending().is_empty().then_some(()));
+    wait_until("page delivered", || s.pending().is_empty().then_some(()));
     // Alertmanager would end it after resolve_timeout: it is re-posted.
     s.advance_until(30, "a re-post", || {
         (member.delivered().len() >= 2).then_some(())
@@ -246,22 +247,22 @@ fn a_firing_svix_alert_is_reposted_until_it_resolves() {
     }
     let body = svix_endpoint_body("endpoint.enabled", EP, None);
     assert_eq!(
-        post_svix_op(s.addr(), s.now().timestamp(), "msg_2", &body),
+        post_svix_op(s.addr, s.now().timestamp(), "msg_2", &body),
         200
     );
-    poll("the resolving post", || {
+    wait_until("the resolving post", || {
         member
             .delivered()
             .last()
             .filter(|p| p.json()[0].get("endsAt").is_some())
             .map(|_| ())
     });
-    poll("resolve delivered", || s.pending().is_empty().then_some(()));
+    wait_until("resolve delivered", || s.pending().is_empty().then_some(()));
     // Resolved: no more re-posts, however long we wait.
     let posts = member.delivered().len();
     for _ in 0..5 {
         s.advance(61);
-        poll("the delivery worker to plan past this minute", || {
+        wait_until("the delivery worker to plan past this minute", || {
             s.pending().is_empty().then_some(())
         });
     }

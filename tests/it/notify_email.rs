@@ -4,6 +4,7 @@
 //! throwaway CA, and SMTP AUTH with percent-encoded URL credentials. Run
 //! scripts/test-components first.
 
+use crate::common::*;
 use crate::support;
 
 use hushwatch::notify::{email, Page};
@@ -57,11 +58,11 @@ fn firing_and_resolved_mails_with_a_message_id_stable_across_retries() {
     )
     .replace("calendar = \"always\"", "calendar = \"tokyo\"");
     // Friday 17:30 Tokyo + 1 business hour = Monday 09:30 JST.
-    let s = Sidecar::start(dir.path(), &text, utc("2026-12-04T17:30:00+09:00"));
+    let s = InProcess::start_in(dir.path(), &text, utc("2026-12-04T17:30:00+09:00"));
     s.clock.set(utc("2026-12-07T09:30:00+09:00"));
     s.wait_state("firing");
     // The SMTP server is down: the page is retried, its key fixed.
-    let row = poll("a failed attempt", || {
+    let row = wait_until("a failed attempt", || {
         s.pending().into_iter().find(|r| r.attempts >= 1)
     });
     assert!(row
@@ -112,7 +113,7 @@ fn firing_and_resolved_mails_with_a_message_id_stable_across_retries() {
     }
 
     s.resolve();
-    poll("the resolved mail", || {
+    wait_until("the resolved mail", || {
         (maildir_messages(&maildir).len() == 2).then_some(())
     });
     let resolved = &maildir_messages(&maildir)[1];
@@ -146,7 +147,7 @@ fn firing_and_resolved_mails_with_a_message_id_stable_across_retries() {
     );
     assert!(body_of(resolved).contains("Resolved at:     2026-12-07 09:3"));
     // The mail can be in the Maildir before hushwatch has read the 250.
-    poll("the resolve counted as delivered", || {
+    wait_until("the resolve counted as delivered", || {
         (s.metric(r#"hushwatch_notifications_total{notifier="mail",outcome="delivered"}"#) == 2.0)
             .then_some(())
     });
@@ -399,12 +400,12 @@ fn assert_retried_once_with_one_message_id(fault: Fault) {
         "[notifiers.mail]\nkind = \"email\"\nsmtp_url = \"smtp://127.0.0.1:{port}\"\nfrom = \"hushwatch@example.org\"\nto = [\"oncall@example.org\"]\ntimeout = \"1s\"\nbackoff_initial = \"1s\"\n"
     );
     let text = config(&["mail"], "", &notifier);
-    let s = Sidecar::start(dir.path(), &text, utc("2026-12-01T00:00:00Z"));
+    let s = InProcess::start_in(dir.path(), &text, utc("2026-12-01T00:00:00Z"));
     s.fire();
     s.advance_until(5, "the second transmission", || {
         (seen.lock().unwrap().len() >= 2).then_some(())
     });
-    poll("the page to count as delivered", || {
+    wait_until("the page to count as delivered", || {
         s.pending().is_empty().then_some(())
     });
     let messages = seen.lock().unwrap().clone();

@@ -7,6 +7,7 @@
 //! carry the injected markup. And a fallback-ladder page reaches a real
 //! Alertmanager under the shipped rule's name, not the catch-all.
 
+use crate::common::*;
 use crate::support;
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -192,7 +193,7 @@ fn am_alerts(port: u16, alertname: &str) -> Vec<serde_json::Value> {
 
 fn start_am(dir: &std::path::Path) -> (Proc, u16) {
     let (am, port) = start_alertmanager(dir);
-    poll("alertmanager ready", || {
+    wait_until("alertmanager ready", || {
         http_get(port, "/-/ready").contains("200 OK").then_some(())
     });
     (am, port)
@@ -266,7 +267,7 @@ backoff_initial = "1s"
         slack = enforcer.url("/services/T000/B000/XoXbSeCrEt"),
         hook = enforcer.url("/hook"),
     );
-    let s = Sidecar::start(dir.path(), &text, chrono::Utc::now());
+    let s = InProcess::start_in(dir.path(), &text, chrono::Utc::now());
 
     // 10,000 revoke_missed subjects (the parser's maximum), the first 20
     // (those a page names) 200 bytes of injected markup each; the report
@@ -293,7 +294,7 @@ backoff_initial = "1s"
     assert!(report.len() < 1024 * 1024, "{}", report.len());
     let auth = format!("Bearer {TOKEN}");
     let reply = request(
-        s.addr(),
+        s.addr,
         "POST",
         &format!("/v1/streams/{stream}/reconciliations"),
         &[
@@ -306,21 +307,21 @@ backoff_initial = "1s"
 
     // Every notifier delivers: a receiver refusing an over-limit field
     // would make this a permanent failure.
-    let pd = poll("PagerDuty accepted the trigger", || {
+    let pd = wait_until("PagerDuty accepted the trigger", || {
         enforcer.accepted("/v2/enqueue").into_iter().next()
     });
-    let slack = poll("Slack accepted the message", || {
+    let slack = wait_until("Slack accepted the message", || {
         enforcer.accepted("/services/").into_iter().next()
     });
-    let hook = poll("the webhook accepted the page", || {
+    let hook = wait_until("the webhook accepted the page", || {
         enforcer.accepted("/hook").into_iter().next()
     });
-    let am = poll("the alert in Alertmanager", || {
+    let am = wait_until("the alert in Alertmanager", || {
         am_alerts(am_port, "IdentityReconciliationRevokeMissed")
             .into_iter()
             .next()
     });
-    let mail = poll("the email", || {
+    let mail = wait_until("the email", || {
         maildir_messages(&maildir).into_iter().next()
     });
     for prefix in ["/v2/enqueue", "/services/", "/hook"] {
@@ -332,7 +333,7 @@ backoff_initial = "1s"
             .collect();
         assert!(refused.is_empty(), "{prefix} refused: {refused:?}");
     }
-    poll("every page marked delivered", || {
+    wait_until("every page marked delivered", || {
         s.pending().is_empty().then_some(())
     });
     assert_eq!(s.notifications()["failed_total"], 0);
@@ -393,14 +394,14 @@ fn a_fallback_page_reaches_alertmanager_under_the_rules_name() {
         enforcer.url("/refuse")
     );
     let now = chrono::Utc::now();
-    let s = Sidecar::start(
+    let s = InProcess::start_in(
         dir.path(),
         &config(&["hook"], "", &notifiers),
         now - chrono::TimeDelta::hours(2),
     );
     s.clock.set(now);
     s.wait_state("firing");
-    let alert = poll("the fallback page in Alertmanager", || {
+    let alert = wait_until("the fallback page in Alertmanager", || {
         am_alerts(am_port, "HushwatchNotificationsFailing")
             .into_iter()
             .next()

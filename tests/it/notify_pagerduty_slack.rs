@@ -3,6 +3,7 @@
 //! readable message, and no routing key or webhook token anywhere in
 //! errors, status or metrics (like Alertmanager's AssertNotifyLeaksNoSecret).
 
+use crate::common::*;
 use crate::support;
 
 use support::*;
@@ -10,14 +11,14 @@ use support::*;
 const ROUTING_KEY: &str = "R0UT1NG-KEY-0123456789abcdef";
 const SLACK_TOKEN: &str = "XoXbSeCrEtT0kEn42";
 
-fn start(notifiers: &str, notify: &[&str]) -> (tempfile::TempDir, Sidecar) {
+fn start(notifiers: &str, notify: &[&str]) -> (tempfile::TempDir, InProcess) {
     let dir = tempfile::tempdir().unwrap();
     let text = config(notify, "", notifiers);
-    let s = Sidecar::start(dir.path(), &text, utc("2026-12-01T00:00:00Z"));
+    let s = InProcess::start_in(dir.path(), &text, utc("2026-12-01T00:00:00Z"));
     (dir, s)
 }
 
-fn assert_no_secret(s: &Sidecar, extra: &str) {
+fn assert_no_secret(s: &InProcess, extra: &str) {
     let seen = format!(
         "{} {} {} {extra}",
         s.notifications(),
@@ -42,7 +43,7 @@ fn pagerduty_triggers_and_resolves_one_incident_per_episode() {
         (recv.delivered().len() == 1).then_some(())
     });
     s.resolve();
-    poll("the resolve", || {
+    wait_until("the resolve", || {
         (recv.delivered().len() == 2).then_some(())
     });
     let got = recv.received();
@@ -75,7 +76,7 @@ fn pagerduty_triggers_and_resolves_one_incident_per_episode() {
 
     // The next episode is a new incident.
     s.fire();
-    poll("the second trigger", || {
+    wait_until("the second trigger", || {
         (recv.delivered().len() == 3).then_some(())
     });
     let next = recv.delivered()[2].json();
@@ -97,7 +98,7 @@ fn pagerduty_rejecting_the_event_fails_it_without_echoing_the_routing_key() {
     );
     let (_dir, s) = start(&notifier, &["pd"]);
     s.fire();
-    let n = poll("failed", || {
+    let n = wait_until("failed", || {
         let n = s.notifications();
         (n["failed_total"] == 1).then_some(n)
     });
@@ -119,7 +120,7 @@ fn slack_gets_a_readable_message_and_its_token_stays_secret() {
     );
     let (_dir, s) = start(&notifier, &["chat"]);
     s.fire();
-    let row = poll("the failed attempt", || {
+    let row = wait_until("the failed attempt", || {
         s.pending().into_iter().find(|r| r.attempts == 1)
     });
     let error = row.last_error.unwrap();
@@ -129,7 +130,7 @@ fn slack_gets_a_readable_message_and_its_token_stays_secret() {
         (recv.delivered().len() == 1).then_some(())
     });
     s.resolve();
-    poll("the resolved message", || {
+    wait_until("the resolved message", || {
         (recv.delivered().len() == 2).then_some(())
     });
     let msgs = recv.delivered();

@@ -1,6 +1,7 @@
 //! `repeat_interval` reminders and `escalate` steps, both counted in
 //! business time of the stream's calendar, against real HTTP receivers.
 
+use crate::common::*;
 use crate::support;
 
 use support::*;
@@ -26,14 +27,14 @@ fn reminders_and_escalations_follow_business_time_and_share_the_alert_id() {
     .replace("calendar = \"always\"", "calendar = \"tokyo\"");
     let dir = tempfile::tempdir().unwrap();
     // Friday 16:00 JST; 1h of business silence fires at 17:00 JST.
-    let s = Sidecar::start(dir.path(), &text, utc("2026-12-04T16:00:00+09:00"));
+    let s = InProcess::start_in(dir.path(), &text, utc("2026-12-04T16:00:00+09:00"));
     s.clock.set(utc("2026-12-04T17:00:00+09:00"));
     s.wait_state("firing");
-    poll("the page", || (team.delivered().len() == 1).then_some(()));
+    wait_until("the page", || (team.delivered().len() == 1).then_some(()));
 
     // 2h of business time after firing: 17-18 Friday + 09-10 Monday.
     s.clock.set(utc("2026-12-07T10:00:00+09:00"));
-    poll("the reminder", || {
+    wait_until("the reminder", || {
         (team.delivered().len() == 2).then_some(())
     });
     let (page, reminder) = (team.delivered()[0].json(), team.delivered()[1].json());
@@ -50,7 +51,7 @@ fn reminders_and_escalations_follow_business_time_and_share_the_alert_id() {
 
     // 3h of business time: escalate to boss.
     s.clock.set(utc("2026-12-07T11:00:00+09:00"));
-    poll("the escalation", || {
+    wait_until("the escalation", || {
         (boss.delivered().len() == 1).then_some(())
     });
     let escalation = boss.delivered()[0].json();
@@ -59,10 +60,10 @@ fn reminders_and_escalations_follow_business_time_and_share_the_alert_id() {
 
     // Resolving tells both the team and whoever it was escalated to.
     s.resolve();
-    poll("team resolved", || {
+    wait_until("team resolved", || {
         (team.delivered().len() == 3).then_some(())
     });
-    poll("boss resolved", || {
+    wait_until("boss resolved", || {
         (boss.delivered().len() == 2).then_some(())
     });
     assert_eq!(team.delivered()[2].json()["status"], "resolved");
@@ -72,7 +73,7 @@ fn reminders_and_escalations_follow_business_time_and_share_the_alert_id() {
         page["alert"]["id"]
     );
     // The receivers see the last pages before hushwatch records them.
-    poll("the outbox to empty", || {
+    wait_until("the outbox to empty", || {
         s.pending().is_empty().then_some(())
     });
     assert_eq!(

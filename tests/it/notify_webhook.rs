@@ -3,6 +3,7 @@
 //! page per transition, firing before resolved, permanent failures shown,
 //! and delivery after kill -9 with the receiver down.
 
+use crate::common::*;
 use crate::support;
 
 use hushwatch::ingest::signature::{sign, SecretKey};
@@ -17,10 +18,10 @@ fn hook(url: &str, extra: &str) -> String {
     )
 }
 
-fn start(recv: &Receiver, extra: &str) -> (tempfile::TempDir, Sidecar) {
+fn start(recv: &Receiver, extra: &str) -> (tempfile::TempDir, InProcess) {
     let dir = tempfile::tempdir().unwrap();
     let text = config(&["hook"], "", &hook(&recv.url("/hook"), extra));
-    let s = Sidecar::start(dir.path(), &text, utc(START));
+    let s = InProcess::start_in(dir.path(), &text, utc(START));
     (dir, s)
 }
 
@@ -79,7 +80,7 @@ fn every_retry_of_a_page_carries_the_same_key_and_it_is_delivered_once() {
     assert_eq!(ids.len(), 1);
     // Nothing is left to send: the transition produced exactly one page.
     // (The receiver sees it before hushwatch records the delivery.)
-    poll("the outbox to empty", || {
+    wait_until("the outbox to empty", || {
         s.pending().is_empty().then_some(())
     });
     // The pending gauge is refreshed by the next delivery round, which can
@@ -99,7 +100,7 @@ fn every_retry_of_a_page_carries_the_same_key_and_it_is_delivered_once() {
         ),
         (r#"hushwatch_outbox_pending{notifier="hook"}"#, 0.0),
     ];
-    poll(
+    wait_until(
         "4 retries, 1 delivery and nothing pending in /metrics",
         || {
             settled
@@ -121,7 +122,7 @@ fn retry_after_is_honoured_and_backoff_grows_from_backoff_initial() {
     ]);
     let (_dir, s) = start(&recv, "");
     s.fire();
-    let row = poll("first attempt recorded", || {
+    let row = wait_until("first attempt recorded", || {
         s.pending().into_iter().find(|r| r.attempts == 1)
     });
     let first = row.first_attempt_at.unwrap();
@@ -132,7 +133,7 @@ fn retry_after_is_honoured_and_backoff_grows_from_backoff_initial() {
     assert!(row.last_error.as_deref().unwrap().contains("HTTP 429"));
     // Due exactly when the receiver asked.
     s.clock.set(first + chrono::TimeDelta::seconds(120));
-    let row = poll("second attempt recorded", || {
+    let row = wait_until("second attempt recorded", || {
         s.pending().into_iter().find(|r| r.attempts == 2)
     });
     let second = s.now();
@@ -150,7 +151,7 @@ fn a_resolve_queued_before_its_firing_page_was_delivered_goes_out_after_it() {
     let recv = Receiver::start(vec![Answer::Status(503), Answer::Status(503)]);
     let (_dir, s) = start(&recv, "");
     s.fire();
-    poll("the first failed attempt", || {
+    wait_until("the first failed attempt", || {
         (!recv.received().is_empty()).then_some(())
     });
     s.resolve();
@@ -184,7 +185,7 @@ fn a_resolve_queued_before_its_firing_page_was_delivered_goes_out_after_it() {
         delivered[1].header("webhook-id"),
         "a new page never reuses an old key"
     );
-    poll("the outbox to empty", || {
+    wait_until("the outbox to empty", || {
         s.pending().is_empty().then_some(())
     });
 }
@@ -195,9 +196,9 @@ fn a_permanent_error_fails_the_page_visibly_without_leaking_secrets() {
     let dir = tempfile::tempdir().unwrap();
     let url = recv.url("/hooks/T0KEN-SEKRIT?sig=abcdef");
     let text = config(&["hook"], "", &hook(&url, ""));
-    let s = Sidecar::start(dir.path(), &text, utc(START));
+    let s = InProcess::start_in(dir.path(), &text, utc(START));
     s.fire();
-    let n = poll("the page to be marked failed", || {
+    let n = wait_until("the page to be marked failed", || {
         let n = s.notifications();
         (n["failed_total"] == 1).then_some(n)
     });
@@ -275,36 +276,36 @@ fn pages_survive_kill_9_and_are_delivered_once_under_the_same_key() {
     std::fs::write(&path, text).unwrap();
 
     // 1. The receiver is down: the page is retried, then the process dies.
-    let mut first = Binary::start(&path);
+    let mut first = Sidecar::start(&path);
     first.wait_log("will retry under the same key");
-    let first_logs = first.log_text();
+    let first_logs = first.stderr_text();
     first.kill9();
 
     // 2. The receiver reads the page but never answers; kill -9 mid-attempt.
     let recv = reserved.listen(vec![Answer::Hang]);
-    let second = Binary::start(&path);
-    poll("the page to reach the receiver", || {
+    let second = Sidecar::start(&path);
+    wait_until("the page to reach the receiver", || {
         (!recv.received().is_empty()).then_some(())
     });
     second.kill9();
 
     // 3. Back to normal: the same page is delivered, under the same key.
-    let mut third = Binary::start(&path);
-    poll("the page to be delivered", || {
+    let mut third = Sidecar::start(&path);
+    wait_until("the page to be delivered", || {
         (recv.delivered().len() == 1).then_some(())
     });
     third.wait_log("page delivered");
     let got = recv.received();
-    assert_eq!(got.len(), 2, "{:?}", third.log_text());
+    assert_eq!(got.len(), 2, "{:?}", third.stderr_text());
     assert_eq!(got[0].header("webhook-id"), got[1].header("webhook-id"));
     assert_eq!(got[0].json()["alert"]["id"], got[1].json()["alert"]["id"]);
     assert_eq!(got[1].json()["status"], "firing");
     assert_eq!(got[1].path, "/hook/SEKRIT-PATH");
     // Logs name the receiver, never its secret path.
-    let logs = third.log_text();
+    let logs = third.stderr_text();
     assert!(!logs.contains("SEKRIT"), "{logs}");
     let mut logs = first_logs;
-    logs.push_str(&third.log_text());
+    logs.push_str(&third.stderr_text());
     assert!(logs.contains(&format!("http://127.0.0.1:{port}")), "{logs}");
     assert!(!logs.contains("SEKRIT"), "{logs}");
 }
@@ -319,23 +320,23 @@ fn shutdown_does_not_wait_for_a_hanging_receiver_and_the_page_survives() {
         &hook(&recv.url("/hook"), "timeout = \"5m\"\n"),
     )
     .replace("timeout = \"1s\"\n", "");
-    let s = Sidecar::start(dir.path(), &text, utc(START));
+    let s = InProcess::start_in(dir.path(), &text, utc(START));
     s.fire();
-    poll("the attempt in flight", || {
+    wait_until("the attempt in flight", || {
         (recv.received().len() == 1).then_some(())
     });
     // The attempt would hang for 5 minutes; shutdown must not.
     let stopping = std::thread::spawn(move || s.stop());
-    poll("shutdown", || stopping.is_finished().then_some(()));
+    wait_until("shutdown", || stopping.is_finished().then_some(()));
     stopping.join().unwrap();
 
-    let s = Sidecar::start(dir.path(), &text, utc(START) + chrono::TimeDelta::hours(2));
-    poll("delivery after restart", || {
+    let s = InProcess::start_in(dir.path(), &text, utc(START) + chrono::TimeDelta::hours(2));
+    wait_until("delivery after restart", || {
         (recv.delivered().len() == 1).then_some(())
     });
     let got = recv.received();
     assert_eq!(got[0].header("webhook-id"), got[1].header("webhook-id"));
-    poll("outbox empty", || s.pending().is_empty().then_some(()));
+    wait_until("outbox empty", || s.pending().is_empty().then_some(()));
 }
 
 #[test]
@@ -349,18 +350,18 @@ fn a_hanging_receiver_holds_up_neither_other_notifiers_nor_ingest() {
         fast.url("/fast")
     );
     let text = config(&["hook", "fast"], "", &notifiers);
-    let s = Sidecar::start(dir.path(), &text, utc(START));
+    let s = InProcess::start_in(dir.path(), &text, utc(START));
     s.fire();
-    poll("the slow attempt in flight", || {
+    wait_until("the slow attempt in flight", || {
         (slow.received().len() == 1).then_some(())
     });
-    poll("the fast notifier's page", || {
+    wait_until("the fast notifier's page", || {
         (fast.delivered().len() == 1).then_some(())
     });
     // Ingest (and the resolve it causes) goes through while the slow
     // receiver still holds its connection.
     s.resolve();
-    poll("the fast notifier's resolve", || {
+    wait_until("the fast notifier's resolve", || {
         (fast.delivered().len() == 2).then_some(())
     });
     assert_eq!(fast.delivered()[1].json()["status"], "resolved");

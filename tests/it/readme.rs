@@ -64,7 +64,7 @@ use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const SHELL_INFO: &[&str] = &["sh", "shell", "bash", "console"];
 /// First words of commands this test runs (besides the binary itself).
@@ -86,7 +86,6 @@ const CLEARED_ENV: &[&str] = &[
     "HUSHWATCH_AUDIT_KEY",
     "HUSHWATCH_ADMIN_TOKEN",
 ];
-const WAIT: Duration = Duration::from_secs(60);
 
 #[derive(Debug, Clone)]
 struct Example {
@@ -369,7 +368,7 @@ impl Session {
             .and_then(|i| words.get(i + 1))
         {
             let what = format!("{}: `{}` to listen", example.at(), example.command);
-            wait(&what, || TcpStream::connect(addr).ok().map(drop));
+            crate::common::wait_until(&what, || TcpStream::connect(addr).ok().map(drop));
         }
         self.ran
             .push(format!("{}: {}", example.at(), example.command));
@@ -425,7 +424,7 @@ impl Session {
             stderr,
         };
         let what = format!("{}: `{}`", example.at(), example.command);
-        let addr = wait(&format!("{what} to listen"), || {
+        let addr = crate::common::wait_until(&format!("{what} to listen"), || {
             if let Ok(Some(status)) = server.child.try_wait() {
                 panic!(
                     "{what} exited with {status}:\n{}",
@@ -437,7 +436,7 @@ impl Session {
             Some(rest.split_whitespace().next()?.to_string())
         });
         server.addr = addr;
-        wait(&format!("{what} to answer /healthz"), || {
+        crate::common::wait_until(&format!("{what} to answer /healthz"), || {
             http_get(&server.addr, "/healthz")
                 .starts_with("HTTP/1.1 200")
                 .then_some(())
@@ -509,17 +508,6 @@ fn http_get(addr: &str, path: &str) -> String {
     let mut text = String::new();
     let _ = s.read_to_string(&mut text);
     text
-}
-
-fn wait<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        if let Some(v) = check() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 fn copy_dir(from: &Path, to: &Path) {

@@ -4,6 +4,7 @@
 //! missing reconciliation pages after `every + grace` and resolves on the
 //! next report, and a report id is stored once.
 
+use crate::common::*;
 use crate::support;
 
 use std::net::SocketAddr;
@@ -79,20 +80,20 @@ fn wait_pages(recv: &Receiver, n: usize) -> Vec<serde_json::Value> {
 fn revoke_missed_pages_critical_with_what_was_delivered() {
     let recv = Receiver::start(vec![]);
     let dir = tempfile::tempdir().unwrap();
-    let s = Sidecar::start(dir.path(), &config(&recv.url("/hook")), utc(START));
+    let s = InProcess::start_in(dir.path(), &config(&recv.url("/hook")), utc(START));
 
     // user_delivered was created, then revoked, both as signed webhooks.
     let grant = r#"{"type":"user.created","timestamp":1764547100000,"data":{"object":"user","id":"user_delivered"}}"#;
-    let status = post_webhook(s.addr(), "msg_grant_1", s.now().timestamp(), grant);
+    let status = post_webhook(s.addr, "msg_grant_1", s.now().timestamp(), grant);
     assert_eq!(status, 200);
     let body = r#"{"type":"user.deleted","timestamp":1764547200000,"data":{"object":"user","id":"user_delivered","deleted":true}}"#;
-    let status = post_webhook(s.addr(), "msg_revoke_1", s.now().timestamp(), body);
+    let status = post_webhook(s.addr, "msg_revoke_1", s.now().timestamp(), body);
     assert_eq!(status, 200);
 
     let drift = r#"{"subject":"user_lost","kind":"revoke_missed","fixed":true},
                    {"subject":"user_delivered","kind":"revoke_missed","fixed":true,"detail":"still a member"},
                    {"subject":"user_new","kind":"grant_missed","fixed":false}"#;
-    let (status, json) = post_report(s.addr(), TOKEN, &report("rec-1", drift));
+    let (status, json) = post_report(s.addr, TOKEN, &report("rec-1", drift));
     assert_eq!(status, 200, "{json}");
     assert_eq!(json["status"], "stored");
 
@@ -116,7 +117,7 @@ fn revoke_missed_pages_critical_with_what_was_delivered() {
     );
 
     // The same report again is stored once and pages nothing more.
-    let (status, json) = post_report(s.addr(), TOKEN, &report("rec-1", drift));
+    let (status, json) = post_report(s.addr, TOKEN, &report("rec-1", drift));
     assert_eq!(status, 200);
     assert_eq!(json["status"], "duplicate");
     let series = r#"hushwatch_reconciliation_drift_total{kind="revoke_missed",stream="identity"}"#;
@@ -127,7 +128,7 @@ fn revoke_missed_pages_critical_with_what_was_delivered() {
     assert_eq!(s.metric(series), utc(START).timestamp() as f64);
     // The duplicate was answered only after the first page was queued, so
     // an outbox with nothing pending means no second page exists.
-    poll("outbox drained", || s.pending().is_empty().then_some(()));
+    wait_until("outbox drained", || s.pending().is_empty().then_some(()));
     assert_eq!(pages(&recv).len(), 1, "{:?}", pages(&recv));
     s.stop();
 
@@ -184,13 +185,13 @@ fn revoke_missed_pages_critical_with_what_was_delivered() {
 fn bad_reports_are_refused_and_store_nothing() {
     let recv = Receiver::start(vec![]);
     let dir = tempfile::tempdir().unwrap();
-    let s = Sidecar::start(dir.path(), &config(&recv.url("/hook")), utc(START));
-    let (status, _) = post_report(s.addr(), "wrong-token", &report("r", ""));
+    let s = InProcess::start_in(dir.path(), &config(&recv.url("/hook")), utc(START));
+    let (status, _) = post_report(s.addr, "wrong-token", &report("r", ""));
     assert_eq!(status, 401);
-    let (status, json) = post_report(s.addr(), TOKEN, r#"{"id":"r"}"#);
+    let (status, json) = post_report(s.addr, TOKEN, r#"{"id":"r"}"#);
     assert_eq!(status, 400, "{json}");
     let (status, _) = post_report(
-        s.addr(),
+        s.addr,
         TOKEN,
         &report("r", r#"{"subject":"u","kind":"maybe","fixed":true}"#),
     );
@@ -210,7 +211,7 @@ fn bad_reports_are_refused_and_store_nothing() {
             "drift[0].fixed",
         ),
     ] {
-        let (status, json) = post_report(s.addr(), TOKEN, &report("r", &drift));
+        let (status, json) = post_report(s.addr, TOKEN, &report("r", &drift));
         assert_eq!(status, 400, "{json}");
         let text = json.to_string();
         assert!(text.contains(field), "{text}");
@@ -220,10 +221,10 @@ fn bad_reports_are_refused_and_store_nothing() {
         );
     }
     let huge = format!(r#"{{"id":"r","detail":"{}"}}"#, "x".repeat(2 * 1024 * 1024));
-    let (status, _) = post_report(s.addr(), TOKEN, &huge);
+    let (status, _) = post_report(s.addr, TOKEN, &huge);
     assert_eq!(status, 413);
     // Nothing was stored: a valid report with the same id is new.
-    let (status, json) = post_report(s.addr(), TOKEN, &report("r", ""));
+    let (status, json) = post_report(s.addr, TOKEN, &report("r", ""));
     assert_eq!((status, json["status"].as_str()), (200, Some("stored")));
     s.stop();
 }
@@ -232,17 +233,17 @@ fn bad_reports_are_refused_and_store_nothing() {
 fn a_missing_reconciliation_pages_after_every_plus_grace_and_resolves_on_the_next() {
     let recv = Receiver::start(vec![]);
     let dir = tempfile::tempdir().unwrap();
-    let s = Sidecar::start(dir.path(), &config(&recv.url("/hook")), utc(START));
-    let (status, _) = post_report(s.addr(), TOKEN, &report("run-1", ""));
+    let s = InProcess::start_in(dir.path(), &config(&recv.url("/hook")), utc(START));
+    let (status, _) = post_report(s.addr, TOKEN, &report("run-1", ""));
     assert_eq!(status, 200);
 
     // every = 1h, grace = 30m (half of every): due at 01:30.
     s.clock.set(utc("2026-12-01T01:29:59Z"));
-    let (status, _) = post_report(s.addr(), TOKEN, &report("probe-not-a-run", ""));
+    let (status, _) = post_report(s.addr, TOKEN, &report("probe-not-a-run", ""));
     assert_eq!(status, 200);
     // That report moved the deadline to 02:59:59; at 02:59:58 still nothing.
     s.clock.set(utc("2026-12-01T02:59:58Z"));
-    poll("the watcher saw 02:59:58", || {
+    wait_until("the watcher saw 02:59:58", || {
         s.pending().is_empty().then_some(())
     });
     s.clock.set(utc("2026-12-01T02:59:59Z"));
@@ -274,13 +275,13 @@ fn a_missing_reconciliation_pages_after_every_plus_grace_and_resolves_on_the_nex
         s.metric(series),
         utc("2026-12-01T02:59:59Z").timestamp() as f64
     );
-    let page = get(s.addr(), "/").body;
+    let page = get(s.addr, "/").body;
     assert!(
         page.contains("MISSING since Tue 11:59 Asia/Tokyo · 02:59 UTC"),
         "{page}"
     );
 
-    let (status, _) = post_report(s.addr(), TOKEN, &report("run-3", ""));
+    let (status, _) = post_report(s.addr, TOKEN, &report("run-3", ""));
     assert_eq!(status, 200);
     let got = wait_pages(&recv, 2);
     let text = got[1].to_string();
@@ -299,7 +300,7 @@ fn membership(kind: &str, ts_ms: i64) -> String {
 fn a_grant_retried_after_its_revocation_is_accepted_and_pages_once() {
     let recv = Receiver::start(vec![]);
     let dir = tempfile::tempdir().unwrap();
-    let s = Sidecar::start(dir.path(), &config(&recv.url("/hook")), utc(START));
+    let s = InProcess::start_in(dir.path(), &config(&recv.url("/hook")), utc(START));
     // Arrivals carry sub-millisecond times, as the system clock's do; the
     // store keeps milliseconds, and the count must still see the record.
     s.clock
@@ -310,7 +311,7 @@ fn a_grant_retried_after_its_revocation_is_accepted_and_pages_once() {
     // In order: nothing to say.
     assert_eq!(
         post_webhook(
-            s.addr(),
+            s.addr,
             "msg_c1",
             now,
             &membership("created", created_at - 1)
@@ -318,12 +319,12 @@ fn a_grant_retried_after_its_revocation_is_accepted_and_pages_once() {
         200
     );
     assert_eq!(
-        post_webhook(s.addr(), "msg_d1", now, &membership("deleted", deleted_at)),
+        post_webhook(s.addr, "msg_d1", now, &membership("deleted", deleted_at)),
         200
     );
     // The creation retried after the deletion, with its older event time.
     assert_eq!(
-        post_webhook(s.addr(), "msg_c2", now, &membership("created", created_at)),
+        post_webhook(s.addr, "msg_c2", now, &membership("created", created_at)),
         200
     );
     let got = wait_pages(&recv, 1);
@@ -339,13 +340,13 @@ fn a_grant_retried_after_its_revocation_is_accepted_and_pages_once() {
     assert!(text.contains("msg_c2") && text.contains("msg_d1"), "{text}");
     // The same delivery again is a duplicate: no second record or page.
     assert_eq!(
-        post_webhook(s.addr(), "msg_c2", now, &membership("created", created_at)),
+        post_webhook(s.addr, "msg_c2", now, &membership("created", created_at)),
         200
     );
     // A grant newer than the revocation (a real re-add) is not stale.
     assert_eq!(
         post_webhook(
-            s.addr(),
+            s.addr,
             "msg_c3",
             now,
             &membership("created", deleted_at + 1)
@@ -354,7 +355,7 @@ fn a_grant_retried_after_its_revocation_is_accepted_and_pages_once() {
     );
     let series = r#"hushwatch_stale_grants_total{stream="identity"}"#;
     assert_eq!(s.metric(series), 1.0);
-    poll("outbox drained", || s.pending().is_empty().then_some(()));
+    wait_until("outbox drained", || s.pending().is_empty().then_some(()));
     assert_eq!(pages(&recv).len(), 1, "{:?}", pages(&recv));
     s.stop();
 }
@@ -362,7 +363,7 @@ fn a_grant_retried_after_its_revocation_is_accepted_and_pages_once() {
 const EP: &str = "ep_Kh8oOOL8dKLzdocJ2isAjIhKtJ0";
 
 fn revoke_missed_pages(recv: &Receiver, n: usize) -> Vec<String> {
-    poll(&format!("{n} revoke_missed pages"), || {
+    wait_until(&format!("{n} revoke_missed pages"), || {
         let got: Vec<String> = pages(recv)
             .iter()
             .map(|p| p.to_string())
@@ -380,19 +381,19 @@ fn without_the_audit_log_the_index_still_answers_and_svix_state_is_named() {
         "{}\n[audit]\nenabled = false\n\n[svix.main]\nsecret = \"{SVIX_OPS_SECRET}\"\nstreams = [\"identity\"]\nnotify = [\"hook\"]\nendpoints = {{ \"{EP}\" = \"identity\" }}\n",
         config(&recv.url("/hook"))
     );
-    let s = Sidecar::start(dir.path(), &text, utc(START));
+    let s = InProcess::start_in(dir.path(), &text, utc(START));
     let now = s.now().timestamp();
     let created_at = utc(START).timestamp_millis() - 60_000;
 
     // The revocation of user_delivered is indexed though nothing is audited.
     let body = r#"{"type":"user.deleted","timestamp":1764547200000,"data":{"object":"user","id":"user_delivered","deleted":true}}"#;
-    assert_eq!(post_webhook(s.addr(), "msg_revoke_1", now, body), 200);
+    assert_eq!(post_webhook(s.addr, "msg_revoke_1", now, body), 200);
     // A stale grant is still found, recorded and paged.
     let deleted = membership("deleted", created_at + 30_000);
-    assert_eq!(post_webhook(s.addr(), "msg_d1", now, &deleted), 200);
+    assert_eq!(post_webhook(s.addr, "msg_d1", now, &deleted), 200);
     let created = membership("created", created_at);
-    assert_eq!(post_webhook(s.addr(), "msg_c2", now, &created), 200);
-    poll("stale grant page", || {
+    assert_eq!(post_webhook(s.addr, "msg_c2", now, &created), 200);
+    wait_until("stale grant page", || {
         pages(&recv)
             .iter()
             .any(|p| p.to_string().contains("stale_grant"))
@@ -403,15 +404,15 @@ fn without_the_audit_log_the_index_still_answers_and_svix_state_is_named() {
     let exhausted = format!(
         r#"{{"type":"message.attempt.exhausted","data":{{"appId":"app_1","appUid":null,"msgId":"msg_lost_1","msgEventId":null,"endpointId":"{EP}","lastAttempt":{{"id":"atmpt_1","responseStatusCode":503,"timestamp":"2026-11-30T23:50:00Z"}}}}}}"#
     );
-    assert_eq!(post_svix_op(s.addr(), now, "op_1", &exhausted), 200);
+    assert_eq!(post_svix_op(s.addr, now, "op_1", &exhausted), 200);
     let disabled = format!(
         r#"{{"type":"endpoint.disabled","data":{{"appId":"app_1","appUid":null,"endpointId":"{EP}","endpointUid":null,"failSince":"2026-11-30T20:00:00Z","trigger":"automatic"}}}}"#
     );
-    assert_eq!(post_svix_op(s.addr(), now, "op_2", &disabled), 200);
+    assert_eq!(post_svix_op(s.addr, now, "op_2", &disabled), 200);
 
     let drift = r#"{"subject":"user_lost","kind":"revoke_missed","fixed":true},
                    {"subject":"user_delivered","kind":"revoke_missed","fixed":true}"#;
-    let (status, json) = post_report(s.addr(), TOKEN, &report("rec-1", drift));
+    let (status, json) = post_report(s.addr, TOKEN, &report("rec-1", drift));
     assert_eq!(status, 200, "{json}");
     let text = &revoke_missed_pages(&recv, 1)[0];
     assert!(
@@ -439,9 +440,9 @@ fn a_revocation_from_before_the_index_is_found_in_the_audit_log() {
     let recv = Receiver::start(vec![]);
     let dir = tempfile::tempdir().unwrap();
     let text = config(&recv.url("/hook"));
-    let s = Sidecar::start(dir.path(), &text, utc(START));
+    let s = InProcess::start_in(dir.path(), &text, utc(START));
     let body = r#"{"type":"user.deleted","timestamp":1764547200000,"data":{"object":"user","id":"user_old","deleted":true}}"#;
-    let status = post_webhook(s.addr(), "msg_revoke_old", s.now().timestamp(), body);
+    let status = post_webhook(s.addr, "msg_revoke_old", s.now().timestamp(), body);
     assert_eq!(status, 200);
     let now = s.now();
     s.stop();
@@ -452,9 +453,9 @@ fn a_revocation_from_before_the_index_is_found_in_the_audit_log() {
     assert_eq!(removed, 1, "the revocation was indexed on ingest");
     drop(db);
 
-    let s = Sidecar::start(dir.path(), &text, now);
+    let s = InProcess::start_in(dir.path(), &text, now);
     let drift = r#"{"subject":"user_old","kind":"revoke_missed","fixed":true}"#;
-    let (status, json) = post_report(s.addr(), TOKEN, &report("rec-old", drift));
+    let (status, json) = post_report(s.addr, TOKEN, &report("rec-old", drift));
     assert_eq!(status, 200, "{json}");
     let got = wait_pages(&recv, 1);
     let text = got[0].to_string();

@@ -16,11 +16,9 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
+use crate::common::{get, metric, wait_until, Sidecar, Workdir, TOKEN};
 use pg::PgDb as Db;
-use support::{get, metric, wait_for, Answer, Process as Sidecar, Receiver, Workdir, TOKEN};
-
-/// Every wait in this file; generous, since the machine is shared.
-const LIMIT: Duration = Duration::from_secs(60);
+use support::{Answer, Receiver};
 
 /// One cluster at a time, with the other cluster tests of the crate.
 use pg::CLUSTERS as SERIAL;
@@ -109,7 +107,7 @@ impl Cluster {
 
     /// The replica whose own status says it leads, once exactly one does.
     fn leader(&self, among: &[usize]) -> usize {
-        wait_for(LIMIT, "exactly one leader", || {
+        wait_until("exactly one leader", || {
             let leading: Vec<usize> = among
                 .iter()
                 .copied()
@@ -157,7 +155,7 @@ impl Cluster {
     }
 
     fn wait_pages(&self, status: &str, count: usize) {
-        wait_for(LIMIT, &format!("{count} distinct {status} page(s)"), || {
+        wait_until(&format!("{count} distinct {status} page(s)"), || {
             let keys: BTreeSet<String> = self
                 .pages()
                 .into_iter()
@@ -217,7 +215,7 @@ fn assert_all_stored(cluster: &Cluster, acked: &[String]) {
     let live = cluster.live();
     for (n, id) in acked.iter().enumerate() {
         let to = live[n % live.len()];
-        let (status, body) = wait_for(LIMIT, "a replica to answer", || post(cluster.addr(to), id));
+        let (status, body) = wait_until("a replica to answer", || post(cluster.addr(to), id));
         assert_eq!(status, 200, "{body}");
         assert!(
             body.contains(r#""duplicate":1"#),
@@ -315,14 +313,14 @@ fn a_leader_stopped_past_its_lease_is_replaced_and_never_acts_on_its_old_term() 
     };
     let all = cluster.live();
     let old = cluster.leader(&all);
-    let old_term = wait_for(LIMIT, "the leader's term", || cluster.term_of(old));
+    let old_term = wait_until("the leader's term", || cluster.term_of(old));
     let others: Vec<usize> = all.iter().copied().filter(|i| *i != old).collect();
 
     cluster.replica(old).signal("STOP");
     let stopped_at = Instant::now();
     // Another replica takes over after the 2 s lease, in a new term.
     let new = cluster.leader(&others);
-    let new_term = wait_for(LIMIT, "the new leader's term", || {
+    let new_term = wait_until("the new leader's term", || {
         cluster.term_of(new).filter(|t| *t > old_term)
     });
     let takeover = stopped_at.elapsed();
@@ -330,7 +328,7 @@ fn a_leader_stopped_past_its_lease_is_replaced_and_never_acts_on_its_old_term() 
     // Events for the new leader to checkpoint.
     let mut n = 0;
     let checkpoint = |c: &mut Cluster, n: &mut usize, who: usize, term: i64| {
-        wait_for(LIMIT, "a checkpoint by the new leader", || {
+        wait_until("a checkpoint by the new leader", || {
             *n += 1;
             post(c.addr(others[*n % others.len()]), &format!("sigstop-{n}"));
             c.replica(who)
@@ -345,7 +343,7 @@ fn a_leader_stopped_past_its_lease_is_replaced_and_never_acts_on_its_old_term() 
     let seen_before = cluster.replica(old).stderr_text().lines().count();
     cluster.replica(old).signal("CONT");
     // The resumed replica learns it lost the lease and says so.
-    wait_for(LIMIT, "the old leader to step down", || {
+    wait_until("the old leader to step down", || {
         let s = cluster.status(old);
         (s["replicas"]["is_leader"] == false
             && metric(cluster.addr(old), "hushwatch_leader") == 0.0)
@@ -353,7 +351,7 @@ fn a_leader_stopped_past_its_lease_is_replaced_and_never_acts_on_its_old_term() 
     });
     // More housekeeping happens (by the new leader) after the resume.
     let new_lines_before = cluster.replica(new).stderr_text().lines().count();
-    wait_for(LIMIT, "another checkpoint after the resume", || {
+    wait_until("another checkpoint after the resume", || {
         n += 1;
         post(
             cluster.addr(others[n % others.len()]),
@@ -407,7 +405,7 @@ fn terminating_every_database_connection_mid_burst_loses_no_acknowledged_event()
     );
     assert_all_stored(&cluster, &acked);
     for i in cluster.live() {
-        wait_for(LIMIT, "every replica ready again", || {
+        wait_until("every replica ready again", || {
             (get(cluster.addr(i), "/readyz").status == 200).then_some(())
         });
     }
@@ -434,26 +432,26 @@ fn while_the_database_is_unreachable_ingest_and_readyz_answer_503_and_a_passed_s
     cluster.db.terminate_connections();
     let began = Instant::now();
     for i in cluster.live() {
-        wait_for(LIMIT, "ingest to answer 503", || {
+        wait_until("ingest to answer 503", || {
             let answer = post(
                 cluster.addr(i),
                 &format!("outage-{i}-{:?}", began.elapsed()),
             );
             answer.filter(|(s, _)| *s == 503).map(|_| ())
         });
-        wait_for(LIMIT, "/readyz to answer 503", || {
+        wait_until("/readyz to answer 503", || {
             (get(cluster.addr(i), "/readyz").status == 503).then_some(())
         });
     }
     // The 4 s threshold passes during the outage; nothing can be paged.
-    wait_for(LIMIT, "the threshold to pass", || {
+    wait_until("the threshold to pass", || {
         (began.elapsed() > Duration::from_secs(5)).then_some(())
     });
     assert!(cluster.pages().is_empty());
     cluster.db.allow_connections(true);
     cluster.wait_pages("firing", 1);
     for i in cluster.live() {
-        wait_for(LIMIT, "ready again", || {
+        wait_until("ready again", || {
             (get(cluster.addr(i), "/readyz").status == 200).then_some(())
         });
     }
@@ -469,10 +467,10 @@ fn a_page_whose_sender_was_killed_mid_send_is_sent_by_another_replica_under_the_
     let Some(mut cluster) = Cluster::start("claim", 3, "3s", vec![Answer::Hang]) else {
         return;
     };
-    wait_for(LIMIT, "the first attempt to reach the receiver", || {
+    wait_until("the first attempt to reach the receiver", || {
         (!cluster.receiver.received().is_empty()).then_some(())
     });
-    let holder = wait_for(LIMIT, "the claim row", || {
+    let holder = wait_until("the claim row", || {
         cluster
             .db
             .query("SELECT claimed_by FROM outbox WHERE claimed_by IS NOT NULL")
@@ -520,7 +518,7 @@ fn every_replica_learns_of_an_arrival_that_landed_on_another() {
     assert_eq!(status, 200, "{body}");
     let on_a = last_event(a).expect("a recorded the arrival");
     // b never saw the request; the change feed brings it the same arrival.
-    let on_b = wait_for(LIMIT, "b to learn of the arrival", || last_event(b));
+    let on_b = wait_until("b to learn of the arrival", || last_event(b));
     assert_eq!(on_a, on_b);
     assert!(
         metric(

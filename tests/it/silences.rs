@@ -2,6 +2,7 @@
 //! receiver, with the manual clock: what is paged, what is held, and what
 //! the admin routes refuse.
 
+use crate::common::*;
 use crate::support;
 
 use hushwatch::store::PageKind;
@@ -26,10 +27,10 @@ fn ops_config(stream_extra: &str, team: &Receiver, boss: Option<&Receiver>) -> S
     )
 }
 
-fn admin(s: &Sidecar, method: &str, path: &str, body: &str) -> (u16, serde_json::Value) {
+fn admin(s: &InProcess, method: &str, path: &str, body: &str) -> (u16, serde_json::Value) {
     let auth = format!("Bearer {ADMIN}");
     let reply = request(
-        s.addr(),
+        s.addr,
         method,
         path,
         &[
@@ -42,13 +43,13 @@ fn admin(s: &Sidecar, method: &str, path: &str, body: &str) -> (u16, serde_json:
     (reply.status, json)
 }
 
-fn silence(s: &Sidecar, body: &str) -> i64 {
+fn silence(s: &InProcess, body: &str) -> i64 {
     let (status, json) = admin(s, "POST", "/v1/silences", body);
     assert_eq!(status, 201, "{json}");
     json["id"].as_i64().unwrap()
 }
 
-fn silences(s: &Sidecar) -> Vec<serde_json::Value> {
+fn silences(s: &InProcess) -> Vec<serde_json::Value> {
     let (status, json) = admin(s, "GET", "/v1/silences", "");
     assert_eq!(status, 200, "{json}");
     json["silences"].as_array().unwrap().clone()
@@ -56,7 +57,7 @@ fn silences(s: &Sidecar) -> Vec<serde_json::Value> {
 
 /// Whether the store would queue reminder `step` of the current episode
 /// due at `at` (the call the delivery worker makes).
-fn reminder_queued(s: &Sidecar, step: i64) -> bool {
+fn reminder_queued(s: &InProcess, step: i64) -> bool {
     let due = s.now();
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
@@ -74,7 +75,7 @@ fn reminder_queued(s: &Sidecar, step: i64) -> bool {
 
 /// Runs the store's release of held pages now (what the delivery round
 /// does); returns how many alerts it paged.
-fn release_held(s: &Sidecar) -> usize {
+fn release_held(s: &InProcess) -> usize {
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
@@ -82,7 +83,7 @@ fn release_held(s: &Sidecar) -> usize {
 }
 
 /// The stored provider subscriptions.
-fn subscriptions(s: &Sidecar) -> Vec<hushwatch::store::subscriptions::SubscriptionRow> {
+fn subscriptions(s: &InProcess) -> Vec<hushwatch::store::subscriptions::SubscriptionRow> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
@@ -90,7 +91,7 @@ fn subscriptions(s: &Sidecar) -> Vec<hushwatch::store::subscriptions::Subscripti
 }
 
 /// Pages ever queued for `team` (pending, delivered or failed).
-fn queued_for_team(s: &Sidecar) -> u64 {
+fn queued_for_team(s: &InProcess) -> u64 {
     let n = &s.notifications()["notifiers"]["team"];
     ["pending", "delivered", "failed"]
         .iter()
@@ -103,13 +104,13 @@ fn a_silence_holds_the_page_and_its_reminders_and_ending_it_pages_once() {
     let team = Receiver::start(vec![]);
     let dir = tempfile::tempdir().unwrap();
     let text = ops_config("repeat_interval = \"1h\"", &team, None);
-    let s = Sidecar::start(dir.path(), &text, utc("2026-12-01T10:00:00Z"));
+    let s = InProcess::start_in(dir.path(), &text, utc("2026-12-01T10:00:00Z"));
     let id = silence(
         &s,
         r#"{"streams": ["identity"], "duration": "4h", "comment": "IdP migration", "created_by": "ana"}"#,
     );
     assert_eq!(
-        metric(s.addr(), "hushwatch_stream_silenced{stream=\"identity\"}"),
+        metric(s.addr, "hushwatch_stream_silenced{stream=\"identity\"}"),
         1.0
     );
 
@@ -118,7 +119,7 @@ fn a_silence_holds_the_page_and_its_reminders_and_ending_it_pages_once() {
         status["operator"]["silences"][0]["comment"],
         "IdP migration"
     );
-    let page = request(s.addr(), "GET", "/", &[], b"").body;
+    let page = request(s.addr, "GET", "/", &[], b"").body;
     assert!(page.contains("id=\"silences\""), "{page}");
     assert!(page.contains("IdP migration"));
 
@@ -137,10 +138,10 @@ fn a_silence_holds_the_page_and_its_reminders_and_ending_it_pages_once() {
         "",
     );
     assert_eq!(status, 200);
-    poll("the held page", || {
+    wait_until("the held page", || {
         (team.delivered().len() == 1).then_some(())
     });
-    poll("the outbox to empty", || {
+    wait_until("the outbox to empty", || {
         s.pending().is_empty().then_some(())
     });
     let page = team.delivered()[0].json();
@@ -152,7 +153,7 @@ fn a_silence_holds_the_page_and_its_reminders_and_ending_it_pages_once() {
         "one page when the silence ends, not the missed reminders"
     );
     assert_eq!(
-        metric(s.addr(), "hushwatch_stream_silenced{stream=\"identity\"}"),
+        metric(s.addr, "hushwatch_stream_silenced{stream=\"identity\"}"),
         0.0
     );
     let listed = silences(&s);
@@ -162,7 +163,7 @@ fn a_silence_holds_the_page_and_its_reminders_and_ending_it_pages_once() {
 
     // Reminders resume on the episode's schedule.
     s.advance(3600);
-    poll("the next reminder", || {
+    wait_until("the next reminder", || {
         (team.delivered().len() == 2).then_some(())
     });
     let reminder = team.delivered()[1].json();
@@ -175,7 +176,7 @@ fn a_silence_holds_the_page_and_its_reminders_and_ending_it_pages_once() {
 fn a_resolve_under_a_silence_whose_page_was_held_is_not_paged() {
     let team = Receiver::start(vec![]);
     let dir = tempfile::tempdir().unwrap();
-    let s = Sidecar::start(
+    let s = InProcess::start_in(
         dir.path(),
         &ops_config("", &team, None),
         utc("2026-12-01T10:00:00Z"),
@@ -191,11 +192,11 @@ fn a_resolve_under_a_silence_whose_page_was_held_is_not_paged() {
     assert_eq!(status, 200);
     // The next episode pages normally, and it is the first thing the receiver sees.
     s.fire();
-    poll("the next episode's page", || {
+    wait_until("the next episode's page", || {
         (team.delivered().len() == 1).then_some(())
     });
     assert_eq!(team.delivered()[0].json()["status"], "firing");
-    poll("the outbox to empty", || {
+    wait_until("the outbox to empty", || {
         s.pending().is_empty().then_some(())
     });
     assert_eq!(team.received().len(), 1);
@@ -212,9 +213,9 @@ fn an_acknowledgement_stops_reminders_and_escalation_but_not_the_resolve_and_is_
         &team,
         Some(&boss),
     );
-    let s = Sidecar::start(dir.path(), &text, utc("2026-12-01T10:00:00Z"));
+    let s = InProcess::start_in(dir.path(), &text, utc("2026-12-01T10:00:00Z"));
     s.fire();
-    poll("the page", || (team.delivered().len() == 1).then_some(()));
+    wait_until("the page", || (team.delivered().len() == 1).then_some(()));
     let (status, json) = admin(
         &s,
         "POST",
@@ -224,22 +225,22 @@ fn an_acknowledgement_stops_reminders_and_escalation_but_not_the_resolve_and_is_
     assert_eq!(status, 200, "{json}");
     assert_eq!(
         metric(
-            s.addr(),
+            s.addr,
             "hushwatch_silence_acknowledged{stream=\"identity\"}"
         ),
         1.0
     );
-    let page = request(s.addr(), "GET", "/", &[], b"").body;
+    let page = request(s.addr, "GET", "/", &[], b"").body;
     assert!(page.contains("id=\"acks\""), "{page}");
     assert!(page.contains("looking into it"));
     s.advance(3 * 3600);
     assert!(!reminder_queued(&s, 3), "no reminder once acknowledged");
     s.resolve();
-    poll("the resolve", || {
+    wait_until("the resolve", || {
         (team.delivered().len() == 2).then_some(())
     });
     assert_eq!(team.delivered()[1].json()["status"], "resolved");
-    poll("the outbox to empty", || {
+    wait_until("the outbox to empty", || {
         s.pending().is_empty().then_some(())
     });
     assert!(
@@ -249,7 +250,7 @@ fn an_acknowledgement_stops_reminders_and_escalation_but_not_the_resolve_and_is_
     assert_eq!(team.received().len(), 2, "no reminder once acknowledged");
     assert_eq!(
         metric(
-            s.addr(),
+            s.addr,
             "hushwatch_silence_acknowledged{stream=\"identity\"}"
         ),
         0.0
@@ -257,11 +258,11 @@ fn an_acknowledgement_stops_reminders_and_escalation_but_not_the_resolve_and_is_
 
     // The next episode is not acknowledged: it pages and reminds.
     s.fire();
-    poll("the next page", || {
+    wait_until("the next page", || {
         (team.delivered().len() == 3).then_some(())
     });
     s.advance(3601);
-    poll("its reminder", || {
+    wait_until("its reminder", || {
         (team.delivered().len() == 4).then_some(())
     });
     assert_eq!(
@@ -291,7 +292,7 @@ fn silences_and_acknowledgements_survive_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let text = ops_config("repeat_interval = \"1h\"", &team, None);
     let start = utc("2026-12-01T10:00:00Z");
-    let s = Sidecar::start(dir.path(), &text, start);
+    let s = InProcess::start_in(dir.path(), &text, start);
     silence(
         &s,
         r#"{"streams": ["identity"], "duration": "2h", "comment": "IdP migration", "created_by": "ana"}"#,
@@ -301,7 +302,7 @@ fn silences_and_acknowledgements_survive_a_restart() {
     let now = s.now();
     s.stop();
 
-    let s = Sidecar::start(dir.path(), &text, now);
+    let s = InProcess::start_in(dir.path(), &text, now);
     let listed = silences(&s);
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0]["comment"], "IdP migration");
@@ -311,7 +312,7 @@ fn silences_and_acknowledgements_survive_a_restart() {
     assert_eq!(queued_for_team(&s), 0, "still held after the restart");
     // The silence ends on the clock while the stream still fires: one page.
     s.advance(2 * 3600);
-    poll("the held page", || {
+    wait_until("the held page", || {
         (team.delivered().len() == 1).then_some(())
     });
     let (status, json) = admin(
@@ -324,11 +325,11 @@ fn silences_and_acknowledgements_survive_a_restart() {
     let now = s.now();
     s.stop();
 
-    let s = Sidecar::start(dir.path(), &text, now);
+    let s = InProcess::start_in(dir.path(), &text, now);
     s.wait_state("firing");
     assert_eq!(
         metric(
-            s.addr(),
+            s.addr,
             "hushwatch_silence_acknowledged{stream=\"identity\"}"
         ),
         1.0
@@ -342,16 +343,16 @@ fn silences_and_acknowledgements_survive_a_restart() {
 fn bad_requests_are_refused_and_store_nothing() {
     let team = Receiver::start(vec![]);
     let dir = tempfile::tempdir().unwrap();
-    let s = Sidecar::start(
+    let s = InProcess::start_in(
         dir.path(),
         &ops_config("", &team, None),
         utc("2026-12-01T10:00:00Z"),
     );
     let good = r#"{"streams": ["identity"], "duration": "2h", "comment": "c", "created_by": "a"}"#;
-    let no_token = request(s.addr(), "POST", "/v1/silences", &[], good.as_bytes());
+    let no_token = request(s.addr, "POST", "/v1/silences", &[], good.as_bytes());
     assert_eq!(no_token.status, 401);
     let wrong = request(
-        s.addr(),
+        s.addr,
         "POST",
         "/v1/silences",
         &[("Authorization", "Bearer not-the-token")],
@@ -415,7 +416,7 @@ fn bad_requests_are_refused_and_store_nothing() {
 
     // Without [server] admin_token the routes do not exist.
     let dir = tempfile::tempdir().unwrap();
-    let s = Sidecar::start(
+    let s = InProcess::start_in(
         dir.path(),
         &config(&["team"], "", &webhook("team", &team.url("/team"))),
         utc("2026-12-01T10:00:00Z"),
@@ -434,7 +435,7 @@ fn planned_maintenance_in_the_config_holds_pages_like_a_silence() {
         "[streams.identity.ingest]",
         &format!("{window}\n[streams.identity.ingest]"),
     );
-    let s = Sidecar::start(dir.path(), &text, utc("2026-12-01T10:00:00Z"));
+    let s = InProcess::start_in(dir.path(), &text, utc("2026-12-01T10:00:00Z"));
     let listed = silences(&s);
     assert_eq!(listed.len(), 1, "{listed:?}");
     assert_eq!(listed[0]["created_by"], "config");
@@ -442,12 +443,12 @@ fn planned_maintenance_in_the_config_holds_pages_like_a_silence() {
     s.fire();
     assert_eq!(queued_for_team(&s), 0, "held during the window");
     s.clock.set(utc("2026-12-01T13:00:00Z"));
-    poll("the page when the window ends", || {
+    wait_until("the page when the window ends", || {
         (team.delivered().len() == 1).then_some(())
     });
     s.stop();
     // A restart does not store the window twice.
-    let s = Sidecar::start(dir.path(), &text, utc("2026-12-01T12:00:00Z"));
+    let s = InProcess::start_in(dir.path(), &text, utc("2026-12-01T12:00:00Z"));
     assert_eq!(silences(&s).len(), 1);
     s.stop();
 }
@@ -502,12 +503,12 @@ fn cli_env(args: &[&str], token: &str) -> (i32, String, String) {
 fn the_cli_adds_lists_expires_and_acknowledges() {
     let team = Receiver::start(vec![]);
     let dir = tempfile::tempdir().unwrap();
-    let s = Sidecar::start(
+    let s = InProcess::start_in(
         dir.path(),
         &ops_config("", &team, None),
         utc("2026-12-01T10:00:00Z"),
     );
-    let url = format!("http://{}", s.addr());
+    let url = format!("http://{}", s.addr);
     let target = ["--url", url.as_str(), "--token-env", "OPS_TOKEN"];
     let add = |extra: &[&str], token: &str| {
         let mut args = vec!["silence", "add"];
@@ -587,7 +588,7 @@ fn the_cli_adds_lists_expires_and_acknowledges() {
     assert_eq!(listed[1]["ends_at"], "2026-12-01T15:00:00.000Z");
 
     s.fire();
-    poll("the page", || (team.delivered().len() == 1).then_some(()));
+    wait_until("the page", || (team.delivered().len() == 1).then_some(()));
     let mut ack = vec![
         "ack",
         "--stream",
@@ -602,7 +603,7 @@ fn the_cli_adds_lists_expires_and_acknowledges() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(
         metric(
-            s.addr(),
+            s.addr,
             "hushwatch_silence_acknowledged{stream=\"identity\"}"
         ),
         1.0
@@ -621,10 +622,10 @@ fn an_escalation_only_stream_still_escalates() {
         "escalate = [{ after = \"1h\", notify = [\"boss\"] }]",
         &webhook("boss", &boss.url("/boss")),
     );
-    let s = Sidecar::start(dir.path(), &text, utc("2026-12-01T10:00:00Z"));
+    let s = InProcess::start_in(dir.path(), &text, utc("2026-12-01T10:00:00Z"));
     s.fire();
     s.advance(3600);
-    poll("the escalation", || {
+    wait_until("the escalation", || {
         (boss.delivered().len() == 1).then_some(())
     });
     assert_eq!(
@@ -645,11 +646,11 @@ fn svix_ops_config(team: &Receiver) -> String {
         )
 }
 
-fn svix_op(s: &Sidecar, msg_id: &str, kind: &str) {
+fn svix_op(s: &InProcess, msg_id: &str, kind: &str) {
     let trigger = (kind == "endpoint.disabled").then_some("automatic");
     let body = svix_endpoint_body(kind, EP, trigger);
     assert_eq!(
-        post_svix_op(s.addr(), s.now().timestamp(), msg_id, &body),
+        post_svix_op(s.addr, s.now().timestamp(), msg_id, &body),
         200
     );
 }
@@ -676,7 +677,7 @@ fn pair(kind: &str, status: &str) -> (String, String) {
 fn a_silence_of_svix_kinds_holds_svix_pages_only_and_pages_once_when_it_ends() {
     let team = Receiver::start(vec![]);
     let dir = tempfile::tempdir().unwrap();
-    let s = Sidecar::start(
+    let s = InProcess::start_in(
         dir.path(),
         &svix_ops_config(&team),
         utc("2026-12-01T10:00:00Z"),
@@ -686,11 +687,11 @@ fn a_silence_of_svix_kinds_holds_svix_pages_only_and_pages_once_when_it_ends() {
         r#"{"streams": ["identity"], "kinds": ["svix_*"], "duration": "4h", "comment": "Svix maintenance", "created_by": "ana"}"#,
     );
     assert_eq!(
-        metric(s.addr(), "hushwatch_stream_silenced{stream=\"identity\"}"),
+        metric(s.addr, "hushwatch_stream_silenced{stream=\"identity\"}"),
         1.0,
         "a stream with silenced Svix pages counts as silenced"
     );
-    let html = request(s.addr(), "GET", "/", &[], b"").body;
+    let html = request(s.addr, "GET", "/", &[], b"").body;
     assert!(html.contains("identity (pages: svix_*)"), "{html}");
     svix_op(&s, "msg_disable_1", "endpoint.disabled");
     assert_eq!(
@@ -700,17 +701,17 @@ fn a_silence_of_svix_kinds_holds_svix_pages_only_and_pages_once_when_it_ends() {
     );
     // The stream's own silence alert is not covered by ["svix_*"]: it pages.
     s.fire();
-    poll("the silence page", || {
+    wait_until("the silence page", || {
         (team.delivered().len() == 1).then_some(())
     });
-    poll("the outbox to empty", || {
+    wait_until("the outbox to empty", || {
         s.pending().is_empty().then_some(())
     });
     assert_eq!(delivered_kinds(&team), [pair("silence", "firing")]);
 
     let (status, _) = admin(&s, "DELETE", &format!("/v1/silences/{id}"), "");
     assert_eq!(status, 200);
-    poll("the held Svix page", || {
+    wait_until("the held Svix page", || {
         (team.delivered().len() == 2).then_some(())
     });
     let page = team.delivered()[1].json();
@@ -730,7 +731,7 @@ fn a_silence_of_svix_kinds_holds_svix_pages_only_and_pages_once_when_it_ends() {
         r#"{"streams": ["*"], "kinds": ["svix_endpoint_disabled"], "duration": "2h", "comment": "c", "created_by": "ana"}"#,
     );
     svix_op(&s, "msg_enable_1", "endpoint.enabled");
-    poll("the resolve", || {
+    wait_until("the resolve", || {
         (team.delivered().len() == 3).then_some(())
     });
     assert_eq!(
@@ -751,7 +752,7 @@ fn a_silence_of_svix_kinds_holds_svix_pages_only_and_pages_once_when_it_ends() {
         3,
         "nothing queued for the cancelled episode"
     );
-    poll("the outbox to empty", || {
+    wait_until("the outbox to empty", || {
         s.pending().is_empty().then_some(())
     });
     assert_eq!(
@@ -771,7 +772,7 @@ fn a_held_svix_page_is_released_when_the_silence_ends_on_the_clock_after_a_resta
     let team = Receiver::start(vec![]);
     let dir = tempfile::tempdir().unwrap();
     let text = svix_ops_config(&team);
-    let s = Sidecar::start(dir.path(), &text, utc("2026-12-01T10:00:00Z"));
+    let s = InProcess::start_in(dir.path(), &text, utc("2026-12-01T10:00:00Z"));
     silence(
         &s,
         r#"{"streams": ["identity"], "kinds": ["svix_endpoint_*"], "ends_at": "2026-12-01T10:30:00Z", "comment": "c", "created_by": "ana"}"#,
@@ -781,13 +782,13 @@ fn a_held_svix_page_is_released_when_the_silence_ends_on_the_clock_after_a_resta
     let now = s.now();
     s.stop();
 
-    let s = Sidecar::start(dir.path(), &text, now);
+    let s = InProcess::start_in(dir.path(), &text, now);
     assert_eq!(queued_for_team(&s), 0, "still held after the restart");
     s.clock.set(utc("2026-12-01T10:30:00Z"));
-    poll("the held page", || {
+    wait_until("the held page", || {
         (team.delivered().len() == 1).then_some(())
     });
-    poll("the outbox to empty", || {
+    wait_until("the outbox to empty", || {
         s.pending().is_empty().then_some(())
     });
     assert_eq!(
@@ -801,7 +802,7 @@ fn a_held_svix_page_is_released_when_the_silence_ends_on_the_clock_after_a_resta
 fn silences_are_audited_with_who_when_what_and_why_and_the_chain_verifies() {
     let team = Receiver::start(vec![]);
     let dir = tempfile::tempdir().unwrap();
-    let s = Sidecar::start(
+    let s = InProcess::start_in(
         dir.path(),
         &ops_config("", &team, None),
         utc("2026-12-01T10:00:00Z"),
@@ -879,7 +880,7 @@ fn with_admin_listen_the_operator_routes_are_served_only_there() {
         "listen = \"127.0.0.1:0\"",
         "listen = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"",
     );
-    let s = Sidecar::start(dir.path(), &text, utc("2026-12-01T10:00:00Z"));
+    let s = InProcess::start_in(dir.path(), &text, utc("2026-12-01T10:00:00Z"));
     let admin_addr = s.admin_addr().expect("admin listener bound");
     let auth = format!("Bearer {ADMIN}");
     let headers = [("Authorization", auth.as_str())];
@@ -894,7 +895,7 @@ fn with_admin_listen_the_operator_routes_are_served_only_there() {
             br#"{"created_by": "a", "comment": "c"}"#,
         ),
     ] {
-        let r = request(s.addr(), method, path, &headers, body);
+        let r = request(s.addr, method, path, &headers, body);
         assert_eq!(r.status, 404, "{method} {path} on the ingest port");
     }
     let created = request(admin_addr, "POST", "/v1/silences", &headers, body);
@@ -963,14 +964,14 @@ fn a_silence_of_subscription_kinds_holds_the_expiry_warning_until_it_ends() {
          [streams.directory.ingest]\nprovider = \"entra\"\nclient_state = \"entra-state\"\n\n{}",
         webhook("team", &team.url("/team"))
     );
-    let s = Sidecar::start(dir.path(), &text, utc("2026-12-01T00:00:00Z"));
+    let s = InProcess::start_in(dir.path(), &text, utc("2026-12-01T00:00:00Z"));
     silence(
         &s,
         r#"{"streams": ["directory"], "kinds": ["subscription_*"], "ends_at": "2026-12-02T06:00:00Z", "comment": "renewal job being fixed", "created_by": "ana"}"#,
     );
     let body = r#"{"value":[{"subscriptionId":"sub-1","subscriptionExpirationDateTime":"2026-12-03T00:00:00Z","changeType":"updated","resource":"Users/u1","resourceData":{"id":"u1"},"clientState":"entra-state","tenantId":"t"}]}"#;
     let reply = request(
-        s.addr(),
+        s.addr,
         "POST",
         "/v1/streams/directory/webhook",
         &[("Content-Type", "application/json")],
@@ -980,7 +981,7 @@ fn a_silence_of_subscription_kinds_holds_the_expiry_warning_until_it_ends() {
 
     // Entra's default warning starts 24 h before the expiry: under the silence.
     s.clock.set(utc("2026-12-02T00:00:00Z"));
-    poll("the warning to fire", || {
+    wait_until("the warning to fire", || {
         let rows = subscriptions(&s)
             .into_iter()
             .filter(|r| r.state == hushwatch::store::AlertState::Firing)
@@ -990,13 +991,13 @@ fn a_silence_of_subscription_kinds_holds_the_expiry_warning_until_it_ends() {
     assert_eq!(queued_for_team(&s), 0, "held by the silence");
 
     s.clock.set(utc("2026-12-02T06:00:00Z"));
-    poll("the held warning", || {
+    wait_until("the held warning", || {
         (team.delivered().len() == 1).then_some(())
     });
     let page = team.delivered()[0].json();
     assert_eq!(page["alert"]["kind"], "subscription_expiring");
     assert_eq!(page["status"], "firing");
-    poll("the outbox to empty", || {
+    wait_until("the outbox to empty", || {
         s.pending().is_empty().then_some(())
     });
     assert_eq!(team.received().len(), 1);
@@ -1010,7 +1011,7 @@ fn a_silence_of_subscription_kinds_holds_the_expiry_warning_until_it_ends() {
 fn a_silence_may_last_at_most_30_days_however_its_end_is_given() {
     let team = Receiver::start(vec![]);
     let dir = tempfile::tempdir().unwrap();
-    let s = Sidecar::start(
+    let s = InProcess::start_in(
         dir.path(),
         &ops_config("", &team, None),
         utc("2026-12-01T10:00:00Z"),
@@ -1065,7 +1066,7 @@ fn a_silence_may_last_at_most_30_days_however_its_end_is_given() {
 fn churned_silences_keep_the_listing_bounded_and_every_active_one_in_it() {
     let team = Receiver::start(vec![]);
     let dir = tempfile::tempdir().unwrap();
-    let s = Sidecar::start(
+    let s = InProcess::start_in(
         dir.path(),
         &ops_config("", &team, None),
         utc("2026-12-01T10:00:00Z"),

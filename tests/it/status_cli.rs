@@ -27,10 +27,8 @@ fn config(admin: bool) -> String {
     }
 }
 
-fn start(work: &Workdir) -> (tokio::runtime::Runtime, hushwatch::service::Running) {
-    let config = hushwatch::config::load(&work.config_path()).unwrap();
-    let (rt, _clock, running) = start_service(config, utc(MONDAY_10_TOKYO));
-    (rt, running)
+fn start(work: &Workdir) -> InProcess {
+    InProcess::start(work, utc(MONDAY_10_TOKYO))
 }
 
 fn report(addr: SocketAddr, id: &str) -> u16 {
@@ -57,9 +55,9 @@ fn ack(addr: SocketAddr) -> u16 {
 #[test]
 fn with_admin_listen_status_and_metrics_leave_the_ingest_port() {
     let work = Workdir::new(&config(true));
-    let (rt, running) = start(&work);
+    let running = start(&work);
     let public = running.addr;
-    let admin = running.admin_addr.expect("admin listener bound");
+    let admin = running.admin_addr().expect("admin listener bound");
     assert_ne!(public, admin);
     for path in ["/", "/v1/status", "/metrics"] {
         let r = get(public, path);
@@ -80,20 +78,20 @@ fn with_admin_listen_status_and_metrics_leave_the_ingest_port() {
         .header("content-type")
         .unwrap()
         .starts_with("text/html"));
-    rt.block_on(running.shutdown());
+    running.stop();
 }
 
 #[test]
 fn without_admin_listen_one_port_serves_everything() {
     let work = Workdir::new(&config(false));
-    let (rt, running) = start(&work);
-    assert_eq!(running.admin_addr, None);
+    let running = start(&work);
+    assert_eq!(running.admin_addr(), None);
     for path in ["/", "/v1/status", "/metrics", "/healthz"] {
         assert_eq!(get(running.addr, path).status, 200, "{path}");
     }
     assert_eq!(ack(running.addr), 401);
     assert_eq!(report(running.addr, "e1"), 200);
-    rt.block_on(running.shutdown());
+    running.stop();
 }
 
 fn status_cli(url: &str) -> (i32, String, String) {
@@ -269,14 +267,14 @@ fn status_exits_3_when_nothing_answers_http_or_the_port_is_not_the_admin_one() {
     assert!(out.is_empty());
 
     let work = Workdir::new(&config(true));
-    let (rt, running) = start(&work);
+    let running = start(&work);
     let (code, _, err) = status_cli(&format!("http://{}", running.addr));
     assert_eq!(code, 3, "the ingest port answers 404: {err}");
     assert!(err.contains("404"), "{err}");
-    let admin = running.admin_addr.unwrap();
+    let admin = running.admin_addr().unwrap();
     let (code, out, err) = status_cli(&format!("http://{admin}"));
     assert_eq!(code, 0, "{out}{err}");
-    rt.block_on(running.shutdown());
+    running.stop();
 }
 
 #[test]
@@ -301,7 +299,7 @@ fn status_finds_the_server_from_the_config_preferring_admin_listen() {
 #[test]
 fn status_with_config_needs_no_secrets_and_tells_bad_config_from_unreachable() {
     let work = Workdir::new(&config(false));
-    let (rt, running) = start(&work);
+    let running = start(&work);
     let cron = Workdir::new(&format!(
         "[server]\nlisten = \"{}\"\n\n[notifiers.pager]\nkind = \"pagerduty\"\nrouting_key = \"${{HW_TEST_SECRET_NEVER_SET}}\"\n",
         running.addr
@@ -330,5 +328,5 @@ fn status_with_config_needs_no_secrets_and_tells_bad_config_from_unreachable() {
         err.contains("server.listen"),
         "the error names the key: {err}"
     );
-    rt.block_on(running.shutdown());
+    running.stop();
 }

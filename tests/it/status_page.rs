@@ -434,7 +434,7 @@ fn each_state_reads_right_in_a_real_browser() {
     // 3. Firing since Tuesday 12:00 Tokyo, looked at 13:05; the hook
     // refuses the page, which is then failed.
     s.set_time(utc("2026-12-01T13:05:00+09:00"));
-    wait_for(Duration::from_secs(60), "the page to fail", || {
+    wait_until("the page to fail", || {
         let n = get(s.addr, "/v1/status").json();
         (n["notifications"]["failed_total"] == 1).then_some(())
     });
@@ -516,7 +516,7 @@ fn who_is_on_a_firing_stream_reads_at_desktop_and_phone_width() {
     signed_event(&s, "msg_1", "user.deleted");
     // 6 h of business time end at 16:00 Tokyo; looked at 17:05.
     s.set_time(utc("2026-11-30T17:05:00+09:00"));
-    wait_for(Duration::from_secs(60), "firing", || {
+    wait_until("firing", || {
         (stream_status(s.addr, "identity")["state"] == "firing").then_some(())
     });
 
@@ -698,7 +698,7 @@ fn the_acknowledge_link_confirms_in_a_real_browser() {
     // Monday 09:00 Tokyo + 6h of business time: firing.
     let s = InProcess::start(&work, utc("2026-11-30T09:00:00+09:00"));
     s.clock.advance(chrono::TimeDelta::seconds(6 * 3600 + 1));
-    wait_for(Duration::from_secs(60), "firing", || {
+    wait_until("firing", || {
         (stream_status(s.addr, "identity")["state"] == "firing").then_some(())
     });
     // The code a page would carry (the pages' own links are tested

@@ -114,7 +114,7 @@ fn while_the_database_is_unreachable_ingest_and_readyz_answer_503_then_recover()
         post_events(s.addr, "identity", TOKEN, &event("before")).status,
         200
     );
-    db.set_allow_connections(false);
+    db.allow_connections(false);
     db.terminate_connections();
     let down = post_events(s.addr, "identity", TOKEN, &event("during"));
     assert_eq!(down.status, 503, "{}", down.body);
@@ -123,7 +123,7 @@ fn while_the_database_is_unreachable_ingest_and_readyz_answer_503_then_recover()
         "/readyz to answer 503",
         || (common::get(s.addr, "/readyz").status == 503).then_some(()),
     );
-    db.set_allow_connections(true);
+    db.allow_connections(true);
     // The sender's retry is accepted once the database is back: nothing was
     // stored from the failed attempt, so it is not a duplicate.
     let retried = common::wait_for(

@@ -4,6 +4,7 @@
 //! it, and Entra's reauthorization notice pages at once.
 
 use crate::common::pg;
+use crate::common::*;
 use crate::support;
 
 use std::io::{Read, Write};
@@ -110,21 +111,21 @@ fn google(addr: SocketAddr, channel: &str, expiration: &str, state: &str, number
 /// warning), and it publishes the clock reading of each completed pass. After this, "no
 /// page" means the watcher looked at this instant and decided none was due, not that it
 /// had not looked yet.
-fn evaluated_now(s: &Sidecar) {
+fn evaluated_now(s: &InProcess) {
     static PROBES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
     let number = PROBES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let now = s.now();
     let expires = (now + chrono::TimeDelta::days(2)).to_rfc2822();
-    assert_eq!(google(s.addr(), "probe", &expires, "sync", number), 200);
+    assert_eq!(google(s.addr, "probe", &expires, "sync", number), 200);
     let want = now.timestamp() as f64;
-    poll(
+    wait_until(
         "the subscription watcher to evaluate at the current time",
         || (s.metric("hushwatch_subscriptions_evaluated_timestamp_seconds ") >= want).then_some(()),
     );
 }
 
 /// What the store holds for `subscription`: its expiry and alert state.
-fn stored(s: &Sidecar, subscription: &str) -> Option<(String, String)> {
+fn stored(s: &InProcess, subscription: &str) -> Option<(String, String)> {
     s.block_on(s.app().store().subscriptions())
         .unwrap()
         .into_iter()
@@ -136,7 +137,7 @@ fn pages(recv: &Receiver) -> Vec<serde_json::Value> {
     recv.delivered().iter().map(Received::json).collect()
 }
 
-fn wait_pages(s: &Sidecar, recv: &Receiver, n: usize) -> Vec<serde_json::Value> {
+fn wait_pages(s: &InProcess, recv: &Receiver, n: usize) -> Vec<serde_json::Value> {
     s.advance_until(1, &format!("{n} pages"), || {
         let got = pages(recv);
         (got.len() >= n).then_some(got)
@@ -147,12 +148,12 @@ fn wait_pages(s: &Sidecar, recv: &Receiver, n: usize) -> Vec<serde_json::Value> 
 fn entra_expiry_warns_before_and_clears_on_renewal() {
     let recv = Receiver::start(vec![]);
     let dir = tempfile::tempdir().unwrap();
-    let s = Sidecar::start(dir.path(), &config(&recv.url("/hook")), utc(START));
+    let s = InProcess::start_in(dir.path(), &config(&recv.url("/hook")), utc(START));
 
-    assert_eq!(entra(s.addr(), "2026-12-03T00:00:00Z", false), 200);
+    assert_eq!(entra(s.addr, "2026-12-03T00:00:00Z", false), 200);
     let series = r#"hushwatch_subscription_expires_timestamp_seconds{stream="directory",subscription="sub-1"}"#;
     let want = format!("{series} {}", utc("2026-12-03T00:00:00Z").timestamp());
-    poll("the expiry metric", || {
+    wait_until("the expiry metric", || {
         let text = s.app().metrics().encode();
         text.lines().any(|l| l == want).then_some(())
     });
@@ -171,7 +172,7 @@ fn entra_expiry_warns_before_and_clears_on_renewal() {
     assert!(text.contains("sub-1"), "{text}");
 
     // Graph renews by extending the expiry: the next delivery shows it and clears the alert.
-    assert_eq!(entra(s.addr(), "2026-12-10T00:00:00Z", false), 200);
+    assert_eq!(entra(s.addr, "2026-12-10T00:00:00Z", false), 200);
     let got = wait_pages(&s, &recv, 2);
     let resolved = got[1].to_string();
     assert!(resolved.contains("resolved"), "{resolved}");
@@ -179,7 +180,7 @@ fn entra_expiry_warns_before_and_clears_on_renewal() {
     assert_eq!(got.len(), 2, "exactly one firing and one resolved page");
 
     // A reauthorization notice pages at once, without waiting for the expiry window.
-    assert_eq!(entra(s.addr(), "2026-12-10T00:00:00Z", true), 200);
+    assert_eq!(entra(s.addr, "2026-12-10T00:00:00Z", true), 200);
     let got = wait_pages(&s, &recv, 3);
     let text = got[2].to_string();
     assert!(
@@ -193,9 +194,9 @@ fn entra_expiry_warns_before_and_clears_on_renewal() {
 fn google_channel_expiry_uses_its_one_hour_default() {
     let recv = Receiver::start(vec![]);
     let dir = tempfile::tempdir().unwrap();
-    let s = Sidecar::start(dir.path(), &config(&recv.url("/hook")), utc(START));
+    let s = InProcess::start_in(dir.path(), &config(&recv.url("/hook")), utc(START));
     let status = post(
-        s.addr(),
+        s.addr,
         "/v1/streams/workspace/webhook",
         &[
             ("X-Goog-Channel-ID", "chan-1"),
@@ -225,22 +226,22 @@ fn google_channel_expiry_uses_its_one_hour_default() {
 fn forged_far_future_expiries_cannot_silence_the_warning(store: &str) {
     let recv = Receiver::start(vec![]);
     let dir = tempfile::tempdir().unwrap();
-    let s = Sidecar::start(
+    let s = InProcess::start_in(
         dir.path(),
         &config_on(&recv.url("/hook"), store),
         utc(START),
     );
     let genuine = "Tue, 01 Dec 2026 06:00:00 GMT";
     let forged = "Fri, 31 Dec 9999 23:59:59 GMT";
-    assert_eq!(google(s.addr(), "chan-1", genuine, "CREATE_USER", 1), 200);
+    assert_eq!(google(s.addr, "chan-1", genuine, "CREATE_USER", 1), 200);
     // The forged expiry on the genuine channel: the message is an arrival like any other,
     // but its expiry is not believed.
-    assert_eq!(google(s.addr(), "chan-1", forged, "CREATE_USER", 2), 200);
+    assert_eq!(google(s.addr, "chan-1", forged, "CREATE_USER", 2), 200);
     // 32 forged channels, first with impossible expiries, then with plausible ones (a
     // week ahead) that did fill the cap; the genuine channel delivers after them.
     for n in 0..32 {
         let id = format!("forged-{n}");
-        assert_eq!(google(s.addr(), &id, forged, "CREATE_USER", 1), 200);
+        assert_eq!(google(s.addr, &id, forged, "CREATE_USER", 1), 200);
     }
     assert_eq!(
         stored(&s, "forged-0"),
@@ -251,12 +252,12 @@ fn forged_far_future_expiries_cannot_silence_the_warning(store: &str) {
     for n in 0..32 {
         let id = format!("forged-{n}");
         let week = "Tue, 08 Dec 2026 00:00:00 GMT";
-        assert_eq!(google(s.addr(), &id, week, "CREATE_USER", 2), 200);
+        assert_eq!(google(s.addr, &id, week, "CREATE_USER", 2), 200);
     }
     // The genuine channel keeps delivering (with its genuine expiry, as Google sends it):
     // it is the most recent to deliver, so a forged row goes instead.
     s.clock.set(utc("2026-12-01T00:20:00Z"));
-    assert_eq!(google(s.addr(), "chan-1", genuine, "CREATE_USER", 3), 200);
+    assert_eq!(google(s.addr, "chan-1", genuine, "CREATE_USER", 3), 200);
     assert_eq!(
         stored(&s, "chan-1").map(|r| r.0),
         Some("2026-12-01T06:00:00+00:00".to_owned()),

@@ -1,17 +1,11 @@
 //! Helpers for the notification tests: a real HTTP receiver on 127.0.0.1
 //! whose answers the test scripts (503, 429 + Retry-After, drop the
-//! connection after reading the body, hang past the client's timeout), an
-//! in-process sidecar that exposes its `App`, and starters for the real
-//! external components (aiosmtpd, prometheus-alertmanager).
-#![allow(dead_code)] // each test binary uses a different subset
+//! connection after reading the body, hang past the client's timeout),
+//! a config with scripted notifiers, and starters for the real external
+//! components (aiosmtpd, prometheus-alertmanager). The app itself starts
+//! through `common` (`InProcess`, `Sidecar`).
 
-use crate::common;
-/// The real binary and its HTTP helpers, for tests that drive processes
-/// and a receiver together (tests/it/replicas.rs).
-#[allow(unused_imports)]
-pub use common::{get, metric, request, wait_for, Sidecar as Process, Workdir};
-#[allow(unused_imports)] // as with dead_code: not every test binary uses it
-pub use common::{utc, TOKEN};
+use crate::common::{self, wait_until, TOKEN};
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -21,9 +15,6 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-/// How long any poll in these tests may take before failing.
-pub const LIMIT: Duration = Duration::from_secs(60);
 
 /// What the receiver does with the next request.
 #[derive(Debug, Clone)]
@@ -66,6 +57,7 @@ impl Received {
 /// then `200` forever; records every request.
 pub struct Receiver {
     pub addr: SocketAddr,
+    #[allow(dead_code)] // read by `push`, which no test calls today
     script: Arc<Mutex<VecDeque<Answer>>>,
     got: Arc<Mutex<Vec<Received>>>,
     stop: Arc<AtomicBool>,
@@ -107,6 +99,8 @@ impl Receiver {
         format!("http://{}{path}", self.addr)
     }
 
+    /// More scripted answers, after the ones given at start.
+    #[allow(dead_code)] // no test scripts answers after start today
     pub fn push(&self, answers: Vec<Answer>) {
         self.script.lock().unwrap().extend(answers);
     }
@@ -263,11 +257,6 @@ pub fn child_listening_port(pid: u32) -> Option<u16> {
     })
 }
 
-/// Polls `check` until it returns Some, at most `LIMIT`.
-pub fn poll<T>(what: &str, check: impl FnMut() -> Option<T>) -> T {
-    common::wait_for(LIMIT, what, check)
-}
-
 /// A config with one stream `identity` (calendar `always`, 1h threshold)
 /// notifying `notify`, plus the given `[notifiers.*]` tables.
 pub fn config(notify: &[&str], stream_extra: &str, notifiers: &str) -> String {
@@ -295,128 +284,6 @@ token = "{TOKEN}"
     )
 }
 
-/// The sidecar in the test process, on a real socket and SQLite file, with
-/// a manual clock and access to its `App`.
-pub struct Sidecar {
-    inner: common::InProcess,
-    pub clock: Arc<hushwatch::clock::ManualClock>,
-}
-
-impl Sidecar {
-    pub fn start(dir: &Path, config_text: &str, now: chrono::DateTime<chrono::Utc>) -> Sidecar {
-        std::fs::write(dir.join("hushwatch.toml"), config_text).unwrap();
-        let inner = common::InProcess::start_at(&dir.join("hushwatch.toml"), now);
-        Sidecar {
-            clock: Arc::clone(&inner.clock),
-            inner,
-        }
-    }
-
-    pub fn app(&self) -> &hushwatch::service::app::App {
-        self.inner.app()
-    }
-
-    pub fn advance(&self, secs: i64) {
-        self.clock.advance(chrono::TimeDelta::seconds(secs));
-    }
-
-    pub fn now(&self) -> chrono::DateTime<chrono::Utc> {
-        use hushwatch::clock::Clock;
-        self.clock.now()
-    }
-
-    /// Moves past the 1h threshold so `identity` fires.
-    pub fn fire(&self) {
-        self.advance(3601);
-        self.wait_state("firing");
-    }
-
-    /// Posts one event to `identity` over real HTTP (bearer token), which
-    /// resolves a firing alert.
-    pub fn resolve(&self) {
-        let id = format!("evt-{}", self.now().timestamp_millis());
-        let body = format!(r#"{{"type":"user.created","id":"{id}"}}"#);
-        let reply = common::post_events(self.addr(), "identity", TOKEN, &body);
-        assert_eq!(reply.status, 200, "{}", reply.body);
-        self.wait_state("ok");
-    }
-
-    pub fn wait_state(&self, want: &str) {
-        poll(&format!("state {want}"), || {
-            let st = self.app().status();
-            (st["streams"][0]["state"] == want).then_some(())
-        });
-    }
-
-    pub fn addr(&self) -> SocketAddr {
-        self.inner.addr
-    }
-
-    /// Where `[server] admin_listen` was bound, when it is set.
-    pub fn admin_addr(&self) -> Option<SocketAddr> {
-        self.inner.admin_addr()
-    }
-
-    /// GET /v1/status over real HTTP.
-    pub fn http_status(&self) -> serde_json::Value {
-        let reply = common::get(self.addr(), "/v1/status");
-        assert_eq!(reply.status, 200, "{}", reply.body);
-        reply.json()
-    }
-
-    pub fn pending(&self) -> Vec<hushwatch::store::OutboxRow> {
-        self.inner
-            .block_on(self.app().store().pending_outbox())
-            .unwrap()
-    }
-
-    pub fn notifications(&self) -> serde_json::Value {
-        self.inner
-            .block_on(self.app().delivery().notifications_status())
-            .unwrap()
-    }
-
-    pub fn metric(&self, series: &str) -> f64 {
-        // The whole /metrics page: per-stream series are rendered with it,
-        // not kept in the registry.
-        let mut page = self.app().encode_metrics();
-        let mut text = String::new();
-        while let Some(chunk) = page.next_chunk() {
-            text.push_str(&chunk);
-        }
-        text.lines()
-            .find_map(|l| l.strip_prefix(series).and_then(|v| v.trim().parse().ok()))
-            .unwrap_or_else(|| panic!("no series {series} in\n{text}"))
-    }
-
-    /// Advances the clock a step at a time until `check` holds (each step
-    /// lets due retries run).
-    pub fn advance_until<T>(
-        &self,
-        step_secs: i64,
-        what: &str,
-        mut check: impl FnMut() -> Option<T>,
-    ) -> T {
-        poll(what, || {
-            if let Some(v) = check() {
-                return Some(v);
-            }
-            self.advance(step_secs);
-            std::thread::sleep(Duration::from_millis(30));
-            None
-        })
-    }
-
-    /// Runs `f` on the sidecar's runtime (store calls from a test).
-    pub fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
-        self.inner.block_on(f)
-    }
-
-    pub fn stop(self) {
-        self.inner.stop();
-    }
-}
-
 /// A child process stopped (SIGKILL) when dropped.
 pub struct Proc(pub Child, pub String);
 
@@ -433,7 +300,7 @@ fn missing(what: &str) -> ! {
 
 /// Waits until the child itself listens on TCP and returns that port.
 pub fn wait_listening(proc: &mut Proc) -> u16 {
-    poll(&format!("{} to listen", proc.1), || {
+    wait_until(&format!("{} to listen", proc.1), || {
         if let Ok(Some(status)) = proc.0.try_wait() {
             panic!("{} exited early with {status}", proc.1);
         }
@@ -466,7 +333,7 @@ pub fn start_smtp_on(reserved: ClosedPort, maildir: &Path) -> Proc {
     let mut tries = 0;
     loop {
         let mut p = spawn_smtp(port, maildir, None, false);
-        let listening = poll(&format!("{} to listen on {port}", p.1), || {
+        let listening = wait_until(&format!("{} to listen on {port}", p.1), || {
             match p.0.try_wait() {
                 Ok(Some(_)) => Some(false),
                 _ => (child_listening_port(p.0.id()) == Some(port)).then_some(true),
@@ -644,67 +511,6 @@ pub fn mail_header(raw: &str, name: &str) -> Option<String> {
     value
 }
 
-/// The real `hushwatch serve` binary as a child process (stderr collected).
-pub struct Binary {
-    pub child: Child,
-    pub stderr: Arc<Mutex<Vec<String>>>,
-}
-
-impl Binary {
-    pub fn start(config: &Path) -> Binary {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_hushwatch"))
-            .args(["serve", "--config"])
-            .arg(config)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start hushwatch");
-        let stderr = Arc::new(Mutex::new(Vec::new()));
-        let sink = stderr.clone();
-        let pipe = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-                sink.lock().unwrap().push(line);
-            }
-        });
-        Binary { child, stderr }
-    }
-
-    pub fn wait_log(&mut self, needle: &str) {
-        poll(&format!("log line containing {needle:?}"), || {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!(
-                    "hushwatch exited with {status}: {:?}",
-                    self.stderr.lock().unwrap()
-                );
-            }
-            self.stderr
-                .lock()
-                .unwrap()
-                .iter()
-                .any(|l| l.contains(needle))
-                .then_some(())
-        });
-    }
-
-    pub fn log_text(&self) -> String {
-        self.stderr.lock().unwrap().join("\n")
-    }
-
-    /// SIGKILL: no chance to flush or mark anything.
-    pub fn kill9(mut self) {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
-    }
-}
-
-impl Drop for Binary {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// The operational-webhook secret the notification tests give `[svix.main]`.
 pub const SVIX_OPS_SECRET: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
 
@@ -766,22 +572,7 @@ pub fn post_signed_webhook(
     ts: i64,
     body: &str,
 ) -> u16 {
-    let key = hushwatch::ingest::signature::SecretKey::parse(secret).unwrap();
-    let sig = hushwatch::ingest::signature::sign(&key, msg_id, ts, body.as_bytes());
-    let ts = ts.to_string();
-    common::request(
-        addr,
-        "POST",
-        &format!("/v1/streams/{stream}/webhook"),
-        &[
-            ("content-type", "application/json"),
-            ("svix-id", msg_id),
-            ("svix-timestamp", &ts),
-            ("svix-signature", &sig),
-        ],
-        body.as_bytes(),
-    )
-    .status
+    common::post_webhook(addr, stream, secret, msg_id, ts, body).status
 }
 
 impl Receiver {
@@ -792,7 +583,7 @@ impl Receiver {
 
     /// `delivered_json` once it holds at least `n` bodies.
     pub fn wait_delivered_json(&self, n: usize) -> Vec<serde_json::Value> {
-        poll(&format!("{n} delivered pages"), || {
+        wait_until(&format!("{n} delivered pages"), || {
             let got = self.delivered_json();
             (got.len() >= n).then_some(got)
         })

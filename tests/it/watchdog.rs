@@ -4,6 +4,7 @@
 //! URL on a full data dir and back, and the direct emergency page while
 //! the store cannot be written.
 
+use crate::common::*;
 use crate::support;
 
 use support::*;
@@ -26,8 +27,8 @@ fn heartbeat_pings_the_url_once_per_interval() {
     let dir = tempfile::tempdir().unwrap();
     let notifiers =
         "[notifiers.ops]\nkind = \"log\"\n".to_string() + &heartbeat(&recv.url("/ping/abc"), "");
-    let s = Sidecar::start(dir.path(), &config(&["ops"], "", &notifiers), utc(START));
-    poll("first ping", || (pings(&recv).len() == 1).then_some(()));
+    let s = InProcess::start_in(dir.path(), &config(&["ops"], "", &notifiers), utc(START));
+    wait_until("first ping", || (pings(&recv).len() == 1).then_some(()));
     let first = &pings(&recv)[0];
     assert_eq!(first.method, "POST");
     assert_eq!(first.path, "/ping/abc");
@@ -36,11 +37,11 @@ fn heartbeat_pings_the_url_once_per_interval() {
     s.advance(30);
     s.advance(29);
     // Let those checks run before asserting nothing was sent.
-    poll("status answered", || Some(s.http_status()));
+    wait_until("status answered", || Some(s.http_status()));
     s.advance(1);
-    poll("second ping", || (pings(&recv).len() >= 2).then_some(()));
+    wait_until("second ping", || (pings(&recv).len() >= 2).then_some(()));
     s.advance(60);
-    poll("third ping", || (pings(&recv).len() >= 3).then_some(()));
+    wait_until("third ping", || (pings(&recv).len() >= 3).then_some(()));
     assert_eq!(pings(&recv).len(), 3, "one ping per interval");
     assert!(pings(&recv).iter().all(|p| p.path == "/ping/abc"));
     assert_eq!(s.metric("hushwatch_heartbeat_total{outcome=\"ok\"}"), 3.0);
@@ -57,8 +58,8 @@ fn a_heartbeat_that_cannot_be_delivered_is_counted() {
     let url = format!("http://127.0.0.1:{}/ping", down.port());
     let notifiers =
         "[notifiers.ops]\nkind = \"log\"\n".to_string() + &heartbeat(&url, "method = \"GET\"");
-    let s = Sidecar::start(dir.path(), &config(&["ops"], "", &notifiers), utc(START));
-    poll("error ping counted", || {
+    let s = InProcess::start_in(dir.path(), &config(&["ops"], "", &notifiers), utc(START));
+    wait_until("error ping counted", || {
         (s.metric("hushwatch_heartbeat_total{outcome=\"error\"}") >= 1.0).then_some(())
     });
     let recv = down.listen(vec![]);
@@ -80,7 +81,7 @@ fn consecutive_failures_count_until_the_notifier_delivers() {
         "[notifiers.hook]\nkind = \"webhook\"\nurl = \"http://127.0.0.1:{}/hook\"\ntimeout = \"1s\"\nbackoff_initial = \"1s\"\nbackoff_max = \"2s\"\n",
         down.port()
     );
-    let s = Sidecar::start(dir.path(), &config(&["hook"], "", &notifiers), utc(START));
+    let s = InProcess::start_in(dir.path(), &config(&["hook"], "", &notifiers), utc(START));
     let series = "hushwatch_notifier_consecutive_failures{notifier=\"hook\"}";
     assert_eq!(s.metric(series), 0.0);
     s.fire();
@@ -91,7 +92,7 @@ fn consecutive_failures_count_until_the_notifier_delivers() {
     s.advance_until(2, "delivered", || {
         (!recv.delivered().is_empty()).then_some(())
     });
-    poll("counter reset", || (s.metric(series) == 0.0).then_some(()));
+    wait_until("counter reset", || (s.metric(series) == 0.0).then_some(()));
     s.stop();
 }
 
@@ -108,7 +109,7 @@ fn the_fallback_ladder_pages_at_1_5_and_20_failures_then_recovers() {
         down.port(),
         backup.url("/backup")
     );
-    let s = Sidecar::start(dir.path(), &config(&["hook"], "", &notifiers), utc(START));
+    let s = InProcess::start_in(dir.path(), &config(&["hook"], "", &notifiers), utc(START));
     let series = "hushwatch_notifier_consecutive_failures{notifier=\"hook\"}";
     s.fire();
     s.advance_until(2, "20 failed attempts", || {
@@ -142,7 +143,7 @@ fn the_fallback_ladder_pages_at_1_5_and_20_failures_then_recovers() {
     s.advance_until(2, "hook delivers", || {
         (!hook.delivered().is_empty()).then_some(())
     });
-    poll("recovery page", || {
+    wait_until("recovery page", || {
         (backup.delivered().len() == 4).then_some(())
     });
     let got = summaries(&backup);
@@ -195,8 +196,8 @@ fn full_data_dir_fails_the_heartbeat_and_pages_emergency_directly() {
         "data_dir = \"data\"",
         "data_dir = \"data\"\nstore_alarm_after = \"1m\"\nemergency_notify = [\"emerg\"]",
     );
-    let s = Sidecar::start(dir.path(), &text, utc(START));
-    poll("healthy ping", || (!hb.received().is_empty()).then_some(()));
+    let s = InProcess::start_in(dir.path(), &text, utc(START));
+    wait_until("healthy ping", || (!hb.received().is_empty()).then_some(()));
 
     // Fill the tmpfs until the kernel refuses.
     let filler = data.join("filler");
@@ -242,7 +243,7 @@ fn full_data_dir_fails_the_heartbeat_and_pages_emergency_directly() {
     s.advance_until(60, "ten minutes later", || {
         (s.now() >= utc(START) + chrono::TimeDelta::minutes(12)).then_some(())
     });
-    poll("status answered", || Some(s.http_status()));
+    wait_until("status answered", || Some(s.http_status()));
     assert_eq!(
         emerg.received().len(),
         1,
@@ -257,7 +258,7 @@ fn full_data_dir_fails_the_heartbeat_and_pages_emergency_directly() {
             .skip(seen)
             .find(|r| r.path == "/ping")
     });
-    poll("recovery page", || {
+    wait_until("recovery page", || {
         (emerg.received().len() == 2).then_some(())
     });
     let recovered = emerg.received()[1].clone();
@@ -269,7 +270,7 @@ fn full_data_dir_fails_the_heartbeat_and_pages_emergency_directly() {
     assert_eq!(s.metric("hushwatch_degraded"), 0.0);
     // The outage is over: more time brings no further emergency page.
     s.advance(3600);
-    poll("status answered", || Some(s.http_status()));
+    wait_until("status answered", || Some(s.http_status()));
     assert_eq!(emerg.received().len(), 2);
     s.stop();
 }
@@ -336,10 +337,10 @@ fn a_permanently_failed_page_fails_the_next_heartbeat_only() {
         hook.url("/hook"),
         heartbeat(&hb.url("/ping"), "")
     );
-    let s = Sidecar::start(dir.path(), &config(&["hook"], "", &notifiers), utc(START));
-    poll("first ping", || (hb.received().len() == 1).then_some(()));
+    let s = InProcess::start_in(dir.path(), &config(&["hook"], "", &notifiers), utc(START));
+    wait_until("first ping", || (hb.received().len() == 1).then_some(()));
     s.fire();
-    poll("page refused", || {
+    wait_until("page refused", || {
         (s.metric("hushwatch_notifications_total{notifier=\"hook\",outcome=\"failed\"}") == 1.0)
             .then_some(())
     });

@@ -11,13 +11,10 @@ use crate::common::pg;
 use crate::support;
 
 use std::collections::BTreeSet;
-use std::time::Duration;
 
+use crate::common::{get, metric, wait_until, Sidecar, Workdir, TOKEN};
 use pg::PgDb as Db;
-use support::{get, metric, wait_for, ClosedPort, Process as Sidecar, Receiver, Workdir, TOKEN};
-
-/// Every wait in this file; generous, since the machine is shared.
-const LIMIT: Duration = Duration::from_secs(60);
+use support::{ClosedPort, Receiver};
 
 /// One cluster at a time, with the other cluster tests of the crate.
 use pg::CLUSTERS as SERIAL;
@@ -101,7 +98,7 @@ timeout = "3s"
 
     fn wait_all_healthy(&self) {
         for i in 0..self.replicas.len() {
-            wait_for(LIMIT, "replica healthy", || {
+            wait_until("replica healthy", || {
                 (self.status(i)["degraded"] == false).then_some(())
             });
         }
@@ -170,14 +167,12 @@ fn no_leader_for_longer_than_a_lease_degrades_every_replica_until_one_leads_agai
         return;
     };
     cluster.wait_all_healthy();
-    wait_for(LIMIT, "one leader", || {
-        (cluster.leaders() == 1).then_some(())
-    });
+    wait_until("one leader", || (cluster.leaders() == 1).then_some(()));
     cluster
         .db
         .query("REVOKE UPDATE ON leader FROM CURRENT_USER");
     for i in 0..2 {
-        wait_for(LIMIT, "the no-leader reason", || {
+        wait_until("the no-leader reason", || {
             cluster
                 .reasons(i)
                 .iter()
@@ -188,10 +183,8 @@ fn no_leader_for_longer_than_a_lease_degrades_every_replica_until_one_leads_agai
         // Only this reason: storage itself still works.
         assert_eq!(cluster.reasons(i).len(), 1, "{:?}", cluster.reasons(i));
     }
-    wait_for(LIMIT, "nobody leads", || {
-        (cluster.leaders() == 0).then_some(())
-    });
-    let fail = wait_for(LIMIT, "a fail ping naming the reason", || {
+    wait_until("nobody leads", || (cluster.leaders() == 0).then_some(()));
+    let fail = wait_until("a fail ping naming the reason", || {
         cluster
             .receiver
             .received()
@@ -208,7 +201,7 @@ fn no_leader_for_longer_than_a_lease_degrades_every_replica_until_one_leads_agai
     );
     cluster.db.query("GRANT UPDATE ON leader TO CURRENT_USER");
     cluster.wait_all_healthy();
-    wait_for(LIMIT, "one leader again", || {
+    wait_until("one leader again", || {
         (cluster.leaders() == 1).then_some(())
     });
     for i in 0..2 {
@@ -245,12 +238,12 @@ fn each_replica_sends_its_own_emergency_page_while_the_database_is_down() {
             .map(|(_, t)| t.clone())
             .collect()
     };
-    wait_for(LIMIT, "an emergency page from each replica", || {
+    wait_until("an emergency page from each replica", || {
         (firing(&cluster.direct_pages()).len() >= 2).then_some(())
     });
     // Health checks go on every second; none of them pages again.
     for i in 0..2 {
-        wait_for(LIMIT, "more failing checks", || {
+        wait_until("more failing checks", || {
             (metric(
                 cluster.replicas[i].addr,
                 "hushwatch_heartbeat_total{outcome=\"fail\"}",
@@ -269,7 +262,7 @@ fn each_replica_sends_its_own_emergency_page_while_the_database_is_down() {
         );
     }
     cluster.db.allow_connections(true);
-    wait_for(LIMIT, "a recovery page from each replica", || {
+    wait_until("a recovery page from each replica", || {
         let resolved: Vec<String> = cluster
             .direct_pages()
             .into_iter()
@@ -313,19 +306,19 @@ fn two_replicas_climb_one_shared_fallback_ladder_once_per_step() {
         return;
     };
     let series = "hushwatch_notifier_consecutive_failures{notifier=\"hook\"}";
-    wait_for(LIMIT, "20 failed attempts and three fallback pages", || {
+    wait_until("20 failed attempts and three fallback pages", || {
         (cluster.direct_pages().len() >= 3 && metric(cluster.replicas[0].addr, series) >= 20.0)
             .then_some(())
     });
     // The other replica's gauge follows the shared count too.
-    wait_for(LIMIT, "the shared count on both replicas", || {
+    wait_until("the shared count on both replicas", || {
         (metric(cluster.replicas[1].addr, series) >= 20.0).then_some(())
     });
     let hook = down.listen(Vec::new());
-    wait_for(LIMIT, "hook delivers", || {
+    wait_until("hook delivers", || {
         (!hook.delivered().is_empty()).then_some(())
     });
-    let pages = wait_for(LIMIT, "the recovery page", || {
+    let pages = wait_until("the recovery page", || {
         let pages = cluster.direct_pages();
         pages
             .iter()
@@ -346,7 +339,7 @@ fn two_replicas_climb_one_shared_fallback_ladder_once_per_step() {
     assert_eq!(summaries.len(), 4, "{summaries:#?}");
     assert!(summaries[0].starts_with("hushwatch cannot deliver to hook: "));
     assert!(summaries[3].starts_with("hushwatch delivers to hook again"));
-    wait_for(LIMIT, "the count reset on both replicas", || {
+    wait_until("the count reset on both replicas", || {
         (metric(cluster.replicas[0].addr, series) == 0.0
             && metric(cluster.replicas[1].addr, series) == 0.0)
             .then_some(())

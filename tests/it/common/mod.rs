@@ -1,7 +1,8 @@
-//! Shared helpers for the integration tests: a temporary config, the real
-//! binary as a child process, an in-process server with a controllable
-//! clock, and a minimal HTTP/1.1 client over a real TCP socket.
-#![allow(dead_code)] // each test binary uses a different subset
+//! Shared helpers for the integration tests: a temporary config, the two
+//! ways to start the app (`Sidecar`: the real binary as a child process;
+//! `InProcess`: the service in the test process on a real socket, with a
+//! clock the test moves), the one poll (`wait_until`, or `wait_for` with an
+//! explicit bound), and a minimal HTTP/1.1 client over a real TCP socket.
 
 pub mod pg;
 
@@ -15,7 +16,18 @@ use std::time::{Duration, Instant};
 pub const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 pub const TOKEN: &str = "test-token-123";
 
-/// Waits for `check` to return Some, up to `limit`; panics with `what`.
+/// How long a poll may take before the test fails: generous, since the
+/// machine is shared and a passing test never waits this long.
+pub const LIMIT: Duration = Duration::from_secs(60);
+
+/// The poll: calls `check` every 20 ms until it returns Some, and fails the
+/// test naming `what` after `LIMIT`.
+pub fn wait_until<T>(what: &str, check: impl FnMut() -> Option<T>) -> T {
+    wait_for(LIMIT, what, check)
+}
+
+/// `wait_until` with its own bound, where the bound is what the test checks
+/// (a page within 10 s, an exit within 20 s).
 pub fn wait_for<T>(limit: Duration, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + limit;
     loop {
@@ -306,6 +318,21 @@ impl Sidecar {
     pub fn stderr_text(&self) -> String {
         self.stderr.lock().unwrap().join("\n")
     }
+
+    /// Waits until a line of the log (stderr) contains `needle`.
+    pub fn wait_log(&mut self, needle: &str) {
+        wait_until(&format!("log line containing {needle:?}"), || {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("hushwatch exited with {status}: {}", self.stderr_text());
+            }
+            self.stderr
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|l| l.contains(needle))
+                .then_some(())
+        });
+    }
 }
 
 impl Drop for Sidecar {
@@ -317,7 +344,7 @@ impl Drop for Sidecar {
 
 /// Starts the whole service inside the test process on 127.0.0.1 (any
 /// port), with a clock that only moves when the test moves it.
-pub fn start_service(
+fn start_service(
     config: hushwatch::config::Config,
     now: chrono::DateTime<chrono::Utc>,
 ) -> (
@@ -361,6 +388,16 @@ impl InProcess {
         InProcess::start_at(&work.config_path(), now)
     }
 
+    /// Writes `config_text` to `dir/hushwatch.toml` and starts from it.
+    pub fn start_in(
+        dir: &Path,
+        config_text: &str,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> InProcess {
+        std::fs::write(dir.join("hushwatch.toml"), config_text).unwrap();
+        InProcess::start_at(&dir.join("hushwatch.toml"), now)
+    }
+
     /// Starts from the config file at `config_path`.
     pub fn start_at(config_path: &Path, now: chrono::DateTime<chrono::Utc>) -> InProcess {
         let config = hushwatch::config::load(config_path).unwrap_or_else(|e| panic!("{e}"));
@@ -393,6 +430,87 @@ impl InProcess {
 
     pub fn stop(mut self) {
         self.shutdown();
+    }
+
+    pub fn advance(&self, secs: i64) {
+        self.clock.advance(chrono::TimeDelta::seconds(secs));
+    }
+
+    pub fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        use hushwatch::clock::Clock;
+        self.clock.now()
+    }
+
+    /// Moves past a 1h threshold so the first stream fires.
+    pub fn fire(&self) {
+        self.advance(3601);
+        self.wait_state("firing");
+    }
+
+    /// Posts one event to `identity` over real HTTP (bearer `TOKEN`), which
+    /// resolves a firing alert.
+    pub fn resolve(&self) {
+        let id = format!("evt-{}", self.now().timestamp_millis());
+        let body = format!(r#"{{"type":"user.created","id":"{id}"}}"#);
+        let reply = post_events(self.addr, "identity", TOKEN, &body);
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        self.wait_state("ok");
+    }
+
+    /// Waits until the first stream's state is `want`.
+    pub fn wait_state(&self, want: &str) {
+        wait_until(&format!("state {want}"), || {
+            let st = self.app().status();
+            (st["streams"][0]["state"] == want).then_some(())
+        });
+    }
+
+    /// GET /v1/status over real HTTP.
+    pub fn http_status(&self) -> serde_json::Value {
+        let reply = get(self.addr, "/v1/status");
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        reply.json()
+    }
+
+    pub fn pending(&self) -> Vec<hushwatch::store::OutboxRow> {
+        self.block_on(self.app().store().pending_outbox()).unwrap()
+    }
+
+    pub fn notifications(&self) -> serde_json::Value {
+        self.block_on(self.app().delivery().notifications_status())
+            .unwrap()
+    }
+
+    /// A sample's value from the whole /metrics page, read in process
+    /// (per-stream series are rendered with the page, not kept in the
+    /// registry); `metric(addr, series)` reads it over HTTP.
+    pub fn metric(&self, series: &str) -> f64 {
+        let mut page = self.app().encode_metrics();
+        let mut text = String::new();
+        while let Some(chunk) = page.next_chunk() {
+            text.push_str(&chunk);
+        }
+        text.lines()
+            .find_map(|l| l.strip_prefix(series).and_then(|v| v.trim().parse().ok()))
+            .unwrap_or_else(|| panic!("no series {series} in\n{text}"))
+    }
+
+    /// Advances the clock a step at a time until `check` holds (each step
+    /// lets due retries run).
+    pub fn advance_until<T>(
+        &self,
+        step_secs: i64,
+        what: &str,
+        mut check: impl FnMut() -> Option<T>,
+    ) -> T {
+        wait_until(what, || {
+            if let Some(v) = check() {
+                return Some(v);
+            }
+            self.advance(step_secs);
+            std::thread::sleep(Duration::from_millis(30));
+            None
+        })
     }
 
     fn shutdown(&mut self) {

@@ -3,7 +3,6 @@
 //! sets it up). Without it the test prints why and skips, unless
 //! `HUSHWATCH_REQUIRE_PG=1`, which turns a missing server into a failure.
 //! Dropped (`WITH (FORCE)`) when the value is dropped.
-#![allow(dead_code)] // each test binary uses a different subset
 
 /// One replica cluster at a time in the whole test crate: three replicas
 /// hold up to 15 connections, and the server allows 100 for every test on
@@ -119,19 +118,6 @@ impl PgDb {
         query(&self.url, sql).unwrap_or_else(|e| panic!("{sql}: {e}"))
     }
 
-    /// Refuses (or allows again) new connections to this database, as in
-    /// an outage of the database alone.
-    pub fn set_allow_connections(&self, allow: bool) {
-        query(
-            &self.admin_url,
-            &format!(
-                "ALTER DATABASE {} WITH ALLOW_CONNECTIONS {allow}",
-                self.name
-            ),
-        )
-        .unwrap();
-    }
-
     /// Ends every connection to this database (a server-side fault).
     pub fn terminate_connections(&self) {
         query(
@@ -152,7 +138,8 @@ impl PgDb {
 
 impl PgDb {
     /// With `false`, the server refuses new connections to this database
-    /// (an outage, as the replicas see it); `true` ends it.
+    /// (an outage of the database alone, as the sidecars see it); `true`
+    /// ends it.
     pub fn allow_connections(&self, allow: bool) {
         query(
             &self.admin_url,
