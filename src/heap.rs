@@ -9,7 +9,7 @@
 //! the two moments that allocate in bulk and then free: after start-up and after a
 //! reload. A no-op where the allocator is not glibc's.
 //!
-//! This is the crate's only `unsafe` (tests/unsafe_code.rs keeps it so): the one
+//! This is the crate's only `unsafe` (tests/it/unsafe_code.rs keeps it so): the one
 //! foreign call has no arguments to get wrong, and no safe wrapper exists in the
 //! crates we depend on.
 

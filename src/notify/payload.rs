@@ -2,7 +2,7 @@
 //! of instants (`local_and_utc`), the resolve line, the operator hint and
 //! the structured `details`. Each kind's own builder lives in its module
 //! (`slack::message`, `pagerduty::event`, …, re-exported at the end under
-//! their old names). All of it is golden-tested (tests/notify_golden.rs);
+//! their old names). All of it is golden-tested (tests/it/notify_golden.rs);
 //! keep it free of I/O and of "now" except the explicit `sent_at`.
 
 use super::kind::AlertKind;

@@ -13,8 +13,8 @@
 //! `settle_counted`), so a killed sender's page is sent by another replica
 //! under the same key. Housekeeping (checkpoints, pruning, Svix grouping,
 //! reminders, re-posts) runs only under `housekeeping_term`: the leader,
-//! after renewing its lease in the same term. Tests: `tests/replicas.rs`,
-//! `tests/watchdog_replicas.rs`.
+//! after renewing its lease in the same term. Tests: `tests/it/replicas.rs`,
+//! `tests/it/watchdog_replicas.rs`.
 //!
 //! Heartbeats and leases run on real time (tokio's monotonic timer) and on
 //! the database's clock, not on the sidecar's `Clock`: they coordinate

@@ -371,7 +371,7 @@ mod tests {
     use super::*;
 
     /// The state file the last positional binary wrote (user_version 17;
-    /// see tests/schema_upgrade.rs for the same through the real binary).
+    /// see tests/it/schema_upgrade.rs for the same through the real binary).
     const POSITIONAL_17: &str = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/data/sqlite_schema17.sqlite3"

@@ -1,5 +1,5 @@
 """Presses a button in a page in real headless Chromium, for tests that
-need more than --dump-dom (tests/status_page.rs: the acknowledge link's
+need more than --dump-dom (tests/it/status_page.rs: the acknowledge link's
 form). Talks the DevTools protocol on a pipe (--remote-debugging-pipe:
 requests on fd 3, answers on fd 4, each a JSON text ended by NUL), so no
 port and no websocket library are needed. Opens URL, records the page

@@ -307,7 +307,7 @@ fn unknown_record(
 pub const UNKNOWN_TYPE: &str = "unknown";
 
 /// The fuzzing property for every reader here, stated once for `fuzz/` and
-/// `tests/fuzz_seeds.rs`: the first line of `data` is used as a header value, the rest as
+/// `tests/it/fuzz_seeds.rs`: the first line of `data` is used as a header value, the rest as
 /// the body; nothing may panic, and whatever is accepted respects the documented bounds.
 #[doc(hidden)]
 pub fn fuzz_one(data: &[u8]) {

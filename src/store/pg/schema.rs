@@ -317,7 +317,7 @@ mod tests {
     use crate::store::testdb::PgTestDb;
 
     /// The database the last positional binary wrote (schema_version 9), as
-    /// `pg_dump --inserts` (see tests/schema_upgrade.rs for the same through
+    /// `pg_dump --inserts` (see tests/it/schema_upgrade.rs for the same through
     /// the real binary).
     const POSITIONAL_9: &str = include_str!(concat!(
         env!("CARGO_MANIFEST_DIR"),

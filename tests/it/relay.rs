@@ -1,0 +1,840 @@
+//! Relay mode end to end (issue #29): the real `hushwatch serve` binary
+//! between a signed sender (the test, as Clerk/Svix) and a real app,
+//! `tests/support/relay_app.py`, which verifies every forward with the
+//! official Standard Webhooks library (`standardwebhooks`, on both the
+//! `webhook-*` and the `svix-*` headers) and can be told to answer 502
+//! (`down`), to hang, or to accept (`up`).
+//!
+//! The library checks `webhook-timestamp` against the real wall clock
+//! (±5 minutes), so every test runs the real binary on the real clock with
+//! second-long ladders. Waits are on what a person would look at:
+//! `/v1/status` `streams[].forward`, the log notifier's pages on stdout,
+//! the app's own record of what it verified. PostgreSQL tests take
+//! `HUSHWATCH_TEST_PG_URL` (scripts/test-postgres) and skip without it,
+//! unless `HUSHWATCH_REQUIRE_PG=1`.
+
+use crate::common::pg;
+use crate::support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use crate::common::{get, request, Sidecar, Workdir};
+use support::{post_signed_webhook, wait_listening, Proc};
+
+/// The provider's (Clerk's) endpoint secret: the test signs with it.
+const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+/// The app's own secret: hushwatch signs forwards with it, the app verifies.
+const APP_SECRET: &str = "whsec_+zPUtq55XAYZ3Ur7mJIL5Mb+uBY8OctQ";
+/// Two `[store] encryption_key`s (32 random bytes each, base64).
+const KEY_A: &str = "um2OaoWEF0TddEPJlTk2qckZJQyELZw5v+2C2Q/jcVw=";
+const KEY_B: &str = "zVJn/Qhi1v7AvrX3Mgq5tSWH/XZEM3ePiwKYDEPsVyI=";
+const ADMIN: &str = "relay-admin-token-1";
+
+/// Every wait; generous, the machine is shared. A lease after a kill -9
+/// ends `timeout` + 30 s after the claim, so those tests wait longer.
+const LIMIT: Duration = Duration::from_secs(90);
+const LEASE_LIMIT: Duration = Duration::from_secs(150);
+
+fn poll<T>(limit: Duration, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+// ------------------------------------------------------------------- the app
+
+/// One delivery the app verified (both header sets), in arrival order.
+#[derive(Debug, Clone)]
+struct Delivery {
+    id: String,
+    body: String,
+    attempt: u32,
+    /// Answered 2xx (`up`); false: the app hung on it (`hang`).
+    answered: bool,
+}
+
+struct RelayApp {
+    _proc: Proc,
+    addr: SocketAddr,
+}
+
+impl RelayApp {
+    fn start() -> RelayApp {
+        let ok = Command::new("python3")
+            .args(["-c", "import standardwebhooks"])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(
+            ok,
+            "standardwebhooks is missing: run scripts/test-components to install the test components"
+        );
+        let child = Command::new("python3")
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/support/relay_app.py"
+            ))
+            .arg(APP_SECRET)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start python3");
+        let mut proc = Proc(child, "relay_app.py".into());
+        let port = wait_listening(&mut proc);
+        RelayApp {
+            _proc: proc,
+            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}/webhooks", self.addr)
+    }
+
+    fn control(&self, body: Value) {
+        let reply = request(
+            self.addr,
+            "POST",
+            "/control",
+            &[("content-type", "application/json")],
+            body.to_string().as_bytes(),
+        );
+        assert_eq!(reply.status, 200, "{}", reply.body);
+    }
+
+    fn mode(&self, mode: &str) {
+        self.control(json!({ "mode": mode }));
+    }
+
+    fn deliveries(&self) -> Vec<Delivery> {
+        let reply = get(self.addr, "/deliveries");
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        reply
+            .json()
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| Delivery {
+                id: d["id"].as_str().unwrap_or_default().to_owned(),
+                body: d["body"].as_str().unwrap_or_default().to_owned(),
+                attempt: d["attempt"]
+                    .as_str()
+                    .and_then(|a| a.parse().ok())
+                    .unwrap_or(0),
+                answered: d["answered"] == true,
+            })
+            .collect()
+    }
+
+    /// The ids it accepted (2xx), each once, in first-acceptance order.
+    fn accepted_ids(&self) -> Vec<String> {
+        first_seen(self.deliveries().iter().filter(|d| d.answered))
+    }
+
+    /// Waits until every id in `sent` was accepted; returns all deliveries.
+    fn wait_accepted(&self, limit: Duration, sent: &[Sent]) -> Vec<Delivery> {
+        poll(limit, "every sent event accepted by the app", || {
+            let all = self.deliveries();
+            let accepted: BTreeSet<&str> = all
+                .iter()
+                .filter(|d| d.answered)
+                .map(|d| d.id.as_str())
+                .collect();
+            sent.iter()
+                .all(|s| accepted.contains(s.id.as_str()))
+                .then_some(all)
+        })
+    }
+}
+
+/// Ids in order of first appearance.
+fn first_seen<'a>(ds: impl Iterator<Item = &'a Delivery>) -> Vec<String> {
+    let mut seen = BTreeSet::new();
+    ds.filter(|d| seen.insert(d.id.clone()))
+        .map(|d| d.id.clone())
+        .collect()
+}
+
+/// At least once, never under another id: each id the app saw is one we
+/// sent, with exactly the bytes we sent under it.
+fn assert_ids_match_bodies(all: &[Delivery], sent: &[Sent]) {
+    let by_id: BTreeMap<&str, &str> = sent
+        .iter()
+        .map(|s| (s.id.as_str(), s.body.as_str()))
+        .collect();
+    for d in all {
+        let body = by_id
+            .get(d.id.as_str())
+            .unwrap_or_else(|| panic!("the app got an id nobody sent: {d:?}"));
+        assert_eq!(&d.body, body, "id {} carried another event's body", d.id);
+    }
+    let ids: BTreeSet<&str> = all.iter().map(|d| d.id.as_str()).collect();
+    assert_eq!(ids, by_id.keys().copied().collect(), "ids seen != ids sent");
+}
+
+// ---------------------------------------------------------------- the sender
+
+#[derive(Debug, Clone)]
+struct Sent {
+    id: String,
+    body: String,
+}
+
+/// A Clerk-shaped event; `user` is the subject id, `email` a field that is
+/// not one (the encryption tests look for it on disk).
+fn clerk_event(kind: &str, user: &str, email: &str) -> String {
+    json!({
+        "type": kind,
+        "object": "event",
+        "timestamp": chrono::Utc::now().timestamp_millis(),
+        "data": {
+            "object": "user",
+            "id": user,
+            "email_addresses": [{ "email_address": email }],
+        },
+    })
+    .to_string()
+}
+
+/// Posts one signed delivery as Svix does; it must be acknowledged (2xx).
+fn send(addr: SocketAddr, id: &str, body: &str) -> Sent {
+    let ts = chrono::Utc::now().timestamp();
+    let status = post_signed_webhook(addr, "identity", SECRET, id, ts, body);
+    assert!(
+        (200..300).contains(&status),
+        "delivery {id} not acknowledged: {status}"
+    );
+    Sent {
+        id: id.to_owned(),
+        body: body.to_owned(),
+    }
+}
+
+/// `n` events, user.created and user.deleted alternating, ids `{tag}-{i}`.
+fn send_many(addrs: &[SocketAddr], tag: &str, n: usize) -> Vec<Sent> {
+    (0..n)
+        .map(|i| {
+            let kind = if i % 2 == 0 {
+                "user.created"
+            } else {
+                "user.deleted"
+            };
+            let body = clerk_event(kind, &format!("user_{tag}_{i}"), "someone@example.com");
+            send(addrs[i % addrs.len()], &format!("msg_{tag}_{i}"), &body)
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------- hushwatch
+
+/// `n` one-second retry steps: the ladder stays short for as long as the
+/// test needs (after the last step the next try is a day away).
+fn ladder(n: usize) -> String {
+    let steps = vec!["\"1s\""; n].join(", ");
+    format!("retry = [{steps}]")
+}
+
+/// One stream `identity` (Standard Webhooks ingest) forwarding to `app`,
+/// pages to the log notifier (stdout). `stream` and `forward` are extra
+/// lines of those tables; `extra` more tables (e.g. `[store]`).
+fn relay_config(app: &RelayApp, stream: &str, forward: &str, extra: &str) -> String {
+    format!(
+        r#"[server]
+listen = "127.0.0.1:0"
+data_dir = "data"
+admin_token = "{ADMIN}"
+
+[streams.identity]
+notify = ["stdout"]
+{stream}
+[streams.identity.ingest]
+webhook_secret = "{SECRET}"
+
+[streams.identity.forward]
+url = "{url}"
+secret = "{APP_SECRET}"
+timeout = "2s"
+{forward}
+
+[notifiers.stdout]
+kind = "log"
+
+{extra}
+"#,
+        url = app.url(),
+    )
+}
+
+const ALWAYS_1H: &str = "calendar = \"always\"\nsilence_threshold = \"1h\"";
+
+/// The stream's `forward` block in `/v1/status`.
+fn forward(addr: SocketAddr) -> Value {
+    let status = get(addr, "/v1/status").json();
+    status["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "identity")
+        .map(|s| s["forward"].clone())
+        .unwrap_or_else(|| panic!("no identity stream in {status}"))
+}
+
+fn num(v: &Value, key: &str) -> u64 {
+    v[key].as_u64().unwrap_or_else(|| panic!("no {key} in {v}"))
+}
+
+/// The log notifier's pages of `kind` (JSON lines on stdout).
+fn pages(hw: &Sidecar, kind: &str) -> Vec<Value> {
+    hw.stdout_lines()
+        .iter()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|p| p["alert_kind"] == kind)
+        .collect()
+}
+
+fn with_status<'a>(pages: &'a [Value], status: &str) -> Vec<&'a Value> {
+    pages.iter().filter(|p| p["status"] == status).collect()
+}
+
+fn cli(args: &[&str], config: &Path) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_hushwatch"))
+        .args(args)
+        .arg("--config")
+        .arg(config)
+        .env("HUSHWATCH_ADMIN_TOKEN", ADMIN)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+// --------------------------------------------------------------------- tests
+
+#[test]
+fn an_app_down_for_several_retries_gets_every_event_afterwards_in_order_under_its_id() {
+    let app = RelayApp::start();
+    app.mode("down");
+    let work = Workdir::new(&relay_config(&app, ALWAYS_1H, &ladder(60), ""));
+    let hw = Sidecar::start(&work.config_path());
+
+    let sent = send_many(&[hw.addr], "down", 6);
+    poll(LIMIT, "4 failed attempts while the app is down", || {
+        let f = forward(hw.addr);
+        (num(&f, "consecutive_failures") >= 4).then_some(())
+    });
+    let f = forward(hw.addr);
+    assert_eq!(num(&f, "pending"), 6, "{f}");
+    assert!(f["last_delivered_at"].is_null(), "{f}");
+    assert!(f["last_error"].as_str().unwrap().contains("502"), "{f}");
+
+    app.mode("up");
+    let all = app.wait_accepted(LIMIT, &sent);
+    let order: Vec<String> = sent.iter().map(|s| s.id.clone()).collect();
+    assert_eq!(app.accepted_ids(), order, "delivered out of arrival order");
+    assert_ids_match_bodies(&all, &sent);
+    // The head was tried on every step of the outage, under the same id.
+    let head = all.iter().find(|d| d.id == order[0]).unwrap();
+    assert!(head.attempt >= 5, "{head:?}");
+    let f = poll(LIMIT, "status to show the backlog delivered", || {
+        let f = forward(hw.addr);
+        (num(&f, "pending") == 0).then_some(f)
+    });
+    assert_eq!(num(&f, "consecutive_failures"), 0, "{f}");
+    assert!(f["last_delivered_at"].is_string(), "{f}");
+}
+
+#[test]
+fn consecutive_failures_page_once_at_each_step_then_resolve_once() {
+    let app = RelayApp::start();
+    app.mode("down");
+    let forward_extra = format!("{}\nordered = false\nalert_after = [1, 5, 20]", ladder(60));
+    let work = Workdir::new(&relay_config(&app, ALWAYS_1H, &forward_extra, ""));
+    let hw = Sidecar::start(&work.config_path());
+
+    let sent = send_many(&[hw.addr], "pages", 5);
+    // Past the last step, so a second critical page would have had its chance.
+    poll(
+        LIMIT,
+        "25 consecutive failures and the critical page",
+        || {
+            let failures = num(&forward(hw.addr), "consecutive_failures");
+            let critical = with_status(&pages(&hw, "forward_failing"), "firing")
+                .iter()
+                .any(|p| p["severity"] == "critical");
+            (failures >= 25 && critical).then_some(())
+        },
+    );
+    app.mode("up");
+    app.wait_accepted(LIMIT, &sent);
+    poll(LIMIT, "the resolve page", || {
+        (!with_status(&pages(&hw, "forward_failing"), "resolved").is_empty()).then_some(())
+    });
+
+    let all = pages(&hw, "forward_failing");
+    let firing: Vec<&str> = with_status(&all, "firing")
+        .iter()
+        .map(|p| p["severity"].as_str().unwrap())
+        .collect();
+    assert_eq!(firing, ["warning", "warning", "critical"], "{all:#?}");
+    assert_eq!(with_status(&all, "resolved").len(), 1, "{all:#?}");
+    // The page names the app's answer and the oldest undelivered event.
+    let first = with_status(&all, "firing")[0]["summary"].to_string();
+    assert!(first.contains("502"), "{first}");
+    assert!(first.contains("user.created"), "{first}");
+}
+
+#[test]
+fn a_dead_letter_pages_and_a_replay_delivers_it_under_its_original_id() {
+    let app = RelayApp::start();
+    app.mode("down");
+    let forward_extra = format!("{}\ngive_up_after = \"3s\"", ladder(60));
+    let work = Workdir::new(&relay_config(&app, ALWAYS_1H, &forward_extra, ""));
+    let hw = Sidecar::start(&work.config_path());
+    let from = chrono::Utc::now() - chrono::TimeDelta::minutes(1);
+
+    let body = clerk_event("user.deleted", "user_dead_1", "dead@example.com");
+    let sent = vec![send(hw.addr, "msg_dead_1", &body)];
+    let page = poll(LIMIT, "the dead-letter page", || {
+        pages(&hw, "forward_dead_letter")
+            .into_iter()
+            .find(|p| p["status"] == "firing")
+    });
+    let summary = page["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("were never delivered to the app") && summary.contains("user_dead_1"),
+        "{summary}"
+    );
+    assert!(num(&forward(hw.addr), "dead_letters") >= 1);
+    app.mode("up");
+
+    let to = chrono::Utc::now() + chrono::TimeDelta::minutes(1);
+    let (from, to) = (from.to_rfc3339(), to.to_rfc3339());
+    let url = format!("http://{}", hw.addr);
+    let replay = |dry: bool| {
+        let mut args = vec![
+            "replay", "--url", &url, "--stream", "identity", "--from", &from, "--to", &to,
+        ];
+        if dry {
+            args.push("--dry-run");
+        }
+        let (code, out, err) = cli(&args, &work.config_path());
+        assert_eq!(code, 0, "replay: {out}{err}");
+        out
+    };
+    let listed = replay(true);
+    assert!(listed.contains("msg_dead_1"), "{listed}");
+    // A replay re-queues in the request's own transaction: had the dry run
+    // queued anything, the status read after it would show it pending.
+    let f = forward(hw.addr);
+    assert_eq!(num(&f, "pending"), 0, "{f}");
+    assert!(num(&f, "dead_letters") >= 1, "{f}");
+    assert!(app.deliveries().is_empty(), "the dry run sent something");
+
+    let done = replay(false);
+    assert!(done.contains("msg_dead_1"), "{done}");
+    let all = app.wait_accepted(LIMIT, &sent);
+    assert_ids_match_bodies(&all, &sent);
+    // The replay itself resolves the dead-letter alert ("no dead letters
+    // are left"); the app's 2xx is settled (with its audit entry, in one
+    // transaction) only after the app answered, so wait for that too.
+    poll(LIMIT, "the dead-letter resolve page", || {
+        (!with_status(&pages(&hw, "forward_dead_letter"), "resolved").is_empty()).then_some(())
+    });
+    poll(LIMIT, "status to show the replayed event delivered", || {
+        let f = forward(hw.addr);
+        (num(&f, "pending") == 0 && f["last_delivered_at"].is_string()).then_some(())
+    });
+
+    // The chain tells the story: received, given up, replayed, delivered.
+    let (code, out, err) = cli(
+        &["audit", "export", "--stream", "identity"],
+        &work.config_path(),
+    );
+    assert_eq!(code, 0, "{err}");
+    let types: Vec<String> = out
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|e| e["event_type"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    let at = |want: &dyn Fn(&str) -> bool| {
+        types
+            .iter()
+            .position(|t| want(t))
+            .unwrap_or_else(|| panic!("no such audit entry in {types:?}"))
+    };
+    let received = at(&|t| t == "user.deleted");
+    let gave_up = at(&|t| t == "gave_up");
+    let replayed = at(&|t| t.starts_with("replay by ") && t.contains(": 1 from"));
+    let delivered = at(&|t| t == "delivered:200");
+    assert!(
+        received < gave_up && gave_up < replayed && replayed < delivered,
+        "{types:?}"
+    );
+}
+
+#[test]
+fn kill_9_mid_forward_on_sqlite_loses_nothing_and_keeps_every_id() {
+    let app = RelayApp::start();
+    app.control(json!({ "mode": "hang", "hang_seconds": 60 }));
+    let forward_extra = format!("{}\nordered = false\ntimeout = \"10s\"", ladder(60));
+    let config = relay_config(&app, ALWAYS_1H, "", "")
+        .replace("timeout = \"2s\"\n", &format!("{forward_extra}\n"));
+    let work = Workdir::new(&config);
+    let hw = Sidecar::start(&work.config_path());
+
+    let sent = send_many(&[hw.addr], "kill", 8);
+    // Every event is at the app, unanswered: all eight attempts in flight.
+    poll(LIMIT, "all attempts in flight", || {
+        (first_seen(app.deliveries().iter()).len() == sent.len()).then_some(())
+    });
+    hw.kill9();
+
+    app.mode("up");
+    let hw = Sidecar::start(&work.config_path());
+    // The leases of the killed process end first (timeout + 30 s).
+    let all = app.wait_accepted(LEASE_LIMIT, &sent);
+    assert_ids_match_bodies(&all, &sent);
+    poll(LIMIT, "status to show nothing pending", || {
+        (num(&forward(hw.addr), "pending") == 0).then_some(())
+    });
+}
+
+#[test]
+fn three_replicas_on_postgres_survive_a_kill_9_mid_forward_in_order() {
+    let Some(db) = pg::PgDb::create("three_replicas_on_postgres_survive_a_kill_9_mid_forward")
+    else {
+        return;
+    };
+    let app = RelayApp::start();
+    app.control(json!({ "mode": "hang", "hang_seconds": 60 }));
+    let store = format!(
+        "[store]\nurl = \"{}\"\npool_size = 3\nleader_lease = \"2s\"\nencryption_key = \"{KEY_A}\"",
+        db.url
+    );
+    let config = relay_config(&app, ALWAYS_1H, &ladder(60), &store)
+        .replace("timeout = \"2s\"", "timeout = \"10s\"");
+    let work = Workdir::new(&config);
+    let mut replicas: Vec<Option<Sidecar>> = (0..3)
+        .map(|_| Some(Sidecar::start(&work.config_path())))
+        .collect();
+    let addrs: Vec<SocketAddr> = replicas.iter().map(|r| r.as_ref().unwrap().addr).collect();
+
+    let mut sent = send_many(&addrs, "pg", 9);
+    // The head is at the app, unanswered: one replica holds its lease.
+    poll(LIMIT, "the head in flight", || {
+        (!app.deliveries().is_empty()).then_some(())
+    });
+    let holder = poll(LIMIT, "the lease holder", || {
+        db.query(
+            "SELECT claimed_by FROM forwards WHERE state = 'pending' AND claimed_by IS NOT NULL",
+        )
+        .into_iter()
+        .next()
+    });
+    let victim = (0..3)
+        .find(|i| {
+            let st = get(addrs[*i], "/v1/status").json();
+            st["replicas"]["self"].as_str() == Some(holder.as_str())
+        })
+        .unwrap_or_else(|| panic!("no replica is {holder}"));
+    // Ordered: three replicas, yet only the head has reached the app.
+    assert_eq!(
+        first_seen(app.deliveries().iter()),
+        [sent[0].id.clone()],
+        "more than one event of an ordered stream in flight"
+    );
+    replicas[victim].take().unwrap().kill9();
+
+    // More arrive at the survivors meanwhile, and are acknowledged.
+    let live: Vec<SocketAddr> = (0..3).filter(|i| *i != victim).map(|i| addrs[i]).collect();
+    sent.extend(send_many(&live, "pg-after", 3));
+    app.mode("up");
+
+    let all = app.wait_accepted(LEASE_LIMIT, &sent);
+    assert_ids_match_bodies(&all, &sent);
+    let order: Vec<String> = sent.iter().map(|s| s.id.clone()).collect();
+    assert_eq!(
+        first_seen(all.iter()),
+        order,
+        "an ordered stream delivered a later event first"
+    );
+    assert_eq!(app.accepted_ids(), order);
+}
+
+#[test]
+fn an_ordered_stream_keeps_arrival_order_while_the_app_flaps() {
+    let app = RelayApp::start();
+    app.mode("down");
+    let work = Workdir::new(&relay_config(&app, ALWAYS_1H, &ladder(60), ""));
+    let hw = Sidecar::start(&work.config_path());
+
+    let mut sent = send_many(&[hw.addr], "flap-a", 3);
+    poll(LIMIT, "2 failed attempts", || {
+        (num(&forward(hw.addr), "consecutive_failures") >= 2).then_some(())
+    });
+    // The app flaps while more events arrive.
+    let stop = Arc::new(AtomicBool::new(false));
+    let flapper = {
+        let stop = Arc::clone(&stop);
+        let addr = app.addr;
+        std::thread::spawn(move || {
+            let mut up = true;
+            while !stop.load(Ordering::Relaxed) {
+                let mode = if up { "up" } else { "down" };
+                let body = json!({ "mode": mode }).to_string();
+                request(addr, "POST", "/control", &[], body.as_bytes());
+                up = !up;
+                std::thread::sleep(Duration::from_millis(700));
+            }
+        })
+    };
+    for i in 0..7 {
+        sent.extend(send_many(&[hw.addr], &format!("flap-b{i}"), 1));
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    stop.store(true, Ordering::Relaxed);
+    flapper.join().unwrap();
+    app.mode("up");
+
+    let all = app.wait_accepted(LIMIT, &sent);
+    assert_ids_match_bodies(&all, &sent);
+    let order: Vec<String> = sent.iter().map(|s| s.id.clone()).collect();
+    assert_eq!(
+        first_seen(all.iter()),
+        order,
+        "first deliveries out of order"
+    );
+    assert_eq!(app.accepted_ids(), order, "acceptances out of order");
+}
+
+/// A marker unique to this run, in a body field that is not a subject id
+/// (subject ids are extracted into the audit log in plaintext by design).
+fn marker(tag: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("marker-{tag}-{}-{nanos}@example.com", std::process::id())
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// Every byte under `dir` (the SQLite file, its -wal and -shm, anything).
+fn files_contain(dir: &Path, needle: &[u8]) -> Vec<String> {
+    let mut hits = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            hits.extend(files_contain(&path, needle));
+        } else if contains(&std::fs::read(&path).unwrap(), needle) {
+            hits.push(path.display().to_string());
+        }
+    }
+    hits
+}
+
+/// Sends three events carrying `marker`, waits until the app verified and
+/// accepted them (so the bodies are stored and open), returns hushwatch.
+fn relay_marked(app: &RelayApp, work: &Workdir, marker: &str, tag: &str) -> Sidecar {
+    let hw = Sidecar::start(&work.config_path());
+    let sent: Vec<Sent> = (0..3)
+        .map(|i| {
+            let body = clerk_event("user.updated", &format!("user_{tag}_{i}"), marker);
+            send(hw.addr, &format!("msg_{tag}_{i}"), &body)
+        })
+        .collect();
+    let all = app.wait_accepted(LIMIT, &sent);
+    let ours: BTreeSet<&str> = sent.iter().map(|s| s.id.as_str()).collect();
+    assert!(all
+        .iter()
+        .filter(|d| ours.contains(d.id.as_str()))
+        .all(|d| d.body.contains(marker)));
+    hw
+}
+
+#[test]
+fn sqlite_stores_bodies_sealed_with_a_key_and_in_plaintext_without() {
+    let app = RelayApp::start();
+    for (key, tag) in [(true, "sealed"), (false, "plain")] {
+        let store = if key {
+            format!("[store]\nencryption_key = \"{KEY_A}\"")
+        } else {
+            String::new()
+        };
+        let work = Workdir::new(&relay_config(&app, ALWAYS_1H, &ladder(5), &store));
+        let marker = marker(tag);
+        let hw = relay_marked(&app, &work, &marker, tag);
+        let hits = files_contain(&work.path().join("data"), marker.as_bytes());
+        if key {
+            assert!(
+                hits.is_empty(),
+                "plaintext body on disk despite the key: {hits:?}"
+            );
+        } else {
+            assert!(
+                !hits.is_empty(),
+                "without a key the body should be on disk as sent"
+            );
+        }
+        drop(hw);
+    }
+}
+
+#[test]
+fn postgres_stores_bodies_sealed_with_a_key_and_in_plaintext_without() {
+    // Skips (before starting anything) without a PostgreSQL server.
+    let Some(sealed_db) = pg::PgDb::create("postgres_stores_bodies_sealed_with_a_key") else {
+        return;
+    };
+    let plain_db = pg::PgDb::create("postgres_stores_bodies_sealed_with_a_key").unwrap();
+    let app = RelayApp::start();
+    for (key, tag, db) in [(true, "pgsealed", sealed_db), (false, "pgplain", plain_db)] {
+        let mut store = format!("[store]\nurl = \"{}\"\npool_size = 2", db.url);
+        if key {
+            store.push_str(&format!("\nencryption_key = \"{KEY_A}\""));
+        }
+        let work = Workdir::new(&relay_config(&app, ALWAYS_1H, &ladder(5), &store));
+        let marker = marker(tag);
+        let hw = relay_marked(&app, &work, &marker, tag);
+        let hex_marker: String = marker.bytes().map(|b| format!("{b:02x}")).collect();
+        let dump = Command::new("pg_dump")
+            // The test URL's only parameter, `sslmode`, is libpq's own.
+            .arg(&db.url)
+            .output()
+            .expect("pg_dump");
+        assert!(
+            dump.status.success(),
+            "{}",
+            String::from_utf8_lossy(&dump.stderr)
+        );
+        let dump = String::from_utf8_lossy(&dump.stdout).to_lowercase();
+        let bodies = db
+            .query("SELECT encode(body, 'hex') FROM forwards")
+            .join("");
+        assert_eq!(db.query("SELECT count(*) FROM forwards"), ["3"]);
+        let seen = dump.contains(&marker.to_lowercase())
+            || dump.contains(&hex_marker)
+            || bodies.contains(&hex_marker);
+        assert_eq!(seen, !key, "key: {key}; marker in the dump or the table");
+        drop(hw);
+    }
+}
+
+#[test]
+fn bodies_sealed_under_an_old_key_still_forward_after_the_key_rotates() {
+    let app = RelayApp::start();
+    app.mode("down");
+    let config = |keys: &str| {
+        relay_config(
+            &app,
+            ALWAYS_1H,
+            &ladder(60),
+            &format!("[store]\nencryption_key = {keys}"),
+        )
+    };
+    let work = Workdir::new(&config(&format!("\"{KEY_A}\"")));
+    let hw = Sidecar::start(&work.config_path());
+    let mut sent = send_many(&[hw.addr], "rot-a", 3);
+    poll(LIMIT, "a failed attempt", || {
+        (num(&forward(hw.addr), "consecutive_failures") >= 1).then_some(())
+    });
+    assert!(hw.stop().success());
+
+    // B seals from now on; A still opens what it sealed.
+    work.write_config(&config(&format!("[\"{KEY_B}\", \"{KEY_A}\"]")));
+    app.mode("up");
+    let hw = Sidecar::start(&work.config_path());
+    sent.extend(send_many(&[hw.addr], "rot-b", 2));
+    let all = app.wait_accepted(LIMIT, &sent);
+    assert_ids_match_bodies(&all, &sent);
+    let order: Vec<String> = sent.iter().map(|s| s.id.clone()).collect();
+    assert_eq!(app.accepted_ids(), order);
+}
+
+/// The clock tests: the provider keeps sending every ~second, the app
+/// refuses everything after the first event. Returns hushwatch.
+fn keep_sending_while_the_app_refuses(
+    clock: &str,
+    mut until: impl FnMut(&Sidecar, Value) -> bool,
+) -> Sidecar {
+    let app = RelayApp::start();
+    let stream = "calendar = \"always\"\nsilence_threshold = \"4s\"";
+    let forward_extra = format!("{}\nclock = \"{clock}\"", ladder(120));
+    let work = Workdir::new(&relay_config(&app, stream, &forward_extra, ""));
+    let hw = Sidecar::start(&work.config_path());
+    // One event the app accepts: both clocks start from it.
+    let first = vec![send(
+        hw.addr,
+        "msg_clock_0",
+        &clerk_event("user.created", "user_c0", "c@example.com"),
+    )];
+    app.wait_accepted(LIMIT, &first);
+    app.mode("down");
+    let deadline = Instant::now() + LIMIT;
+    let mut i = 1;
+    loop {
+        let body = clerk_event("user.updated", &format!("user_c{i}"), "c@example.com");
+        send(hw.addr, &format!("msg_clock_{i}"), &body);
+        i += 1;
+        let status = get(hw.addr, "/v1/status").json();
+        if until(&hw, status) {
+            return hw;
+        }
+        assert!(Instant::now() < deadline, "timed out sending ({clock})");
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+fn identity_state(status: &Value) -> String {
+    status["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "identity")
+        .map(|s| s["state"].as_str().unwrap_or_default().to_owned())
+        .unwrap_or_default()
+}
+
+#[test]
+fn clock_delivered_fires_while_the_provider_keeps_sending_to_a_refusing_app() {
+    let hw = keep_sending_while_the_app_refuses("delivered", |hw, status| {
+        identity_state(&status) == "firing" && !pages(hw, "silence").is_empty()
+    });
+    let page = &pages(&hw, "silence")[0];
+    assert_eq!(page["status"], "firing", "{page}");
+}
+
+#[test]
+fn clock_received_does_not_fire_while_the_provider_keeps_sending() {
+    let started = chrono::Utc::now();
+    // Three thresholds of steady traffic to a refusing app, with the timer
+    // seen to have evaluated past them.
+    let past = started + chrono::TimeDelta::seconds(12);
+    let hw = keep_sending_while_the_app_refuses("received", |_, status| {
+        assert_ne!(identity_state(&status), "firing", "{status}");
+        status["evaluated_at"]
+            .as_str()
+            .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+            .is_some_and(|t| t > past)
+    });
+    assert!(pages(&hw, "silence").is_empty(), "{:?}", hw.stdout_lines());
+    // The app did refuse meanwhile: this is not a quiet app.
+    assert!(num(&forward(hw.addr), "consecutive_failures") >= 3);
+}
