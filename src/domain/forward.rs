@@ -139,9 +139,9 @@ pub struct FailingPage<'a> {
 }
 
 pub fn failing_summary(p: &FailingPage<'_>) -> String {
+    // Pages put the stream's name in front of the summary already.
     let mut text = format!(
-        "{}: the app has refused or missed {} forward attempt(s) in a row since {} (last: {}). {} event(s) are not delivered",
-        p.stream,
+        "the app has refused or missed {} forward attempt(s) in a row since {} (last: {}). {} event(s) are not delivered",
         p.failures,
         rfc(p.failing_since),
         p.last_error,
@@ -159,10 +159,9 @@ pub fn failing_summary(p: &FailingPage<'_>) -> String {
     text
 }
 
-pub fn recovered_summary(stream: &str, failures: u32, at: DateTime<Utc>) -> String {
+pub fn recovered_summary(failures: u32, at: DateTime<Utc>) -> String {
     format!(
-        "{stream}: the app accepts forwarded events again ({} at {}, after {failures} failed attempt(s)).",
-        "delivered",
+        "the app accepts forwarded events again (delivered at {}, after {failures} failed attempt(s)).",
         rfc(at)
     )
 }

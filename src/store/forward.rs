@@ -543,7 +543,7 @@ pub(super) fn failing_reason(
     ordered: bool,
 ) -> String {
     match plan.failing_page {
-        Some(FailingPage::Resolve { failures }) => decide::recovered_summary(stream, failures, at),
+        Some(FailingPage::Resolve { failures }) => decide::recovered_summary(failures, at),
         _ => decide::failing_summary(&decide::FailingPage {
             stream,
             failures: plan.run.failures,

@@ -355,7 +355,7 @@ fn page_of(kind: AlertKind) -> Page {
             Some(""),
         ),
         AlertKind::ForwardFailing => (
-            "identity: the app has refused or missed 5 forward attempt(s) in a row since 2026-12-07T01:00:00Z (last: HTTP 502). 3 event(s) are not delivered; oldest: user.deleted user_1 (delivery msg_1, received 2026-12-07T01:00:00Z)",
+            "the app has refused or missed 5 forward attempt(s) in a row since 2026-12-07T01:00:00Z (last: HTTP 502). 3 event(s) are not delivered; oldest: user.deleted user_1 (delivery msg_1, received 2026-12-07T01:00:00Z)",
             Some("forward"),
             Some("identity"),
         ),

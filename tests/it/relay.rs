@@ -24,8 +24,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
 use crate::common::{get, request, Sidecar, Workdir};
+use serde_json::{json, Value};
 use support::{post_signed_webhook, wait_listening, Proc};
 
 /// The provider's (Clerk's) endpoint secret: the test signs with it.
