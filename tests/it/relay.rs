@@ -838,3 +838,75 @@ fn clock_received_does_not_fire_while_the_provider_keeps_sending() {
     // The app did refuse meanwhile: this is not a quiet app.
     assert!(num(&forward(hw.addr), "consecutive_failures") >= 3);
 }
+
+// ------------------------------------------------- did we act on it (#29)
+
+/// Posts a reconciliation report that finds `user` still active after a
+/// revocation; answers the `reconciliation_revoke_missed` page's text.
+fn report_missed(hw: &Sidecar, id: &str, user: &str) -> String {
+    let body = json!({
+        "id": id,
+        "started_at": chrono::Utc::now().to_rfc3339(),
+        "finished_at": chrono::Utc::now().to_rfc3339(),
+        "checked": 10,
+        "drift": [{ "subject": user, "kind": "revoke_missed", "fixed": false }],
+    })
+    .to_string();
+    let reply = request(
+        hw.addr,
+        "POST",
+        "/v1/streams/identity/reconciliations",
+        &[
+            ("content-type", "application/json"),
+            ("authorization", "Bearer relay-report-token"),
+        ],
+        body.as_bytes(),
+    );
+    assert!((200..300).contains(&reply.status), "{}", reply.body);
+    poll(LIMIT, "the revoke_missed page", || {
+        pages(hw, "reconciliation_revoke_missed")
+            .iter()
+            .find(|p| p["summary"].as_str().is_some_and(|s| s.contains(id)))
+            .map(|p| p["summary"].as_str().unwrap_or_default().to_owned())
+    })
+}
+
+/// A reconciliation's `revoke_missed` page tells apart a revocation the app
+/// has not been given yet (it is failing) from one it accepted and did not
+/// act on.
+#[test]
+fn a_missed_revocation_page_says_whether_the_app_was_given_it() {
+    let app = RelayApp::start();
+    app.mode("down");
+    let config = relay_config(&app, ALWAYS_1H, &ladder(60), "").replace(
+        &format!("webhook_secret = \"{SECRET}\"\n"),
+        &format!("webhook_secret = \"{SECRET}\"\ntoken = \"relay-report-token\"\n"),
+    );
+    let work = Workdir::new(&config);
+    let hw = Sidecar::start(&work.config_path());
+
+    send(
+        hw.addr,
+        "msg_revoke_1",
+        &clerk_event("user.deleted", "user_gone", "x@example.com"),
+    );
+    poll(LIMIT, "a failed forward", || {
+        (num(&forward(hw.addr), "consecutive_failures") >= 1).then_some(())
+    });
+    let pending = report_missed(&hw, "rec-pending", "user_gone");
+    assert!(
+        pending.contains("not yet delivered: the app has failed since"),
+        "{pending}"
+    );
+
+    app.mode("up");
+    poll(LIMIT, "the revocation delivered", || {
+        (num(&forward(hw.addr), "pending") == 0).then_some(())
+    });
+    let delivered = report_missed(&hw, "rec-delivered", "user_gone");
+    assert!(
+        delivered.contains("delivered to the app at")
+            && delivered.contains("(200) but access was still active"),
+        "{delivered}"
+    );
+}
