@@ -100,6 +100,15 @@ pub(super) fn read(
     {
         let secret_path = format!("{key_path}.secret[{i}]");
         let secret = r.trim_secret(&secret_path, secret);
+        // Empty (e.g. `${APP_WEBHOOK_SECRET:-}` unset): events are still
+        // stored, and every forward fails without being sent, so the
+        // failure pages say why; nothing is lost.
+        if secret.trim().is_empty() {
+            r.warnings.push(format!(
+                "{secret_path} is empty; events are stored but not forwarded until it is set"
+            ));
+            continue;
+        }
         match SecretKey::parse(&secret) {
             Ok(key) => secrets.push(key),
             // The error text never echoes the secret itself.
@@ -276,6 +285,21 @@ mod tests {
             assert!(e.iter().any(|e| e.starts_with(want)), "{want}: {e:?}");
         }
         assert!(e.iter().all(|e| !e.contains("no!pe")), "{e:?}");
+        // An empty secret (an unset `${VAR:-}`) is a warning: stored, not sent.
+        let c = parse_str(&config("url = \"http://app\"\nsecret = \"\"")).unwrap();
+        assert!(c.streams["clerk"]
+            .forward
+            .as_ref()
+            .unwrap()
+            .secrets
+            .is_empty());
+        assert!(
+            c.warnings
+                .iter()
+                .any(|w| w.contains("forward.secret[0] is empty")),
+            "{:?}",
+            c.warnings
+        );
         let e = errors(&config("url = \"http://app\""));
         assert!(
             e.iter()

@@ -281,6 +281,12 @@ async fn send(
     f: &ForwardConfig,
     claim: &ForwardClaim,
 ) -> ForwardAttempt {
+    if f.secrets.is_empty() {
+        return ForwardAttempt::Failed {
+            error: "forward.secret is empty: not sent (the app could not verify it)".into(),
+            status: None,
+        };
+    }
     let body = match config
         .store
         .sealer
