@@ -24,6 +24,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use super::ops::{millis, KeyedAlert};
 use super::seal::Sealed;
 use super::silences::lite;
+use super::svix::Columns;
 use super::{AlertState, NewEvent, StoreError, StreamRow, Transition};
 use crate::domain::alert_kind::AlertKind;
 use crate::domain::forward::{self as decide, AfterFailure, FailureStep, Ladder, Oldest};
@@ -564,6 +565,68 @@ pub(super) fn first_subject(event: &NewEvent) -> Option<&str> {
     event.subject_ids.first().map(|(_, v)| v.as_str())
 }
 
+/// The columns `sql::CLAIM` returns, read the same way on both engines
+/// (`store::svix::Columns`).
+pub(super) type ClaimColumns = (
+    i64,
+    String,
+    String,
+    String,
+    Option<String>,
+    Option<i64>,
+    i64,
+    i64,
+    Option<String>,
+    Vec<u8>,
+    i64,
+);
+
+pub(super) fn claim_of(id: i64, c: ClaimColumns) -> ForwardClaim {
+    let (token, stream, delivery_id, event_type, subject, event_time, received_at, attempts) =
+        (c.0, c.1, c.2, c.3, c.4, c.5, c.6, c.7);
+    ForwardClaim {
+        id,
+        token,
+        stream,
+        delivery_id,
+        event_type,
+        subject,
+        event_time: opt_time(event_time),
+        received_at: time(received_at),
+        give_up_from: time(c.10),
+        attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
+        body: Sealed {
+            key_id: c.8,
+            bytes: c.9,
+        },
+    }
+}
+
+/// The columns `sql::RUN` returns.
+pub(super) type RunColumns = (
+    i64,
+    i64,
+    Option<i64>,
+    Option<String>,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    bool,
+);
+
+pub(super) fn run_of(c: RunColumns) -> Run {
+    Run {
+        failures: u32::try_from(c.0).unwrap_or(u32::MAX),
+        paged: u32::try_from(c.1).unwrap_or(u32::MAX),
+        failing_since: c.2,
+        last_error: c.3,
+        last_attempt_at: c.4,
+        last_delivered_at: c.5,
+        last_status: c.6,
+        dead_paged: c.7,
+    }
+}
+
 fn time(ms: i64) -> DateTime<Utc> {
     DateTime::from_timestamp_millis(ms).unwrap_or_default()
 }
@@ -645,27 +708,10 @@ pub(super) fn claim(
             .prepare_cached(&lite(sql::CLAIM))?
             .query_row(
                 params![id, replica, millis(now + lease), millis(now)],
-                |r| {
-                    Ok(ForwardClaim {
-                        id,
-                        token: r.get(0)?,
-                        stream: r.get(1)?,
-                        delivery_id: r.get(2)?,
-                        event_type: r.get(3)?,
-                        subject: r.get(4)?,
-                        event_time: opt_time(r.get(5)?),
-                        received_at: time(r.get(6)?),
-                        attempts: u32::try_from(r.get::<_, i64>(7)?).unwrap_or(u32::MAX),
-                        body: Sealed {
-                            key_id: r.get(8)?,
-                            bytes: r.get(9)?,
-                        },
-                        give_up_from: time(r.get(10)?),
-                    })
-                },
+                ClaimColumns::lite,
             )
             .optional()?;
-        claims.extend(claim);
+        claims.extend(claim.map(|c| claim_of(id, c)));
     }
     Ok((claims, opt_time(next)))
 }
@@ -677,19 +723,9 @@ pub(super) fn release(conn: &Connection) -> Result<usize, StoreError> {
 fn run(conn: &Connection, stream: &str) -> rusqlite::Result<Run> {
     Ok(conn
         .prepare_cached(&lite(sql::RUN))?
-        .query_row([stream], |r| {
-            Ok(Run {
-                failures: u32::try_from(r.get::<_, i64>(0)?).unwrap_or(u32::MAX),
-                paged: u32::try_from(r.get::<_, i64>(1)?).unwrap_or(u32::MAX),
-                failing_since: r.get(2)?,
-                last_error: r.get(3)?,
-                last_attempt_at: r.get(4)?,
-                last_delivered_at: r.get(5)?,
-                last_status: r.get(6)?,
-                dead_paged: r.get(7)?,
-            })
-        })
+        .query_row([stream], RunColumns::lite)
         .optional()?
+        .map(run_of)
         .unwrap_or_default())
 }
 

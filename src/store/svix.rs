@@ -431,7 +431,7 @@ pub(super) fn apply(a: &SvixApply, id: &str) -> Option<Apply> {
 /// ([`endpoint_row`], `subscriptions::subscription_row`,
 /// `reconcile::subject_entry`, ...) takes, instead of each listing the
 /// columns again. (Used by the three folded files; `store::mod` would be
-/// its natural home.)
+/// its natural home; `store::forward` uses it too.)
 pub(super) trait Columns: Sized {
     fn lite(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self>;
     fn pg(r: &tokio_postgres::Row) -> Result<Self, StoreError>;
@@ -457,6 +457,7 @@ columns!(A 0, B 1, C 2);
 columns!(A 0, B 1, C 2, D 3);
 columns!(A 0, B 1, C 2, D 3, E 4, F 5);
 columns!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7);
+columns!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10);
 columns!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10, L 11);
 
 /// An endpoint's `disabled` and `disable_trigger` columns.

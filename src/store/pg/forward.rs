@@ -11,12 +11,13 @@ use super::sql::{exec, get, ms, one, opt, opt_time, rows, time, Tx};
 use crate::domain::forward::{self as decide, Oldest};
 use crate::domain::svix::Severity;
 use crate::store::forward::{
-    audit_entry, clock_event, dead_letter_alert, dead_letter_change, failing_alert, failing_reason,
-    first_subject, page, plan_claim, plan_settle, replay_entry, replay_outcome, replay_selection,
-    sql, status_rows, FailingPage, ForwardClaim, ForwardSettle, ForwardSettled, ForwardStatus,
-    Head, ReplayItem, ReplayOutcome, ReplayRequest, Run, StoredFate,
+    audit_entry, claim_of, clock_event, dead_letter_alert, dead_letter_change, failing_alert,
+    failing_reason, first_subject, page, plan_claim, plan_settle, replay_entry, replay_outcome,
+    replay_selection, run_of, sql, status_rows, ClaimColumns, FailingPage, ForwardClaim,
+    ForwardSettle, ForwardSettled, ForwardStatus, Head, ReplayItem, ReplayOutcome, ReplayRequest,
+    Run, RunColumns, StoredFate,
 };
-use crate::store::seal::Sealed;
+use crate::store::svix::Columns;
 use crate::store::{NewEvent, StoreError};
 
 pub(super) async fn insert(tx: &Tx<'_>, event: &NewEvent) -> Result<(), StoreError> {
@@ -89,22 +90,7 @@ pub(super) async fn claim(
         else {
             continue;
         };
-        claims.push(ForwardClaim {
-            id,
-            token: get(&r, 0)?,
-            stream: get(&r, 1)?,
-            delivery_id: get(&r, 2)?,
-            event_type: get(&r, 3)?,
-            subject: get(&r, 4)?,
-            event_time: opt_time(get(&r, 5)?)?,
-            received_at: time(get(&r, 6)?)?,
-            attempts: u32::try_from(get::<i64>(&r, 7)?).unwrap_or(u32::MAX),
-            body: Sealed {
-                key_id: get(&r, 8)?,
-                bytes: get(&r, 9)?,
-            },
-            give_up_from: time(get(&r, 10)?)?,
-        });
+        claims.push(claim_of(id, ClaimColumns::pg(&r)?));
     }
     Ok((claims, opt_time(next)?))
 }
@@ -115,18 +101,10 @@ pub(super) async fn release(tx: &Tx<'_>) -> Result<usize, StoreError> {
 }
 
 async fn run(tx: &Tx<'_>, stream: &str) -> Result<Run, StoreError> {
-    let Some(r) = opt(tx, &format!("{} FOR UPDATE", sql::RUN), &[&stream]).await? else {
-        return Ok(Run::default());
-    };
-    Ok(Run {
-        failures: u32::try_from(get::<i64>(&r, 0)?).unwrap_or(u32::MAX),
-        paged: u32::try_from(get::<i64>(&r, 1)?).unwrap_or(u32::MAX),
-        failing_since: get(&r, 2)?,
-        last_error: get(&r, 3)?,
-        last_attempt_at: get(&r, 4)?,
-        last_delivered_at: get(&r, 5)?,
-        last_status: get(&r, 6)?,
-        dead_paged: get(&r, 7)?,
+    let row = opt(tx, &format!("{} FOR UPDATE", sql::RUN), &[&stream]).await?;
+    Ok(match row {
+        Some(r) => run_of(RunColumns::pg(&r)?),
+        None => Run::default(),
     })
 }
 
