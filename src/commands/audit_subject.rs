@@ -24,13 +24,13 @@ fn rfc3339(ms: i64) -> String {
         .unwrap_or_default()
 }
 
-/// The subject-id kinds under which `entry` names `subject` (a report's
-/// findings are stored as `KIND:INDEX`).
-fn names(entry: &Entry, subject: &str) -> Vec<String> {
+/// The subject-id kinds under which `entry` names the subject, stored as
+/// any of `forms` (a report's findings are stored as `KIND:INDEX`).
+fn names(entry: &Entry, forms: &[String]) -> Vec<String> {
     serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&entry.subject_ids)
         .map(|m| {
             m.into_iter()
-                .filter(|(_, v)| v.as_str() == Some(subject))
+                .filter(|(_, v)| v.as_str().is_some_and(|v| forms.iter().any(|f| f == v)))
                 .map(|(k, _)| k)
                 .collect()
         })
@@ -51,11 +51,15 @@ pub fn subject(config_path: &Path, subject: &str, format: &str) -> ExitCode {
         Err(code) => return code,
     };
     let classifier = &config.audit.classifier;
+    // With `[store] encryption_key` the log holds veiled tokens
+    // (`store::veil`): the subject's token under every configured key
+    // matches, and so does its plaintext from before a key was set.
+    let forms = config.store.sealer.veil().forms(subject);
     let mut out = BufWriter::new(std::io::stdout().lock());
     let mut write_failed = false;
     let result = reader.for_each(&ExportFilter::default(), |stored| {
         let e = &stored.entry;
-        let kinds = names(e, subject);
+        let kinds = names(e, &forms);
         if kinds.is_empty() {
             return true;
         }

@@ -127,7 +127,9 @@ impl Page {
             silent_since: row.silent_since.filter(|_| silence),
             resumed_at,
             business_silence,
-            summary: row.reason.clone(),
+            // With `[store] encryption_key` the stored text names subjects
+            // by their veiled tokens (`store::veil`): a page reads as without.
+            summary: config.store.sealer.veil().reveal(&row.reason).into_owned(),
             severity: row.severity.clone(),
             source: row.source.clone(),
             endpoint_id: row.endpoint_id.clone(),

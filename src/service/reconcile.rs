@@ -39,6 +39,10 @@ impl App {
     ) -> Result<bool, StoreError> {
         let config = self.config();
         let now = self.clock.now();
+        // `[store] encryption_key`: what is stored names each subject by
+        // its veiled token (`store::veil`), the page text included (it is
+        // revealed where a page is read); lookups try every stored form.
+        let veil = config.store.sealer.veil();
         let missed: Vec<&str> = report
             .drift
             .iter()
@@ -63,14 +67,21 @@ impl App {
                 None => None,
             };
             for subject in missed.iter().take(NAMED_SUBJECTS) {
-                let mut revocation = self
-                    .store
-                    .latest_revocation(stream.name.clone(), (*subject).to_owned())
-                    .await?;
-                if revocation.is_none() && config.audit.enabled {
-                    revocation = self
-                        .revocation_in_audit(&config, &stream.name, subject)
+                let mut revocation = None;
+                for form in veil.forms(subject) {
+                    let found = self
+                        .store
+                        .latest_revocation(stream.name.clone(), form)
                         .await?;
+                    revocation = newest(revocation, found);
+                }
+                if revocation.is_none() && config.audit.enabled {
+                    for form in veil.forms(subject) {
+                        let found = self
+                            .revocation_in_audit(&config, &stream.name, &form)
+                            .await?;
+                        revocation = newest(revocation, found);
+                    }
                 }
                 let fate = match (
                     &stream.forward,
@@ -84,7 +95,7 @@ impl App {
                     _ => None,
                 };
                 lines.push(told_about(
-                    subject,
+                    &veil.hide(subject),
                     revocation.as_ref(),
                     fate.as_ref(),
                     &svix,
@@ -115,7 +126,7 @@ impl App {
             .drift
             .iter()
             .enumerate()
-            .map(|(i, d)| (format!("{}:{i}", d.kind.as_str()), d.subject.clone()))
+            .map(|(i, d)| (format!("{}:{i}", d.kind.as_str()), veil.hide(&d.subject)))
             .collect();
         let entry = NewEvent {
             stream: stream.name.clone(),
@@ -136,10 +147,11 @@ impl App {
             .drift
             .iter()
             .map(|d| Drift {
-                subject: d.subject.clone(),
+                subject: veil.hide(&d.subject),
                 kind: d.kind.as_str().into(),
                 fixed: d.fixed,
-                detail: d.detail.clone(),
+                // The app's free text may name the subject it is about.
+                detail: d.detail.as_deref().map(|t| veil.hide_in(t, &d.subject)),
             })
             .collect();
         let new = self
@@ -214,6 +226,15 @@ fn told_about(
             r.delivery_id.as_deref().unwrap_or("without id"),
             r.event_type
         ),
+    }
+}
+
+/// The newer (by arrival) of two revocations found under different stored
+/// forms of one subject (before and after a key or a rotation).
+fn newest(a: Option<Revocation>, b: Option<Revocation>) -> Option<Revocation> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(if b.received_at > a.received_at { b } else { a }),
+        (a, b) => a.or(b),
     }
 }
 

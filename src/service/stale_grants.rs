@@ -63,6 +63,8 @@ impl App {
                                 .unwrap_or_default(),
                             zone: config.zone_of(&e.stream),
                         },
+                        // Filled by `app::veil_subjects` under a key.
+                        earlier: Vec::new(),
                     }),
                     _ => None,
                 },

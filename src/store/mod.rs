@@ -35,6 +35,7 @@ pub mod status;
 pub mod subscriptions;
 pub mod svix;
 mod svix_ack;
+pub mod veil;
 mod writer;
 
 #[cfg(test)]

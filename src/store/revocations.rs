@@ -51,6 +51,11 @@ pub enum AccessNote {
         subject: String,
         organization: Option<String>,
         page: StalePage,
+        /// The same (subject, organization) as revocations written earlier
+        /// may have stored them: in plaintext before `[store]
+        /// encryption_key` was set, veiled under a key since rotated
+        /// (`store::veil::Veil::forms`). Empty without a key.
+        earlier: Vec<(String, Option<String>)>,
     },
 }
 
@@ -87,6 +92,26 @@ pub fn stale_reason(
         revoke.delivery_id.as_deref().unwrap_or("without id"),
         revoke.event_time.map(at).unwrap_or_default(),
     )
+}
+
+/// Of two revocations found under different stored forms of one subject,
+/// the one a grant must be checked against: the newer by event time (as
+/// `NEWER_SQL` orders).
+pub(super) fn newer_of(a: Option<Revocation>, b: Option<Revocation>) -> Option<Revocation> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(if b.event_time > a.event_time { b } else { a }),
+        (a, b) => a.or(b),
+    }
+}
+
+/// The (subject, organization) forms a grant is looked up under: as it is
+/// stored now, then as earlier revocations may have stored it.
+pub(super) fn grant_forms<'a>(
+    subject: &'a str,
+    organization: &'a Option<String>,
+    earlier: &'a [(String, Option<String>)],
+) -> impl Iterator<Item = (&'a str, &'a Option<String>)> {
+    std::iter::once((subject, organization)).chain(earlier.iter().map(|(s, o)| (s.as_str(), o)))
 }
 
 pub(super) fn org_key(organization: &Option<String>) -> &str {
@@ -192,22 +217,22 @@ pub(super) fn note(conn: &Connection, event: &NewEvent) -> rusqlite::Result<()> 
             subject,
             organization,
             page,
+            earlier,
         }) => {
             let Some(grant_time) = event.event_time else {
                 return Ok(());
             };
-            let newer = conn
-                .prepare_cached(NEWER_SQL)?
-                .query_row(
-                    params![
-                        event.stream,
-                        subject,
-                        millis(grant_time),
-                        org_key(organization)
-                    ],
-                    revocation,
-                )
-                .optional()?;
+            let mut newer = None;
+            for (form, org) in grant_forms(subject, organization, earlier) {
+                let found = conn
+                    .prepare_cached(NEWER_SQL)?
+                    .query_row(
+                        params![event.stream, form, millis(grant_time), org_key(org)],
+                        revocation,
+                    )
+                    .optional()?;
+                newer = newer_of(newer, found);
+            }
             if let Some(g) = newer.and_then(|r| stale_grant(event, subject, page, &r)) {
                 super::reconcile::record_stale(conn, &g, event.received_at)?;
             }

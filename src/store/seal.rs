@@ -67,6 +67,8 @@ impl SealKey {
 #[derive(Debug, Clone, Default)]
 pub struct Sealer {
     keys: Vec<SealKey>,
+    /// The same keys' subject-id veil (`store::veil`), derived once.
+    veil: super::veil::Veil,
 }
 
 /// A body as stored: `key_id` None means plaintext.
@@ -106,7 +108,13 @@ fn aad(stream: &str, delivery_id: &str) -> Vec<u8> {
 
 impl Sealer {
     pub fn new(keys: Vec<SealKey>) -> Sealer {
-        Sealer { keys }
+        let veil = super::veil::Veil::from_keys(keys.iter().map(|k| (k.id.as_str(), &k.bytes)));
+        Sealer { keys, veil }
+    }
+
+    /// How subject ids are stored under these keys (`store::veil`).
+    pub fn veil(&self) -> &super::veil::Veil {
+        &self.veil
     }
 
     pub fn is_on(&self) -> bool {

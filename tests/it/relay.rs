@@ -910,3 +910,304 @@ fn a_missed_revocation_page_says_whether_the_app_was_given_it() {
         "{delivered}"
     );
 }
+
+/// A relay config whose stream also takes reconciliation reports (token
+/// `relay-report-token`), with `forward` and `extra` as in `relay_config`.
+fn reporting_config(app: &RelayApp, forward: &str, extra: &str) -> String {
+    relay_config(app, ALWAYS_1H, forward, extra).replace(
+        &format!("webhook_secret = \"{SECRET}\"\n"),
+        &format!("webhook_secret = \"{SECRET}\"\ntoken = \"relay-report-token\"\n"),
+    )
+}
+
+/// The third wording of a `revoke_missed` page: the revocation was given
+/// up on (`give_up_after`), so the app never had it.
+#[test]
+fn a_missed_revocation_page_says_when_the_revocation_is_a_dead_letter() {
+    let app = RelayApp::start();
+    app.mode("down");
+    let forward_extra = format!("{}\ngive_up_after = \"3s\"", ladder(60));
+    let work = Workdir::new(&reporting_config(&app, &forward_extra, ""));
+    let hw = Sidecar::start(&work.config_path());
+    send(
+        hw.addr,
+        "msg_revoke_dead",
+        &clerk_event("user.deleted", "user_never_told", "x@example.com"),
+    );
+    poll(LIMIT, "the dead-letter page", || {
+        pages(&hw, "forward_dead_letter")
+            .into_iter()
+            .find(|p| p["status"] == "firing")
+    });
+    let text = report_missed(&hw, "rec-dead", "user_never_told");
+    assert!(
+        text.contains(
+            "revocation of user_never_told (delivery msg_revoke_dead, user.deleted) was received"
+        ) && text.contains("never delivered: it is a dead letter (replay it)"),
+        "{text}"
+    );
+}
+
+/// A subject id unique to this run.
+fn unique_subject(tag: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("user_{tag}{}x{nanos}", std::process::id())
+}
+
+/// A Clerk organization-membership event for `user` in `org` at event
+/// time `ts_ms` (`created` is grant-class, `deleted` revoke-class).
+fn membership_event(kind: &str, user: &str, org: &str, ts_ms: i64, email: &str) -> String {
+    json!({
+        "type": format!("organizationMembership.{kind}"),
+        "object": "event",
+        "timestamp": ts_ms,
+        "data": {
+            "object": "organization_membership",
+            "id": "orgmem_1",
+            "organization": { "id": org },
+            "public_user_data": { "user_id": user, "identifier": email },
+        },
+    })
+    .to_string()
+}
+
+/// Everything that can carry a subject id, with `[store] encryption_key`
+/// on `store` (SQLite or PostgreSQL): a revocation and an older grant of
+/// one subject (a stale grant page), an app that fails (forward_failing
+/// pages), gives up (a dead letter and its page), a reconciliation that
+/// finds the subject still active (revoke_missed page and drift), a replay
+/// over HTTP with an Idempotency-Key (its stored answer), and the audit
+/// log (`audit subject` still finds everything). Pages read with the
+/// subject id as without a key. Returns the subject, the org, the body-only
+/// marker and the workdir, hushwatch stopped, for the caller to search the
+/// bytes at rest.
+fn relay_every_subject_path(store: &str) -> (String, String, String, Workdir) {
+    let app = RelayApp::start();
+    app.mode("down");
+    let subject = unique_subject("s");
+    let org = unique_subject("org_");
+    let marker = marker("subj");
+    let forward_extra = format!("{}\ngive_up_after = \"4s\"", ladder(60));
+    let work = Workdir::new(&reporting_config(&app, &forward_extra, store));
+    let hw = Sidecar::start(&work.config_path());
+
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    // The user's deletion (the head of the queue: pages name its subject),
+    // then a membership grant older than it (a stale grant), then the
+    // membership's own revocation (indexed with its organization).
+    let user_gone = clerk_event("user.deleted", &subject, &marker);
+    let grant = membership_event("created", &subject, &org, now_ms - 60_000, &marker);
+    let revoke = membership_event("deleted", &subject, &org, now_ms + 1_000, &marker);
+    let sent = vec![
+        send(hw.addr, "msg_subj_user", &user_gone),
+        send(hw.addr, "msg_subj_grant", &grant),
+        send(hw.addr, "msg_subj_revoke", &revoke),
+    ];
+    let firing = |kind: &str| {
+        poll(LIMIT, kind, || {
+            pages(&hw, kind)
+                .into_iter()
+                .find(|p| p["status"] == "firing")
+                .and_then(|p| p["summary"].as_str().map(str::to_owned))
+        })
+    };
+    // Every page that names the subject reads as it would without a key.
+    let stale = firing("stale_grant");
+    assert!(
+        stale.contains(&format!(
+            "a grant for {subject} arrived after its revocation"
+        )),
+        "{stale}"
+    );
+    let failing = firing("forward_failing");
+    assert!(
+        failing.contains("502") && failing.contains(&format!("user.deleted {subject}")),
+        "{failing}"
+    );
+    let dead = firing("forward_dead_letter");
+    assert!(
+        dead.contains("were never delivered to the app") && dead.contains(&subject),
+        "{dead}"
+    );
+    let missed = report_missed(&hw, "rec-subj", &subject);
+    assert!(
+        missed.contains(&format!(
+            "revocation of {subject} (delivery msg_subj_revoke"
+        )),
+        "{missed}"
+    );
+
+    // Replay over HTTP with an Idempotency-Key: its answer is stored.
+    app.mode("up");
+    let body = json!({
+        "from": (chrono::Utc::now() - chrono::TimeDelta::minutes(5)).to_rfc3339(),
+        "to": (chrono::Utc::now() + chrono::TimeDelta::minutes(1)).to_rfc3339(),
+    })
+    .to_string();
+    let replay = || {
+        request(
+            hw.addr,
+            "POST",
+            "/v1/streams/identity/replay",
+            &[
+                ("content-type", "application/json"),
+                ("authorization", &format!("Bearer {ADMIN}")),
+                ("idempotency-key", "replay-subj-1"),
+            ],
+            body.as_bytes(),
+        )
+    };
+    let first = replay();
+    assert_eq!(first.status, 200, "{}", first.body);
+    assert_eq!(replay().body, first.body, "the stored answer is replayed");
+    app.wait_accepted(LIMIT, &sent);
+    poll(LIMIT, "every event delivered", || {
+        (num(&forward(hw.addr), "pending") == 0).then_some(())
+    });
+
+    // The audit log still answers by subject id (and still verifies).
+    let (code, out, err) = cli(&["audit", "subject", &subject], &work.config_path());
+    assert_eq!(code, 0, "{err}");
+    let entries: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let ids: BTreeSet<&str> = entries
+        .iter()
+        .filter_map(|e| e["delivery_id"].as_str())
+        .collect();
+    for id in [
+        "msg_subj_revoke",
+        "msg_subj_grant",
+        "msg_subj_user",
+        "rec-subj",
+    ] {
+        assert!(ids.contains(id), "audit subject lacks {id}: {out}");
+    }
+    assert!(
+        entries.iter().any(|e| e["finding"] == "revoke_missed"),
+        "{out}"
+    );
+    let (code, _, err) = cli(&["audit", "verify"], &work.config_path());
+    assert_eq!(code, 0, "{err}");
+    assert!(hw.stop().success());
+    (subject, org, marker, work)
+}
+
+fn assert_absent(haystack: &[u8], needles: &[&str], what: &str) {
+    for n in needles {
+        let hex: String = n.bytes().map(|b| format!("{b:02x}")).collect();
+        assert!(
+            !contains(haystack, n.as_bytes()) && !contains(haystack, hex.as_bytes()),
+            "{n:?} is readable in {what}"
+        );
+    }
+}
+
+#[test]
+fn sqlite_with_a_key_keeps_subject_ids_off_the_disk_and_pages_still_name_them() {
+    let store = format!("[store]\nencryption_key = \"{KEY_A}\"");
+    let (subject, org, marker, work) = relay_every_subject_path(&store);
+    // Read after the process stopped: the database, -wal, -shm, anything.
+    let dir = work.path().join("data");
+    let mut files = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            files += 1;
+            let bytes = std::fs::read(&path).unwrap();
+            assert_absent(
+                &bytes,
+                &[&subject, &org, &marker],
+                &path.display().to_string(),
+            );
+        }
+    }
+    assert!(files >= 1, "no database file under {}", dir.display());
+}
+
+#[test]
+fn postgres_with_a_key_keeps_subject_ids_out_of_the_dump_and_pages_still_name_them() {
+    // Skips (before starting anything) without a PostgreSQL server.
+    let Some(db) = pg::PgDb::create("postgres_with_a_key_keeps_subject_ids_out") else {
+        return;
+    };
+    let store = format!(
+        "[store]\nurl = \"{}\"\npool_size = 2\nencryption_key = \"{KEY_A}\"",
+        db.url
+    );
+    let (subject, org, marker, _work) = relay_every_subject_path(&store);
+    let dump = Command::new("pg_dump")
+        // The test URL's only parameter, `sslmode`, is libpq's own.
+        .arg(&db.url)
+        .output()
+        .expect("pg_dump");
+    assert!(
+        dump.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dump.stderr)
+    );
+    assert!(
+        contains(&dump.stdout, b"COPY public.audit_log"),
+        "the dump has no table data"
+    );
+    assert_absent(&dump.stdout, &[&subject, &org, &marker], "pg_dump");
+}
+
+/// `audit subject` finds entries written in plaintext (before a key),
+/// under the old key, and under the new one after a rotation.
+#[test]
+fn audit_subject_finds_entries_from_before_a_key_and_across_a_rotation() {
+    let app = RelayApp::start();
+    let subject = unique_subject("rot");
+    let config = |store: &str| relay_config(&app, ALWAYS_1H, &ladder(5), store);
+    let work = Workdir::new(&config(""));
+    let phases = [
+        ("msg_rot_plain", String::new()),
+        (
+            "msg_rot_a",
+            format!("[store]\nencryption_key = \"{KEY_A}\""),
+        ),
+        (
+            "msg_rot_b",
+            format!("[store]\nencryption_key = [\"{KEY_B}\", \"{KEY_A}\"]"),
+        ),
+    ];
+    let mut sent = Vec::new();
+    for (id, store) in &phases {
+        work.write_config(&config(store));
+        let hw = Sidecar::start(&work.config_path());
+        sent.push(send(
+            hw.addr,
+            id,
+            &clerk_event("user.updated", &subject, "rot@example.com"),
+        ));
+        app.wait_accepted(LIMIT, &sent);
+        assert!(hw.stop().success());
+    }
+    let (code, out, err) = cli(&["audit", "subject", &subject], &work.config_path());
+    assert_eq!(code, 0, "{err}");
+    let received: Vec<String> = out
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter_map(|e| e["delivery_id"].as_str().map(str::to_owned))
+        .collect();
+    for (id, _) in &phases {
+        assert!(received.iter().any(|r| r == id), "{id} not found: {out}");
+    }
+    let (code, _, err) = cli(&["audit", "verify"], &work.config_path());
+    assert_eq!(code, 0, "{err}");
+    // Only the newest key: entries under A are no longer recognised, the
+    // plaintext one still is (nothing hides it).
+    work.write_config(&config(&format!("[store]\nencryption_key = \"{KEY_B}\"")));
+    let (code, out, err) = cli(&["audit", "subject", &subject], &work.config_path());
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("msg_rot_plain") && out.contains("msg_rot_b"),
+        "{out}"
+    );
+    assert!(!out.contains("msg_rot_a"), "{out}");
+}

@@ -33,6 +33,7 @@ fn grant(id: &str, org: Option<&str>, event_ms: i64, received_ms: i64) -> NewEve
             notifiers: names(&["p"]),
             zone: chrono_tz::Asia::Tokyo,
         },
+        earlier: Vec::new(),
     });
     e
 }

@@ -5,8 +5,8 @@ use chrono::{DateTime, Utc};
 
 use super::sql::{exec, get, ms, opt, opt_ms, opt_time, time, Tx};
 use crate::store::revocations::{
-    org_from_key, org_key, stale_grant, AccessNote, Revocation, LATEST_SQL, NEWER_SQL, PRUNE_SQL,
-    UPSERT_SQL,
+    grant_forms, newer_of, org_from_key, org_key, stale_grant, AccessNote, Revocation, LATEST_SQL,
+    NEWER_SQL, PRUNE_SQL, UPSERT_SQL,
 };
 use crate::store::{NewEvent, StoreError};
 
@@ -48,22 +48,22 @@ pub(super) async fn note(tx: &Tx<'_>, event: &NewEvent) -> Result<(), StoreError
             subject,
             organization,
             page,
+            earlier,
         }) => {
             let Some(grant_time) = event.event_time else {
                 return Ok(());
             };
-            let row = opt(
-                tx,
-                NEWER_SQL,
-                &[
-                    &event.stream,
-                    subject,
-                    &ms(grant_time),
-                    &org_key(organization),
-                ],
-            )
-            .await?;
-            let Some(revoke) = row.as_ref().map(revocation).transpose()? else {
+            let mut newer = None;
+            for (form, org) in grant_forms(subject, organization, earlier) {
+                let row = opt(
+                    tx,
+                    NEWER_SQL,
+                    &[&event.stream, &form, &ms(grant_time), &org_key(org)],
+                )
+                .await?;
+                newer = newer_of(newer, row.as_ref().map(revocation).transpose()?);
+            }
+            let Some(revoke) = newer else {
                 return Ok(());
             };
             if let Some(g) = stale_grant(event, subject, page, &revoke) {

@@ -1,0 +1,293 @@
+//! Subject ids at rest (`[store] encryption_key`, issue #29): with a key
+//! configured, every subject id hushwatch extracts is stored as a **veiled
+//! token** instead of its plaintext, in every column and text that names it
+//! (audit `subject_ids`, the revocation index, stale grants, forwards, page
+//! text in the outbox, reconciliation drift).
+//!
+//! Why one reversible, deterministic token rather than a lookup hash in
+//! some columns and an AEAD in others: subject ids flow from the ingest
+//! transaction into text that both engines build inside their own
+//! transactions (a stale grant's page, a forward failure page naming the
+//! oldest event, a resolve copied from its firing row). A token that is
+//! equal for equal subjects keeps every lookup an equality on the indexed
+//! column (no schema change, no key inside either backend), and because it
+//! opens again it can stand *inside* those texts and be revealed where a
+//! person reads them (`Page::from_row`, `audit subject`, `audit export`), so
+//! a page reads exactly as it would without a key.
+//!
+//! The construction is SIV (RFC 5297's idea) over HMAC-SHA256, from ring:
+//! - two subkeys per configured key, by HKDF-SHA256 under fixed labels, so
+//!   the body key (`store::seal`) and these never share a use;
+//! - `tag` = the first 16 bytes of HMAC(mac key, value): the synthetic IV,
+//!   equal for equal values (that equality is what lookups need, and all an
+//!   observer of the database learns besides the length);
+//! - the ciphertext is the value XOR an HMAC(enc key, tag ‖ counter)
+//!   keystream; opening recomputes the tag from the plaintext and compares
+//!   it in constant time, so a forged or altered token never reveals.
+//!
+//! A token is `hws1.KEYID.BASE64URL.` (the key id of `store::seal`, so a
+//! rotated key set still opens old tokens; the trailing dot ends it inside
+//! text, as base64url has no dot). Lookups use [`Veil::forms`]: the
+//! plaintext (rows written before a key was set) and the token under EVERY
+//! configured key (rows written before a rotation). Without a key nothing
+//! changes: values are stored as given and `forms` is the value alone.
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use ring::{hkdf, hmac};
+use std::borrow::Cow;
+use std::fmt;
+use subtle::ConstantTimeEq;
+
+/// What every token starts with.
+const PREFIX: &str = "hws1.";
+/// Bytes of the synthetic IV kept in a token.
+const TAG_LEN: usize = 16;
+/// Length of a key id (`store::seal`: 6 bytes of SHA-256, hex).
+const KEY_ID_LEN: usize = 12;
+
+#[derive(Clone)]
+struct VeilKey {
+    id: String,
+    mac: hmac::Key,
+    enc: hmac::Key,
+}
+
+/// The veiling keys, derived from `[store] encryption_key` (newest first).
+#[derive(Clone, Default)]
+pub struct Veil {
+    keys: Vec<VeilKey>,
+}
+
+impl fmt::Debug for Veil {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ids: Vec<&str> = self.keys.iter().map(|k| k.id.as_str()).collect();
+        write!(f, "Veil({ids:?}, <redacted>)")
+    }
+}
+
+fn subkey(prk: &hkdf::Prk, label: &[u8]) -> hmac::Key {
+    let info = [label];
+    // Cannot fail: 32 bytes is far below HKDF-SHA256's 255 * 32 limit.
+    hmac::Key::from(
+        prk.expand(&info, hmac::HMAC_SHA256)
+            .expect("HKDF output of one hash length"),
+    )
+}
+
+fn keystream_xor(enc: &hmac::Key, tag: &[u8], data: &mut [u8]) {
+    for (i, chunk) in data.chunks_mut(32).enumerate() {
+        let mut ctx = hmac::Context::with_key(enc);
+        ctx.update(tag);
+        ctx.update(&(i as u32).to_be_bytes());
+        let block = ctx.sign();
+        for (b, k) in chunk.iter_mut().zip(block.as_ref()) {
+            *b ^= k;
+        }
+    }
+}
+
+fn tag_of(mac: &hmac::Key, value: &[u8]) -> [u8; TAG_LEN] {
+    let full = hmac::sign(mac, value);
+    let mut tag = [0u8; TAG_LEN];
+    tag.copy_from_slice(&full.as_ref()[..TAG_LEN]);
+    tag
+}
+
+impl Veil {
+    /// `(key id, key bytes)` newest first, as `store::seal` holds them.
+    pub(super) fn from_keys<'a>(keys: impl Iterator<Item = (&'a str, &'a [u8; 32])>) -> Veil {
+        let salt = hkdf::Salt::new(hkdf::HKDF_SHA256, b"hushwatch subject veil v1");
+        Veil {
+            keys: keys
+                .map(|(id, bytes)| {
+                    let prk = salt.extract(bytes);
+                    VeilKey {
+                        id: id.to_owned(),
+                        mac: subkey(&prk, b"subject mac"),
+                        enc: subkey(&prk, b"subject enc"),
+                    }
+                })
+                .collect(),
+        }
+    }
+
+    pub fn is_on(&self) -> bool {
+        !self.keys.is_empty()
+    }
+
+    fn token(key: &VeilKey, value: &str) -> String {
+        let tag = tag_of(&key.mac, value.as_bytes());
+        let mut body = value.as_bytes().to_vec();
+        keystream_xor(&key.enc, &tag, &mut body);
+        let mut raw = Vec::with_capacity(TAG_LEN + body.len());
+        raw.extend_from_slice(&tag);
+        raw.extend_from_slice(&body);
+        format!("{PREFIX}{}.{}.", key.id, URL_SAFE_NO_PAD.encode(raw))
+    }
+
+    /// What is stored for `value`: its token under the newest key, or the
+    /// value itself without a key. A value that already is a token (an
+    /// event veiled once, handled again) is kept as it is.
+    pub fn hide(&self, value: &str) -> String {
+        match self.keys.first() {
+            Some(key) if !self.is_token(value) => Self::token(key, value),
+            _ => value.to_owned(),
+        }
+    }
+
+    /// Every form `value` may be stored under, for lookups: the plaintext
+    /// (written before a key was configured), then its token under each
+    /// configured key (written before a rotation).
+    pub fn forms(&self, value: &str) -> Vec<String> {
+        let mut out = vec![value.to_owned()];
+        out.extend(self.keys.iter().map(|k| Self::token(k, value)));
+        out
+    }
+
+    /// Whether `value` is exactly one token this veil opens.
+    fn is_token(&self, value: &str) -> bool {
+        matches!(self.open_at(value, 0), Some((_, end)) if end == value.len())
+    }
+
+    /// Replaces every occurrence of `value` in `text` by its token (an
+    /// app's free-text detail that names the subject it is about).
+    pub fn hide_in(&self, text: &str, value: &str) -> String {
+        if !self.is_on() || value.is_empty() {
+            return text.to_owned();
+        }
+        text.replace(value, &self.hide(value))
+    }
+
+    /// Opens a token starting at byte `at` of `text`: the plaintext and the
+    /// byte just past the token. None when it is not one, its key is gone,
+    /// or it does not authenticate.
+    fn open_at(&self, text: &str, at: usize) -> Option<(String, usize)> {
+        let rest = text.get(at..)?.strip_prefix(PREFIX)?;
+        let id = rest.get(..KEY_ID_LEN)?;
+        let rest = rest.get(KEY_ID_LEN..)?.strip_prefix('.')?;
+        let len = rest.find('.')?;
+        let key = self.keys.iter().find(|k| k.id == id)?;
+        let raw = URL_SAFE_NO_PAD.decode(&rest[..len]).ok()?;
+        if raw.len() < TAG_LEN {
+            return None;
+        }
+        let (tag, body) = raw.split_at(TAG_LEN);
+        let mut plain = body.to_vec();
+        keystream_xor(&key.enc, tag, &mut plain);
+        // Constant-time: the tag is recomputed from what was opened.
+        let full = hmac::sign(&key.mac, &plain);
+        if !bool::from(full.as_ref()[..TAG_LEN].ct_eq(tag)) {
+            return None;
+        }
+        let end = at + PREFIX.len() + KEY_ID_LEN + 1 + len + 1;
+        Some((String::from_utf8(plain).ok()?, end))
+    }
+
+    /// `text` with every token this veil opens replaced by its plaintext:
+    /// what a person with the key reads. Tokens it cannot open (another
+    /// key, altered) are left as they are; text without a token is
+    /// returned unchanged.
+    pub fn reveal<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        if !self.is_on() || !text.contains(PREFIX) {
+            return Cow::Borrowed(text);
+        }
+        let mut out = String::with_capacity(text.len());
+        let mut i = 0;
+        while let Some(found) = text[i..].find(PREFIX) {
+            let at = i + found;
+            out.push_str(&text[i..at]);
+            match self.open_at(text, at) {
+                Some((plain, end)) => {
+                    out.push_str(&plain);
+                    i = end;
+                }
+                None => {
+                    out.push_str(PREFIX);
+                    i = at + PREFIX.len();
+                }
+            }
+        }
+        out.push_str(&text[i..]);
+        Cow::Owned(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn veil(keys: &[(&str, u8)]) -> Veil {
+        let bytes: Vec<(String, [u8; 32])> = keys
+            .iter()
+            .map(|(id, b)| (id.to_string(), [*b; 32]))
+            .collect();
+        Veil::from_keys(bytes.iter().map(|(id, b)| (id.as_str(), b)))
+    }
+
+    #[test]
+    fn a_token_is_equal_for_equal_subjects_hides_them_and_reveals_inside_text() {
+        let v = veil(&[("aaaaaaaaaaaa", 1)]);
+        let t = v.hide("user_123");
+        assert_eq!(t, v.hide("user_123"), "deterministic: lookups are equality");
+        assert_ne!(t, v.hide("user_124"));
+        assert!(!t.contains("user_123") && t.starts_with("hws1.aaaaaaaaaaaa."));
+        assert_eq!(v.hide(&t), t, "a token is not veiled twice");
+        let page = format!("oldest: user.deleted {t} (delivery msg_1).");
+        assert_eq!(
+            v.reveal(&page),
+            "oldest: user.deleted user_123 (delivery msg_1)."
+        );
+        assert_eq!(v.reveal("no token here"), "no token here");
+        assert_eq!(
+            v.hide_in("user_123 still has a session", "user_123"),
+            format!("{t} still has a session")
+        );
+        // Unicode and long values round-trip (the keystream spans blocks).
+        let long = "ü".repeat(70);
+        assert_eq!(v.reveal(&v.hide(&long)), long);
+    }
+
+    #[test]
+    fn altered_or_foreign_tokens_stay_veiled_and_never_panic() {
+        let v = veil(&[("aaaaaaaaaaaa", 1)]);
+        let t = v.hide("user_123");
+        let mut bytes = t.clone().into_bytes();
+        let n = bytes.len() - 3;
+        bytes[n] = if bytes[n] == b'A' { b'B' } else { b'A' };
+        let altered = String::from_utf8(bytes).unwrap();
+        assert_eq!(v.reveal(&altered), altered);
+        let other = veil(&[("bbbbbbbbbbbb", 2)]);
+        assert_eq!(other.reveal(&t), t, "another key does not open it");
+        for junk in [
+            "hws1.",
+            "hws1.aaaaaaaaaaaa.",
+            "hws1.aaaaaaaaaaaa.!!.",
+            "xhws1.aaa",
+        ] {
+            assert_eq!(v.reveal(junk), junk);
+        }
+        // Without a key nothing is veiled.
+        let off = Veil::default();
+        assert_eq!(off.hide("user_123"), "user_123");
+        assert_eq!(off.forms("user_123"), vec!["user_123".to_string()]);
+        assert_eq!(off.reveal(&t), t);
+    }
+
+    #[test]
+    fn after_a_rotation_lookups_find_every_form_and_old_tokens_still_reveal() {
+        let old = veil(&[("aaaaaaaaaaaa", 1)]);
+        let rotated = veil(&[("bbbbbbbbbbbb", 2), ("aaaaaaaaaaaa", 1)]);
+        let before = old.hide("user_123");
+        let after = rotated.hide("user_123");
+        assert_ne!(before, after, "new rows use the newest key");
+        let forms = rotated.forms("user_123");
+        assert!(forms.contains(&before) && forms.contains(&after));
+        assert!(
+            forms.contains(&"user_123".to_string()),
+            "rows from before any key"
+        );
+        assert_eq!(rotated.reveal(&before), "user_123");
+        assert!(!format!("{rotated:?}").contains("user"));
+    }
+}
