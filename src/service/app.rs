@@ -320,7 +320,7 @@ impl App {
         // `[store] encryption_key`: subject ids are stored veiled
         // (`store::veil`), so every row and page text the store derives
         // from them carries the token; readers reveal it.
-        veil_subjects(self.config().store.sealer.veil(), &mut events);
+        super::stale_grants::veil_subjects(self.config().store.sealer.veil(), &mut events);
         let result = self
             .store
             .record_delivery_rows(events, update, self.clock.now())
@@ -833,51 +833,5 @@ fn summary(stream: &StreamConfig, effective: &Effective, eval: &Evaluation) -> S
             stream.name,
             format_duration(effective.threshold)
         ),
-    }
-}
-
-/// Replaces each event's subject ids, and the subject and organization of
-/// its access note, by their veiled form; a grant also gets the forms
-/// earlier revocations may be stored under. Unchanged without a key.
-pub(super) fn veil_subjects(veil: &crate::store::veil::Veil, events: &mut [NewEvent]) {
-    use crate::store::revocations::AccessNote;
-    if !veil.is_on() {
-        return;
-    }
-    for e in events {
-        for (_, v) in e.subject_ids.iter_mut() {
-            *v = veil.hide(v);
-        }
-        match &mut e.access {
-            None => {}
-            Some(AccessNote::Revoke {
-                subject,
-                organization,
-            }) => {
-                *subject = veil.hide(subject);
-                *organization = organization.as_deref().map(|o| veil.hide(o));
-            }
-            Some(AccessNote::Grant {
-                subject,
-                organization,
-                earlier,
-                ..
-            }) => {
-                // forms() is [plaintext, token under each key]; the newest
-                // key's token is the one stored now, the rest are earlier.
-                let subjects = veil.forms(subject);
-                let orgs: Vec<Option<String>> = match organization.as_deref() {
-                    Some(o) => veil.forms(o).into_iter().map(Some).collect(),
-                    None => vec![None; subjects.len()],
-                };
-                *subject = veil.hide(subject);
-                *organization = organization.as_deref().map(|o| veil.hide(o));
-                *earlier = subjects
-                    .into_iter()
-                    .zip(orgs)
-                    .filter(|(s, _)| s != subject)
-                    .collect();
-            }
-        }
     }
 }

@@ -112,3 +112,140 @@ impl App {
         }
     }
 }
+
+/// Replaces each event's subject ids, and the subject and organization of
+/// its access note, by their veiled form; a grant also gets the forms
+/// earlier revocations may be stored under. Unchanged without a key.
+pub(super) fn veil_subjects(veil: &crate::store::veil::Veil, events: &mut [NewEvent]) {
+    if !veil.is_on() {
+        return;
+    }
+    for e in events {
+        for (_, v) in e.subject_ids.iter_mut() {
+            *v = veil.hide(v);
+        }
+        match &mut e.access {
+            None => {}
+            Some(AccessNote::Revoke {
+                subject,
+                organization,
+            }) => {
+                *subject = veil.hide(subject);
+                *organization = organization.as_deref().map(|o| veil.hide(o));
+            }
+            Some(AccessNote::Grant {
+                subject,
+                organization,
+                earlier,
+                ..
+            }) => {
+                // forms() is [plaintext, token under each key]; the newest
+                // key's token is the one stored now, the rest are earlier.
+                let subjects = veil.forms(subject);
+                let orgs: Vec<Option<String>> = match organization.as_deref() {
+                    Some(o) => veil.forms(o).into_iter().map(Some).collect(),
+                    None => vec![None; subjects.len()],
+                };
+                *subject = veil.hide(subject);
+                *organization = organization.as_deref().map(|o| veil.hide(o));
+                *earlier = subjects
+                    .into_iter()
+                    .zip(orgs)
+                    .filter(|(s, _)| s != subject)
+                    .collect();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::seal::{SealKey, Sealer};
+
+    const K1: &str = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=";
+    const K2: &str = "ZmVkY2JhOTg3NjU0MzIxMGZlZGNiYTk4NzY1NDMyMTA=";
+
+    fn event(access: AccessNote) -> NewEvent {
+        NewEvent {
+            stream: "a".into(),
+            delivery_id: Some("d1".into()),
+            event_type: "organizationMembership.created".into(),
+            event_time: None,
+            received_at: DateTime::from_timestamp_millis(0).unwrap(),
+            feeds_clock: true,
+            body_sha256: None,
+            channel: "webhook",
+            signature_verified: true,
+            subject_ids: vec![
+                ("user_id".into(), "user_1".into()),
+                ("organization_id".into(), "org_1".into()),
+            ],
+            audit: true,
+            access: Some(access),
+            forward: None,
+        }
+    }
+
+    fn grant() -> AccessNote {
+        AccessNote::Grant {
+            subject: "user_1".into(),
+            organization: Some("org_1".into()),
+            page: StalePage {
+                notifiers: Vec::new(),
+                zone: chrono_tz::UTC,
+            },
+            earlier: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn subjects_are_veiled_under_the_newest_key_and_a_grant_lists_every_earlier_form() {
+        // Without a key nothing changes.
+        let mut plain = vec![event(grant())];
+        veil_subjects(Sealer::default().veil(), &mut plain);
+        assert_eq!(plain[0], event(grant()));
+
+        let old = Sealer::new(vec![SealKey::parse(K1).unwrap()]);
+        let sealer = Sealer::new(vec![
+            SealKey::parse(K2).unwrap(),
+            SealKey::parse(K1).unwrap(),
+        ]);
+        let v = sealer.veil();
+        let mut events = vec![
+            event(grant()),
+            event(AccessNote::Revoke {
+                subject: "user_1".into(),
+                organization: None,
+            }),
+        ];
+        veil_subjects(v, &mut events);
+        assert_eq!(events[0].subject_ids[0].1, v.hide("user_1"));
+        assert_eq!(events[0].subject_ids[1].1, v.hide("org_1"));
+        let Some(AccessNote::Grant {
+            subject,
+            organization,
+            earlier,
+            ..
+        }) = &events[0].access
+        else {
+            panic!("{:?}", events[0].access)
+        };
+        assert_eq!(subject, &v.hide("user_1"));
+        assert_eq!(organization.as_deref(), Some(v.hide("org_1").as_str()));
+        assert_eq!(
+            earlier,
+            &vec![
+                ("user_1".to_string(), Some("org_1".to_string())),
+                (old.veil().hide("user_1"), Some(old.veil().hide("org_1"))),
+            ]
+        );
+        assert_eq!(
+            events[1].access,
+            Some(AccessNote::Revoke {
+                subject: v.hide("user_1"),
+                organization: None,
+            })
+        );
+    }
+}

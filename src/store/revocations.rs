@@ -297,3 +297,42 @@ impl super::Store {
             .await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(id: &str, event_ms: Option<i64>) -> Revocation {
+        Revocation {
+            organization: None,
+            event_time: event_ms.and_then(DateTime::from_timestamp_millis),
+            received_at: DateTime::from_timestamp_millis(0).unwrap(),
+            delivery_id: Some(id.into()),
+            event_type: "user.deleted".into(),
+        }
+    }
+
+    #[test]
+    fn of_revocations_found_under_several_forms_the_newer_event_wins() {
+        let pick = |a, b| newer_of(a, b).and_then(|r: Revocation| r.delivery_id);
+        assert_eq!(pick(None, None), None);
+        assert_eq!(pick(Some(r("a", Some(1))), None).as_deref(), Some("a"));
+        assert_eq!(pick(None, Some(r("b", Some(1)))).as_deref(), Some("b"));
+        assert_eq!(
+            pick(Some(r("a", Some(1))), Some(r("b", Some(2)))).as_deref(),
+            Some("b")
+        );
+        assert_eq!(
+            pick(Some(r("a", Some(2))), Some(r("b", Some(1)))).as_deref(),
+            Some("a")
+        );
+        let earlier = vec![
+            ("s0".to_string(), None),
+            ("s1".to_string(), Some("o1".into())),
+        ];
+        let org = Some("o2".to_string());
+        let forms: Vec<(&str, &Option<String>)> = grant_forms("s2", &org, &earlier).collect();
+        assert_eq!(forms[0], ("s2", &org));
+        assert_eq!(forms.len(), 3);
+    }
+}

@@ -10,6 +10,7 @@ backend_matrix!(
     the_newest_revocation_per_subject_and_organization_is_indexed_without_audit,
     a_grant_older_than_an_indexed_revocation_is_recorded_and_paged_with_it,
     old_revocations_are_pruned,
+    a_grant_is_checked_against_revocations_stored_under_its_earlier_forms,
 );
 
 fn revoke(id: &str, org: Option<&str>, event_ms: i64, received_ms: i64) -> NewEvent {
@@ -142,5 +143,69 @@ async fn old_revocations_are_pruned(db: TestDb) {
     assert_eq!(gone.await.unwrap(), None);
     let kept = store.latest_revocation("a".into(), "user_2".into());
     assert!(kept.await.unwrap().is_some());
+    store.close().await.unwrap();
+}
+
+/// `[store] encryption_key` (`store::veil`): a revocation stored in
+/// plaintext, or veiled under a key since rotated, is still found for a
+/// grant stored under the newest form, through the forms the grant lists
+/// as `earlier` (subject and organization in step).
+async fn a_grant_is_checked_against_revocations_stored_under_its_earlier_forms(db: TestDb) {
+    let store = db.open_with_clock(manual(10_000)).await;
+    store.watch_streams(names(&["a"]), at(0)).await.unwrap();
+    let recorded = |id: &str| store.stale_grant_recorded_at("a".into(), id.into());
+    let mut old = revoke("r1", Some("org_old"), 2_000, 3_000);
+    old.access = Some(AccessNote::Revoke {
+        subject: "user_old".into(),
+        organization: Some("org_old".into()),
+    });
+    store.record_events(vec![old]).await.unwrap();
+    let with_earlier = |id: &str, earlier: Vec<(String, Option<String>)>| {
+        let mut g = grant(id, Some("org_new"), 1_000, 4_000);
+        if let Some(AccessNote::Grant {
+            subject,
+            organization,
+            earlier: e,
+            ..
+        }) = &mut g.access
+        {
+            *subject = "user_new".into();
+            *organization = Some("org_new".into());
+            *e = earlier;
+        }
+        g
+    };
+    // Without the earlier forms the revocation is not the grant's.
+    store
+        .record_events(vec![with_earlier("g1", Vec::new())])
+        .await
+        .unwrap();
+    assert_eq!(recorded("g1").await.unwrap(), None);
+    // An earlier form pairs subject and organization: a mismatched pair
+    // finds nothing, the matching one finds the revocation.
+    let mismatched = vec![("user_old".to_string(), Some("org_other".to_string()))];
+    store
+        .record_events(vec![with_earlier("g2", mismatched)])
+        .await
+        .unwrap();
+    assert_eq!(recorded("g2").await.unwrap(), None);
+    let matching = vec![
+        ("user_other".to_string(), None),
+        ("user_old".to_string(), Some("org_old".to_string())),
+    ];
+    store
+        .record_events(vec![with_earlier("g3", matching)])
+        .await
+        .unwrap();
+    assert_eq!(recorded("g3").await.unwrap(), Some(at(4_000)));
+    // The page names the grant's subject as stored now (the veiled form,
+    // which `Page::from_row` reveals).
+    let pending = store.pending_outbox().await.unwrap();
+    assert_eq!(pending.len(), 1);
+    assert!(
+        pending[0].reason.contains("a grant for user_new arrived"),
+        "{}",
+        pending[0].reason
+    );
     store.close().await.unwrap();
 }
