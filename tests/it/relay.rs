@@ -623,7 +623,7 @@ fn an_ordered_stream_keeps_arrival_order_while_the_app_flaps() {
 }
 
 /// A marker unique to this run, in a body field that is not a subject id
-/// (subject ids are extracted into the audit log in plaintext by design).
+/// (so only the sealed body ever holds it).
 fn marker(tag: &str) -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
