@@ -68,6 +68,7 @@ fn noted(mut e: NewEvent, i: u64) -> NewEvent {
                 notifiers: vec!["pager".into()],
                 zone: chrono_tz::UTC,
             },
+            earlier: Vec::new(),
         }
     });
     e
