@@ -127,12 +127,13 @@ impl Veil {
     }
 
     /// What is stored for `value`: its token under the newest key, or the
-    /// value itself without a key. A value that already is a token (an
-    /// event veiled once, handled again) is kept as it is.
+    /// value itself without a key. Always a fresh token, even for a value
+    /// that looks like one: a sender who learnt a token must not get its
+    /// subject named in a page in place of the id it sent.
     pub fn hide(&self, value: &str) -> String {
         match self.keys.first() {
-            Some(key) if !self.is_token(value) => Self::token(key, value),
-            _ => value.to_owned(),
+            Some(key) => Self::token(key, value),
+            None => value.to_owned(),
         }
     }
 
@@ -143,11 +144,6 @@ impl Veil {
         let mut out = vec![value.to_owned()];
         out.extend(self.keys.iter().map(|k| Self::token(k, value)));
         out
-    }
-
-    /// Whether `value` is exactly one token this veil opens.
-    fn is_token(&self, value: &str) -> bool {
-        matches!(self.open_at(value, 0), Some((_, end)) if end == value.len())
     }
 
     /// Replaces every occurrence of `value` in `text` by its token (an
@@ -232,7 +228,11 @@ mod tests {
         assert_eq!(t, v.hide("user_123"), "deterministic: lookups are equality");
         assert_ne!(t, v.hide("user_124"));
         assert!(!t.contains("user_123") && t.starts_with("hws1.aaaaaaaaaaaa."));
-        assert_eq!(v.hide(&t), t, "a token is not veiled twice");
+        assert_eq!(
+            v.reveal(&v.hide(&t)),
+            t,
+            "a token sent as an id is veiled like any id"
+        );
         let page = format!("oldest: user.deleted {t} (delivery msg_1).");
         assert_eq!(
             v.reveal(&page),
