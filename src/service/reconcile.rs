@@ -150,8 +150,9 @@ impl App {
                 subject: veil.hide(&d.subject),
                 kind: d.kind.as_str().into(),
                 fixed: d.fixed,
-                // The app's free text may name the subject it is about.
-                detail: d.detail.as_deref().map(|t| veil.hide_in(t, &d.subject)),
+                // The app's free text may name the subject (or an email):
+                // veiled whole, which grows it by a third, not per match.
+                detail: d.detail.as_deref().map(|t| veil.hide(t)),
             })
             .collect();
         let new = self

@@ -849,7 +849,12 @@ fn report_missed(hw: &Sidecar, id: &str, user: &str) -> String {
         "started_at": chrono::Utc::now().to_rfc3339(),
         "finished_at": chrono::Utc::now().to_rfc3339(),
         "checked": 10,
-        "drift": [{ "subject": user, "kind": "revoke_missed", "fixed": false }],
+        "drift": [{
+            "subject": user,
+            "kind": "revoke_missed",
+            "fixed": false,
+            "detail": format!("{user} still has a session"),
+        }],
     })
     .to_string();
     let reply = request(
