@@ -236,7 +236,7 @@ fn parse_with(r: &mut Reader<'_>, text: &str, base_dir: &Path) -> Result<Config,
         .any(|s| s.forward.is_some());
     if forwards && !config.store.sealer.is_on() {
         config.warnings.push(
-            "store.encryption_key is not set: relay bodies (streams with forward) are stored in plaintext"
+            "store.encryption_key is not set: relay bodies (streams with forward) and subject ids are stored in plaintext"
                 .to_string(),
         );
     }

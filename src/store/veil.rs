@@ -15,15 +15,13 @@
 //! person reads them (`Page::from_row`, `audit subject`, `audit export`), so
 //! a page reads exactly as it would without a key.
 //!
-//! The construction is SIV (RFC 5297's idea) over HMAC-SHA256, from ring:
-//! - two subkeys per configured key, by HKDF-SHA256 under fixed labels, so
-//!   the body key (`store::seal`) and these never share a use;
-//! - `tag` = the first 16 bytes of HMAC(mac key, value): the synthetic IV,
-//!   equal for equal values (that equality is what lookups need, and all an
-//!   observer of the database learns besides the length);
-//! - the ciphertext is the value XOR an HMAC(enc key, tag ‖ counter)
-//!   keystream; opening recomputes the tag from the plaintext and compares
-//!   it in constant time, so a forged or altered token never reveals.
+//! The construction is AES-SIV (RFC 5297, the RustCrypto `aes-siv` crate,
+//! AES-256 with CMAC): a deterministic AEAD, so equal values give equal
+//! tokens (the equality lookups need, and all an observer of the database
+//! learns besides the length) and an altered or foreign token fails to open
+//! instead of revealing anything. Its 64-byte key is derived from each
+//! configured key by HKDF-SHA256 under a fixed label, so the body key
+//! (`store::seal`) and this one never share a use.
 //!
 //! A token is `hws1.KEYID.BASE64URL.` (the key id of `store::seal`, so a
 //! rotated key set still opens old tokens; the trailing dot ends it inside
@@ -32,25 +30,32 @@
 //! configured key (rows written before a rotation). Without a key nothing
 //! changes: values are stored as given and `forms` is the value alone.
 
+use aes_siv::siv::Aes256Siv;
+use aes_siv::KeyInit;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
-use ring::{hkdf, hmac};
+use ring::hkdf;
 use std::borrow::Cow;
 use std::fmt;
-use subtle::ConstantTimeEq;
 
 /// What every token starts with.
 const PREFIX: &str = "hws1.";
-/// Bytes of the synthetic IV kept in a token.
-const TAG_LEN: usize = 16;
 /// Length of a key id (`store::seal`: 6 bytes of SHA-256, hex).
 const KEY_ID_LEN: usize = 12;
+/// Associated data of every token: binds it to this one use.
+const AD: &[u8] = b"hushwatch subject id";
 
 #[derive(Clone)]
 struct VeilKey {
     id: String,
-    mac: hmac::Key,
-    enc: hmac::Key,
+    /// AES-SIV-CMAC-256 key: two AES-256 keys, 64 bytes.
+    siv: [u8; 64],
+}
+
+impl VeilKey {
+    fn cipher(&self) -> Aes256Siv {
+        Aes256Siv::new(&self.siv.into())
+    }
 }
 
 /// The veiling keys, derived from `[store] encryption_key` (newest first).
@@ -66,32 +71,13 @@ impl fmt::Debug for Veil {
     }
 }
 
-fn subkey(prk: &hkdf::Prk, label: &[u8]) -> hmac::Key {
-    let info = [label];
-    // Cannot fail: 32 bytes is far below HKDF-SHA256's 255 * 32 limit.
-    hmac::Key::from(
-        prk.expand(&info, hmac::HMAC_SHA256)
-            .expect("HKDF output of one hash length"),
-    )
-}
+/// An HKDF output length (ring names lengths by a key type).
+struct Len(usize);
 
-fn keystream_xor(enc: &hmac::Key, tag: &[u8], data: &mut [u8]) {
-    for (i, chunk) in data.chunks_mut(32).enumerate() {
-        let mut ctx = hmac::Context::with_key(enc);
-        ctx.update(tag);
-        ctx.update(&(i as u32).to_be_bytes());
-        let block = ctx.sign();
-        for (b, k) in chunk.iter_mut().zip(block.as_ref()) {
-            *b ^= k;
-        }
+impl hkdf::KeyType for Len {
+    fn len(&self) -> usize {
+        self.0
     }
-}
-
-fn tag_of(mac: &hmac::Key, value: &[u8]) -> [u8; TAG_LEN] {
-    let full = hmac::sign(mac, value);
-    let mut tag = [0u8; TAG_LEN];
-    tag.copy_from_slice(&full.as_ref()[..TAG_LEN]);
-    tag
 }
 
 impl Veil {
@@ -101,11 +87,16 @@ impl Veil {
         Veil {
             keys: keys
                 .map(|(id, bytes)| {
-                    let prk = salt.extract(bytes);
+                    let mut siv = [0u8; 64];
+                    // Cannot fail: 64 bytes is far below HKDF-SHA256's
+                    // 255 * 32 limit.
+                    salt.extract(bytes)
+                        .expand(&[b"subject siv".as_slice()], Len(siv.len()))
+                        .and_then(|okm| okm.fill(&mut siv))
+                        .expect("HKDF output of 64 bytes");
                     VeilKey {
                         id: id.to_owned(),
-                        mac: subkey(&prk, b"subject mac"),
-                        enc: subkey(&prk, b"subject enc"),
+                        siv,
                     }
                 })
                 .collect(),
@@ -117,12 +108,11 @@ impl Veil {
     }
 
     fn token(key: &VeilKey, value: &str) -> String {
-        let tag = tag_of(&key.mac, value.as_bytes());
-        let mut body = value.as_bytes().to_vec();
-        keystream_xor(&key.enc, &tag, &mut body);
-        let mut raw = Vec::with_capacity(TAG_LEN + body.len());
-        raw.extend_from_slice(&tag);
-        raw.extend_from_slice(&body);
+        let raw = key
+            .cipher()
+            .encrypt([AD], value.as_bytes())
+            // aes-siv refuses only more than 126 associated-data headers.
+            .expect("AES-SIV with one header");
         format!("{PREFIX}{}.{}.", key.id, URL_SAFE_NO_PAD.encode(raw))
     }
 
@@ -162,17 +152,9 @@ impl Veil {
         }
         let key = self.keys.iter().find(|k| k.id == id)?;
         let raw = URL_SAFE_NO_PAD.decode(&rest[..len]).ok()?;
-        if raw.len() < TAG_LEN {
-            return None;
-        }
-        let (tag, body) = raw.split_at(TAG_LEN);
-        let mut plain = body.to_vec();
-        keystream_xor(&key.enc, tag, &mut plain);
-        // Constant-time: the tag is recomputed from what was opened.
-        let full = hmac::sign(&key.mac, &plain);
-        if !bool::from(full.as_ref()[..TAG_LEN].ct_eq(tag)) {
-            return None;
-        }
+        // Authenticated: an altered token, or one under another key with
+        // the same id, fails here and is never revealed.
+        let plain = key.cipher().decrypt([AD], &raw).ok()?;
         let end = at + PREFIX.len() + KEY_ID_LEN + 1 + len + 1;
         Some((String::from_utf8(plain).ok()?, end))
     }
@@ -238,9 +220,10 @@ mod tests {
         assert_eq!(v.reveal("no token here"), "no token here");
         // The closing dot delimits a token inside a longer word.
         assert_eq!(v.reveal(&format!("{t}4 and {t}")), "user_1234 and user_123");
-        // Unicode and long values round-trip (the keystream spans blocks).
+        // Unicode and long values round-trip (CTR spans several AES blocks).
         let long = "ü".repeat(70);
         assert_eq!(v.reveal(&v.hide(&long)), long);
+        assert_eq!(v.reveal(&format!("[{}]", v.hide(""))), "[]");
     }
 
     #[test]
