@@ -639,8 +639,10 @@ impl Backend for PgBackend {
         since: DateTime<Utc>,
         cap: i64,
     ) -> StoreResult<Vec<(String, Vec<Arrival>)>> {
-        in_tx!(self, |tx| status::recent_arrivals(&tx, &streams, since, cap)
-            .await?)
+        in_tx!(self, |tx| status::recent_arrivals(
+            &tx, &streams, since, cap
+        )
+        .await?)
     }
 
     async fn audit_summary(&self) -> StoreResult<AuditSummary> {
