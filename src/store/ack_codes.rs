@@ -32,6 +32,7 @@ use subtle::ConstantTimeEq;
 
 use super::ops::millis;
 use super::silences::{self, firing_episode, lite, time, AckOutcome};
+use super::svix::Columns;
 use super::{AlertState, StoreError};
 use crate::audit::chain::to_hex;
 
@@ -165,6 +166,34 @@ pub(crate) fn decide(
     }
 }
 
+/// A row of [`sql::FIND`].
+pub(crate) fn code_row(
+    (sha256, stream, started_at, expires_at, retired_at): (String, String, i64, i64, Option<i64>),
+) -> CodeRow {
+    CodeRow {
+        sha256,
+        stream,
+        started_at,
+        expires_at,
+        retired: retired_at.is_some(),
+    }
+}
+
+/// What confirming a code does with what it opens: `Ok` names the episode
+/// to acknowledge (take the code, retire its siblings), `Err` is the
+/// answer without writing anything.
+pub(crate) fn to_confirm(state: LinkState) -> Result<(String, DateTime<Utc>), LinkUse> {
+    match state {
+        LinkState::Open { stream, started_at } => Ok((stream, started_at)),
+        LinkState::AlreadyAcknowledged { stream, started_at } => {
+            Err(LinkUse::AlreadyAcknowledged { stream, started_at })
+        }
+        // Unknown, or (PostgreSQL) deleted under us by a concurrent use of
+        // this very code: to this request it is a used code, like a replay.
+        LinkState::Unknown => Err(LinkUse::Unknown),
+    }
+}
+
 /// The expiry of a code minted at `now`.
 pub(crate) fn expiry(now: DateTime<Utc>, ttl: TimeDelta) -> DateTime<Utc> {
     now.checked_add_signed(ttl)
@@ -191,15 +220,7 @@ pub(crate) mod sql {
 
 fn find(conn: &Connection, hash: &str) -> rusqlite::Result<Option<CodeRow>> {
     conn.prepare_cached(&lite(sql::FIND))?
-        .query_row([hash], |r| {
-            Ok(CodeRow {
-                sha256: r.get(0)?,
-                stream: r.get(1)?,
-                started_at: r.get(2)?,
-                expires_at: r.get(3)?,
-                retired: r.get::<_, Option<i64>>(4)?.is_some(),
-            })
-        })
+        .query_row([hash], |r| Columns::lite(r).map(code_row))
         .optional()
 }
 
@@ -213,17 +234,13 @@ fn stream_state(
 }
 
 /// Reads what a code opens (SQLite).
-fn state_of(
-    conn: &Connection,
-    hash: &str,
-    now: DateTime<Utc>,
-) -> Result<(LinkState, Option<CodeRow>), StoreError> {
+fn state_of(conn: &Connection, hash: &str, now: DateTime<Utc>) -> Result<LinkState, StoreError> {
     let Some(row) = find(conn, hash)? else {
-        return Ok((LinkState::Unknown, None));
+        return Ok(LinkState::Unknown);
     };
     let state = stream_state(conn, &row.stream)?;
     let acked = silences::acknowledged(conn, &row.stream, row.started_at)?;
-    Ok((decide(hash, Some(&row), now, state, acked), Some(row)))
+    Ok(decide(hash, Some(&row), now, state, acked))
 }
 
 pub(super) fn mint(
@@ -254,7 +271,7 @@ pub(super) fn open(
     code: &[u8; 32],
     now: DateTime<Utc>,
 ) -> Result<LinkState, StoreError> {
-    Ok(state_of(conn, &to_hex(code), now)?.0)
+    state_of(conn, &to_hex(code), now)
 }
 
 pub(super) fn confirm(
@@ -264,13 +281,9 @@ pub(super) fn confirm(
     audit: bool,
 ) -> Result<LinkUse, StoreError> {
     let hash = to_hex(code);
-    let (state, row) = state_of(conn, &hash, now)?;
-    let (stream, started_at) = match (state, row) {
-        (LinkState::Open { stream, started_at }, Some(_)) => (stream, started_at),
-        (LinkState::AlreadyAcknowledged { stream, started_at }, _) => {
-            return Ok(LinkUse::AlreadyAcknowledged { stream, started_at })
-        }
-        _ => return Ok(LinkUse::Unknown),
+    let (stream, started_at) = match to_confirm(state_of(conn, &hash, now)?) {
+        Ok(episode) => episode,
+        Err(answer) => return Ok(answer),
     };
     let taken = conn.prepare_cached(&lite(sql::TAKE))?.execute([&hash])?;
     if taken != 1 {
@@ -418,6 +431,25 @@ mod tests {
             decide(&hash, Some(&row(true)), at(10_000), FIRING, false),
             LinkState::Unknown
         );
+    }
+
+    #[test]
+    fn only_an_open_code_is_taken_the_rest_answer_without_writing() {
+        let (stream, started_at) = ("s".to_string(), at(5_000));
+        let open = LinkState::Open {
+            stream: stream.clone(),
+            started_at,
+        };
+        assert_eq!(to_confirm(open), Ok((stream.clone(), started_at)));
+        let acked = LinkState::AlreadyAcknowledged {
+            stream: stream.clone(),
+            started_at,
+        };
+        let answer = LinkUse::AlreadyAcknowledged { stream, started_at };
+        assert_eq!(to_confirm(acked), Err(answer));
+        assert_eq!(to_confirm(LinkState::Unknown), Err(LinkUse::Unknown));
+        let row = code_row(("ab".into(), "s".into(), 1, 2, Some(3)));
+        assert!(row.retired && row.started_at == 1 && row.expires_at == 2);
     }
 
     #[test]

@@ -7,6 +7,7 @@
 use chrono::NaiveDate;
 use rusqlite::{params, Connection};
 
+use super::svix::Columns;
 use super::{Store, StoreError};
 
 /// Migration step (SQLite and PostgreSQL alike: only portable types).
@@ -56,27 +57,24 @@ pub(super) fn add(conn: &Connection, deltas: &[GapCount]) -> Result<(), StoreErr
     Ok(())
 }
 
+/// A row of [`LOAD_SQL`].
+pub(crate) fn gap_count(
+    (stream, day, bucket, count): (String, i64, i32, i64),
+) -> Result<GapCount, StoreError> {
+    Ok(GapCount {
+        stream,
+        day: day_of(day)?,
+        bucket,
+        count,
+    })
+}
+
 pub(super) fn load(conn: &Connection, since: NaiveDate) -> Result<Vec<GapCount>, StoreError> {
-    let mut stmt = conn.prepare_cached(LOAD_SQL)?;
-    let rows = stmt
-        .query_map([day_number(since)], |row| {
-            Ok((
-                row.get::<_, String>(0)?,
-                row.get::<_, i64>(1)?,
-                row.get::<_, i32>(2)?,
-                row.get::<_, i64>(3)?,
-            ))
-        })?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
-    rows.into_iter()
-        .map(|(stream, day, bucket, count)| {
-            Ok(GapCount {
-                stream,
-                day: day_of(day)?,
-                bucket,
-                count,
-            })
-        })
+    conn.prepare_cached(LOAD_SQL)?
+        .query_map([day_number(since)], Columns::lite)?
+        .collect::<rusqlite::Result<Vec<_>>>()?
+        .into_iter()
+        .map(gap_count)
         .collect()
 }
 
@@ -88,10 +86,13 @@ pub(super) fn prune(conn: &Connection, before: NaiveDate) -> Result<usize, Store
 
 impl Store {
     /// Adds learned gap counts to what is stored (never replaces).
-    pub async fn add_gap_counts(&self, deltas: Vec<GapCount>) -> Result<(), StoreError> {
+    pub async fn add_gap_counts(&self, mut deltas: Vec<GapCount>) -> Result<(), StoreError> {
         if deltas.is_empty() {
             return Ok(());
         }
+        // Sorted, so two replicas flushing overlapping keys lock rows in the
+        // same order and cannot deadlock (PostgreSQL).
+        deltas.sort_by(|a, b| (&a.stream, a.day, a.bucket).cmp(&(&b.stream, b.day, b.bucket)));
         self.backend.add_gap_counts(deltas).await
     }
 

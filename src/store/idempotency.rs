@@ -20,6 +20,7 @@
 use chrono::{DateTime, TimeDelta, Utc};
 use rusqlite::{params, Connection, OptionalExtension};
 
+use super::svix::Columns;
 use super::{Store, StoreError};
 use crate::audit::chain::to_hex;
 
@@ -133,40 +134,30 @@ pub(crate) fn found(request: &str, row: Option<FoundRow>) -> Result<Begun, Store
     }
 }
 
+/// [`BEGIN_SQL`]'s parameters after the hashes: now, expiry, stale before.
+pub(crate) fn begin_times(now: DateTime<Utc>) -> [i64; 3] {
+    [now, now + TTL, now - LEASE].map(|t| t.timestamp_millis())
+}
+
 pub(super) fn begin(
     conn: &Connection,
     key: &IdempotencyKey,
     now: DateTime<Utc>,
 ) -> Result<Begun, StoreError> {
     let (k, r) = hex(key);
-    let at = now.timestamp_millis();
+    let [at, expires, stale] = begin_times(now);
     let claimed = conn
         .prepare_cached(BEGIN_SQL)?
-        .query_row(
-            params![
-                k,
-                r,
-                at,
-                (now + TTL).timestamp_millis(),
-                (now - LEASE).timestamp_millis()
-            ],
-            |row| row.get::<_, String>(0),
-        )
+        .query_row(params![k, r, at, expires, stale], |row| {
+            row.get::<_, String>(0)
+        })
         .optional()?;
     if claimed.is_some() {
         return Ok(Begun::Claimed(now));
     }
     let row = conn
         .prepare_cached(FIND_SQL)?
-        .query_row([&k], |row| {
-            Ok((
-                row.get(0)?,
-                row.get(1)?,
-                row.get(2)?,
-                row.get(3)?,
-                row.get(4)?,
-            ))
-        })
+        .query_row([&k], Columns::lite)
         .optional()?;
     found(&r, row)
 }

@@ -15,8 +15,10 @@
 //! The SQLite implementation is here; PostgreSQL's is `pg::ladder`.
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, Connection};
 
+use super::silences::lite;
+use super::svix::Columns;
 use super::{AlertState, Attempt, StoreError, Transition};
 
 /// Schema step, the same on both engines (BIGINT has INTEGER affinity on
@@ -152,6 +154,24 @@ pub(super) fn transition(
     })
 }
 
+/// The statements both engines run, written once with PostgreSQL's `$N`
+/// placeholders (SQLite runs them through `silences::lite`). PostgreSQL
+/// locks [`sql::READ`]'s row (`FOR UPDATE`): replicas that record attempts
+/// at the same time take turns; SQLite has one writer.
+pub(super) mod sql {
+    /// The row exists before it is read (and locked), so two first failures
+    /// cannot both read "no row".
+    pub const ENSURE: &str = "INSERT INTO notifier_failures (notifier, failures, paged)
+         VALUES ($1, 0, 0) ON CONFLICT (notifier) DO NOTHING";
+    pub const READ: &str = "SELECT failures, paged FROM notifier_failures WHERE notifier = $1";
+    pub const WRITE: &str =
+        "UPDATE notifier_failures SET failures = $2, paged = $3 WHERE notifier = $1";
+    /// The notifier's pending pages and the oldest one's queue time.
+    pub const WAITING: &str = "SELECT COUNT(*), MIN(created_at) FROM outbox
+         WHERE notifier = $1 AND status = 'pending'";
+    pub const FAILURES: &str = "SELECT notifier, failures FROM notifier_failures ORDER BY notifier";
+}
+
 /// Records `attempt` on row `id` (under claim `token` when given) and
 /// climbs the ladder, in the caller's transaction (SQLite).
 pub(super) fn settle_counted(
@@ -169,37 +189,24 @@ pub(super) fn settle_counted(
         }
         None => super::ops::record_attempt(conn, id, attempt)?,
     }
-    let (failures, paged): (i64, i64) = conn
-        .prepare_cached("SELECT failures, paged FROM notifier_failures WHERE notifier = ?1")?
-        .query_row([&u.notifier], |r| Ok((r.get(0)?, r.get(1)?)))
-        .optional()?
-        .unwrap_or((0, 0));
+    let run = |sql: &str| conn.prepare_cached(&lite(sql));
+    run(sql::ENSURE)?.execute([&u.notifier])?;
+    let (failures, paged) = run(sql::READ)?.query_row([&u.notifier], Columns::lite)?;
     let (decision, after, paged_after) =
         decide(u.rule.as_ref(), failures, paged, u.error.is_some());
-    conn.prepare_cached(
-        "INSERT INTO notifier_failures (notifier, failures, paged) VALUES (?1, ?2, ?3)
-         ON CONFLICT (notifier) DO UPDATE SET failures = excluded.failures, paged = excluded.paged",
-    )?
-    .execute(params![u.notifier, after, paged_after])?;
-    let (waiting, since): (i64, Option<i64>) = if matches!(decision, Decision::Step(_)) {
-        conn.prepare_cached(
-            "SELECT COUNT(*), MIN(created_at) FROM outbox WHERE notifier = ?1 AND status = 'pending'",
-        )?
-        .query_row([&u.notifier], |r| Ok((r.get(0)?, r.get(1)?)))?
-    } else {
-        (0, None)
+    run(sql::WRITE)?.execute(params![u.notifier, after, paged_after])?;
+    let (waiting, since) = match decision {
+        Decision::Step(_) => run(sql::WAITING)?.query_row([&u.notifier], Columns::lite)?,
+        _ => (0, None),
     };
-    let since = since.and_then(DateTime::from_timestamp_millis);
-    let queued = match transition(u, decision, failures, waiting, since) {
-        Some(t) => {
-            let alert = super::ops::fallback_alert(&u.notifier);
-            for notifier in &t.notifiers {
-                super::ops::insert_keyed_page(conn, &t, notifier, t.at, &alert)?;
-            }
-            Some(t.reason)
+    let mut queued = None;
+    if let Some(t) = transition(u, decision, failures, waiting, opt_time(since)?) {
+        let alert = super::ops::fallback_alert(&u.notifier);
+        for notifier in &t.notifiers {
+            super::ops::insert_keyed_page(conn, &t, notifier, t.at, &alert)?;
         }
-        None => None,
-    };
+        queued = Some(t.reason);
+    }
     Ok(LadderOutcome {
         settled: true,
         failures: after,
@@ -207,11 +214,16 @@ pub(super) fn settle_counted(
     })
 }
 
+/// A stored queue time (a value out of range is an error, not "now").
+pub(super) fn opt_time(ms: Option<i64>) -> Result<Option<DateTime<Utc>>, StoreError> {
+    ms.map(super::subscriptions::time).transpose()
+}
+
 /// Every notifier's shared consecutive-failure count (SQLite).
 pub(super) fn failures(conn: &Connection) -> Result<Vec<(String, i64)>, StoreError> {
     Ok(conn
-        .prepare_cached("SELECT notifier, failures FROM notifier_failures ORDER BY notifier")?
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .prepare_cached(&lite(sql::FAILURES))?
+        .query_map([], Columns::lite)?
         .collect::<rusqlite::Result<_>>()?)
 }
 

@@ -26,6 +26,8 @@ use chrono::{DateTime, TimeDelta, Utc};
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::ops::{outbox_columns, outbox_from_row};
+use super::silences::lite;
+use super::svix::Columns;
 use super::{Attempt, OutboxRow, StoreError};
 
 /// Schema step (SQLite): claim columns on the outbox, the leader row and
@@ -85,18 +87,127 @@ fn ms(t: DateTime<Utc>) -> i64 {
     t.timestamp_millis()
 }
 
-fn time(ms: i64) -> rusqlite::Result<DateTime<Utc>> {
-    DateTime::from_timestamp_millis(ms).ok_or(rusqlite::Error::IntegralValueOutOfRange(0, ms))
+fn time(ms: i64) -> Result<DateTime<Utc>, StoreError> {
+    DateTime::from_timestamp_millis(ms)
+        .ok_or_else(|| StoreError::Sql(format!("stored time {ms} is out of range")))
 }
 
-/// The due rows a claim may take: pending, not leased (or lease over), not
-/// waiting for a backoff, and the oldest pending row of its (alert,
-/// notifier) queue, so one alert's pages still go out in order.
-pub(super) const CLAIMABLE: &str = "o.status = 'pending'
-       AND (o.lease_until IS NULL OR o.lease_until <= ?1)
-       AND (o.next_attempt_at IS NULL OR o.next_attempt_at <= ?1)
-       AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.status = 'pending'
-                         AND p.alert_id = o.alert_id AND p.notifier = o.notifier AND p.id < o.id)";
+/// The statements both engines run, written once with PostgreSQL's `$N`
+/// placeholders (SQLite runs them through `silences::lite`). PostgreSQL
+/// adds row locks ([`claim`]'s `SKIP LOCKED`, `FOR UPDATE` on
+/// [`sql::CLAIM_STATE`] and [`sql::LEADER`]): replicas share it, SQLite
+/// has one writer.
+pub(super) mod sql {
+    /// The due rows a claim may take (`$1` now): pending, not leased (or
+    /// lease over), not waiting for a backoff, and the oldest pending row of
+    /// its (alert, notifier) queue, so one alert's pages still go out in
+    /// order.
+    pub const CLAIMABLE: &str = "SELECT o.id FROM outbox o
+         WHERE o.status = 'pending'
+           AND (o.lease_until IS NULL OR o.lease_until <= $1)
+           AND (o.next_attempt_at IS NULL OR o.next_attempt_at <= $1)
+           AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.status = 'pending'
+                             AND p.alert_id = o.alert_id AND p.notifier = o.notifier
+                             AND p.id < o.id)
+         ORDER BY o.id LIMIT $4";
+    /// `$2` replica, `$3` lease end; `{}`: [`CLAIMABLE`] (and PostgreSQL's lock).
+    pub const CLAIM: &str = "UPDATE outbox
+         SET claimed_by = $2, lease_until = $3, claim_token = claim_token + 1
+         WHERE id IN ({}) RETURNING id, claim_token";
+    pub const CLAIM_STATE: &str = "SELECT claim_token, status FROM outbox WHERE id = $1";
+    pub const UNCLAIM: &str =
+        "UPDATE outbox SET claimed_by = NULL, lease_until = NULL WHERE id = $1";
+    pub const LEADER: &str = "SELECT holder, term, lease_until FROM leader WHERE id = 1";
+    /// PostgreSQL's migration inserts the row, SQLite's does not: an upsert
+    /// serves both.
+    pub const LEAD: &str =
+        "INSERT INTO leader (id, holder, term, lease_until) VALUES (1, $1, $2, $3)
+         ON CONFLICT (id) DO UPDATE SET holder = excluded.holder, term = excluded.term,
+             lease_until = excluded.lease_until";
+    pub const RESIGN: &str = "UPDATE leader SET holder = NULL, lease_until = 0
+         WHERE id = 1 AND holder = $1 AND term = $2";
+    /// `seen_at` never moves back (a CASE, where SQLite would say `max(a,
+    /// b)` and PostgreSQL `GREATEST(a, b)`).
+    pub const HEARTBEAT: &str = "INSERT INTO replicas (id, started_at, seen_at) VALUES ($1, $2, $2)
+         ON CONFLICT (id) DO UPDATE SET seen_at = CASE
+             WHEN excluded.seen_at > replicas.seen_at THEN excluded.seen_at
+             ELSE replicas.seen_at END";
+    pub const REPLICAS: &str =
+        "SELECT id, started_at, seen_at FROM replicas WHERE seen_at >= $1 ORDER BY id";
+}
+
+/// [`sql::CLAIM`] with its subquery; `lock` follows the subquery's rows
+/// (PostgreSQL: rows another replica is claiming right now are skipped, not
+/// waited for; a younger row of the same queue is not claimable while an
+/// older one is pending, so a queue is never split between replicas).
+pub(super) fn claim(lock: &str) -> String {
+    sql::CLAIM.replace("{}", &format!("{}{lock}", sql::CLAIMABLE))
+}
+
+// ---------------------------------------------------------------------------
+// The decisions, taken once for both engines (pure).
+// ---------------------------------------------------------------------------
+
+/// True when `token` is still the claim of a pending row, given its
+/// [`sql::CLAIM_STATE`] (None: no row).
+pub(super) fn holds(current: Option<(i64, String)>, token: i64) -> bool {
+    current.is_some_and(|(t, status)| t == token && status == "pending")
+}
+
+/// The leader row: holder, term, lease end (ms).
+pub(super) type LeaderRow = (Option<String>, i64, i64);
+
+/// What `elect` does with the leader row (None: there is none yet): the
+/// term to write for the caller with lease end `until`, if any, and the
+/// answer. The caller renews the current term it holds, takes a new one
+/// once the lease is free or ran out, else is told who holds it.
+pub(super) fn elect_outcome(
+    row: Option<LeaderRow>,
+    replica: &str,
+    term: Option<i64>,
+    now_ms: i64,
+    until: i64,
+) -> Result<(Option<i64>, Leadership), StoreError> {
+    let (holder, stored, lease) = row.unwrap_or((None, 0, 0));
+    let live = lease > now_ms && holder.is_some();
+    let ours = if live && holder.as_deref() == Some(replica) && term == Some(stored) {
+        Some(stored)
+    } else if !live {
+        Some(stored + 1)
+    } else {
+        None
+    };
+    let leadership = match ours {
+        Some(term) => Leadership {
+            leader: true,
+            holder: Some(replica.to_owned()),
+            term,
+            lease_until: Some(time(until)?),
+        },
+        None => Leadership {
+            leader: false,
+            holder,
+            term: stored,
+            lease_until: Some(time(lease)?),
+        },
+    };
+    Ok((ours, leadership))
+}
+
+pub(super) fn replica_row(
+    (id, started_at, seen_at): (String, i64, i64),
+) -> Result<ReplicaRow, StoreError> {
+    Ok(ReplicaRow {
+        id,
+        started_at: time(started_at)?,
+        seen_at: time(seen_at)?,
+    })
+}
+
+// ---------------------------------------------------------------------------
+// SQLite: reads the rows, calls the decisions, writes the outcome.
+// (PostgreSQL's is `pg::replica`.)
+// ---------------------------------------------------------------------------
 
 pub(super) fn claim_outbox(
     conn: &Connection,
@@ -106,33 +217,26 @@ pub(super) fn claim_outbox(
     limit: i64,
 ) -> Result<Vec<Claim>, StoreError> {
     let until = now + lease;
-    let ids: Vec<i64> = conn
-        .prepare_cached(&format!(
-            "SELECT o.id FROM outbox o WHERE {CLAIMABLE} ORDER BY o.id LIMIT ?2"
-        ))?
-        .query_map(params![ms(now), limit], |r| r.get(0))?
+    let mut claimed: Vec<(i64, i64)> = conn
+        .prepare_cached(&lite(&claim("")))?
+        .query_map(params![ms(now), replica, ms(until), limit], Columns::lite)?
         .collect::<rusqlite::Result<_>>()?;
-    let mut claims = Vec::with_capacity(ids.len());
-    for id in ids {
-        let token: i64 = conn
-            .prepare_cached(
-                "UPDATE outbox SET claimed_by = ?2, lease_until = ?3, claim_token = claim_token + 1
-                 WHERE id = ?1 RETURNING claim_token",
-            )?
-            .query_row(params![id, replica, ms(until)], |r| r.get(0))?;
-        let row = conn
-            .prepare_cached(&format!(
-                "SELECT {} FROM outbox o WHERE o.id = ?1",
-                outbox_columns()
-            ))?
-            .query_row([id], outbox_from_row)?;
-        claims.push(Claim {
-            row,
-            token,
-            lease_until: until,
-        });
-    }
-    Ok(claims)
+    // In id order: the order RETURNING gives is unspecified.
+    claimed.sort_unstable();
+    let mut read = conn.prepare_cached(&format!(
+        "SELECT {} FROM outbox o WHERE o.id = ?1",
+        outbox_columns()
+    ))?;
+    claimed
+        .into_iter()
+        .map(|(id, token)| {
+            Ok(Claim {
+                row: read.query_row([id], outbox_from_row)?,
+                token,
+                lease_until: until,
+            })
+        })
+        .collect()
 }
 
 /// Records `attempt` on row `id` if `token` is still its claim (and it is
@@ -143,16 +247,15 @@ pub(super) fn settle_claim(
     token: i64,
     attempt: &Attempt,
 ) -> Result<bool, StoreError> {
-    let current: Option<(i64, String)> = conn
-        .prepare_cached("SELECT claim_token, status FROM outbox WHERE id = ?1")?
-        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))
+    let current = conn
+        .prepare_cached(&lite(sql::CLAIM_STATE))?
+        .query_row([id], Columns::lite)
         .optional()?;
-    if current != Some((token, "pending".to_owned())) {
+    if !holds(current, token) {
         return Ok(false);
     }
     super::ops::record_attempt(conn, id, attempt)?;
-    conn.prepare_cached("UPDATE outbox SET claimed_by = NULL, lease_until = NULL WHERE id = ?1")?
-        .execute([id])?;
+    conn.prepare_cached(&lite(sql::UNCLAIM))?.execute([id])?;
     Ok(true)
 }
 
@@ -163,69 +266,21 @@ pub(super) fn elect(
     now: DateTime<Utc>,
     ttl: TimeDelta,
 ) -> Result<Leadership, StoreError> {
-    let row: Option<(Option<String>, i64, i64)> = conn
-        .prepare_cached("SELECT holder, term, lease_until FROM leader WHERE id = 1")?
-        .query_row([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+    let row = conn
+        .prepare_cached(&lite(sql::LEADER))?
+        .query_row([], Columns::lite)
         .optional()?;
-    let until = ms(now + ttl);
-    let decision = decide(row.clone(), replica, term, ms(now));
-    let (holder, new_term, lease_until) = match decision {
-        Decision::Renew(t) | Decision::Take(t) => {
-            conn.prepare_cached(
-                "INSERT INTO leader (id, holder, term, lease_until) VALUES (1, ?1, ?2, ?3)
-                 ON CONFLICT (id) DO UPDATE SET holder = ?1, term = ?2, lease_until = ?3",
-            )?
-            .execute(params![replica, t, until])?;
-            (Some(replica.to_owned()), t, Some(until))
-        }
-        Decision::Other => {
-            let (holder, t, u) = row.unwrap_or((None, 0, 0));
-            (holder, t, Some(u))
-        }
-    };
-    Ok(Leadership {
-        leader: !matches!(decision, Decision::Other),
-        holder,
-        term: new_term,
-        lease_until: lease_until.map(time).transpose()?,
-    })
-}
-
-/// What `elect` does with the leader row, shared by both backends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Decision {
-    /// The caller holds the current term: extend it.
-    Renew(i64),
-    /// The lease is free or ran out: a new term for the caller.
-    Take(i64),
-    /// Someone else holds a live lease.
-    Other,
-}
-
-pub(super) fn decide(
-    row: Option<(Option<String>, i64, i64)>,
-    replica: &str,
-    term: Option<i64>,
-    now_ms: i64,
-) -> Decision {
-    let Some((holder, stored, until)) = row else {
-        return Decision::Take(1);
-    };
-    let live = until > now_ms && holder.is_some();
-    if live && holder.as_deref() == Some(replica) && term == Some(stored) {
-        Decision::Renew(stored)
-    } else if !live {
-        Decision::Take(stored + 1)
-    } else {
-        Decision::Other
+    let (write, leadership) = elect_outcome(row, replica, term, ms(now), ms(now + ttl))?;
+    if let Some(t) = write {
+        conn.prepare_cached(&lite(sql::LEAD))?
+            .execute(params![replica, t, ms(now + ttl)])?;
     }
+    Ok(leadership)
 }
 
 pub(super) fn resign(conn: &Connection, replica: &str, term: i64) -> Result<bool, StoreError> {
     let n = conn
-        .prepare_cached(
-            "UPDATE leader SET holder = NULL, lease_until = 0 WHERE id = 1 AND holder = ?1 AND term = ?2",
-        )?
+        .prepare_cached(&lite(sql::RESIGN))?
         .execute(params![replica, term])?;
     Ok(n > 0)
 }
@@ -235,11 +290,8 @@ pub(super) fn heartbeat(
     replica: &str,
     now: DateTime<Utc>,
 ) -> Result<(), StoreError> {
-    conn.prepare_cached(
-        "INSERT INTO replicas (id, started_at, seen_at) VALUES (?1, ?2, ?2)
-         ON CONFLICT (id) DO UPDATE SET seen_at = max(seen_at, excluded.seen_at)",
-    )?
-    .execute(params![replica, ms(now)])?;
+    conn.prepare_cached(&lite(sql::HEARTBEAT))?
+        .execute(params![replica, ms(now)])?;
     Ok(())
 }
 
@@ -247,17 +299,54 @@ pub(super) fn replicas(
     conn: &Connection,
     seen_since: DateTime<Utc>,
 ) -> Result<Vec<ReplicaRow>, StoreError> {
-    let rows = conn
-        .prepare_cached(
-            "SELECT id, started_at, seen_at FROM replicas WHERE seen_at >= ?1 ORDER BY id",
-        )?
-        .query_map([ms(seen_since)], |r| {
-            Ok(ReplicaRow {
-                id: r.get(0)?,
-                started_at: time(r.get(1)?)?,
-                seen_at: time(r.get(2)?)?,
-            })
-        })?
-        .collect::<rusqlite::Result<_>>()?;
-    Ok(rows)
+    conn.prepare_cached(&lite(sql::REPLICAS))?
+        .query_map([ms(seen_since)], Columns::lite)?
+        .collect::<rusqlite::Result<Vec<_>>>()?
+        .into_iter()
+        .map(replica_row)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    //! The decisions both engines call (the conformance suite runs them
+    //! through both).
+    use super::*;
+
+    #[test]
+    fn a_lease_is_renewed_by_its_holder_taken_when_over_else_reported() {
+        let row =
+            |holder: Option<&str>, term, until| Some((holder.map(str::to_owned), term, until));
+        let elect = |row, term| {
+            let (write, l) = elect_outcome(row, "a", term, 5, 99).unwrap();
+            (
+                write,
+                l.leader,
+                l.holder,
+                l.term,
+                l.lease_until.unwrap().timestamp_millis(),
+            )
+        };
+        let mine = |t| (Some(t), true, Some("a".to_owned()), t, 99);
+        let other = |t, until| (None, false, Some("b".to_owned()), t, until);
+        assert_eq!(elect(None, None), mine(1));
+        assert_eq!(elect(row(Some("a"), 3, 10), Some(3)), mine(3));
+        // A superseded term cannot be renewed, even by the same holder.
+        let stale = elect(row(Some("a"), 3, 10), Some(2));
+        assert_eq!(stale, (None, false, Some("a".to_owned()), 3, 10));
+        assert_eq!(elect(row(Some("b"), 3, 10), None), other(3, 10));
+        assert_eq!(elect(row(Some("b"), 3, 5), None), mine(4), "lease over");
+        assert_eq!(elect(row(None, 3, 10), None), mine(4), "resigned");
+    }
+
+    #[test]
+    fn only_the_latest_token_of_a_pending_row_settles() {
+        assert!(holds(Some((2, "pending".into())), 2));
+        assert!(
+            !holds(Some((3, "pending".into())), 2),
+            "claimed again since"
+        );
+        assert!(!holds(Some((2, "sent".into())), 2), "settled already");
+        assert!(!holds(None, 2));
+    }
 }

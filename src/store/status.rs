@@ -1,6 +1,8 @@
 //! Bounded reads for the status page: recent arrivals per stream (for the
 //! 7-day timeline) and the audit chain's head and last checkpoint.
 
+use super::silences::lite;
+use super::svix::Columns;
 use super::StoreError;
 use chrono::{DateTime, Utc};
 use rusqlite::{params, Connection, OptionalExtension};
@@ -33,87 +35,109 @@ pub struct CheckpointSummary {
     pub signed: bool,
 }
 
-fn time(ms: i64) -> rusqlite::Result<DateTime<Utc>> {
-    DateTime::from_timestamp_millis(ms).ok_or(rusqlite::Error::IntegralValueOutOfRange(0, ms))
+fn time(ms: i64) -> Result<DateTime<Utc>, StoreError> {
+    DateTime::from_timestamp_millis(ms)
+        .ok_or_else(|| StoreError::Sql(format!("stored time {ms} is out of range")))
+}
+
+/// The statements both engines run, written once with PostgreSQL's `$N`
+/// placeholders (SQLite runs them through `silences::lite`). Only the audit
+/// head differs: SQLite reads the newest entry, else the prune anchor;
+/// PostgreSQL keeps it in its `audit_head` row.
+pub(super) mod sql {
+    /// The newest arrivals (`$3` of them) of stream `$1` since `$2`. Each
+    /// event lives in exactly one of `events` (audit off) or `audit_log`
+    /// (audit on); Svix operational messages are not stream events.
+    pub const ARRIVALS: [&str; 2] = [
+        "SELECT received_at, event_type FROM events
+         WHERE stream = $1 AND received_at >= $2 AND feeds_clock
+         ORDER BY received_at DESC LIMIT $3",
+        "SELECT received_at, event_type FROM audit_log
+         WHERE source = $1 AND received_at >= $2 AND channel <> 'svix'
+         ORDER BY received_at DESC LIMIT $3",
+    ];
+    pub const LAST_CHECKPOINT: &str = "SELECT seq, created_at, mac IS NOT NULL
+         FROM audit_checkpoints ORDER BY created_at DESC, seq DESC LIMIT 1";
+    pub const HEAD: &str = "SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1";
+    pub const ANCHOR: &str = "SELECT seq, hash FROM audit_anchor WHERE id = 1";
+}
+
+/// One stream's newest `cap` arrivals from the rows of [`sql::ARRIVALS`]
+/// (received at, event type), newest first.
+pub(super) fn newest(rows: Vec<(i64, String)>, cap: i64) -> Result<Vec<Arrival>, StoreError> {
+    let mut arrivals = rows
+        .into_iter()
+        .map(|(at, event_type)| {
+            Ok(Arrival {
+                at: time(at)?,
+                event_type,
+            })
+        })
+        .collect::<Result<Vec<_>, StoreError>>()?;
+    arrivals.sort_by_key(|a| std::cmp::Reverse(a.at));
+    arrivals.truncate(usize::try_from(cap).unwrap_or(0));
+    Ok(arrivals)
+}
+
+/// The summary from the head (seq, hash; none before the first entry) and
+/// the row of [`sql::LAST_CHECKPOINT`].
+pub(super) fn summary(
+    head: Option<(i64, Option<String>)>,
+    checkpoint: Option<(i64, i64, bool)>,
+) -> Result<AuditSummary, StoreError> {
+    let (head_seq, head_hash) = head.unwrap_or((0, None));
+    Ok(AuditSummary {
+        head_seq,
+        head_hash: head_hash.unwrap_or_default(),
+        last_checkpoint: match checkpoint {
+            Some((seq, at, signed)) => Some(CheckpointSummary {
+                seq,
+                at: time(at)?,
+                signed,
+            }),
+            None => None,
+        },
+    })
 }
 
 /// The newest `cap` events of each stream received at or after `since`,
-/// newest first. Each event lives in exactly one of `events` (audit off) or
-/// `audit_log` (audit on); Svix operational messages are not stream events.
+/// newest first (SQLite; PostgreSQL's is `pg::status`).
 pub(super) fn recent_arrivals(
     conn: &Connection,
     streams: &[String],
     since: DateTime<Utc>,
     cap: i64,
 ) -> Result<Vec<(String, Vec<Arrival>)>, StoreError> {
-    let mut from_events = conn.prepare_cached(
-        "SELECT received_at, event_type FROM events
-         WHERE stream = ?1 AND received_at >= ?2 AND feeds_clock = 1
-         ORDER BY received_at DESC LIMIT ?3",
-    )?;
-    let mut from_audit = conn.prepare_cached(
-        "SELECT received_at, event_type FROM audit_log
-         WHERE source = ?1 AND received_at >= ?2 AND channel != 'svix'
-         ORDER BY received_at DESC LIMIT ?3",
-    )?;
     let since = since.timestamp_millis();
     let mut out = Vec::with_capacity(streams.len());
     for stream in streams {
-        let mut arrivals = Vec::new();
-        for stmt in [&mut from_events, &mut from_audit] {
-            let rows = stmt.query_map(params![stream, since, cap], |r| {
-                Ok(Arrival {
-                    at: time(r.get(0)?)?,
-                    event_type: r.get(1)?,
-                })
-            })?;
-            for row in rows {
-                arrivals.push(row?);
+        let mut rows = Vec::new();
+        for statement in sql::ARRIVALS {
+            let mut stmt = conn.prepare_cached(&lite(statement))?;
+            for row in stmt.query_map(params![stream, since, cap], Columns::lite)? {
+                rows.push(row?);
             }
         }
-        arrivals.sort_by_key(|a| std::cmp::Reverse(a.at));
-        arrivals.truncate(usize::try_from(cap).unwrap_or(0));
-        out.push((stream.clone(), arrivals));
+        out.push((stream.clone(), newest(rows, cap)?));
     }
     Ok(out)
 }
 
 pub(super) fn audit_summary(conn: &Connection) -> Result<AuditSummary, StoreError> {
-    let head: Option<(i64, String)> = conn
-        .query_row(
-            "SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .optional()?;
-    let head = match head {
-        Some(h) => Some(h),
-        None => conn
-            .query_row("SELECT seq, hash FROM audit_anchor WHERE id = 1", [], |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })
-            .optional()?,
+    let read = |statement: &str| {
+        conn.prepare_cached(&lite(statement))?
+            .query_row([], Columns::lite)
+            .optional()
     };
-    let (head_seq, head_hash) = head.unwrap_or((0, String::new()));
-    let last_checkpoint = conn
-        .query_row(
-            "SELECT seq, created_at, mac IS NOT NULL FROM audit_checkpoints
-             ORDER BY created_at DESC, seq DESC LIMIT 1",
-            [],
-            |r| {
-                Ok(CheckpointSummary {
-                    seq: r.get(0)?,
-                    at: time(r.get(1)?)?,
-                    signed: r.get(2)?,
-                })
-            },
-        )
+    let head = match read(sql::HEAD)? {
+        Some(head) => Some(head),
+        None => read(sql::ANCHOR)?,
+    };
+    let checkpoint = conn
+        .prepare_cached(&lite(sql::LAST_CHECKPOINT))?
+        .query_row([], Columns::lite)
         .optional()?;
-    Ok(AuditSummary {
-        head_seq,
-        head_hash,
-        last_checkpoint,
-    })
+    summary(head, checkpoint)
 }
 
 #[cfg(test)]

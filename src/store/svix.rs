@@ -455,6 +455,7 @@ macro_rules! columns {
 columns!(A 0, B 1);
 columns!(A 0, B 1, C 2);
 columns!(A 0, B 1, C 2, D 3);
+columns!(A 0, B 1, C 2, D 3, E 4);
 columns!(A 0, B 1, C 2, D 3, E 4, F 5);
 columns!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7);
 columns!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10);

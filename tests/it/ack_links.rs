@@ -9,7 +9,7 @@
 use crate::common;
 use crate::common::pg;
 
-use common::{request, utc, wait_until, InProcess, Reply, Sidecar, Workdir, TOKEN};
+use common::{cli, request, utc, wait_until, InProcess, Reply, Sidecar, Workdir, TOKEN};
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -529,11 +529,7 @@ fn check_accepts_only_an_absolute_http_public_url() {
         ("https://hushwatch.example.com/?next=1", false),
     ] {
         let work = Workdir::new(&good.replace(&format!("{PUBLIC}/"), url));
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_hushwatch"))
-            .args(["check", "--config"])
-            .arg(work.config_path())
-            .output()
-            .unwrap();
+        let out = cli(&["check"]).config(work.config_path()).output();
         let err = String::from_utf8_lossy(&out.stderr);
         if ok {
             assert_eq!(out.status.code(), Some(0), "{url}: {err}");

@@ -152,10 +152,9 @@ fn it_learns_from_ingested_events_fires_at_the_learned_point_and_keeps_it_across
 
     // `hushwatch explain` reads what the sidecar persisted.
     let rfc = |t: DateTime<Utc>| t.to_rfc3339();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hushwatch"))
-        .args(["explain", "--config"])
-        .arg(dir.path().join("hushwatch.toml"))
-        .args([
+    let out = cli(&["explain"])
+        .config(dir.path().join("hushwatch.toml"))
+        .args(&[
             "--stream",
             "identity",
             "--last-event",
@@ -163,8 +162,7 @@ fn it_learns_from_ingested_events_fires_at_the_learned_point_and_keeps_it_across
             "--now",
             &rfc(now),
         ])
-        .output()
-        .unwrap();
+        .output();
     assert!(
         out.status.success(),
         "{}",
@@ -272,11 +270,7 @@ fn check_refuses_a_bad_adaptive_table_naming_the_key() {
     let text = config("http://127.0.0.1:9/hook").replace("factor = 2", "factor = 0.5");
     let path = dir.path().join("hushwatch.toml");
     std::fs::write(&path, text).unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hushwatch"))
-        .args(["check", "--config"])
-        .arg(&path)
-        .output()
-        .unwrap();
+    let out = cli(&["check"]).config(&path).output();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(

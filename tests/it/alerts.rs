@@ -124,10 +124,9 @@ fn wall_clock_jumps_neither_page_early_nor_miss_the_page() {
 /// `hushwatch explain` as a user runs it, against `work`'s config.
 fn explain(work: &Workdir, last_event: &str, now: &str) -> serde_json::Value {
     let config = work.config_path();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hushwatch"))
-        .args(["explain", "--config"])
-        .arg(&config)
-        .args([
+    let out = cli(&["explain"])
+        .config(&config)
+        .args(&[
             "--stream",
             "identity",
             "--last-event",
@@ -135,8 +134,7 @@ fn explain(work: &Workdir, last_event: &str, now: &str) -> serde_json::Value {
             "--now",
             now,
         ])
-        .output()
-        .unwrap();
+        .output();
     assert!(
         out.status.success(),
         "{}",

@@ -5,22 +5,11 @@ use crate::common;
 
 use common::*;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 const KEYED: &str = "[audit]\ncheckpoint_key = \"audit-key-for-tests\"\n";
 
 fn hushwatch(args: &[&str], config: &Path) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_hushwatch"))
-        .args(args)
-        .arg("--config")
-        .arg(config)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    cli(args).config(config).run()
 }
 
 fn config(extra: &str) -> String {

@@ -1,23 +1,14 @@
 //! The command line as users run it: `check` and `explain` exit codes and
 //! output.
 
-use std::process::Command;
-
 fn hushwatch(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hushwatch"));
-    cmd.args(args).current_dir(env!("CARGO_MANIFEST_DIR"));
-    cmd.env_remove("CLERK_WEBHOOK_SECRET")
+    crate::common::cli(args)
+        .dir(env!("CARGO_MANIFEST_DIR"))
+        .env_remove("CLERK_WEBHOOK_SECRET")
         .env_remove("HUSHWATCH_TOKEN")
-        .env_remove("SVIX_OPS_SECRET");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let out = cmd.output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+        .env_remove("SVIX_OPS_SECRET")
+        .envs(env)
+        .run()
 }
 
 const SECRETS: [(&str, &str); 4] = [

@@ -10,7 +10,6 @@ use common::*;
 use std::collections::HashSet;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -191,17 +190,8 @@ fn parse(t: &str) -> chrono::DateTime<chrono::Utc> {
 }
 
 fn hushwatch(args: &[&str], work: &Workdir) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_hushwatch"))
-        .args(args)
-        .arg("--config")
-        .arg(work.config_path())
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let (code, out, err) = cli(args).config(work.config_path()).run();
+    (code == 0, out, err)
 }
 
 fn exported_ids(work: &Workdir) -> HashSet<String> {

@@ -10,18 +10,9 @@
 //! loaded, so these 2026 dates hold while the tests run before 2036.
 
 use std::path::Path;
-use std::process::Command;
 
 fn hushwatch(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_hushwatch"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    crate::common::cli(args).run()
 }
 
 /// Shaped like an Outlook/Google export: CRLF, UIDs, DATE values, overrides

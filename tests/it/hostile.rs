@@ -1030,12 +1030,10 @@ fn a_token_with_a_trailing_newline_in_the_environment_works() {
     );
     let work = Workdir::new(&config);
     let padded = format!("{TOKEN}\n");
-    let check = std::process::Command::new(env!("CARGO_BIN_EXE_hushwatch"))
-        .args(["check", "--config"])
-        .arg(work.config_path())
+    let check = cli(&["check"])
+        .config(work.config_path())
         .env("HW_APP_TOKEN", &padded)
-        .output()
-        .unwrap();
+        .output();
     let said = format!(
         "{}{}",
         String::from_utf8_lossy(&check.stdout),

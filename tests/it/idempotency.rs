@@ -538,12 +538,10 @@ fn the_cli_sends_a_fresh_key_with_every_change() {
     let (addr, heads) = capture(4);
     let url = format!("http://{addr}");
     let cli = |args: &[&str]| {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_hushwatch"))
-            .args(args)
-            .args(["--url", url.as_str(), "--token-env", "OPS_TOKEN"])
+        let out = crate::common::cli(args)
+            .args(&["--url", url.as_str(), "--token-env", "OPS_TOKEN"])
             .env("OPS_TOKEN", ADMIN)
-            .output()
-            .unwrap();
+            .output();
         assert!(out.status.success(), "{args:?}: {out:?}");
     };
     let add = [

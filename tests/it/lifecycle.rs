@@ -139,11 +139,7 @@ fn bad_config_exits_2_with_key_paths() {
     let work = Workdir::new(&basic_config(
         "calendar = \"mars\"\nsilence_threshold = \"6 hours\"",
     ));
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hushwatch"))
-        .args(["serve", "--config"])
-        .arg(work.config_path())
-        .output()
-        .unwrap();
+    let out = cli(&["serve"]).config(work.config_path()).output();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(

@@ -10,16 +10,7 @@ use std::process::Command;
 use std::time::Duration;
 
 fn check(work: &Workdir) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_hushwatch"))
-        .args(["check", "--config"])
-        .arg(work.config_path())
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap(),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
+    cli(&["check"]).config(work.config_path()).run()
 }
 
 const STREAM: &str = r#"[server]

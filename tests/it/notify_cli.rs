@@ -2,22 +2,14 @@
 
 use crate::support;
 
-use std::process::Command;
 use support::*;
 
 fn notify_test(config: &std::path::Path, notifier: &str) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_hushwatch"))
-        .args(["notify-test", "--config"])
-        .arg(config)
-        .args(["--notifier", notifier])
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.code().unwrap_or(-1), text)
+    let (code, out, err) = crate::common::cli(&["notify-test"])
+        .config(config)
+        .args(&["--notifier", notifier])
+        .run();
+    (code, out + &err)
 }
 
 #[test]

@@ -355,11 +355,7 @@ fn check_names_an_unknown_provider_and_the_known_ones() {
     let work = Workdir::new(
         "[streams.s]\ncalendar = \"always\"\nsilence_threshold = \"1h\"\n[streams.s.ingest]\nprovider = \"onelogin\"\n",
     );
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hushwatch"))
-        .args(["check", "--config"])
-        .arg(work.config_path())
-        .output()
-        .unwrap();
+    let out = cli(&["check"]).config(work.config_path()).output();
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -370,17 +366,7 @@ fn check_names_an_unknown_provider_and_the_known_ones() {
 }
 
 fn hushwatch_cli(args: &[&str], config: &std::path::Path) -> (i32, String, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hushwatch"))
-        .args(args)
-        .arg("--config")
-        .arg(config)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    cli(args).config(config).run()
 }
 
 /// Issue 26: one odd record in an authenticated Auth0 or Okta batch used to turn the whole

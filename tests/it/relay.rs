@@ -309,18 +309,10 @@ fn with_status<'a>(pages: &'a [Value], status: &str) -> Vec<&'a Value> {
 }
 
 fn cli(args: &[&str], config: &Path) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_hushwatch"))
-        .args(args)
-        .arg("--config")
-        .arg(config)
+    crate::common::cli(args)
+        .config(config)
         .env("HUSHWATCH_ADMIN_TOKEN", ADMIN)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+        .run()
 }
 
 // --------------------------------------------------------------------- tests

@@ -125,11 +125,9 @@ impl Cluster {
     /// `hushwatch audit verify` on the shared database: one chain, intact,
     /// whatever the interleaving of the replicas' appends.
     fn assert_audit_verifies(&self) {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_hushwatch"))
-            .args(["audit", "verify", "--config"])
-            .arg(self.work.config_path())
-            .output()
-            .expect("run audit verify");
+        let out = crate::common::cli(&["audit", "verify"])
+            .config(self.work.config_path())
+            .output();
         assert!(
             out.status.success(),
             "audit verify failed: {}{}",

@@ -236,10 +236,9 @@ fn without_an_admin_token_the_stream_routes_do_not_exist() {
 #[test]
 fn explain_takes_a_templated_stream_name() {
     let work = Workdir::new(&templated_config(2));
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hushwatch"))
-        .args(["explain", "--config"])
-        .arg(work.config_path())
-        .args([
+    let out = cli(&["explain"])
+        .config(work.config_path())
+        .args(&[
             "--stream",
             "org:acme",
             "--last-event",
@@ -247,8 +246,7 @@ fn explain_takes_a_templated_stream_name() {
             "--now",
             "2026-12-01T00:30:00Z",
         ])
-        .output()
-        .unwrap();
+        .output();
     assert!(out.status.success(), "{out:?}");
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["stream"], "org:acme");

@@ -17,7 +17,7 @@ use crate::common;
 use crate::common::pg;
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use common::{basic_config, post_events, Sidecar, Workdir, TOKEN};
 use pg::PgDb;
@@ -79,11 +79,7 @@ fn assert_records_every_old_step(recorded: &[String]) {
 }
 
 fn hushwatch(args: &[&str], env: &[(&str, &str)]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_hushwatch"))
-        .args(args)
-        .envs(env.iter().copied())
-        .output()
-        .expect("run hushwatch")
+    common::cli(args).envs(env).output()
 }
 
 fn stdout(o: &Output) -> String {

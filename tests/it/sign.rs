@@ -2,24 +2,15 @@
 //! environment variable. (The headers it prints are sent to a running
 //! server by the README's walkthrough, which tests/it/readme.rs runs.)
 
-use std::process::Command;
-
 fn sign(env: &[(&str, &str)], args: &[&str]) -> (i32, String, String) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("event.json"), br#"{"type":"user.created"}"#).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_hushwatch"))
-        .arg("sign")
+    crate::common::cli(&["sign"])
         .args(args)
-        .current_dir(dir.path())
+        .dir(dir.path())
         .env_remove("HW_SIGN_SECRET")
-        .envs(env.iter().copied())
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap(),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
+        .envs(env)
+        .run()
 }
 
 #[test]

@@ -487,16 +487,7 @@ fn check_refuses_bad_maintenance_windows_naming_the_key() {
 }
 
 fn cli_env(args: &[&str], token: &str) -> (i32, String, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hushwatch"))
-        .args(args)
-        .env("OPS_TOKEN", token)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    cli(args).env("OPS_TOKEN", token).run()
 }
 
 #[test]
@@ -936,12 +927,10 @@ fn check_says_whether_the_operator_routes_are_on() {
         ops_config("", &team, None).replace(ADMIN, "${HW_TEST_OPS_ADMIN}"),
     )
     .unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hushwatch"))
-        .args(["check", "--config"])
-        .arg(&path)
+    let out = cli(&["check"])
+        .config(&path)
         .env("HW_TEST_OPS_ADMIN", "from-the-environment")
-        .output()
-        .unwrap();
+        .output();
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert!(

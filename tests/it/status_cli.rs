@@ -8,7 +8,6 @@ use crate::common::pg;
 
 use common::*;
 use std::net::SocketAddr;
-use std::process::Command;
 
 const MONDAY_10_TOKYO: &str = "2026-11-30T10:00:00+09:00";
 
@@ -95,15 +94,7 @@ fn without_admin_listen_one_port_serves_everything() {
 }
 
 fn status_cli(url: &str) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_hushwatch"))
-        .args(["status", "--url", url])
-        .output()
-        .unwrap();
-    (
-        out.status.code().expect("exit code"),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    cli(&["status", "--url", url]).run()
 }
 
 #[test]
@@ -305,17 +296,10 @@ fn status_with_config_needs_no_secrets_and_tells_bad_config_from_unreachable() {
         running.addr
     ));
     let run = |path: &std::path::Path| {
-        let out = Command::new(env!("CARGO_BIN_EXE_hushwatch"))
-            .args(["status", "--config"])
-            .arg(path)
+        cli(&["status"])
+            .config(path)
             .env_remove("HW_TEST_SECRET_NEVER_SET")
-            .output()
-            .unwrap();
-        (
-            out.status.code().expect("exit code"),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+            .run()
     };
     let (code, out, err) = run(&cron.config_path());
     assert_eq!(code, 0, "{out}{err}");

@@ -8,7 +8,7 @@
 use crate::common;
 use crate::common::pg;
 
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::Duration;
 
 use common::{basic_config, post_events, wait_for, Sidecar, Workdir, TOKEN};
@@ -17,11 +17,7 @@ use pg::PgDb;
 const LONG: Duration = Duration::from_secs(30);
 
 fn hushwatch(args: &[&str], env: &[(&str, &str)]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_hushwatch"))
-        .args(args)
-        .envs(env.iter().copied())
-        .output()
-        .expect("run hushwatch")
+    common::cli(args).envs(env).output()
 }
 
 fn text(o: &Output) -> (String, String) {

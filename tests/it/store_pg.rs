@@ -19,11 +19,7 @@ fn pg_config(with: &str) -> String {
 }
 
 fn hushwatch(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_hushwatch"))
-        .args(args)
-        .envs(env.iter().copied())
-        .output()
-        .expect("run hushwatch")
+    common::cli(args).envs(env).output()
 }
 
 #[test]
@@ -207,10 +203,10 @@ fn serve_started_while_postgres_is_unreachable_answers_unready_then_serves_once_
     let relay = Relay::start(target);
     url.set_port(Some(relay.addr.port())).unwrap();
     let work = Workdir::new(&pg_config(""));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_hushwatch"))
-        .args(["serve", "--config"])
-        .arg(work.config_path())
+    let mut child = common::cli(&["serve"])
+        .config(work.config_path())
         .env("HW_PG_URL", url.as_str())
+        .command()
         .stderr(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
         .spawn()

@@ -548,17 +548,7 @@ pub fn svix_endpoint_body(kind: &str, ep: &str, trigger: Option<&str>) -> String
 /// stdout, stderr). For the CLI commands the integration tests check
 /// after (or beside) a sidecar: `audit export`, `audit subject`, `silence`.
 pub fn run_cli(args: &[&str], config: &Path) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_hushwatch"))
-        .args(args)
-        .arg("--config")
-        .arg(config)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    common::cli(args).config(config).run()
 }
 
 /// Posts a Standard Webhooks / Svix-signed event (`svix-*` headers, signed

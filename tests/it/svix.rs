@@ -501,19 +501,10 @@ fn svix_state_survives_kill_9() {
         "duplicate"
     );
     // Both pages reached the log notifier (before or after the restart).
-    let (code, out, _) = {
-        let o = std::process::Command::new(env!("CARGO_BIN_EXE_hushwatch"))
-            .args(["audit", "export", "--stream", "svix:main", "--config"])
-            .arg(work.config_path())
-            .output()
-            .unwrap();
-        (
-            o.status.code(),
-            String::from_utf8_lossy(&o.stdout).into_owned(),
-            (),
-        )
-    };
-    assert_eq!(code, Some(0));
+    let (code, out, _) = cli(&["audit", "export", "--stream", "svix:main"])
+        .config(work.config_path())
+        .run();
+    assert_eq!(code, 0);
     assert_eq!(
         out.lines().count(),
         2,
@@ -527,12 +518,10 @@ fn audit_export(work: &Workdir) -> Vec<serde_json::Value> {
 }
 
 fn audit_export_with_env(work: &Workdir, env: &[(&str, &str)]) -> Vec<serde_json::Value> {
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_hushwatch"))
-        .args(["audit", "export", "--stream", "svix:main", "--config"])
-        .arg(work.config_path())
-        .envs(env.iter().copied())
-        .output()
-        .unwrap();
+    let o = cli(&["audit", "export", "--stream", "svix:main"])
+        .config(work.config_path())
+        .envs(env)
+        .output();
     assert_eq!(
         o.status.code(),
         Some(0),
@@ -786,19 +775,12 @@ fn redeliver(addr: SocketAddr, msg: &str) {
 
 /// What `hushwatch status` prints for the server at `addr`.
 fn status_terminal(addr: SocketAddr) -> String {
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_hushwatch"))
-        .args(["status", "--url", &format!("http://{addr}")])
-        .output()
-        .unwrap();
+    let o = cli(&["status", "--url", &format!("http://{addr}")]).output();
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
 fn hushwatch_check(work: &Workdir) -> (Option<i32>, String) {
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_hushwatch"))
-        .args(["check", "--config"])
-        .arg(work.config_path())
-        .output()
-        .unwrap();
+    let o = cli(&["check"]).config(work.config_path()).output();
     (
         o.status.code(),
         format!(

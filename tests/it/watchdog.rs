@@ -307,11 +307,7 @@ fn check_exits_2_naming_each_bad_watchdog_key() {
     );
     let path = dir.path().join("hushwatch.toml");
     std::fs::write(&path, text).unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hushwatch"))
-        .args(["check", "--config"])
-        .arg(&path)
-        .output()
-        .unwrap();
+    let out = cli(&["check"]).config(&path).output();
     let err =
         String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(2), "{err}");

@@ -10,22 +10,16 @@ use super::silences::{acknowledge, acknowledged, lock_head, stream_state};
 use super::sql::{exec, get, ms, opt, Tx};
 use crate::audit::chain::to_hex;
 use crate::store::ack_codes::{
-    decide, sql, use_outcome, CodeRow, LinkState, LinkUse, LINK_AUTHOR, LINK_COMMENT,
+    code_row, decide, sql, to_confirm, use_outcome, CodeRow, LinkState, LinkUse, LINK_AUTHOR,
+    LINK_COMMENT,
 };
 use crate::store::silences::{firing_episode, sql as silence_sql};
+use crate::store::svix::Columns;
 use crate::store::{AlertState, StoreError};
 
 async fn find(tx: &Tx<'_>, hash: &str) -> Result<Option<CodeRow>, StoreError> {
-    let Some(r) = opt(tx, sql::FIND, &[&hash]).await? else {
-        return Ok(None);
-    };
-    Ok(Some(CodeRow {
-        sha256: get(&r, 0)?,
-        stream: get(&r, 1)?,
-        started_at: get(&r, 2)?,
-        expires_at: get(&r, 3)?,
-        retired: get::<Option<i64>>(&r, 4)?.is_some(),
-    }))
+    let row = opt(tx, sql::FIND, &[&hash]).await?;
+    Ok(row.as_ref().map(Columns::pg).transpose()?.map(code_row))
 }
 
 /// The stream's (state, firing_since) without a lock (for reads).
@@ -91,16 +85,9 @@ pub(super) async fn confirm(
     let state = stream_state(tx, &first.stream).await?;
     let row = find(tx, &hash).await?;
     let acked = acknowledged(tx, &first.stream, first.started_at).await?;
-    let (stream, started_at) = match decide(&hash, row.as_ref(), now, state, acked) {
-        LinkState::Open { stream, started_at } => (stream, started_at),
-        LinkState::AlreadyAcknowledged { stream, started_at } => {
-            return Ok(LinkUse::AlreadyAcknowledged { stream, started_at })
-        }
-        LinkState::Unknown => {
-            // Deleted under us by a concurrent use of this very code: to
-            // this request it is a used code, like any replay.
-            return Ok(LinkUse::Unknown);
-        }
+    let (stream, started_at) = match to_confirm(decide(&hash, row.as_ref(), now, state, acked)) {
+        Ok(episode) => episode,
+        Err(answer) => return Ok(answer),
     };
     if exec(tx, sql::TAKE, &[&hash]).await? != 1 {
         return Ok(LinkUse::AlreadyAcknowledged { stream, started_at });

@@ -2,16 +2,13 @@
 
 use chrono::NaiveDate;
 
-use super::sql::{exec, get, rows, Tx};
-use crate::store::gaps::{day_number, day_of, GapCount, ADD_SQL, LOAD_SQL, PRUNE_SQL};
+use super::sql::{exec, rows, Tx};
+use crate::store::gaps::{day_number, gap_count, GapCount, ADD_SQL, LOAD_SQL, PRUNE_SQL};
+use crate::store::svix::Columns;
 use crate::store::StoreError;
 
 pub(super) async fn add(tx: &Tx<'_>, deltas: &[GapCount]) -> Result<(), StoreError> {
-    // Sorted, so two replicas flushing overlapping keys lock rows in the
-    // same order and cannot deadlock.
-    let mut sorted: Vec<&GapCount> = deltas.iter().collect();
-    sorted.sort_by(|a, b| (&a.stream, a.day, a.bucket).cmp(&(&b.stream, b.day, b.bucket)));
-    for d in sorted {
+    for d in deltas {
         exec(
             tx,
             ADD_SQL,
@@ -26,14 +23,7 @@ pub(super) async fn load(tx: &Tx<'_>, since: NaiveDate) -> Result<Vec<GapCount>,
     rows(tx, LOAD_SQL, &[&day_number(since)])
         .await?
         .iter()
-        .map(|r| {
-            Ok(GapCount {
-                stream: get(r, 0)?,
-                day: day_of(get(r, 1)?)?,
-                bucket: get(r, 2)?,
-                count: get(r, 3)?,
-            })
-        })
+        .map(|r| gap_count(Columns::pg(r)?))
         .collect()
 }
 

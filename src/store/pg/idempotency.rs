@@ -5,11 +5,12 @@
 
 use chrono::{DateTime, Utc};
 
-use super::sql::{exec, get, opt, Tx};
+use super::sql::{exec, opt, Tx};
 use crate::store::idempotency::{
-    found, hex, Begun, IdempotencyKey, StoredAnswer, BEGIN_SQL, FIND_SQL, FINISH_SQL, LEASE,
-    PRUNE_SQL, RELEASE_SQL, TTL,
+    begin_times, found, hex, Begun, IdempotencyKey, StoredAnswer, BEGIN_SQL, FIND_SQL, FINISH_SQL,
+    PRUNE_SQL, RELEASE_SQL,
 };
+use crate::store::svix::Columns;
 use crate::store::StoreError;
 
 pub(super) async fn begin(
@@ -18,26 +19,15 @@ pub(super) async fn begin(
     now: DateTime<Utc>,
 ) -> Result<Begun, StoreError> {
     let (k, r) = hex(key);
-    let at = now.timestamp_millis();
-    let expires = (now + TTL).timestamp_millis();
-    let stale = (now - LEASE).timestamp_millis();
+    let [at, expires, stale] = begin_times(now);
     if opt(tx, BEGIN_SQL, &[&k, &r, &at, &expires, &stale])
         .await?
         .is_some()
     {
         return Ok(Begun::Claimed(now));
     }
-    let row = match opt(tx, FIND_SQL, &[&k]).await? {
-        Some(row) => Some((
-            get(&row, 0)?,
-            get(&row, 1)?,
-            get(&row, 2)?,
-            get(&row, 3)?,
-            get(&row, 4)?,
-        )),
-        None => None,
-    };
-    found(&r, row)
+    let row = opt(tx, FIND_SQL, &[&k]).await?;
+    found(&r, row.as_ref().map(Columns::pg).transpose()?)
 }
 
 pub(super) async fn finish(

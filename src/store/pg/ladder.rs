@@ -1,10 +1,14 @@
 //! The fallback ladder's shared count on PostgreSQL (see `store::ladder`
-//! for what it means): the attempt, the count and any fallback page commit
-//! in one transaction, under the notifier row's lock, so replicas that
-//! record attempts at the same time take turns and each step is queued once.
+//! for what it means), with the same decision and statements: the attempt,
+//! the count and any fallback page commit in one transaction, under the
+//! notifier row's lock, so replicas that record attempts at the same time
+//! take turns and each step is queued once.
 
-use super::sql::{exec, get, one, rows, time, Tx};
-use crate::store::ladder::{decide, transition, Decision, LadderOutcome, LadderUpdate};
+use super::sql::{exec, one, rows, Tx};
+use crate::store::ladder::{
+    decide, opt_time, sql, transition, Decision, LadderOutcome, LadderUpdate,
+};
+use crate::store::svix::Columns;
 use crate::store::{Attempt, StoreError};
 
 pub(super) async fn settle_counted(
@@ -22,52 +26,24 @@ pub(super) async fn settle_counted(
         }
         None => super::ops::record_attempt(tx, id, attempt).await?,
     }
-    // The row exists before it is locked, so two first failures cannot
-    // both read "no row".
-    exec(
-        tx,
-        "INSERT INTO notifier_failures (notifier, failures, paged) VALUES ($1, 0, 0)
-         ON CONFLICT (notifier) DO NOTHING",
-        &[&u.notifier],
-    )
-    .await?;
-    let row = one(
-        tx,
-        "SELECT failures, paged FROM notifier_failures WHERE notifier = $1 FOR UPDATE",
-        &[&u.notifier],
-    )
-    .await?;
-    let (failures, paged): (i64, i64) = (get(&row, 0)?, get(&row, 1)?);
+    exec(tx, sql::ENSURE, &[&u.notifier]).await?;
+    let locked = format!("{} FOR UPDATE", sql::READ);
+    let (failures, paged) = Columns::pg(&one(tx, &locked, &[&u.notifier]).await?)?;
     let (decision, after, paged_after) =
         decide(u.rule.as_ref(), failures, paged, u.error.is_some());
-    exec(
-        tx,
-        "UPDATE notifier_failures SET failures = $2, paged = $3 WHERE notifier = $1",
-        &[&u.notifier, &after, &paged_after],
-    )
-    .await?;
-    let (waiting, since) = if matches!(decision, Decision::Step(_)) {
-        let row = one(
-            tx,
-            "SELECT COUNT(*), MIN(created_at) FROM outbox WHERE notifier = $1 AND status = 'pending'",
-            &[&u.notifier],
-        )
-        .await?;
-        let since: Option<i64> = get(&row, 1)?;
-        (get::<i64>(&row, 0)?, since.map(time).transpose()?)
-    } else {
-        (0, None)
+    exec(tx, sql::WRITE, &[&u.notifier, &after, &paged_after]).await?;
+    let (waiting, since) = match decision {
+        Decision::Step(_) => Columns::pg(&one(tx, sql::WAITING, &[&u.notifier]).await?)?,
+        _ => (0, None),
     };
-    let queued = match transition(u, decision, failures, waiting, since) {
-        Some(t) => {
-            let alert = crate::store::ops::fallback_alert(&u.notifier);
-            for notifier in &t.notifiers {
-                super::ops::insert_keyed_page(tx, &t, notifier, t.at, &alert).await?;
-            }
-            Some(t.reason)
+    let mut queued = None;
+    if let Some(t) = transition(u, decision, failures, waiting, opt_time(since)?) {
+        let alert = crate::store::ops::fallback_alert(&u.notifier);
+        for notifier in &t.notifiers {
+            super::ops::insert_keyed_page(tx, &t, notifier, t.at, &alert).await?;
         }
-        None => None,
-    };
+        queued = Some(t.reason);
+    }
     Ok(LadderOutcome {
         settled: true,
         failures: after,
@@ -76,13 +52,9 @@ pub(super) async fn settle_counted(
 }
 
 pub(super) async fn failures(tx: &Tx<'_>) -> Result<Vec<(String, i64)>, StoreError> {
-    rows(
-        tx,
-        "SELECT notifier, failures FROM notifier_failures ORDER BY notifier",
-        &[],
-    )
-    .await?
-    .iter()
-    .map(|r| Ok((get(r, 0)?, get(r, 1)?)))
-    .collect()
+    rows(tx, sql::FAILURES, &[])
+        .await?
+        .iter()
+        .map(Columns::pg)
+        .collect()
 }

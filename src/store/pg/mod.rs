@@ -29,6 +29,7 @@ pub(crate) mod schema;
 pub mod settings;
 mod silences;
 mod sql;
+mod status;
 mod subscriptions;
 mod svix;
 #[cfg(test)]
@@ -638,12 +639,14 @@ impl Backend for PgBackend {
         since: DateTime<Utc>,
         cap: i64,
     ) -> StoreResult<Vec<(String, Vec<Arrival>)>> {
-        in_tx!(self, |tx| ops::recent_arrivals(&tx, &streams, since, cap)
-            .await?)
+        in_tx!(self, |tx| status::recent_arrivals(
+            &tx, &streams, since, cap
+        )
+        .await?)
     }
 
     async fn audit_summary(&self) -> StoreResult<AuditSummary> {
-        in_tx!(self, |tx| ops::audit_summary(&tx).await?)
+        in_tx!(self, |tx| status::audit_summary(&tx).await?)
     }
 
     async fn probe(&self, now: DateTime<Utc>) -> StoreResult<()> {

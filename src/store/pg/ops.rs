@@ -21,7 +21,6 @@ use crate::audit::checkpoint::Checkpoint;
 use crate::store::ops::{
     alert_id_for, delivery_hash, hex32, legacy_delivery_hash, page_key_for, uuid_like, KeyedAlert,
 };
-use crate::store::status::{Arrival, AuditSummary, CheckpointSummary};
 use crate::store::{
     AlertState, Attempt, EventOutcome, NewEvent, OutboxRow, OutboxSummary, PageKind, StoreError,
     StreamRow, TemplatedOutcome, Transition, TransitionOutcome,
@@ -989,62 +988,4 @@ pub(super) async fn audit_prune(tx: &Tx<'_>, before_ms: i64) -> Result<usize, St
     let deleted = exec(tx, "DELETE FROM audit_log WHERE seq <= $1", &[&seq]).await?;
     exec(tx, "DELETE FROM audit_checkpoints WHERE seq <= $1", &[&seq]).await?;
     Ok(count(deleted))
-}
-
-pub(super) async fn recent_arrivals(
-    tx: &Tx<'_>,
-    streams: &[String],
-    since: DateTime<Utc>,
-    cap: i64,
-) -> Result<Vec<(String, Vec<Arrival>)>, StoreError> {
-    let since = ms(since);
-    let mut out = Vec::with_capacity(streams.len());
-    for stream in streams {
-        let mut arrivals = Vec::new();
-        for sql in [
-            "SELECT received_at, event_type FROM events
-             WHERE stream = $1 AND received_at >= $2 AND feeds_clock
-             ORDER BY received_at DESC LIMIT $3",
-            "SELECT received_at, event_type FROM audit_log
-             WHERE source = $1 AND received_at >= $2 AND channel <> 'svix'
-             ORDER BY received_at DESC LIMIT $3",
-        ] {
-            for r in rows(tx, sql, &[stream, &since, &cap]).await? {
-                arrivals.push(Arrival {
-                    at: time(get(&r, 0)?)?,
-                    event_type: get(&r, 1)?,
-                });
-            }
-        }
-        arrivals.sort_by_key(|a| std::cmp::Reverse(a.at));
-        arrivals.truncate(usize::try_from(cap).unwrap_or(0));
-        out.push((stream.clone(), arrivals));
-    }
-    Ok(out)
-}
-
-pub(super) async fn audit_summary(tx: &Tx<'_>) -> Result<AuditSummary, StoreError> {
-    let head = one(tx, "SELECT seq, hash FROM audit_head WHERE id = 1", &[]).await?;
-    let head_seq: i64 = get(&head, 0)?;
-    let head_hash: Option<String> = get(&head, 1)?;
-    let last_checkpoint = match opt(
-        tx,
-        "SELECT seq, created_at, mac IS NOT NULL FROM audit_checkpoints
-         ORDER BY created_at DESC, seq DESC LIMIT 1",
-        &[],
-    )
-    .await?
-    {
-        Some(r) => Some(CheckpointSummary {
-            seq: get(&r, 0)?,
-            at: time(get(&r, 1)?)?,
-            signed: get(&r, 2)?,
-        }),
-        None => None,
-    };
-    Ok(AuditSummary {
-        head_seq,
-        head_hash: head_hash.unwrap_or_default(),
-        last_checkpoint,
-    })
 }

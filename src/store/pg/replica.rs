@@ -1,6 +1,8 @@
 //! Replica coordination operations on PostgreSQL (see `store::replica` for
-//! what each means): outbox claims with `FOR UPDATE SKIP LOCKED`, the leader
-//! row under a row lock, heartbeats, and the LISTEN/NOTIFY change feed.
+//! what each means): the same decisions and statements
+//! (`store::replica::sql`), with outbox claims under `FOR UPDATE SKIP
+//! LOCKED` and the leader row under a row lock; and the LISTEN/NOTIFY
+//! change feed.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -11,10 +13,15 @@ use tokio::sync::broadcast;
 use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
 use tokio_postgres::{AsyncMessage, Socket};
 
+use tokio_postgres::types::ToSql;
+
 use super::ops::{outbox_from_row, OUTBOX_COLUMNS};
-use super::sql::{exec, get, ms, one, rows, time, Tx};
+use super::sql::{exec, ms, one, opt, rows, Tx};
 use super::Settings;
-use crate::store::replica::{decide, Change, Claim, Decision, Leadership, ReplicaRow};
+use crate::store::replica::{
+    claim, elect_outcome, holds, replica_row, sql, Change, Claim, LeaderRow, Leadership, ReplicaRow,
+};
+use crate::store::svix::Columns;
 use crate::store::{Attempt, StoreError};
 
 /// The NOTIFY channel arrivals are announced on (payload: stream name).
@@ -46,37 +53,22 @@ pub(super) async fn claim_outbox(
     limit: i64,
 ) -> Result<Vec<Claim>, StoreError> {
     let until = now + lease;
-    // Rows another replica is claiming right now are skipped, not waited
-    // for; a younger row of the same queue is not claimable while an older
-    // one is pending, so a queue is never split between replicas.
-    let claimable = crate::store::replica::CLAIMABLE.replace("?1", "$1");
-    let claimed = rows(
-        tx,
-        &format!(
-            "UPDATE outbox SET claimed_by = $2, lease_until = $3, claim_token = claim_token + 1
-             WHERE id IN (SELECT o.id FROM outbox o WHERE {claimable}
-                          ORDER BY o.id LIMIT $4 FOR UPDATE SKIP LOCKED)
-             RETURNING id, claim_token"
-        ),
-        &[&ms(now), &replica, &ms(until), &limit],
-    )
-    .await?;
+    let params: [&(dyn ToSql + Sync); 4] = [&ms(now), &replica, &ms(until), &limit];
+    let mut claimed = rows(tx, &claim(" FOR UPDATE SKIP LOCKED"), &params)
+        .await?
+        .iter()
+        .map(Columns::pg)
+        .collect::<Result<Vec<(i64, i64)>, _>>()?;
+    claimed.sort_unstable();
+    let read = format!("SELECT {OUTBOX_COLUMNS} FROM outbox o WHERE o.id = $1");
     let mut out = Vec::with_capacity(claimed.len());
-    for r in &claimed {
-        let id: i64 = get(r, 0)?;
-        let row = one(
-            tx,
-            &format!("SELECT {OUTBOX_COLUMNS} FROM outbox o WHERE o.id = $1"),
-            &[&id],
-        )
-        .await?;
+    for (id, token) in claimed {
         out.push(Claim {
-            row: outbox_from_row(&row)?,
-            token: get(r, 1)?,
+            row: outbox_from_row(&one(tx, &read, &[&id]).await?)?,
+            token,
             lease_until: until,
         });
     }
-    out.sort_by_key(|c| c.row.id);
     Ok(out)
 }
 
@@ -86,25 +78,13 @@ pub(super) async fn settle_claim(
     token: i64,
     attempt: &Attempt,
 ) -> Result<bool, StoreError> {
-    let current = super::sql::opt(
-        tx,
-        "SELECT claim_token, status FROM outbox WHERE id = $1 FOR UPDATE",
-        &[&id],
-    )
-    .await?;
-    let Some(current) = current else {
-        return Ok(false);
-    };
-    if get::<i64>(&current, 0)? != token || get::<String>(&current, 1)? != "pending" {
+    let locked = format!("{} FOR UPDATE", sql::CLAIM_STATE);
+    let current = opt(tx, &locked, &[&id]).await?;
+    if !holds(current.as_ref().map(Columns::pg).transpose()?, token) {
         return Ok(false);
     }
     super::ops::record_attempt(tx, id, attempt).await?;
-    exec(
-        tx,
-        "UPDATE outbox SET claimed_by = NULL, lease_until = NULL WHERE id = $1",
-        &[&id],
-    )
-    .await?;
+    exec(tx, sql::UNCLAIM, &[&id]).await?;
     Ok(true)
 }
 
@@ -115,47 +95,18 @@ pub(super) async fn elect(
     now: DateTime<Utc>,
     ttl: TimeDelta,
 ) -> Result<Leadership, StoreError> {
-    let row = one(
-        tx,
-        "SELECT holder, term, lease_until FROM leader WHERE id = 1 FOR UPDATE",
-        &[],
-    )
-    .await?;
-    let stored: (Option<String>, i64, i64) = (get(&row, 0)?, get(&row, 1)?, get(&row, 2)?);
-    let until = ms(now + ttl);
-    let decision = decide(Some(stored.clone()), replica, term, ms(now));
-    Ok(match decision {
-        Decision::Renew(t) | Decision::Take(t) => {
-            exec(
-                tx,
-                "UPDATE leader SET holder = $1, term = $2, lease_until = $3 WHERE id = 1",
-                &[&replica, &t, &until],
-            )
-            .await?;
-            Leadership {
-                leader: true,
-                holder: Some(replica.to_owned()),
-                term: t,
-                lease_until: Some(time(until)?),
-            }
-        }
-        Decision::Other => Leadership {
-            leader: false,
-            holder: stored.0,
-            term: stored.1,
-            lease_until: Some(time(stored.2)?),
-        },
-    })
+    let locked = format!("{} FOR UPDATE", sql::LEADER);
+    let row = opt(tx, &locked, &[]).await?;
+    let row: Option<LeaderRow> = row.as_ref().map(Columns::pg).transpose()?;
+    let (write, leadership) = elect_outcome(row, replica, term, ms(now), ms(now + ttl))?;
+    if let Some(t) = write {
+        exec(tx, sql::LEAD, &[&replica, &t, &ms(now + ttl)]).await?;
+    }
+    Ok(leadership)
 }
 
 pub(super) async fn resign(tx: &Tx<'_>, replica: &str, term: i64) -> Result<bool, StoreError> {
-    let n = exec(
-        tx,
-        "UPDATE leader SET holder = NULL, lease_until = 0 WHERE id = 1 AND holder = $1 AND term = $2",
-        &[&replica, &term],
-    )
-    .await?;
-    Ok(n > 0)
+    Ok(exec(tx, sql::RESIGN, &[&replica, &term]).await? > 0)
 }
 
 pub(super) async fn heartbeat(
@@ -163,13 +114,7 @@ pub(super) async fn heartbeat(
     replica: &str,
     now: DateTime<Utc>,
 ) -> Result<(), StoreError> {
-    exec(
-        tx,
-        "INSERT INTO replicas (id, started_at, seen_at) VALUES ($1, $2, $2)
-         ON CONFLICT (id) DO UPDATE SET seen_at = GREATEST(replicas.seen_at, excluded.seen_at)",
-        &[&replica, &ms(now)],
-    )
-    .await?;
+    exec(tx, sql::HEARTBEAT, &[&replica, &ms(now)]).await?;
     Ok(())
 }
 
@@ -177,21 +122,11 @@ pub(super) async fn replicas(
     tx: &Tx<'_>,
     seen_since: DateTime<Utc>,
 ) -> Result<Vec<ReplicaRow>, StoreError> {
-    rows(
-        tx,
-        "SELECT id, started_at, seen_at FROM replicas WHERE seen_at >= $1 ORDER BY id",
-        &[&ms(seen_since)],
-    )
-    .await?
-    .iter()
-    .map(|r| {
-        Ok(ReplicaRow {
-            id: get(r, 0)?,
-            started_at: time(get(r, 1)?)?,
-            seen_at: time(get(r, 2)?)?,
-        })
-    })
-    .collect()
+    rows(tx, sql::REPLICAS, &[&ms(seen_since)])
+        .await?
+        .iter()
+        .map(|r| replica_row(Columns::pg(r)?))
+        .collect()
 }
 
 /// How long the listener waits before connecting again after its

@@ -1,8 +1,9 @@
 //! Shared helpers for the integration tests: a temporary config, the two
 //! ways to start the app (`Sidecar`: the real binary as a child process;
 //! `InProcess`: the service in the test process on a real socket, with a
-//! clock the test moves), the one poll (`wait_until`, or `wait_for` with an
-//! explicit bound), and a minimal HTTP/1.1 client over a real TCP socket.
+//! clock the test moves), the one way to run a CLI command (`cli`), the one
+//! poll (`wait_until`, or `wait_for` with an explicit bound), and a minimal
+//! HTTP/1.1 client over a real TCP socket.
 
 pub mod pg;
 
@@ -19,6 +20,69 @@ pub const TOKEN: &str = "test-token-123";
 /// How long a poll may take before the test fails: generous, since the
 /// machine is shared and a passing test never waits this long.
 pub const LIMIT: Duration = Duration::from_secs(60);
+
+/// The one way a test runs a CLI command: the real binary as a user types
+/// it (`hushwatch ARGS`), with the few extras a test needs (`--config`, the
+/// environment, the working directory), then `run` for (exit code, -1 when
+/// killed; stdout; stderr) or `output` for the raw result.
+pub struct Cli(Command);
+
+pub fn cli(args: &[&str]) -> Cli {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hushwatch"));
+    cmd.args(args);
+    Cli(cmd)
+}
+
+impl Cli {
+    /// `--config path`, after the arguments so far.
+    pub fn config(mut self, path: impl AsRef<Path>) -> Cli {
+        self.0.arg("--config").arg(path.as_ref());
+        self
+    }
+
+    pub fn args(mut self, args: &[&str]) -> Cli {
+        self.0.args(args);
+        self
+    }
+
+    pub fn env(mut self, key: &str, value: &str) -> Cli {
+        self.0.env(key, value);
+        self
+    }
+
+    pub fn envs(mut self, env: &[(&str, &str)]) -> Cli {
+        self.0.envs(env.iter().copied());
+        self
+    }
+
+    pub fn env_remove(mut self, key: &str) -> Cli {
+        self.0.env_remove(key);
+        self
+    }
+
+    pub fn dir(mut self, dir: impl AsRef<Path>) -> Cli {
+        self.0.current_dir(dir.as_ref());
+        self
+    }
+
+    /// The command, for a test that spawns it itself (a server it watches).
+    pub fn command(self) -> Command {
+        self.0
+    }
+
+    pub fn output(mut self) -> std::process::Output {
+        self.0.output().expect("run hushwatch")
+    }
+
+    pub fn run(self) -> (i32, String, String) {
+        let out = self.output();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+}
 
 /// The poll: calls `check` every 20 ms until it returns Some, and fails the
 /// test naming `what` after `LIMIT`.
@@ -254,10 +318,10 @@ impl Sidecar {
 
     /// `start`, with extra environment variables for the child.
     pub fn start_with_env(config: &Path, env: &[(&str, &str)]) -> Sidecar {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_hushwatch"))
-            .args(["serve", "--config"])
-            .arg(config)
-            .envs(env.iter().copied())
+        let mut child = cli(&["serve"])
+            .config(config)
+            .envs(env)
+            .command()
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
