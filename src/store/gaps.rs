@@ -95,14 +95,4 @@ impl Store {
         deltas.sort_by(|a, b| (&a.stream, a.day, a.bucket).cmp(&(&b.stream, b.day, b.bucket)));
         self.backend.add_gap_counts(deltas).await
     }
-
-    /// Every stored count of `since` and later days.
-    pub async fn gap_counts(&self, since: NaiveDate) -> Result<Vec<GapCount>, StoreError> {
-        self.backend.gap_counts(since).await
-    }
-
-    /// Deletes the counts of days before `before`; how many rows went.
-    pub async fn prune_gap_counts(&self, before: NaiveDate) -> Result<usize, StoreError> {
-        self.backend.prune_gap_counts(before).await
-    }
 }

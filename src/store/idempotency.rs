@@ -211,27 +211,6 @@ impl Store {
         self.backend.idempotency_begin(key, stored_now(self)).await
     }
 
-    /// Stores the successful answer of the call that claimed `key` at
-    /// `started`; false when the claim was lost (its lease ran out and
-    /// another call took the key over).
-    pub async fn idempotency_finish(
-        &self,
-        key: IdempotencyKey,
-        started: DateTime<Utc>,
-        answer: StoredAnswer,
-    ) -> Result<bool, StoreError> {
-        self.backend.idempotency_finish(key, started, answer).await
-    }
-
-    /// Forgets the claim, so a retry with `key` runs again.
-    pub async fn idempotency_release(
-        &self,
-        key: IdempotencyKey,
-        started: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
-        self.backend.idempotency_release(key, started).await
-    }
-
     /// Deletes the records that expired by now; how many went.
     pub async fn prune_idempotency(&self) -> Result<usize, StoreError> {
         let now = self.clock.now();

@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::common::{get, request, Sidecar, Workdir};
+use crate::common::{get, request, wait_for, Sidecar, Workdir};
 use serde_json::{json, Value};
 use support::{post_signed_webhook, wait_listening, Proc};
 
@@ -42,17 +42,6 @@ const ADMIN: &str = "relay-admin-token-1";
 /// ends `timeout` + 30 s after the claim, so those tests wait longer.
 const LIMIT: Duration = Duration::from_secs(90);
 const LEASE_LIMIT: Duration = Duration::from_secs(150);
-
-fn poll<T>(limit: Duration, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(v) = check() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
 
 // ------------------------------------------------------------------- the app
 
@@ -145,7 +134,7 @@ impl RelayApp {
 
     /// Waits until every id in `sent` was accepted; returns all deliveries.
     fn wait_accepted(&self, limit: Duration, sent: &[Sent]) -> Vec<Delivery> {
-        poll(limit, "every sent event accepted by the app", || {
+        wait_for(limit, "every sent event accepted by the app", || {
             let all = self.deliveries();
             let accepted: BTreeSet<&str> = all
                 .iter()
@@ -325,7 +314,7 @@ fn an_app_down_for_several_retries_gets_every_event_afterwards_in_order_under_it
     let hw = Sidecar::start(&work.config_path());
 
     let sent = send_many(&[hw.addr], "down", 6);
-    poll(LIMIT, "4 failed attempts while the app is down", || {
+    wait_for(LIMIT, "4 failed attempts while the app is down", || {
         let f = forward(hw.addr);
         (num(&f, "consecutive_failures") >= 4).then_some(())
     });
@@ -342,7 +331,7 @@ fn an_app_down_for_several_retries_gets_every_event_afterwards_in_order_under_it
     // The head was tried on every step of the outage, under the same id.
     let head = all.iter().find(|d| d.id == order[0]).unwrap();
     assert!(head.attempt >= 5, "{head:?}");
-    let f = poll(LIMIT, "status to show the backlog delivered", || {
+    let f = wait_for(LIMIT, "status to show the backlog delivered", || {
         let f = forward(hw.addr);
         (num(&f, "pending") == 0).then_some(f)
     });
@@ -360,7 +349,7 @@ fn consecutive_failures_page_once_at_each_step_then_resolve_once() {
 
     let sent = send_many(&[hw.addr], "pages", 5);
     // Past the last step, so a second critical page would have had its chance.
-    poll(
+    wait_for(
         LIMIT,
         "25 consecutive failures and the critical page",
         || {
@@ -373,7 +362,7 @@ fn consecutive_failures_page_once_at_each_step_then_resolve_once() {
     );
     app.mode("up");
     app.wait_accepted(LIMIT, &sent);
-    poll(LIMIT, "the resolve page", || {
+    wait_for(LIMIT, "the resolve page", || {
         (!with_status(&pages(&hw, "forward_failing"), "resolved").is_empty()).then_some(())
     });
 
@@ -401,7 +390,7 @@ fn a_dead_letter_pages_and_a_replay_delivers_it_under_its_original_id() {
 
     let body = clerk_event("user.deleted", "user_dead_1", "dead@example.com");
     let sent = vec![send(hw.addr, "msg_dead_1", &body)];
-    let page = poll(LIMIT, "the dead-letter page", || {
+    let page = wait_for(LIMIT, "the dead-letter page", || {
         pages(&hw, "forward_dead_letter")
             .into_iter()
             .find(|p| p["status"] == "firing")
@@ -444,10 +433,10 @@ fn a_dead_letter_pages_and_a_replay_delivers_it_under_its_original_id() {
     // The replay itself resolves the dead-letter alert ("no dead letters
     // are left"); the app's 2xx is settled (with its audit entry, in one
     // transaction) only after the app answered, so wait for that too.
-    poll(LIMIT, "the dead-letter resolve page", || {
+    wait_for(LIMIT, "the dead-letter resolve page", || {
         (!with_status(&pages(&hw, "forward_dead_letter"), "resolved").is_empty()).then_some(())
     });
-    poll(LIMIT, "status to show the replayed event delivered", || {
+    wait_for(LIMIT, "status to show the replayed event delivered", || {
         let f = forward(hw.addr);
         (num(&f, "pending") == 0 && f["last_delivered_at"].is_string()).then_some(())
     });
@@ -491,7 +480,7 @@ fn kill_9_mid_forward_on_sqlite_loses_nothing_and_keeps_every_id() {
 
     let sent = send_many(&[hw.addr], "kill", 8);
     // Every event is at the app, unanswered: all eight attempts in flight.
-    poll(LIMIT, "all attempts in flight", || {
+    wait_for(LIMIT, "all attempts in flight", || {
         (first_seen(app.deliveries().iter()).len() == sent.len()).then_some(())
     });
     hw.kill9();
@@ -501,7 +490,7 @@ fn kill_9_mid_forward_on_sqlite_loses_nothing_and_keeps_every_id() {
     // The leases of the killed process end first (timeout + 30 s).
     let all = app.wait_accepted(LEASE_LIMIT, &sent);
     assert_ids_match_bodies(&all, &sent);
-    poll(LIMIT, "status to show nothing pending", || {
+    wait_for(LIMIT, "status to show nothing pending", || {
         (num(&forward(hw.addr), "pending") == 0).then_some(())
     });
 }
@@ -528,10 +517,10 @@ fn three_replicas_on_postgres_survive_a_kill_9_mid_forward_in_order() {
 
     let mut sent = send_many(&addrs, "pg", 9);
     // The head is at the app, unanswered: one replica holds its lease.
-    poll(LIMIT, "the head in flight", || {
+    wait_for(LIMIT, "the head in flight", || {
         (!app.deliveries().is_empty()).then_some(())
     });
-    let holder = poll(LIMIT, "the lease holder", || {
+    let holder = wait_for(LIMIT, "the lease holder", || {
         db.query(
             "SELECT claimed_by FROM forwards WHERE state = 'pending' AND claimed_by IS NOT NULL",
         )
@@ -576,7 +565,7 @@ fn an_ordered_stream_keeps_arrival_order_while_the_app_flaps() {
     let hw = Sidecar::start(&work.config_path());
 
     let mut sent = send_many(&[hw.addr], "flap-a", 3);
-    poll(LIMIT, "2 failed attempts", || {
+    wait_for(LIMIT, "2 failed attempts", || {
         (num(&forward(hw.addr), "consecutive_failures") >= 2).then_some(())
     });
     // The app flaps while more events arrive.
@@ -744,7 +733,7 @@ fn bodies_sealed_under_an_old_key_still_forward_after_the_key_rotates() {
     let work = Workdir::new(&config(&format!("\"{KEY_A}\"")));
     let hw = Sidecar::start(&work.config_path());
     let mut sent = send_many(&[hw.addr], "rot-a", 3);
-    poll(LIMIT, "a failed attempt", || {
+    wait_for(LIMIT, "a failed attempt", || {
         (num(&forward(hw.addr), "consecutive_failures") >= 1).then_some(())
     });
     assert!(hw.stop().success());
@@ -860,7 +849,7 @@ fn report_missed(hw: &Sidecar, id: &str, user: &str) -> String {
         body.as_bytes(),
     );
     assert!((200..300).contains(&reply.status), "{}", reply.body);
-    poll(LIMIT, "the revoke_missed page", || {
+    wait_for(LIMIT, "the revoke_missed page", || {
         pages(hw, "reconciliation_revoke_missed")
             .iter()
             .find(|p| p["summary"].as_str().is_some_and(|s| s.contains(id)))
@@ -887,7 +876,7 @@ fn a_missed_revocation_page_says_whether_the_app_was_given_it() {
         "msg_revoke_1",
         &clerk_event("user.deleted", "user_gone", "x@example.com"),
     );
-    poll(LIMIT, "a failed forward", || {
+    wait_for(LIMIT, "a failed forward", || {
         (num(&forward(hw.addr), "consecutive_failures") >= 1).then_some(())
     });
     let pending = report_missed(&hw, "rec-pending", "user_gone");
@@ -897,7 +886,7 @@ fn a_missed_revocation_page_says_whether_the_app_was_given_it() {
     );
 
     app.mode("up");
-    poll(LIMIT, "the revocation delivered", || {
+    wait_for(LIMIT, "the revocation delivered", || {
         (num(&forward(hw.addr), "pending") == 0).then_some(())
     });
     let delivered = report_missed(&hw, "rec-delivered", "user_gone");

@@ -19,7 +19,7 @@ use crate::common::pg;
 use std::path::Path;
 use std::process::Output;
 
-use common::{basic_config, post_events, Sidecar, Workdir, TOKEN};
+use common::{basic_config, post_events, sqlite_rows, Sidecar, Workdir, TOKEN};
 use pg::PgDb;
 
 /// The steps the positional-era binaries knew (`store::migrations`). The
@@ -84,15 +84,6 @@ fn hushwatch(args: &[&str], env: &[(&str, &str)]) -> Output {
 
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn sqlite_rows(path: &Path, sql: &str) -> Vec<String> {
-    let conn = rusqlite::Connection::open(path).unwrap();
-    let mut stmt = conn.prepare(sql).unwrap();
-    stmt.query_map([], |r| r.get::<_, String>(0))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect()
 }
 
 fn sqlite_user_version(path: &Path) -> u32 {

@@ -11,7 +11,7 @@ use crate::common::pg;
 use std::process::Output;
 use std::time::Duration;
 
-use common::{basic_config, post_events, wait_for, Sidecar, Workdir, TOKEN};
+use common::{basic_config, post_events, sqlite_rows, wait_for, Sidecar, Workdir, TOKEN};
 use pg::PgDb;
 
 const LONG: Duration = Duration::from_secs(30);
@@ -25,16 +25,6 @@ fn text(o: &Output) -> (String, String) {
         String::from_utf8_lossy(&o.stdout).into_owned(),
         String::from_utf8_lossy(&o.stderr).into_owned(),
     )
-}
-
-/// The rows that carry clocks and page identity, as text, from SQLite.
-fn sqlite_rows(path: &std::path::Path, sql: &str) -> Vec<String> {
-    let conn = rusqlite::Connection::open(path).unwrap();
-    let mut stmt = conn.prepare(sql).unwrap();
-    stmt.query_map([], |r| r.get::<_, String>(0))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect()
 }
 
 const STREAMS: &str = "SELECT name || '|' || watch_started_at || '|' || coalesce(last_arrival_at, -1)

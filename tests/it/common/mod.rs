@@ -21,6 +21,17 @@ pub const TOKEN: &str = "test-token-123";
 /// machine is shared and a passing test never waits this long.
 pub const LIMIT: Duration = Duration::from_secs(60);
 
+/// The first column of `sql`'s rows, as text, from the SQLite file at
+/// `path` (a state file a test made or checks).
+pub fn sqlite_rows(path: &Path, sql: &str) -> Vec<String> {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    let mut stmt = conn.prepare(sql).unwrap();
+    stmt.query_map([], |r| r.get::<_, String>(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
 /// The one way a test runs a CLI command: the real binary as a user types
 /// it (`hushwatch ARGS`), with the few extras a test needs (`--config`, the
 /// environment, the working directory), then `run` for (exit code, -1 when
