@@ -605,6 +605,21 @@ fn an_ordered_stream_keeps_arrival_order_while_the_app_flaps() {
 
 /// A marker unique to this run, in a body field that is not a subject id
 /// (so only the sealed body ever holds it).
+/// The whole database as `pg_dump` prints it (schema and table data).
+fn pg_dump(url: &str) -> Vec<u8> {
+    let dump = Command::new("pg_dump")
+        // The test URL's only parameter, `sslmode`, is libpq's own.
+        .arg(url)
+        .output()
+        .expect("pg_dump");
+    assert!(
+        dump.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dump.stderr)
+    );
+    dump.stdout
+}
+
 fn marker(tag: &str) -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -695,17 +710,7 @@ fn postgres_stores_bodies_sealed_with_a_key_and_in_plaintext_without() {
         let marker = marker(tag);
         let hw = relay_marked(&app, &work, &marker, tag);
         let hex_marker: String = marker.bytes().map(|b| format!("{b:02x}")).collect();
-        let dump = Command::new("pg_dump")
-            // The test URL's only parameter, `sslmode`, is libpq's own.
-            .arg(&db.url)
-            .output()
-            .expect("pg_dump");
-        assert!(
-            dump.status.success(),
-            "{}",
-            String::from_utf8_lossy(&dump.stderr)
-        );
-        let dump = String::from_utf8_lossy(&dump.stdout).to_lowercase();
+        let dump = String::from_utf8_lossy(&pg_dump(&db.url)).to_lowercase();
         let bodies = db
             .query("SELECT encode(body, 'hex') FROM forwards")
             .join("");
@@ -1126,21 +1131,12 @@ fn postgres_with_a_key_keeps_subject_ids_out_of_the_dump_and_pages_still_name_th
         db.url
     );
     let (subject, org, marker, _work) = relay_every_subject_path(&store);
-    let dump = Command::new("pg_dump")
-        // The test URL's only parameter, `sslmode`, is libpq's own.
-        .arg(&db.url)
-        .output()
-        .expect("pg_dump");
+    let dump = pg_dump(&db.url);
     assert!(
-        dump.status.success(),
-        "{}",
-        String::from_utf8_lossy(&dump.stderr)
-    );
-    assert!(
-        contains(&dump.stdout, b"COPY public.audit_log"),
+        contains(&dump, b"COPY public.audit_log"),
         "the dump has no table data"
     );
-    assert_absent(&dump.stdout, &[&subject, &org, &marker], "pg_dump");
+    assert_absent(&dump, &[&subject, &org, &marker], "pg_dump");
 }
 
 /// `audit subject` finds entries written in plaintext (before a key),
