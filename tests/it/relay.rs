@@ -925,7 +925,7 @@ fn a_missed_revocation_page_says_when_the_revocation_is_a_dead_letter() {
         "msg_revoke_dead",
         &clerk_event("user.deleted", "user_never_told", "x@example.com"),
     );
-    poll(LIMIT, "the dead-letter page", || {
+    wait_for(LIMIT, "the dead-letter page", || {
         pages(&hw, "forward_dead_letter")
             .into_iter()
             .find(|p| p["status"] == "firing")
@@ -998,7 +998,7 @@ fn relay_every_subject_path(store: &str) -> (String, String, String, Workdir) {
         send(hw.addr, "msg_subj_revoke", &revoke),
     ];
     let firing = |kind: &str| {
-        poll(LIMIT, kind, || {
+        wait_for(LIMIT, kind, || {
             pages(&hw, kind)
                 .into_iter()
                 .find(|p| p["status"] == "firing")
@@ -1055,7 +1055,7 @@ fn relay_every_subject_path(store: &str) -> (String, String, String, Workdir) {
     assert_eq!(first.status, 200, "{}", first.body);
     assert_eq!(replay().body, first.body, "the stored answer is replayed");
     app.wait_accepted(LIMIT, &sent);
-    poll(LIMIT, "every event delivered", || {
+    wait_for(LIMIT, "every event delivered", || {
         (num(&forward(hw.addr), "pending") == 0).then_some(())
     });
 
