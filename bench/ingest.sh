@@ -12,6 +12,10 @@
 #   AUDIT=off ONLY='webhook' bench/ingest.sh   # audit chain off; only matching cases
 #   STORE_URL='postgres://…' bench/ingest.sh   # state on PostgreSQL ([store] url; an empty database)
 #
+# CONNS lists the connection counts of the as-fast-as-possible cases
+# (default '1 16 256'), e.g. CONNS='16 256' ONLY='^(GET /healthz|signed webhook|token report)$'
+# for the issue #33 ratios without the paced cases; HUSHWATCH_BIN=path runs
+# that binary instead of building target/release/hushwatch.
 # AUDIT=off sets `[audit] enabled = false`, to measure what the hash chain
 # costs; ONLY is a grep pattern over case names. WATCHDOG=on adds a
 # `[heartbeat]` pinging every 1s a loopback receiver that never answers
@@ -26,7 +30,9 @@ cd "$(dirname "$0")/.."
 RUNS="${RUNS:-3}"
 DURATION="${DURATION:-10s}"
 command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }
-cargo build --release --locked --bin hushwatch >&2
+# HUSHWATCH_BIN runs another build (e.g. a saved copy, for before/after).
+bin="${HUSHWATCH_BIN:-target/release/hushwatch}"
+[ -n "${HUSHWATCH_BIN:-}" ] || cargo build --release --locked --bin hushwatch >&2
 
 work="$(mktemp -d)"
 trap 'kill "$pid" 2>/dev/null || true; rm -rf "$work"' EXIT
@@ -61,7 +67,7 @@ fi
 if [ "${AUDIT:-on}" = off ]; then printf '[audit]\nenabled = false\n' >> "$work/hushwatch.toml"; fi
 if [ -n "${STORE_URL:-}" ]; then printf '[store]\nurl = "${BENCH_STORE_URL}"\n' >> "$work/hushwatch.toml"; fi
 export BENCH_STORE_URL="${STORE_URL:-}"
-HUSHWATCH_LOG=warn,hushwatch::service=info target/release/hushwatch serve --config "$work/hushwatch.toml" 2>"$work/err.log" &
+HUSHWATCH_LOG=warn,hushwatch::service=info "$bin" serve --config "$work/hushwatch.toml" 2>"$work/err.log" &
 pid=$!
 for _ in $(seq 100); do grep -q "listening on" "$work/err.log" && break; sleep 0.1; done
 addr="$(grep -o 'listening on [0-9.:]*' "$work/err.log" | head -1 | cut -d' ' -f3)"
@@ -96,7 +102,7 @@ run_case() { # name conns script-args...
 
 echo "| case                         | conns | req/s     | p50 ms  | p99 ms  | RSS MB |"
 echo "|------------------------------|-------|-----------|---------|---------|--------|"
-for c in 1 16 256; do
+for c in ${CONNS:-1 16 256}; do
   run_case "GET /healthz" "$c" healthz
   run_case "signed webhook" "$c" webhook
   run_case "token report" "$c" events

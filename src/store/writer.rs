@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread;
 
-use rusqlite::{Connection, Transaction, TransactionBehavior};
+use rusqlite::{Connection, TransactionBehavior};
 use tokio::sync::{mpsc, oneshot};
 
 use super::{Shared, StoreError};
@@ -167,9 +167,9 @@ fn commit_batch(conn: &mut Connection, mut jobs: Vec<Box<dyn Job>>, shared: &Sha
 fn execute_batch(conn: &mut Connection, jobs: &mut [Box<dyn Job>]) -> Result<(), StoreError> {
     // IMMEDIATE takes the write lock up front, so a lock problem surfaces at
     // BEGIN rather than halfway through the batch.
-    let mut tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     for job in jobs.iter_mut() {
-        run_isolated(&mut tx, job.as_mut())?;
+        run_isolated(&tx, job.as_mut())?;
     }
     // On failure `tx` is dropped, which rolls back whatever is left of it.
     tx.commit()?;
@@ -177,20 +177,23 @@ fn execute_batch(conn: &mut Connection, jobs: &mut [Box<dyn Job>]) -> Result<(),
 }
 
 /// Runs one job under its own savepoint so that an SQL error in it undoes
-/// only its own writes; the rest of the batch still commits.
-fn run_isolated(tx: &mut Transaction<'_>, job: &mut dyn Job) -> Result<(), StoreError> {
-    let savepoint = tx.savepoint()?;
-    let Err(job_error) = job.run(&savepoint) else {
-        savepoint.commit()?;
+/// only its own writes; the rest of the batch still commits. The savepoint
+/// statements come from the connection's statement cache (rusqlite's
+/// `Savepoint` parses its SQL anew for every job, issue #33).
+fn run_isolated(conn: &Connection, job: &mut dyn Job) -> Result<(), StoreError> {
+    conn.prepare_cached("SAVEPOINT job")?.execute([])?;
+    let Err(job_error) = job.run(conn) else {
+        conn.prepare_cached("RELEASE job")?.execute([])?;
         return Ok(());
     };
-    if savepoint.is_autocommit() {
+    if conn.is_autocommit() {
         // SQLite itself rolled back the whole transaction (it may on
         // SQLITE_FULL, IOERR, NOMEM, BUSY): earlier jobs' writes are gone
         // too, so the whole batch must fail with this error.
         return Err(job_error);
     }
-    // Default drop behaviour is Rollback: ROLLBACK TO, then RELEASE.
-    savepoint.finish()?;
+    // Undo this job's writes, then drop its savepoint; the batch goes on.
+    conn.prepare_cached("ROLLBACK TO job")?.execute([])?;
+    conn.prepare_cached("RELEASE job")?.execute([])?;
     Ok(())
 }
