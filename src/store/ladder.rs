@@ -216,7 +216,7 @@ pub(super) fn settle_counted(
 
 /// A stored queue time (a value out of range is an error, not "now").
 pub(super) fn opt_time(ms: Option<i64>) -> Result<Option<DateTime<Utc>>, StoreError> {
-    ms.map(super::subscriptions::time).transpose()
+    ms.map(super::stored_time).transpose()
 }
 
 /// Every notifier's shared consecutive-failure count (SQLite).

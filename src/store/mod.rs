@@ -94,6 +94,13 @@ impl From<rusqlite::Error> for StoreError {
     }
 }
 
+/// A stored millisecond timestamp read back: one no `DateTime` can hold is
+/// a damaged row, reported as an error rather than read as another time.
+fn stored_time(ms: i64) -> Result<DateTime<Utc>, StoreError> {
+    DateTime::from_timestamp_millis(ms)
+        .ok_or_else(|| StoreError::Sql(format!("stored time {ms} is out of range")))
+}
+
 /// One received webhook event, as the HTTP layer hands it to the store.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewEvent {

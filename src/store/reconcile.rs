@@ -15,7 +15,8 @@ use chrono::{DateTime, Utc};
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::silences::lite;
-use super::subscriptions::{millis, time};
+use super::stored_time;
+use super::subscriptions::millis;
 use super::svix::Columns;
 use super::{AlertState, NewEvent, Store, StoreError, Transition};
 
@@ -274,7 +275,7 @@ pub(super) fn reconcile_row(
 ) -> Result<ReconcileRow, StoreError> {
     Ok(ReconcileRow {
         stream,
-        last_report_at: last_report_at.map(time).transpose()?,
+        last_report_at: last_report_at.map(stored_time).transpose()?,
         state,
     })
 }
@@ -286,8 +287,8 @@ pub(super) fn latest_report(c: ReportCols) -> Result<LatestReport, StoreError> {
     Ok(LatestReport {
         stream: c.0,
         id: c.1,
-        finished_at: time(c.2)?,
-        received_at: time(c.3)?,
+        finished_at: stored_time(c.2)?,
+        received_at: stored_time(c.3)?,
         checked: c.4,
         drift: drift_counts(&c.5),
     })
@@ -320,8 +321,8 @@ pub(super) fn subject_entry(
         channel: c.2,
         event_type: c.3,
         delivery_id: c.4,
-        event_time: c.5.map(time).transpose()?,
-        received_at: time(c.6)?,
+        event_time: c.5.map(stored_time).transpose()?,
+        received_at: stored_time(c.6)?,
         subject_ids: subject_pairs(&c.7),
     }))
 }

@@ -28,7 +28,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use super::ops::{outbox_columns, outbox_from_row};
 use super::silences::lite;
 use super::svix::Columns;
-use super::{Attempt, OutboxRow, StoreError};
+use super::{stored_time, Attempt, OutboxRow, StoreError};
 
 /// Schema step (SQLite): claim columns on the outbox, the leader row and
 /// replica heartbeats.
@@ -85,11 +85,6 @@ pub enum Change {
 
 fn ms(t: DateTime<Utc>) -> i64 {
     t.timestamp_millis()
-}
-
-fn time(ms: i64) -> Result<DateTime<Utc>, StoreError> {
-    DateTime::from_timestamp_millis(ms)
-        .ok_or_else(|| StoreError::Sql(format!("stored time {ms} is out of range")))
 }
 
 /// The statements both engines run, written once with PostgreSQL's `$N`
@@ -182,13 +177,13 @@ pub(super) fn elect_outcome(
             leader: true,
             holder: Some(replica.to_owned()),
             term,
-            lease_until: Some(time(until)?),
+            lease_until: Some(stored_time(until)?),
         },
         None => Leadership {
             leader: false,
             holder,
             term: stored,
-            lease_until: Some(time(lease)?),
+            lease_until: Some(stored_time(lease)?),
         },
     };
     Ok((ours, leadership))
@@ -199,8 +194,8 @@ pub(super) fn replica_row(
 ) -> Result<ReplicaRow, StoreError> {
     Ok(ReplicaRow {
         id,
-        started_at: time(started_at)?,
-        seen_at: time(seen_at)?,
+        started_at: stored_time(started_at)?,
+        seen_at: stored_time(seen_at)?,
     })
 }
 

@@ -3,7 +3,7 @@
 
 use super::silences::lite;
 use super::svix::Columns;
-use super::StoreError;
+use super::{stored_time, StoreError};
 use chrono::{DateTime, Utc};
 use rusqlite::{params, Connection, OptionalExtension};
 
@@ -35,11 +35,6 @@ pub struct CheckpointSummary {
     pub signed: bool,
 }
 
-fn time(ms: i64) -> Result<DateTime<Utc>, StoreError> {
-    DateTime::from_timestamp_millis(ms)
-        .ok_or_else(|| StoreError::Sql(format!("stored time {ms} is out of range")))
-}
-
 /// The statements both engines run, written once with PostgreSQL's `$N`
 /// placeholders (SQLite runs them through `silences::lite`). Only the audit
 /// head differs: SQLite reads the newest entry, else the prune anchor;
@@ -69,7 +64,7 @@ pub(super) fn newest(rows: Vec<(i64, String)>, cap: i64) -> Result<Vec<Arrival>,
         .into_iter()
         .map(|(at, event_type)| {
             Ok(Arrival {
-                at: time(at)?,
+                at: stored_time(at)?,
                 event_type,
             })
         })
@@ -92,7 +87,7 @@ pub(super) fn summary(
         last_checkpoint: match checkpoint {
             Some((seq, at, signed)) => Some(CheckpointSummary {
                 seq,
-                at: time(at)?,
+                at: stored_time(at)?,
                 signed,
             }),
             None => None,

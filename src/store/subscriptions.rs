@@ -13,7 +13,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use super::ops::{queue_keyed_pages, KeyedAlert};
 use super::silences::lite;
 use super::svix::Columns;
-use super::{AlertState, StoreError, Transition};
+use super::{stored_time, AlertState, StoreError, Transition};
 use crate::ingest::providers::{LifecycleNotice, SubscriptionExpiry};
 
 /// Migration step: one row per (stream, subscription).
@@ -60,11 +60,6 @@ pub struct SubscriptionRow {
 
 pub(super) fn millis(t: DateTime<Utc>) -> i64 {
     t.timestamp_millis()
-}
-
-pub(super) fn time(ms: i64) -> Result<DateTime<Utc>, StoreError> {
-    DateTime::from_timestamp_millis(ms)
-        .ok_or_else(|| StoreError::Sql(format!("stored time {ms} is out of range")))
 }
 
 /// The expiries of `update` worth storing at `now`: those no provider could have sent are
@@ -196,9 +191,9 @@ pub(super) fn subscription_row(
     Ok(SubscriptionRow {
         stream: c.0,
         subscription: c.1,
-        expires_at: time(c.2)?,
-        seen_at: time(c.3)?,
-        reauth_at: c.4.map(time).transpose()?,
+        expires_at: stored_time(c.2)?,
+        seen_at: stored_time(c.3)?,
+        reauth_at: c.4.map(stored_time).transpose()?,
         state,
         concern: c.5,
     })

@@ -121,9 +121,7 @@ fn firing_alerts_are_reposted_to_every_member_until_resolved() {
     let s = InProcess::start_in(dir.path(), &text, utc("2026-12-01T00:00:00Z"));
     s.fire();
     // One member down: the page still counts as delivered (members gossip).
-    wait_until("first post", || {
-        (member.delivered().len() == 1).then_some(())
-    });
+    wait_exactly("first post", 1, || member.delivered());
     wait_until("page delivered", || s.pending().is_empty().then_some(()));
     assert_eq!(
         member.delivered().len(),
@@ -228,9 +226,7 @@ fn a_firing_svix_alert_is_reposted_until_it_resolves() {
         post_svix_op(s.addr, s.now().timestamp(), "msg_1", &body),
         200
     );
-    wait_until("the Svix page", || {
-        (member.delivered().len() == 1).then_some(())
-    });
+    wait_exactly("the Svix page", 1, || member.delivered());
     wait_until("page delivered", || s.pending().is_empty().then_some(()));
     // Alertmanager would end it after resolve_timeout: it is re-posted.
     s.advance_until(30, "a re-post", || {

@@ -71,10 +71,8 @@ fn firing_and_resolved_mails_with_a_message_id_stable_across_retries() {
         .unwrap()
         .contains(&format!("smtp://127.0.0.1:{port}")));
     let _smtp = start_smtp_on(reserved, &maildir);
-    s.advance_until(10, "the mail", || {
-        (maildir_messages(&maildir).len() == 1).then_some(())
-    });
-    let mails = maildir_messages(&maildir);
+    let mails = s.advance_until_at_least(10, "the mail", 1, || maildir_messages(&maildir));
+    assert_exactly("the mail", 1, &mails);
     let mail = &mails[0];
     assert_eq!(
         mail_header(mail, "Subject").unwrap(),
@@ -113,10 +111,8 @@ fn firing_and_resolved_mails_with_a_message_id_stable_across_retries() {
     }
 
     s.resolve();
-    wait_until("the resolved mail", || {
-        (maildir_messages(&maildir).len() == 2).then_some(())
-    });
-    let resolved = &maildir_messages(&maildir)[1];
+    let both = wait_exactly("the resolved mail", 2, || maildir_messages(&maildir));
+    let resolved = &both[1];
     let subject = mail_header(resolved, "Subject").unwrap();
     // A resolve reads as one: when events came back and how long the
     // business silence lasted (Fri 17:30-18:00 + Mon 09:00-09:3x).

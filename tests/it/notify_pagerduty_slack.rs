@@ -39,15 +39,12 @@ fn pagerduty_triggers_and_resolves_one_incident_per_episode() {
     );
     let (_dir, s) = start(&notifier, &["pd"]);
     s.fire();
-    s.advance_until(5, "the trigger", || {
-        (recv.delivered().len() == 1).then_some(())
-    });
+    let got = s.advance_until_at_least(5, "the trigger", 1, || recv.delivered());
+    assert_exactly("the trigger", 1, &got);
     s.resolve();
-    wait_until("the resolve", || {
-        (recv.delivered().len() == 2).then_some(())
-    });
+    wait_exactly("the resolve", 2, || recv.delivered());
     let got = recv.received();
-    assert_eq!(got.len(), 3);
+    assert_eq!(got.len(), 3, "502, trigger, resolve: {got:#?}");
     let (first_try, trigger, resolve) = (got[0].json(), got[1].json(), got[2].json());
     assert_eq!(
         first_try, trigger,
@@ -76,10 +73,7 @@ fn pagerduty_triggers_and_resolves_one_incident_per_episode() {
 
     // The next episode is a new incident.
     s.fire();
-    wait_until("the second trigger", || {
-        (recv.delivered().len() == 3).then_some(())
-    });
-    let next = recv.delivered()[2].json();
+    let next = wait_exactly("the second trigger", 3, || recv.delivered())[2].json();
     assert_eq!(next["event_action"], "trigger");
     assert_ne!(next["dedup_key"], trigger["dedup_key"]);
     assert_no_secret(&s, "");
@@ -100,8 +94,9 @@ fn pagerduty_rejecting_the_event_fails_it_without_echoing_the_routing_key() {
     s.fire();
     let n = wait_until("failed", || {
         let n = s.notifications();
-        (n["failed_total"] == 1).then_some(n)
+        (n["failed_total"].as_u64() >= Some(1)).then_some(n)
     });
+    assert_eq!(n["failed_total"], 1, "one failed page: {n}");
     let error = n["recent_failures"][0]["error"]
         .as_str()
         .unwrap()
@@ -126,14 +121,10 @@ fn slack_gets_a_readable_message_and_its_token_stays_secret() {
     let error = row.last_error.unwrap();
     assert!(error.contains("HTTP 500"), "{error}");
     assert_no_secret(&s, &error);
-    s.advance_until(5, "the message", || {
-        (recv.delivered().len() == 1).then_some(())
-    });
+    let got = s.advance_until_at_least(5, "the message", 1, || recv.delivered());
+    assert_exactly("the message", 1, &got);
     s.resolve();
-    wait_until("the resolved message", || {
-        (recv.delivered().len() == 2).then_some(())
-    });
-    let msgs = recv.delivered();
+    let msgs = wait_exactly("the resolved message", 2, || recv.delivered());
     assert_eq!(msgs[0].path, format!("/services/T000/B000/{SLACK_TOKEN}"));
     let firing = msgs[0].json()["text"].as_str().unwrap().to_string();
     assert!(

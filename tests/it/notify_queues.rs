@@ -43,8 +43,8 @@ fn a_hanging_silence_page_does_not_hold_back_a_svix_page() {
     let recv = Receiver::start(vec![Answer::Hang]);
     let (_dir, s) = start(&recv);
     s.fire();
-    wait_until("the silence page to reach the receiver", || {
-        (recv.received().len() == 1).then_some(())
+    wait_exactly("the silence page to reach the receiver", 1, || {
+        recv.received()
     });
     disable_endpoint(&s);
     // With one queue per (stream, notifier) this waits for the hanging
@@ -91,12 +91,9 @@ fn a_failing_silence_page_does_not_hold_back_a_svix_page() {
         (pending == ["silence"]).then_some(())
     });
     // Its own queue still delivers it once the retry is due.
-    s.advance_until(600, "the silence page to be delivered", || {
-        (recv.delivered().len() == 2).then_some(())
+    let delivered = s.advance_until_at_least(600, "the silence page to be delivered", 2, || {
+        recv.delivered()
     });
-    assert_eq!(
-        kinds(&recv.delivered()),
-        ["svix_endpoint_disabled", "silence"]
-    );
+    assert_eq!(kinds(&delivered), ["svix_endpoint_disabled", "silence"]);
     s.stop();
 }

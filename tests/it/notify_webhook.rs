@@ -46,11 +46,11 @@ fn every_retry_of_a_page_carries_the_same_key_and_it_is_delivered_once() {
     ]);
     let (_dir, s) = start(&recv, "");
     s.fire();
-    s.advance_until(30, "the page to be delivered", || {
-        (recv.delivered().len() == 1).then_some(())
-    });
+    let delivered =
+        s.advance_until_at_least(30, "the page to be delivered", 1, || recv.delivered());
+    assert_exactly("the page to be delivered", 1, &delivered);
     let got = recv.received();
-    assert_eq!(got.len(), 5, "503, drop, hang, 429, 200");
+    assert_eq!(got.len(), 5, "503, drop, hang, 429, 200: {got:#?}");
     let key = got[0].header("webhook-id").unwrap().to_string();
     assert!(key.starts_with("hw-"), "{key}");
     for r in &got {
@@ -161,9 +161,8 @@ fn a_resolve_queued_before_its_firing_page_was_delivered_goes_out_after_it() {
         2,
         "firing still pending, resolve queued behind it"
     );
-    s.advance_until(30, "both pages delivered", || {
-        (recv.delivered().len() == 2).then_some(())
-    });
+    let delivered = s.advance_until_at_least(30, "both pages delivered", 2, || recv.delivered());
+    assert_exactly("both pages delivered", 2, &delivered);
     let got = recv.received();
     let first_ok = got.iter().position(|r| r.answered == Some(200)).unwrap();
     for r in &got[..=first_ok] {
@@ -173,7 +172,6 @@ fn a_resolve_queued_before_its_firing_page_was_delivered_goes_out_after_it() {
             "nothing resolved before the firing page"
         );
     }
-    let delivered = recv.delivered();
     let (fire, clear) = (delivered[0].json(), delivered[1].json());
     assert_eq!(fire["status"], "firing");
     assert_eq!(clear["status"], "resolved");
@@ -200,8 +198,9 @@ fn a_permanent_error_fails_the_page_visibly_without_leaking_secrets() {
     s.fire();
     let n = wait_until("the page to be marked failed", || {
         let n = s.notifications();
-        (n["failed_total"] == 1).then_some(n)
+        (n["failed_total"].as_u64() >= Some(1)).then_some(n)
     });
+    assert_eq!(n["failed_total"], 1, "one failed page: {n}");
     let failure = &n["recent_failures"][0];
     assert_eq!(failure["notifier"], "hook");
     assert_eq!(failure["status"], "firing");
@@ -233,11 +232,15 @@ fn a_permanent_error_fails_the_page_visibly_without_leaking_secrets() {
     // Only one attempt: 404 is not retried. The resolve is not blocked by
     // the failed firing page.
     s.resolve();
-    s.advance_until(30, "the resolve delivered", || {
-        (recv.delivered().len() == 1).then_some(())
-    });
-    assert_eq!(recv.received().len(), 2);
-    assert_eq!(recv.delivered()[0].json()["status"], "resolved");
+    let delivered = s.advance_until_at_least(30, "the resolve delivered", 1, || recv.delivered());
+    assert_exactly("the resolve delivered", 1, &delivered);
+    let got = recv.received();
+    assert_eq!(
+        got.len(),
+        2,
+        "the refused firing page, the resolve: {got:#?}"
+    );
+    assert_eq!(delivered[0].json()["status"], "resolved");
 }
 
 #[test]
@@ -247,8 +250,9 @@ fn a_page_still_failing_after_give_up_after_is_marked_failed() {
     s.fire();
     let n = s.advance_until(60, "give up", || {
         let n = s.notifications();
-        (n["failed_total"] == 1).then_some(n)
+        (n["failed_total"].as_u64() >= Some(1)).then_some(n)
     });
+    assert_eq!(n["failed_total"], 1, "one failed page: {n}");
     let error = n["recent_failures"][0]["error"].as_str().unwrap();
     assert!(error.starts_with("gave up after"), "{error}");
     assert!(error.contains("HTTP 503"), "{error}");
@@ -291,9 +295,7 @@ fn pages_survive_kill_9_and_are_delivered_once_under_the_same_key() {
 
     // 3. Back to normal: the same page is delivered, under the same key.
     let mut third = Sidecar::start(&path);
-    wait_until("the page to be delivered", || {
-        (recv.delivered().len() == 1).then_some(())
-    });
+    wait_exactly("the page to be delivered", 1, || recv.delivered());
     third.wait_log("page delivered");
     let got = recv.received();
     assert_eq!(got.len(), 2, "{:?}", third.stderr_text());
@@ -322,18 +324,14 @@ fn shutdown_does_not_wait_for_a_hanging_receiver_and_the_page_survives() {
     .replace("timeout = \"1s\"\n", "");
     let s = InProcess::start_in(dir.path(), &text, utc(START));
     s.fire();
-    wait_until("the attempt in flight", || {
-        (recv.received().len() == 1).then_some(())
-    });
+    wait_exactly("the attempt in flight", 1, || recv.received());
     // The attempt would hang for 5 minutes; shutdown must not.
     let stopping = std::thread::spawn(move || s.stop());
     wait_until("shutdown", || stopping.is_finished().then_some(()));
     stopping.join().unwrap();
 
     let s = InProcess::start_in(dir.path(), &text, utc(START) + chrono::TimeDelta::hours(2));
-    wait_until("delivery after restart", || {
-        (recv.delivered().len() == 1).then_some(())
-    });
+    wait_exactly("delivery after restart", 1, || recv.delivered());
     let got = recv.received();
     assert_eq!(got[0].header("webhook-id"), got[1].header("webhook-id"));
     wait_until("outbox empty", || s.pending().is_empty().then_some(()));
@@ -352,18 +350,12 @@ fn a_hanging_receiver_holds_up_neither_other_notifiers_nor_ingest() {
     let text = config(&["hook", "fast"], "", &notifiers);
     let s = InProcess::start_in(dir.path(), &text, utc(START));
     s.fire();
-    wait_until("the slow attempt in flight", || {
-        (slow.received().len() == 1).then_some(())
-    });
-    wait_until("the fast notifier's page", || {
-        (fast.delivered().len() == 1).then_some(())
-    });
+    wait_exactly("the slow attempt in flight", 1, || slow.received());
+    wait_exactly("the fast notifier's page", 1, || fast.delivered());
     // Ingest (and the resolve it causes) goes through while the slow
     // receiver still holds its connection.
     s.resolve();
-    wait_until("the fast notifier's resolve", || {
-        (fast.delivered().len() == 2).then_some(())
-    });
-    assert_eq!(fast.delivered()[1].json()["status"], "resolved");
+    let got = wait_exactly("the fast notifier's resolve", 2, || fast.delivered());
+    assert_eq!(got[1].json()["status"], "resolved");
     assert!(slow.delivered().is_empty());
 }

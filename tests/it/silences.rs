@@ -138,9 +138,7 @@ fn a_silence_holds_the_page_and_its_reminders_and_ending_it_pages_once() {
         "",
     );
     assert_eq!(status, 200);
-    wait_until("the held page", || {
-        (team.delivered().len() == 1).then_some(())
-    });
+    wait_exactly("the held page", 1, || team.delivered());
     wait_until("the outbox to empty", || {
         s.pending().is_empty().then_some(())
     });
@@ -163,9 +161,7 @@ fn a_silence_holds_the_page_and_its_reminders_and_ending_it_pages_once() {
 
     // Reminders resume on the episode's schedule.
     s.advance(3600);
-    wait_until("the next reminder", || {
-        (team.delivered().len() == 2).then_some(())
-    });
+    wait_exactly("the next reminder", 2, || team.delivered());
     let reminder = team.delivered()[1].json();
     assert_eq!(reminder["alert"]["details"]["page_kind"], "reminder");
     assert_eq!(reminder["alert"]["id"], page["alert"]["id"]);
@@ -192,9 +188,7 @@ fn a_resolve_under_a_silence_whose_page_was_held_is_not_paged() {
     assert_eq!(status, 200);
     // The next episode pages normally, and it is the first thing the receiver sees.
     s.fire();
-    wait_until("the next episode's page", || {
-        (team.delivered().len() == 1).then_some(())
-    });
+    wait_exactly("the next episode's page", 1, || team.delivered());
     assert_eq!(team.delivered()[0].json()["status"], "firing");
     wait_until("the outbox to empty", || {
         s.pending().is_empty().then_some(())
@@ -215,7 +209,7 @@ fn an_acknowledgement_stops_reminders_and_escalation_but_not_the_resolve_and_is_
     );
     let s = InProcess::start_in(dir.path(), &text, utc("2026-12-01T10:00:00Z"));
     s.fire();
-    wait_until("the page", || (team.delivered().len() == 1).then_some(()));
+    wait_exactly("the page", 1, || team.delivered());
     let (status, json) = admin(
         &s,
         "POST",
@@ -236,9 +230,7 @@ fn an_acknowledgement_stops_reminders_and_escalation_but_not_the_resolve_and_is_
     s.advance(3 * 3600);
     assert!(!reminder_queued(&s, 3), "no reminder once acknowledged");
     s.resolve();
-    wait_until("the resolve", || {
-        (team.delivered().len() == 2).then_some(())
-    });
+    wait_exactly("the resolve", 2, || team.delivered());
     assert_eq!(team.delivered()[1].json()["status"], "resolved");
     wait_until("the outbox to empty", || {
         s.pending().is_empty().then_some(())
@@ -258,13 +250,9 @@ fn an_acknowledgement_stops_reminders_and_escalation_but_not_the_resolve_and_is_
 
     // The next episode is not acknowledged: it pages and reminds.
     s.fire();
-    wait_until("the next page", || {
-        (team.delivered().len() == 3).then_some(())
-    });
+    wait_exactly("the next page", 3, || team.delivered());
     s.advance(3601);
-    wait_until("its reminder", || {
-        (team.delivered().len() == 4).then_some(())
-    });
+    wait_exactly("its reminder", 4, || team.delivered());
     assert_eq!(
         team.delivered()[3].json()["alert"]["details"]["page_kind"],
         "reminder"
@@ -312,9 +300,7 @@ fn silences_and_acknowledgements_survive_a_restart() {
     assert_eq!(queued_for_team(&s), 0, "still held after the restart");
     // The silence ends on the clock while the stream still fires: one page.
     s.advance(2 * 3600);
-    wait_until("the held page", || {
-        (team.delivered().len() == 1).then_some(())
-    });
+    wait_exactly("the held page", 1, || team.delivered());
     let (status, json) = admin(
         &s,
         "POST",
@@ -443,9 +429,7 @@ fn planned_maintenance_in_the_config_holds_pages_like_a_silence() {
     s.fire();
     assert_eq!(queued_for_team(&s), 0, "held during the window");
     s.clock.set(utc("2026-12-01T13:00:00Z"));
-    wait_until("the page when the window ends", || {
-        (team.delivered().len() == 1).then_some(())
-    });
+    wait_exactly("the page when the window ends", 1, || team.delivered());
     s.stop();
     // A restart does not store the window twice.
     let s = InProcess::start_in(dir.path(), &text, utc("2026-12-01T12:00:00Z"));
@@ -579,7 +563,7 @@ fn the_cli_adds_lists_expires_and_acknowledges() {
     assert_eq!(listed[1]["ends_at"], "2026-12-01T15:00:00.000Z");
 
     s.fire();
-    wait_until("the page", || (team.delivered().len() == 1).then_some(()));
+    wait_exactly("the page", 1, || team.delivered());
     let mut ack = vec![
         "ack",
         "--stream",
@@ -616,9 +600,7 @@ fn an_escalation_only_stream_still_escalates() {
     let s = InProcess::start_in(dir.path(), &text, utc("2026-12-01T10:00:00Z"));
     s.fire();
     s.advance(3600);
-    wait_until("the escalation", || {
-        (boss.delivered().len() == 1).then_some(())
-    });
+    wait_exactly("the escalation", 1, || boss.delivered());
     assert_eq!(
         boss.delivered()[0].json()["alert"]["details"]["page_kind"],
         "escalation"
@@ -692,9 +674,7 @@ fn a_silence_of_svix_kinds_holds_svix_pages_only_and_pages_once_when_it_ends() {
     );
     // The stream's own silence alert is not covered by ["svix_*"]: it pages.
     s.fire();
-    wait_until("the silence page", || {
-        (team.delivered().len() == 1).then_some(())
-    });
+    wait_exactly("the silence page", 1, || team.delivered());
     wait_until("the outbox to empty", || {
         s.pending().is_empty().then_some(())
     });
@@ -702,9 +682,7 @@ fn a_silence_of_svix_kinds_holds_svix_pages_only_and_pages_once_when_it_ends() {
 
     let (status, _) = admin(&s, "DELETE", &format!("/v1/silences/{id}"), "");
     assert_eq!(status, 200);
-    wait_until("the held Svix page", || {
-        (team.delivered().len() == 2).then_some(())
-    });
+    wait_exactly("the held Svix page", 2, || team.delivered());
     let page = team.delivered()[1].json();
     assert_eq!(page["alert"]["kind"], "svix_endpoint_disabled");
     assert_eq!(page["status"], "firing");
@@ -722,9 +700,7 @@ fn a_silence_of_svix_kinds_holds_svix_pages_only_and_pages_once_when_it_ends() {
         r#"{"streams": ["*"], "kinds": ["svix_endpoint_disabled"], "duration": "2h", "comment": "c", "created_by": "ana"}"#,
     );
     svix_op(&s, "msg_enable_1", "endpoint.enabled");
-    wait_until("the resolve", || {
-        (team.delivered().len() == 3).then_some(())
-    });
+    wait_exactly("the resolve", 3, || team.delivered());
     assert_eq!(
         delivered_kinds(&team)[2],
         pair("svix_endpoint_disabled", "resolved")
@@ -776,9 +752,7 @@ fn a_held_svix_page_is_released_when_the_silence_ends_on_the_clock_after_a_resta
     let s = InProcess::start_in(dir.path(), &text, now);
     assert_eq!(queued_for_team(&s), 0, "still held after the restart");
     s.clock.set(utc("2026-12-01T10:30:00Z"));
-    wait_until("the held page", || {
-        (team.delivered().len() == 1).then_some(())
-    });
+    wait_exactly("the held page", 1, || team.delivered());
     wait_until("the outbox to empty", || {
         s.pending().is_empty().then_some(())
     });
@@ -980,9 +954,7 @@ fn a_silence_of_subscription_kinds_holds_the_expiry_warning_until_it_ends() {
     assert_eq!(queued_for_team(&s), 0, "held by the silence");
 
     s.clock.set(utc("2026-12-02T06:00:00Z"));
-    wait_until("the held warning", || {
-        (team.delivered().len() == 1).then_some(())
-    });
+    wait_exactly("the held warning", 1, || team.delivered());
     let page = team.delivered()[0].json();
     assert_eq!(page["alert"]["kind"], "subscription_expiring");
     assert_eq!(page["status"], "firing");

@@ -30,7 +30,7 @@ pub enum Answer {
     Hang,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Received {
     pub method: String,
     pub path: String,
@@ -38,6 +38,19 @@ pub struct Received {
     pub body: Vec<u8>,
     /// The status it was answered with (None: dropped or hung).
     pub answered: Option<u16>,
+}
+
+/// The body as text, so a failed count lists readable pages.
+impl std::fmt::Debug for Received {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Received")
+            .field("method", &self.method)
+            .field("path", &self.path)
+            .field("answered", &self.answered)
+            .field("headers", &self.headers)
+            .field("body", &String::from_utf8_lossy(&self.body))
+            .finish()
+    }
 }
 
 impl Received {

@@ -28,8 +28,8 @@ fn heartbeat_pings_the_url_once_per_interval() {
     let notifiers =
         "[notifiers.ops]\nkind = \"log\"\n".to_string() + &heartbeat(&recv.url("/ping/abc"), "");
     let s = InProcess::start_in(dir.path(), &config(&["ops"], "", &notifiers), utc(START));
-    wait_until("first ping", || (pings(&recv).len() == 1).then_some(()));
-    let first = &pings(&recv)[0];
+    let got = wait_exactly("first ping", 1, || pings(&recv));
+    let first = &got[0];
     assert_eq!(first.method, "POST");
     assert_eq!(first.path, "/ping/abc");
     assert_eq!(first.json()["status"], "ok");
@@ -143,9 +143,7 @@ fn the_fallback_ladder_pages_at_1_5_and_20_failures_then_recovers() {
     s.advance_until(2, "hook delivers", || {
         (!hook.delivered().is_empty()).then_some(())
     });
-    wait_until("recovery page", || {
-        (backup.delivered().len() == 4).then_some(())
-    });
+    wait_exactly("recovery page", 4, || backup.delivered());
     let got = summaries(&backup);
     assert!(
         got[3].starts_with("hushwatch delivers to hook again"),
@@ -258,9 +256,7 @@ fn full_data_dir_fails_the_heartbeat_and_pages_emergency_directly() {
             .skip(seen)
             .find(|r| r.path == "/ping")
     });
-    wait_until("recovery page", || {
-        (emerg.received().len() == 2).then_some(())
-    });
+    wait_exactly("recovery page", 2, || emerg.received());
     let recovered = emerg.received()[1].clone();
     assert!(
         String::from_utf8_lossy(&recovered.body).contains("storage recovered"),
@@ -334,7 +330,7 @@ fn a_permanently_failed_page_fails_the_next_heartbeat_only() {
         heartbeat(&hb.url("/ping"), "")
     );
     let s = InProcess::start_in(dir.path(), &config(&["hook"], "", &notifiers), utc(START));
-    wait_until("first ping", || (hb.received().len() == 1).then_some(()));
+    wait_exactly("first ping", 1, || hb.received());
     s.fire();
     wait_until("page refused", || {
         (s.metric("hushwatch_notifications_total{notifier=\"hook\",outcome=\"failed\"}") == 1.0)

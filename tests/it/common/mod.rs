@@ -2,7 +2,8 @@
 //! ways to start the app (`Sidecar`: the real binary as a child process;
 //! `InProcess`: the service in the test process on a real socket, with a
 //! clock the test moves), the one way to run a CLI command (`cli`), the one
-//! poll (`wait_until`, or `wait_for` with an explicit bound), and a minimal
+//! poll (`wait_until`, or `wait_for` with an explicit bound; counts wait
+//! for a lower bound with `wait_at_least` / `wait_exactly`), and a minimal
 //! HTTP/1.1 client over a real TCP socket.
 
 pub mod pg;
@@ -112,6 +113,41 @@ pub fn wait_for<T>(limit: Duration, what: &str, mut check: impl FnMut() -> Optio
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// Waits until `items` returns at least `n` things, and returns them all.
+/// A lower bound, never `len() == n`: a duplicate (or any extra) must not
+/// turn into a timeout that names nothing; the caller asserts what it
+/// expects of the whole list next, with the list in the message.
+pub fn wait_at_least<T>(what: &str, n: usize, mut items: impl FnMut() -> Vec<T>) -> Vec<T> {
+    wait_until(what, || {
+        let got = items();
+        (got.len() >= n).then_some(got)
+    })
+}
+
+/// `wait_at_least`, then exactly `n`: an extra that has arrived by then
+/// (a duplicate page) fails here, listed. It cannot see one that arrives
+/// later; where that matters, the test waits on the settled signal (the
+/// outbox empty) and counts again.
+pub fn wait_exactly<T: std::fmt::Debug>(
+    what: &str,
+    n: usize,
+    items: impl FnMut() -> Vec<T>,
+) -> Vec<T> {
+    let got = wait_at_least(what, n, items);
+    assert_exactly(what, n, &got);
+    got
+}
+
+/// The exact check after a lower-bound wait, listing what arrived.
+pub fn assert_exactly<T: std::fmt::Debug>(what: &str, n: usize, got: &[T]) {
+    assert_eq!(
+        got.len(),
+        n,
+        "{what}: {n} expected, {} arrived (a duplicate?): {got:#?}",
+        got.len()
+    );
 }
 
 pub struct Reply {
@@ -585,6 +621,21 @@ impl InProcess {
             self.advance(step_secs);
             std::thread::sleep(Duration::from_millis(30));
             None
+        })
+    }
+
+    /// `advance_until` for a count: until `items` holds at least `n`
+    /// things (a lower bound, as in `wait_at_least`), returned.
+    pub fn advance_until_at_least<T>(
+        &self,
+        step_secs: i64,
+        what: &str,
+        n: usize,
+        mut items: impl FnMut() -> Vec<T>,
+    ) -> Vec<T> {
+        self.advance_until(step_secs, what, || {
+            let got = items();
+            (got.len() >= n).then_some(got)
         })
     }
 
