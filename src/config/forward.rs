@@ -50,6 +50,11 @@ pub struct ForwardConfig {
     pub dead_letter_retain: TimeDelta,
 }
 
+/// `retain` when unset; also what a stream that stopped forwarding keeps.
+pub const DEFAULT_RETAIN: TimeDelta = TimeDelta::days(7);
+/// `dead_letter_retain` when unset.
+pub const DEFAULT_DEAD_LETTER_RETAIN: TimeDelta = TimeDelta::days(30);
+
 /// The keys of the table (listed once: `reject_unknown` and the docs test).
 pub const KEYS: &[&str] = &[
     "url",
@@ -173,10 +178,10 @@ pub(super) fn read(
     };
     let retain = r
         .opt_duration(&key_path, table, "retain")
-        .unwrap_or(TimeDelta::days(7));
+        .unwrap_or(DEFAULT_RETAIN);
     let dead_letter_retain = r
         .opt_duration(&key_path, table, "dead_letter_retain")
-        .unwrap_or(TimeDelta::days(30));
+        .unwrap_or(DEFAULT_DEAD_LETTER_RETAIN);
     if dead_letter_retain < TimeDelta::hours(1) {
         r.error(
             &join(&key_path, "dead_letter_retain"),

@@ -44,30 +44,24 @@ const POLL: std::time::Duration = std::time::Duration::from_secs(1);
 /// Pause after a failed store call.
 const STORE_RETRY: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// The policy of a stream that no longer forwards (config reloaded): its
-/// stored rows keep failing on the default ladder, and page, rather than
-/// being dropped.
-fn orphan_policy(config: &Config, stream: &str) -> ForwardPolicy {
+/// A stream's forwarding policy. One that no longer forwards (config
+/// reloaded, `f` is None) keeps its stored rows failing on the default
+/// ladder and retention, and paging, rather than dropping them.
+pub(super) fn policy(config: &Config, stream: &str, f: Option<&ForwardConfig>) -> ForwardPolicy {
+    let (ladder, ordered, retain, dead_letter_retain) = match f {
+        Some(f) => (f.ladder.clone(), f.ordered, f.retain, f.dead_letter_retain),
+        None => (
+            crate::domain::forward::Ladder::default(),
+            true,
+            crate::config::forward::DEFAULT_RETAIN,
+            crate::config::forward::DEFAULT_DEAD_LETTER_RETAIN,
+        ),
+    };
     ForwardPolicy {
-        ladder: crate::domain::forward::Ladder::default(),
-        ordered: true,
-        retain: TimeDelta::days(7),
-        dead_letter_retain: TimeDelta::days(30),
-        notifiers: config
-            .streams
-            .get(stream)
-            .map(|s| s.notify.clone())
-            .unwrap_or_default(),
-        audit: config.audit.enabled,
-    }
-}
-
-pub(super) fn policy(config: &Config, stream: &str, f: &ForwardConfig) -> ForwardPolicy {
-    ForwardPolicy {
-        ladder: f.ladder.clone(),
-        ordered: f.ordered,
-        retain: f.retain,
-        dead_letter_retain: f.dead_letter_retain,
+        ladder,
+        ordered,
+        retain,
+        dead_letter_retain,
         notifiers: config
             .streams
             .get(stream)
@@ -219,13 +213,13 @@ async fn attempt(app: &App, client: &Client, claim: ForwardClaim) {
         .and_then(|s| s.forward.clone());
     let (policy, result) = match &forward {
         None => (
-            orphan_policy(&config, &claim.stream),
+            policy(&config, &claim.stream, None),
             ForwardAttempt::Failed {
                 error: "the stream no longer has [forward] in the config; its stored events wait for it".into(),
                 status: None,
             },
         ),
-        Some(f) => (policy(&config, &claim.stream, f), send(app, client, &config, f, &claim).await),
+        Some(f) => (policy(&config, &claim.stream, Some(f)), send(app, client, &config, f, &claim).await),
     };
     let outcome = match &result {
         ForwardAttempt::Delivered { .. } => "delivered",
