@@ -1,8 +1,11 @@
 //! `store::forward` on PostgreSQL: the same statements (`forward::sql`),
-//! the same decisions (`forward::plan_settle`, `domain::forward`). Claims
-//! skip rows another replica is claiming (`FOR UPDATE SKIP LOCKED`), and a
-//! settle locks the audit head, then the stream's run row, in that order
-//! (the ingest order: head → rows).
+//! the same decisions (`forward::plan_settle`, `domain::forward`). A claim
+//! is the guarded `forward::sql::CLAIM` UPDATE, not `SKIP LOCKED`: of two
+//! replicas reading the same head, the second's UPDATE waits for the row
+//! lock (one short statement), then matches nothing, so each row is taken
+//! once with a lease and a fencing token. A settle locks the audit head,
+//! then the stream's run row, in that order (the ingest order: head →
+//! rows).
 
 use chrono::{DateTime, TimeDelta, Utc};
 
