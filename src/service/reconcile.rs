@@ -13,7 +13,7 @@ use crate::status::format::local_stamp;
 use crate::store::reconcile::{
     Drift, LatestReport, NewReconciliation, ReconcileRow, ReconcileTransition,
 };
-use crate::store::revocations::Revocation;
+use crate::store::revocations::{newer_by, Revocation};
 use crate::store::svix::SvixEndpointRow;
 use crate::store::{AlertState, NewEvent, StoreError, Transition};
 use chrono::{DateTime, Utc};
@@ -67,20 +67,21 @@ impl App {
                 None => None,
             };
             for subject in missed.iter().take(NAMED_SUBJECTS) {
+                let forms = veil.forms(subject);
                 let mut revocation = None;
-                for form in veil.forms(subject) {
+                for form in &forms {
                     let found = self
                         .store
-                        .latest_revocation(stream.name.clone(), form)
+                        .latest_revocation(stream.name.clone(), form.clone())
                         .await?;
-                    revocation = newest(revocation, found);
+                    revocation = newer_by(revocation, found, |r| r.received_at);
                 }
                 if revocation.is_none() && config.audit.enabled {
-                    for form in veil.forms(subject) {
+                    for form in &forms {
                         let found = self
-                            .revocation_in_audit(&config, &stream.name, &form)
+                            .revocation_in_audit(&config, &stream.name, form)
                             .await?;
-                        revocation = newest(revocation, found);
+                        revocation = newer_by(revocation, found, |r| r.received_at);
                     }
                 }
                 let fate = match (
@@ -227,15 +228,6 @@ fn told_about(
             r.delivery_id.as_deref().unwrap_or("without id"),
             r.event_type
         ),
-    }
-}
-
-/// The newer (by arrival) of two revocations found under different stored
-/// forms of one subject (before and after a key or a rotation).
-fn newest(a: Option<Revocation>, b: Option<Revocation>) -> Option<Revocation> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(if b.received_at > a.received_at { b } else { a }),
-        (a, b) => a.or(b),
     }
 }
 

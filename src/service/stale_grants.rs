@@ -63,7 +63,7 @@ impl App {
                                 .unwrap_or_default(),
                             zone: config.zone_of(&e.stream),
                         },
-                        // Filled by `app::veil_subjects` under a key.
+                        // Filled by `veil_subjects` (below) under a key.
                         earlier: Vec::new(),
                     }),
                     _ => None,

@@ -94,14 +94,25 @@ pub fn stale_reason(
     )
 }
 
-/// Of two revocations found under different stored forms of one subject,
-/// the one a grant must be checked against: the newer by event time (as
-/// `NEWER_SQL` orders).
-pub(super) fn newer_of(a: Option<Revocation>, b: Option<Revocation>) -> Option<Revocation> {
+/// Of two revocations found under different stored forms of one subject
+/// (before and after a key or a rotation), the later by `key`: the order
+/// of the statement that found each (`NEWER_SQL`: event time,
+/// `LATEST_SQL`: arrival).
+pub fn newer_by<K: Ord>(
+    a: Option<Revocation>,
+    b: Option<Revocation>,
+    key: impl Fn(&Revocation) -> K,
+) -> Option<Revocation> {
     match (a, b) {
-        (Some(a), Some(b)) => Some(if b.event_time > a.event_time { b } else { a }),
+        (Some(a), Some(b)) => Some(if key(&b) > key(&a) { b } else { a }),
         (a, b) => a.or(b),
     }
+}
+
+/// The revocation a grant must be checked against: the newer by event
+/// time, as `NEWER_SQL` orders.
+pub(super) fn newer_of(a: Option<Revocation>, b: Option<Revocation>) -> Option<Revocation> {
+    newer_by(a, b, |r| r.event_time)
 }
 
 /// The (subject, organization) forms a grant is looked up under: as it is
