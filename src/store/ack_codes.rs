@@ -30,9 +30,9 @@ use rusqlite::{params, Connection, OptionalExtension};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use super::db::Columns;
 use super::ops::millis;
 use super::silences::{self, firing_episode, lite, time, AckOutcome};
-use super::svix::Columns;
 use super::{AlertState, StoreError};
 use crate::audit::chain::to_hex;
 

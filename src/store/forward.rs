@@ -19,12 +19,12 @@
 //! The SQLite implementation is here; PostgreSQL's is `pg::forward`.
 
 use chrono::{DateTime, TimeDelta, Utc};
-use rusqlite::{params, Connection, OptionalExtension};
 
+use super::core;
+use super::db::Db;
 use super::ops::{millis, KeyedAlert};
 use super::seal::Sealed;
-use super::silences::lite;
-use super::svix::Columns;
+use super::stored_time;
 use super::{AlertState, NewEvent, StoreError, StreamRow, Transition};
 use crate::domain::alert_kind::AlertKind;
 use crate::domain::forward::{self as decide, AfterFailure, FailureStep, Ladder, Oldest};
@@ -566,7 +566,7 @@ pub(super) fn first_subject(event: &NewEvent) -> Option<&str> {
 }
 
 /// The columns `sql::CLAIM` returns, read the same way on both engines
-/// (`store::svix::Columns`).
+/// (`store::db::Columns`).
 pub(super) type ClaimColumns = (
     i64,
     String,
@@ -635,248 +635,6 @@ fn opt_time(ms: Option<i64>) -> Option<DateTime<Utc>> {
     ms.and_then(DateTime::from_timestamp_millis)
 }
 
-// ---------------------------------------------------------------------------
-// SQLite: reads the rows, calls the decisions, writes the outcome.
-// ---------------------------------------------------------------------------
-
-/// In the ingest transaction, after the event was accepted.
-pub(super) fn insert(conn: &Connection, event: &NewEvent) -> rusqlite::Result<()> {
-    let Some(f) = &event.forward else {
-        return Ok(());
-    };
-    conn.prepare_cached(&lite(sql::INSERT))?.execute(params![
-        event.stream,
-        f.ordered.then_some(event.stream.as_str()),
-        event.delivery_id.as_deref().unwrap_or_default(),
-        event.event_type,
-        first_subject(event),
-        event.event_time.map(millis),
-        millis(event.received_at),
-        f.moves_clock,
-        f.sealed.key_id,
-        f.sealed.bytes,
-    ])?;
-    if f.ordered {
-        conn.prepare_cached(&lite(sql::QUEUE))?
-            .execute([&event.stream])?;
-    }
-    Ok(())
-}
-
-pub(super) fn claim(
-    conn: &Connection,
-    replica: &str,
-    now: DateTime<Utc>,
-    lease: TimeDelta,
-    limit: i64,
-) -> Result<(Vec<ForwardClaim>, Option<DateTime<Utc>>), StoreError> {
-    let queues: Vec<String> = conn
-        .prepare_cached(&lite(sql::QUEUES))?
-        .query_map([], |r| r.get(0))?
-        .collect::<rusqlite::Result<_>>()?;
-    let mut heads = Vec::with_capacity(queues.len());
-    for q in &queues {
-        let head = conn
-            .prepare_cached(&lite(sql::HEAD))?
-            .query_row([q], |r| {
-                Ok(Head {
-                    id: r.get(0)?,
-                    next_attempt_at: r.get(1)?,
-                    lease_until: r.get(2)?,
-                })
-            })
-            .optional()?;
-        heads.extend(head);
-    }
-    let unordered: Vec<i64> = conn
-        .prepare_cached(&lite(sql::UNORDERED_DUE))?
-        .query_map(params![millis(now), limit], |r| r.get(0))?
-        .collect::<rusqlite::Result<_>>()?;
-    let unordered_next: Option<i64> = conn
-        .prepare_cached(&lite(sql::UNORDERED_NEXT))?
-        .query_row([millis(now)], |r| r.get(0))?;
-    let (ids, next) = plan_claim(
-        &heads,
-        &unordered,
-        unordered_next,
-        millis(now),
-        usize::try_from(limit).unwrap_or(0),
-    );
-    let mut claims = Vec::with_capacity(ids.len());
-    for id in ids {
-        let claim = conn
-            .prepare_cached(&lite(sql::CLAIM))?
-            .query_row(
-                params![id, replica, millis(now + lease), millis(now)],
-                ClaimColumns::lite,
-            )
-            .optional()?;
-        claims.extend(claim.map(|c| claim_of(id, c)));
-    }
-    Ok((claims, opt_time(next)))
-}
-
-pub(super) fn release(conn: &Connection) -> Result<usize, StoreError> {
-    Ok(conn.prepare_cached(&lite(sql::RELEASE))?.execute([])?)
-}
-
-fn run(conn: &Connection, stream: &str) -> rusqlite::Result<Run> {
-    Ok(conn
-        .prepare_cached(&lite(sql::RUN))?
-        .query_row([stream], RunColumns::lite)
-        .optional()?
-        .map(run_of)
-        .unwrap_or_default())
-}
-
-fn write_run(conn: &Connection, stream: &str, r: &Run) -> rusqlite::Result<()> {
-    conn.prepare_cached(&lite(sql::WRITE_RUN))?
-        .execute(params![
-            stream,
-            i64::from(r.failures),
-            i64::from(r.paged),
-            r.failing_since,
-            r.last_error,
-            r.last_attempt_at,
-            r.last_delivered_at,
-            r.last_status,
-            r.dead_paged,
-        ])?;
-    Ok(())
-}
-
-fn count_state(conn: &Connection, stream: &str, state: &str) -> rusqlite::Result<u64> {
-    let n: i64 = conn
-        .prepare_cached(&lite(sql::COUNT_STATE))?
-        .query_row([stream, state], |r| r.get(0))?;
-    Ok(u64::try_from(n).unwrap_or(0))
-}
-
-fn oldest_state(conn: &Connection, stream: &str, state: &str) -> rusqlite::Result<Option<Oldest>> {
-    conn.prepare_cached(&lite(sql::OLDEST_STATE))?
-        .query_row([stream, state], |r| {
-            Ok(Oldest {
-                delivery_id: r.get(0)?,
-                event_type: r.get(1)?,
-                subject: r.get(2)?,
-                received_at: time(r.get(3)?),
-            })
-        })
-        .optional()
-}
-
-/// Fires or resolves the stream's dead-letter alert when its count says so.
-fn dead_letter_check(
-    conn: &Connection,
-    stream: &str,
-    at: DateTime<Utc>,
-    notifiers: &[String],
-) -> rusqlite::Result<()> {
-    let paged = run(conn, stream)?.dead_paged;
-    let dead = count_state(conn, stream, "dead")?;
-    let Some(firing) = dead_letter_change(dead, paged) else {
-        return Ok(());
-    };
-    let reason = match oldest_state(conn, stream, "dead")? {
-        Some(oldest) if firing => decide::dead_letter_summary(stream, dead, &oldest),
-        _ => format!("{stream}: no dead letters are left (replayed or expired)."),
-    };
-    super::ops::queue_keyed_pages(
-        conn,
-        &page(stream, firing, at, reason, notifiers),
-        at,
-        &dead_letter_alert(stream),
-    )?;
-    conn.prepare_cached(&lite(sql::SET_DEAD_PAGED))?
-        .execute(params![stream, firing])?;
-    Ok(())
-}
-
-pub(super) fn settle(conn: &Connection, s: &ForwardSettle) -> Result<ForwardSettled, StoreError> {
-    let c = &s.claim;
-    let before = run(conn, &c.stream)?;
-    let plan = plan_settle(s, before);
-    let status = match &s.attempt {
-        ForwardAttempt::Delivered { status } => Some(i64::from(*status)),
-        ForwardAttempt::Failed { status, .. } => status.map(i64::from),
-    };
-    let error = match &s.attempt {
-        ForwardAttempt::Failed { error, .. } => Some(error.as_str()),
-        ForwardAttempt::Delivered { .. } => None,
-    };
-    let changed = conn.prepare_cached(&lite(sql::SETTLE))?.execute(params![
-        c.id,
-        c.token,
-        plan.state,
-        plan.next_attempt_at,
-        error,
-        status,
-        plan.settled_at,
-        plan.prune_at,
-    ])?;
-    if changed == 0 {
-        return Ok(ForwardSettled::default());
-    }
-    write_run(conn, &c.stream, &plan.run)?;
-    if let Some(audit_type) = &plan.audit_type {
-        if s.policy.audit {
-            super::audit::append(
-                conn,
-                &audit_entry(
-                    &c.stream,
-                    Some(&c.delivery_id),
-                    audit_type.clone(),
-                    c.event_time,
-                    c.subject.as_deref(),
-                    s.at,
-                ),
-            )?;
-        }
-    }
-    if let Some(fp) = plan.failing_page {
-        let pending = count_state(conn, &c.stream, "pending")?;
-        let oldest = oldest_state(conn, &c.stream, "pending")?;
-        let reason = failing_reason(
-            &c.stream,
-            &plan,
-            s.at,
-            pending,
-            oldest.as_ref(),
-            s.policy.ordered,
-        );
-        let (firing, severity) = match fp {
-            FailingPage::Fire(step) => (true, step.severity),
-            FailingPage::Resolve { .. } => (false, Severity::Warning),
-        };
-        super::ops::queue_keyed_pages(
-            conn,
-            &page(&c.stream, firing, s.at, reason, &s.policy.notifiers),
-            s.at,
-            &failing_alert(&c.stream, severity),
-        )?;
-    }
-    let mut moved = None;
-    if plan.state == "delivered" {
-        let moves: bool = conn
-            .prepare_cached("SELECT moves_clock FROM forwards WHERE id = ?1")?
-            .query_row([c.id], |r| r.get(0))?;
-        if moves {
-            super::ops::advance_clock(conn, &clock_event(c, s.at))?;
-            moved = Some(super::ops::stream_row(conn, &c.stream)?);
-        }
-    }
-    // Only a new dead letter, or a delivery while the alert is firing,
-    // can change the dead-letter alert; every other settle skips the count.
-    if plan.state == "dead" || (plan.state == "delivered" && plan.run.dead_paged) {
-        dead_letter_check(conn, &c.stream, s.at, &s.policy.notifiers)?;
-    }
-    Ok(ForwardSettled {
-        settled: true,
-        moved,
-        dead: plan.state == "dead",
-    })
-}
-
 /// Decides what a replay touches: `(id, item)` of the window's stored
 /// deliveries of the wanted types, and how many are still pending.
 pub(super) fn replay_selection(
@@ -933,35 +691,6 @@ pub(super) fn replay_entry(r: &ReplayRequest, count: u64) -> NewEvent {
     e
 }
 
-pub(super) fn replay(conn: &Connection, r: &ReplayRequest) -> Result<ReplayOutcome, StoreError> {
-    let window: Vec<(i64, ReplayItem)> = conn
-        .prepare_cached(&lite(sql::WINDOW))?
-        .query_map(params![r.stream, millis(r.from), millis(r.to)], |row| {
-            Ok((
-                row.get(0)?,
-                ReplayItem {
-                    delivery_id: row.get(1)?,
-                    event_type: row.get(2)?,
-                    received_at: time(row.get(3)?),
-                    state: row.get(4)?,
-                },
-            ))
-        })?
-        .collect::<rusqlite::Result<_>>()?;
-    let (chosen, pending) = replay_selection(window, &r.types);
-    if !r.dry_run {
-        let mut requeue = conn.prepare_cached(&lite(sql::REQUEUE))?;
-        for (id, _) in &chosen {
-            requeue.execute(params![id, millis(r.now)])?;
-        }
-        if r.audit {
-            super::audit::append(conn, &replay_entry(r, chosen.len() as u64))?;
-        }
-        dead_letter_check(conn, &r.stream, r.now, &r.notifiers)?;
-    }
-    Ok(replay_outcome(chosen, pending))
-}
-
 /// A `forward_runs` row as [`sql::RUNS`] reads it: stream, failures,
 /// failing_since, last_error, last_delivered_at, last_attempt_at.
 pub(super) type RunsRow = (
@@ -1012,47 +741,6 @@ pub(super) fn status_rows(
     out.into_values().collect()
 }
 
-pub(super) fn status(conn: &Connection) -> Result<Vec<ForwardStatus>, StoreError> {
-    let counts = conn
-        .prepare_cached(&lite(sql::SUMMARY))?
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
-        .collect::<rusqlite::Result<_>>()?;
-    let runs = conn
-        .prepare_cached(&lite(sql::RUNS))?
-        .query_map([], |r| {
-            Ok((
-                r.get(0)?,
-                r.get(1)?,
-                r.get(2)?,
-                r.get(3)?,
-                r.get(4)?,
-                r.get(5)?,
-            ))
-        })?
-        .collect::<rusqlite::Result<_>>()?;
-    Ok(status_rows(counts, runs))
-}
-
-/// Deletes bodies past their retention; a stream whose last dead letter
-/// expired resolves its alert (`notifiers` per stream).
-pub(super) fn prune(
-    conn: &Connection,
-    now: DateTime<Utc>,
-    notifiers: &dyn Fn(&str) -> Vec<String>,
-) -> Result<usize, StoreError> {
-    let n = conn
-        .prepare_cached(&lite(sql::PRUNE))?
-        .execute([millis(now)])?;
-    let paged: Vec<String> = conn
-        .prepare_cached(&lite(sql::DEAD_PAGED_STREAMS))?
-        .query_map([], |r| r.get(0))?
-        .collect::<rusqlite::Result<_>>()?;
-    for stream in paged {
-        dead_letter_check(conn, &stream, now, &notifiers(&stream))?;
-    }
-    Ok(n)
-}
-
 /// What became of a stored delivery.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredFate {
@@ -1060,26 +748,6 @@ pub struct StoredFate {
     pub received_at: DateTime<Utc>,
     pub settled_at: Option<DateTime<Utc>>,
     pub status: Option<u16>,
-}
-
-pub(super) fn fate(
-    conn: &Connection,
-    stream: &str,
-    delivery_id: &str,
-) -> Result<Option<StoredFate>, StoreError> {
-    Ok(conn
-        .prepare_cached(&lite(sql::FATE))?
-        .query_row([stream, delivery_id], |r| {
-            Ok(StoredFate {
-                state: r.get(0)?,
-                received_at: time(r.get(1)?),
-                settled_at: opt_time(r.get(2)?),
-                status: r
-                    .get::<_, Option<i64>>(3)?
-                    .and_then(|s| u16::try_from(s).ok()),
-            })
-        })
-        .optional()?)
 }
 
 impl StoredFate {
@@ -1099,6 +767,326 @@ impl StoredFate {
             },
         }
     }
+}
+
+// ---------------------------------------------------------------------------
+// Rows, on either engine (`store::db`): read them, call the decisions,
+// write the outcome.
+// ---------------------------------------------------------------------------
+
+/// In the ingest transaction, after the event was accepted.
+pub(super) async fn insert<D: Db>(db: &D, event: &NewEvent) -> Result<(), StoreError> {
+    let Some(f) = &event.forward else {
+        return Ok(());
+    };
+    db.exec(
+        sql::INSERT,
+        &[
+            &event.stream,
+            &f.ordered.then_some(event.stream.as_str()),
+            &event.delivery_id.as_deref().unwrap_or_default(),
+            &event.event_type,
+            &first_subject(event),
+            &event.event_time.map(millis),
+            &millis(event.received_at),
+            &f.moves_clock,
+            &f.sealed.key_id,
+            &f.sealed.bytes,
+        ],
+    )
+    .await?;
+    if f.ordered {
+        db.exec(sql::QUEUE, &[&event.stream]).await?;
+    }
+    Ok(())
+}
+
+pub(super) async fn claim<D: Db>(
+    db: &D,
+    replica: &str,
+    now: DateTime<Utc>,
+    lease: TimeDelta,
+    limit: i64,
+) -> Result<(Vec<ForwardClaim>, Option<DateTime<Utc>>), StoreError> {
+    let queues: Vec<(String,)> = db.rows(sql::QUEUES, &[]).await?;
+    let mut heads = Vec::with_capacity(queues.len());
+    for (q,) in &queues {
+        if let Some((id, next_attempt_at, lease_until)) = db.opt(sql::HEAD, &[q]).await? {
+            heads.push(Head {
+                id,
+                next_attempt_at,
+                lease_until,
+            });
+        }
+    }
+    let unordered: Vec<(i64,)> = db.rows(sql::UNORDERED_DUE, &[&millis(now), &limit]).await?;
+    let unordered: Vec<i64> = unordered.into_iter().map(|(id,)| id).collect();
+    let (unordered_next,): (Option<i64>,) = db.one(sql::UNORDERED_NEXT, &[&millis(now)]).await?;
+    let (ids, next) = plan_claim(
+        &heads,
+        &unordered,
+        unordered_next,
+        millis(now),
+        usize::try_from(limit).unwrap_or(0),
+    );
+    let mut claims = Vec::with_capacity(ids.len());
+    for id in ids {
+        // Guarded (see `sql::CLAIM`): a row another replica claimed first
+        // matches nothing here once its claim commits.
+        let claim: Option<ClaimColumns> = db
+            .opt(
+                sql::CLAIM,
+                &[&id, &replica, &millis(now + lease), &millis(now)],
+            )
+            .await?;
+        claims.extend(claim.map(|c| claim_of(id, c)));
+    }
+    Ok((claims, next.map(stored_time).transpose()?))
+}
+
+pub(super) async fn release<D: Db>(db: &D) -> Result<usize, StoreError> {
+    let n = db.exec(sql::RELEASE, &[]).await?;
+    Ok(usize::try_from(n).unwrap_or(usize::MAX))
+}
+
+/// The stream's run, locked on PostgreSQL until the settle writes it.
+async fn run<D: Db>(db: &D, stream: &str) -> Result<Run, StoreError> {
+    let row: Option<RunColumns> = db.opt(&D::locked(sql::RUN), &[&stream]).await?;
+    Ok(row.map(run_of).unwrap_or_default())
+}
+
+async fn write_run<D: Db>(db: &D, stream: &str, r: &Run) -> Result<(), StoreError> {
+    db.exec(
+        sql::WRITE_RUN,
+        &[
+            &stream,
+            &i64::from(r.failures),
+            &i64::from(r.paged),
+            &r.failing_since,
+            &r.last_error,
+            &r.last_attempt_at,
+            &r.last_delivered_at,
+            &r.last_status,
+            &r.dead_paged,
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+async fn count_state<D: Db>(db: &D, stream: &str, state: &str) -> Result<u64, StoreError> {
+    let (n,): (i64,) = db.one(sql::COUNT_STATE, &[&stream, &state]).await?;
+    Ok(u64::try_from(n).unwrap_or(0))
+}
+
+async fn oldest_state<D: Db>(
+    db: &D,
+    stream: &str,
+    state: &str,
+) -> Result<Option<Oldest>, StoreError> {
+    let row: Option<(String, String, Option<String>, i64)> =
+        db.opt(sql::OLDEST_STATE, &[&stream, &state]).await?;
+    row.map(|(delivery_id, event_type, subject, at)| {
+        Ok(Oldest {
+            delivery_id,
+            event_type,
+            subject,
+            received_at: stored_time(at)?,
+        })
+    })
+    .transpose()
+}
+
+/// Fires or resolves the stream's dead-letter alert when its count says so.
+async fn dead_letter_check<D: Db>(
+    db: &D,
+    stream: &str,
+    at: DateTime<Utc>,
+    notifiers: &[String],
+) -> Result<(), StoreError> {
+    let paged = run(db, stream).await?.dead_paged;
+    let dead = count_state(db, stream, "dead").await?;
+    let Some(firing) = dead_letter_change(dead, paged) else {
+        return Ok(());
+    };
+    let reason = match oldest_state(db, stream, "dead").await? {
+        Some(oldest) if firing => decide::dead_letter_summary(stream, dead, &oldest),
+        _ => format!("{stream}: no dead letters are left (replayed or expired)."),
+    };
+    core::queue_keyed_pages(
+        db,
+        &page(stream, firing, at, reason, notifiers),
+        at,
+        &dead_letter_alert(stream),
+    )
+    .await?;
+    db.exec(sql::SET_DEAD_PAGED, &[&stream, &firing]).await?;
+    Ok(())
+}
+
+/// A settle takes the audit head's lock first when it may append, then the
+/// stream's run row: the ingest order (head → rows), so the two never wait
+/// on each other in a cycle.
+pub(super) async fn settle<D: Db>(db: &D, s: &ForwardSettle) -> Result<ForwardSettled, StoreError> {
+    let c = &s.claim;
+    core::lock_head(db, s.policy.audit).await?;
+    let before = run(db, &c.stream).await?;
+    let plan = plan_settle(s, before);
+    let (status, error) = match &s.attempt {
+        ForwardAttempt::Delivered { status } => (Some(i64::from(*status)), None),
+        ForwardAttempt::Failed { error, status } => (status.map(i64::from), Some(error.as_str())),
+    };
+    let changed = db
+        .exec(
+            sql::SETTLE,
+            &[
+                &c.id,
+                &c.token,
+                &plan.state,
+                &plan.next_attempt_at,
+                &error,
+                &status,
+                &plan.settled_at,
+                &plan.prune_at,
+            ],
+        )
+        .await?;
+    if changed == 0 {
+        return Ok(ForwardSettled::default());
+    }
+    write_run(db, &c.stream, &plan.run).await?;
+    if let (Some(audit_type), true) = (&plan.audit_type, s.policy.audit) {
+        core::append_audit(
+            db,
+            &audit_entry(
+                &c.stream,
+                Some(&c.delivery_id),
+                audit_type.clone(),
+                c.event_time,
+                c.subject.as_deref(),
+                s.at,
+            ),
+        )
+        .await?;
+    }
+    if let Some(fp) = plan.failing_page {
+        let pending = count_state(db, &c.stream, "pending").await?;
+        let oldest = oldest_state(db, &c.stream, "pending").await?;
+        let reason = failing_reason(
+            &c.stream,
+            &plan,
+            s.at,
+            pending,
+            oldest.as_ref(),
+            s.policy.ordered,
+        );
+        let (firing, severity) = match fp {
+            FailingPage::Fire(step) => (true, step.severity),
+            FailingPage::Resolve { .. } => (false, Severity::Warning),
+        };
+        core::queue_keyed_pages(
+            db,
+            &page(&c.stream, firing, s.at, reason, &s.policy.notifiers),
+            s.at,
+            &failing_alert(&c.stream, severity),
+        )
+        .await?;
+    }
+    let mut moved = None;
+    if plan.state == "delivered" {
+        let (moves,): (bool,) = db
+            .one("SELECT moves_clock FROM forwards WHERE id = $1", &[&c.id])
+            .await?;
+        if moves {
+            core::advance_clock(db, &clock_event(c, s.at)).await?;
+            moved = core::stream_row(db, &c.stream).await?;
+        }
+    }
+    // Only a new dead letter, or a delivery while the alert is firing,
+    // can change the dead-letter alert; every other settle skips the count.
+    if plan.state == "dead" || (plan.state == "delivered" && plan.run.dead_paged) {
+        dead_letter_check(db, &c.stream, s.at, &s.policy.notifiers).await?;
+    }
+    Ok(ForwardSettled {
+        settled: true,
+        moved,
+        dead: plan.state == "dead",
+    })
+}
+
+pub(super) async fn replay<D: Db>(db: &D, r: &ReplayRequest) -> Result<ReplayOutcome, StoreError> {
+    core::lock_head(db, r.audit && !r.dry_run).await?;
+    let rows: Vec<(i64, String, String, i64, String)> = db
+        .rows(
+            &D::locked(sql::WINDOW),
+            &[&r.stream, &millis(r.from), &millis(r.to)],
+        )
+        .await?;
+    let window = rows
+        .into_iter()
+        .map(|(id, delivery_id, event_type, at, state)| {
+            Ok((
+                id,
+                ReplayItem {
+                    delivery_id,
+                    event_type,
+                    received_at: stored_time(at)?,
+                    state,
+                },
+            ))
+        })
+        .collect::<Result<Vec<_>, StoreError>>()?;
+    let (chosen, pending) = replay_selection(window, &r.types);
+    if !r.dry_run {
+        for (id, _) in &chosen {
+            db.exec(sql::REQUEUE, &[id, &millis(r.now)]).await?;
+        }
+        if r.audit {
+            core::append_audit(db, &replay_entry(r, chosen.len() as u64)).await?;
+        }
+        dead_letter_check(db, &r.stream, r.now, &r.notifiers).await?;
+    }
+    Ok(replay_outcome(chosen, pending))
+}
+
+pub(super) async fn status<D: Db>(db: &D) -> Result<Vec<ForwardStatus>, StoreError> {
+    let counts = db.rows(sql::SUMMARY, &[]).await?;
+    let runs = db.rows(sql::RUNS, &[]).await?;
+    Ok(status_rows(counts, runs))
+}
+
+/// Deletes bodies past their retention; a stream whose last dead letter
+/// expired resolves its alert (`notifiers` per stream).
+pub(super) async fn prune<D: Db>(
+    db: &D,
+    now: DateTime<Utc>,
+    notifiers: &std::collections::BTreeMap<String, Vec<String>>,
+) -> Result<usize, StoreError> {
+    let n = db.exec(sql::PRUNE, &[&millis(now)]).await?;
+    let paged: Vec<(String,)> = db.rows(sql::DEAD_PAGED_STREAMS, &[]).await?;
+    for (stream,) in paged {
+        let to = notifiers.get(&stream).cloned().unwrap_or_default();
+        dead_letter_check(db, &stream, now, &to).await?;
+    }
+    Ok(usize::try_from(n).unwrap_or(usize::MAX))
+}
+
+pub(super) async fn fate<D: Db>(
+    db: &D,
+    stream: &str,
+    delivery_id: &str,
+) -> Result<Option<StoredFate>, StoreError> {
+    let row: Option<(String, i64, Option<i64>, Option<i64>)> =
+        db.opt(sql::FATE, &[&stream, &delivery_id]).await?;
+    row.map(|(state, received, settled, status)| {
+        Ok(StoredFate {
+            state,
+            received_at: stored_time(received)?,
+            settled_at: settled.map(stored_time).transpose()?,
+            status: status.and_then(|s| u16::try_from(s).ok()),
+        })
+    })
+    .transpose()
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@
 use chrono::NaiveDate;
 use rusqlite::{params, Connection};
 
-use super::svix::Columns;
+use super::db::Columns;
 use super::{Store, StoreError};
 
 /// Migration step (SQLite and PostgreSQL alike: only portable types).

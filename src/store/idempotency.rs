@@ -20,7 +20,7 @@
 use chrono::{DateTime, TimeDelta, Utc};
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::svix::Columns;
+use super::db::Columns;
 use super::{Store, StoreError};
 use crate::audit::chain::to_hex;
 

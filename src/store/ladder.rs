@@ -17,8 +17,8 @@
 use chrono::{DateTime, SecondsFormat, Utc};
 use rusqlite::{params, Connection};
 
+use super::db::Columns;
 use super::silences::lite;
-use super::svix::Columns;
 use super::{AlertState, Attempt, StoreError, Transition};
 
 /// Schema step, the same on both engines (BIGINT has INTEGER affinity on

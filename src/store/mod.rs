@@ -17,6 +17,8 @@ pub mod nul;
 pub(crate) use arrivals::moved_streams;
 pub mod audit;
 pub mod backend;
+mod core;
+mod db;
 pub mod forward;
 pub mod gaps;
 pub mod idempotency;

@@ -14,10 +14,10 @@
 use chrono::{DateTime, Utc};
 use rusqlite::{params, Connection, OptionalExtension};
 
+use super::db::Columns;
 use super::silences::lite;
 use super::stored_time;
 use super::subscriptions::millis;
-use super::svix::Columns;
 use super::{AlertState, NewEvent, Store, StoreError, Transition};
 
 /// Migration step (SQLite and PostgreSQL alike: only portable types).

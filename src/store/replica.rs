@@ -25,9 +25,9 @@
 use chrono::{DateTime, TimeDelta, Utc};
 use rusqlite::{params, Connection, OptionalExtension};
 
+use super::db::Columns;
 use super::ops::{outbox_columns, outbox_from_row};
 use super::silences::lite;
-use super::svix::Columns;
 use super::{stored_time, Attempt, OutboxRow, StoreError};
 
 /// Schema step (SQLite): claim columns on the outbox, the leader row and

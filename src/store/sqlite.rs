@@ -32,7 +32,7 @@ use super::status::{Arrival, AuditSummary};
 use super::subscriptions::{SubscriptionRow, SubscriptionTransition, SubscriptionUpdate};
 use super::svix::{SvixApply, SvixEndpointRow, SvixPage};
 use super::writer::{Control, Msg, Task};
-use super::{audit, moved_streams, ops, schema, status, subscriptions, svix, writer};
+use super::{audit, db, moved_streams, ops, schema, status, subscriptions, svix, writer};
 use super::{
     Attempt, EventOutcome, NewEvent, OutboxRow, OutboxSummary, PageKind, Shared, StoreError,
     StreamRow, TemplatedOutcome, Transition, TransitionOutcome,
@@ -430,16 +430,18 @@ impl Backend for SqliteBackend {
         lease: TimeDelta,
         limit: i64,
     ) -> StoreResult<(Vec<ForwardClaim>, Option<DateTime<Utc>>)> {
-        self.call(move |c| forward::claim(c, &replica, now, lease, limit))
+        self.call(move |c| db::ready(forward::claim(c, &replica, now, lease, limit)))
             .await
     }
 
     async fn release_forward_leases(&self) -> StoreResult<usize> {
-        self.call(forward::release).await
+        self.call(|c| db::ready(forward::release(c))).await
     }
 
     async fn settle_forward(&self, settle: ForwardSettle) -> StoreResult<ForwardSettled> {
-        let settled = self.call(move |c| forward::settle(c, &settle)).await?;
+        let settled = self
+            .call(move |c| db::ready(forward::settle(c, &settle)))
+            .await?;
         if let Some(row) = &settled.moved {
             let _ = self.feed.send(Change::Arrival(row.name.clone()));
         }
@@ -447,11 +449,12 @@ impl Backend for SqliteBackend {
     }
 
     async fn replay_forwards(&self, request: ReplayRequest) -> StoreResult<ReplayOutcome> {
-        self.call(move |c| forward::replay(c, &request)).await
+        self.call(move |c| db::ready(forward::replay(c, &request)))
+            .await
     }
 
     async fn forward_status(&self) -> StoreResult<Vec<ForwardStatus>> {
-        self.call(forward::status).await
+        self.call(|c| db::ready(forward::status(c))).await
     }
 
     async fn prune_forwards(
@@ -459,10 +462,8 @@ impl Backend for SqliteBackend {
         now: DateTime<Utc>,
         notifiers: std::collections::BTreeMap<String, Vec<String>>,
     ) -> StoreResult<usize> {
-        self.call(move |c| {
-            forward::prune(c, now, &|s| notifiers.get(s).cloned().unwrap_or_default())
-        })
-        .await
+        self.call(move |c| db::ready(forward::prune(c, now, &notifiers)))
+            .await
     }
 
     async fn forward_fate(
@@ -470,7 +471,7 @@ impl Backend for SqliteBackend {
         stream: String,
         delivery_id: String,
     ) -> StoreResult<Option<StoredFate>> {
-        self.call(move |c| forward::fate(c, &stream, &delivery_id))
+        self.call(move |c| db::ready(forward::fate(c, &stream, &delivery_id)))
             .await
     }
 

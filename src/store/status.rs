@@ -1,8 +1,8 @@
 //! Bounded reads for the status page: recent arrivals per stream (for the
 //! 7-day timeline) and the audit chain's head and last checkpoint.
 
+use super::db::Columns;
 use super::silences::lite;
-use super::svix::Columns;
 use super::{stored_time, StoreError};
 use chrono::{DateTime, Utc};
 use rusqlite::{params, Connection, OptionalExtension};

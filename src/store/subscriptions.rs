@@ -10,9 +10,9 @@
 use chrono::{DateTime, Utc};
 use rusqlite::{params, Connection, OptionalExtension};
 
+use super::db::Columns;
 use super::ops::{queue_keyed_pages, KeyedAlert};
 use super::silences::lite;
-use super::svix::Columns;
 use super::{stored_time, AlertState, StoreError, Transition};
 use crate::ingest::providers::{LifecycleNotice, SubscriptionExpiry};
 

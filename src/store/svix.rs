@@ -11,6 +11,7 @@
 //! This file's SQLite code and `pg::svix` only read rows, call the
 //! decision and write its outcome.
 
+use super::db::Columns;
 use super::ops::{delivery_hash, queue_keyed_pages, record_event, KeyedAlert};
 use super::silences::lite;
 use super::{AlertState, EventOutcome, NewEvent, StoreError, Transition};
@@ -425,41 +426,6 @@ pub(super) fn apply(a: &SvixApply, id: &str) -> Option<Apply> {
         join,
     })
 }
-
-/// A row's columns, read in order into a tuple on either engine: the
-/// engines read rows into the tuple a shared constructor
-/// ([`endpoint_row`], `subscriptions::subscription_row`,
-/// `reconcile::subject_entry`, ...) takes, instead of each listing the
-/// columns again. (Used by the three folded files; `store::mod` would be
-/// its natural home; `store::forward` uses it too.)
-pub(super) trait Columns: Sized {
-    fn lite(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self>;
-    fn pg(r: &tokio_postgres::Row) -> Result<Self, StoreError>;
-}
-
-macro_rules! columns {
-    ($($t:ident $i:tt),+) => {
-        impl<$($t),+> Columns for ($($t,)+)
-        where
-            $($t: rusqlite::types::FromSql + for<'a> tokio_postgres::types::FromSql<'a>),+
-        {
-            fn lite(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
-                Ok(($(r.get($i)?,)+))
-            }
-            fn pg(r: &tokio_postgres::Row) -> Result<Self, StoreError> {
-                Ok(($(r.try_get($i).map_err(super::pg::pg_err)?,)+))
-            }
-        }
-    };
-}
-columns!(A 0, B 1);
-columns!(A 0, B 1, C 2);
-columns!(A 0, B 1, C 2, D 3);
-columns!(A 0, B 1, C 2, D 3, E 4);
-columns!(A 0, B 1, C 2, D 3, E 4, F 5);
-columns!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7);
-columns!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10);
-columns!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10, L 11);
 
 /// An endpoint's `disabled` and `disable_trigger` columns.
 pub(super) fn disable_state(disabled: i64, trigger: Option<&str>) -> Option<DisableTrigger> {

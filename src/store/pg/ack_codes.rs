@@ -13,8 +13,8 @@ use crate::store::ack_codes::{
     code_row, decide, sql, to_confirm, use_outcome, CodeRow, LinkState, LinkUse, LINK_AUTHOR,
     LINK_COMMENT,
 };
+use crate::store::db::Columns;
 use crate::store::silences::{firing_episode, sql as silence_sql};
-use crate::store::svix::Columns;
 use crate::store::{AlertState, StoreError};
 
 async fn find(tx: &Tx<'_>, hash: &str) -> Result<Option<CodeRow>, StoreError> {

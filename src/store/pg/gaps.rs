@@ -3,8 +3,8 @@
 use chrono::NaiveDate;
 
 use super::sql::{exec, rows, Tx};
+use crate::store::db::Columns;
 use crate::store::gaps::{day_number, gap_count, GapCount, ADD_SQL, LOAD_SQL, PRUNE_SQL};
-use crate::store::svix::Columns;
 use crate::store::StoreError;
 
 pub(super) async fn add(tx: &Tx<'_>, deltas: &[GapCount]) -> Result<(), StoreError> {

@@ -6,11 +6,11 @@
 use chrono::{DateTime, Utc};
 
 use super::sql::{exec, opt, Tx};
+use crate::store::db::Columns;
 use crate::store::idempotency::{
     begin_times, found, hex, Begun, IdempotencyKey, StoredAnswer, BEGIN_SQL, FIND_SQL, FINISH_SQL,
     PRUNE_SQL, RELEASE_SQL,
 };
-use crate::store::svix::Columns;
 use crate::store::StoreError;
 
 pub(super) async fn begin(

@@ -5,10 +5,10 @@
 //! take turns and each step is queued once.
 
 use super::sql::{exec, one, rows, Tx};
+use crate::store::db::Columns;
 use crate::store::ladder::{
     decide, opt_time, sql, transition, Decision, LadderOutcome, LadderUpdate,
 };
-use crate::store::svix::Columns;
 use crate::store::{Attempt, StoreError};
 
 pub(super) async fn settle_counted(

@@ -15,7 +15,6 @@ pub(crate) mod audit_reader;
 mod batch;
 mod bulk;
 pub mod clock;
-mod forward;
 mod gaps;
 mod idempotency;
 mod ladder;
@@ -490,30 +489,34 @@ impl Backend for PgBackend {
         Vec<crate::store::forward::ForwardClaim>,
         Option<DateTime<Utc>>,
     )> {
-        in_tx!(self, |tx| forward::claim(&tx, &replica, now, lease, limit)
-            .await?)
+        in_tx!(self, |tx| crate::store::forward::claim(
+            &tx, &replica, now, lease, limit
+        )
+        .await?)
     }
 
     async fn release_forward_leases(&self) -> StoreResult<usize> {
-        in_tx!(self, |tx| forward::release(&tx).await?)
+        in_tx!(self, |tx| crate::store::forward::release(&tx).await?)
     }
 
     async fn settle_forward(
         &self,
         settle: crate::store::forward::ForwardSettle,
     ) -> StoreResult<crate::store::forward::ForwardSettled> {
-        in_tx!(self, |tx| forward::settle(&tx, &settle).await?)
+        in_tx!(self, |tx| crate::store::forward::settle(&tx, &settle)
+            .await?)
     }
 
     async fn replay_forwards(
         &self,
         request: crate::store::forward::ReplayRequest,
     ) -> StoreResult<crate::store::forward::ReplayOutcome> {
-        in_tx!(self, |tx| forward::replay(&tx, &request).await?)
+        in_tx!(self, |tx| crate::store::forward::replay(&tx, &request)
+            .await?)
     }
 
     async fn forward_status(&self) -> StoreResult<Vec<crate::store::forward::ForwardStatus>> {
-        in_tx!(self, |tx| forward::status(&tx).await?)
+        in_tx!(self, |tx| crate::store::forward::status(&tx).await?)
     }
 
     async fn prune_forwards(
@@ -521,7 +524,10 @@ impl Backend for PgBackend {
         now: DateTime<Utc>,
         notifiers: std::collections::BTreeMap<String, Vec<String>>,
     ) -> StoreResult<usize> {
-        in_tx!(self, |tx| forward::prune(&tx, now, &notifiers).await?)
+        in_tx!(self, |tx| crate::store::forward::prune(
+            &tx, now, &notifiers
+        )
+        .await?)
     }
 
     async fn forward_fate(
@@ -529,7 +535,12 @@ impl Backend for PgBackend {
         stream: String,
         delivery_id: String,
     ) -> StoreResult<Option<crate::store::forward::StoredFate>> {
-        in_tx!(self, |tx| forward::fate(&tx, &stream, &delivery_id).await?)
+        in_tx!(self, |tx| crate::store::forward::fate(
+            &tx,
+            &stream,
+            &delivery_id
+        )
+        .await?)
     }
 
     async fn idempotency_begin(

@@ -236,7 +236,7 @@ pub(super) async fn record_event(
         .await?;
     }
     super::revocations::note(tx, event).await?;
-    super::forward::insert(tx, event).await?;
+    crate::store::forward::insert(tx, event).await?;
     if event.feeds_clock {
         advance_clock(tx, event).await?;
     }

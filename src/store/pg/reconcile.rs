@@ -7,12 +7,12 @@ use tokio_postgres::types::ToSql;
 
 use super::ops::{append_audit, queue_keyed_pages};
 use super::sql::{exec, get, ms, opt, rows, state, state_str, Tx};
+use crate::store::db::Columns;
 use crate::store::reconcile::{
     drift_json, first_per_stream, latest_report, missing_alert, reconcile_move, reconcile_row,
     revoke_alert, revoke_alert_key, sql, stale_alert, stale_key, subject_entry, subject_needle,
     LatestReport, NewReconciliation, ReconcileRow, ReconcileTransition, StaleGrant, SubjectEntry,
 };
-use crate::store::svix::Columns;
 use crate::store::StoreError;
 
 pub(super) async fn record(

@@ -18,10 +18,10 @@ use tokio_postgres::types::ToSql;
 use super::ops::{outbox_from_row, OUTBOX_COLUMNS};
 use super::sql::{exec, ms, one, opt, rows, Tx};
 use super::Settings;
+use crate::store::db::Columns;
 use crate::store::replica::{
     claim, elect_outcome, holds, replica_row, sql, Change, Claim, LeaderRow, Leadership, ReplicaRow,
 };
-use crate::store::svix::Columns;
 use crate::store::{Attempt, StoreError};
 
 /// The NOTIFY channel arrivals are announced on (payload: stream name).

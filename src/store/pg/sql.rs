@@ -6,8 +6,12 @@ use chrono::{DateTime, Utc};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
-use super::pg_err;
-use crate::store::{AlertState, PageKind, StoreError};
+use super::{ops, pg_err};
+use crate::store::db::{Args, Columns, Db};
+use crate::store::ops::KeyedAlert;
+use crate::store::{
+    AlertState, EventOutcome, NewEvent, PageKind, StoreError, StreamRow, Transition,
+};
 
 pub(super) type Tx<'a> = deadpool_postgres::Transaction<'a>;
 pub(super) type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
@@ -87,4 +91,74 @@ pub(super) fn page_kind(s: &str) -> Result<PageKind, StoreError> {
         "escalation" => Ok(PageKind::Escalation),
         other => Err(StoreError::Sql(format!("unknown page kind {other:?}"))),
     }
+}
+
+/// PostgreSQL runs `store::db` operations in the pooled transaction.
+impl Db for deadpool_postgres::Transaction<'_> {
+    const ROW_LOCK: &'static str = " FOR UPDATE";
+
+    async fn exec(&self, sql: &str, args: Args<'_>) -> Result<u64, StoreError> {
+        let stmt = self.prepare_cached(sql).await.map_err(pg_err)?;
+        self.execute(&stmt, &pg_args(args)).await.map_err(pg_err)
+    }
+
+    async fn rows<C: Columns>(&self, sql: &str, args: Args<'_>) -> Result<Vec<C>, StoreError> {
+        let stmt = self.prepare_cached(sql).await.map_err(pg_err)?;
+        let rows = self.query(&stmt, &pg_args(args)).await.map_err(pg_err)?;
+        rows.iter().map(C::pg).collect()
+    }
+
+    async fn opt<C: Columns>(&self, sql: &str, args: Args<'_>) -> Result<Option<C>, StoreError> {
+        let stmt = self.prepare_cached(sql).await.map_err(pg_err)?;
+        let row = self
+            .query_opt(&stmt, &pg_args(args))
+            .await
+            .map_err(pg_err)?;
+        row.as_ref().map(C::pg).transpose()
+    }
+
+    async fn core_append_audit(&self, e: &NewEvent) -> Result<(), StoreError> {
+        ops::append_audit(self, e).await
+    }
+    async fn core_record_event(&self, e: &NewEvent) -> Result<EventOutcome, StoreError> {
+        ops::record_event(self, e).await
+    }
+    async fn core_advance_clock(&self, e: &NewEvent) -> Result<(), StoreError> {
+        ops::advance_clock(self, e).await
+    }
+    async fn core_stream_row(&self, name: &str) -> Result<Option<StreamRow>, StoreError> {
+        ops::stream_row(self, name).await
+    }
+    async fn core_keyed_alert_id(&self, a: &KeyedAlert<'_>) -> Result<String, StoreError> {
+        ops::keyed_alert_id(self, a).await
+    }
+    async fn core_queue_keyed_pages(
+        &self,
+        t: &Transition,
+        created_at: DateTime<Utc>,
+        a: &KeyedAlert<'_>,
+    ) -> Result<bool, StoreError> {
+        ops::queue_keyed_pages(self, t, created_at, a).await
+    }
+    async fn core_insert_keyed_page(
+        &self,
+        t: &Transition,
+        notifier: &str,
+        created_at: DateTime<Utc>,
+        a: &KeyedAlert<'_>,
+    ) -> Result<(), StoreError> {
+        ops::insert_keyed_page(self, t, notifier, created_at, a).await
+    }
+    async fn core_insert_silence_page(
+        &self,
+        t: &Transition,
+        notifier: &str,
+        created_at: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        ops::insert_silence_page(self, t, notifier, created_at).await
+    }
+}
+
+pub(crate) fn pg_args<'a>(args: Args<'a>) -> Vec<&'a (dyn tokio_postgres::types::ToSql + Sync)> {
+    args.iter().map(|a| a.pg()).collect()
 }

@@ -4,8 +4,8 @@
 use chrono::{DateTime, Utc};
 
 use super::sql::{get, ms, one, opt, rows, Tx};
+use crate::store::db::Columns;
 use crate::store::status::{newest, sql, summary, Arrival, AuditSummary};
-use crate::store::svix::Columns;
 use crate::store::StoreError;
 
 pub(super) async fn recent_arrivals(

@@ -6,11 +6,11 @@ use chrono::{DateTime, Utc};
 
 use super::ops::queue_keyed_pages;
 use super::sql::{exec, get, ms, opt, rows, state, state_str, Tx};
+use crate::store::db::Columns;
 use crate::store::subscriptions::{
     horizon, over_cap, plausible_expiries, sql, subscription_row, transition_move, RowCols,
     SubscriptionRow, SubscriptionTransition, SubscriptionUpdate, MAX_PER_STREAM,
 };
-use crate::store::svix::Columns;
 use crate::store::StoreError;
 
 pub(super) async fn record(

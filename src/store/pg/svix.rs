@@ -10,11 +10,12 @@
 use super::ops::{lock_audit_head, queue_keyed_pages, record_event};
 use super::sql::{exec, get, ms, one, opt, rows, Tx};
 use crate::domain::svix::{alert_changes, AlertChange, EndpointSummary};
+use crate::store::db::Columns;
 use crate::store::svix::{
     ack_place, apply, endpoint_row, event_changes, event_place, join_entry, learned, lost_message,
-    page_plans, recovered_message, redelivered, redelivery_hashes, sql, summary, Columns,
-    SourceRows, SvixApply, SvixEndpointRow, SvixPage, Write, GROUPED_ENDPOINT, RECOVERED_SHOWN,
-    REDELIVERED, REGROUPED,
+    page_plans, recovered_message, redelivered, redelivery_hashes, sql, summary, SourceRows,
+    SvixApply, SvixEndpointRow, SvixPage, Write, GROUPED_ENDPOINT, RECOVERED_SHOWN, REDELIVERED,
+    REGROUPED,
 };
 use crate::store::{EventOutcome, NewEvent, StoreError};
 

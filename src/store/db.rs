@@ -1,0 +1,326 @@
+//! One statement runner for both engines (issue #28): a store operation
+//! that reads and writes rows is written once, as an `async fn` generic
+//! over [`Db`], and each backend runs it in its own transaction.
+//!
+//! - **PostgreSQL** implements [`Db`] on its pooled transaction; the
+//!   operation is awaited like any other query.
+//! - **SQLite** implements it on the writer thread's `Connection`. Every
+//!   call there finishes synchronously, so the future is complete the first
+//!   time it is polled: [`ready`] polls it once on the writer thread, with
+//!   no runtime and nothing sent to another thread.
+//!
+//! Statements are written in PostgreSQL's `$N` placeholders; SQLite reads
+//! them as `?N` (its own `$NAME` form numbers parameters by first
+//! appearance, not by the digits). Where the dialects really differ the
+//! operation asks [`Db::ROW_LOCK`] or keeps a statement per engine, with a
+//! comment saying why.
+
+use std::borrow::Cow;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
+
+use chrono::{DateTime, Utc};
+
+use super::ops::{self, KeyedAlert};
+use super::pg::pg_err;
+use super::{EventOutcome, NewEvent, StoreError, StreamRow, Transition};
+
+/// A statement argument both drivers can bind. The argument types are
+/// PostgreSQL's (which checks them against the column: `i64` for BIGINT,
+/// `bool` for BOOLEAN); SQLite binds the same values into its affinities.
+pub(crate) trait Arg: rusqlite::ToSql + tokio_postgres::types::ToSql + Sync {
+    fn lite(&self) -> &dyn rusqlite::ToSql;
+    fn pg(&self) -> &(dyn tokio_postgres::types::ToSql + Sync);
+}
+
+impl<T: rusqlite::ToSql + tokio_postgres::types::ToSql + Sync> Arg for T {
+    fn lite(&self) -> &dyn rusqlite::ToSql {
+        self
+    }
+    fn pg(&self) -> &(dyn tokio_postgres::types::ToSql + Sync) {
+        self
+    }
+}
+
+pub(crate) type Args<'a> = &'a [&'a dyn Arg];
+
+/// A row's columns, read in order into a tuple on either engine: an
+/// operation reads rows into the tuple a shared constructor takes, instead
+/// of each engine listing the columns again.
+pub(crate) trait Columns: Sized {
+    fn lite(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self>;
+    fn pg(r: &tokio_postgres::Row) -> Result<Self, StoreError>;
+}
+
+macro_rules! columns {
+    ($($t:ident $i:tt),+) => {
+        impl<$($t),+> Columns for ($($t,)+)
+        where
+            $($t: rusqlite::types::FromSql + for<'a> tokio_postgres::types::FromSql<'a>),+
+        {
+            fn lite(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+                Ok(($(r.get($i)?,)+))
+            }
+            fn pg(r: &tokio_postgres::Row) -> Result<Self, StoreError> {
+                Ok(($(r.try_get($i).map_err(pg_err)?,)+))
+            }
+        }
+    };
+}
+columns!(A 0);
+columns!(A 0, B 1);
+columns!(A 0, B 1, C 2);
+columns!(A 0, B 1, C 2, D 3);
+columns!(A 0, B 1, C 2, D 3, E 4);
+columns!(A 0, B 1, C 2, D 3, E 4, F 5);
+columns!(A 0, B 1, C 2, D 3, E 4, F 5, G 6);
+columns!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7);
+columns!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8);
+columns!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9);
+columns!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10);
+columns!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10, L 11);
+columns!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10, L 11, M 12);
+columns!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10, L 11, M 12, N 13);
+
+/// Statements inside one transaction, on either engine.
+pub(crate) trait Db {
+    /// What a read that the transaction will update appends: PostgreSQL's
+    /// `FOR UPDATE`, so two replicas deciding from the same row take turns;
+    /// nothing on SQLite, whose one writer thread already serialises every
+    /// transaction.
+    const ROW_LOCK: &'static str;
+
+    /// Runs a statement; the number of rows it changed.
+    async fn exec(&self, sql: &str, args: Args<'_>) -> Result<u64, StoreError>;
+    /// Every row of a query.
+    async fn rows<C: Columns>(&self, sql: &str, args: Args<'_>) -> Result<Vec<C>, StoreError>;
+    /// The first row of a query, if any.
+    async fn opt<C: Columns>(&self, sql: &str, args: Args<'_>) -> Result<Option<C>, StoreError>;
+
+    /// The one row a query must return (a missing row is an error).
+    async fn one<C: Columns>(&self, sql: &str, args: Args<'_>) -> Result<C, StoreError> {
+        self.opt(sql, args)
+            .await?
+            .ok_or_else(|| StoreError::Sql("query returned no rows".into()))
+    }
+
+    // The core row operations every other one builds on, each engine's
+    // own until they are folded into `store::core` (issue #28); call them
+    // through `store::core`, never directly.
+    async fn core_append_audit(&self, e: &NewEvent) -> Result<(), StoreError>;
+    async fn core_record_event(&self, e: &NewEvent) -> Result<EventOutcome, StoreError>;
+    async fn core_advance_clock(&self, e: &NewEvent) -> Result<(), StoreError>;
+    async fn core_stream_row(&self, name: &str) -> Result<Option<StreamRow>, StoreError>;
+    async fn core_keyed_alert_id(&self, a: &KeyedAlert<'_>) -> Result<String, StoreError>;
+    async fn core_queue_keyed_pages(
+        &self,
+        t: &Transition,
+        created_at: DateTime<Utc>,
+        a: &KeyedAlert<'_>,
+    ) -> Result<bool, StoreError>;
+    async fn core_insert_keyed_page(
+        &self,
+        t: &Transition,
+        notifier: &str,
+        created_at: DateTime<Utc>,
+        a: &KeyedAlert<'_>,
+    ) -> Result<(), StoreError>;
+    async fn core_insert_silence_page(
+        &self,
+        t: &Transition,
+        notifier: &str,
+        created_at: DateTime<Utc>,
+    ) -> Result<(), StoreError>;
+
+    /// `sql` with [`Db::ROW_LOCK`] appended.
+    fn locked(sql: &str) -> Cow<'_, str> {
+        if Self::ROW_LOCK.is_empty() {
+            Cow::Borrowed(sql)
+        } else {
+            Cow::Owned(format!("{sql}{}", Self::ROW_LOCK))
+        }
+    }
+}
+
+impl Db for rusqlite::Connection {
+    const ROW_LOCK: &'static str = "";
+
+    async fn exec(&self, sql: &str, args: Args<'_>) -> Result<u64, StoreError> {
+        let n = with_lite(sql, |s| {
+            self.prepare_cached(s)?
+                .execute(rusqlite::params_from_iter(args.iter().map(|a| a.lite())))
+        })?;
+        Ok(u64::try_from(n).unwrap_or(u64::MAX))
+    }
+
+    async fn rows<C: Columns>(&self, sql: &str, args: Args<'_>) -> Result<Vec<C>, StoreError> {
+        Ok(with_lite(sql, |s| {
+            self.prepare_cached(s)?
+                .query_map(
+                    rusqlite::params_from_iter(args.iter().map(|a| a.lite())),
+                    C::lite,
+                )?
+                .collect::<rusqlite::Result<Vec<C>>>()
+        })?)
+    }
+
+    async fn opt<C: Columns>(&self, sql: &str, args: Args<'_>) -> Result<Option<C>, StoreError> {
+        Ok(with_lite(sql, |s| {
+            let mut stmt = self.prepare_cached(s)?;
+            let mut rows = stmt.query(rusqlite::params_from_iter(args.iter().map(|a| a.lite())))?;
+            rows.next()?.map(C::lite).transpose()
+        })?)
+    }
+
+    async fn core_append_audit(&self, e: &NewEvent) -> Result<(), StoreError> {
+        Ok(super::audit::append(self, e)?)
+    }
+    async fn core_record_event(&self, e: &NewEvent) -> Result<EventOutcome, StoreError> {
+        Ok(ops::record_event(self, e)?)
+    }
+    async fn core_advance_clock(&self, e: &NewEvent) -> Result<(), StoreError> {
+        Ok(ops::advance_clock(self, e)?)
+    }
+    async fn core_stream_row(&self, name: &str) -> Result<Option<StreamRow>, StoreError> {
+        use rusqlite::OptionalExtension;
+        Ok(ops::stream_row(self, name).optional()?)
+    }
+    async fn core_keyed_alert_id(&self, a: &KeyedAlert<'_>) -> Result<String, StoreError> {
+        Ok(ops::keyed_alert_id(self, a)?)
+    }
+    async fn core_queue_keyed_pages(
+        &self,
+        t: &Transition,
+        created_at: DateTime<Utc>,
+        a: &KeyedAlert<'_>,
+    ) -> Result<bool, StoreError> {
+        Ok(ops::queue_keyed_pages(self, t, created_at, a)?)
+    }
+    async fn core_insert_keyed_page(
+        &self,
+        t: &Transition,
+        notifier: &str,
+        created_at: DateTime<Utc>,
+        a: &KeyedAlert<'_>,
+    ) -> Result<(), StoreError> {
+        Ok(ops::insert_keyed_page(self, t, notifier, created_at, a)?)
+    }
+    async fn core_insert_silence_page(
+        &self,
+        t: &Transition,
+        notifier: &str,
+        created_at: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        Ok(ops::insert_silence_page(self, t, notifier, created_at)?)
+    }
+}
+
+thread_local! {
+    /// `$N` statements already rewritten for SQLite, on the writer thread:
+    /// the hot ingest statements run thousands of times a second, and the
+    /// rewrite would otherwise allocate each time.
+    static LITE: RefCell<HashMap<String, Box<str>>> = RefCell::new(HashMap::new());
+}
+
+/// Runs `f` with `sql` in SQLite's placeholders (`$N` → `?N`).
+fn with_lite<T>(sql: &str, f: impl FnOnce(&str) -> rusqlite::Result<T>) -> rusqlite::Result<T> {
+    if !sql.contains('$') {
+        return f(sql);
+    }
+    LITE.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        if let Some(text) = cache.get(sql) {
+            return f(text);
+        }
+        // Distinct texts are the program's constants plus a few built from
+        // config; the bound only matters if something ever built them from
+        // data.
+        if cache.len() >= 4096 {
+            cache.clear();
+        }
+        let text = cache
+            .entry(sql.to_owned())
+            .or_insert_with(|| sql.replace('$', "?").into_boxed_str());
+        f(text)
+    })
+}
+
+/// Runs an operation written against [`Db`] on SQLite's writer thread. Its
+/// `Db` calls never wait, so the future is complete on its first poll; one
+/// that is not (a bug: something in it awaited real I/O) is an error, not
+/// a hang of the writer.
+pub(crate) fn ready<T>(op: impl Future<Output = Result<T, StoreError>>) -> Result<T, StoreError> {
+    let mut op = pin!(op);
+    match op.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(out) => out,
+        Poll::Pending => Err(StoreError::Sql(
+            "a store operation waited on SQLite's writer thread".into(),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn round_trip<D: Db>(db: &D) -> Result<Vec<(i64, String, Option<bool>)>, StoreError> {
+        db.exec(
+            "INSERT INTO t (a, b, c) VALUES ($2, $1, $3)",
+            &[&"x", &7_i64, &Some(true)],
+        )
+        .await?;
+        db.exec(
+            "INSERT INTO t (a, b, c) VALUES ($1, $2, $3)",
+            &[&8_i64, &"y", &None::<bool>],
+        )
+        .await?;
+        let none: Option<(i64,)> = db.opt("SELECT a FROM t WHERE a = $1", &[&9_i64]).await?;
+        assert!(none.is_none());
+        let (n,): (i64,) = db.one("SELECT count(*) FROM t", &[]).await?;
+        assert_eq!(n, 2);
+        db.rows("SELECT a, b, c FROM t ORDER BY a", &[]).await
+    }
+
+    #[test]
+    fn sqlite_runs_dollar_statements_in_place_order() {
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        conn.execute_batch("CREATE TABLE t (a INTEGER, b TEXT, c INTEGER)")
+            .unwrap();
+        let got = ready(round_trip(&conn)).unwrap();
+        assert_eq!(
+            got,
+            vec![(7, "x".into(), Some(true)), (8, "y".into(), None)]
+        );
+        assert!(ready(conn.one::<(i64,)>("SELECT 1 WHERE 0", &[])).is_err());
+    }
+
+    #[test]
+    fn an_operation_that_waits_is_an_error_not_a_hang() {
+        let op = async {
+            std::future::pending::<()>().await;
+            Ok(())
+        };
+        assert!(ready(op).is_err());
+    }
+
+    #[tokio::test]
+    async fn postgres_runs_the_same_statements() {
+        let Some(db) = crate::store::testdb::PgTestDb::create().await else {
+            return;
+        };
+        let pool = crate::store::pg::pool(&db.settings(), 1).unwrap();
+        let mut client = pool.get().await.unwrap();
+        let tx = client.transaction().await.unwrap();
+        tx.batch_execute("CREATE TEMP TABLE t (a BIGINT, b TEXT, c BOOLEAN)")
+            .await
+            .unwrap();
+        let got = round_trip(&tx).await.unwrap();
+        assert_eq!(
+            got,
+            vec![(7, "x".into(), Some(true)), (8, "y".into(), None)]
+        );
+    }
+}
