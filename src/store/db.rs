@@ -47,25 +47,62 @@ impl<T: rusqlite::ToSql + tokio_postgres::types::ToSql + Sync> Arg for T {
 
 pub(crate) type Args<'a> = &'a [&'a dyn Arg];
 
-/// A row's columns, read in order into a tuple on either engine: an
-/// operation reads rows into the tuple a shared constructor takes, instead
-/// of each engine listing the columns again.
+/// A column value both drivers can read.
+pub(crate) trait Cell:
+    rusqlite::types::FromSql + for<'a> tokio_postgres::types::FromSql<'a>
+{
+}
+impl<T: rusqlite::types::FromSql + for<'a> tokio_postgres::types::FromSql<'a>> Cell for T {}
+
+/// A row of either engine, read by column index; a type mismatch is a
+/// storage error, not a panic.
+pub(crate) trait Cells {
+    fn cell<T: Cell>(&self, idx: usize) -> Result<T, StoreError>;
+
+    /// A stored epoch-millisecond time (`store::stored_time`).
+    fn time(&self, idx: usize) -> Result<DateTime<Utc>, StoreError> {
+        super::stored_time(self.cell(idx)?)
+    }
+    fn opt_time(&self, idx: usize) -> Result<Option<DateTime<Utc>>, StoreError> {
+        self.cell::<Option<i64>>(idx)?
+            .map(super::stored_time)
+            .transpose()
+    }
+}
+
+impl Cells for rusqlite::Row<'_> {
+    fn cell<T: Cell>(&self, idx: usize) -> Result<T, StoreError> {
+        Ok(self.get(idx)?)
+    }
+}
+
+impl Cells for tokio_postgres::Row {
+    fn cell<T: Cell>(&self, idx: usize) -> Result<T, StoreError> {
+        self.try_get(idx).map_err(pg_err)
+    }
+}
+
+/// What a row reads into, the same way on either engine: a tuple of its
+/// columns in order (then handed to a shared constructor), or a row type
+/// that reads itself from [`Cells`].
 pub(crate) trait Columns: Sized {
-    fn lite(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self>;
-    fn pg(r: &tokio_postgres::Row) -> Result<Self, StoreError>;
+    fn read(r: &impl Cells) -> Result<Self, StoreError>;
+
+    // For code not yet written over `Db` (issue #28), which reads
+    // rows through each driver itself.
+    fn lite(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        Self::read(r).map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
+    }
+    fn pg(r: &tokio_postgres::Row) -> Result<Self, StoreError> {
+        Self::read(r)
+    }
 }
 
 macro_rules! columns {
     ($($t:ident $i:tt),+) => {
-        impl<$($t),+> Columns for ($($t,)+)
-        where
-            $($t: rusqlite::types::FromSql + for<'a> tokio_postgres::types::FromSql<'a>),+
-        {
-            fn lite(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
-                Ok(($(r.get($i)?,)+))
-            }
-            fn pg(r: &tokio_postgres::Row) -> Result<Self, StoreError> {
-                Ok(($(r.try_get($i).map_err(pg_err)?,)+))
+        impl<$($t: Cell),+> Columns for ($($t,)+) {
+            fn read(r: &impl Cells) -> Result<Self, StoreError> {
+                Ok(($(r.cell($i)?,)+))
             }
         }
     };
@@ -150,29 +187,34 @@ impl Db for rusqlite::Connection {
 
     async fn exec(&self, sql: &str, args: Args<'_>) -> Result<u64, StoreError> {
         let n = with_lite(sql, |s| {
-            self.prepare_cached(s)?
-                .execute(rusqlite::params_from_iter(args.iter().map(|a| a.lite())))
+            Ok(self
+                .prepare_cached(s)?
+                .execute(rusqlite::params_from_iter(args.iter().map(|a| a.lite())))?)
         })?;
         Ok(u64::try_from(n).unwrap_or(u64::MAX))
     }
 
     async fn rows<C: Columns>(&self, sql: &str, args: Args<'_>) -> Result<Vec<C>, StoreError> {
-        Ok(with_lite(sql, |s| {
-            self.prepare_cached(s)?
-                .query_map(
-                    rusqlite::params_from_iter(args.iter().map(|a| a.lite())),
-                    C::lite,
-                )?
-                .collect::<rusqlite::Result<Vec<C>>>()
-        })?)
+        with_lite(sql, |s| {
+            let mut stmt = self.prepare_cached(s)?;
+            let mut rows = stmt.query(rusqlite::params_from_iter(args.iter().map(|a| a.lite())))?;
+            let mut out = Vec::new();
+            while let Some(r) = rows.next()? {
+                out.push(C::read(r)?);
+            }
+            Ok(out)
+        })
     }
 
     async fn opt<C: Columns>(&self, sql: &str, args: Args<'_>) -> Result<Option<C>, StoreError> {
-        Ok(with_lite(sql, |s| {
+        with_lite(sql, |s| {
             let mut stmt = self.prepare_cached(s)?;
             let mut rows = stmt.query(rusqlite::params_from_iter(args.iter().map(|a| a.lite())))?;
-            rows.next()?.map(C::lite).transpose()
-        })?)
+            match rows.next()? {
+                Some(r) => Ok(Some(C::read(r)?)),
+                None => Ok(None),
+            }
+        })
     }
 
     async fn core_append_audit(&self, e: &NewEvent) -> Result<(), StoreError> {
@@ -226,7 +268,7 @@ thread_local! {
 }
 
 /// Runs `f` with `sql` in SQLite's placeholders (`$N` → `?N`).
-fn with_lite<T>(sql: &str, f: impl FnOnce(&str) -> rusqlite::Result<T>) -> rusqlite::Result<T> {
+fn with_lite<T>(sql: &str, f: impl FnOnce(&str) -> Result<T, StoreError>) -> Result<T, StoreError> {
     if !sql.contains('$') {
         return f(sql);
     }

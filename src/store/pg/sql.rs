@@ -105,7 +105,7 @@ impl Db for deadpool_postgres::Transaction<'_> {
     async fn rows<C: Columns>(&self, sql: &str, args: Args<'_>) -> Result<Vec<C>, StoreError> {
         let stmt = self.prepare_cached(sql).await.map_err(pg_err)?;
         let rows = self.query(&stmt, &pg_args(args)).await.map_err(pg_err)?;
-        rows.iter().map(C::pg).collect()
+        rows.iter().map(C::read).collect()
     }
 
     async fn opt<C: Columns>(&self, sql: &str, args: Args<'_>) -> Result<Option<C>, StoreError> {
@@ -114,7 +114,7 @@ impl Db for deadpool_postgres::Transaction<'_> {
             .query_opt(&stmt, &pg_args(args))
             .await
             .map_err(pg_err)?;
-        row.as_ref().map(C::pg).transpose()
+        row.as_ref().map(C::read).transpose()
     }
 
     async fn core_append_audit(&self, e: &NewEvent) -> Result<(), StoreError> {
