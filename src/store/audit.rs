@@ -6,7 +6,7 @@
 //! `hushwatch audit verify/export` works while `serve` is running (WAL).
 
 use super::{NewEvent, StoreError};
-use crate::audit::chain::{from_hex, to_hex, Entry, GENESIS};
+use crate::audit::chain::{from_hex, Entry, GENESIS};
 use crate::audit::checkpoint::Checkpoint;
 use crate::audit::verify::{Anchor, StoredEntry};
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension, Row};
@@ -38,21 +38,6 @@ pub(super) const MIGRATION: &str = "CREATE TABLE audit_log (
         hash TEXT NOT NULL
     );";
 
-/// The chain head: the last entry, else the prune anchor, else genesis.
-fn head(conn: &Connection) -> rusqlite::Result<Anchor> {
-    let last = conn
-        .prepare_cached("SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1")?
-        .query_row([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))
-        .optional()?;
-    match last {
-        Some((seq, hash)) => Ok(Anchor {
-            seq,
-            hash: from_hex(&hash).unwrap_or(GENESIS),
-        }),
-        None => anchor(conn),
-    }
-}
-
 fn anchor(conn: &Connection) -> rusqlite::Result<Anchor> {
     let row = conn
         .query_row("SELECT seq, hash FROM audit_anchor WHERE id = 1", [], |r| {
@@ -65,97 +50,19 @@ fn anchor(conn: &Connection) -> rusqlite::Result<Anchor> {
     }))
 }
 
+/// `store::core::append_audit` for SQLite code not yet written over
+/// `store::db::Db` (issue #28).
+pub(super) fn append(conn: &Connection, event: &NewEvent) -> rusqlite::Result<()> {
+    super::db::ready(super::core::append_audit(conn, event))
+        .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
+}
+
 pub(super) fn subject_json(pairs: &[(String, String)]) -> String {
     let map: serde_json::Map<String, serde_json::Value> = pairs
         .iter()
         .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
         .collect();
     serde_json::Value::Object(map).to_string()
-}
-
-/// Appends the accepted `event` to the chain.
-pub(super) fn append(conn: &Connection, event: &NewEvent) -> rusqlite::Result<()> {
-    let head = head(conn)?;
-    let entry = Entry {
-        seq: head.seq + 1,
-        received_at_ms: event.received_at.timestamp_millis(),
-        source: event.stream.clone(),
-        channel: event.channel.to_string(),
-        delivery_id: event.delivery_id.clone(),
-        event_type: event.event_type.clone(),
-        event_time_ms: event.event_time.map(|t| t.timestamp_millis()),
-        subject_ids: subject_json(&event.subject_ids),
-        body_sha256: event.body_sha256.map(|d| to_hex(&d)),
-        signature_verified: event.signature_verified,
-        prev_hash: head.hash,
-    };
-    let hash = entry.hash();
-    conn.prepare_cached(
-        "INSERT INTO audit_log (seq, received_at, source, channel, delivery_id, event_type,
-             event_time, subject_ids, body_sha256, signature_verified, prev_hash, hash)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
-    )?
-    .execute(params![
-        entry.seq,
-        entry.received_at_ms,
-        entry.source,
-        entry.channel,
-        entry.delivery_id,
-        entry.event_type,
-        entry.event_time_ms,
-        entry.subject_ids,
-        entry.body_sha256,
-        entry.signature_verified,
-        to_hex(&entry.prev_hash),
-        to_hex(&hash),
-    ])?;
-    Ok(())
-}
-
-/// Writes a checkpoint of the current head (none when the log is empty).
-pub(super) fn checkpoint(
-    conn: &Connection,
-    now_ms: i64,
-    key: Option<&[u8]>,
-) -> Result<Option<Checkpoint>, StoreError> {
-    let head = head(conn)?;
-    if head.seq == 0 {
-        return Ok(None);
-    }
-    let c = Checkpoint::new(head.seq, head.hash, now_ms, key);
-    conn.execute(
-        "INSERT INTO audit_checkpoints (seq, hash, created_at, mac) VALUES (?1, ?2, ?3, ?4)",
-        params![
-            c.seq,
-            to_hex(&c.hash),
-            c.created_at_ms,
-            c.mac.map(|m| to_hex(&m))
-        ],
-    )?;
-    Ok(Some(c))
-}
-
-/// Deletes whole prefixes older than `before_ms`, remembering the last
-/// pruned entry as the new anchor so the rest still verifies.
-pub(super) fn prune(conn: &Connection, before_ms: i64) -> Result<usize, StoreError> {
-    let last: Option<(i64, String)> = conn
-        .query_row(
-            "SELECT seq, hash FROM audit_log WHERE received_at < ?1 ORDER BY seq DESC LIMIT 1",
-            [before_ms],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .optional()?;
-    let Some((seq, hash)) = last else {
-        return Ok(0);
-    };
-    conn.execute(
-        "INSERT INTO audit_anchor (id, seq, hash) VALUES (1, ?1, ?2)
-         ON CONFLICT(id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash",
-        params![seq, hash],
-    )?;
-    let deleted = conn.execute("DELETE FROM audit_log WHERE seq <= ?1", [seq])?;
-    conn.execute("DELETE FROM audit_checkpoints WHERE seq <= ?1", [seq])?;
-    Ok(deleted)
 }
 
 /// Read-only access for `hushwatch audit`, on either engine.

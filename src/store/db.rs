@@ -24,9 +24,9 @@ use std::task::{Context, Poll, Waker};
 
 use chrono::{DateTime, Utc};
 
-use super::ops::{self, KeyedAlert};
+use super::ops::KeyedAlert;
 use super::pg::pg_err;
-use super::{EventOutcome, NewEvent, StoreError, StreamRow, Transition};
+use super::{NewEvent, StoreError, Transition};
 
 /// A statement argument both drivers can bind. The argument types are
 /// PostgreSQL's (which checks them against the column: `i64` for BIGINT,
@@ -129,6 +129,8 @@ pub(crate) trait Db {
     /// nothing on SQLite, whose one writer thread already serialises every
     /// transaction.
     const ROW_LOCK: &'static str;
+    /// For the few statements the dialects spell differently.
+    const POSTGRES: bool;
 
     /// Runs a statement; the number of rows it changed.
     async fn exec(&self, sql: &str, args: Args<'_>) -> Result<u64, StoreError>;
@@ -144,33 +146,23 @@ pub(crate) trait Db {
             .ok_or_else(|| StoreError::Sql("query returned no rows".into()))
     }
 
-    // The core row operations every other one builds on, each engine's
-    // own until they are folded into `store::core` (issue #28); call them
-    // through `store::core`, never directly.
-    async fn core_append_audit(&self, e: &NewEvent) -> Result<(), StoreError>;
-    async fn core_record_event(&self, e: &NewEvent) -> Result<EventOutcome, StoreError>;
-    async fn core_advance_clock(&self, e: &NewEvent) -> Result<(), StoreError>;
-    async fn core_stream_row(&self, name: &str) -> Result<Option<StreamRow>, StoreError>;
-    async fn core_keyed_alert_id(&self, a: &KeyedAlert<'_>) -> Result<String, StoreError>;
-    async fn core_queue_keyed_pages(
+    // What `store::core` needs from modules not yet written over `Db`
+    // (issue #28): each engine's own implementation until they are.
+    async fn core_note_revocation(&self, e: &NewEvent) -> Result<(), StoreError>;
+    async fn core_suppress_transition(&self, t: &Transition) -> Result<bool, StoreError>;
+    async fn core_suppress_keyed(
         &self,
         t: &Transition,
-        created_at: DateTime<Utc>,
         a: &KeyedAlert<'_>,
     ) -> Result<bool, StoreError>;
-    async fn core_insert_keyed_page(
+    /// `silences::extra_allowed`, from what this engine reads.
+    async fn core_extra_wanted(
         &self,
-        t: &Transition,
-        notifier: &str,
-        created_at: DateTime<Utc>,
-        a: &KeyedAlert<'_>,
-    ) -> Result<(), StoreError>;
-    async fn core_insert_silence_page(
-        &self,
-        t: &Transition,
-        notifier: &str,
-        created_at: DateTime<Utc>,
-    ) -> Result<(), StoreError>;
+        stream: &str,
+        started_ms: i64,
+        alert_id: &str,
+        at: DateTime<Utc>,
+    ) -> Result<bool, StoreError>;
 
     /// `sql` with [`Db::ROW_LOCK`] appended.
     fn locked(sql: &str) -> Cow<'_, str> {
@@ -184,6 +176,7 @@ pub(crate) trait Db {
 
 impl Db for rusqlite::Connection {
     const ROW_LOCK: &'static str = "";
+    const POSTGRES: bool = false;
 
     async fn exec(&self, sql: &str, args: Args<'_>) -> Result<u64, StoreError> {
         let n = with_lite(sql, |s| {
@@ -217,46 +210,34 @@ impl Db for rusqlite::Connection {
         })
     }
 
-    async fn core_append_audit(&self, e: &NewEvent) -> Result<(), StoreError> {
-        Ok(super::audit::append(self, e)?)
+    async fn core_note_revocation(&self, e: &NewEvent) -> Result<(), StoreError> {
+        Ok(super::revocations::note(self, e)?)
     }
-    async fn core_record_event(&self, e: &NewEvent) -> Result<EventOutcome, StoreError> {
-        Ok(ops::record_event(self, e)?)
+    async fn core_suppress_transition(&self, t: &Transition) -> Result<bool, StoreError> {
+        Ok(super::silences::suppress_transition(self, t)?)
     }
-    async fn core_advance_clock(&self, e: &NewEvent) -> Result<(), StoreError> {
-        Ok(ops::advance_clock(self, e)?)
-    }
-    async fn core_stream_row(&self, name: &str) -> Result<Option<StreamRow>, StoreError> {
-        use rusqlite::OptionalExtension;
-        Ok(ops::stream_row(self, name).optional()?)
-    }
-    async fn core_keyed_alert_id(&self, a: &KeyedAlert<'_>) -> Result<String, StoreError> {
-        Ok(ops::keyed_alert_id(self, a)?)
-    }
-    async fn core_queue_keyed_pages(
+    async fn core_suppress_keyed(
         &self,
         t: &Transition,
-        created_at: DateTime<Utc>,
         a: &KeyedAlert<'_>,
     ) -> Result<bool, StoreError> {
-        Ok(ops::queue_keyed_pages(self, t, created_at, a)?)
+        Ok(super::silences::suppress_keyed(self, t, a)?)
     }
-    async fn core_insert_keyed_page(
+    async fn core_extra_wanted(
         &self,
-        t: &Transition,
-        notifier: &str,
-        created_at: DateTime<Utc>,
-        a: &KeyedAlert<'_>,
-    ) -> Result<(), StoreError> {
-        Ok(ops::insert_keyed_page(self, t, notifier, created_at, a)?)
-    }
-    async fn core_insert_silence_page(
-        &self,
-        t: &Transition,
-        notifier: &str,
-        created_at: DateTime<Utc>,
-    ) -> Result<(), StoreError> {
-        Ok(ops::insert_silence_page(self, t, notifier, created_at)?)
+        stream: &str,
+        started_ms: i64,
+        alert_id: &str,
+        at: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        use super::silences as s;
+        Ok(s::extra_allowed(
+            s::acknowledged(self, stream, started_ms)?,
+            s::silenced(self, stream, "silence", at)?,
+            s::first_firing_page(self, alert_id)?,
+            s::is_held(self, stream)?,
+            at.timestamp_millis(),
+        ))
     }
 }
 

@@ -32,7 +32,7 @@ use super::status::{Arrival, AuditSummary};
 use super::subscriptions::{SubscriptionRow, SubscriptionTransition, SubscriptionUpdate};
 use super::svix::{SvixApply, SvixEndpointRow, SvixPage};
 use super::writer::{Control, Msg, Task};
-use super::{audit, db, moved_streams, ops, schema, status, subscriptions, svix, writer};
+use super::{core, db, moved_streams, ops, schema, status, subscriptions, svix, writer};
 use super::{
     Attempt, EventOutcome, NewEvent, OutboxRow, OutboxSummary, PageKind, Shared, StoreError,
     StreamRow, TemplatedOutcome, Transition, TransitionOutcome,
@@ -140,11 +140,12 @@ impl Backend for SqliteBackend {
         names: Vec<String>,
         now: DateTime<Utc>,
     ) -> StoreResult<Vec<StreamRow>> {
-        self.call(move |c| ops::watch_streams(c, &names, now)).await
+        self.call(move |c| db::ready(core::watch_streams(c, &names, now)))
+            .await
     }
 
     async fn templated_streams(&self) -> StoreResult<Vec<String>> {
-        self.call(ops::templated_streams).await
+        self.call(|c| db::ready(core::templated_streams(c))).await
     }
 
     async fn add_templated_stream(
@@ -153,12 +154,12 @@ impl Backend for SqliteBackend {
         now: DateTime<Utc>,
         max: usize,
     ) -> StoreResult<TemplatedOutcome> {
-        self.call(move |c| ops::add_templated_stream(c, &name, now, max))
+        self.call(move |c| db::ready(core::add_templated_stream(c, &name, now, max)))
             .await
     }
 
     async fn remove_templated_stream(&self, name: String) -> StoreResult<bool> {
-        self.call(move |c| ops::remove_templated_stream(c, &name))
+        self.call(move |c| db::ready(core::remove_templated_stream(c, &name)))
             .await
     }
 
@@ -174,7 +175,7 @@ impl Backend for SqliteBackend {
             .collect();
         let outcomes = self
             .call(move |c| {
-                let outcomes = ops::record_events(c, &events)?;
+                let outcomes = db::ready(core::record_events(c, &events))?;
                 if let Some(update) = &update {
                     subscriptions::record(c, update, now)?;
                 }
@@ -197,13 +198,13 @@ impl Backend for SqliteBackend {
     ) -> StoreResult<(Vec<EventOutcome>, Vec<StreamRow>)> {
         let (outcomes, rows) = self
             .call(move |c| {
-                let outcomes = ops::record_events(c, &events)?;
+                let outcomes = db::ready(core::record_events(c, &events))?;
                 if let Some(update) = &update {
                     subscriptions::record(c, update, now)?;
                 }
                 let rows = moved_streams(&events, &outcomes)
                     .into_iter()
-                    .map(|name| ops::stream_row(c, name))
+                    .filter_map(|name| db::ready(core::stream_row(c, name)).transpose())
                     .collect::<Result<Vec<_>, _>>()?;
                 Ok((outcomes, rows))
             })
@@ -227,7 +228,7 @@ impl Backend for SqliteBackend {
         t: Transition,
         created_at: DateTime<Utc>,
     ) -> StoreResult<bool> {
-        self.call(move |c| ops::record_transition(c, &t, created_at))
+        self.call(move |c| db::ready(core::record_transition(c, &t, created_at)))
             .await
     }
 
@@ -237,24 +238,32 @@ impl Backend for SqliteBackend {
         silent_since: DateTime<Utc>,
         created_at: DateTime<Utc>,
     ) -> StoreResult<TransitionOutcome> {
-        self.call(move |c| ops::record_transition_if_silent(c, &t, silent_since, created_at))
-            .await
+        self.call(move |c| {
+            db::ready(core::record_transition_if_silent(
+                c,
+                &t,
+                silent_since,
+                created_at,
+            ))
+        })
+        .await
     }
 
     async fn streams(&self) -> StoreResult<Vec<StreamRow>> {
-        self.call(ops::streams).await
+        self.call(|c| db::ready(core::streams(c))).await
     }
 
     async fn pending_outbox(&self) -> StoreResult<Vec<OutboxRow>> {
-        self.call(ops::pending_outbox).await
+        self.call(|c| db::ready(core::pending_outbox(c))).await
     }
 
     async fn mark_outbox_done(&self, id: i64, at: DateTime<Utc>) -> StoreResult<()> {
-        self.call(move |c| ops::mark_outbox_done(c, id, at)).await
+        self.call(move |c| db::ready(core::mark_outbox_done(c, id, at)))
+            .await
     }
 
     async fn record_attempt(&self, id: i64, attempt: Attempt) -> StoreResult<()> {
-        self.call(move |c| ops::record_attempt(c, id, &attempt))
+        self.call(move |c| db::ready(core::record_attempt(c, id, &attempt)))
             .await
     }
 
@@ -266,7 +275,7 @@ impl Backend for SqliteBackend {
         notifiers: Vec<String>,
         at: DateTime<Utc>,
     ) -> StoreResult<usize> {
-        self.call(move |c| ops::enqueue_extra(c, &stream, kind, step, &notifiers, at))
+        self.call(move |c| db::ready(core::enqueue_extra(c, &stream, kind, step, &notifiers, at)))
             .await
     }
 
@@ -274,7 +283,7 @@ impl Backend for SqliteBackend {
         self.call(move |c| {
             let alert = ops::fallback_alert(&about);
             for notifier in &t.notifiers {
-                ops::insert_keyed_page(c, &t, notifier, t.at, &alert)?;
+                db::ready(core::insert_keyed_page(c, &t, notifier, t.at, &alert))?;
             }
             Ok(())
         })
@@ -297,16 +306,17 @@ impl Backend for SqliteBackend {
     }
 
     async fn outbox_summary(&self, failed_limit: usize) -> StoreResult<OutboxSummary> {
-        self.call(move |c| ops::outbox_summary(c, failed_limit))
+        self.call(move |c| db::ready(core::outbox_summary(c, failed_limit)))
             .await
     }
 
     async fn active_firing_pages(&self) -> StoreResult<Vec<OutboxRow>> {
-        self.call(ops::active_firing_pages).await
+        self.call(|c| db::ready(core::active_firing_pages(c))).await
     }
 
     async fn prune_seen(&self, before: DateTime<Utc>) -> StoreResult<usize> {
-        self.call(move |c| ops::prune_seen(c, before)).await
+        self.call(move |c| db::ready(core::prune_seen(c, before)))
+            .await
     }
 
     async fn record_svix(
@@ -337,7 +347,7 @@ impl Backend for SqliteBackend {
         self.call(move |c| {
             let (acked, lost, pages) = svix::acknowledge(c, &apply, &endpoint_id, &msg_ids)?;
             if let (true, Some(entry)) = (acked > 0, &entry) {
-                audit::append(c, entry)?;
+                db::ready(core::append_audit(c, entry))?;
             }
             Ok((acked, lost, pages))
         })
@@ -564,17 +574,23 @@ impl Backend for SqliteBackend {
         now: DateTime<Utc>,
         key: Option<Vec<u8>>,
     ) -> StoreResult<Option<Checkpoint>> {
-        self.call(move |c| audit::checkpoint(c, now.timestamp_millis(), key.as_deref()))
-            .await
+        self.call(move |c| {
+            db::ready(core::audit_checkpoint(
+                c,
+                now.timestamp_millis(),
+                key.as_deref(),
+            ))
+        })
+        .await
     }
 
     async fn audit_prune(&self, before: DateTime<Utc>) -> StoreResult<usize> {
-        self.call(move |c| audit::prune(c, before.timestamp_millis()))
+        self.call(move |c| db::ready(core::audit_prune(c, before.timestamp_millis())))
             .await
     }
 
     async fn prune_events(&self, before: DateTime<Utc>, limit: i64) -> StoreResult<usize> {
-        self.call(move |c| ops::prune_events(c, before, limit))
+        self.call(move |c| db::ready(core::prune_events(c, before, limit)))
             .await
     }
 
@@ -593,11 +609,12 @@ impl Backend for SqliteBackend {
     }
 
     async fn probe(&self, now: DateTime<Utc>) -> StoreResult<()> {
-        self.call(move |c| ops::probe(c, now)).await
+        self.call(move |c| db::ready(core::probe(c, now))).await
     }
 
     async fn event_count(&self, stream: String) -> StoreResult<u64> {
-        self.call(move |c| ops::event_count(c, &stream)).await
+        self.call(move |c| db::ready(core::event_count(c, &stream)))
+            .await
     }
 
     async fn add_silence(

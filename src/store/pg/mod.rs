@@ -44,6 +44,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
 use super::backend::{Backend, StoreResult};
+use super::core;
 use super::reconcile::{
     NewReconciliation, ReconcileRow, ReconcileTransition, StaleGrant, SubjectEntry,
 };
@@ -58,6 +59,11 @@ use super::{
 };
 use crate::audit::checkpoint::Checkpoint;
 pub use settings::Settings;
+
+/// The LISTEN/NOTIFY channel an arrival is announced on (`store::core`).
+pub(crate) fn replica_channel() -> &'static str {
+    replica::CHANNEL
+}
 
 /// Connections per process unless `[store] pool_size` says otherwise.
 pub const DEFAULT_POOL_SIZE: usize = 8;
@@ -209,11 +215,11 @@ impl Backend for PgBackend {
         names: Vec<String>,
         now: DateTime<Utc>,
     ) -> StoreResult<Vec<StreamRow>> {
-        in_tx!(self, |tx| ops::watch_streams(&tx, &names, now).await?)
+        in_tx!(self, |tx| core::watch_streams(&tx, &names, now).await?)
     }
 
     async fn templated_streams(&self) -> StoreResult<Vec<String>> {
-        in_tx!(self, |tx| ops::templated_streams(&tx).await?)
+        in_tx!(self, |tx| core::templated_streams(&tx).await?)
     }
 
     async fn add_templated_stream(
@@ -222,12 +228,12 @@ impl Backend for PgBackend {
         now: DateTime<Utc>,
         max: usize,
     ) -> StoreResult<TemplatedOutcome> {
-        in_tx!(self, |tx| ops::add_templated_stream(&tx, &name, now, max)
+        in_tx!(self, |tx| core::add_templated_stream(&tx, &name, now, max)
             .await?)
     }
 
     async fn remove_templated_stream(&self, name: String) -> StoreResult<bool> {
-        in_tx!(self, |tx| ops::remove_templated_stream(&tx, &name).await?)
+        in_tx!(self, |tx| core::remove_templated_stream(&tx, &name).await?)
     }
 
     async fn record_delivery(
@@ -262,7 +268,7 @@ impl Backend for PgBackend {
         t: Transition,
         created_at: DateTime<Utc>,
     ) -> StoreResult<bool> {
-        in_tx!(self, |tx| ops::record_transition(&tx, &t, created_at)
+        in_tx!(self, |tx| core::record_transition(&tx, &t, created_at)
             .await?)
     }
 
@@ -273,12 +279,12 @@ impl Backend for PgBackend {
         created_at: DateTime<Utc>,
     ) -> StoreResult<TransitionOutcome> {
         in_tx!(self, |tx| {
-            ops::record_transition_if_silent(&tx, &t, silent_since, created_at).await?
+            core::record_transition_if_silent(&tx, &t, silent_since, created_at).await?
         })
     }
 
     async fn streams(&self) -> StoreResult<Vec<StreamRow>> {
-        in_tx!(self, |tx| ops::streams(&tx).await?)
+        in_tx!(self, |tx| core::streams(&tx).await?)
     }
 
     async fn streams_changed(
@@ -300,15 +306,15 @@ impl Backend for PgBackend {
     }
 
     async fn pending_outbox(&self) -> StoreResult<Vec<OutboxRow>> {
-        in_tx!(self, |tx| ops::pending_outbox(&tx).await?)
+        in_tx!(self, |tx| core::pending_outbox(&tx).await?)
     }
 
     async fn mark_outbox_done(&self, id: i64, at: DateTime<Utc>) -> StoreResult<()> {
-        in_tx!(self, |tx| ops::mark_outbox_done(&tx, id, at).await?)
+        in_tx!(self, |tx| core::mark_outbox_done(&tx, id, at).await?)
     }
 
     async fn record_attempt(&self, id: i64, attempt: Attempt) -> StoreResult<()> {
-        in_tx!(self, |tx| ops::record_attempt(&tx, id, &attempt).await?)
+        in_tx!(self, |tx| core::record_attempt(&tx, id, &attempt).await?)
     }
 
     async fn enqueue_extra(
@@ -320,7 +326,7 @@ impl Backend for PgBackend {
         at: DateTime<Utc>,
     ) -> StoreResult<usize> {
         in_tx!(self, |tx| {
-            ops::enqueue_extra(&tx, &stream, kind, step, &notifiers, at).await?
+            core::enqueue_extra(&tx, &stream, kind, step, &notifiers, at).await?
         })
     }
 
@@ -328,7 +334,7 @@ impl Backend for PgBackend {
         in_tx!(self, |tx| {
             let alert = super::ops::fallback_alert(&about);
             for notifier in &t.notifiers {
-                ops::insert_keyed_page(&tx, &t, notifier, t.at, &alert).await?;
+                core::insert_keyed_page(&tx, &t, notifier, t.at, &alert).await?;
             }
         })
     }
@@ -350,15 +356,15 @@ impl Backend for PgBackend {
     }
 
     async fn outbox_summary(&self, failed_limit: usize) -> StoreResult<OutboxSummary> {
-        in_tx!(self, |tx| ops::outbox_summary(&tx, failed_limit).await?)
+        in_tx!(self, |tx| core::outbox_summary(&tx, failed_limit).await?)
     }
 
     async fn active_firing_pages(&self) -> StoreResult<Vec<OutboxRow>> {
-        in_tx!(self, |tx| ops::active_firing_pages(&tx).await?)
+        in_tx!(self, |tx| core::active_firing_pages(&tx).await?)
     }
 
     async fn prune_seen(&self, before: DateTime<Utc>) -> StoreResult<usize> {
-        in_tx!(self, |tx| ops::prune_seen(&tx, before).await?)
+        in_tx!(self, |tx| core::prune_seen(&tx, before).await?)
     }
 
     async fn record_svix(
@@ -390,11 +396,11 @@ impl Backend for PgBackend {
         in_tx!(self, |tx| {
             // The audit head lock first, as every appending transaction takes it.
             let entries: Vec<NewEvent> = entry.iter().cloned().collect();
-            ops::lock_audit_head(&tx, &entries).await?;
+            core::lock_audit_head(&tx, &entries).await?;
             let (acked, lost, pages) =
                 svix::acknowledge(&tx, &apply, &endpoint_id, &msg_ids).await?;
             if let (true, Some(entry)) = (acked > 0, &entry) {
-                ops::append_audit(&tx, entry).await?;
+                core::append_audit(&tx, entry).await?;
             }
             (acked, lost, pages)
         })
@@ -407,7 +413,7 @@ impl Backend for PgBackend {
     ) -> StoreResult<bool> {
         in_tx!(self, |tx| {
             let entries: Vec<NewEvent> = report.entry.iter().cloned().collect();
-            ops::lock_audit_head(&tx, &entries).await?;
+            core::lock_audit_head(&tx, &entries).await?;
             reconcile::record(&tx, &report, now).await?
         })
     }
@@ -631,17 +637,17 @@ impl Backend for PgBackend {
         key: Option<Vec<u8>>,
     ) -> StoreResult<Option<Checkpoint>> {
         in_tx!(self, |tx| {
-            ops::audit_checkpoint(&tx, now.timestamp_millis(), key.as_deref()).await?
+            core::audit_checkpoint(&tx, now.timestamp_millis(), key.as_deref()).await?
         })
     }
 
     async fn audit_prune(&self, before: DateTime<Utc>) -> StoreResult<usize> {
-        in_tx!(self, |tx| ops::audit_prune(&tx, before.timestamp_millis())
+        in_tx!(self, |tx| core::audit_prune(&tx, before.timestamp_millis())
             .await?)
     }
 
     async fn prune_events(&self, before: DateTime<Utc>, limit: i64) -> StoreResult<usize> {
-        in_tx!(self, |tx| ops::prune_events(&tx, before, limit).await?)
+        in_tx!(self, |tx| core::prune_events(&tx, before, limit).await?)
     }
 
     async fn recent_arrivals(
@@ -661,11 +667,11 @@ impl Backend for PgBackend {
     }
 
     async fn probe(&self, now: DateTime<Utc>) -> StoreResult<()> {
-        in_tx!(self, |tx| ops::probe(&tx, now).await?)
+        in_tx!(self, |tx| core::probe(&tx, now).await?)
     }
 
     async fn event_count(&self, stream: String) -> StoreResult<u64> {
-        in_tx!(self, |tx| ops::event_count(&tx, &stream).await?)
+        in_tx!(self, |tx| core::event_count(&tx, &stream).await?)
     }
 
     async fn add_silence(

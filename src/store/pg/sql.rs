@@ -6,12 +6,10 @@ use chrono::{DateTime, Utc};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
-use super::{ops, pg_err};
+use super::pg_err;
 use crate::store::db::{Args, Columns, Db};
 use crate::store::ops::KeyedAlert;
-use crate::store::{
-    AlertState, EventOutcome, NewEvent, PageKind, StoreError, StreamRow, Transition,
-};
+use crate::store::{AlertState, NewEvent, StoreError, Transition};
 
 pub(super) type Tx<'a> = deadpool_postgres::Transaction<'a>;
 pub(super) type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
@@ -84,18 +82,10 @@ pub(super) fn state(s: &str) -> Result<AlertState, StoreError> {
     }
 }
 
-pub(super) fn page_kind(s: &str) -> Result<PageKind, StoreError> {
-    match s {
-        "page" => Ok(PageKind::Page),
-        "reminder" => Ok(PageKind::Reminder),
-        "escalation" => Ok(PageKind::Escalation),
-        other => Err(StoreError::Sql(format!("unknown page kind {other:?}"))),
-    }
-}
-
 /// PostgreSQL runs `store::db` operations in the pooled transaction.
 impl Db for deadpool_postgres::Transaction<'_> {
     const ROW_LOCK: &'static str = " FOR UPDATE";
+    const POSTGRES: bool = true;
 
     async fn exec(&self, sql: &str, args: Args<'_>) -> Result<u64, StoreError> {
         let stmt = self.prepare_cached(sql).await.map_err(pg_err)?;
@@ -117,48 +107,37 @@ impl Db for deadpool_postgres::Transaction<'_> {
         row.as_ref().map(C::read).transpose()
     }
 
-    async fn core_append_audit(&self, e: &NewEvent) -> Result<(), StoreError> {
-        ops::append_audit(self, e).await
+    async fn core_note_revocation(&self, e: &NewEvent) -> Result<(), StoreError> {
+        super::revocations::note(self, e).await
     }
-    async fn core_record_event(&self, e: &NewEvent) -> Result<EventOutcome, StoreError> {
-        ops::record_event(self, e).await
+    async fn core_suppress_transition(&self, t: &Transition) -> Result<bool, StoreError> {
+        super::silences::suppress_transition(self, t).await
     }
-    async fn core_advance_clock(&self, e: &NewEvent) -> Result<(), StoreError> {
-        ops::advance_clock(self, e).await
-    }
-    async fn core_stream_row(&self, name: &str) -> Result<Option<StreamRow>, StoreError> {
-        ops::stream_row(self, name).await
-    }
-    async fn core_keyed_alert_id(&self, a: &KeyedAlert<'_>) -> Result<String, StoreError> {
-        ops::keyed_alert_id(self, a).await
-    }
-    async fn core_queue_keyed_pages(
+    async fn core_suppress_keyed(
         &self,
         t: &Transition,
-        created_at: DateTime<Utc>,
         a: &KeyedAlert<'_>,
     ) -> Result<bool, StoreError> {
-        ops::queue_keyed_pages(self, t, created_at, a).await
+        super::silences::suppress_keyed(self, t, a).await
     }
-    async fn core_insert_keyed_page(
+    async fn core_extra_wanted(
         &self,
-        t: &Transition,
-        notifier: &str,
-        created_at: DateTime<Utc>,
-        a: &KeyedAlert<'_>,
-    ) -> Result<(), StoreError> {
-        ops::insert_keyed_page(self, t, notifier, created_at, a).await
-    }
-    async fn core_insert_silence_page(
-        &self,
-        t: &Transition,
-        notifier: &str,
-        created_at: DateTime<Utc>,
-    ) -> Result<(), StoreError> {
-        ops::insert_silence_page(self, t, notifier, created_at).await
+        stream: &str,
+        started_ms: i64,
+        alert_id: &str,
+        at: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        use super::silences as s;
+        Ok(crate::store::silences::extra_allowed(
+            s::acknowledged(self, stream, started_ms).await?,
+            s::silenced(self, stream, "silence", at).await?,
+            s::first_firing_page(self, alert_id).await?,
+            s::is_held(self, stream).await?,
+            at.timestamp_millis(),
+        ))
     }
 }
 
-pub(crate) fn pg_args<'a>(args: Args<'a>) -> Vec<&'a (dyn tokio_postgres::types::ToSql + Sync)> {
+fn pg_args<'a>(args: Args<'a>) -> Vec<&'a (dyn ToSql + Sync)> {
     args.iter().map(|a| a.pg()).collect()
 }
