@@ -464,6 +464,27 @@ fn while_the_database_is_unreachable_ingest_and_readyz_answer_503_and_a_passed_s
             },
         );
     }
+    // `/v1/status` says the same (slowly: its store-backed sections wait
+    // on the database and report errors): the last pass was attempted at
+    // or after `due` and not recorded.
+    let status = wait_until("/v1/status during the outage", || {
+        let reply = get(cluster.addr(0), "/v1/status");
+        (reply.status == 200).then(|| reply.json())
+    });
+    let at = |key: &str| {
+        let text = status[key]
+            .as_str()
+            .unwrap_or_else(|| panic!("{key}: {status}"));
+        chrono::DateTime::parse_from_rfc3339(text)
+            .unwrap()
+            .timestamp_millis() as f64
+            / 1000.0
+    };
+    assert!(at("evaluation_attempted_at") >= due, "{status}");
+    assert!(
+        at("evaluated_at") < due,
+        "recorded during the outage: {status}"
+    );
     let received = cluster.receiver.received();
     assert!(
         received.is_empty(),
