@@ -54,6 +54,10 @@ pub struct Metrics {
     /// subscription watcher's last completed pass ("evaluated up to T"), so a test or an
     /// operator can tell "no warning yet" from "not looked yet".
     pub subscriptions_evaluated: Gauge,
+    /// `hushwatch_evaluation_attempted_timestamp_seconds`: the clock reading of the
+    /// silence timer's last finished pass, recorded or refused by the store ("evaluated
+    /// up to T", also during a storage outage, when `/v1/status` may not answer).
+    pub evaluation_attempted: Gauge,
     pub in_business_hours: IntGaugeVec,
     /// `hushwatch_events_total` by stream, one slot per [`OUTCOMES`] entry;
     /// only streams declared here are counted, so a request for a stream
@@ -288,6 +292,16 @@ impl Metrics {
                 let g = Gauge::with_opts(Opts::new(
                     name,
                     "Clock reading of the subscription watcher's last completed evaluation.",
+                ))
+                .unwrap_or_else(|e| unreachable_metric(name, e));
+                register(&r, name, Box::new(g.clone()));
+                g
+            },
+            evaluation_attempted: {
+                let name = "hushwatch_evaluation_attempted_timestamp_seconds";
+                let g = Gauge::with_opts(Opts::new(
+                    name,
+                    "Clock reading of the silence timer's last finished pass, whether or not the store recorded it.",
                 ))
                 .unwrap_or_else(|e| unreachable_metric(name, e));
                 register(&r, name, Box::new(g.clone()));
@@ -851,6 +865,13 @@ pub struct WatchdogMetrics {
     pub heartbeat: IntCounterVec,
     pub degraded: IntGauge,
     pub consecutive_failures: IntGaugeVec,
+    /// `hushwatch_watchdog_checked_timestamp_seconds`: the clock reading of
+    /// the watchdog's last finished check ("checked up to T").
+    pub checked: Gauge,
+    /// `hushwatch_emergency_pages_total`: emergency pages decided (each
+    /// goes to every `emergency_notify` notifier), counted when decided, so
+    /// a page still on its way is already counted.
+    pub emergency_pages: IntCounter,
 }
 
 impl WatchdogMetrics {
@@ -870,9 +891,25 @@ impl WatchdogMetrics {
         )
         .unwrap_or_else(|e| unreachable_metric("hushwatch_degraded", e));
         register(r, "hushwatch_degraded", Box::new(degraded.clone()));
+        let name = "hushwatch_watchdog_checked_timestamp_seconds";
+        let checked = Gauge::with_opts(Opts::new(
+            name,
+            "Clock reading of the watchdog's last finished check (storage, emergency page, heartbeat).",
+        ))
+        .unwrap_or_else(|e| unreachable_metric(name, e));
+        register(r, name, Box::new(checked.clone()));
+        let name = "hushwatch_emergency_pages_total";
+        let emergency_pages = IntCounter::new(
+            name,
+            "Emergency pages about the store decided (broken, then recovered), each sent to every emergency_notify notifier.",
+        )
+        .unwrap_or_else(|e| unreachable_metric(name, e));
+        register(r, name, Box::new(emergency_pages.clone()));
         WatchdogMetrics {
             heartbeat,
             degraded,
+            checked,
+            emergency_pages,
             consecutive_failures: int_gauge_vec(
                 r,
                 "hushwatch_notifier_consecutive_failures",

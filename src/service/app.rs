@@ -509,7 +509,10 @@ impl App {
                 Ok(false) => stale.push(planned.stream.as_str()),
                 Err(e) => {
                     // Which streams were recorded is unknown: start over.
-                    self.lock_schedule().request_full();
+                    let mut schedule = self.lock_schedule();
+                    schedule.request_full();
+                    drop(schedule);
+                    self.attempted(plan.now);
                     return Err(e);
                 }
             }
@@ -546,7 +549,23 @@ impl App {
             next = earliest(next, Some(plan.now));
         }
         schedule.evaluated = Some((plan.now, next));
+        drop(schedule);
+        self.attempted(plan.now);
         Ok(next)
+    }
+
+    /// Publishes that a pass at `now` finished, recorded or not (status
+    /// `evaluation_attempted_at` and its gauge). Only forward: a pass
+    /// planned earlier that finishes later must not move the signal back.
+    fn attempted(&self, now: DateTime<Utc>) {
+        let mut schedule = self.lock_schedule();
+        if schedule.attempted.is_some_and(|t| t > now) {
+            return;
+        }
+        schedule.attempted = Some(now);
+        self.metrics
+            .evaluation_attempted
+            .set(now.timestamp_millis() as f64 / 1000.0);
     }
 
     /// Records one transition; false when the store withdrew a stale fire.

@@ -264,7 +264,10 @@ impl App {
                 Some(doc)
             })
             .collect();
-        let evaluated = self.lock_schedule().evaluated;
+        let (evaluated, attempted) = {
+            let schedule = self.lock_schedule();
+            (schedule.evaluated, schedule.attempted)
+        };
         json!({
             "now": rfc(Some(now)),
             "storage_ok": self.storage_ok(),
@@ -273,6 +276,13 @@ impl App {
             // alert due by `now` has been decided.
             "evaluated_at": rfc(evaluated.map(|e| e.0)),
             "next_evaluation_at": rfc(evaluated.and_then(|e| e.1)),
+            // The timer's last finished pass, recorded or not: later than
+            // `evaluated_at` when the store refused it (an outage), so
+            // "nothing fired" can be told from "could not look".
+            "evaluation_attempted_at": rfc(attempted),
+            // The watchdog's last finished check (storage, emergency page,
+            // heartbeat ping): everything due by it has been decided.
+            "watchdog_checked_at": rfc(self.watchdog().checked_at()),
             "streams": streams,
         })
     }

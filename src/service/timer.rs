@@ -54,6 +54,12 @@ pub struct Schedule {
     /// Shown in `/v1/status`, so a reader can tell "nothing fired" from
     /// "the timer has not looked yet".
     pub evaluated: Option<(DateTime<Utc>, Option<DateTime<Utc>>)>,
+    /// The clock reading of the last pass that finished, whether it was
+    /// recorded or the store refused it. Shown in `/v1/status` beside
+    /// `evaluated`: later than it means the last pass could not record,
+    /// so during a storage outage a reader can still tell "the timer looked
+    /// at T and could not page" from "the timer has not looked yet".
+    pub attempted: Option<DateTime<Utc>>,
 }
 
 impl Default for Schedule {
@@ -64,6 +70,7 @@ impl Default for Schedule {
             moved: HashSet::new(),
             full: true,
             evaluated: None,
+            attempted: None,
         }
     }
 }

@@ -44,6 +44,11 @@ struct State {
     store_failing_since: Option<DateTime<Utc>>,
     /// Last emergency page of the ongoing outage.
     emergency_sent: Option<DateTime<Utc>>,
+    /// The clock reading of the last finished check (`/v1/status`'s
+    /// `watchdog_checked_at`): every ping and emergency page due by then
+    /// has been decided (an emergency page may still be on its way; it is
+    /// counted in `hushwatch_emergency_pages_total` when decided).
+    checked: Option<DateTime<Utc>>,
 }
 
 /// The watchdog's state-facing side (`/v1/status`'s `degraded`).
@@ -67,6 +72,11 @@ impl Watchdog {
     /// The reasons hushwatch is degraded (empty when healthy).
     pub fn reasons(&self) -> Vec<String> {
         self.lock().reasons.clone()
+    }
+
+    /// The clock reading of the last finished check (None: none yet).
+    pub fn checked_at(&self) -> Option<DateTime<Utc>> {
+        self.lock().checked
     }
 
     /// Pages that failed for good, over the configured notifiers.
@@ -167,8 +177,19 @@ async fn tick(app: &Arc<App>, sender: &Arc<Sender>, http: &notify::http::Client)
         s.next_ping = Some(now + h.interval);
     }
     let mut next = now + CHECK_EVERY;
-    if let Some(t) = watchdog.lock().next_ping.filter(|_| heartbeat.is_some()) {
+    let mut s = watchdog.lock();
+    if let Some(t) = s.next_ping.filter(|_| heartbeat.is_some()) {
         next = next.min(t);
+    }
+    // Published last, once everything due at `now` is decided: "checked up
+    // to T" lets a reader (or a test) trust that nothing more was due. Only
+    // forward, like the clock it follows.
+    if s.checked.is_none_or(|t| t <= now) {
+        s.checked = Some(now);
+        app.metrics
+            .watchdog
+            .checked
+            .set(now.timestamp_millis() as f64 / 1000.0);
     }
     next
 }
@@ -250,6 +271,7 @@ fn store_alarm(
     };
     drop(s);
     let Some(page) = page else { return };
+    app.metrics.watchdog.emergency_pages.inc();
     for name in &w.emergency_notify {
         let Some(notifier) = config.notifiers.get(name).cloned() else {
             continue;

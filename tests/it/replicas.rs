@@ -426,12 +426,9 @@ fn while_the_database_is_unreachable_ingest_and_readyz_answer_503_and_a_passed_s
     // Start the clock with an event so the episode is the outage's.
     let first = burst(&mut cluster, &ids("before", 1), |_, _| {});
     assert_eq!(first.len(), 1);
-    // Where each replica's log stood before the outage.
-    let logged: Vec<(usize, usize)> = cluster
-        .live()
-        .into_iter()
-        .map(|i| (i, cluster.replica(i).stderr_text().lines().count()))
-        .collect();
+    // The event was accepted by now (every replica reads this host's wall
+    // clock), so its stream fires by `due` on every replica's view of it.
+    let due = chrono::Utc::now() + chrono::TimeDelta::seconds(4);
     cluster.db.allow_connections(false);
     cluster.db.terminate_connections();
     let began = Instant::now();
@@ -448,25 +445,46 @@ fn while_the_database_is_unreachable_ingest_and_readyz_answer_503_and_a_passed_s
         });
     }
     // The 4 s threshold passes during the outage: each replica's timer
-    // decides to fire and cannot record it, and logs that. That line is
-    // the visible sign that evaluation ran past the threshold (the status
-    // field `evaluated_at` moves only on a recorded pass, so it stays put
-    // through an outage); only after it does "nothing was paged" say
-    // something about the outage rather than about timing.
-    for (i, skip) in &logged {
+    // decides to fire and cannot record it. Its "evaluated up to T" gauge
+    // moves on every finished pass, recorded or not (`evaluated_at` in
+    // `/v1/status` moves only on a recorded one, and `/metrics` answers
+    // whatever the store does); only once it has passed `due` on each
+    // replica does "nothing was paged" say something about the outage
+    // rather than about timing.
+    let due = due.timestamp_millis() as f64 / 1000.0;
+    for i in cluster.live() {
         wait_until(
             "an evaluation past the threshold that cannot record",
             || {
-                cluster
-                    .replica(*i)
-                    .stderr_text()
-                    .lines()
-                    .skip(*skip)
-                    .any(|l| l.contains("silence evaluation could not record a transition"))
+                (metric(
+                    cluster.addr(i),
+                    "hushwatch_evaluation_attempted_timestamp_seconds",
+                ) >= due)
                     .then_some(())
             },
         );
     }
+    // `/v1/status` says the same (slowly: its store-backed sections wait
+    // on the database and report errors): the last pass was attempted at
+    // or after `due` and not recorded.
+    let status = wait_until("/v1/status during the outage", || {
+        let reply = get(cluster.addr(0), "/v1/status");
+        (reply.status == 200).then(|| reply.json())
+    });
+    let at = |key: &str| {
+        let text = status[key]
+            .as_str()
+            .unwrap_or_else(|| panic!("{key}: {status}"));
+        chrono::DateTime::parse_from_rfc3339(text)
+            .unwrap()
+            .timestamp_millis() as f64
+            / 1000.0
+    };
+    assert!(at("evaluation_attempted_at") >= due, "{status}");
+    assert!(
+        at("evaluated_at") < due,
+        "recorded during the outage: {status}"
+    );
     let received = cluster.receiver.received();
     assert!(
         received.is_empty(),

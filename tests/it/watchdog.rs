@@ -19,6 +19,17 @@ fn pings(recv: &Receiver) -> Vec<Received> {
     recv.received()
 }
 
+/// Waits until `/v1/status` says the watchdog finished a check at the
+/// clock's current reading: only then does "nothing more was sent" say
+/// that the watchdog looked at this time and decided so.
+fn wait_checked(s: &InProcess) {
+    let now = s.now();
+    wait_until("the watchdog to check at the advanced time", || {
+        let at = s.http_status()["watchdog_checked_at"].as_str()?.to_owned();
+        (utc(&at) >= now).then_some(())
+    });
+}
+
 /// One ping at start, then one per interval on the service clock; POST with
 /// a JSON health body to the healthy URL.
 #[test]
@@ -36,8 +47,9 @@ fn heartbeat_pings_the_url_once_per_interval() {
     // Half an interval: health checks run, no ping is due yet.
     s.advance(30);
     s.advance(29);
-    // Let those checks run before asserting nothing was sent.
-    wait_until("status answered", || Some(s.http_status()));
+    // Let the check at 59 s run before asserting nothing was sent.
+    wait_checked(&s);
+    assert_eq!(pings(&recv).len(), 1, "no ping before the interval");
     s.advance(1);
     wait_until("second ping", || (pings(&recv).len() >= 2).then_some(()));
     s.advance(60);
@@ -241,7 +253,9 @@ fn full_data_dir_fails_the_heartbeat_and_pages_emergency_directly() {
     s.advance_until(60, "ten minutes later", || {
         (s.now() >= utc(START) + chrono::TimeDelta::minutes(12)).then_some(())
     });
-    wait_until("status answered", || Some(s.http_status()));
+    wait_checked(&s);
+    // Counted when decided: a second page still on its way would show here.
+    assert_eq!(s.metric("hushwatch_emergency_pages_total"), 1.0);
     assert_eq!(
         emerg.received().len(),
         1,
@@ -266,7 +280,8 @@ fn full_data_dir_fails_the_heartbeat_and_pages_emergency_directly() {
     assert_eq!(s.metric("hushwatch_degraded"), 0.0);
     // The outage is over: more time brings no further emergency page.
     s.advance(3600);
-    wait_until("status answered", || Some(s.http_status()));
+    wait_checked(&s);
+    assert_eq!(s.metric("hushwatch_emergency_pages_total"), 2.0);
     assert_eq!(emerg.received().len(), 2);
     s.stop();
 }

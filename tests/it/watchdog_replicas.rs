@@ -251,6 +251,13 @@ fn each_replica_sends_its_own_emergency_page_while_the_database_is_down() {
                 .then_some(())
         });
     }
+    // Counted when decided: a second page still on its way would show here.
+    for i in 0..2 {
+        assert_eq!(
+            metric(cluster.replicas[i].addr, "hushwatch_emergency_pages_total"),
+            1.0
+        );
+    }
     let pages = firing(&cluster.direct_pages());
     assert_eq!(pages.len(), 2, "{pages:#?}");
     for id in &ids {
