@@ -14,6 +14,8 @@
 //!   only if the stored silence still starts where the evaluation's did.
 
 use async_trait::async_trait;
+use std::collections::BTreeMap;
+
 use chrono::{DateTime, TimeDelta, Utc};
 use tokio::sync::broadcast;
 
@@ -40,7 +42,7 @@ pub type StoreResult<T> = Result<T, StoreError>;
 
 /// See the module documentation. Every method is one transaction.
 #[async_trait]
-pub trait Backend: Send + Sync + 'static {
+pub trait Backend: Operations + Send + Sync + 'static {
     /// `sqlite` or `postgres`, for logs and `/v1/status`.
     fn engine(&self) -> &'static str;
 
@@ -50,29 +52,6 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Work waiting for the database; a gauge for metrics.
     fn queue_depth(&self) -> usize;
-
-    /// Inserts missing streams with `watch_started_at = now`; returns the
-    /// rows for `names` in that order.
-    async fn watch_streams(
-        &self,
-        names: Vec<String>,
-        now: DateTime<Utc>,
-    ) -> StoreResult<Vec<StreamRow>>;
-
-    /// Streams created from a template, by name.
-    async fn templated_streams(&self) -> StoreResult<Vec<String>>;
-
-    /// Creates a templated stream (at most `max` exist); see
-    /// `ops::add_templated_stream`.
-    async fn add_templated_stream(
-        &self,
-        name: String,
-        now: DateTime<Utc>,
-        max: usize,
-    ) -> StoreResult<TemplatedOutcome>;
-
-    /// Forgets a templated stream; false if it did not exist.
-    async fn remove_templated_stream(&self, name: String) -> StoreResult<bool>;
 
     /// Records events (dedup, audit append, clock advance) and, when given,
     /// what the delivery said about provider subscriptions, in one
@@ -102,25 +81,6 @@ pub trait Backend: Send + Sync + 'static {
     /// Every tracked provider subscription.
     async fn subscriptions(&self) -> StoreResult<Vec<SubscriptionRow>>;
 
-    /// A transition plus one pending outbox row per notifier; `Ok(false)`
-    /// when the stream is already in `t.to`.
-    async fn record_transition(
-        &self,
-        t: Transition,
-        created_at: DateTime<Utc>,
-    ) -> StoreResult<bool>;
-
-    /// The compare-and-set transition (see `Store::record_transition_if_silent`).
-    async fn record_transition_if_silent(
-        &self,
-        t: Transition,
-        silent_since: DateTime<Utc>,
-        created_at: DateTime<Utc>,
-    ) -> StoreResult<TransitionOutcome>;
-
-    /// All stream rows, ordered by name.
-    async fn streams(&self) -> StoreResult<Vec<StreamRow>>;
-
     /// The stream rows changed since `since` (a cursor an earlier call
     /// returned; `None`: every row) and the cursor for the next call. An
     /// engine without change tracking returns every row and no cursor.
@@ -131,41 +91,6 @@ pub trait Backend: Send + Sync + 'static {
         let _ = since;
         Ok((self.streams().await?, None))
     }
-
-    /// Outbox rows not yet marked done, oldest first.
-    async fn pending_outbox(&self) -> StoreResult<Vec<OutboxRow>>;
-
-    /// Marks an outbox row delivered. Idempotent: a row already done keeps
-    /// its first done time, and an unknown id is a no-op.
-    async fn mark_outbox_done(&self, id: i64, at: DateTime<Utc>) -> StoreResult<()>;
-
-    /// Records one delivery attempt's outcome on a pending outbox row.
-    async fn record_attempt(&self, id: i64, attempt: Attempt) -> StoreResult<()>;
-
-    /// Queues reminder or escalation pages for the stream's current firing
-    /// episode, once per (kind, step, notifier); returns how many were new.
-    async fn enqueue_extra(
-        &self,
-        stream: String,
-        kind: PageKind,
-        step: i64,
-        notifiers: Vec<String>,
-        at: DateTime<Utc>,
-    ) -> StoreResult<usize>;
-
-    /// Issue #19: queues a fallback-ladder page about notifier `about` to
-    /// each of `t.notifiers` (a keyed alert: one alert id per failing
-    /// notifier, shared by its steps and its recovery page).
-    async fn queue_fallback_pages(&self, t: super::Transition, about: String) -> StoreResult<()>;
-
-    async fn outbox_summary(&self, failed_limit: usize) -> StoreResult<OutboxSummary>;
-
-    /// Delivered firing pages of alerts still firing (for re-posting).
-    async fn active_firing_pages(&self) -> StoreResult<Vec<OutboxRow>>;
-
-    /// Delete seen_deliveries older than `before` (callers pass now - 7
-    /// days); returns rows deleted.
-    async fn prune_seen(&self, before: DateTime<Utc>) -> StoreResult<usize>;
 
     /// Records an operational webhook and applies it to the endpoint's state,
     /// queueing any pages it causes, all in one transaction.
@@ -206,19 +131,6 @@ pub trait Backend: Send + Sync + 'static {
 
     async fn svix_endpoints(&self) -> StoreResult<Vec<SvixEndpointRow>>;
 
-    /// Writes a checkpoint of the audit chain head (HMAC-signed with `key`).
-    async fn audit_checkpoint(
-        &self,
-        now: DateTime<Utc>,
-        key: Option<Vec<u8>>,
-    ) -> StoreResult<Option<Checkpoint>>;
-
-    /// Prunes audit entries received before `before`; returns how many.
-    async fn audit_prune(&self, before: DateTime<Utc>) -> StoreResult<usize>;
-
-    /// Deletes up to `limit` event rows received before `before`.
-    async fn prune_events(&self, before: DateTime<Utc>, limit: i64) -> StoreResult<usize>;
-
     /// Up to `cap` newest events per stream received since `since`, newest
     /// first (for the status page's timeline).
     async fn recent_arrivals(
@@ -230,11 +142,6 @@ pub trait Backend: Send + Sync + 'static {
 
     /// The audit chain's head and its newest checkpoint.
     async fn audit_summary(&self) -> StoreResult<AuditSummary>;
-
-    /// A real write through the normal commit path (for `/readyz`).
-    async fn probe(&self, now: DateTime<Utc>) -> StoreResult<()>;
-
-    async fn event_count(&self, stream: String) -> StoreResult<u64>;
 
     /// Operator silences and acknowledgements (see `store::silences`).
     async fn add_silence(
@@ -377,48 +284,6 @@ pub trait Backend: Send + Sync + 'static {
     /// Deletes the gap counts of days before `before`.
     async fn prune_gap_counts(&self, before: chrono::NaiveDate) -> StoreResult<usize>;
 
-    /// Relay mode (`store::forward`): claims up to `limit` due forwards
-    /// that head their queue, with a lease and a fencing token; also when
-    /// the next one (of any replica) becomes due.
-    async fn claim_forwards(
-        &self,
-        replica: String,
-        now: DateTime<Utc>,
-        lease: TimeDelta,
-        limit: i64,
-    ) -> StoreResult<(Vec<ForwardClaim>, Option<DateTime<Utc>>)>;
-
-    /// Ends every forward lease. Only for one process that owns its
-    /// database (SQLite at start): the leases are its dead predecessor's.
-    async fn release_forward_leases(&self) -> StoreResult<usize>;
-
-    /// Records an attempt's outcome for the current claim holder only,
-    /// with the stream's failure run, its pages, its audit entry and (for
-    /// `clock = "delivered"`) the clock move, in one transaction.
-    async fn settle_forward(&self, settle: ForwardSettle) -> StoreResult<ForwardSettled>;
-
-    /// Re-queues (or, dry run, lists) the stored deliveries of a window,
-    /// audited.
-    async fn replay_forwards(&self, request: ReplayRequest) -> StoreResult<ReplayOutcome>;
-
-    /// Each forwarding stream's pending, dead letters and failure run.
-    async fn forward_status(&self) -> StoreResult<Vec<ForwardStatus>>;
-
-    /// Deletes bodies past their retention; `notifiers` per stream pages
-    /// the resolve of a dead-letter alert whose last letter expired.
-    async fn prune_forwards(
-        &self,
-        now: DateTime<Utc>,
-        notifiers: std::collections::BTreeMap<String, Vec<String>>,
-    ) -> StoreResult<usize>;
-
-    /// What became of the newest stored delivery naming `subject`.
-    async fn forward_fate(
-        &self,
-        stream: String,
-        delivery_id: String,
-    ) -> StoreResult<Option<StoredFate>>;
-
     /// Issue #30: claims an `Idempotency-Key` record at `now`, or says who
     /// has it (see `store::idempotency`); one statement, so of concurrent
     /// callers on any replica exactly one gets `Claimed`.
@@ -491,3 +356,149 @@ pub trait Backend: Send + Sync + 'static {
     #[cfg(test)]
     fn as_any(&self) -> &dyn std::any::Any;
 }
+
+/// The operations whose whole work is one function written over
+/// `store::db::Db`, each declared once: this list gives each its
+/// [`Operations`] method and both engines' bodies (`sqlite`, `pg`), so an
+/// operation is written here and in its module, nowhere else.
+///
+/// `fn name(arg: Type, ..) -> Out = path(args..);` is one transaction
+/// running `path(db, args..)` (`&arg` where the function borrows).
+macro_rules! operations {
+    ($then:ident) => {
+        $then! {
+            /// Inserts missing streams with `watch_started_at = now`; returns the
+            /// rows for `names` in that order.
+            fn watch_streams(names: Vec<String>, now: DateTime<Utc>) -> Vec<StreamRow>
+                = crate::store::core::watch_streams(&names, now);
+            /// Streams created from a template, by name.
+            fn templated_streams() -> Vec<String> = crate::store::core::templated_streams();
+            /// Creates a templated stream (at most `max` exist).
+            fn add_templated_stream(name: String, now: DateTime<Utc>, max: usize) -> TemplatedOutcome
+                = crate::store::core::add_templated_stream(&name, now, max);
+            /// Forgets a templated stream; false if it did not exist.
+            fn remove_templated_stream(name: String) -> bool
+                = crate::store::core::remove_templated_stream(&name);
+            /// A transition plus one pending outbox row per notifier; `Ok(false)`
+            /// when the stream is already in `t.to`.
+            fn record_transition(t: Transition, created_at: DateTime<Utc>) -> bool
+                = crate::store::core::record_transition(&t, created_at);
+            /// The compare-and-set transition (see `Store::record_transition_if_silent`).
+            fn record_transition_if_silent(
+                t: Transition,
+                silent_since: DateTime<Utc>,
+                created_at: DateTime<Utc>
+            ) -> TransitionOutcome
+                = crate::store::core::record_transition_if_silent(&t, silent_since, created_at);
+            /// All stream rows, ordered by name.
+            fn streams() -> Vec<StreamRow> = crate::store::core::streams();
+            /// Outbox rows not yet marked done, oldest first.
+            fn pending_outbox() -> Vec<OutboxRow> = crate::store::core::pending_outbox();
+            /// Marks an outbox row delivered. Idempotent: a row already done keeps
+            /// its first done time, and an unknown id is a no-op.
+            fn mark_outbox_done(id: i64, at: DateTime<Utc>) -> ()
+                = crate::store::core::mark_outbox_done(id, at);
+            /// Records one delivery attempt's outcome on a pending outbox row.
+            fn record_attempt(id: i64, attempt: Attempt) -> ()
+                = crate::store::core::record_attempt(id, &attempt);
+            /// Queues reminder or escalation pages for the stream's current firing
+            /// episode, once per (kind, step, notifier); returns how many were new.
+            fn enqueue_extra(
+                stream: String,
+                kind: PageKind,
+                step: i64,
+                notifiers: Vec<String>,
+                at: DateTime<Utc>
+            ) -> usize
+                = crate::store::core::enqueue_extra(&stream, kind, step, &notifiers, at);
+            /// Issue #19: queues a fallback-ladder page about notifier `about` to
+            /// each of `t.notifiers` (a keyed alert: one alert id per failing
+            /// notifier, shared by its steps and its recovery page).
+            fn queue_fallback_pages(t: Transition, about: String) -> ()
+                = crate::store::core::queue_fallback_pages(&t, &about);
+            /// What /v1/status shows about notifications.
+            fn outbox_summary(failed_limit: usize) -> OutboxSummary
+                = crate::store::core::outbox_summary(failed_limit);
+            /// Delivered firing pages of alerts still firing (for re-posting).
+            fn active_firing_pages() -> Vec<OutboxRow> = crate::store::core::active_firing_pages();
+            /// Delete seen_deliveries older than `before` (callers pass now - 7
+            /// days); returns rows deleted.
+            fn prune_seen(before: DateTime<Utc>) -> usize = crate::store::core::prune_seen(before);
+            /// Writes a checkpoint of the audit chain head (HMAC-signed with `key`).
+            fn audit_checkpoint(now: DateTime<Utc>, key: Option<Vec<u8>>) -> Option<Checkpoint>
+                = crate::store::core::audit_checkpoint(now.timestamp_millis(), key.as_deref());
+            /// Prunes audit entries received before `before`; returns how many.
+            fn audit_prune(before: DateTime<Utc>) -> usize
+                = crate::store::core::audit_prune(before.timestamp_millis());
+            /// Deletes up to `limit` event rows received before `before`.
+            fn prune_events(before: DateTime<Utc>, limit: i64) -> usize
+                = crate::store::core::prune_events(before, limit);
+            /// A real write through the normal commit path (for `/readyz`).
+            fn probe(now: DateTime<Utc>) -> () = crate::store::core::probe(now);
+            /// How many events a stream has stored (rows plus audit entries).
+            fn event_count(stream: String) -> u64 = crate::store::core::event_count(&stream);
+            /// Relay mode (`store::forward`): claims up to `limit` due forwards
+            /// that head their queue, with a lease and a fencing token; also when
+            /// the next one (of any replica) becomes due.
+            fn claim_forwards(
+                replica: String,
+                now: DateTime<Utc>,
+                lease: TimeDelta,
+                limit: i64
+            ) -> (Vec<ForwardClaim>, Option<DateTime<Utc>>)
+                = crate::store::forward::claim(&replica, now, lease, limit);
+            /// Ends every forward lease. Only for one process that owns its
+            /// database (SQLite at start): the leases are its dead predecessor's.
+            fn release_forward_leases() -> usize = crate::store::forward::release();
+            /// Records an attempt's outcome for the current claim holder only,
+            /// with the stream's failure run, its pages, its audit entry and (for
+            /// `clock = "delivered"`) the clock move, in one transaction.
+            fn settle_forward(settle: ForwardSettle) -> ForwardSettled
+                = crate::store::forward::settle(&settle);
+            /// Re-queues (or, dry run, lists) the stored deliveries of a window,
+            /// audited.
+            fn replay_forwards(request: ReplayRequest) -> ReplayOutcome
+                = crate::store::forward::replay(&request);
+            /// Each forwarding stream's pending, dead letters and failure run.
+            fn forward_status() -> Vec<ForwardStatus> = crate::store::forward::status();
+            /// Deletes bodies past their retention; `notifiers` per stream pages
+            /// the resolve of a dead-letter alert whose last letter expired.
+            fn prune_forwards(now: DateTime<Utc>, notifiers: BTreeMap<String, Vec<String>>) -> usize
+                = crate::store::forward::prune(now, &notifiers);
+            /// What became of the newest stored delivery naming `subject`.
+            fn forward_fate(stream: String, delivery_id: String) -> Option<StoredFate>
+                = crate::store::forward::fate(&stream, &delivery_id);
+        }
+    };
+}
+pub(super) use operations;
+
+/// The types [`operations`] names, for the engines that expand it.
+pub(super) mod prelude {
+    pub(in crate::store) use super::super::forward::{
+        ForwardClaim, ForwardSettle, ForwardSettled, ForwardStatus, ReplayOutcome, ReplayRequest,
+        StoredFate,
+    };
+    pub(in crate::store) use super::super::{
+        Attempt, OutboxRow, OutboxSummary, PageKind, StreamRow, TemplatedOutcome, Transition,
+        TransitionOutcome,
+    };
+    pub(in crate::store) use crate::audit::checkpoint::Checkpoint;
+    pub(in crate::store) use chrono::{DateTime, TimeDelta, Utc};
+    pub(in crate::store) use std::collections::BTreeMap;
+}
+
+/// [`operations`]' methods, declared.
+macro_rules! declare {
+    ($(
+        $(#[$doc:meta])*
+        fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $out:ty = $($f:ident)::+ ($($call:expr),* $(,)?);
+    )*) => {
+        /// The operations of [`operations`]: every `Backend` has them.
+        #[async_trait]
+        pub trait Operations: Send + Sync + 'static {
+            $( $(#[$doc])* async fn $name(&self, $($arg: $ty),*) -> StoreResult<$out>; )*
+        }
+    };
+}
+operations!(declare);

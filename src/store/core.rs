@@ -722,6 +722,20 @@ pub(super) async fn insert_keyed_page<D: Db>(
     Ok(())
 }
 
+/// Issue #19: a fallback-ladder page about notifier `about` to each of
+/// `t.notifiers`.
+pub(super) async fn queue_fallback_pages<D: Db>(
+    db: &D,
+    t: &Transition,
+    about: &str,
+) -> Result<(), StoreError> {
+    let alert = super::ops::fallback_alert(about);
+    for notifier in &t.notifiers {
+        insert_keyed_page(db, t, notifier, t.at, &alert).await?;
+    }
+    Ok(())
+}
+
 /// Queues extra pages (reminders, escalations) for the stream's current
 /// firing episode, at most once per (episode, kind, step, notifier): a
 /// repeated call is a no-op. Returns how many pages were queued (0 if the

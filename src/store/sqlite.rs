@@ -14,15 +14,11 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use chrono::{DateTime, TimeDelta, Utc};
 use rusqlite::Connection;
 use tokio::sync::{broadcast, mpsc, oneshot};
 
-use super::backend::{Backend, StoreResult};
-use super::forward::{
-    self, ForwardClaim, ForwardSettle, ForwardSettled, ForwardStatus, ReplayOutcome, ReplayRequest,
-    StoredFate,
-};
+use super::backend::prelude::*;
+use super::backend::{operations, Backend, Operations, StoreResult};
 use super::reconcile::{
     self, NewReconciliation, ReconcileRow, ReconcileTransition, StaleGrant, SubjectEntry,
 };
@@ -32,12 +28,8 @@ use super::status::{Arrival, AuditSummary};
 use super::subscriptions::{SubscriptionRow, SubscriptionTransition, SubscriptionUpdate};
 use super::svix::{SvixApply, SvixEndpointRow, SvixPage};
 use super::writer::{Control, Msg, Task};
-use super::{core, db, moved_streams, ops, schema, status, subscriptions, svix, writer};
-use super::{
-    Attempt, EventOutcome, NewEvent, OutboxRow, OutboxSummary, PageKind, Shared, StoreError,
-    StreamRow, TemplatedOutcome, Transition, TransitionOutcome,
-};
-use crate::audit::checkpoint::Checkpoint;
+use super::{core, db, moved_streams, schema, status, subscriptions, svix, writer};
+use super::{EventOutcome, NewEvent, Shared, StoreError};
 
 /// Jobs that may wait for the writer before callers feel backpressure. Each
 /// in-flight HTTP request holds at most one slot, so this is far above normal
@@ -121,6 +113,25 @@ fn tune(conn: &Connection) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// [`super::backend::operations`] on SQLite: each runs on the writer thread
+/// in the next group-commit batch.
+macro_rules! on_sqlite {
+    ($(
+        $(#[$doc:meta])*
+        fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $out:ty = $($f:ident)::+ ($($call:expr),* $(,)?);
+    )*) => {
+        #[async_trait]
+        impl Operations for SqliteBackend {
+            $(
+                async fn $name(&self, $($arg: $ty),*) -> StoreResult<$out> {
+                    self.call(move |c| db::ready($($f)::+(c, $($call),*))).await
+                }
+            )*
+        }
+    };
+}
+operations!(on_sqlite);
+
 #[async_trait]
 impl Backend for SqliteBackend {
     fn engine(&self) -> &'static str {
@@ -133,34 +144,6 @@ impl Backend for SqliteBackend {
 
     fn queue_depth(&self) -> usize {
         self.tx.max_capacity() - self.tx.capacity()
-    }
-
-    async fn watch_streams(
-        &self,
-        names: Vec<String>,
-        now: DateTime<Utc>,
-    ) -> StoreResult<Vec<StreamRow>> {
-        self.call(move |c| db::ready(core::watch_streams(c, &names, now)))
-            .await
-    }
-
-    async fn templated_streams(&self) -> StoreResult<Vec<String>> {
-        self.call(|c| db::ready(core::templated_streams(c))).await
-    }
-
-    async fn add_templated_stream(
-        &self,
-        name: String,
-        now: DateTime<Utc>,
-        max: usize,
-    ) -> StoreResult<TemplatedOutcome> {
-        self.call(move |c| db::ready(core::add_templated_stream(c, &name, now, max)))
-            .await
-    }
-
-    async fn remove_templated_stream(&self, name: String) -> StoreResult<bool> {
-        self.call(move |c| db::ready(core::remove_templated_stream(c, &name)))
-            .await
     }
 
     async fn record_delivery(
@@ -223,73 +206,6 @@ impl Backend for SqliteBackend {
         self.call(subscriptions::all).await
     }
 
-    async fn record_transition(
-        &self,
-        t: Transition,
-        created_at: DateTime<Utc>,
-    ) -> StoreResult<bool> {
-        self.call(move |c| db::ready(core::record_transition(c, &t, created_at)))
-            .await
-    }
-
-    async fn record_transition_if_silent(
-        &self,
-        t: Transition,
-        silent_since: DateTime<Utc>,
-        created_at: DateTime<Utc>,
-    ) -> StoreResult<TransitionOutcome> {
-        self.call(move |c| {
-            db::ready(core::record_transition_if_silent(
-                c,
-                &t,
-                silent_since,
-                created_at,
-            ))
-        })
-        .await
-    }
-
-    async fn streams(&self) -> StoreResult<Vec<StreamRow>> {
-        self.call(|c| db::ready(core::streams(c))).await
-    }
-
-    async fn pending_outbox(&self) -> StoreResult<Vec<OutboxRow>> {
-        self.call(|c| db::ready(core::pending_outbox(c))).await
-    }
-
-    async fn mark_outbox_done(&self, id: i64, at: DateTime<Utc>) -> StoreResult<()> {
-        self.call(move |c| db::ready(core::mark_outbox_done(c, id, at)))
-            .await
-    }
-
-    async fn record_attempt(&self, id: i64, attempt: Attempt) -> StoreResult<()> {
-        self.call(move |c| db::ready(core::record_attempt(c, id, &attempt)))
-            .await
-    }
-
-    async fn enqueue_extra(
-        &self,
-        stream: String,
-        kind: PageKind,
-        step: i64,
-        notifiers: Vec<String>,
-        at: DateTime<Utc>,
-    ) -> StoreResult<usize> {
-        self.call(move |c| db::ready(core::enqueue_extra(c, &stream, kind, step, &notifiers, at)))
-            .await
-    }
-
-    async fn queue_fallback_pages(&self, t: super::Transition, about: String) -> StoreResult<()> {
-        self.call(move |c| {
-            let alert = ops::fallback_alert(&about);
-            for notifier in &t.notifiers {
-                db::ready(core::insert_keyed_page(c, &t, notifier, t.at, &alert))?;
-            }
-            Ok(())
-        })
-        .await
-    }
-
     async fn settle_counted(
         &self,
         id: i64,
@@ -303,20 +219,6 @@ impl Backend for SqliteBackend {
 
     async fn notifier_failures(&self) -> StoreResult<Vec<(String, i64)>> {
         self.call(super::ladder::failures).await
-    }
-
-    async fn outbox_summary(&self, failed_limit: usize) -> StoreResult<OutboxSummary> {
-        self.call(move |c| db::ready(core::outbox_summary(c, failed_limit)))
-            .await
-    }
-
-    async fn active_firing_pages(&self) -> StoreResult<Vec<OutboxRow>> {
-        self.call(|c| db::ready(core::active_firing_pages(c))).await
-    }
-
-    async fn prune_seen(&self, before: DateTime<Utc>) -> StoreResult<usize> {
-        self.call(move |c| db::ready(core::prune_seen(c, before)))
-            .await
     }
 
     async fn record_svix(
@@ -433,58 +335,6 @@ impl Backend for SqliteBackend {
         self.call(move |c| super::gaps::prune(c, before)).await
     }
 
-    async fn claim_forwards(
-        &self,
-        replica: String,
-        now: DateTime<Utc>,
-        lease: TimeDelta,
-        limit: i64,
-    ) -> StoreResult<(Vec<ForwardClaim>, Option<DateTime<Utc>>)> {
-        self.call(move |c| db::ready(forward::claim(c, &replica, now, lease, limit)))
-            .await
-    }
-
-    async fn release_forward_leases(&self) -> StoreResult<usize> {
-        self.call(|c| db::ready(forward::release(c))).await
-    }
-
-    async fn settle_forward(&self, settle: ForwardSettle) -> StoreResult<ForwardSettled> {
-        let settled = self
-            .call(move |c| db::ready(forward::settle(c, &settle)))
-            .await?;
-        if let Some(row) = &settled.moved {
-            let _ = self.feed.send(Change::Arrival(row.name.clone()));
-        }
-        Ok(settled)
-    }
-
-    async fn replay_forwards(&self, request: ReplayRequest) -> StoreResult<ReplayOutcome> {
-        self.call(move |c| db::ready(forward::replay(c, &request)))
-            .await
-    }
-
-    async fn forward_status(&self) -> StoreResult<Vec<ForwardStatus>> {
-        self.call(|c| db::ready(forward::status(c))).await
-    }
-
-    async fn prune_forwards(
-        &self,
-        now: DateTime<Utc>,
-        notifiers: std::collections::BTreeMap<String, Vec<String>>,
-    ) -> StoreResult<usize> {
-        self.call(move |c| db::ready(forward::prune(c, now, &notifiers)))
-            .await
-    }
-
-    async fn forward_fate(
-        &self,
-        stream: String,
-        delivery_id: String,
-    ) -> StoreResult<Option<StoredFate>> {
-        self.call(move |c| db::ready(forward::fate(c, &stream, &delivery_id)))
-            .await
-    }
-
     async fn idempotency_begin(
         &self,
         key: super::idempotency::IdempotencyKey,
@@ -569,31 +419,6 @@ impl Backend for SqliteBackend {
         self.call(|c| svix::endpoints(c, None)).await
     }
 
-    async fn audit_checkpoint(
-        &self,
-        now: DateTime<Utc>,
-        key: Option<Vec<u8>>,
-    ) -> StoreResult<Option<Checkpoint>> {
-        self.call(move |c| {
-            db::ready(core::audit_checkpoint(
-                c,
-                now.timestamp_millis(),
-                key.as_deref(),
-            ))
-        })
-        .await
-    }
-
-    async fn audit_prune(&self, before: DateTime<Utc>) -> StoreResult<usize> {
-        self.call(move |c| db::ready(core::audit_prune(c, before.timestamp_millis())))
-            .await
-    }
-
-    async fn prune_events(&self, before: DateTime<Utc>, limit: i64) -> StoreResult<usize> {
-        self.call(move |c| db::ready(core::prune_events(c, before, limit)))
-            .await
-    }
-
     async fn recent_arrivals(
         &self,
         streams: Vec<String>,
@@ -606,15 +431,6 @@ impl Backend for SqliteBackend {
 
     async fn audit_summary(&self) -> StoreResult<AuditSummary> {
         self.call(status::audit_summary).await
-    }
-
-    async fn probe(&self, now: DateTime<Utc>) -> StoreResult<()> {
-        self.call(move |c| db::ready(core::probe(c, now))).await
-    }
-
-    async fn event_count(&self, stream: String) -> StoreResult<u64> {
-        self.call(move |c| db::ready(core::event_count(c, &stream)))
-            .await
     }
 
     async fn add_silence(

@@ -99,14 +99,35 @@ fn fns(body: TokenStream) -> Vec<(String, Option<TokenStream>)> {
     out
 }
 
-/// Every method of `pub trait Backend`, in declaration order.
+/// Every method of `pub trait Backend`, in declaration order, then every
+/// operation of the `operations!` list (the `Operations` supertrait).
 fn backend_methods(backend: &Source) -> Vec<String> {
     let trees = tokens(backend);
     let at = (0..trees.len())
         .find(|&i| is_ident(trees.get(i), "trait") && is_ident(trees.get(i + 1), "Backend"))
         .expect("backend.rs declares `trait Backend`");
     let (_, body) = next_brace(&trees, at).expect("the trait's body");
-    fns(body).into_iter().map(|(name, _)| name).collect()
+    let mut out: Vec<String> = fns(body).into_iter().map(|(name, _)| name).collect();
+    let list = (0..trees.len()).find(|&i| {
+        is_ident(trees.get(i), "macro_rules") && is_ident(trees.get(i + 2), "operations")
+    });
+    if let Some((_, body)) = list.and_then(|i| next_brace(&trees, i)) {
+        listed(body, &mut out);
+    }
+    out
+}
+
+/// `NAME` of every `fn NAME` anywhere in `stream` (the operations list
+/// sits inside the macro's nested groups).
+fn listed(stream: TokenStream, out: &mut Vec<String>) {
+    let trees: Vec<TokenTree> = stream.into_iter().collect();
+    for (i, t) in trees.iter().enumerate() {
+        if let TokenTree::Group(g) = t {
+            listed(g.stream(), out);
+        } else if is_ident(Some(t), "fn") {
+            out.extend(ident(trees.get(i + 1)));
+        }
+    }
 }
 
 /// `NAME` of every `.NAME(…)` (or `.NAME::<T>(…)`) call in `stream`,
@@ -271,7 +292,10 @@ fn the_coverage_check_reports_a_method_without_a_case() {
            async fn record_delivery(&self, e: Vec<u8>) -> StoreResult<()>; \
            async fn streams_changed(&self, since: Option<i64>) -> R<()> { let _ = since; Ok(()) } \
            async fn untested(&self) -> StoreResult<()>; \
-           #[cfg(test)] fn as_any(&self) -> &dyn Any; }",
+           #[cfg(test)] fn as_any(&self) -> &dyn Any; } \
+         macro_rules! operations { ($then:ident) => { $then! { \
+           /// Doc.\n fn listed_untested(a: i64) -> () = crate::x::y(a); \
+           fn listed_tested() -> u64 = crate::x::z(); } }; }",
     );
     let store = source(
         "mod.rs",
@@ -289,7 +313,8 @@ fn the_coverage_check_reports_a_method_without_a_case() {
            store.untested().await.unwrap(); \
            assert_eq!(store.engine(), \"sqlite\"); \
            store.backend.as_any().downcast_ref::<S>(); \
-           store.streams_changed::<()>(None); }",
+           store.streams_changed::<()>(None); \
+           store.listed_tested().await; }",
     );
     let (methods, uncovered) = coverage(&backend, &[store], &[case]);
     assert_eq!(
@@ -299,8 +324,10 @@ fn the_coverage_check_reports_a_method_without_a_case() {
             "record_delivery",
             "streams_changed",
             "untested",
-            "as_any"
+            "as_any",
+            "listed_untested",
+            "listed_tested"
         ]
     );
-    assert_eq!(uncovered, ["untested"]);
+    assert_eq!(uncovered, ["untested", "listed_untested"]);
 }

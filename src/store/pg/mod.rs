@@ -39,11 +39,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chrono::{DateTime, TimeDelta, Utc};
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
-use super::backend::{Backend, StoreResult};
+use super::backend::prelude::*;
+use super::backend::{operations, Backend, Operations, StoreResult};
 use super::core;
 use super::reconcile::{
     NewReconciliation, ReconcileRow, ReconcileTransition, StaleGrant, SubjectEntry,
@@ -53,11 +53,7 @@ use super::silences::{AckOutcome, AckRow, NewSilence, SilenceRow};
 use super::status::{Arrival, AuditSummary};
 use super::subscriptions::{SubscriptionRow, SubscriptionTransition, SubscriptionUpdate};
 use super::svix::{SvixApply, SvixEndpointRow, SvixPage};
-use super::{
-    Attempt, EventOutcome, NewEvent, OutboxRow, OutboxSummary, PageKind, StoreError, StreamRow,
-    TemplatedOutcome, Transition, TransitionOutcome,
-};
-use crate::audit::checkpoint::Checkpoint;
+use super::{EventOutcome, NewEvent, StoreError};
 pub use settings::Settings;
 
 /// The LISTEN/NOTIFY channel an arrival is announced on (`store::core`).
@@ -196,6 +192,25 @@ impl PgBackend {
     }
 }
 
+/// [`super::backend::operations`] on PostgreSQL: each is one transaction
+/// on a pooled connection.
+macro_rules! on_postgres {
+    ($(
+        $(#[$doc:meta])*
+        fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $out:ty = $($f:ident)::+ ($($call:expr),* $(,)?);
+    )*) => {
+        #[async_trait]
+        impl Operations for PgBackend {
+            $(
+                async fn $name(&self, $($arg: $ty),*) -> StoreResult<$out> {
+                    in_tx!(self, |tx| $($f)::+(&tx, $($call),*).await?)
+                }
+            )*
+        }
+    };
+}
+operations!(on_postgres);
+
 #[async_trait]
 impl Backend for PgBackend {
     fn engine(&self) -> &'static str {
@@ -208,32 +223,6 @@ impl Backend for PgBackend {
 
     fn queue_depth(&self) -> usize {
         (self.ingest.max_capacity() - self.ingest.capacity()) + self.pool.status().waiting
-    }
-
-    async fn watch_streams(
-        &self,
-        names: Vec<String>,
-        now: DateTime<Utc>,
-    ) -> StoreResult<Vec<StreamRow>> {
-        in_tx!(self, |tx| core::watch_streams(&tx, &names, now).await?)
-    }
-
-    async fn templated_streams(&self) -> StoreResult<Vec<String>> {
-        in_tx!(self, |tx| core::templated_streams(&tx).await?)
-    }
-
-    async fn add_templated_stream(
-        &self,
-        name: String,
-        now: DateTime<Utc>,
-        max: usize,
-    ) -> StoreResult<TemplatedOutcome> {
-        in_tx!(self, |tx| core::add_templated_stream(&tx, &name, now, max)
-            .await?)
-    }
-
-    async fn remove_templated_stream(&self, name: String) -> StoreResult<bool> {
-        in_tx!(self, |tx| core::remove_templated_stream(&tx, &name).await?)
     }
 
     async fn record_delivery(
@@ -263,30 +252,6 @@ impl Backend for PgBackend {
         in_tx!(self, |tx| subscriptions::all(&tx).await?)
     }
 
-    async fn record_transition(
-        &self,
-        t: Transition,
-        created_at: DateTime<Utc>,
-    ) -> StoreResult<bool> {
-        in_tx!(self, |tx| core::record_transition(&tx, &t, created_at)
-            .await?)
-    }
-
-    async fn record_transition_if_silent(
-        &self,
-        t: Transition,
-        silent_since: DateTime<Utc>,
-        created_at: DateTime<Utc>,
-    ) -> StoreResult<TransitionOutcome> {
-        in_tx!(self, |tx| {
-            core::record_transition_if_silent(&tx, &t, silent_since, created_at).await?
-        })
-    }
-
-    async fn streams(&self) -> StoreResult<Vec<StreamRow>> {
-        in_tx!(self, |tx| core::streams(&tx).await?)
-    }
-
     async fn streams_changed(
         &self,
         since: Option<i64>,
@@ -305,40 +270,6 @@ impl Backend for PgBackend {
         Ok(out)
     }
 
-    async fn pending_outbox(&self) -> StoreResult<Vec<OutboxRow>> {
-        in_tx!(self, |tx| core::pending_outbox(&tx).await?)
-    }
-
-    async fn mark_outbox_done(&self, id: i64, at: DateTime<Utc>) -> StoreResult<()> {
-        in_tx!(self, |tx| core::mark_outbox_done(&tx, id, at).await?)
-    }
-
-    async fn record_attempt(&self, id: i64, attempt: Attempt) -> StoreResult<()> {
-        in_tx!(self, |tx| core::record_attempt(&tx, id, &attempt).await?)
-    }
-
-    async fn enqueue_extra(
-        &self,
-        stream: String,
-        kind: PageKind,
-        step: i64,
-        notifiers: Vec<String>,
-        at: DateTime<Utc>,
-    ) -> StoreResult<usize> {
-        in_tx!(self, |tx| {
-            core::enqueue_extra(&tx, &stream, kind, step, &notifiers, at).await?
-        })
-    }
-
-    async fn queue_fallback_pages(&self, t: super::Transition, about: String) -> StoreResult<()> {
-        in_tx!(self, |tx| {
-            let alert = super::ops::fallback_alert(&about);
-            for notifier in &t.notifiers {
-                core::insert_keyed_page(&tx, &t, notifier, t.at, &alert).await?;
-            }
-        })
-    }
-
     async fn settle_counted(
         &self,
         id: i64,
@@ -353,18 +284,6 @@ impl Backend for PgBackend {
 
     async fn notifier_failures(&self) -> StoreResult<Vec<(String, i64)>> {
         in_tx!(self, |tx| ladder::failures(&tx).await?)
-    }
-
-    async fn outbox_summary(&self, failed_limit: usize) -> StoreResult<OutboxSummary> {
-        in_tx!(self, |tx| core::outbox_summary(&tx, failed_limit).await?)
-    }
-
-    async fn active_firing_pages(&self) -> StoreResult<Vec<OutboxRow>> {
-        in_tx!(self, |tx| core::active_firing_pages(&tx).await?)
-    }
-
-    async fn prune_seen(&self, before: DateTime<Utc>) -> StoreResult<usize> {
-        in_tx!(self, |tx| core::prune_seen(&tx, before).await?)
     }
 
     async fn record_svix(
@@ -485,70 +404,6 @@ impl Backend for PgBackend {
         in_tx!(self, |tx| gaps::prune(&tx, before).await?)
     }
 
-    async fn claim_forwards(
-        &self,
-        replica: String,
-        now: DateTime<Utc>,
-        lease: chrono::TimeDelta,
-        limit: i64,
-    ) -> StoreResult<(
-        Vec<crate::store::forward::ForwardClaim>,
-        Option<DateTime<Utc>>,
-    )> {
-        in_tx!(self, |tx| crate::store::forward::claim(
-            &tx, &replica, now, lease, limit
-        )
-        .await?)
-    }
-
-    async fn release_forward_leases(&self) -> StoreResult<usize> {
-        in_tx!(self, |tx| crate::store::forward::release(&tx).await?)
-    }
-
-    async fn settle_forward(
-        &self,
-        settle: crate::store::forward::ForwardSettle,
-    ) -> StoreResult<crate::store::forward::ForwardSettled> {
-        in_tx!(self, |tx| crate::store::forward::settle(&tx, &settle)
-            .await?)
-    }
-
-    async fn replay_forwards(
-        &self,
-        request: crate::store::forward::ReplayRequest,
-    ) -> StoreResult<crate::store::forward::ReplayOutcome> {
-        in_tx!(self, |tx| crate::store::forward::replay(&tx, &request)
-            .await?)
-    }
-
-    async fn forward_status(&self) -> StoreResult<Vec<crate::store::forward::ForwardStatus>> {
-        in_tx!(self, |tx| crate::store::forward::status(&tx).await?)
-    }
-
-    async fn prune_forwards(
-        &self,
-        now: DateTime<Utc>,
-        notifiers: std::collections::BTreeMap<String, Vec<String>>,
-    ) -> StoreResult<usize> {
-        in_tx!(self, |tx| crate::store::forward::prune(
-            &tx, now, &notifiers
-        )
-        .await?)
-    }
-
-    async fn forward_fate(
-        &self,
-        stream: String,
-        delivery_id: String,
-    ) -> StoreResult<Option<crate::store::forward::StoredFate>> {
-        in_tx!(self, |tx| crate::store::forward::fate(
-            &tx,
-            &stream,
-            &delivery_id
-        )
-        .await?)
-    }
-
     async fn idempotency_begin(
         &self,
         key: crate::store::idempotency::IdempotencyKey,
@@ -631,25 +486,6 @@ impl Backend for PgBackend {
         in_tx!(self, |tx| svix::endpoints(&tx, None).await?)
     }
 
-    async fn audit_checkpoint(
-        &self,
-        now: DateTime<Utc>,
-        key: Option<Vec<u8>>,
-    ) -> StoreResult<Option<Checkpoint>> {
-        in_tx!(self, |tx| {
-            core::audit_checkpoint(&tx, now.timestamp_millis(), key.as_deref()).await?
-        })
-    }
-
-    async fn audit_prune(&self, before: DateTime<Utc>) -> StoreResult<usize> {
-        in_tx!(self, |tx| core::audit_prune(&tx, before.timestamp_millis())
-            .await?)
-    }
-
-    async fn prune_events(&self, before: DateTime<Utc>, limit: i64) -> StoreResult<usize> {
-        in_tx!(self, |tx| core::prune_events(&tx, before, limit).await?)
-    }
-
     async fn recent_arrivals(
         &self,
         streams: Vec<String>,
@@ -664,14 +500,6 @@ impl Backend for PgBackend {
 
     async fn audit_summary(&self) -> StoreResult<AuditSummary> {
         in_tx!(self, |tx| status::audit_summary(&tx).await?)
-    }
-
-    async fn probe(&self, now: DateTime<Utc>) -> StoreResult<()> {
-        in_tx!(self, |tx| core::probe(&tx, now).await?)
-    }
-
-    async fn event_count(&self, stream: String) -> StoreResult<u64> {
-        in_tx!(self, |tx| core::event_count(&tx, &stream).await?)
     }
 
     async fn add_silence(
