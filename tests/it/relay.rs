@@ -1198,20 +1198,37 @@ fn audit_subject_finds_entries_from_before_a_key_and_across_a_rotation() {
 
 /// One stream `identity` whose pages go to `hook` (a webhook receiver the
 /// test reads), with `[streams.identity.forward]` to `app` (and `forward`
-/// as extra lines) or, with `None`, without it: no stream forwards then.
-fn stopping_config(app: &RelayApp, hook: &support::Receiver, forward: Option<&str>) -> String {
+/// as extra lines) or, with `None`, without it; with `other`, a second
+/// stream that always forwards to `app` (else none forwards then).
+fn stopping_config(
+    app: &RelayApp,
+    hook: &support::Receiver,
+    forward: Option<&str>,
+    other: bool,
+) -> String {
     let forward = forward.map_or_else(String::new, |extra| {
         format!(
             "[streams.identity.forward]\nurl = \"{}\"\nsecret = \"{APP_SECRET}\"\ntimeout = \"2s\"\n{extra}\n",
             app.url()
         )
     });
+    let other = if other {
+        format!(
+            "[streams.other]\ncalendar = \"always\"\nsilence_threshold = \"30d\"\nnotify = [\"hook\"]\n\
+             [streams.other.ingest]\nwebhook_secret = \"{SECRET}\"\n\
+             [streams.other.forward]\nurl = \"{}\"\nsecret = \"{APP_SECRET}\"\n",
+            app.url()
+        )
+    } else {
+        String::new()
+    };
     format!(
         r#"[server]
 listen = "127.0.0.1:0"
 data_dir = "data"
 admin_token = "{ADMIN}"
 
+{other}
 [streams.identity]
 calendar = "always"
 silence_threshold = "30d"
@@ -1289,11 +1306,15 @@ fn relay_pages(hook: &support::Receiver) -> Vec<(String, String, String, String)
 
 /// Phase one of both tests: the stream forwards to an app that refuses,
 /// so its first attempt fails and pages (warning); nothing is delivered.
-fn forward_to_a_refusing_app(t0: chrono::DateTime<chrono::Utc>, tag: &str) -> Stopping {
+fn forward_to_a_refusing_app(
+    t0: chrono::DateTime<chrono::Utc>,
+    tag: &str,
+    other: bool,
+) -> Stopping {
     let app = RelayApp::start();
     app.mode("down");
     let hook = support::Receiver::start(vec![]);
-    let work = Workdir::new(&stopping_config(&app, &hook, Some(&ladder(60))));
+    let work = Workdir::new(&stopping_config(&app, &hook, Some(&ladder(60)), other));
     let hw = InProcess::start(&work, t0);
     let sent = send_two_at(&hw, tag);
     wait_until("the first failure's page", || {
@@ -1311,6 +1332,7 @@ fn forward_to_a_refusing_app(t0: chrono::DateTime<chrono::Utc>, tag: &str) -> St
         work,
         hw,
         sent,
+        other,
     }
 }
 
@@ -1320,6 +1342,16 @@ struct Stopping {
     work: Workdir,
     hw: InProcess,
     sent: Vec<Sent>,
+    other: bool,
+}
+
+impl Stopping {
+    /// Reloads with `identity` forwarding (`Some`: with these extra lines)
+    /// or not.
+    fn reload(&self, forward: Option<&str>) {
+        let text = stopping_config(&self.app, &self.hook, forward, self.other);
+        reload(&self.hw, &self.work, &text);
+    }
 }
 
 /// The app has every event, each under its original id, in arrival order.
@@ -1343,17 +1375,29 @@ fn assert_delivered_in_order(app: &RelayApp, sent: &[Sent]) {
 /// lands on real time.
 #[test]
 fn events_of_a_stream_that_stops_forwarding_are_kept_until_it_forwards_again() {
+    kept_until_it_forwards_again(false);
+}
+
+/// The same while another stream still forwards: its rows are claimed by
+/// the same worker and handled the same way.
+#[test]
+fn events_of_a_stream_that_stops_forwarding_beside_one_that_forwards_are_kept_the_same() {
+    kept_until_it_forwards_again(true);
+}
+
+fn kept_until_it_forwards_again(other: bool) {
     use chrono::{TimeDelta, Utc};
     let t0 = Utc::now() - TimeDelta::minutes(30);
+    let stopping = forward_to_a_refusing_app(t0, "kept", other);
     let Stopping {
         app,
         hook,
-        work,
         hw,
         sent,
-    } = forward_to_a_refusing_app(t0, "kept");
+        ..
+    } = &stopping;
 
-    reload(&hw, &work, &stopping_config(&app, &hook, None));
+    stopping.reload(None);
     hw.advance(1);
     let f = wait_until("the stored events to fail on without [forward]", || {
         let f = forward(hw.addr);
@@ -1373,7 +1417,7 @@ fn events_of_a_stream_that_stops_forwarding_are_kept_until_it_forwards_again() {
     });
 
     app.mode("up");
-    reload(&hw, &work, &stopping_config(&app, &hook, Some(&ladder(60))));
+    stopping.reload(Some(&ladder(60)));
     // The default ladder's second step, from the failure at t0 + 1 s.
     hw.set_time(t0 + TimeDelta::minutes(30) + TimeDelta::seconds(2));
     assert_delivered_in_order(&app, &sent);
@@ -1403,15 +1447,16 @@ fn events_of_a_stream_that_stops_forwarding_are_kept_until_it_forwards_again() {
 fn events_of_a_stream_that_stops_forwarding_page_then_become_dead_letters_to_replay() {
     use chrono::{TimeDelta, Utc};
     let t0 = Utc::now() - TimeDelta::days(8);
+    let stopping = forward_to_a_refusing_app(t0, "dead", false);
     let Stopping {
         app,
         hook,
-        work,
         hw,
         sent,
-    } = forward_to_a_refusing_app(t0, "dead");
+        ..
+    } = &stopping;
 
-    reload(&hw, &work, &stopping_config(&app, &hook, None));
+    stopping.reload(None);
     let f = hw.advance_until(3600, "both events dead-lettered", || {
         let f = forward(hw.addr);
         (num(&f, "dead_letters") == 2).then_some(f)
@@ -1445,7 +1490,7 @@ fn events_of_a_stream_that_stops_forwarding_page_then_become_dead_letters_to_rep
 
     hw.set_time(Utc::now());
     app.mode("up");
-    reload(&hw, &work, &stopping_config(&app, &hook, Some(&ladder(60))));
+    stopping.reload(Some(&ladder(60)));
     let body = json!({
         "from": (t0 - TimeDelta::minutes(1)).to_rfc3339(),
         "to": (Utc::now() + TimeDelta::minutes(1)).to_rfc3339(),
