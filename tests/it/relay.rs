@@ -1420,7 +1420,7 @@ fn kept_until_it_forwards_again(other: bool) {
     stopping.reload(Some(&ladder(60)));
     // The default ladder's second step, from the failure at t0 + 1 s.
     hw.set_time(t0 + TimeDelta::minutes(30) + TimeDelta::seconds(2));
-    assert_delivered_in_order(&app, &sent);
+    assert_delivered_in_order(app, sent);
     let f = wait_until("status to show the backlog delivered", || {
         let f = forward(hw.addr);
         (num(&f, "pending") == 0 && f["last_delivered_at"].is_string()).then_some(f)
@@ -1428,7 +1428,7 @@ fn kept_until_it_forwards_again(other: bool) {
     assert_eq!(f["configured"], true, "{f}");
     assert_eq!(num(&f, "consecutive_failures"), 0, "{f}");
     wait_until("the failing alert's resolve page", || {
-        relay_pages(&hook)
+        relay_pages(hook)
             .iter()
             .any(|(k, s, ..)| k == "forward_failing" && s == "resolved")
             .then_some(())
@@ -1464,7 +1464,7 @@ fn events_of_a_stream_that_stops_forwarding_page_then_become_dead_letters_to_rep
     assert_eq!(f["configured"], false, "{f}");
     assert_eq!(num(&f, "pending"), 0, "{f}");
     let pages = wait_until("the dead-letter page", || {
-        let pages = relay_pages(&hook);
+        let pages = relay_pages(hook);
         pages
             .iter()
             .any(|(k, s, ..)| k == "forward_dead_letter" && s == "firing")
@@ -1509,7 +1509,7 @@ fn events_of_a_stream_that_stops_forwarding_page_then_become_dead_letters_to_rep
     );
     assert_eq!(reply.status, 200, "{}", reply.body);
     assert_eq!(reply.json()["requeued"], 2, "{}", reply.body);
-    assert_delivered_in_order(&app, &sent);
+    assert_delivered_in_order(app, sent);
     let f = wait_until("status to show the replayed events delivered", || {
         let f = forward(hw.addr);
         (num(&f, "pending") == 0 && f["last_delivered_at"].is_string()).then_some(f)
