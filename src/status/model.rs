@@ -270,12 +270,14 @@ impl ForwardStatus {
     }
 
     /// The app is failing, events were given up, or events wait for a
-    /// `[forward]` that was removed.
+    /// `[forward]` that was removed. Once such a stream has nothing left
+    /// (its failure run is kept in the store, with nothing to end it) it
+    /// reads as settled rather than red for ever.
     pub fn alerting(&self) -> bool {
-        self.consecutive_failures > 0
-            || self.dead_letters > 0
-            || self.error.is_some()
-            || (!self.configured && self.pending > 0)
+        if !self.configured {
+            return self.pending > 0 || self.dead_letters > 0 || self.error.is_some();
+        }
+        self.consecutive_failures > 0 || self.dead_letters > 0 || self.error.is_some()
     }
 }
 

@@ -1162,11 +1162,19 @@ mod tests {
             "{html}"
         );
         assert!(html.contains("<tr data-state=\"firing\""), "{html}");
-        let f = &d.streams[0].forward.as_ref().unwrap();
+        let f = d.streams[0].forward.as_ref().unwrap();
         assert!(!f.configured && f.alerting());
         assert!(f
             .words(|t| t.to_string())
             .starts_with("relay with no [forward] configured"));
+        let drained = crate::status::model::ForwardStatus {
+            pending: 0,
+            ..f.clone()
+        };
+        assert!(
+            !drained.alerting(),
+            "nothing left to deliver: not red for ever"
+        );
     }
 
     #[test]
