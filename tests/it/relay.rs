@@ -1517,3 +1517,42 @@ fn events_of_a_stream_that_stops_forwarding_page_then_become_dead_letters_to_rep
     assert_eq!(f["configured"], true, "{f}");
     assert_eq!(num(&f, "dead_letters"), 0, "{f}");
 }
+
+/// The same through a restart of the real binary, the way most operators
+/// change the config: stored with `[forward]`, started again without it
+/// (and no other stream forwarding). At start the worker looks once,
+/// finds the stored events and fails them on the default policy; status
+/// and metrics show them.
+#[test]
+fn events_of_a_stream_restarted_without_forward_are_tried_and_shown_at_start() {
+    let app = RelayApp::start();
+    app.mode("down");
+    let with = relay_config(&app, ALWAYS_1H, &ladder(60), "");
+    let work = Workdir::new(&with);
+    let hw = Sidecar::start(&work.config_path());
+    send_many(&[hw.addr], "restart", 2);
+    wait_for(LIMIT, "a failed attempt while the app is down", || {
+        (num(&forward(hw.addr), "consecutive_failures") >= 1).then_some(())
+    });
+    hw.stop();
+
+    let (head, rest) = with.split_once("[streams.identity.forward]").unwrap();
+    let (_, tail) = rest.split_once("[notifiers.stdout]").unwrap();
+    work.write_config(&format!("{head}[notifiers.stdout]{tail}"));
+    let hw = Sidecar::start(&work.config_path());
+    let f = wait_for(LIMIT, "the stored events tried without [forward]", || {
+        let f = forward(hw.addr);
+        (f["configured"] == false
+            && f["last_error"]
+                .as_str()
+                .is_some_and(|e| e.contains("no longer has [forward]")))
+        .then_some(f)
+    });
+    assert_eq!(num(&f, "pending"), 2, "{f}");
+    assert!(num(&f, "consecutive_failures") >= 2, "{f}");
+    assert!(f.get("app").is_none(), "{f}");
+    wait_for(LIMIT, "the pending gauge after the restart", || {
+        (crate::common::metric(hw.addr, r#"hushwatch_forward_pending{stream="identity"}"#) == 2.0)
+            .then_some(())
+    });
+}
