@@ -155,6 +155,9 @@ impl App {
             .set(self.clock.now().timestamp() as f64);
         self.replan.notify_one();
         self.reconcile_changed.notify_one();
+        // The relay worker looks again under the new config: a stream that
+        // gained or lost `[forward]` changes how it waits.
+        self.forward_wake.notify_one();
         Ok(())
     }
 

@@ -19,6 +19,13 @@
 //!   the request was sent is an unknown result, so the retry reuses the id
 //!   and the app's dedup absorbs a double.
 //! - Every attempt is its own task; the worker never waits on the app.
+//! - A stream whose `[forward]` was removed (reload or restart) keeps its
+//!   stored rows: the worker still claims them, whether or not any stream
+//!   forwards now, and each attempt fails ("no longer has [forward]") on
+//!   the default ladder ([`policy`] with `None`), so they page, become
+//!   dead letters after the default `give_up_after` and are kept for
+//!   replay, and `/v1/status` shows them (`configured: false`). Put
+//!   `[forward]` back and they go out at their next retry, under their ids.
 
 use super::app::App;
 use crate::config::forward::ForwardConfig;
@@ -86,6 +93,13 @@ pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
             tracing::error!(error = %e, "relay: could not release the previous process's leases; they end on their own");
         }
     }
+    // Whether the store held pending rows at the last look (a failed look
+    // counts as yes). With no stream forwarding nothing new is stored, but
+    // rows stored before `[forward]` was removed still are, and must keep
+    // failing, paging and dead-lettering on the default policy rather than
+    // sit unseen: so the worker always claims, and polls only while there
+    // is something to poll for.
+    let mut stored_pending = true;
     loop {
         if *shutdown.borrow() {
             break;
@@ -95,7 +109,7 @@ pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
         let mut next: Option<DateTime<Utc>> = None;
         let mut failed = false;
         let free = MAX_IN_FLIGHT.saturating_sub(attempts.len());
-        if forwarding && free > 0 {
+        if free > 0 {
             let lease = lease(&config);
             match app
                 .store
@@ -115,22 +129,26 @@ pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
                     failed = true;
                 }
             }
-            // At most once a second: a status read scans the table.
-            let now = app.clock.now();
-            if refreshed.is_none_or(|t| now - t >= TimeDelta::seconds(1) || now < t) {
-                refresh_gauges(&app, &config).await;
-                refreshed = Some(now);
-            }
         }
+        // At most once a second: a status read scans the open rows.
+        let now = app.clock.now();
+        if refreshed.is_none_or(|t| now - t >= TimeDelta::seconds(1) || now < t) {
+            stored_pending = refresh_gauges(&app, &config).await.unwrap_or(true);
+            refreshed = Some(now);
+        }
+        let poll = should_poll(forwarding, stored_pending);
         let wait = async {
             if failed {
                 tokio::time::sleep(STORE_RETRY).await;
                 return;
             }
-            if !forwarding {
-                return std::future::pending().await;
-            }
-            let poll = tokio::time::sleep(POLL);
+            let poll = async {
+                if poll {
+                    tokio::time::sleep(POLL).await;
+                } else {
+                    std::future::pending::<()>().await;
+                }
+            };
             match next {
                 Some(t) => {
                     tokio::select! {
@@ -211,6 +229,11 @@ async fn attempt(app: &App, client: &Client, claim: ForwardClaim) {
         .streams
         .get(&claim.stream)
         .and_then(|s| s.forward.clone());
+    if !config.streams.contains_key(&claim.stream) {
+        // No notify list to page through and no status entry: the log is
+        // the one place left that says so (docs/src/relay.md).
+        tracing::error!(stream = %claim.stream, "relay: a stream removed from the config still has stored events; they fail on the default ladder and cannot page: add the stream back with [forward] to deliver them");
+    }
     let (policy, result) = match &forward {
         None => (
             policy(&config, &claim.stream, None),
@@ -310,19 +333,21 @@ async fn send(
     }
 }
 
-/// `hushwatch_forward_pending` and friends, from the store.
-async fn refresh_gauges(app: &App, config: &Config) {
-    let Ok(rows) = app.store.forward_status().await else {
-        return;
-    };
+/// `hushwatch_forward_pending` and friends, from the store, for every
+/// configured stream that forwards or still has stored relay state (one
+/// whose `[forward]` was removed keeps its series while its rows wait).
+/// Names outside the config get none: labels stay bounded by the config.
+/// Returns whether any stream has pending rows; `None` if unreadable.
+async fn refresh_gauges(app: &App, config: &Config) -> Option<bool> {
+    let rows = app.store.forward_status().await.ok()?;
     let now = app.clock.now();
     let m = &app.metrics.forward;
     for (name, stream) in &config.streams {
-        if stream.forward.is_none() {
+        let row = rows.iter().find(|r| &r.stream == name);
+        if stream.forward.is_none() && row.is_none() {
             continue;
         }
         m.declare(name);
-        let row = rows.iter().find(|r| &r.stream == name);
         let pending = row.map_or(0, |r| r.pending);
         m.pending
             .with_label_values(&[name])
@@ -334,5 +359,31 @@ async fn refresh_gauges(app: &App, config: &Config) {
             .and_then(|r| r.oldest_pending_at)
             .map_or(0.0, |t| (now - t).num_milliseconds().max(0) as f64 / 1000.0);
         m.oldest_pending.with_label_values(&[name]).set(age);
+    }
+    Some(rows.iter().any(|r| r.pending > 0))
+}
+
+/// Whether the worker looks again every [`POLL`] besides its wakes (an
+/// ingest or replay here, a reload, an attempt settled, the next row
+/// falling due): while a stream forwards, to find rows other replicas
+/// stored; while pending rows are stored, to find leases that ended
+/// (another replica's, killed mid-send). With neither there is nothing a
+/// poll could find, so the worker sleeps until woken rather than spin.
+fn should_poll(forwarding: bool, stored_pending: bool) -> bool {
+    forwarding || stored_pending
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_worker_polls_only_while_a_stream_forwards_or_rows_are_pending() {
+        assert!(should_poll(true, false));
+        assert!(should_poll(true, true));
+        // [forward] removed with rows still stored: they must be found.
+        assert!(should_poll(false, true));
+        // Nothing forwards and nothing is pending: sleep until woken.
+        assert!(!should_poll(false, false));
     }
 }

@@ -122,13 +122,13 @@ impl App {
         }
     }
 
-    /// Puts each forwarding stream's `forward` block (relay mode) into its
-    /// entry of `streams`; unreadable state says so in the block.
+    /// Puts a `forward` block (relay mode) into the entry of each stream
+    /// that forwards, and of each that no longer does but still has stored
+    /// relay state (`configured: false`: rows stored before its `[forward]`
+    /// was removed, failing on the default policy until it comes back);
+    /// unreadable state says so in the blocks of the forwarding streams.
     async fn add_forward_status(&self, doc: &mut Value) {
         let config = self.config();
-        if !config.streams.values().any(|s| s.forward.is_some()) {
-            return;
-        }
         let rows = self.store.forward_status().await;
         if let Err(e) = &rows {
             tracing::error!(error = %e, "status: relay state unreadable");
@@ -140,33 +140,38 @@ impl App {
         };
         for s in streams {
             let name = s["name"].as_str().unwrap_or_default().to_owned();
-            let Some(f) = config.streams.get(&name).and_then(|c| c.forward.as_ref()) else {
-                continue;
+            let forward = config.streams.get(&name).and_then(|c| c.forward.as_ref());
+            let stored = match &rows {
+                Ok(rows) => rows.iter().find(|r| r.stream == name).cloned(),
+                Err(_) => None,
             };
-            let app = crate::notify::redact_url(f.url.expose());
-            s["forward"] = match &rows {
-                Err(_) => json!({ "app": app, "error": "state unreadable" }),
-                Ok(rows) => {
-                    let r = rows
-                        .iter()
-                        .find(|r| r.stream == name)
-                        .cloned()
-                        .unwrap_or_default();
-                    json!({
-                        "app": app,
-                        "ordered": f.ordered,
-                        "clock": f.clock.as_str(),
-                        "pending": r.pending,
-                        "oldest_pending_at": rfc(r.oldest_pending_at),
-                        "last_delivered_at": rfc(r.last_delivered_at),
-                        "last_attempt_at": rfc(r.last_attempt_at),
-                        "consecutive_failures": r.consecutive_failures,
-                        "failing_since": rfc(r.failing_since),
-                        "last_error": r.last_error,
-                        "dead_letters": r.dead_letters,
-                    })
+            let r = match (forward, &rows, stored) {
+                (None, _, None) => continue,
+                (Some(f), Err(_), _) => {
+                    let app = crate::notify::redact_url(f.url.expose());
+                    s["forward"] =
+                        json!({ "app": app, "configured": true, "error": "state unreadable" });
+                    continue;
                 }
+                (_, _, r) => r.unwrap_or_default(),
             };
+            let mut block = json!({
+                "configured": forward.is_some(),
+                "pending": r.pending,
+                "oldest_pending_at": rfc(r.oldest_pending_at),
+                "last_delivered_at": rfc(r.last_delivered_at),
+                "last_attempt_at": rfc(r.last_attempt_at),
+                "consecutive_failures": r.consecutive_failures,
+                "failing_since": rfc(r.failing_since),
+                "last_error": r.last_error,
+                "dead_letters": r.dead_letters,
+            });
+            if let Some(f) = forward {
+                block["app"] = json!(crate::notify::redact_url(f.url.expose()));
+                block["ordered"] = json!(f.ordered);
+                block["clock"] = json!(f.clock.as_str());
+            }
+            s["forward"] = block;
         }
     }
 

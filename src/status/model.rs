@@ -172,15 +172,20 @@ pub struct StreamStatus {
     /// The active operator silence over this stream's pages (issue #27).
     #[serde(default)]
     pub silenced: Option<StreamSilence>,
-    /// Only for a stream with `[streams.X.forward]` (relay mode).
+    /// Only for a stream with `[streams.X.forward]` (relay mode), or one
+    /// whose `[forward]` was removed while relay rows are still stored.
     #[serde(default)]
     pub forward: Option<ForwardStatus>,
 }
 
-/// A forwarding stream's relay state, as `/v1/status` reports it.
-#[derive(Debug, Clone, Default, Deserialize)]
+/// A stream's relay state, as `/v1/status` reports it.
+#[derive(Debug, Clone, Deserialize)]
 #[serde(default)]
 pub struct ForwardStatus {
+    /// False: the stream no longer has `[forward]` but still has stored
+    /// relay rows (then `app`, `ordered` and `clock` are absent). Absent
+    /// from older servers, which reported forwarding streams only.
+    pub configured: bool,
     /// The app's handler as `scheme://host:port` (its path may hold a token).
     pub app: String,
     pub ordered: bool,
@@ -197,12 +202,42 @@ pub struct ForwardStatus {
     pub error: Option<String>,
 }
 
+impl Default for ForwardStatus {
+    fn default() -> Self {
+        ForwardStatus {
+            configured: true,
+            app: String::new(),
+            ordered: false,
+            clock: String::new(),
+            pending: 0,
+            oldest_pending_at: None,
+            last_delivered_at: None,
+            last_attempt_at: None,
+            consecutive_failures: 0,
+            failing_since: None,
+            last_error: None,
+            dead_letters: 0,
+            error: None,
+        }
+    }
+}
+
 impl ForwardStatus {
+    /// Who the relay delivers to, for people: the app, or that nobody is
+    /// configured any more.
+    pub fn target(&self) -> String {
+        if self.configured {
+            format!("relay to {}", self.app)
+        } else {
+            "relay with no [forward] configured (stored events wait for it)".to_string()
+        }
+    }
+
     /// One line for people: "3 pending (oldest 10:02 UTC), 5 failures in a
     /// row since …: HTTP 502; 1 dead letter; last delivered …".
     pub fn words(&self, when: impl Fn(DateTime<Utc>) -> String) -> String {
         if let Some(e) = &self.error {
-            return format!("relay to {}: {e}", self.app);
+            return format!("{}: {e}", self.target());
         }
         let mut parts = vec![match (self.pending, self.oldest_pending_at) {
             (0, _) | (_, None) => "nothing pending".to_string(),
@@ -231,11 +266,17 @@ impl ForwardStatus {
             Some(t) => format!("last delivered {}", when(t)),
             None => "nothing delivered yet".to_string(),
         });
-        format!("relay to {}: {}", self.app, parts.join("; "))
+        format!("{}: {}", self.target(), parts.join("; "))
     }
 
-    /// The app is failing or events were given up.
+    /// The app is failing, events were given up, or events wait for a
+    /// `[forward]` that was removed. Once such a stream has nothing left
+    /// (its failure run is kept in the store, with nothing to end it) it
+    /// reads as settled rather than red for ever.
     pub fn alerting(&self) -> bool {
+        if !self.configured {
+            return self.pending > 0 || self.dead_letters > 0 || self.error.is_some();
+        }
         self.consecutive_failures > 0 || self.dead_letters > 0 || self.error.is_some()
     }
 }

@@ -777,8 +777,9 @@ fn reconciliation_section(h: &mut String, doc: &StatusDoc) {
     h.push_str("</tbody></table></section>");
 }
 
-/// One row per stream with `[streams.X.forward]`: what is waiting for the
-/// app, how it is failing, and what was given up (times in the stream's zone).
+/// One row per stream with `[streams.X.forward]`, or with relay rows stored
+/// before its `[forward]` was removed: what is waiting for the app, how it
+/// is failing, and what was given up (times in the stream's zone).
 fn relay_section(h: &mut String, doc: &StatusDoc) {
     let rows: Vec<(&StreamStatus, &crate::status::model::ForwardStatus)> = doc
         .streams
@@ -813,14 +814,18 @@ fn relay_section(h: &mut String, doc: &StatusDoc) {
             ),
         };
         let badge = if f.alerting() { "firing" } else { "ok" };
+        let app = if f.configured {
+            format!("{}{}", f.app, if f.ordered { " (ordered)" } else { "" })
+        } else {
+            "none: [forward] removed; stored events wait for it".to_string()
+        };
         let _ = write!(
             h,
-            "<tr data-state=\"{badge}\"><th scope=\"row\">{}</th><td data-label=\"App\">{}{}</td>\
+            "<tr data-state=\"{badge}\"><th scope=\"row\">{}</th><td data-label=\"App\">{}</td>\
              <td data-label=\"Pending\">{}</td><td data-label=\"Failures\"><span class=\"badge {badge}\">{}</span></td>\
              <td data-label=\"Dead letters\">{}</td><td data-label=\"Last delivered\">{}</td></tr>",
             esc(&s.name),
-            esc(&f.app),
-            if f.ordered { " (ordered)" } else { "" },
+            esc(&app),
             esc(&pending),
             esc(&short(&failures, 300)),
             f.dead_letters,
@@ -1138,6 +1143,37 @@ mod tests {
             html.matches("<tr data-state=\"firing\"").count(),
             1,
             "one relay row"
+        );
+    }
+
+    #[test]
+    fn a_stream_whose_forward_was_removed_shows_its_stored_events_as_waiting() {
+        let forward = serde_json::json!({"forward": {
+            "configured": false, "pending": 2, "oldest_pending_at": "2026-11-29T23:00:00Z",
+            "consecutive_failures": 3, "failing_since": "2026-11-29T23:00:01Z",
+            "last_error": "the stream no longer has [forward] in the config", "dead_letters": 0
+        }});
+        let d = doc(serde_json::json!({
+            "now": "2026-11-30T00:13:00Z", "streams": [stream(forward)]
+        }));
+        let html = render(&d, &BTreeMap::new());
+        assert!(
+            html.contains("none: [forward] removed; stored events wait for it"),
+            "{html}"
+        );
+        assert!(html.contains("<tr data-state=\"firing\""), "{html}");
+        let f = d.streams[0].forward.as_ref().unwrap();
+        assert!(!f.configured && f.alerting());
+        assert!(f
+            .words(|t| t.to_string())
+            .starts_with("relay with no [forward] configured"));
+        let drained = crate::status::model::ForwardStatus {
+            pending: 0,
+            ..f.clone()
+        };
+        assert!(
+            !drained.alerting(),
+            "nothing left to deliver: not red for ever"
         );
     }
 

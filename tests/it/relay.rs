@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::common::{get, request, wait_for, Sidecar, Workdir};
+use crate::common::{get, request, wait_for, wait_until, InProcess, Sidecar, Workdir};
 use serde_json::{json, Value};
 use support::{post_signed_webhook, wait_listening, Proc};
 
@@ -1192,4 +1192,367 @@ fn audit_subject_finds_entries_from_before_a_key_and_across_a_rotation() {
         "{out}"
     );
     assert!(!out.contains("msg_rot_a"), "{out}");
+}
+
+// ------------------------------------------- a stream that stops forwarding
+
+/// One stream `identity` whose pages go to `hook` (a webhook receiver the
+/// test reads), with `[streams.identity.forward]` to `app` (and `forward`
+/// as extra lines) or, with `None`, without it; with `other`, a second
+/// stream that always forwards to `app` (else none forwards then).
+fn stopping_config(
+    app: &RelayApp,
+    hook: &support::Receiver,
+    forward: Option<&str>,
+    other: bool,
+) -> String {
+    let forward = forward.map_or_else(String::new, |extra| {
+        format!(
+            "[streams.identity.forward]\nurl = \"{}\"\nsecret = \"{APP_SECRET}\"\ntimeout = \"2s\"\n{extra}\n",
+            app.url()
+        )
+    });
+    let other = if other {
+        format!(
+            "[streams.other]\ncalendar = \"always\"\nsilence_threshold = \"30d\"\nnotify = [\"hook\"]\n\
+             [streams.other.ingest]\nwebhook_secret = \"{SECRET}\"\n\
+             [streams.other.forward]\nurl = \"{}\"\nsecret = \"{APP_SECRET}\"\n",
+            app.url()
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        r#"[server]
+listen = "127.0.0.1:0"
+data_dir = "data"
+admin_token = "{ADMIN}"
+
+{other}
+[streams.identity]
+calendar = "always"
+silence_threshold = "30d"
+notify = ["hook"]
+[streams.identity.ingest]
+webhook_secret = "{SECRET}"
+
+{forward}
+[notifiers.hook]
+kind = "webhook"
+url = "{url}"
+timeout = "2s"
+backoff_initial = "1s"
+"#,
+        url = hook.url("/pages"),
+    )
+}
+
+/// Writes `text` as the config and reloads the running service from it,
+/// as SIGHUP does.
+fn reload(hw: &InProcess, work: &Workdir, text: &str) {
+    work.write_config(text);
+    let config = hushwatch::config::load(&work.config_path()).unwrap_or_else(|e| panic!("{e}"));
+    hw.block_on(hw.app().reload(config)).expect("reload");
+}
+
+/// Two Clerk events signed and received at the test clock's time; both
+/// acknowledged.
+fn send_two_at(hw: &InProcess, tag: &str) -> Vec<Sent> {
+    (0..2)
+        .map(|i| {
+            let kind = if i == 0 {
+                "user.created"
+            } else {
+                "user.deleted"
+            };
+            let body = json!({
+                "type": kind,
+                "object": "event",
+                "timestamp": hw.now().timestamp_millis(),
+                "data": { "object": "user", "id": format!("user_{tag}_{i}") },
+            })
+            .to_string();
+            let id = format!("msg_{tag}_{i}");
+            let status = post_signed_webhook(
+                hw.addr,
+                "identity",
+                SECRET,
+                &id,
+                hw.now().timestamp(),
+                &body,
+            );
+            assert!((200..300).contains(&status), "delivery {id}: {status}");
+            Sent { id, body }
+        })
+        .collect()
+}
+
+/// The relay pages `hook` received: (alert kind, status, severity, summary).
+fn relay_pages(hook: &support::Receiver) -> Vec<(String, String, String, String)> {
+    hook.delivered_json()
+        .iter()
+        .map(|p| {
+            let s = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+            (
+                s(&p["alert"]["kind"]),
+                s(&p["status"]),
+                s(&p["alert"]["severity"]),
+                s(&p["alert"]["summary"]),
+            )
+        })
+        .filter(|(kind, ..)| kind.starts_with("forward_"))
+        .collect()
+}
+
+/// Phase one of both tests: the stream forwards to an app that refuses,
+/// so its first attempt fails and pages (warning); nothing is delivered.
+fn forward_to_a_refusing_app(
+    t0: chrono::DateTime<chrono::Utc>,
+    tag: &str,
+    other: bool,
+) -> Stopping {
+    let app = RelayApp::start();
+    app.mode("down");
+    let hook = support::Receiver::start(vec![]);
+    let work = Workdir::new(&stopping_config(&app, &hook, Some(&ladder(60)), other));
+    let hw = InProcess::start(&work, t0);
+    let sent = send_two_at(&hw, tag);
+    wait_until("the first failure's page", || {
+        relay_pages(&hook)
+            .iter()
+            .any(|(k, s, sev, _)| k == "forward_failing" && s == "firing" && sev == "warning")
+            .then_some(())
+    });
+    let f = forward(hw.addr);
+    assert_eq!(f["configured"], true, "{f}");
+    assert_eq!(num(&f, "pending"), 2, "{f}");
+    Stopping {
+        app,
+        hook,
+        work,
+        hw,
+        sent,
+        other,
+    }
+}
+
+struct Stopping {
+    app: RelayApp,
+    hook: support::Receiver,
+    work: Workdir,
+    hw: InProcess,
+    sent: Vec<Sent>,
+    other: bool,
+}
+
+impl Stopping {
+    /// Reloads with `identity` forwarding (`Some`: with these extra lines)
+    /// or not.
+    fn reload(&self, forward: Option<&str>) {
+        let text = stopping_config(&self.app, &self.hook, forward, self.other);
+        reload(&self.hw, &self.work, &text);
+    }
+}
+
+/// The app has every event, each under its original id, in arrival order.
+fn assert_delivered_in_order(app: &RelayApp, sent: &[Sent]) {
+    let all = app.wait_accepted(LIMIT, sent);
+    let order: Vec<String> = sent.iter().map(|s| s.id.clone()).collect();
+    assert_eq!(app.accepted_ids(), order, "delivered out of arrival order");
+    assert_ids_match_bodies(&all, sent);
+}
+
+/// Issue #29 follow-up: `[forward]` removed (here by a reload; a restart
+/// reads the same config) while events are stored and no other stream
+/// forwards. The worker still claims them: each attempt fails on the
+/// default policy ("no longer has [forward]"), `/v1/status` and the
+/// metrics show them with `configured: false`, and once `[forward]` is
+/// back they go to the app at their next retry, under their ids, in order.
+///
+/// In process, on a clock the test moves: the default ladder's second
+/// step is 30 minutes. The app checks `webhook-timestamp` against the real
+/// clock (±5 min), so the test clock starts 30 minutes back and that retry
+/// lands on real time.
+#[test]
+fn events_of_a_stream_that_stops_forwarding_are_kept_until_it_forwards_again() {
+    kept_until_it_forwards_again(false);
+}
+
+/// The same while another stream still forwards: its rows are claimed by
+/// the same worker and handled the same way.
+#[test]
+fn events_of_a_stream_that_stops_forwarding_beside_one_that_forwards_are_kept_the_same() {
+    kept_until_it_forwards_again(true);
+}
+
+fn kept_until_it_forwards_again(other: bool) {
+    use chrono::{TimeDelta, Utc};
+    let t0 = Utc::now() - TimeDelta::minutes(30);
+    let stopping = forward_to_a_refusing_app(t0, "kept", other);
+    let Stopping {
+        app,
+        hook,
+        hw,
+        sent,
+        ..
+    } = &stopping;
+
+    stopping.reload(None);
+    hw.advance(1);
+    let f = wait_until("the stored events to fail on without [forward]", || {
+        let f = forward(hw.addr);
+        (f["configured"] == false && num(&f, "consecutive_failures") >= 2).then_some(f)
+    });
+    assert_eq!(num(&f, "pending"), 2, "{f}");
+    assert!(
+        f["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("no longer has [forward]"),
+        "{f}"
+    );
+    assert!(f.get("app").is_none(), "no app is configured: {f}");
+    wait_until("the pending gauge of the stream without [forward]", || {
+        (hw.metric(r#"hushwatch_forward_pending{stream="identity"}"#) == 2.0).then_some(())
+    });
+
+    app.mode("up");
+    stopping.reload(Some(&ladder(60)));
+    // The default ladder's second step, from the failure at t0 + 1 s.
+    hw.set_time(t0 + TimeDelta::minutes(30) + TimeDelta::seconds(2));
+    assert_delivered_in_order(app, sent);
+    let f = wait_until("status to show the backlog delivered", || {
+        let f = forward(hw.addr);
+        (num(&f, "pending") == 0 && f["last_delivered_at"].is_string()).then_some(f)
+    });
+    assert_eq!(f["configured"], true, "{f}");
+    assert_eq!(num(&f, "consecutive_failures"), 0, "{f}");
+    wait_until("the failing alert's resolve page", || {
+        relay_pages(hook)
+            .iter()
+            .any(|(k, s, ..)| k == "forward_failing" && s == "resolved")
+            .then_some(())
+    });
+}
+
+/// The same removal left in place: the stored events page on the default
+/// `alert_after` (the 5th failure names the missing `[forward]`), become
+/// dead letters at the default `give_up_after` (7 days from receipt) with
+/// the critical dead-letter page, stay visible, and a replay once
+/// `[forward]` is back delivers them under their original ids.
+///
+/// The test clock starts 8 days back and walks forward an hour at a time;
+/// it is set to real time before the replay, for the app's timestamp check.
+#[test]
+fn events_of_a_stream_that_stops_forwarding_page_then_become_dead_letters_to_replay() {
+    use chrono::{TimeDelta, Utc};
+    let t0 = Utc::now() - TimeDelta::days(8);
+    let stopping = forward_to_a_refusing_app(t0, "dead", false);
+    let Stopping {
+        app,
+        hook,
+        hw,
+        sent,
+        ..
+    } = &stopping;
+
+    stopping.reload(None);
+    let f = hw.advance_until(3600, "both events dead-lettered", || {
+        let f = forward(hw.addr);
+        (num(&f, "dead_letters") == 2).then_some(f)
+    });
+    assert_eq!(f["configured"], false, "{f}");
+    assert_eq!(num(&f, "pending"), 0, "{f}");
+    let pages = wait_until("the dead-letter page", || {
+        let pages = relay_pages(hook);
+        pages
+            .iter()
+            .any(|(k, s, ..)| k == "forward_dead_letter" && s == "firing")
+            .then_some(pages)
+    });
+    let dead = pages
+        .iter()
+        .find(|(k, s, ..)| k == "forward_dead_letter" && s == "firing")
+        .unwrap();
+    assert_eq!(dead.2, "critical", "{pages:#?}");
+    assert!(dead.3.contains("never delivered to the app"), "{pages:#?}");
+    // The 5th consecutive failure (the default alert_after) paged, naming
+    // why: the stream has no [forward] any more.
+    assert!(
+        pages
+            .iter()
+            .any(|(k, s, sev, summary)| k == "forward_failing"
+                && s == "firing"
+                && sev == "warning"
+                && summary.contains("no longer has [forward]")),
+        "{pages:#?}"
+    );
+
+    hw.set_time(Utc::now());
+    app.mode("up");
+    stopping.reload(Some(&ladder(60)));
+    let body = json!({
+        "from": (t0 - TimeDelta::minutes(1)).to_rfc3339(),
+        "to": (Utc::now() + TimeDelta::minutes(1)).to_rfc3339(),
+    })
+    .to_string();
+    let auth = format!("Bearer {ADMIN}");
+    let reply = request(
+        hw.addr,
+        "POST",
+        "/v1/streams/identity/replay",
+        &[
+            ("authorization", &auth),
+            ("content-type", "application/json"),
+        ],
+        body.as_bytes(),
+    );
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.json()["requeued"], 2, "{}", reply.body);
+    assert_delivered_in_order(app, sent);
+    let f = wait_until("status to show the replayed events delivered", || {
+        let f = forward(hw.addr);
+        (num(&f, "pending") == 0 && f["last_delivered_at"].is_string()).then_some(f)
+    });
+    assert_eq!(f["configured"], true, "{f}");
+    assert_eq!(num(&f, "dead_letters"), 0, "{f}");
+}
+
+/// The same through a restart of the real binary, the way most operators
+/// change the config: stored with `[forward]`, started again without it
+/// (and no other stream forwarding). At start the worker looks once,
+/// finds the stored events and fails them on the default policy; status
+/// and metrics show them.
+#[test]
+fn events_of_a_stream_restarted_without_forward_are_tried_and_shown_at_start() {
+    let app = RelayApp::start();
+    app.mode("down");
+    let with = relay_config(&app, ALWAYS_1H, &ladder(60), "");
+    let work = Workdir::new(&with);
+    let hw = Sidecar::start(&work.config_path());
+    send_many(&[hw.addr], "restart", 2);
+    wait_for(LIMIT, "a failed attempt while the app is down", || {
+        (num(&forward(hw.addr), "consecutive_failures") >= 1).then_some(())
+    });
+    hw.stop();
+
+    let (head, rest) = with.split_once("[streams.identity.forward]").unwrap();
+    let (_, tail) = rest.split_once("[notifiers.stdout]").unwrap();
+    work.write_config(&format!("{head}[notifiers.stdout]{tail}"));
+    let hw = Sidecar::start(&work.config_path());
+    let f = wait_for(LIMIT, "the stored events tried without [forward]", || {
+        let f = forward(hw.addr);
+        (f["configured"] == false
+            && f["last_error"]
+                .as_str()
+                .is_some_and(|e| e.contains("no longer has [forward]")))
+        .then_some(f)
+    });
+    assert_eq!(num(&f, "pending"), 2, "{f}");
+    assert!(num(&f, "consecutive_failures") >= 2, "{f}");
+    assert!(f.get("app").is_none(), "{f}");
+    wait_for(LIMIT, "the pending gauge after the restart", || {
+        (crate::common::metric(hw.addr, r#"hushwatch_forward_pending{stream="identity"}"#) == 2.0)
+            .then_some(())
+    });
 }
