@@ -18,6 +18,7 @@ pub mod okta;
 pub mod workos;
 
 use std::fmt;
+use std::sync::Arc;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use sha2::{Digest, Sha256};
@@ -25,7 +26,9 @@ use subtle::ConstantTimeEq;
 
 /// Every provider's description, in the order `check` lists them (after `standard`, which
 /// is the Standard Webhooks path and lives in `ingest::signature`). A provider is one module
-/// here: its [`Spec`] goes in this list, its credentials type implements [`Provider`].
+/// here: its [`Spec`] goes in this list, its credentials type implements [`Provider`]. This
+/// list is the only place that names every provider: `config::providers` reads a stream's
+/// keys, defaults and credentials through the specs, so adding a provider does not touch it.
 pub const ALL: &[&Spec] = &[
     &workos::SPEC,
     &okta::SPEC,
@@ -34,7 +37,8 @@ pub const ALL: &[&Spec] = &[
     &google::SPEC,
 ];
 
-/// What the config reader needs to know about a provider before it has credentials.
+/// Everything the config reader needs to know about a provider: its keys, its defaults, and
+/// how its intake is built from the configured credentials.
 #[derive(Debug)]
 pub struct Spec {
     /// The `provider = "…"` word, also used in logs and messages.
@@ -42,8 +46,17 @@ pub struct Spec {
     /// Keys of `[streams.X.ingest]` this provider reads besides `provider` (`webhook_secret`
     /// is always allowed there); a key of another provider is an error.
     pub keys: &'static [&'static str],
-    /// The key holding the credential, named when none is configured.
+    /// The key holding the credential (a string or a list, for rotation), named when none is
+    /// configured.
     pub credential_key: &'static str,
+    /// For a provider whose subscriptions expire, how long before expiry to warn unless the
+    /// stream sets `expiry_warning`; `None` otherwise. `Some` exactly when [`Spec::keys`]
+    /// holds `expiry_warning` (a test keeps the two together).
+    pub expiry_warning: Option<TimeDelta>,
+    /// The intake over a stream's credential values (each trimmed and not empty, in config
+    /// order), and every value the provider refuses, left out of the intake: its position in
+    /// `values` and why (the reason never contains the value).
+    pub intake: fn(Vec<String>) -> (Arc<dyn Provider>, Vec<(usize, String)>),
 }
 
 /// What a provider may look at before the body is read: header values and the query.
@@ -56,7 +69,7 @@ pub trait RequestHead {
 }
 
 /// One provider's intake, implemented in its module on a value holding the stream's
-/// configured credentials (`config::providers::ProviderConfig::intake` builds it). The
+/// configured credentials (its [`Spec::intake`] builds it when the config is read). The
 /// webhook route calls the steps in this order and only this order, so every provider gets
 /// the same guarantees (see the module doc):
 /// 1. [`handshake`](Provider::handshake): a subscription handshake answered without a
@@ -224,11 +237,11 @@ pub fn same_secret(expected: &str, got: &str) -> bool {
 /// Whether `got` equals any of the configured values. Every value is compared, whatever
 /// matched before it, so the time taken does not tell which one (if any) matched: the docs
 /// promise all configured values are compared during a rotation.
-pub fn matches_any(expected: &[&str], got: &str) -> bool {
+pub fn matches_any(expected: &[impl AsRef<str>], got: &str) -> bool {
     let got = Sha256::digest(got.as_bytes());
     let mut matched = subtle::Choice::from(0);
     for value in expected {
-        matched |= Sha256::digest(value.as_bytes()).ct_eq(&got);
+        matched |= Sha256::digest(value.as_ref().as_bytes()).ct_eq(&got);
     }
     bool::from(matched)
 }
@@ -374,7 +387,7 @@ mod tests {
             assert!(matches_any(&rotation, got));
         }
         assert!(!matches_any(&rotation, "Bearer other"));
-        assert!(!matches_any(&[], "Bearer old"));
+        assert!(!matches_any(&[] as &[&str], "Bearer old"));
     }
 
     #[test]

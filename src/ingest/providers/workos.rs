@@ -262,19 +262,32 @@ impl SignatureHeader<'_> {
     }
 }
 
-/// `provider = "workos"`: the secret is read from `webhook_secret`, as a plain string.
+/// `provider = "workos"`: the secret is read from `webhook_secret`, as a plain string (not
+/// a `whsec_` key, so the standard provider's reading of that key does not apply).
 pub const SPEC: super::Spec = super::Spec {
     name: "workos",
     keys: &[],
     credential_key: "webhook_secret",
+    expiry_warning: None,
+    intake: |secrets| {
+        let mut keys = Vec::new();
+        let mut refused = Vec::new();
+        for (i, secret) in secrets.iter().enumerate() {
+            match WorkosKey::parse(secret) {
+                Ok(key) => keys.push(key),
+                Err(e) => refused.push((i, e.to_owned())),
+            }
+        }
+        (std::sync::Arc::new(Workos { keys }), refused)
+    },
 };
 
 /// A WorkOS stream's configured keys.
-pub struct Workos<'a> {
-    pub keys: &'a [WorkosKey],
+pub struct Workos {
+    pub keys: Vec<WorkosKey>,
 }
 
-impl super::Provider for Workos<'_> {
+impl super::Provider for Workos {
     fn spec(&self) -> &'static super::Spec {
         &SPEC
     }
@@ -302,7 +315,7 @@ impl super::Provider for Workos<'_> {
         // provider.
         verify(
             &check_header(head.header(SIGNATURE_HEADER), now)?,
-            self.keys,
+            &self.keys,
             body,
         )
     }
