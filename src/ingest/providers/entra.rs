@@ -201,18 +201,15 @@ pub const SPEC: super::Spec = super::Spec {
     // time to renew during business hours.
     expiry_warning: Some(chrono::TimeDelta::hours(24)),
     intake: |values| {
-        let mut client_state = Vec::new();
-        let mut refused = Vec::new();
-        for (i, value) in values.into_iter().enumerate() {
+        let (client_state, refused) = super::accept_each(values, |value| {
             if value.len() > MAX_CLIENT_STATE_LEN {
-                let reason = format!(
+                Err(format!(
                     "is longer than {MAX_CLIENT_STATE_LEN} characters, which the provider refuses"
-                );
-                refused.push((i, reason));
+                ))
             } else {
-                client_state.push(value);
+                Ok(value)
             }
-        }
+        });
         (std::sync::Arc::new(Entra { client_state }), refused)
     },
 };

@@ -246,6 +246,24 @@ pub fn matches_any(expected: &[impl AsRef<str>], got: &str) -> bool {
     bool::from(matched)
 }
 
+/// Reads each configured credential value with `read`, for a [`Spec::intake`]: the values it
+/// accepts, and each one it refuses with its position and why, so the config reports every
+/// bad value at once rather than the first.
+fn accept_each<T>(
+    values: Vec<String>,
+    read: impl Fn(String) -> Result<T, String>,
+) -> (Vec<T>, Vec<(usize, String)>) {
+    let mut accepted = Vec::new();
+    let mut refused = Vec::new();
+    for (i, value) in values.into_iter().enumerate() {
+        match read(value) {
+            Ok(value) => accepted.push(value),
+            Err(reason) => refused.push((i, reason)),
+        }
+    }
+    (accepted, refused)
+}
+
 /// Keeps a provider-supplied label short and single-line; `None` when empty after that.
 fn bounded(text: &str) -> Option<String> {
     let text = text.trim();

@@ -270,14 +270,8 @@ pub const SPEC: super::Spec = super::Spec {
     credential_key: "webhook_secret",
     expiry_warning: None,
     intake: |secrets| {
-        let mut keys = Vec::new();
-        let mut refused = Vec::new();
-        for (i, secret) in secrets.iter().enumerate() {
-            match WorkosKey::parse(secret) {
-                Ok(key) => keys.push(key),
-                Err(e) => refused.push((i, e.to_owned())),
-            }
-        }
+        let (keys, refused) =
+            super::accept_each(secrets, |s| WorkosKey::parse(&s).map_err(str::to_owned));
         (std::sync::Arc::new(Workos { keys }), refused)
     },
 };
