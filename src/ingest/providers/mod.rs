@@ -9,6 +9,12 @@
 //!
 //! The order is always the same: authenticate from the head (and, for HMACs, the raw
 //! body) first, parse second, so an unauthenticated body never reaches a JSON parser.
+//!
+//! Adding a provider touches its new module here (its [`Spec`] and its [`Provider`]) and
+//! [`ALL`] in this file; `audit::classify` only if it brings event types not yet listed
+//! there. The config reader, the webhook route and the subscription watcher go through the
+//! spec and the trait and name no provider. Besides code: `config/example.toml` (a test
+//! requires every key to be shown), its page under `docs/src/providers/`, and tests.
 
 pub mod auth0;
 pub mod entra;
@@ -53,11 +59,17 @@ pub struct Spec {
     /// stream sets `expiry_warning`; `None` otherwise. `Some` exactly when [`Spec::keys`]
     /// holds `expiry_warning` (a test keeps the two together).
     pub expiry_warning: Option<TimeDelta>,
-    /// The intake over a stream's credential values (each trimmed and not empty, in config
-    /// order), and every value the provider refuses, left out of the intake: its position in
-    /// `values` and why (the reason never contains the value).
-    pub intake: fn(Vec<String>) -> (Arc<dyn Provider>, Vec<(usize, String)>),
+    /// Builds the intake when the config is read.
+    pub intake: BuildIntake,
 }
+
+/// The intake over a stream's credential values (each trimmed and not empty, in config
+/// order), and every value the provider refuses, left out of the intake.
+pub type BuildIntake = fn(Vec<String>) -> (Arc<dyn Provider>, Refused);
+
+/// Credential values a provider refuses: each one's position in the values it was given, and
+/// why (the reason never contains the value).
+pub type Refused = Vec<(usize, String)>;
 
 /// What a provider may look at before the body is read: header values and the query.
 /// The HTTP adapter implements it on the request head.
@@ -252,7 +264,7 @@ pub fn matches_any(expected: &[impl AsRef<str>], got: &str) -> bool {
 fn accept_each<T>(
     values: Vec<String>,
     read: impl Fn(String) -> Result<T, String>,
-) -> (Vec<T>, Vec<(usize, String)>) {
+) -> (Vec<T>, Refused) {
     let mut accepted = Vec::new();
     let mut refused = Vec::new();
     for (i, value) in values.into_iter().enumerate() {
