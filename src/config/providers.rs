@@ -5,79 +5,70 @@
 //! a `client_state` on a WorkOS stream means the operator expected a check that would
 //! never run.
 
+use std::fmt;
+use std::sync::Arc;
+
 use chrono::TimeDelta;
 use toml::Table;
 
 use super::reader::{join, Reader};
-use super::secret::SecretString;
-use crate::ingest::providers::entra::MAX_CLIENT_STATE_LEN;
-use crate::ingest::providers::workos::WorkosKey;
-use crate::ingest::providers::{self, auth0, entra, google, okta, workos, Provider};
+use crate::ingest::providers::{self, Provider, Spec};
 
 /// Keys of `[streams.X.ingest]` that only some providers use: `provider` and every key in
-/// an `ingest::providers::ALL` spec (a test keeps the two equal).
-pub const PROVIDER_KEYS: &[&str] = &[
-    "provider",
-    "authorization",
-    "client_state",
-    "channel_token",
-    "expiry_warning",
-];
+/// an `ingest::providers::ALL` spec, so a provider's new key is allowed where its spec lists
+/// it and refused everywhere else without being listed here too.
+pub fn provider_keys() -> Vec<&'static str> {
+    let mut keys = vec!["provider"];
+    for key in providers::ALL.iter().flat_map(|s| s.keys) {
+        if !keys.contains(key) {
+            keys.push(key);
+        }
+    }
+    keys
+}
 
-/// Entra subscriptions for users and groups live at most about 29 days; a day's warning
-/// leaves time to renew during business hours.
-const ENTRA_EXPIRY_WARNING: TimeDelta = TimeDelta::hours(24);
-/// Google channels live at most about six hours, so an hour is proportionate.
-const GOOGLE_EXPIRY_WARNING: TimeDelta = TimeDelta::hours(1);
-
-/// How a stream's webhook route authenticates and reads deliveries. Everything but the
-/// credentials' storage lives in the provider's module under `ingest::providers`, reached
-/// through [`ProviderConfig::intake`].
-#[derive(Debug, Clone, Default)]
+/// How a stream's webhook route authenticates and reads deliveries. Nothing here names a
+/// provider: each one's keys, defaults and intake live in its module under
+/// `ingest::providers`, described by its [`Spec`].
+#[derive(Clone, Default)]
 pub enum ProviderConfig {
     /// Standard Webhooks / Svix signatures (`webhook_secret`), the default.
     #[default]
     Standard,
-    Workos {
-        keys: Vec<WorkosKey>,
+    /// A provider of `ingest::providers::ALL`, built over the stream's credentials.
+    Native {
+        intake: Arc<dyn Provider>,
+        /// How long before a subscription expires to warn; `None` for a provider without
+        /// subscriptions.
+        expiry_warning: Option<TimeDelta>,
     },
-    Okta {
-        authorization: Vec<SecretString>,
-    },
-    Auth0 {
-        authorization: Vec<SecretString>,
-    },
-    Entra {
-        client_state: Vec<SecretString>,
-        expiry_warning: TimeDelta,
-    },
-    Google {
-        channel_token: Vec<SecretString>,
-        expiry_warning: TimeDelta,
-    },
+}
+
+/// Names the provider only: its intake holds the credentials.
+impl fmt::Debug for ProviderConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProviderConfig::Standard => f.write_str("Standard"),
+            ProviderConfig::Native {
+                intake,
+                expiry_warning,
+            } => f
+                .debug_struct("Native")
+                .field("provider", &intake.spec().name)
+                .field("expiry_warning", expiry_warning)
+                .finish(),
+        }
+    }
 }
 
 impl ProviderConfig {
     /// The provider's intake over these credentials; `None` for the standard provider,
-    /// whose deliveries `http::ingest` verifies with the stream's `verifier`. The one match
-    /// on every provider.
-    pub fn intake(&self) -> Option<Box<dyn Provider + '_>> {
-        Some(match self {
-            ProviderConfig::Standard => return None,
-            ProviderConfig::Workos { keys } => Box::new(workos::Workos { keys }),
-            ProviderConfig::Okta { authorization } => Box::new(okta::Okta {
-                authorization: exposed(authorization),
-            }),
-            ProviderConfig::Auth0 { authorization } => Box::new(auth0::Auth0 {
-                authorization: exposed(authorization),
-            }),
-            ProviderConfig::Entra { client_state, .. } => Box::new(entra::Entra {
-                client_state: exposed(client_state),
-            }),
-            ProviderConfig::Google { channel_token, .. } => Box::new(google::Google {
-                channel_token: exposed(channel_token),
-            }),
-        })
+    /// whose deliveries `http::ingest` verifies with the stream's `verifier`.
+    pub fn intake(&self) -> Option<&dyn Provider> {
+        match self {
+            ProviderConfig::Standard => None,
+            ProviderConfig::Native { intake, .. } => Some(intake.as_ref()),
+        }
     }
 
     pub fn name(&self) -> &'static str {
@@ -95,23 +86,28 @@ impl ProviderConfig {
     pub fn has_credentials(&self) -> bool {
         self.intake().is_some_and(|p| p.has_credentials())
     }
-}
 
-fn exposed(values: &[SecretString]) -> Vec<&str> {
-    values.iter().map(SecretString::expose).collect()
+    /// How long before a subscription expires to warn; `None` when the provider has no
+    /// subscriptions that expire.
+    pub fn expiry_warning(&self) -> Option<TimeDelta> {
+        match self {
+            ProviderConfig::Standard => None,
+            ProviderConfig::Native { expiry_warning, .. } => *expiry_warning,
+        }
+    }
 }
 
 /// Reads `provider` and the keys it owns from an `ingest` table at `path`. `webhook_secret`
-/// stays with the caller for the standard provider; for `workos` it is read here, because
-/// a WorkOS secret is a plain string, not a `whsec_` key.
+/// stays with the caller for the standard provider; for a provider whose credential key it
+/// is (`workos`) it is read here, because that secret is not a `whsec_` key.
 pub fn read(r: &mut Reader<'_>, path: &str, t: &Table) -> ProviderConfig {
     let name = r
         .opt_string(path, t, "provider")
         .unwrap_or_else(|| "standard".to_owned());
-    let owned: &[&str] = if name == "standard" {
-        &[]
+    let spec: Option<&'static Spec> = if name == "standard" {
+        None
     } else if let Some(spec) = providers::ALL.iter().find(|s| s.name == name) {
-        spec.keys
+        Some(*spec)
     } else {
         let known: Vec<&str> = std::iter::once("standard")
             .chain(providers::ALL.iter().map(|s| s.name))
@@ -122,7 +118,8 @@ pub fn read(r: &mut Reader<'_>, path: &str, t: &Table) -> ProviderConfig {
         );
         return ProviderConfig::Standard;
     };
-    for key in &PROVIDER_KEYS[1..] {
+    let owned = spec.map_or(&[][..], |s| s.keys);
+    for key in &provider_keys()[1..] {
         if t.contains_key(*key) && !owned.contains(key) {
             r.error(
                 &join(path, key),
@@ -130,64 +127,38 @@ pub fn read(r: &mut Reader<'_>, path: &str, t: &Table) -> ProviderConfig {
             );
         }
     }
-    match name.as_str() {
-        "workos" => ProviderConfig::Workos {
-            keys: workos_keys(r, path, t),
-        },
-        "okta" => ProviderConfig::Okta {
-            authorization: shared_values(r, path, t, "authorization", usize::MAX),
-        },
-        "auth0" => ProviderConfig::Auth0 {
-            authorization: shared_values(r, path, t, "authorization", usize::MAX),
-        },
-        "entra" => ProviderConfig::Entra {
-            client_state: shared_values(r, path, t, "client_state", MAX_CLIENT_STATE_LEN),
-            expiry_warning: r
-                .opt_duration(path, t, "expiry_warning")
-                .unwrap_or(ENTRA_EXPIRY_WARNING),
-        },
-        "google" => ProviderConfig::Google {
-            channel_token: shared_values(r, path, t, "channel_token", usize::MAX),
-            expiry_warning: r
-                .opt_duration(path, t, "expiry_warning")
-                .unwrap_or(GOOGLE_EXPIRY_WARNING),
-        },
-        _ => ProviderConfig::Standard,
+    let Some(spec) = spec else {
+        return ProviderConfig::Standard;
+    };
+    let (positions, values) = credential_values(r, path, t, spec.credential_key);
+    let (intake, refused) = (spec.intake)(values);
+    for (index, reason) in refused {
+        let position = positions[index];
+        r.error(
+            &format!("{path}.{}[{position}]", spec.credential_key),
+            reason,
+        );
+    }
+    ProviderConfig::Native {
+        intake,
+        expiry_warning: spec
+            .expiry_warning
+            .map(|default| r.opt_duration(path, t, "expiry_warning").unwrap_or(default)),
     }
 }
 
-fn workos_keys(r: &mut Reader<'_>, path: &str, t: &Table) -> Vec<WorkosKey> {
-    let mut keys = Vec::new();
-    for (i, secret) in r
-        .string_list(path, t, "webhook_secret", true)
-        .into_iter()
-        .enumerate()
-    {
-        let secret = r.trim_secret(&format!("{path}.webhook_secret[{i}]"), secret);
-        if secret.is_empty() {
-            r.warnings.push(format!(
-                "{path}.webhook_secret[{i}] is empty; WorkOS webhooks are off"
-            ));
-            continue;
-        }
-        match WorkosKey::parse(&secret) {
-            Ok(key) => keys.push(key),
-            Err(e) => r.error(&format!("{path}.webhook_secret[{i}]"), e),
-        }
-    }
-    keys
-}
-
-/// A shared value sent verbatim by the provider (a header value, a `clientState`, a channel
-/// token); one or several for rotation. Surrounding whitespace is dropped (with a notice),
-/// as for secrets: it arrives from files and environment variables, never from the provider.
-fn shared_values(
+/// The values of a provider's credential key (one or several, for rotation), each with its
+/// position in the list for messages. Surrounding whitespace is dropped (with a notice), as
+/// for secrets: it arrives from files and environment variables, never from the provider.
+/// An empty value is left out with a warning, so a `${VAR:-}` left unset switches the
+/// provider's webhooks off (the stream then goes quiet and pages, the safe direction).
+fn credential_values(
     r: &mut Reader<'_>,
     path: &str,
     t: &Table,
     key: &str,
-    max_len: usize,
-) -> Vec<SecretString> {
+) -> (Vec<usize>, Vec<String>) {
+    let mut positions = Vec::new();
     let mut values = Vec::new();
     for (i, value) in r.string_list(path, t, key, true).into_iter().enumerate() {
         let trimmed = r.trim_secret(&format!("{path}.{key}[{i}]"), value);
@@ -195,35 +166,31 @@ fn shared_values(
             r.warnings.push(format!(
                 "{path}.{key}[{i}] is empty; this provider's webhooks are off"
             ));
-        } else if trimmed.len() > max_len {
-            r.error(
-                &format!("{path}.{key}[{i}]"),
-                format!("is longer than {max_len} characters, which the provider refuses"),
-            );
         } else {
-            values.push(SecretString::new(trimmed));
+            positions.push(i);
+            values.push(trimmed);
         }
     }
-    values
+    (positions, values)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// `config::ingest` allows exactly these keys besides its own, so a provider's new key
-    /// must be listed here as well as in its spec.
+    /// A provider's default expiry warning and its `expiry_warning` key come together: a
+    /// default without the key could not be changed, a key without a default would be
+    /// read and ignored.
     #[test]
-    fn provider_keys_are_the_specs_keys() {
-        let mut from_specs: Vec<&str> = providers::ALL
-            .iter()
-            .flat_map(|s| s.keys.iter().copied())
-            .collect();
-        from_specs.sort_unstable();
-        from_specs.dedup();
-        let mut listed = PROVIDER_KEYS[1..].to_vec();
-        listed.sort_unstable();
-        assert_eq!(listed, from_specs);
+    fn expiry_warning_is_a_key_exactly_when_it_has_a_default() {
+        for spec in providers::ALL {
+            assert_eq!(
+                spec.keys.contains(&"expiry_warning"),
+                spec.expiry_warning.is_some(),
+                "{}",
+                spec.name
+            );
+        }
     }
 
     /// Every spec the reader accepts builds its own intake, under its own name.

@@ -404,6 +404,18 @@ silence_threshold = "1h"
 [streams.idp.ingest]
 "#;
 
+/// A request head with no headers and no query, for intakes that read only the body.
+struct NoHead;
+
+impl crate::ingest::providers::RequestHead for NoHead {
+    fn header(&self, _name: &str) -> Option<&str> {
+        None
+    }
+    fn query(&self) -> Option<&str> {
+        None
+    }
+}
+
 #[test]
 fn every_provider_reads_its_own_keys() {
     let c = parse_ok(&format!(
@@ -428,25 +440,39 @@ webhook_secret = " wos_plain_secret "
     let c = parse_ok(&format!(
         "{PROVIDER_STREAM}provider = \"entra\"\nclient_state = \"cs\"\n"
     ));
-    match &c.streams["idp"].ingest.provider {
-        providers::ProviderConfig::Entra {
-            client_state,
-            expiry_warning,
-        } => {
-            assert!(client_state[0].matches("cs"));
-            assert_eq!(*expiry_warning, TimeDelta::hours(24));
-        }
-        other => panic!("{other:?}"),
-    }
+    let entra = &c.streams["idp"].ingest.provider;
+    assert_eq!(entra.name(), "entra");
+    assert_eq!(entra.expiry_warning(), Some(TimeDelta::hours(24)));
+    // The configured clientState is the one the intake checks notifications against.
+    let notification = |client_state: &str| {
+        format!(
+            r#"{{"value":[{{"subscriptionId":"s","changeType":"deleted","resource":"Users/u","clientState":"{client_state}"}}]}}"#
+        )
+    };
+    let intake = entra.intake().unwrap();
+    assert!(intake.parse(&NoHead, notification("cs").as_bytes()).is_ok());
+    assert_eq!(
+        intake
+            .parse(&NoHead, notification("other").as_bytes())
+            .unwrap_err()
+            .status(),
+        401
+    );
     let c = parse_ok(&format!(
         "{PROVIDER_STREAM}provider = \"google\"\nchannel_token = \"t\"\nexpiry_warning = \"30m\"\n"
     ));
-    match &c.streams["idp"].ingest.provider {
-        providers::ProviderConfig::Google { expiry_warning, .. } => {
-            assert_eq!(*expiry_warning, TimeDelta::minutes(30));
-        }
-        other => panic!("{other:?}"),
-    }
+    assert_eq!(
+        c.streams["idp"].ingest.provider.expiry_warning(),
+        Some(TimeDelta::minutes(30))
+    );
+    let c = parse_ok(&format!(
+        "{PROVIDER_STREAM}provider = \"okta\"\nauthorization = \"Bearer abc\"\n"
+    ));
+    assert_eq!(
+        c.streams["idp"].ingest.provider.expiry_warning(),
+        None,
+        "a provider without subscriptions has no expiry warning"
+    );
     let c = parse_ok(&format!(
         "{PROVIDER_STREAM}webhook_secret = \"${{CLERK_WEBHOOK_SECRET}}\"\n"
     ));

@@ -5,7 +5,6 @@
 //! right instants and records transitions.
 
 use super::app::App;
-use crate::config::providers::ProviderConfig;
 use crate::config::Config;
 use crate::domain::subscription::{Concern, SubscriptionFacts};
 use crate::store::subscriptions::{SubscriptionRow, SubscriptionTransition};
@@ -51,11 +50,7 @@ pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
 /// The warning window of a stream whose provider has subscriptions; `None` when the stream
 /// is gone from the config or no longer uses such a provider (its rows are then ignored).
 fn warning_of(config: &Config, stream: &str) -> Option<TimeDelta> {
-    match &config.streams.get(stream)?.ingest.provider {
-        ProviderConfig::Entra { expiry_warning, .. }
-        | ProviderConfig::Google { expiry_warning, .. } => Some(*expiry_warning),
-        _ => None,
-    }
+    config.streams.get(stream)?.ingest.provider.expiry_warning()
 }
 
 fn facts(row: &SubscriptionRow, warning: TimeDelta) -> SubscriptionFacts {

@@ -97,14 +97,16 @@ pub const SPEC: super::Spec = super::Spec {
     name: "auth0",
     keys: &["authorization"],
     credential_key: "authorization",
+    expiry_warning: None,
+    intake: |authorization| (std::sync::Arc::new(Auth0 { authorization }), Vec::new()),
 };
 
 /// An Auth0 stream's configured `Authorization` values.
-pub struct Auth0<'a> {
-    pub authorization: Vec<&'a str>,
+pub struct Auth0 {
+    pub authorization: Vec<String>,
 }
 
-impl super::Provider for Auth0<'_> {
+impl super::Provider for Auth0 {
     fn spec(&self) -> &'static super::Spec {
         &SPEC
     }

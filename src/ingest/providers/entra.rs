@@ -84,7 +84,7 @@ lenient_record!(ResourceData { "id" => id: Scalar });
 /// any field is judged. Until then every failure, including a body that is not JSON or
 /// not a collection, is 401: the sender has not proved who it is, and a 400 would tell a
 /// prober that its shape, not its credential, was wrong.
-pub fn parse(body: &[u8], client_states: &[&str]) -> Result<Delivery, Rejection> {
+pub fn parse(body: &[u8], client_states: &[impl AsRef<str>]) -> Result<Delivery, Rejection> {
     const UNPROVEN: Rejection =
         Rejection::Unauthorized("no notification carried the configured clientState");
     let root: Collection = serde_json::from_slice(body).map_err(|_| UNPROVEN)?;
@@ -197,14 +197,29 @@ pub const SPEC: super::Spec = super::Spec {
     name: "entra",
     keys: &["client_state", "expiry_warning"],
     credential_key: "client_state",
+    // Subscriptions for users and groups live at most about 29 days; a day's warning leaves
+    // time to renew during business hours.
+    expiry_warning: Some(chrono::TimeDelta::hours(24)),
+    intake: |values| {
+        let (client_state, refused) = super::accept_each(values, |value| {
+            if value.len() > MAX_CLIENT_STATE_LEN {
+                Err(format!(
+                    "is longer than {MAX_CLIENT_STATE_LEN} characters, which the provider refuses"
+                ))
+            } else {
+                Ok(value)
+            }
+        });
+        (std::sync::Arc::new(Entra { client_state }), refused)
+    },
 };
 
 /// An Entra stream's configured `clientState` values.
-pub struct Entra<'a> {
-    pub client_state: Vec<&'a str>,
+pub struct Entra {
+    pub client_state: Vec<String>,
 }
 
-impl super::Provider for Entra<'_> {
+impl super::Provider for Entra {
     fn spec(&self) -> &'static super::Spec {
         &SPEC
     }

@@ -42,7 +42,7 @@ pub struct PushHeaders<'a> {
 }
 
 /// Checks the channel token against the configured values; from the head alone.
-pub fn authorize(expected: &[&str], headers: &PushHeaders<'_>) -> Result<(), Rejection> {
+pub fn authorize(expected: &[impl AsRef<str>], headers: &PushHeaders<'_>) -> Result<(), Rejection> {
     let got = headers.channel_token.ok_or(Rejection::Unauthorized(
         "missing X-Goog-Channel-Token header",
     ))?;
@@ -115,6 +115,9 @@ pub const SPEC: super::Spec = super::Spec {
     name: "google",
     keys: &["channel_token", "expiry_warning"],
     credential_key: "channel_token",
+    // Channels live at most about six hours, so an hour is proportionate.
+    expiry_warning: Some(TimeDelta::hours(1)),
+    intake: |channel_token| (std::sync::Arc::new(Google { channel_token }), Vec::new()),
 };
 
 impl<'a> PushHeaders<'a> {
@@ -131,11 +134,11 @@ impl<'a> PushHeaders<'a> {
 }
 
 /// A Google stream's configured channel tokens.
-pub struct Google<'a> {
-    pub channel_token: Vec<&'a str>,
+pub struct Google {
+    pub channel_token: Vec<String>,
 }
 
-impl super::Provider for Google<'_> {
+impl super::Provider for Google {
     fn spec(&self) -> &'static super::Spec {
         &SPEC
     }

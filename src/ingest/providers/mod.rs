@@ -9,6 +9,12 @@
 //!
 //! The order is always the same: authenticate from the head (and, for HMACs, the raw
 //! body) first, parse second, so an unauthenticated body never reaches a JSON parser.
+//!
+//! Adding a provider touches its new module here (its [`Spec`] and its [`Provider`]) and
+//! [`ALL`] in this file; `audit::classify` only if it brings event types not yet listed
+//! there. The config reader, the webhook route and the subscription watcher go through the
+//! spec and the trait and name no provider. Besides code: `config/example.toml` (a test
+//! requires every key to be shown), its page under `docs/src/providers/`, and tests.
 
 pub mod auth0;
 pub mod entra;
@@ -18,6 +24,7 @@ pub mod okta;
 pub mod workos;
 
 use std::fmt;
+use std::sync::Arc;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use sha2::{Digest, Sha256};
@@ -25,7 +32,9 @@ use subtle::ConstantTimeEq;
 
 /// Every provider's description, in the order `check` lists them (after `standard`, which
 /// is the Standard Webhooks path and lives in `ingest::signature`). A provider is one module
-/// here: its [`Spec`] goes in this list, its credentials type implements [`Provider`].
+/// here: its [`Spec`] goes in this list, its credentials type implements [`Provider`]. This
+/// list is the only place that names every provider: `config::providers` reads a stream's
+/// keys, defaults and credentials through the specs, so adding a provider does not touch it.
 pub const ALL: &[&Spec] = &[
     &workos::SPEC,
     &okta::SPEC,
@@ -34,7 +43,8 @@ pub const ALL: &[&Spec] = &[
     &google::SPEC,
 ];
 
-/// What the config reader needs to know about a provider before it has credentials.
+/// Everything the config reader needs to know about a provider: its keys, its defaults, and
+/// how its intake is built from the configured credentials.
 #[derive(Debug)]
 pub struct Spec {
     /// The `provider = "…"` word, also used in logs and messages.
@@ -42,9 +52,24 @@ pub struct Spec {
     /// Keys of `[streams.X.ingest]` this provider reads besides `provider` (`webhook_secret`
     /// is always allowed there); a key of another provider is an error.
     pub keys: &'static [&'static str],
-    /// The key holding the credential, named when none is configured.
+    /// The key holding the credential (a string or a list, for rotation), named when none is
+    /// configured.
     pub credential_key: &'static str,
+    /// For a provider whose subscriptions expire, how long before expiry to warn unless the
+    /// stream sets `expiry_warning`; `None` otherwise. `Some` exactly when [`Spec::keys`]
+    /// holds `expiry_warning` (a test keeps the two together).
+    pub expiry_warning: Option<TimeDelta>,
+    /// Builds the intake when the config is read.
+    pub intake: BuildIntake,
 }
+
+/// The intake over a stream's credential values (each trimmed and not empty, in config
+/// order), and every value the provider refuses, left out of the intake.
+pub type BuildIntake = fn(Vec<String>) -> (Arc<dyn Provider>, Refused);
+
+/// Credential values a provider refuses: each one's position in the values it was given, and
+/// why (the reason never contains the value).
+pub type Refused = Vec<(usize, String)>;
 
 /// What a provider may look at before the body is read: header values and the query.
 /// The HTTP adapter implements it on the request head.
@@ -56,7 +81,7 @@ pub trait RequestHead {
 }
 
 /// One provider's intake, implemented in its module on a value holding the stream's
-/// configured credentials (`config::providers::ProviderConfig::intake` builds it). The
+/// configured credentials (its [`Spec::intake`] builds it when the config is read). The
 /// webhook route calls the steps in this order and only this order, so every provider gets
 /// the same guarantees (see the module doc):
 /// 1. [`handshake`](Provider::handshake): a subscription handshake answered without a
@@ -224,13 +249,31 @@ pub fn same_secret(expected: &str, got: &str) -> bool {
 /// Whether `got` equals any of the configured values. Every value is compared, whatever
 /// matched before it, so the time taken does not tell which one (if any) matched: the docs
 /// promise all configured values are compared during a rotation.
-pub fn matches_any(expected: &[&str], got: &str) -> bool {
+pub fn matches_any(expected: &[impl AsRef<str>], got: &str) -> bool {
     let got = Sha256::digest(got.as_bytes());
     let mut matched = subtle::Choice::from(0);
     for value in expected {
-        matched |= Sha256::digest(value.as_bytes()).ct_eq(&got);
+        matched |= Sha256::digest(value.as_ref().as_bytes()).ct_eq(&got);
     }
     bool::from(matched)
+}
+
+/// Reads each configured credential value with `read`, for a [`Spec::intake`]: the values it
+/// accepts, and each one it refuses with its position and why, so the config reports every
+/// bad value at once rather than the first.
+fn accept_each<T>(
+    values: Vec<String>,
+    read: impl Fn(String) -> Result<T, String>,
+) -> (Vec<T>, Refused) {
+    let mut accepted = Vec::new();
+    let mut refused = Vec::new();
+    for (i, value) in values.into_iter().enumerate() {
+        match read(value) {
+            Ok(value) => accepted.push(value),
+            Err(reason) => refused.push((i, reason)),
+        }
+    }
+    (accepted, refused)
 }
 
 /// Keeps a provider-supplied label short and single-line; `None` when empty after that.
@@ -374,7 +417,7 @@ mod tests {
             assert!(matches_any(&rotation, got));
         }
         assert!(!matches_any(&rotation, "Bearer other"));
-        assert!(!matches_any(&[], "Bearer old"));
+        assert!(!matches_any(&[] as &[&str], "Bearer old"));
     }
 
     #[test]

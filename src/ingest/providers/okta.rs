@@ -23,7 +23,7 @@ const MAX_CHALLENGE_LEN: usize = 512;
 /// Checks the `Authorization` header against the configured values (several allow
 /// rotation; all are compared, see [`matches_any`]). Runs on the head alone, before any
 /// body byte is read.
-pub fn authorize(expected: &[&str], got: Option<&str>) -> Result<(), Rejection> {
+pub fn authorize(expected: &[impl AsRef<str>], got: Option<&str>) -> Result<(), Rejection> {
     let got = got.ok_or(Rejection::Unauthorized("missing Authorization header"))?;
     if matches_any(expected, got) {
         Ok(())
@@ -118,14 +118,16 @@ pub const SPEC: super::Spec = super::Spec {
     name: "okta",
     keys: &["authorization"],
     credential_key: "authorization",
+    expiry_warning: None,
+    intake: |authorization| (std::sync::Arc::new(Okta { authorization }), Vec::new()),
 };
 
 /// An Okta stream's configured `Authorization` values.
-pub struct Okta<'a> {
-    pub authorization: Vec<&'a str>,
+pub struct Okta {
+    pub authorization: Vec<String>,
 }
 
-impl super::Provider for Okta<'_> {
+impl super::Provider for Okta {
     fn spec(&self) -> &'static super::Spec {
         &SPEC
     }

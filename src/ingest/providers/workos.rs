@@ -262,19 +262,26 @@ impl SignatureHeader<'_> {
     }
 }
 
-/// `provider = "workos"`: the secret is read from `webhook_secret`, as a plain string.
+/// `provider = "workos"`: the secret is read from `webhook_secret`, as a plain string (not
+/// a `whsec_` key, so the standard provider's reading of that key does not apply).
 pub const SPEC: super::Spec = super::Spec {
     name: "workos",
     keys: &[],
     credential_key: "webhook_secret",
+    expiry_warning: None,
+    intake: |secrets| {
+        let (keys, refused) =
+            super::accept_each(secrets, |s| WorkosKey::parse(&s).map_err(str::to_owned));
+        (std::sync::Arc::new(Workos { keys }), refused)
+    },
 };
 
 /// A WorkOS stream's configured keys.
-pub struct Workos<'a> {
-    pub keys: &'a [WorkosKey],
+pub struct Workos {
+    pub keys: Vec<WorkosKey>,
 }
 
-impl super::Provider for Workos<'_> {
+impl super::Provider for Workos {
     fn spec(&self) -> &'static super::Spec {
         &SPEC
     }
@@ -302,7 +309,7 @@ impl super::Provider for Workos<'_> {
         // provider.
         verify(
             &check_header(head.header(SIGNATURE_HEADER), now)?,
-            self.keys,
+            &self.keys,
             body,
         )
     }
