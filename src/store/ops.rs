@@ -404,7 +404,7 @@ pub(super) fn record_transition(
     set_alert_state(conn, t)?;
     // An operator silence holds the firing page (and drops the resolve of
     // a held one): the state above stays truthful either way.
-    if super::silences::suppress_transition(conn, t)? {
+    if super::silences::sync::suppress_transition(conn, t)? {
         return Ok(true);
     }
     for notifier in &t.notifiers {
@@ -523,7 +523,7 @@ pub(super) fn queue_keyed_pages(
     created_at: DateTime<Utc>,
     alert: &KeyedAlert<'_>,
 ) -> rusqlite::Result<bool> {
-    if super::silences::suppress_keyed(conn, t, alert)? {
+    if super::silences::sync::suppress_keyed(conn, t, alert)? {
         return Ok(false);
     }
     for notifier in &t.notifiers {
@@ -700,7 +700,7 @@ fn extra_wanted(
     alert_id: &str,
     at: DateTime<Utc>,
 ) -> rusqlite::Result<bool> {
-    use super::silences as s;
+    use super::silences::sync as s;
     Ok(s::extra_allowed(
         s::acknowledged(conn, stream, started)?,
         s::silenced(conn, stream, "silence", at)?,
