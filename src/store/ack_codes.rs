@@ -16,23 +16,25 @@
 //! of the episode. A retired code acknowledges nothing; it is kept (hash,
 //! episode, expiry) only so that opening it says "already acknowledged"
 //! instead of the 404 an unknown, expired or used code gets, until it
-//! expires like any other. On PostgreSQL the episode's stream row is
-//! locked first (after the audit head, the lock order of every writer), so
-//! two confirmations on two replicas run one after the other; on SQLite
-//! (one writer) the delete of the used code must remove exactly one live
-//! row, else another use won and this one is refused.
+//! expires like any other. Confirming locks the audit head, then the
+//! episode's stream row (PostgreSQL's `FOR UPDATE`, the lock order of
+//! every writer), then reads the code again: of two confirmations on two
+//! replicas the second waits for the first to commit and then finds its
+//! code deleted or retired. On SQLite (one writer, no locks) the delete of
+//! the used code must remove exactly one live row, else another use won
+//! and this one is refused.
 //!
 //! Expired codes are deleted whenever a code is minted and by housekeeping,
 //! which also deletes the codes of episodes that ended.
 
 use chrono::{DateTime, TimeDelta, Utc};
-use rusqlite::{params, Connection, OptionalExtension};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use super::db::Columns;
+use super::core;
+use super::db::Db;
 use super::ops::millis;
-use super::silences::{self, firing_episode, lite, time, AckOutcome};
+use super::silences::{self, firing_episode, time, AckOutcome};
 use super::{AlertState, StoreError};
 use crate::audit::chain::to_hex;
 
@@ -200,7 +202,8 @@ pub(crate) fn expiry(now: DateTime<Utc>, ttl: TimeDelta) -> DateTime<Utc> {
         .unwrap_or(DateTime::<Utc>::MAX_UTC)
 }
 
-/// The statements both engines run, `$N` placeholders (SQLite via `lite`).
+/// The statements both engines run, `$N` placeholders (SQLite reads `?N`,
+/// `store::db`).
 pub(crate) mod sql {
     pub const PRUNE_EXPIRED: &str = "DELETE FROM ack_codes WHERE expires_at <= $1";
     /// Expired codes and those of episodes that are no longer firing.
@@ -218,85 +221,86 @@ pub(crate) mod sql {
          WHERE stream = $1 AND started_at = $2 AND retired_at IS NULL";
 }
 
-fn find(conn: &Connection, hash: &str) -> rusqlite::Result<Option<CodeRow>> {
-    conn.prepare_cached(&lite(sql::FIND))?
-        .query_row([hash], |r| Columns::lite(r).map(code_row))
-        .optional()
+/// The code row stored under `hash`, if any.
+async fn find<D: Db>(db: &D, hash: &str) -> Result<Option<CodeRow>, StoreError> {
+    Ok(db.opt(sql::FIND, &[&hash]).await?.map(code_row))
 }
 
-fn stream_state(
-    conn: &Connection,
-    stream: &str,
-) -> rusqlite::Result<Option<(AlertState, Option<i64>)>> {
-    conn.prepare_cached(&lite(silences::sql::STREAM_STATE))?
-        .query_row([stream], |r| Ok((r.get(0)?, r.get(1)?)))
-        .optional()
-}
-
-/// Reads what a code opens (SQLite).
-fn state_of(conn: &Connection, hash: &str, now: DateTime<Utc>) -> Result<LinkState, StoreError> {
-    let Some(row) = find(conn, hash)? else {
-        return Ok(LinkState::Unknown);
-    };
-    let state = stream_state(conn, &row.stream)?;
-    let acked = silences::acknowledged(conn, &row.stream, row.started_at)?;
-    Ok(decide(hash, Some(&row), now, state, acked))
-}
-
-pub(super) fn mint(
-    conn: &Connection,
+pub(super) async fn mint<D: Db>(
+    db: &D,
     code: &[u8; 32],
     stream: &str,
     started_at: DateTime<Utc>,
     now: DateTime<Utc>,
     expires_at: DateTime<Utc>,
 ) -> Result<bool, StoreError> {
-    conn.prepare_cached(&lite(sql::PRUNE_EXPIRED))?
-        .execute([millis(now)])?;
-    if firing_episode(stream_state(conn, stream)?) != Some(millis(started_at)) {
+    db.exec(sql::PRUNE_EXPIRED, &[&millis(now)]).await?;
+    let state = silences::peek_stream_state(db, stream).await?;
+    if firing_episode(state) != Some(millis(started_at)) {
         return Ok(false);
     }
-    conn.prepare_cached(&lite(sql::INSERT))?.execute(params![
-        to_hex(code),
-        stream,
-        millis(started_at),
-        millis(now),
-        millis(expires_at)
-    ])?;
+    db.exec(
+        sql::INSERT,
+        &[
+            &to_hex(code),
+            &stream,
+            &millis(started_at),
+            &millis(now),
+            &millis(expires_at),
+        ],
+    )
+    .await?;
     Ok(true)
 }
 
-pub(super) fn open(
-    conn: &Connection,
+/// What a code opens; reads without locking anything.
+pub(super) async fn open<D: Db>(
+    db: &D,
     code: &[u8; 32],
     now: DateTime<Utc>,
 ) -> Result<LinkState, StoreError> {
-    state_of(conn, &to_hex(code), now)
+    let hash = to_hex(code);
+    let Some(row) = find(db, &hash).await? else {
+        return Ok(LinkState::Unknown);
+    };
+    let state = silences::peek_stream_state(db, &row.stream).await?;
+    let acked = silences::acknowledged(db, &row.stream, row.started_at).await?;
+    Ok(decide(&hash, Some(&row), now, state, acked))
 }
 
-pub(super) fn confirm(
-    conn: &Connection,
+pub(super) async fn confirm<D: Db>(
+    db: &D,
     code: &[u8; 32],
     now: DateTime<Utc>,
     audit: bool,
 ) -> Result<LinkUse, StoreError> {
     let hash = to_hex(code);
-    let (stream, started_at) = match to_confirm(state_of(conn, &hash, now)?) {
+    let Some(first) = find(db, &hash).await? else {
+        return Ok(LinkUse::Unknown);
+    };
+    // Lock order: audit head, then the stream row; then read the code
+    // again, under the lock, as a concurrent confirmation left it. (On
+    // SQLite nothing can have changed it in between: the second read
+    // returns the first.)
+    core::lock_head(db, audit).await?;
+    let state = silences::stream_state(db, &first.stream).await?;
+    let row = find(db, &hash).await?;
+    let acked = silences::acknowledged(db, &first.stream, first.started_at).await?;
+    let (stream, started_at) = match to_confirm(decide(&hash, row.as_ref(), now, state, acked)) {
         Ok(episode) => episode,
         Err(answer) => return Ok(answer),
     };
-    let taken = conn.prepare_cached(&lite(sql::TAKE))?.execute([&hash])?;
-    if taken != 1 {
+    if db.exec(sql::TAKE, &[&hash]).await? != 1 {
         // Another use of this code (or a sibling, which retired it) won.
         return Ok(LinkUse::AlreadyAcknowledged { stream, started_at });
     }
-    conn.prepare_cached(&lite(sql::RETIRE_SIBLINGS))?
-        .execute(params![stream, millis(started_at), millis(now)])?;
-    use_outcome(
-        silences::acknowledge(conn, &stream, LINK_AUTHOR, LINK_COMMENT, now, audit)?,
-        stream,
-        started_at,
+    db.exec(
+        sql::RETIRE_SIBLINGS,
+        &[&stream, &millis(started_at), &millis(now)],
     )
+    .await?;
+    let outcome = silences::acknowledge(db, &stream, LINK_AUTHOR, LINK_COMMENT, now, audit).await?;
+    use_outcome(outcome, stream, started_at)
 }
 
 /// The acknowledgement's outcome as a link use: it must name the episode
@@ -316,10 +320,9 @@ pub(crate) fn use_outcome(
     }
 }
 
-pub(super) fn prune(conn: &Connection, now: DateTime<Utc>) -> Result<usize, StoreError> {
-    Ok(conn
-        .prepare_cached(&lite(sql::PRUNE))?
-        .execute([millis(now)])?)
+pub(super) async fn prune<D: Db>(db: &D, now: DateTime<Utc>) -> Result<usize, StoreError> {
+    let n = db.exec(sql::PRUNE, &[&millis(now)]).await?;
+    Ok(usize::try_from(n).unwrap_or(usize::MAX))
 }
 
 impl super::Store {

@@ -576,7 +576,7 @@ async fn apply_transition<D: Db>(
         .await?;
     // An operator silence holds the firing page (and drops the resolve of
     // a held one): the state above stays truthful either way.
-    if db.core_suppress_transition(t).await? {
+    if super::silences::suppress_transition(db, t).await? {
         return Ok(true);
     }
     for notifier in &t.notifiers {
@@ -668,7 +668,7 @@ pub(super) async fn queue_keyed_pages<D: Db>(
     created_at: DateTime<Utc>,
     alert: &KeyedAlert<'_>,
 ) -> Result<bool, StoreError> {
-    if db.core_suppress_keyed(t, alert).await? {
+    if super::silences::suppress_keyed(db, t, alert).await? {
         return Ok(false);
     }
     for notifier in &t.notifiers {
@@ -756,10 +756,7 @@ pub(super) async fn enqueue_extra<D: Db>(
     };
     let silent_since = millis(row.last_arrival_at.unwrap_or(row.watch_started_at));
     let alert_id = alert_id_for(&salt(db).await?, stream, started_at);
-    if !db
-        .core_extra_wanted(stream, millis(started_at), &alert_id, at)
-        .await?
-    {
+    if !extra_wanted(db, stream, millis(started_at), &alert_id, at).await? {
         return Ok(0);
     }
     // The page says what the episode's firing page said.
@@ -794,6 +791,25 @@ pub(super) async fn enqueue_extra<D: Db>(
             .await?;
     }
     Ok(count(queued))
+}
+
+/// Reads what `silences::extra_allowed` decides on: whether a reminder or
+/// escalation step due at `at` may be queued.
+async fn extra_wanted<D: Db>(
+    db: &D,
+    stream: &str,
+    started: i64,
+    alert_id: &str,
+    at: DateTime<Utc>,
+) -> Result<bool, StoreError> {
+    use super::silences as s;
+    Ok(s::extra_allowed(
+        s::acknowledged(db, stream, started).await?,
+        s::silenced(db, stream, "silence", at).await?,
+        s::first_firing_page(db, alert_id).await?,
+        s::is_held(db, stream).await?,
+        millis(at),
+    ))
 }
 
 /// Records the outcome of one delivery attempt on a pending row.

@@ -24,9 +24,8 @@ use std::task::{Context, Poll, Waker};
 
 use chrono::{DateTime, Utc};
 
-use super::ops::KeyedAlert;
 use super::pg::pg_err;
-use super::{NewEvent, StoreError, Transition};
+use super::{NewEvent, StoreError};
 
 /// A statement argument both drivers can bind. The argument types are
 /// PostgreSQL's (which checks them against the column: `i64` for BIGINT,
@@ -149,20 +148,6 @@ pub(crate) trait Db {
     // What `store::core` needs from modules not yet written over `Db`
     // (issue #28): each engine's own implementation until they are.
     async fn core_note_revocation(&self, e: &NewEvent) -> Result<(), StoreError>;
-    async fn core_suppress_transition(&self, t: &Transition) -> Result<bool, StoreError>;
-    async fn core_suppress_keyed(
-        &self,
-        t: &Transition,
-        a: &KeyedAlert<'_>,
-    ) -> Result<bool, StoreError>;
-    /// `silences::extra_allowed`, from what this engine reads.
-    async fn core_extra_wanted(
-        &self,
-        stream: &str,
-        started_ms: i64,
-        alert_id: &str,
-        at: DateTime<Utc>,
-    ) -> Result<bool, StoreError>;
 
     /// `sql` with [`Db::ROW_LOCK`] appended.
     fn locked(sql: &str) -> Cow<'_, str> {
@@ -212,32 +197,6 @@ impl Db for rusqlite::Connection {
 
     async fn core_note_revocation(&self, e: &NewEvent) -> Result<(), StoreError> {
         Ok(super::revocations::note(self, e)?)
-    }
-    async fn core_suppress_transition(&self, t: &Transition) -> Result<bool, StoreError> {
-        Ok(super::silences::suppress_transition(self, t)?)
-    }
-    async fn core_suppress_keyed(
-        &self,
-        t: &Transition,
-        a: &KeyedAlert<'_>,
-    ) -> Result<bool, StoreError> {
-        Ok(super::silences::suppress_keyed(self, t, a)?)
-    }
-    async fn core_extra_wanted(
-        &self,
-        stream: &str,
-        started_ms: i64,
-        alert_id: &str,
-        at: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
-        use super::silences as s;
-        Ok(s::extra_allowed(
-            s::acknowledged(self, stream, started_ms)?,
-            s::silenced(self, stream, "silence", at)?,
-            s::first_firing_page(self, alert_id)?,
-            s::is_held(self, stream)?,
-            at.timestamp_millis(),
-        ))
     }
 }
 

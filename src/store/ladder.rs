@@ -12,14 +12,14 @@
 //!   replicas that both see step 5 cannot both page it; a delivery after a
 //!   paged step queues one recovery page and sets `paged` back to zero.
 //!
-//! The SQLite implementation is here; PostgreSQL's is `pg::ladder`.
+//! The count is read and written once for both engines ([`settle_counted`]
+//! over `store::db::Db`), under the notifier row's lock on PostgreSQL.
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use rusqlite::{params, Connection};
 
-use super::db::Columns;
-use super::silences::lite;
-use super::{AlertState, Attempt, StoreError, Transition};
+use super::core;
+use super::db::Db;
+use super::{AlertState, StoreError, Transition};
 
 /// Schema step, the same on both engines (BIGINT has INTEGER affinity on
 /// SQLite): one row per notifier that was ever attempted.
@@ -155,9 +155,9 @@ pub(super) fn transition(
 }
 
 /// The statements both engines run, written once with PostgreSQL's `$N`
-/// placeholders (SQLite runs them through `silences::lite`). PostgreSQL
-/// locks [`sql::READ`]'s row (`FOR UPDATE`): replicas that record attempts
-/// at the same time take turns; SQLite has one writer.
+/// placeholders (SQLite reads them as `?N`, `store::db`). PostgreSQL
+/// locks [`sql::READ`]'s row (`Db::ROW_LOCK`): replicas that record
+/// attempts at the same time take turns; SQLite has one writer.
 pub(super) mod sql {
     /// The row exists before it is read (and locked), so two first failures
     /// cannot both read "no row".
@@ -172,38 +172,34 @@ pub(super) mod sql {
     pub const FAILURES: &str = "SELECT notifier, failures FROM notifier_failures ORDER BY notifier";
 }
 
-/// Records `attempt` on row `id` (under claim `token` when given) and
-/// climbs the ladder, in the caller's transaction (SQLite).
-pub(super) fn settle_counted(
-    conn: &Connection,
-    id: i64,
-    token: Option<i64>,
-    attempt: &Attempt,
+/// Climbs the ladder for an attempt, in the caller's transaction, after
+/// the attempt itself was recorded there: `recorded` is false when the
+/// claim had been taken over (the fencing token did not match), and then
+/// nothing is counted. (Recording the attempt is still each engine's own
+/// `replica::settle_claim` / `ops::record_attempt`, issue #28.)
+pub(super) async fn settle_counted<D: Db>(
+    db: &D,
+    recorded: bool,
     u: &LadderUpdate,
 ) -> Result<LadderOutcome, StoreError> {
-    match token {
-        Some(token) => {
-            if !super::replica::settle_claim(conn, id, token, attempt)? {
-                return Ok(LadderOutcome::fenced());
-            }
-        }
-        None => super::ops::record_attempt(conn, id, attempt)?,
+    if !recorded {
+        return Ok(LadderOutcome::fenced());
     }
-    let run = |sql: &str| conn.prepare_cached(&lite(sql));
-    run(sql::ENSURE)?.execute([&u.notifier])?;
-    let (failures, paged) = run(sql::READ)?.query_row([&u.notifier], Columns::lite)?;
+    db.exec(sql::ENSURE, &[&u.notifier]).await?;
+    let (failures, paged): (i64, i64) = db.one(&D::locked(sql::READ), &[&u.notifier]).await?;
     let (decision, after, paged_after) =
         decide(u.rule.as_ref(), failures, paged, u.error.is_some());
-    run(sql::WRITE)?.execute(params![u.notifier, after, paged_after])?;
-    let (waiting, since) = match decision {
-        Decision::Step(_) => run(sql::WAITING)?.query_row([&u.notifier], Columns::lite)?,
+    db.exec(sql::WRITE, &[&u.notifier, &after, &paged_after])
+        .await?;
+    let (waiting, since): (i64, Option<i64>) = match decision {
+        Decision::Step(_) => db.one(sql::WAITING, &[&u.notifier]).await?,
         _ => (0, None),
     };
     let mut queued = None;
     if let Some(t) = transition(u, decision, failures, waiting, opt_time(since)?) {
         let alert = super::ops::fallback_alert(&u.notifier);
         for notifier in &t.notifiers {
-            super::ops::insert_keyed_page(conn, &t, notifier, t.at, &alert)?;
+            core::insert_keyed_page(db, &t, notifier, t.at, &alert).await?;
         }
         queued = Some(t.reason);
     }
@@ -215,16 +211,13 @@ pub(super) fn settle_counted(
 }
 
 /// A stored queue time (a value out of range is an error, not "now").
-pub(super) fn opt_time(ms: Option<i64>) -> Result<Option<DateTime<Utc>>, StoreError> {
+fn opt_time(ms: Option<i64>) -> Result<Option<DateTime<Utc>>, StoreError> {
     ms.map(super::stored_time).transpose()
 }
 
-/// Every notifier's shared consecutive-failure count (SQLite).
-pub(super) fn failures(conn: &Connection) -> Result<Vec<(String, i64)>, StoreError> {
-    Ok(conn
-        .prepare_cached(&lite(sql::FAILURES))?
-        .query_map([], Columns::lite)?
-        .collect::<rusqlite::Result<_>>()?)
+/// Every notifier's shared consecutive-failure count.
+pub(super) async fn failures<D: Db>(db: &D) -> Result<Vec<(String, i64)>, StoreError> {
+    db.rows(sql::FAILURES, &[]).await
 }
 
 #[cfg(test)]

@@ -188,13 +188,6 @@ pub(super) fn record_event(conn: &Connection, event: &NewEvent) -> rusqlite::Res
     lite(ready(core::record_event(conn, event)))
 }
 
-pub(super) fn keyed_alert_id(
-    conn: &Connection,
-    alert: &KeyedAlert<'_>,
-) -> rusqlite::Result<String> {
-    lite(ready(core::keyed_alert_id(conn, alert)))
-}
-
 pub(super) fn queue_keyed_pages(
     conn: &Connection,
     t: &Transition,
@@ -202,29 +195,6 @@ pub(super) fn queue_keyed_pages(
     alert: &KeyedAlert<'_>,
 ) -> rusqlite::Result<bool> {
     lite(ready(core::queue_keyed_pages(conn, t, created_at, alert)))
-}
-
-pub(super) fn insert_keyed_page(
-    conn: &Connection,
-    t: &Transition,
-    notifier: &str,
-    created_at: DateTime<Utc>,
-    alert: &KeyedAlert<'_>,
-) -> rusqlite::Result<()> {
-    lite(ready(core::insert_keyed_page(
-        conn, t, notifier, created_at, alert,
-    )))
-}
-
-pub(super) fn insert_silence_page(
-    conn: &Connection,
-    t: &Transition,
-    notifier: &str,
-    created_at: DateTime<Utc>,
-) -> rusqlite::Result<()> {
-    lite(ready(core::insert_silence_page(
-        conn, t, notifier, created_at,
-    )))
 }
 
 pub(super) fn record_attempt(

@@ -18,14 +18,15 @@
 //!
 //! Each of these decisions is a pure function here (`on_transition`,
 //! `release`, `extra_allowed`, `maintenance_plan`, ...), tested once;
-//! the statements both engines run are written once in `sql`. This file's
-//! SQLite code and `pg::silences` only read rows, call the decision and
-//! write its outcome.
+//! the operations that read the rows, call the decision and write its
+//! outcome are written once over `store::db::Db`, for both engines, with
+//! the statements in `sql`.
 
-use super::ops::{insert_keyed_page, insert_silence_page, keyed_alert_id, millis, KeyedAlert};
+use super::core;
+use super::db::Db;
+use super::ops::{millis, KeyedAlert};
 use super::{AlertState, NewEvent, StoreError, Transition};
 use chrono::{DateTime, Utc};
-use rusqlite::{params, Connection, OptionalExtension};
 
 pub(super) const MIGRATION: &str = "
     CREATE TABLE silences (
@@ -402,11 +403,13 @@ impl Note {
 }
 
 /// The statements both engines run, written once with PostgreSQL's `$N`
-/// placeholders. SQLite runs them through [`lite`]: it reads `$1` as a
-/// *named* parameter numbered by first appearance, not as the first one,
-/// while `?NNN` is the NNN-th (<https://sqlite.org/c3ref/bind_parameter_count.html>,
+/// placeholders. SQLite runs them as `?N` (`store::db`, or [`lite`]): it
+/// reads `$1` as a *named* parameter numbered by first appearance, not as
+/// the first one, while `?NNN` is the NNN-th (<https://sqlite.org/c3ref/bind_parameter_count.html>,
 /// <https://sqlite.org/lang_expr.html#parameters>). Where PostgreSQL needs
-/// more (a row lock: SQLite has one writer), it appends to these.
+/// more (a row lock: SQLite has one writer), `Db::locked` appends it.
+/// Lookups that only ask whether a row exists read its key column, which
+/// both engines return as TEXT (a literal `1` is INT4 on PostgreSQL).
 pub(super) mod sql {
     macro_rules! columns {
         () => {
@@ -418,7 +421,7 @@ pub(super) mod sql {
     pub const ACTIVE_AT: &str = concat!(columns!(), " WHERE starts_at <= $1 AND ends_at > $1");
     pub const BY_ID: &str = concat!(columns!(), " WHERE id = $1");
     pub const ACKNOWLEDGED: &str =
-        "SELECT 1 FROM acknowledgements WHERE stream = $1 AND started_at = $2";
+        "SELECT stream FROM acknowledgements WHERE stream = $1 AND started_at = $2";
     /// SQLite has had this upsert since 3.24 (rusqlite bundles a newer one).
     pub const HOLD: &str = "INSERT INTO silence_held (stream, started_at, reason, notifiers)
          VALUES ($1, $2, $3, $4)
@@ -427,10 +430,10 @@ pub(super) mod sql {
     pub const TAKE_HELD: &str = "DELETE FROM silence_held WHERE stream = $1";
     pub const HELD_PAGE: &str =
         "SELECT started_at, reason, notifiers FROM silence_held WHERE stream = $1";
-    pub const IS_HELD: &str = "SELECT 1 FROM silence_held WHERE stream = $1";
+    pub const IS_HELD: &str = "SELECT stream FROM silence_held WHERE stream = $1";
     pub const HELD_STREAMS: &str = "SELECT stream FROM silence_held ORDER BY stream";
     pub const STREAM_STATE: &str = "SELECT alert_state, firing_since FROM streams WHERE name = $1";
-    pub const STREAM_EXISTS: &str = "SELECT 1 FROM streams WHERE name = $1";
+    pub const STREAM_EXISTS: &str = "SELECT name FROM streams WHERE name = $1";
     pub const HOLD_KEYED: &str = "INSERT INTO silence_held_keyed
              (alert_id, stream, kind, family, key, severity, source, endpoint_id,
               reason, notifiers, held_at)
@@ -469,99 +472,128 @@ pub(super) mod sql {
          ORDER BY a.stream";
 }
 
-/// A statement of [`sql`] in SQLite's placeholders (`$N` → `?N`).
+/// A statement of [`sql`] in SQLite's placeholders (`$N` → `?N`), for the
+/// modules whose SQLite code still prepares statements itself; operations
+/// written over [`Db`] get the same rewrite from `store::db`.
 pub(super) fn lite(sql: &str) -> String {
     sql.replace('$', "?")
 }
 
 // ---------------------------------------------------------------------------
-// SQLite: reads the rows, calls the decisions, writes the outcome.
-// (PostgreSQL's is `pg::silences`.)
+// The rows, read and written once for both engines (`store::db`): each
+// operation reads the rows a decision needs, calls it and writes what it
+// returns. PostgreSQL locks the rows it decides from (`Db::ROW_LOCK`, or
+// the silences table for adders); SQLite's one writer needs no lock.
 // ---------------------------------------------------------------------------
 
-fn row_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<SilenceRow> {
-    Ok(SilenceRow {
-        id: r.get(0)?,
-        streams: list(&r.get::<_, String>(1)?),
-        kinds: list(&r.get::<_, String>(2)?),
-        starts_at: time(r.get(3)?),
-        ends_at: time(r.get(4)?),
-        comment: r.get(5)?,
-        created_by: r.get(6)?,
-        created_at: time(r.get(7)?),
-        expired_by: r.get(8)?,
-    })
+/// The columns of `sql::ENDING_AFTER` / `ACTIVE_AT` / `BY_ID`.
+type SilenceColumns = (
+    i64,
+    String,
+    String,
+    i64,
+    i64,
+    String,
+    String,
+    i64,
+    Option<String>,
+);
+
+fn silence_row(
+    (id, streams, kinds, starts_at, ends_at, comment, created_by, created_at, expired_by): SilenceColumns,
+) -> SilenceRow {
+    SilenceRow {
+        id,
+        streams: list(&streams),
+        kinds: list(&kinds),
+        starts_at: time(starts_at),
+        ends_at: time(ends_at),
+        comment,
+        created_by,
+        created_at: time(created_at),
+        expired_by,
+    }
 }
 
-fn exists(conn: &Connection, sql: &str, key: &str) -> rusqlite::Result<bool> {
-    conn.prepare_cached(&lite(sql))?
-        .query_row([key], |_| Ok(()))
-        .optional()
-        .map(|r| r.is_some())
+/// A stored `alert_state` (an unknown one is an error on both engines).
+fn alert_state(s: &str) -> Result<AlertState, StoreError> {
+    match s {
+        "ok" => Ok(AlertState::Ok),
+        "firing" => Ok(AlertState::Firing),
+        other => Err(StoreError::Sql(format!("unknown alert state {other:?}"))),
+    }
 }
 
-fn stream_state(
-    conn: &Connection,
+/// True when `sql` (a lookup of one key column by `key`) finds a row.
+async fn exists<D: Db>(db: &D, sql: &str, key: &str) -> Result<bool, StoreError> {
+    Ok(db.opt::<(String,)>(sql, &[&key]).await?.is_some())
+}
+
+/// (alert_state, firing_since) of the stream, its row locked on
+/// PostgreSQL: an acknowledgement or a held page decides from it.
+pub(super) async fn stream_state<D: Db>(
+    db: &D,
     stream: &str,
-) -> rusqlite::Result<Option<(AlertState, Option<i64>)>> {
-    conn.prepare_cached(&lite(sql::STREAM_STATE))?
-        .query_row([stream], |r| Ok((r.get(0)?, r.get(1)?)))
-        .optional()
+) -> Result<Option<(AlertState, Option<i64>)>, StoreError> {
+    let row: Option<(String, Option<i64>)> =
+        db.opt(&D::locked(sql::STREAM_STATE), &[&stream]).await?;
+    row.map(|(state, since)| Ok((alert_state(&state)?, since)))
+        .transpose()
+}
+
+/// [`stream_state`] without the lock, for a read that changes nothing.
+pub(super) async fn peek_stream_state<D: Db>(
+    db: &D,
+    stream: &str,
+) -> Result<Option<(AlertState, Option<i64>)>, StoreError> {
+    let row: Option<(String, Option<i64>)> = db.opt(sql::STREAM_STATE, &[&stream]).await?;
+    row.map(|(state, since)| Ok((alert_state(&state)?, since)))
+        .transpose()
 }
 
 /// Silences whose end is after `since`, oldest first.
-pub(super) fn silences_ending_after(
-    conn: &Connection,
+pub(super) async fn silences_ending_after<D: Db>(
+    db: &D,
     since: DateTime<Utc>,
-) -> rusqlite::Result<Vec<SilenceRow>> {
-    conn.prepare_cached(&lite(sql::ENDING_AFTER))?
-        .query_map([millis(since)], row_of)?
-        .collect()
+) -> Result<Vec<SilenceRow>, StoreError> {
+    let rows: Vec<SilenceColumns> = db.rows(sql::ENDING_AFTER, &[&millis(since)]).await?;
+    Ok(rows.into_iter().map(silence_row).collect())
 }
 
 /// True when a silence covers (stream, kind) at `at`.
-pub(super) fn silenced(
-    conn: &Connection,
+pub(super) async fn silenced<D: Db>(
+    db: &D,
     stream: &str,
     kind: &str,
     at: DateTime<Utc>,
-) -> rusqlite::Result<bool> {
-    let active: Vec<SilenceRow> = conn
-        .prepare_cached(&lite(sql::ACTIVE_AT))?
-        .query_map([millis(at)], row_of)?
-        .collect::<rusqlite::Result<_>>()?;
+) -> Result<bool, StoreError> {
+    let rows: Vec<SilenceColumns> = db.rows(sql::ACTIVE_AT, &[&millis(at)]).await?;
+    let active: Vec<SilenceRow> = rows.into_iter().map(silence_row).collect();
     Ok(covers(&active, stream, kind))
 }
 
 /// True when the episode that started at `started_ms` is acknowledged.
-pub(super) fn acknowledged(
-    conn: &Connection,
+pub(super) async fn acknowledged<D: Db>(
+    db: &D,
     stream: &str,
     started_ms: i64,
-) -> rusqlite::Result<bool> {
-    conn.prepare_cached(&lite(sql::ACKNOWLEDGED))?
-        .query_row(params![stream, started_ms], |_| Ok(()))
-        .optional()
-        .map(|r| r.is_some())
+) -> Result<bool, StoreError> {
+    let row: Option<(String,)> = db.opt(sql::ACKNOWLEDGED, &[&stream, &started_ms]).await?;
+    Ok(row.is_some())
 }
 
 /// Called by `record_transition` before it queues pages. Returns true when
 /// the pages must not be queued ([`on_transition`]).
-pub(super) fn suppress_transition(conn: &Connection, t: &Transition) -> rusqlite::Result<bool> {
-    let silenced = t.to == AlertState::Firing && silenced(conn, &t.stream, "silence", t.at)?;
-    let held = t.to == AlertState::Ok
-        && conn
-            .prepare_cached(&lite(sql::TAKE_HELD))?
-            .execute([&t.stream])?
-            > 0;
+pub(super) async fn suppress_transition<D: Db>(db: &D, t: &Transition) -> Result<bool, StoreError> {
+    let silenced = t.to == AlertState::Firing && silenced(db, &t.stream, "silence", t.at).await?;
+    let held = t.to == AlertState::Ok && db.exec(sql::TAKE_HELD, &[&t.stream]).await? > 0;
     let decision = on_transition(&t.to, silenced, held, false);
     if decision == OnTransition::Hold {
-        conn.prepare_cached(&lite(sql::HOLD))?.execute(params![
-            t.stream,
-            millis(t.at),
-            t.reason,
-            json(&t.notifiers),
-        ])?;
+        db.exec(
+            sql::HOLD,
+            &[&t.stream, &millis(t.at), &t.reason, &json(&t.notifiers)],
+        )
+        .await?;
     }
     Ok(decision != OnTransition::Page)
 }
@@ -569,26 +601,23 @@ pub(super) fn suppress_transition(conn: &Connection, t: &Transition) -> rusqlite
 /// Queues the held firing page of `stream` if its silence is over and the
 /// episode it belongs to still fires ([`release`]). Returns whether a page
 /// was queued.
-pub(super) fn release_held(
-    conn: &Connection,
+async fn release_held_stream<D: Db>(
+    db: &D,
     stream: &str,
     now: DateTime<Utc>,
 ) -> Result<bool, StoreError> {
-    let held: Option<(i64, String, String)> = conn
-        .prepare_cached(&lite(sql::HELD_PAGE))?
-        .query_row([stream], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-        .optional()?;
+    let held: Option<(i64, String, String)> =
+        db.opt(&D::locked(sql::HELD_PAGE), &[&stream]).await?;
     let Some((started, reason, notifiers)) = held else {
         return Ok(false);
     };
-    let silenced = silenced(conn, stream, "silence", now)?;
-    let current = !silenced && firing_episode(stream_state(conn, stream)?) == Some(started);
+    let silenced = silenced(db, stream, "silence", now).await?;
+    let current = !silenced && firing_episode(stream_state(db, stream).await?) == Some(started);
     let decision = release(silenced, current);
     if decision == Release::Keep {
         return Ok(false);
     }
-    conn.prepare_cached(&lite(sql::TAKE_HELD))?
-        .execute([stream])?;
+    db.exec(sql::TAKE_HELD, &[&stream]).await?;
     if decision == Release::Drop {
         return Ok(false);
     }
@@ -600,82 +629,81 @@ pub(super) fn release_held(
         notifiers: list(&notifiers),
     };
     for notifier in &t.notifiers {
-        insert_silence_page(conn, &t, notifier, now)?;
+        core::insert_silence_page(db, &t, notifier, now).await?;
     }
     Ok(true)
 }
 
-/// Called by `ops::queue_keyed_pages` before it queues a keyed alert's
-/// pages. Returns true when they must not be queued ([`on_transition`]):
-/// the held page replaces an older held page of the same alert.
-pub(super) fn suppress_keyed(
-    conn: &Connection,
+/// Called by `queue_keyed_pages` before it queues a keyed alert's pages.
+/// Returns true when they must not be queued ([`on_transition`]): the held
+/// page replaces an older held page of the same alert.
+pub(super) async fn suppress_keyed<D: Db>(
+    db: &D,
     t: &Transition,
     alert: &KeyedAlert<'_>,
-) -> rusqlite::Result<bool> {
-    let alert_id = keyed_alert_id(conn, alert)?;
-    let silenced = t.to == AlertState::Firing && silenced(conn, &t.stream, alert.kind, t.at)?;
-    let held = t.to == AlertState::Ok
-        && conn
-            .prepare_cached(&lite(sql::TAKE_HELD_KEYED))?
-            .execute([&alert_id])?
-            > 0;
+) -> Result<bool, StoreError> {
+    let alert_id = core::keyed_alert_id(db, alert).await?;
+    let silenced = t.to == AlertState::Firing && silenced(db, &t.stream, alert.kind, t.at).await?;
+    let held = t.to == AlertState::Ok && db.exec(sql::TAKE_HELD_KEYED, &[&alert_id]).await? > 0;
     let told_firing = held
-        && conn
-            .prepare_cached(&lite(sql::LAST_TOLD))?
-            .query_row([&alert_id], |r| r.get::<_, AlertState>(0))
-            .optional()?
-            == Some(AlertState::Firing);
+        && match db.opt::<(String,)>(sql::LAST_TOLD, &[&alert_id]).await? {
+            Some((state,)) => alert_state(&state)? == AlertState::Firing,
+            None => false,
+        };
     let decision = on_transition(&t.to, silenced, held, told_firing);
     if decision == OnTransition::Hold {
-        conn.prepare_cached(&lite(sql::HOLD_KEYED))?
-            .execute(params![
-                alert_id,
-                t.stream,
-                alert.kind,
-                alert.family,
-                alert.key,
-                alert.severity,
-                alert.source,
-                alert.endpoint_id,
-                t.reason,
-                json(&t.notifiers),
-                millis(t.at),
-            ])?;
+        db.exec(
+            sql::HOLD_KEYED,
+            &[
+                &alert_id,
+                &t.stream,
+                &alert.kind,
+                &alert.family,
+                &alert.key,
+                &alert.severity,
+                &alert.source,
+                &alert.endpoint_id,
+                &t.reason,
+                &json(&t.notifiers),
+                &millis(t.at),
+            ],
+        )
+        .await?;
     }
     Ok(decision != OnTransition::Page)
 }
 
+/// The columns of `sql::HELD_KEYED`.
+type HeldKeyed = (
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+);
+
 /// Queues the held keyed pages whose silence is over (the alert has not
 /// resolved since, or its row would be gone; [`release`]). Returns how
 /// many alerts were paged.
-pub(super) fn release_held_keyed(
-    conn: &Connection,
-    now: DateTime<Utc>,
-) -> Result<usize, StoreError> {
-    let held: Vec<[String; 10]> = conn
-        .prepare_cached(&lite(sql::HELD_KEYED))?
-        .query_map([], |r| {
-            let mut row: [String; 10] = Default::default();
-            for (i, v) in row.iter_mut().enumerate() {
-                *v = r.get(i)?;
-            }
-            Ok(row)
-        })?
-        .collect::<rusqlite::Result<_>>()?;
+async fn release_held_keyed<D: Db>(db: &D, now: DateTime<Utc>) -> Result<usize, StoreError> {
+    let held: Vec<HeldKeyed> = db.rows(&D::locked(sql::HELD_KEYED), &[]).await?;
     let mut paged = 0;
-    for [alert_id, stream, kind, family, key, severity, source, endpoint_id, reason, notifiers] in
+    for (alert_id, stream, kind, family, key, severity, source, endpoint_id, reason, notifiers) in
         held
     {
-        let silenced = silenced(conn, &stream, &kind, now)?;
+        let silenced = silenced(db, &stream, &kind, now).await?;
         // A templated stream removed meanwhile takes its held pages with it.
-        let current = !silenced && exists(conn, sql::STREAM_EXISTS, &stream)?;
+        let current = !silenced && exists(db, sql::STREAM_EXISTS, &stream).await?;
         let decision = release(silenced, current);
         if decision == Release::Keep {
             continue;
         }
-        conn.prepare_cached(&lite(sql::TAKE_HELD_KEYED))?
-            .execute([&alert_id])?;
+        db.exec(sql::TAKE_HELD_KEYED, &[&alert_id]).await?;
         if decision == Release::Drop {
             continue;
         }
@@ -695,44 +723,62 @@ pub(super) fn release_held_keyed(
             endpoint_id: &endpoint_id,
         };
         for notifier in &t.notifiers {
-            insert_keyed_page(conn, &t, notifier, now, &alert)?;
+            core::insert_keyed_page(db, &t, notifier, now, &alert).await?;
         }
         paged += 1;
     }
     Ok(paged)
 }
 
-/// True while the stream's firing page is held by a silence.
-pub(super) fn is_held(conn: &Connection, stream: &str) -> rusqlite::Result<bool> {
-    exists(conn, sql::IS_HELD, stream)
+/// Every held page whose silence is over, in one transaction: the
+/// streams' held pages, then the keyed ones. How many were paged.
+pub(super) async fn release_held<D: Db>(db: &D, now: DateTime<Utc>) -> Result<usize, StoreError> {
+    let streams: Vec<(String,)> = db.rows(sql::HELD_STREAMS, &[]).await?;
+    let mut paged = 0;
+    for (stream,) in streams {
+        paged += usize::from(release_held_stream(db, &stream, now).await?);
+    }
+    Ok(paged + release_held_keyed(db, now).await?)
 }
 
-/// Streams with a held firing page.
-pub(super) fn held_streams(conn: &Connection) -> rusqlite::Result<Vec<String>> {
-    conn.prepare_cached(sql::HELD_STREAMS)?
-        .query_map([], |r| r.get(0))?
-        .collect()
+/// True while the stream's firing page is held by a silence.
+pub(super) async fn is_held<D: Db>(db: &D, stream: &str) -> Result<bool, StoreError> {
+    exists(db, sql::IS_HELD, stream).await
 }
 
 /// When the episode's first firing page was queued (`ops::extra_wanted`).
-pub(super) fn first_firing_page(
-    conn: &Connection,
+pub(super) async fn first_firing_page<D: Db>(
+    db: &D,
     alert_id: &str,
-) -> rusqlite::Result<Option<i64>> {
-    conn.prepare_cached(&lite(sql::FIRST_FIRING_PAGE))?
-        .query_row([alert_id], |r| r.get(0))
+) -> Result<Option<i64>, StoreError> {
+    let (first,): (Option<i64>,) = db.one(sql::FIRST_FIRING_PAGE, &[&alert_id]).await?;
+    Ok(first)
 }
 
-fn audit_note(
-    conn: &Connection,
+/// Appends an operator action to the audit chain (the head already locked
+/// by `core::lock_head`).
+async fn audit_note<D: Db>(
+    db: &D,
     audit: bool,
     note: Note,
     now: DateTime<Utc>,
-) -> rusqlite::Result<()> {
+) -> Result<(), StoreError> {
     if !audit {
         return Ok(());
     }
-    super::audit::append(conn, &note.event(now))
+    core::append_audit(db, &note.event(now)).await
+}
+
+/// Locks the silences table against other adders for the transaction on
+/// PostgreSQL, so the cap counts live silences across replicas and
+/// replicas syncing maintenance windows take turns (adding is rare).
+/// SQLite's one writer already serialises them.
+async fn lock_silences<D: Db>(db: &D) -> Result<(), StoreError> {
+    if !D::ROW_LOCK.is_empty() {
+        db.exec("LOCK TABLE silences IN SHARE ROW EXCLUSIVE MODE", &[])
+            .await?;
+    }
+    Ok(())
 }
 
 /// Ended silences kept (the most recently ended; older ones are deleted
@@ -750,106 +796,105 @@ pub const PRUNE_ENDED: &str = "DELETE FROM silences WHERE ends_at <= $1 AND id N
 
 /// Stores a silence and its audit entry, unless `cap` silences have not
 /// ended yet (then `None`, nothing stored); prunes ended silences to
-/// [`MAX_ENDED_KEPT`].
-pub(super) fn add(
-    conn: &Connection,
+/// [`MAX_ENDED_KEPT`] (under the table lock, so concurrent adders prune in
+/// turn).
+pub(super) async fn add<D: Db>(
+    db: &D,
     s: &NewSilence,
     now: DateTime<Utc>,
     cap: usize,
     audit: bool,
 ) -> Result<Option<i64>, StoreError> {
-    let live: i64 = conn
-        .prepare_cached(&lite(sql::COUNT_LIVE))?
-        .query_row([millis(now)], |r| r.get(0))?;
+    core::lock_head(db, audit).await?;
+    lock_silences(db).await?;
+    let (live,): (i64,) = db.one(sql::COUNT_LIVE, &[&millis(now)]).await?;
     if !has_room(live, cap) {
         return Ok(None);
     }
-    conn.prepare_cached(&lite(PRUNE_ENDED))?
-        .execute(params![millis(now), MAX_ENDED_KEPT as i64])?;
-    let id: i64 = conn.prepare_cached(&lite(sql::INSERT))?.query_row(
-        params![
-            json(&s.streams),
-            json(&s.kinds),
-            millis(s.starts_at),
-            millis(s.ends_at),
-            s.comment,
-            s.created_by,
-            millis(now),
-        ],
-        |r| r.get(0),
-    )?;
-    audit_note(conn, audit, Note::created(id, s), now)?;
+    db.exec(PRUNE_ENDED, &[&millis(now), &(MAX_ENDED_KEPT as i64)])
+        .await?;
+    let (id,): (i64,) = db
+        .one(
+            sql::INSERT,
+            &[
+                &json(&s.streams),
+                &json(&s.kinds),
+                &millis(s.starts_at),
+                &millis(s.ends_at),
+                &s.comment,
+                &s.created_by,
+                &millis(now),
+            ],
+        )
+        .await?;
+    audit_note(db, audit, Note::created(id, s), now).await?;
     Ok(Some(id))
 }
 
 /// Ends a silence now (if it has not ended yet; [`expiry`]); `comment`
 /// says why, in the audit entry. `Ok(false)`: no such silence.
-pub(super) fn expire(
-    conn: &Connection,
+pub(super) async fn expire<D: Db>(
+    db: &D,
     id: i64,
     by: &str,
     comment: Option<&str>,
     now: DateTime<Utc>,
     audit: bool,
 ) -> Result<bool, StoreError> {
-    let row = conn
-        .prepare_cached(&lite(sql::BY_ID))?
-        .query_row([id], row_of)
-        .optional()?;
-    let Some(row) = row else {
+    core::lock_head(db, audit).await?;
+    let row: Option<SilenceColumns> = db.opt(&D::locked(sql::BY_ID), &[&id]).await?;
+    let Some(row) = row.map(silence_row) else {
         return Ok(false);
     };
     if let Some(end) = expiry(&row, now) {
-        conn.prepare_cached(&lite(sql::EXPIRE))?.execute(params![
-            id,
-            millis(end),
-            millis(now),
-            by
-        ])?;
-        audit_note(conn, audit, Note::expired(&row, by, comment), now)?;
+        db.exec(sql::EXPIRE, &[&id, &millis(end), &millis(now), &by])
+            .await?;
+        audit_note(db, audit, Note::expired(&row, by, comment), now).await?;
     }
     Ok(true)
 }
 
 /// Acknowledges the stream's current firing episode ([`firing_episode`]).
-pub(super) fn acknowledge(
-    conn: &Connection,
+pub(super) async fn acknowledge<D: Db>(
+    db: &D,
     stream: &str,
     created_by: &str,
     comment: &str,
     now: DateTime<Utc>,
     audit: bool,
 ) -> Result<AckOutcome, StoreError> {
-    let Some(started) = firing_episode(stream_state(conn, stream)?) else {
+    core::lock_head(db, audit).await?;
+    let Some(started) = firing_episode(stream_state(db, stream).await?) else {
         return Ok(AckOutcome::NotFiring);
     };
-    let new = conn.prepare_cached(&lite(sql::ACK))?.execute(params![
-        stream,
-        started,
-        created_by,
-        comment,
-        millis(now)
-    ])?;
+    let new = db
+        .exec(
+            sql::ACK,
+            &[&stream, &started, &created_by, &comment, &millis(now)],
+        )
+        .await?;
     if new > 0 {
         let note = Note::acknowledged(stream, started, created_by, comment);
-        audit_note(conn, audit, note, now)?;
+        audit_note(db, audit, note, now).await?;
     }
     Ok(AckOutcome::Acknowledged(time(started)))
 }
 
 /// Acknowledgements of episodes that are still firing.
-pub(super) fn current_acks(conn: &Connection) -> rusqlite::Result<Vec<AckRow>> {
-    conn.prepare_cached(sql::CURRENT_ACKS)?
-        .query_map([], |r| {
-            Ok(AckRow {
-                stream: r.get(0)?,
-                started_at: time(r.get(1)?),
-                created_by: r.get(2)?,
-                comment: r.get(3)?,
-                created_at: time(r.get(4)?),
-            })
-        })?
-        .collect()
+pub(super) async fn current_acks<D: Db>(db: &D) -> Result<Vec<AckRow>, StoreError> {
+    let rows: Vec<(String, i64, String, String, i64)> = db.rows(sql::CURRENT_ACKS, &[]).await?;
+    Ok(rows
+        .into_iter()
+        .map(
+            |(stream, started_at, created_by, comment, created_at)| AckRow {
+                stream,
+                started_at: time(started_at),
+                created_by,
+                comment,
+                created_at: time(created_at),
+            },
+        )
+        .collect())
 }
 
 /// Who planned maintenance windows are stored as created by.
@@ -857,20 +902,24 @@ pub const CONFIG_AUTHOR: &str = "config";
 
 /// Makes the stored maintenance windows (silences created by
 /// [`CONFIG_AUTHOR`]) match `windows` ([`maintenance_plan`]): new ones are
-/// stored and audited once, ones no longer configured end now.
-pub(super) fn sync_maintenance(
-    conn: &Connection,
+/// stored and audited once, ones no longer configured end now. Replicas
+/// syncing at once take turns on the silences table lock, so each window
+/// is stored once.
+pub(super) async fn sync_maintenance<D: Db>(
+    db: &D,
     windows: &[Window],
     now: DateTime<Utc>,
     audit: bool,
 ) -> Result<(), StoreError> {
-    let plan = maintenance_plan(&silences_ending_after(conn, now)?, windows, now);
+    core::lock_head(db, audit).await?;
+    lock_silences(db).await?;
+    let plan = maintenance_plan(&silences_ending_after(db, now).await?, windows, now);
     for id in plan.expire {
         let why = Some("maintenance window no longer in the config");
-        expire(conn, id, CONFIG_AUTHOR, why, now, audit)?;
+        expire(db, id, CONFIG_AUTHOR, why, now, audit).await?;
     }
     for new in &plan.add {
-        add(conn, new, now, usize::MAX, audit)?;
+        add(db, new, now, usize::MAX, audit).await?;
     }
     Ok(())
 }

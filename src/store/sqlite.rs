@@ -213,12 +213,19 @@ impl Backend for SqliteBackend {
         attempt: Attempt,
         update: super::ladder::LadderUpdate,
     ) -> StoreResult<super::ladder::LadderOutcome> {
-        self.call(move |c| super::ladder::settle_counted(c, id, token, &attempt, &update))
-            .await
+        self.call(move |c| {
+            // Recording the attempt is still SQLite's own code (issue #28).
+            let recorded = match token {
+                Some(token) => super::replica::settle_claim(c, id, token, &attempt)?,
+                None => db::ready(core::record_attempt(c, id, &attempt)).map(|()| true)?,
+            };
+            db::ready(super::ladder::settle_counted(c, recorded, &update))
+        })
+        .await
     }
 
     async fn notifier_failures(&self) -> StoreResult<Vec<(String, i64)>> {
-        self.call(super::ladder::failures).await
+        self.call(|c| db::ready(super::ladder::failures(c))).await
     }
 
     async fn record_svix(
@@ -375,8 +382,12 @@ impl Backend for SqliteBackend {
         now: DateTime<Utc>,
         expires_at: DateTime<Utc>,
     ) -> StoreResult<bool> {
-        self.call(move |c| super::ack_codes::mint(c, &code, &stream, started_at, now, expires_at))
-            .await
+        self.call(move |c| {
+            db::ready(super::ack_codes::mint(
+                c, &code, &stream, started_at, now, expires_at,
+            ))
+        })
+        .await
     }
 
     async fn open_ack_code(
@@ -384,7 +395,7 @@ impl Backend for SqliteBackend {
         code: [u8; 32],
         now: DateTime<Utc>,
     ) -> StoreResult<super::ack_codes::LinkState> {
-        self.call(move |c| super::ack_codes::open(c, &code, now))
+        self.call(move |c| db::ready(super::ack_codes::open(c, &code, now)))
             .await
     }
 
@@ -394,12 +405,13 @@ impl Backend for SqliteBackend {
         now: DateTime<Utc>,
         audit: bool,
     ) -> StoreResult<super::ack_codes::LinkUse> {
-        self.call(move |c| super::ack_codes::confirm(c, &code, now, audit))
+        self.call(move |c| db::ready(super::ack_codes::confirm(c, &code, now, audit)))
             .await
     }
 
     async fn prune_ack_codes(&self, now: DateTime<Utc>) -> StoreResult<usize> {
-        self.call(move |c| super::ack_codes::prune(c, now)).await
+        self.call(move |c| db::ready(super::ack_codes::prune(c, now)))
+            .await
     }
 
     async fn svix_grown(&self, source: String) -> StoreResult<Vec<(String, Option<String>)>> {
@@ -440,7 +452,7 @@ impl Backend for SqliteBackend {
         cap: usize,
         audit: bool,
     ) -> StoreResult<Option<i64>> {
-        self.call(move |c| silences::add(c, &silence, now, cap, audit))
+        self.call(move |c| db::ready(silences::add(c, &silence, now, cap, audit)))
             .await
     }
 
@@ -452,12 +464,12 @@ impl Backend for SqliteBackend {
         now: DateTime<Utc>,
         audit: bool,
     ) -> StoreResult<bool> {
-        self.call(move |c| silences::expire(c, id, &by, comment.as_deref(), now, audit))
+        self.call(move |c| db::ready(silences::expire(c, id, &by, comment.as_deref(), now, audit)))
             .await
     }
 
     async fn silences(&self, since: DateTime<Utc>) -> StoreResult<Vec<SilenceRow>> {
-        self.call(move |c| Ok(silences::silences_ending_after(c, since)?))
+        self.call(move |c| db::ready(silences::silences_ending_after(c, since)))
             .await
     }
 
@@ -469,8 +481,17 @@ impl Backend for SqliteBackend {
         now: DateTime<Utc>,
         audit: bool,
     ) -> StoreResult<AckOutcome> {
-        self.call(move |c| silences::acknowledge(c, &stream, &created_by, &comment, now, audit))
-            .await
+        self.call(move |c| {
+            db::ready(silences::acknowledge(
+                c,
+                &stream,
+                &created_by,
+                &comment,
+                now,
+                audit,
+            ))
+        })
+        .await
     }
 
     async fn sync_maintenance(
@@ -479,23 +500,17 @@ impl Backend for SqliteBackend {
         now: DateTime<Utc>,
         audit: bool,
     ) -> StoreResult<()> {
-        self.call(move |c| silences::sync_maintenance(c, &windows, now, audit))
+        self.call(move |c| db::ready(silences::sync_maintenance(c, &windows, now, audit)))
             .await
     }
 
     async fn current_acks(&self) -> StoreResult<Vec<AckRow>> {
-        self.call(|c| Ok(silences::current_acks(c)?)).await
+        self.call(|c| db::ready(silences::current_acks(c))).await
     }
 
     async fn release_held(&self, now: DateTime<Utc>) -> StoreResult<usize> {
-        self.call(move |c| {
-            let mut paged = 0;
-            for stream in silences::held_streams(c)? {
-                paged += usize::from(silences::release_held(c, &stream, now)?);
-            }
-            Ok(paged + silences::release_held_keyed(c, now)?)
-        })
-        .await
+        self.call(move |c| db::ready(silences::release_held(c, now)))
+            .await
     }
 
     async fn claim_outbox(

@@ -10,14 +10,12 @@
 //! caller's back: a failed commit may or may not have happened, and only
 //! the sender's retry (deduplicated) can settle that.
 
-mod ack_codes;
 pub(crate) mod audit_reader;
 mod batch;
 mod bulk;
 pub mod clock;
 mod gaps;
 mod idempotency;
-mod ladder;
 pub mod migrate;
 mod ops;
 pub mod reach;
@@ -26,7 +24,6 @@ mod replica;
 mod revocations;
 pub(crate) mod schema;
 pub mod settings;
-mod silences;
 mod sql;
 mod status;
 mod subscriptions;
@@ -49,10 +46,13 @@ use super::reconcile::{
     NewReconciliation, ReconcileRow, ReconcileTransition, StaleGrant, SubjectEntry,
 };
 use super::replica::{Change, Claim, Leadership, ReplicaRow};
-use super::silences::{AckOutcome, AckRow, NewSilence, SilenceRow};
+// `store::silences` is also `super::silences` to `pg::ops`, which calls its
+// operations written over `Db` (issue #28).
+use super::silences::{self, AckOutcome, AckRow, NewSilence, SilenceRow};
 use super::status::{Arrival, AuditSummary};
 use super::subscriptions::{SubscriptionRow, SubscriptionTransition, SubscriptionUpdate};
 use super::svix::{SvixApply, SvixEndpointRow, SvixPage};
+use super::{ack_codes, ladder};
 use super::{EventOutcome, NewEvent, StoreError};
 pub use settings::Settings;
 
@@ -278,7 +278,14 @@ impl Backend for PgBackend {
         update: crate::store::ladder::LadderUpdate,
     ) -> StoreResult<crate::store::ladder::LadderOutcome> {
         in_tx!(self, |tx| {
-            ladder::settle_counted(&tx, id, token, &attempt, &update).await?
+            // Recording the attempt is still PostgreSQL's own code (issue #28).
+            let recorded = match token {
+                Some(token) => replica::settle_claim(&tx, id, token, &attempt).await?,
+                None => ops::record_attempt(&tx, id, &attempt)
+                    .await
+                    .map(|()| true)?,
+            };
+            ladder::settle_counted(&tx, recorded, &update).await?
         })
     }
 

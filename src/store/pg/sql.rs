@@ -8,8 +8,7 @@ use tokio_postgres::Row;
 
 use super::pg_err;
 use crate::store::db::{Args, Columns, Db};
-use crate::store::ops::KeyedAlert;
-use crate::store::{AlertState, NewEvent, StoreError, Transition};
+use crate::store::{AlertState, NewEvent, StoreError};
 
 pub(super) type Tx<'a> = deadpool_postgres::Transaction<'a>;
 pub(super) type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
@@ -109,32 +108,6 @@ impl Db for deadpool_postgres::Transaction<'_> {
 
     async fn core_note_revocation(&self, e: &NewEvent) -> Result<(), StoreError> {
         super::revocations::note(self, e).await
-    }
-    async fn core_suppress_transition(&self, t: &Transition) -> Result<bool, StoreError> {
-        super::silences::suppress_transition(self, t).await
-    }
-    async fn core_suppress_keyed(
-        &self,
-        t: &Transition,
-        a: &KeyedAlert<'_>,
-    ) -> Result<bool, StoreError> {
-        super::silences::suppress_keyed(self, t, a).await
-    }
-    async fn core_extra_wanted(
-        &self,
-        stream: &str,
-        started_ms: i64,
-        alert_id: &str,
-        at: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
-        use super::silences as s;
-        Ok(crate::store::silences::extra_allowed(
-            s::acknowledged(self, stream, started_ms).await?,
-            s::silenced(self, stream, "silence", at).await?,
-            s::first_firing_page(self, alert_id).await?,
-            s::is_held(self, stream).await?,
-            at.timestamp_millis(),
-        ))
     }
 }
 
