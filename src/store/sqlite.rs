@@ -32,7 +32,7 @@ use super::status::{Arrival, AuditSummary};
 use super::subscriptions::{SubscriptionRow, SubscriptionTransition, SubscriptionUpdate};
 use super::svix::{SvixApply, SvixEndpointRow, SvixPage};
 use super::writer::{Control, Msg, Task};
-use super::{audit, db, moved_streams, ops, schema, status, subscriptions, svix, writer};
+use super::{audit, db, moved_streams, ops, schema, status, subscriptions, svix, svix_ack, writer};
 use super::{
     Attempt, EventOutcome, NewEvent, OutboxRow, OutboxSummary, PageKind, Shared, StoreError,
     StreamRow, TemplatedOutcome, Transition, TransitionOutcome,
@@ -176,7 +176,7 @@ impl Backend for SqliteBackend {
             .call(move |c| {
                 let outcomes = ops::record_events(c, &events)?;
                 if let Some(update) = &update {
-                    subscriptions::record(c, update, now)?;
+                    db::ready(subscriptions::record(c, update, now))?;
                 }
                 Ok(outcomes)
             })
@@ -199,7 +199,7 @@ impl Backend for SqliteBackend {
             .call(move |c| {
                 let outcomes = ops::record_events(c, &events)?;
                 if let Some(update) = &update {
-                    subscriptions::record(c, update, now)?;
+                    db::ready(subscriptions::record(c, update, now))?;
                 }
                 let rows = moved_streams(&events, &outcomes)
                     .into_iter()
@@ -215,11 +215,12 @@ impl Backend for SqliteBackend {
     }
 
     async fn subscription_transition(&self, t: SubscriptionTransition) -> StoreResult<bool> {
-        self.call(move |c| subscriptions::transition(c, &t)).await
+        self.call(move |c| db::ready(subscriptions::transition(c, &t)))
+            .await
     }
 
     async fn subscriptions(&self) -> StoreResult<Vec<SubscriptionRow>> {
-        self.call(subscriptions::all).await
+        self.call(|c| db::ready(subscriptions::all(c))).await
     }
 
     async fn record_transition(
@@ -314,7 +315,8 @@ impl Backend for SqliteBackend {
         event: NewEvent,
         apply: SvixApply,
     ) -> StoreResult<(EventOutcome, Vec<SvixPage>)> {
-        self.call(move |c| svix::record(c, &event, &apply)).await
+        self.call(move |c| db::ready(svix::record(c, &event, &apply)))
+            .await
     }
 
     async fn svix_acknowledge(
@@ -323,7 +325,7 @@ impl Backend for SqliteBackend {
         endpoint_id: String,
         msg_ids: Vec<String>,
     ) -> StoreResult<(usize, u64, Vec<SvixPage>)> {
-        self.call(move |c| svix::acknowledge(c, &apply, &endpoint_id, &msg_ids))
+        self.call(move |c| db::ready(svix::acknowledge(c, &apply, &endpoint_id, &msg_ids)))
             .await
     }
 
@@ -335,11 +337,13 @@ impl Backend for SqliteBackend {
         entry: Option<NewEvent>,
     ) -> StoreResult<(usize, u64, Vec<SvixPage>)> {
         self.call(move |c| {
-            let (acked, lost, pages) = svix::acknowledge(c, &apply, &endpoint_id, &msg_ids)?;
-            if let (true, Some(entry)) = (acked > 0, &entry) {
-                audit::append(c, entry)?;
-            }
-            Ok((acked, lost, pages))
+            db::ready(svix_ack::acknowledge_audited(
+                c,
+                &apply,
+                &endpoint_id,
+                &msg_ids,
+                entry.as_ref(),
+            ))
         })
         .await
     }
@@ -543,7 +547,7 @@ impl Backend for SqliteBackend {
     }
 
     async fn svix_grown(&self, source: String) -> StoreResult<Vec<(String, Option<String>)>> {
-        self.call(move |c| svix::grown(c, &source)).await
+        self.call(move |c| db::ready(svix::grown(c, &source))).await
     }
 
     async fn svix_regroup(
@@ -551,12 +555,12 @@ impl Backend for SqliteBackend {
         apply: SvixApply,
         endpoint_id: String,
     ) -> StoreResult<Vec<SvixPage>> {
-        self.call(move |c| svix::regroup(c, &apply, &endpoint_id))
+        self.call(move |c| db::ready(svix::regroup(c, &apply, &endpoint_id)))
             .await
     }
 
     async fn svix_endpoints(&self) -> StoreResult<Vec<SvixEndpointRow>> {
-        self.call(|c| svix::endpoints(c, None)).await
+        self.call(|c| db::ready(svix::endpoints(c, None))).await
     }
 
     async fn audit_checkpoint(

@@ -29,8 +29,6 @@ pub mod settings;
 mod silences;
 mod sql;
 mod status;
-mod subscriptions;
-mod svix;
 #[cfg(test)]
 mod tests;
 
@@ -52,6 +50,9 @@ use super::silences::{AckOutcome, AckRow, NewSilence, SilenceRow};
 use super::status::{Arrival, AuditSummary};
 use super::subscriptions::{SubscriptionRow, SubscriptionTransition, SubscriptionUpdate};
 use super::svix::{SvixApply, SvixEndpointRow, SvixPage};
+// Operations written once over `store::db::Db` (`batch` records a delivery's
+// subscriptions through this path too).
+use super::{subscriptions, svix, svix_ack};
 use super::{
     Attempt, EventOutcome, NewEvent, OutboxRow, OutboxSummary, PageKind, StoreError, StreamRow,
     TemplatedOutcome, Transition, TransitionOutcome,
@@ -387,17 +388,14 @@ impl Backend for PgBackend {
         msg_ids: Vec<String>,
         entry: Option<NewEvent>,
     ) -> StoreResult<(usize, u64, Vec<SvixPage>)> {
-        in_tx!(self, |tx| {
-            // The audit head lock first, as every appending transaction takes it.
-            let entries: Vec<NewEvent> = entry.iter().cloned().collect();
-            ops::lock_audit_head(&tx, &entries).await?;
-            let (acked, lost, pages) =
-                svix::acknowledge(&tx, &apply, &endpoint_id, &msg_ids).await?;
-            if let (true, Some(entry)) = (acked > 0, &entry) {
-                ops::append_audit(&tx, entry).await?;
-            }
-            (acked, lost, pages)
-        })
+        in_tx!(self, |tx| svix_ack::acknowledge_audited(
+            &tx,
+            &apply,
+            &endpoint_id,
+            &msg_ids,
+            entry.as_ref()
+        )
+        .await?)
     }
 
     async fn record_reconciliation(
