@@ -183,6 +183,17 @@ pub(super) fn transition_move(
 /// [`sql::ALL`]'s columns but the state.
 pub(super) type RowCols = (String, String, i64, i64, Option<i64>, Option<String>);
 
+/// [`sql::ALL`]'s columns: [`RowCols`], then `alert_state`.
+type AllCols = (
+    String,
+    String,
+    i64,
+    i64,
+    Option<i64>,
+    Option<String>,
+    String,
+);
+
 pub(super) fn subscription_row(
     c: RowCols,
     state: AlertState,
@@ -280,31 +291,14 @@ pub(super) async fn record<D: Db>(
 }
 
 pub(super) async fn all<D: Db>(db: &D) -> Result<Vec<SubscriptionRow>, StoreError> {
-    let rows: Vec<(
-        String,
-        String,
-        i64,
-        i64,
-        Option<i64>,
-        Option<String>,
-        String,
-    )> = db.rows(sql::ALL, &[]).await?;
+    let rows: Vec<AllCols> = db.rows(sql::ALL, &[]).await?;
     rows.into_iter()
-        .map(
-            |(stream, subscription, expires_at, seen_at, reauth_at, concern, state)| {
-                subscription_row(
-                    (
-                        stream,
-                        subscription,
-                        expires_at,
-                        seen_at,
-                        reauth_at,
-                        concern,
-                    ),
-                    alert_state(&state)?,
-                )
-            },
-        )
+        .map(|(st, sub, expires, seen, reauth, concern, state)| {
+            subscription_row(
+                (st, sub, expires, seen, reauth, concern),
+                alert_state(&state)?,
+            )
+        })
         .collect()
 }
 
