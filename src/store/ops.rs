@@ -184,10 +184,6 @@ pub(super) fn outbox_from_row(row: &Row<'_>) -> rusqlite::Result<OutboxRow> {
     OutboxRow::lite(row)
 }
 
-pub(super) fn record_event(conn: &Connection, event: &NewEvent) -> rusqlite::Result<EventOutcome> {
-    lite(ready(core::record_event(conn, event)))
-}
-
 pub(super) fn queue_keyed_pages(
     conn: &Connection,
     t: &Transition,

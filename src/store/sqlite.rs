@@ -28,7 +28,7 @@ use super::status::{Arrival, AuditSummary};
 use super::subscriptions::{SubscriptionRow, SubscriptionTransition, SubscriptionUpdate};
 use super::svix::{SvixApply, SvixEndpointRow, SvixPage};
 use super::writer::{Control, Msg, Task};
-use super::{core, db, moved_streams, schema, status, subscriptions, svix, writer};
+use super::{core, db, moved_streams, schema, status, subscriptions, svix, svix_ack, writer};
 use super::{EventOutcome, NewEvent, Shared, StoreError};
 
 /// Jobs that may wait for the writer before callers feel backpressure. Each
@@ -160,7 +160,7 @@ impl Backend for SqliteBackend {
             .call(move |c| {
                 let outcomes = db::ready(core::record_events(c, &events))?;
                 if let Some(update) = &update {
-                    subscriptions::record(c, update, now)?;
+                    db::ready(subscriptions::record(c, update, now))?;
                 }
                 Ok(outcomes)
             })
@@ -183,7 +183,7 @@ impl Backend for SqliteBackend {
             .call(move |c| {
                 let outcomes = db::ready(core::record_events(c, &events))?;
                 if let Some(update) = &update {
-                    subscriptions::record(c, update, now)?;
+                    db::ready(subscriptions::record(c, update, now))?;
                 }
                 let rows = moved_streams(&events, &outcomes)
                     .into_iter()
@@ -199,11 +199,12 @@ impl Backend for SqliteBackend {
     }
 
     async fn subscription_transition(&self, t: SubscriptionTransition) -> StoreResult<bool> {
-        self.call(move |c| subscriptions::transition(c, &t)).await
+        self.call(move |c| db::ready(subscriptions::transition(c, &t)))
+            .await
     }
 
     async fn subscriptions(&self) -> StoreResult<Vec<SubscriptionRow>> {
-        self.call(subscriptions::all).await
+        self.call(|c| db::ready(subscriptions::all(c))).await
     }
 
     async fn settle_counted(
@@ -233,7 +234,8 @@ impl Backend for SqliteBackend {
         event: NewEvent,
         apply: SvixApply,
     ) -> StoreResult<(EventOutcome, Vec<SvixPage>)> {
-        self.call(move |c| svix::record(c, &event, &apply)).await
+        self.call(move |c| db::ready(svix::record(c, &event, &apply)))
+            .await
     }
 
     async fn svix_acknowledge(
@@ -242,7 +244,7 @@ impl Backend for SqliteBackend {
         endpoint_id: String,
         msg_ids: Vec<String>,
     ) -> StoreResult<(usize, u64, Vec<SvixPage>)> {
-        self.call(move |c| svix::acknowledge(c, &apply, &endpoint_id, &msg_ids))
+        self.call(move |c| db::ready(svix::acknowledge(c, &apply, &endpoint_id, &msg_ids)))
             .await
     }
 
@@ -254,11 +256,13 @@ impl Backend for SqliteBackend {
         entry: Option<NewEvent>,
     ) -> StoreResult<(usize, u64, Vec<SvixPage>)> {
         self.call(move |c| {
-            let (acked, lost, pages) = svix::acknowledge(c, &apply, &endpoint_id, &msg_ids)?;
-            if let (true, Some(entry)) = (acked > 0, &entry) {
-                db::ready(core::append_audit(c, entry))?;
-            }
-            Ok((acked, lost, pages))
+            db::ready(svix_ack::acknowledge_audited(
+                c,
+                &apply,
+                &endpoint_id,
+                &msg_ids,
+                entry.as_ref(),
+            ))
         })
         .await
     }
@@ -415,7 +419,7 @@ impl Backend for SqliteBackend {
     }
 
     async fn svix_grown(&self, source: String) -> StoreResult<Vec<(String, Option<String>)>> {
-        self.call(move |c| svix::grown(c, &source)).await
+        self.call(move |c| db::ready(svix::grown(c, &source))).await
     }
 
     async fn svix_regroup(
@@ -423,12 +427,12 @@ impl Backend for SqliteBackend {
         apply: SvixApply,
         endpoint_id: String,
     ) -> StoreResult<Vec<SvixPage>> {
-        self.call(move |c| svix::regroup(c, &apply, &endpoint_id))
+        self.call(move |c| db::ready(svix::regroup(c, &apply, &endpoint_id)))
             .await
     }
 
     async fn svix_endpoints(&self) -> StoreResult<Vec<SvixEndpointRow>> {
-        self.call(|c| svix::endpoints(c, None)).await
+        self.call(|c| db::ready(svix::endpoints(c, None))).await
     }
 
     async fn recent_arrivals(

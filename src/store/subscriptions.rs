@@ -4,15 +4,14 @@
 //!
 //! The decisions (which rows the cap evicts, what an alert transition writes and pages)
 //! are pure functions here, tested once; the statements both engines run are written
-//! once in `sql`. This file's SQLite code and `pg::subscriptions` only read rows, call
-//! the decision and write its outcome.
+//! once in `sql`, and the operations that read rows, call the decision and write its
+//! outcome are written once over `store::db::Db`.
 
 use chrono::{DateTime, Utc};
-use rusqlite::{params, Connection, OptionalExtension};
 
-use super::db::Columns;
-use super::ops::{queue_keyed_pages, KeyedAlert};
-use super::silences::lite;
+use super::core;
+use super::db::Db;
+use super::ops::KeyedAlert;
 use super::{stored_time, AlertState, StoreError, Transition};
 use crate::ingest::providers::{LifecycleNotice, SubscriptionExpiry};
 
@@ -181,8 +180,19 @@ pub(super) fn transition_move(
     })
 }
 
-/// [`sql::ALL`]'s columns but the state (each engine reads its own way).
+/// [`sql::ALL`]'s columns but the state.
 pub(super) type RowCols = (String, String, i64, i64, Option<i64>, Option<String>);
+
+/// [`sql::ALL`]'s columns: [`RowCols`], then `alert_state`.
+type AllCols = (
+    String,
+    String,
+    i64,
+    i64,
+    Option<i64>,
+    Option<String>,
+    String,
+);
 
 pub(super) fn subscription_row(
     c: RowCols,
@@ -200,9 +210,9 @@ pub(super) fn subscription_row(
 }
 
 /// The statements both engines run, written once with PostgreSQL's `$N`
-/// placeholders (SQLite runs them through `silences::lite`). PostgreSQL
-/// appends a row lock to [`sql::CURRENT`] (replicas share it; SQLite has
-/// one writer).
+/// placeholders (`store::db` gives SQLite `?N`). PostgreSQL appends a row
+/// lock to [`sql::CURRENT`] (`Db::locked`: replicas share it; SQLite has one
+/// writer).
 pub(super) mod sql {
     /// An expiry only moves forward (deliveries may arrive out of order)
     /// among plausible values: a stored one past the horizon (`$6`; stored
@@ -235,76 +245,105 @@ pub(super) mod sql {
 }
 
 // ---------------------------------------------------------------------------
-// SQLite: reads the rows, calls the decisions, writes the outcome.
-// (PostgreSQL's is `pg::subscriptions`.)
+// Rows, on either engine (`store::db`): read them, call the decisions, write
+// the outcome.
 // ---------------------------------------------------------------------------
 
 /// Records one delivery's expiries and lifecycle notices ([`sql::RECORD_EXPIRY`]; one
 /// further ahead than any provider allows is never stored, see [`plausible_expiries`]),
 /// then evicts the rows past [`MAX_PER_STREAM`] ([`over_cap`]). A lifecycle notice alone
 /// never counts as proof that the subscription works.
-pub(super) fn record(
-    conn: &Connection,
+pub(super) async fn record<D: Db>(
+    db: &D,
     update: &SubscriptionUpdate,
     now: DateTime<Utc>,
 ) -> Result<(), StoreError> {
     let seen = update.carried_events.then(|| millis(now));
-    let mut upsert = conn.prepare_cached(&lite(sql::RECORD_EXPIRY))?;
     for e in plausible_expiries(update, now) {
-        upsert.execute(params![
-            update.stream,
-            e.subscription,
-            millis(e.expires_at),
-            seen,
-            millis(now),
-            millis(horizon(now))
-        ])?;
+        db.exec(
+            sql::RECORD_EXPIRY,
+            &[
+                &update.stream,
+                &e.subscription,
+                &millis(e.expires_at),
+                &seen,
+                &millis(now),
+                &millis(horizon(now)),
+            ],
+        )
+        .await?;
     }
-    let mut reauth = conn.prepare_cached(&lite(sql::REAUTH))?;
     for notice in &update.lifecycle {
-        reauth.execute(params![update.stream, notice.subscription, millis(now)])?;
+        db.exec(
+            sql::REAUTH,
+            &[&update.stream, &notice.subscription, &millis(now)],
+        )
+        .await?;
     }
     if !update.expiries.is_empty() {
-        let rows = conn
-            .prepare_cached(&lite(sql::CAP_ROWS))?
-            .query_map([&update.stream], Columns::lite)?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
-        let mut evict = conn.prepare_cached(&lite(sql::EVICT))?;
+        let rows = db.rows(sql::CAP_ROWS, &[&update.stream]).await?;
         for subscription in over_cap(rows, MAX_PER_STREAM) {
-            evict.execute(params![update.stream, subscription])?;
+            db.exec(sql::EVICT, &[&update.stream, &subscription])
+                .await?;
         }
     }
     Ok(())
 }
 
-pub(super) fn all(conn: &Connection) -> Result<Vec<SubscriptionRow>, StoreError> {
-    conn.prepare_cached(&lite(sql::ALL))?
-        .query_map([], |r| Ok((RowCols::lite(r)?, r.get(6)?)))?
-        .collect::<rusqlite::Result<Vec<_>>>()?
-        .into_iter()
-        .map(|(cols, state)| subscription_row(cols, state))
+pub(super) async fn all<D: Db>(db: &D) -> Result<Vec<SubscriptionRow>, StoreError> {
+    let rows: Vec<AllCols> = db.rows(sql::ALL, &[]).await?;
+    rows.into_iter()
+        .map(|(st, sub, expires, seen, reauth, concern, state)| {
+            subscription_row(
+                (st, sub, expires, seen, reauth, concern),
+                alert_state(&state)?,
+            )
+        })
         .collect()
 }
 
-/// Compare-and-set on the subscription's alert state, then one warning page per notifier
-/// ([`transition_move`]). Returns false, writing nothing, when the state was already `to`.
-pub(super) fn transition(
-    conn: &Connection,
+/// Compare-and-set on the subscription's alert state (the row locked on
+/// PostgreSQL: replicas share that database), then one warning page per
+/// notifier ([`transition_move`]). Returns false, writing nothing, when the
+/// state was already `to`.
+pub(super) async fn transition<D: Db>(
+    db: &D,
     t: &SubscriptionTransition,
 ) -> Result<bool, StoreError> {
-    let current = conn
-        .prepare_cached(&lite(sql::CURRENT))?
-        .query_row(params![t.stream, t.subscription], |r| {
-            Ok((r.get(0)?, r.get(1)?))
-        })
-        .optional()?;
+    let current: Option<(String, Option<String>)> = db
+        .opt(&D::locked(sql::CURRENT), &[&t.stream, &t.subscription])
+        .await?;
+    let current = match current {
+        Some((state, concern)) => Some((alert_state(&state)?, concern)),
+        None => None,
+    };
     let Some(m) = transition_move(current, t) else {
         return Ok(false);
     };
-    conn.prepare_cached(&lite(sql::SET_STATE))?
-        .execute(params![t.stream, t.subscription, t.to, m.concern])?;
-    queue_keyed_pages(conn, &m.page, t.at, &m.alert())?;
+    db.exec(
+        sql::SET_STATE,
+        &[&t.stream, &t.subscription, &state_text(&t.to), &m.concern],
+    )
+    .await?;
+    core::queue_keyed_pages(db, &m.page, t.at, &m.alert()).await?;
     Ok(true)
+}
+
+/// `alert_state` as stored (the column's CHECK names these two).
+fn state_text(s: &AlertState) -> &'static str {
+    match s {
+        AlertState::Ok => "ok",
+        AlertState::Firing => "firing",
+    }
+}
+
+/// A stored `alert_state`; anything else is a damaged row, not `ok`.
+fn alert_state(s: &str) -> Result<AlertState, StoreError> {
+    match s {
+        "ok" => Ok(AlertState::Ok),
+        "firing" => Ok(AlertState::Firing),
+        other => Err(StoreError::Sql(format!("unknown alert state {other:?}"))),
+    }
 }
 
 #[cfg(test)]

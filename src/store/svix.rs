@@ -8,19 +8,18 @@
 //! it writes, which pages it queues) is decided once, by the pure
 //! functions here (`event_place`, `apply`, `event_changes`, `page_plans`,
 //! ...), from rows both engines read with the same statements (`sql`).
-//! This file's SQLite code and `pg::svix` only read rows, call the
-//! decision and write its outcome.
+//! The operations that read those rows, call the decision and write its
+//! outcome are written once too, over `store::db::Db`.
 
-use super::db::Columns;
-use super::ops::{delivery_hash, queue_keyed_pages, record_event, KeyedAlert};
-use super::silences::lite;
+use super::core;
+use super::db::Db;
+use super::ops::{delivery_hash, KeyedAlert};
 use super::{AlertState, EventOutcome, NewEvent, StoreError, Transition};
 use crate::domain::svix::{
     alert_changes, AlertChange, DisableTrigger, EndpointSummary, Severity, SvixAlert,
 };
 use crate::ingest::svix_ops::{AttemptRef, EndpointRef, OpEvent, Trigger};
 use chrono::{DateTime, SecondsFormat, Utc};
-use rusqlite::{params, Connection, OptionalExtension};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -611,8 +610,9 @@ pub(super) fn page_plans(
 }
 
 /// The statements both engines run, written once with PostgreSQL's `$N`
-/// placeholders (SQLite runs them through `silences::lite`). PostgreSQL's
-/// row lock and its one-round-trip redelivery look-up are `pg::svix`'s own.
+/// placeholders (`store::db` gives SQLite `?N`). PostgreSQL's row lock
+/// (`lock_endpoint`) and its one-round-trip redelivery look-up (`any_seen`)
+/// are its own.
 pub(super) mod sql {
     /// [`super::SourceRows`] of (source, endpoint_id, grouped id).
     pub const ROWS: &str = "SELECT count(*) FILTER (WHERE endpoint_id = $2),
@@ -875,69 +875,117 @@ fn summary_for(
 }
 
 // ---------------------------------------------------------------------------
-// SQLite: reads the rows, calls the decisions, writes the outcome.
-// (PostgreSQL's is `pg::svix`.)
+// Rows, on either engine (`store::db`): read them, call the decisions, write
+// the outcome. What is PostgreSQL's own: replicas share that database, so
+// the endpoint row is locked (`FOR UPDATE`) before its before/after summary
+// is read (two replicas applying events for one endpoint take turns and
+// each sees the other's committed change), the audit head is locked before
+// it, and a redelivery is looked up in one round trip (`= ANY($1)`, an
+// array parameter SQLite lacks).
 // ---------------------------------------------------------------------------
 
-fn source_rows(conn: &Connection, source: &str, endpoint_id: &str) -> rusqlite::Result<SourceRows> {
-    conn.prepare_cached(&lite(sql::ROWS))?
-        .query_row(
-            params![source, endpoint_id, GROUPED_ENDPOINT],
-            Columns::lite,
-        )
-        .map(SourceRows::of)
-}
-
-fn read_summary(
-    conn: &Connection,
+async fn source_rows<D: Db>(
+    db: &D,
     source: &str,
     endpoint_id: &str,
-) -> rusqlite::Result<EndpointSummary> {
-    let disabled = conn
-        .prepare_cached(&lite(sql::DISABLED))?
-        .query_row(params![source, endpoint_id], Columns::lite)
-        .optional()?;
-    let (failing, lost) = conn
-        .prepare_cached(&lite(sql::COUNTS))?
-        .query_row(params![source, endpoint_id], Columns::lite)?;
+) -> Result<SourceRows, StoreError> {
+    let rows = db
+        .one(sql::ROWS, &[&source, &endpoint_id, &GROUPED_ENDPOINT])
+        .await?;
+    Ok(SourceRows::of(rows))
+}
+
+/// Locks the endpoint's row for the rest of the transaction on PostgreSQL.
+/// With `create_at`, a missing row is created first (the event will touch
+/// it anyway), so two replicas recording the first events of a new endpoint
+/// also take turns instead of both reading "no state" as their before.
+/// SQLite has one writer: nothing to lock, and no row created before the
+/// event's own writes.
+async fn lock_endpoint<D: Db>(
+    db: &D,
+    source: &str,
+    endpoint_id: &str,
+    create_at: Option<i64>,
+) -> Result<(), StoreError> {
+    if D::ROW_LOCK.is_empty() {
+        return Ok(());
+    }
+    if let Some(now) = create_at {
+        db.exec(
+            "INSERT INTO svix_endpoints (source, endpoint_id, updated_at) VALUES ($1, $2, $3)
+             ON CONFLICT (source, endpoint_id) DO NOTHING",
+            &[&source, &endpoint_id, &now],
+        )
+        .await?;
+    }
+    let _: Option<(i32,)> = db
+        .opt(
+            &D::locked("SELECT 1 FROM svix_endpoints WHERE source = $1 AND endpoint_id = $2"),
+            &[&source, &endpoint_id],
+        )
+        .await?;
+    Ok(())
+}
+
+async fn read_summary<D: Db>(
+    db: &D,
+    source: &str,
+    endpoint_id: &str,
+) -> Result<EndpointSummary, StoreError> {
+    let disabled = db.opt(sql::DISABLED, &[&source, &endpoint_id]).await?;
+    let (failing, lost) = db.one(sql::COUNTS, &[&source, &endpoint_id]).await?;
     Ok(summary(disabled, failing, lost))
 }
 
-fn write(conn: &Connection, source: &str, id: &str, w: &Write, now: i64) -> rusqlite::Result<()> {
-    let run = |statement: &str, params: &[&dyn rusqlite::ToSql]| -> rusqlite::Result<()> {
-        conn.prepare_cached(&lite(statement))?.execute(params)?;
-        Ok(())
-    };
+async fn write<D: Db>(
+    db: &D,
+    source: &str,
+    id: &str,
+    w: &Write,
+    now: i64,
+) -> Result<(), StoreError> {
     match w {
-        Write::Touch(e) => run(
-            sql::TOUCH,
-            params![source, e.endpoint_id, e.app_id, e.endpoint_uid, now],
-        ),
+        Write::Touch(e) => {
+            db.exec(
+                sql::TOUCH,
+                &[&source, &e.endpoint_id, &e.app_id, &e.endpoint_uid, &now],
+            )
+            .await
+        }
         Write::Disable {
             trigger,
             fail_since,
-        } => run(sql::DISABLE, params![source, id, trigger, fail_since, now]),
-        Write::Clear => run(sql::CLEAR, params![source, id]),
-        Write::Delete { clear, grouped } => run(sql::DELETE, params![source, id, clear, grouped]),
-        Write::News { attempt: m, state } => run(
-            sql::NEWS,
-            params![
-                source,
-                id,
-                m.msg_id,
-                m.msg_event_id,
-                state,
-                m.status_code,
-                m.attempt_at.map(ms),
-                now
-            ],
-        ),
-        Write::CountExhausted => run(sql::COUNT_EXHAUSTED, params![source, id]),
-    }
+        } => {
+            db.exec(sql::DISABLE, &[&source, &id, trigger, fail_since, &now])
+                .await
+        }
+        Write::Clear => db.exec(sql::CLEAR, &[&source, &id]).await,
+        Write::Delete { clear, grouped } => {
+            db.exec(sql::DELETE, &[&source, &id, clear, grouped]).await
+        }
+        Write::News { attempt: m, state } => {
+            db.exec(
+                sql::NEWS,
+                &[
+                    &source,
+                    &id,
+                    &m.msg_id,
+                    &m.msg_event_id,
+                    state,
+                    &i64::from(m.status_code),
+                    &m.attempt_at.map(ms),
+                    &now,
+                ],
+            )
+            .await
+        }
+        Write::CountExhausted => db.exec(sql::COUNT_EXHAUSTED, &[&source, &id]).await,
+    }?;
+    Ok(())
 }
 
-fn queue_pages(
-    conn: &Connection,
+async fn queue_pages<D: Db>(
+    db: &D,
     a: &SvixApply,
     endpoint_id: &str,
     changes: &[AlertChange],
@@ -945,102 +993,169 @@ fn queue_pages(
     if changes.is_empty() {
         return Ok(Vec::new());
     }
-    let row = endpoint(conn, &a.source, endpoint_id)?;
+    let row = endpoints(db, Some((&a.source, endpoint_id)))
+        .await?
+        .pop()
+        .ok_or_else(|| StoreError::Sql(format!("unknown Svix endpoint {endpoint_id}")))?;
     let mut pages = Vec::new();
     for plan in page_plans(a, endpoint_id, changes, &row) {
-        queue_keyed_pages(conn, &plan.transition, a.now, &plan.alert())?;
+        core::queue_keyed_pages(db, &plan.transition, a.now, &plan.alert()).await?;
         if let Some(lost) = plan.lost_paged {
-            conn.prepare_cached(&lite(sql::SET_LOST_PAGED))?
-                .execute(params![a.source, endpoint_id, lost])?;
+            db.exec(sql::SET_LOST_PAGED, &[&a.source, &endpoint_id, &lost])
+                .await?;
         }
         pages.push(plan.page);
     }
     Ok(pages)
 }
 
-pub(super) fn record(
-    conn: &Connection,
+pub(super) async fn record<D: Db>(
+    db: &D,
     event: &NewEvent,
     a: &SvixApply,
 ) -> Result<(EventOutcome, Vec<SvixPage>), StoreError> {
-    if record_event(conn, event)? == EventOutcome::Duplicate {
+    core::lock_audit_head(db, std::slice::from_ref(event)).await?;
+    if core::record_event(db, event).await? == EventOutcome::Duplicate {
         return Ok((EventOutcome::Duplicate, Vec::new()));
     }
     let Some(real) = a.event.endpoint() else {
         return Ok((EventOutcome::Accepted, Vec::new()));
     };
-    let stored_uid: Option<String> = conn
-        .prepare_cached(&lite(sql::STORED_UID))?
-        .query_row(params![a.source, real.endpoint_id], |r| r.get(0))
-        .optional()?
-        .flatten();
-    let learned = learned(a, stored_uid.as_deref());
+    let stored_uid: Option<(Option<String>,)> = db
+        .opt(sql::STORED_UID, &[&a.source, &real.endpoint_id])
+        .await?;
+    let learned = learned(a, stored_uid.and_then(|(uid,)| uid).as_deref());
     let a = learned.as_ref().unwrap_or(a);
-    let rows = source_rows(conn, &a.source, &real.endpoint_id)?;
+    let rows = source_rows(db, &a.source, &real.endpoint_id).await?;
     let endpoint_id = event_place(a.mapped, rows).id(&a.source, &real.endpoint_id);
-    let before = read_summary(conn, &a.source, &endpoint_id)?;
+    lock_endpoint(db, &a.source, &endpoint_id, Some(ms(a.now))).await?;
+    let before = read_summary(db, &a.source, &endpoint_id).await?;
     let Some(plan) = apply(a, &endpoint_id) else {
         return Ok((EventOutcome::Accepted, Vec::new()));
     };
     for w in &plan.writes {
-        write(conn, &a.source, &endpoint_id, w, ms(a.now))?;
+        write(db, &a.source, &endpoint_id, w, ms(a.now)).await?;
     }
     if let Some(msg) = &plan.join {
-        let joined = join_redelivered(conn, a, &endpoint_id, std::slice::from_ref(msg))?;
+        let joined = join_redelivered(db, a, &endpoint_id, std::slice::from_ref(msg)).await?;
         if !joined.is_empty() && event.audit {
-            record_event(conn, &join_entry(a, &endpoint_id, &joined))?;
+            // Only when the event itself was audited: its head lock was
+            // taken first, before the endpoint row (`a.audit` is read from
+            // the config separately and could differ across a reload).
+            let entry = join_entry(a, &endpoint_id, &joined);
+            core::lock_audit_head(db, std::slice::from_ref(&entry)).await?;
+            core::record_event(db, &entry).await?;
         }
     }
-    let after = read_summary(conn, &a.source, &endpoint_id)?;
+    let after = read_summary(db, &a.source, &endpoint_id).await?;
     let changes = event_changes(a, &plan, &before, &after);
-    let pages = queue_pages(conn, a, &endpoint_id, &changes)?;
+    let pages = queue_pages(db, a, &endpoint_id, &changes).await?;
     Ok((EventOutcome::Accepted, pages))
 }
 
 /// Marks lost messages handled; resolves the exhausted alert when none remain.
-pub(super) fn acknowledge(
-    conn: &Connection,
+pub(super) async fn acknowledge<D: Db>(
+    db: &D,
     a: &SvixApply,
     endpoint_id: &str,
     msg_ids: &[String],
 ) -> Result<(usize, u64, Vec<SvixPage>), StoreError> {
-    let rows = source_rows(conn, &a.source, endpoint_id)?;
+    let rows = source_rows(db, &a.source, endpoint_id).await?;
     let endpoint_id = &ack_place(a.mapped, rows).id(&a.source, endpoint_id);
-    let before = read_summary(conn, &a.source, endpoint_id)?;
+    lock_endpoint(db, &a.source, endpoint_id, None).await?;
+    let before = read_summary(db, &a.source, endpoint_id).await?;
     let mut acked = 0;
-    let mut ack = conn.prepare_cached(&lite(sql::ACKNOWLEDGE))?;
     for msg in msg_ids {
-        acked += ack.execute(params![a.source, endpoint_id, msg])?;
+        acked += db
+            .exec(sql::ACKNOWLEDGE, &[&a.source, endpoint_id, msg])
+            .await?;
     }
-    let after = read_summary(conn, &a.source, endpoint_id)?;
-    lower_lost_paged(conn, &a.source, endpoint_id, after.lost)?;
-    let pages = queue_pages(conn, a, endpoint_id, &alert_changes(&before, &after))?;
-    Ok((acked, after.lost, pages))
+    let after = read_summary(db, &a.source, endpoint_id).await?;
+    lower_lost_paged(db, &a.source, endpoint_id, after.lost).await?;
+    let pages = queue_pages(db, a, endpoint_id, &alert_changes(&before, &after)).await?;
+    Ok((
+        usize::try_from(acked).unwrap_or(usize::MAX),
+        after.lost,
+        pages,
+    ))
+}
+
+/// An array parameter (`= ANY($1)`): PostgreSQL's alone, so only its
+/// branch of [`any_seen`] binds one; SQLite refuses it rather than bind
+/// something else.
+#[derive(Debug)]
+struct TextArray<'a>(&'a [String]);
+
+impl tokio_postgres::types::ToSql for TextArray<'_> {
+    fn to_sql(
+        &self,
+        ty: &tokio_postgres::types::Type,
+        out: &mut bytes::BytesMut,
+    ) -> Result<tokio_postgres::types::IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        self.0.to_sql(ty, out)
+    }
+
+    fn accepts(ty: &tokio_postgres::types::Type) -> bool {
+        <&[String] as tokio_postgres::types::ToSql>::accepts(ty)
+    }
+
+    tokio_postgres::types::to_sql_checked!();
+}
+
+impl rusqlite::ToSql for TextArray<'_> {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        Err(rusqlite::Error::ToSqlConversionFailure(
+            "an array parameter on SQLite".into(),
+        ))
+    }
+}
+
+/// Whether any of `hashes` is in `seen_deliveries` (no lock taken).
+/// PostgreSQL asks once for them all; SQLite, which has no array
+/// parameter, once per key (its queries are local calls).
+async fn any_seen<D: Db>(db: &D, hashes: &[String]) -> Result<bool, StoreError> {
+    if hashes.is_empty() {
+        return Ok(false);
+    }
+    if D::ROW_LOCK.is_empty() {
+        for hash in hashes {
+            let seen: Option<(i32,)> = db
+                .opt("SELECT 1 FROM seen_deliveries WHERE hash = $1", &[hash])
+                .await?;
+            if seen.is_some() {
+                return Ok(true);
+            }
+        }
+        return Ok(false);
+    }
+    let seen: Option<(i32,)> = db
+        .opt(
+            "SELECT 1 FROM seen_deliveries WHERE hash = ANY($1) LIMIT 1",
+            &[&TextArray(hashes)],
+        )
+        .await?;
+    Ok(seen.is_some())
 }
 
 /// Marks the lost messages among `candidates` whose redelivery was
 /// accepted ([`redelivery_hashes`] in `seen_deliveries`) as recovered.
-/// Returns the ids it marked. (One look-up per key: SQLite has no array
-/// parameter, and its queries are local calls.)
-fn join_redelivered(
-    conn: &Connection,
+/// Returns the ids it marked.
+async fn join_redelivered<D: Db>(
+    db: &D,
     a: &SvixApply,
     endpoint_id: &str,
     candidates: &[String],
-) -> rusqlite::Result<Vec<String>> {
-    let mut seen = conn.prepare_cached("SELECT 1 FROM seen_deliveries WHERE hash = ?1")?;
-    let mut mark = conn.prepare_cached(&lite(sql::MARK_REDELIVERED))?;
+) -> Result<Vec<String>, StoreError> {
     let mut joined = Vec::new();
     for msg in candidates {
-        let mut arrived = false;
-        for hash in redelivery_hashes(a, msg) {
-            if seen.query_row([hash], |_| Ok(())).optional()?.is_some() {
-                arrived = true;
-                break;
-            }
-        }
-        if arrived
-            && mark.execute(params![a.source, endpoint_id, msg, ms(a.now), REDELIVERED])? == 1
+        if any_seen(db, &redelivery_hashes(a, msg)).await?
+            && db
+                .exec(
+                    sql::MARK_REDELIVERED,
+                    &[&a.source, &endpoint_id, msg, &ms(a.now), &REDELIVERED],
+                )
+                .await?
+                == 1
         {
             joined.push(msg.clone());
         }
@@ -1048,126 +1163,145 @@ fn join_redelivered(
     Ok(joined)
 }
 
+async fn lost_ids<D: Db>(
+    db: &D,
+    source: &str,
+    endpoint_id: &str,
+) -> Result<Vec<String>, StoreError> {
+    let rows: Vec<(String,)> = db.rows(sql::LOST_IDS, &[&source, &endpoint_id]).await?;
+    Ok(rows.into_iter().map(|(id,)| id).collect())
+}
+
 /// Joins every lost message of `endpoint_id` with an accepted redelivery:
 /// the ones found stop being lost (status, `hushwatch_svix_lost_messages`),
 /// the join is audited, and when none is left the exhausted alert resolves
 /// with one page that says why. Svix sends nothing when a `recover` or
-/// `resend` succeeds, so this is the only way hushwatch learns it.
-fn redeliver(
-    conn: &Connection,
+/// `resend` succeeds, so this is the only way hushwatch learns it. The
+/// caller holds the audit head (when auditing) and then the endpoint row:
+/// the order every appending transaction takes them in.
+async fn redeliver<D: Db>(
+    db: &D,
     a: &SvixApply,
     endpoint_id: &str,
 ) -> Result<Vec<SvixPage>, StoreError> {
-    let lost: Vec<String> = conn
-        .prepare_cached(&lite(sql::LOST_IDS))?
-        .query_map(params![a.source, endpoint_id], |r| r.get(0))?
-        .collect::<Result<_, _>>()?;
+    let lost = lost_ids(db, &a.source, endpoint_id).await?;
     if lost.is_empty() {
         return Ok(Vec::new());
     }
-    let before = read_summary(conn, &a.source, endpoint_id)?;
-    let joined = join_redelivered(conn, a, endpoint_id, &lost)?;
+    let before = read_summary(db, &a.source, endpoint_id).await?;
+    let joined = join_redelivered(db, a, endpoint_id, &lost).await?;
     if joined.is_empty() {
         return Ok(Vec::new());
     }
     if a.audit {
-        record_event(conn, &join_entry(a, endpoint_id, &joined))?;
+        core::record_event(db, &join_entry(a, endpoint_id, &joined)).await?;
     }
-    let after = read_summary(conn, &a.source, endpoint_id)?;
-    lower_lost_paged(conn, &a.source, endpoint_id, after.lost)?;
+    let after = read_summary(db, &a.source, endpoint_id).await?;
+    lower_lost_paged(db, &a.source, endpoint_id, after.lost).await?;
     queue_pages(
-        conn,
+        db,
         &redelivered(a),
         endpoint_id,
         &alert_changes(&before, &after),
     )
+    .await
 }
 
-fn lower_lost_paged(
-    conn: &Connection,
+/// Whether any lost message of `endpoint_id` has an accepted redelivery
+/// (one look-up over every candidate key; no lock taken).
+async fn has_redelivery<D: Db>(
+    db: &D,
+    a: &SvixApply,
+    endpoint_id: &str,
+) -> Result<bool, StoreError> {
+    let hashes: Vec<String> = lost_ids(db, &a.source, endpoint_id)
+        .await?
+        .iter()
+        .flat_map(|msg| redelivery_hashes(a, msg))
+        .collect();
+    any_seen(db, &hashes).await
+}
+
+async fn lower_lost_paged<D: Db>(
+    db: &D,
     source: &str,
     endpoint_id: &str,
     lost: u64,
-) -> rusqlite::Result<()> {
-    conn.prepare_cached(&lite(sql::LOWER_LOST_PAGED))?
-        .execute(params![
-            source,
-            endpoint_id,
-            i64::try_from(lost).unwrap_or(i64::MAX)
-        ])?;
+) -> Result<(), StoreError> {
+    let lost = i64::try_from(lost).unwrap_or(i64::MAX);
+    db.exec(sql::LOWER_LOST_PAGED, &[&source, &endpoint_id, &lost])
+        .await?;
     Ok(())
 }
 
 /// Endpoints (id, uid) whose lost count grew since their last page.
-pub(super) fn grown(
-    conn: &Connection,
+pub(super) async fn grown<D: Db>(
+    db: &D,
     source: &str,
 ) -> Result<Vec<(String, Option<String>)>, StoreError> {
-    let rows = conn
-        .prepare_cached(&lite(sql::GROWN))?
-        .query_map([source], |r| Ok((r.get(0)?, r.get(1)?)))?
-        .collect::<Result<_, _>>()?;
-    Ok(rows)
+    db.rows(sql::GROWN, &[&source]).await
 }
 
 /// One updated page for an endpoint whose burst of exhaustions grew
 /// (grouping hundreds of messages into one page per endpoint).
-pub(super) fn regroup(
-    conn: &Connection,
+pub(super) async fn regroup<D: Db>(
+    db: &D,
     a: &SvixApply,
     endpoint_id: &str,
 ) -> Result<Vec<SvixPage>, StoreError> {
+    // The join audits, and an audit append needs the audit head locked
+    // before the endpoint row; that lock queues every audited ingest, so it
+    // is taken only when some lost message has a redelivery (looked up
+    // without locks first). A redelivery accepted after the look-up is
+    // joined on the next tick.
+    let pending = has_redelivery(db, a, endpoint_id).await?;
+    if pending && a.audit {
+        let entry = join_entry(a, endpoint_id, &[]);
+        core::lock_audit_head(db, std::slice::from_ref(&entry)).await?;
+    }
+    lock_endpoint(db, &a.source, endpoint_id, None).await?;
     // First what arrived since: a redelivered message is not paged as lost.
-    let mut pages = redeliver(conn, a, endpoint_id)?;
-    if grown(conn, &a.source)?
-        .iter()
-        .any(|(id, _)| id == endpoint_id)
-    {
-        pages.extend(queue_pages(conn, a, endpoint_id, &[REGROUPED])?);
+    let mut pages = if pending {
+        redeliver(db, a, endpoint_id).await?
+    } else {
+        Vec::new()
+    };
+    let grown = grown(db, &a.source).await?;
+    if grown.iter().any(|(id, _)| id == endpoint_id) {
+        pages.extend(queue_pages(db, a, endpoint_id, &[REGROUPED]).await?);
     }
     Ok(pages)
 }
 
-fn endpoint(
-    conn: &Connection,
-    source: &str,
-    endpoint_id: &str,
-) -> Result<SvixEndpointRow, StoreError> {
-    endpoints(conn, Some((source, endpoint_id)))?
-        .pop()
-        .ok_or_else(|| StoreError::Sql(format!("unknown Svix endpoint {endpoint_id}")))
-}
-
 /// Every known endpoint (or one), with its unacknowledged lost messages.
-pub(super) fn endpoints(
-    conn: &Connection,
+pub(super) async fn endpoints<D: Db>(
+    db: &D,
     only: Option<(&str, &str)>,
 ) -> Result<Vec<SvixEndpointRow>, StoreError> {
     let (source, endpoint) = only.map_or((None, None), |(s, e)| (Some(s), Some(e)));
-    let mut rows: Vec<SvixEndpointRow> = conn
-        .prepare_cached(&lite(sql::ENDPOINTS))?
-        .query_map(params![source, endpoint, REDELIVERED], |r| {
-            Ok(endpoint_row(Columns::lite(r)?))
-        })?
-        .collect::<Result<_, _>>()?;
-    let mut lost = conn.prepare_cached(&lite(sql::LOST))?;
-    let mut recovered = conn.prepare_cached(&lite(sql::RECOVERED))?;
-    for row in &mut rows {
-        row.lost = lost
-            .query_map(params![row.source, row.endpoint_id], |r| {
-                Ok(lost_message(Columns::lite(r)?))
-            })?
-            .collect::<Result<_, _>>()?;
+    let rows: Vec<EndpointCols> = db
+        .rows(sql::ENDPOINTS, &[&source, &endpoint, &REDELIVERED])
+        .await?;
+    let mut out: Vec<SvixEndpointRow> = rows.into_iter().map(endpoint_row).collect();
+    for row in &mut out {
+        let lost = db.rows(sql::LOST, &[&row.source, &row.endpoint_id]).await?;
+        row.lost = lost.into_iter().map(lost_message).collect();
         if row.recovered_total > 0 {
-            row.recovered = recovered
-                .query_map(
-                    params![row.source, row.endpoint_id, REDELIVERED, RECOVERED_SHOWN],
-                    |r| Ok(recovered_message(Columns::lite(r)?)),
-                )?
-                .collect::<Result<_, _>>()?;
+            let recovered = db
+                .rows(
+                    sql::RECOVERED,
+                    &[
+                        &row.source,
+                        &row.endpoint_id,
+                        &REDELIVERED,
+                        &RECOVERED_SHOWN,
+                    ],
+                )
+                .await?;
+            row.recovered = recovered.into_iter().map(recovered_message).collect();
         }
     }
-    Ok(rows)
+    Ok(out)
 }
 
 #[cfg(test)]

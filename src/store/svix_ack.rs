@@ -3,7 +3,9 @@
 //! resolve a critical alert, so who resolved it is on the tamper-evident
 //! record exactly when it happened.
 
-use super::svix::{SvixApply, SvixPage};
+use super::core;
+use super::db::Db;
+use super::svix::{self, SvixApply, SvixPage};
 use super::{NewEvent, Store, StoreError};
 
 impl Store {
@@ -21,4 +23,23 @@ impl Store {
             .svix_acknowledge_audited(apply, endpoint_id, msg_ids, entry)
             .await
     }
+}
+
+/// `svix::acknowledge`, then `entry` appended when anything was
+/// acknowledged, on either engine (`store::db`). The audit head is locked
+/// first (PostgreSQL), as every appending transaction takes it: before the
+/// endpoint row `acknowledge` locks.
+pub(super) async fn acknowledge_audited<D: Db>(
+    db: &D,
+    apply: &SvixApply,
+    endpoint_id: &str,
+    msg_ids: &[String],
+    entry: Option<&NewEvent>,
+) -> Result<(usize, u64, Vec<SvixPage>), StoreError> {
+    core::lock_head(db, entry.is_some_and(|e| e.audit)).await?;
+    let (acked, lost, pages) = svix::acknowledge(db, apply, endpoint_id, msg_ids).await?;
+    if let (true, Some(entry)) = (acked > 0, entry) {
+        core::append_audit(db, entry).await?;
+    }
+    Ok((acked, lost, pages))
 }

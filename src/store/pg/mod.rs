@@ -26,8 +26,6 @@ pub(crate) mod schema;
 pub mod settings;
 mod sql;
 mod status;
-mod subscriptions;
-mod svix;
 #[cfg(test)]
 mod tests;
 
@@ -52,7 +50,7 @@ use super::silences::{self, AckOutcome, AckRow, NewSilence, SilenceRow};
 use super::status::{Arrival, AuditSummary};
 use super::subscriptions::{SubscriptionRow, SubscriptionTransition, SubscriptionUpdate};
 use super::svix::{SvixApply, SvixEndpointRow, SvixPage};
-use super::{ack_codes, ladder};
+use super::{ack_codes, ladder, subscriptions, svix, svix_ack};
 use super::{EventOutcome, NewEvent, StoreError};
 pub use settings::Settings;
 
@@ -319,17 +317,14 @@ impl Backend for PgBackend {
         msg_ids: Vec<String>,
         entry: Option<NewEvent>,
     ) -> StoreResult<(usize, u64, Vec<SvixPage>)> {
-        in_tx!(self, |tx| {
-            // The audit head lock first, as every appending transaction takes it.
-            let entries: Vec<NewEvent> = entry.iter().cloned().collect();
-            core::lock_audit_head(&tx, &entries).await?;
-            let (acked, lost, pages) =
-                svix::acknowledge(&tx, &apply, &endpoint_id, &msg_ids).await?;
-            if let (true, Some(entry)) = (acked > 0, &entry) {
-                core::append_audit(&tx, entry).await?;
-            }
-            (acked, lost, pages)
-        })
+        in_tx!(self, |tx| svix_ack::acknowledge_audited(
+            &tx,
+            &apply,
+            &endpoint_id,
+            &msg_ids,
+            entry.as_ref()
+        )
+        .await?)
     }
 
     async fn record_reconciliation(

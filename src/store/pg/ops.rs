@@ -11,8 +11,8 @@ use crate::store::db::{Columns, Db};
 use crate::store::{OutboxRow, StoreError, StreamRow};
 
 pub(super) use crate::store::core::{
-    append_audit, lock_audit_head, queue_keyed_pages, record_attempt, record_event, record_events,
-    stream_row, OUTBOX_COLUMNS,
+    append_audit, lock_audit_head, queue_keyed_pages, record_attempt, record_events, stream_row,
+    OUTBOX_COLUMNS,
 };
 
 /// Schema step: every stream row carries the id of the transaction that
