@@ -11,9 +11,7 @@ use sha2::{Digest, Sha256};
 
 use super::core;
 use super::db::{ready, Columns};
-use super::{
-    AlertState, Attempt, EventOutcome, NewEvent, OutboxRow, PageKind, StoreError, Transition,
-};
+use super::{AlertState, Attempt, OutboxRow, PageKind, StoreError, Transition};
 use crate::audit::chain::to_hex;
 
 impl ToSql for AlertState {
