@@ -183,7 +183,7 @@ pub(super) fn settle_counted(
 ) -> Result<LadderOutcome, StoreError> {
     match token {
         Some(token) => {
-            if !super::replica::settle_claim(conn, id, token, attempt)? {
+            if !super::db::ready(super::replica::settle_claim(conn, id, token, attempt))? {
                 return Ok(LadderOutcome::fenced());
             }
         }

@@ -292,7 +292,8 @@ pub(super) fn record_event(conn: &Connection, event: &NewEvent) -> rusqlite::Res
     } else {
         insert_event(conn, event, hash.as_deref())?;
     }
-    super::revocations::note(conn, event)?;
+    super::db::ready(super::revocations::note(conn, event))
+        .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
     super::db::ready(super::forward::insert(conn, event))
         .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
     if event.feeds_clock {

@@ -1,6 +1,7 @@
 //! Store operations for running several hushwatch processes on one
-//! database (issue #13), and their SQLite implementation (one process:
-//! every operation is trivially consistent under the single writer).
+//! database (issue #13), written once for both engines over
+//! `store::db::Db` (on SQLite, one process: every operation is trivially
+//! consistent under the single writer; PostgreSQL adds the row locks).
 //!
 //! - **Outbox claims**: `claim_outbox` hands out the oldest due page of
 //!   each (alert, notifier) queue with a lease (`claimed_by`,
@@ -16,19 +17,21 @@
 //!   those seen since an instant.
 //! - **Change feed**: `Store::changes` yields the streams whose arrival a
 //!   commit moved, on any replica (`Change::Resync` when notifications may
-//!   have been missed: re-read every stream).
+//!   have been missed: re-read every stream). On PostgreSQL that is a
+//!   connection of its own, LISTENing (`pg::replica`).
 //!
 //! Every instant comes from the caller (the store's clock: the database
 //! server's on PostgreSQL, see `pg::clock`), so the conformance suite
 //! drives lease expiry with a `ManualClock`.
 
-use chrono::{DateTime, TimeDelta, Utc};
-use rusqlite::{params, Connection, OptionalExtension};
+use std::sync::LazyLock;
 
-use super::db::Columns;
-use super::ops::{outbox_columns, outbox_from_row};
-use super::silences::lite;
-use super::{stored_time, Attempt, OutboxRow, StoreError};
+use chrono::{DateTime, TimeDelta, Utc};
+
+use super::db::{Columns, Db};
+use super::ops::{alert_id_for, outbox_columns, page_key_for};
+use super::reconcile::stored_state;
+use super::{stored_time, Attempt, OutboxRow, PageKind, StoreError};
 
 /// Schema step (SQLite): claim columns on the outbox, the leader row and
 /// replica heartbeats.
@@ -88,8 +91,7 @@ fn ms(t: DateTime<Utc>) -> i64 {
 }
 
 /// The statements both engines run, written once with PostgreSQL's `$N`
-/// placeholders (SQLite runs them through `silences::lite`). PostgreSQL
-/// adds row locks ([`claim`]'s `SKIP LOCKED`, `FOR UPDATE` on
+/// placeholders (`store::db`). PostgreSQL adds row locks ([`claim`]'s `SKIP LOCKED`, `FOR UPDATE` on
 /// [`sql::CLAIM_STATE`] and [`sql::LEADER`]): replicas share it, SQLite
 /// has one writer.
 pub(super) mod sql {
@@ -129,6 +131,23 @@ pub(super) mod sql {
              ELSE replicas.seen_at END";
     pub const REPLICAS: &str =
         "SELECT id, started_at, seen_at FROM replicas WHERE seen_at >= $1 ORDER BY id";
+    /// `ops::record_attempt`'s three outcomes (`$1` id, `$2` at).
+    pub const DELIVERED: &str = "UPDATE outbox SET attempts = attempts + 1,
+             first_attempt_at = coalesce(first_attempt_at, $2),
+             status = 'done', outcome = 'delivered', done_at = $2,
+             next_attempt_at = NULL, last_error = NULL
+         WHERE id = $1 AND status = 'pending'";
+    /// `$3` next attempt, `$4` error.
+    pub const RETRY: &str = "UPDATE outbox SET attempts = attempts + 1,
+             first_attempt_at = coalesce(first_attempt_at, $2),
+             next_attempt_at = $3, last_error = $4
+         WHERE id = $1 AND status = 'pending'";
+    /// `$3` error.
+    pub const FAILED: &str = "UPDATE outbox SET attempts = attempts + 1,
+             first_attempt_at = coalesce(first_attempt_at, $2),
+             status = 'done', outcome = 'failed', done_at = $2,
+             next_attempt_at = NULL, last_error = $3
+         WHERE id = $1 AND status = 'pending'";
 }
 
 /// [`sql::CLAIM`] with its subquery; `lock` follows the subquery's rows
@@ -199,104 +218,203 @@ pub(super) fn replica_row(
     })
 }
 
+/// A stored page kind read back; anything else is a damaged row.
+fn stored_kind(s: &str) -> Result<PageKind, StoreError> {
+    match s {
+        "page" => Ok(PageKind::Page),
+        "reminder" => Ok(PageKind::Reminder),
+        "escalation" => Ok(PageKind::Escalation),
+        other => Err(StoreError::Sql(format!("unknown page kind {other:?}"))),
+    }
+}
+
+/// A column of a row, read on either engine: an outbox row has more
+/// columns than [`Columns`] reads into a tuple.
+trait Cells {
+    fn cell<T>(&self, i: usize) -> Result<T, StoreError>
+    where
+        T: rusqlite::types::FromSql + for<'a> tokio_postgres::types::FromSql<'a>;
+}
+
+impl Cells for rusqlite::Row<'_> {
+    fn cell<T>(&self, i: usize) -> Result<T, StoreError>
+    where
+        T: rusqlite::types::FromSql + for<'a> tokio_postgres::types::FromSql<'a>,
+    {
+        Ok(self.get(i)?)
+    }
+}
+
+impl Cells for tokio_postgres::Row {
+    fn cell<T>(&self, i: usize) -> Result<T, StoreError>
+    where
+        T: rusqlite::types::FromSql + for<'a> tokio_postgres::types::FromSql<'a>,
+    {
+        self.try_get(i).map_err(super::pg::pg_err)
+    }
+}
+
+/// A row of `ops::outbox_columns()`, on either engine.
+fn outbox_row(r: &impl Cells) -> Result<OutboxRow, StoreError> {
+    let opt_time = |ms: Option<i64>| ms.map(stored_time).transpose();
+    let id: i64 = r.cell(0)?;
+    let stream: String = r.cell(1)?;
+    let at = stored_time(r.cell(4)?)?;
+    let salt: String = r.cell(15)?;
+    let started_at = opt_time(r.cell(9)?)?;
+    let alert_id: Option<String> = r.cell(8)?;
+    // Rows written before v3 carry no alert id: derive one from what they
+    // have, stable across restarts (as `ops::outbox_from_row` does).
+    let alert_id =
+        alert_id.unwrap_or_else(|| alert_id_for(&salt, &stream, started_at.unwrap_or(at)));
+    let attempts: i64 = r.cell(11)?;
+    Ok(OutboxRow {
+        id,
+        page_key: page_key_for(&salt, id),
+        stream,
+        notifier: r.cell(2)?,
+        state: stored_state(&r.cell::<String>(3)?)?,
+        at,
+        reason: r.cell(5)?,
+        created_at: stored_time(r.cell(6)?)?,
+        kind: stored_kind(&r.cell::<String>(7)?)?,
+        alert_id,
+        started_at,
+        silent_since: opt_time(r.cell(10)?)?,
+        attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
+        first_attempt_at: opt_time(r.cell(12)?)?,
+        next_attempt_at: opt_time(r.cell(13)?)?,
+        last_error: r.cell(14)?,
+        alert_kind: r.cell(16)?,
+        severity: r.cell(17)?,
+        source: r.cell(18)?,
+        endpoint_id: r.cell(19)?,
+        resumed_at: opt_time(r.cell(20)?)?,
+    })
+}
+
+/// A claimed page's row, read through [`outbox_row`].
+struct Claimed(OutboxRow);
+
+impl Columns for Claimed {
+    fn lite(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        outbox_row(r)
+            .map(Claimed)
+            .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
+    }
+    fn pg(r: &tokio_postgres::Row) -> Result<Self, StoreError> {
+        outbox_row(r).map(Claimed)
+    }
+}
+
+static READ_CLAIMED: LazyLock<String> =
+    LazyLock::new(|| format!("SELECT {} FROM outbox o WHERE o.id = $1", outbox_columns()));
+
 // ---------------------------------------------------------------------------
-// SQLite: reads the rows, calls the decisions, writes the outcome.
-// (PostgreSQL's is `pg::replica`.)
+// Rows, on either engine (`store::db`): read them, call the decisions,
+// write the outcome.
 // ---------------------------------------------------------------------------
 
-pub(super) fn claim_outbox(
-    conn: &Connection,
+pub(super) async fn claim_outbox<D: Db>(
+    db: &D,
     replica: &str,
     now: DateTime<Utc>,
     lease: TimeDelta,
     limit: i64,
 ) -> Result<Vec<Claim>, StoreError> {
     let until = now + lease;
-    let mut claimed: Vec<(i64, i64)> = conn
-        .prepare_cached(&lite(&claim("")))?
-        .query_map(params![ms(now), replica, ms(until), limit], Columns::lite)?
-        .collect::<rusqlite::Result<_>>()?;
+    // PostgreSQL: skip, not wait for, rows another replica is claiming
+    // right now (see [`claim`]). SQLite's one writer claims alone.
+    let lock = if D::ROW_LOCK.is_empty() {
+        ""
+    } else {
+        " FOR UPDATE SKIP LOCKED"
+    };
+    let mut claimed: Vec<(i64, i64)> = db
+        .rows(&claim(lock), &[&ms(now), &replica, &ms(until), &limit])
+        .await?;
     // In id order: the order RETURNING gives is unspecified.
     claimed.sort_unstable();
-    let mut read = conn.prepare_cached(&format!(
-        "SELECT {} FROM outbox o WHERE o.id = ?1",
-        outbox_columns()
-    ))?;
-    claimed
-        .into_iter()
-        .map(|(id, token)| {
-            Ok(Claim {
-                row: read.query_row([id], outbox_from_row)?,
-                token,
-                lease_until: until,
-            })
-        })
-        .collect()
+    let mut out = Vec::with_capacity(claimed.len());
+    for (id, token) in claimed {
+        let Claimed(row) = db.one(&READ_CLAIMED, &[&id]).await?;
+        out.push(Claim {
+            row,
+            token,
+            lease_until: until,
+        });
+    }
+    Ok(out)
+}
+
+/// `ops::record_attempt` over [`Db`] (for [`settle_claim`], until ops is
+/// written once too): the attempt on a pending row.
+async fn record_attempt<D: Db>(db: &D, id: i64, attempt: &Attempt) -> Result<(), StoreError> {
+    match attempt {
+        Attempt::Delivered { at } => db.exec(sql::DELIVERED, &[&id, &ms(*at)]).await?,
+        Attempt::Retry { at, next, error } => {
+            db.exec(sql::RETRY, &[&id, &ms(*at), &ms(*next), error])
+                .await?
+        }
+        Attempt::Failed { at, error } => db.exec(sql::FAILED, &[&id, &ms(*at), error]).await?,
+    };
+    Ok(())
 }
 
 /// Records `attempt` on row `id` if `token` is still its claim (and it is
 /// still pending); releases the claim. False: a newer claim owns it now.
-pub(super) fn settle_claim(
-    conn: &Connection,
+/// The row is locked on PostgreSQL, so a concurrent claim waits for this.
+pub(super) async fn settle_claim<D: Db>(
+    db: &D,
     id: i64,
     token: i64,
     attempt: &Attempt,
 ) -> Result<bool, StoreError> {
-    let current = conn
-        .prepare_cached(&lite(sql::CLAIM_STATE))?
-        .query_row([id], Columns::lite)
-        .optional()?;
+    let current = db.opt(&D::locked(sql::CLAIM_STATE), &[&id]).await?;
     if !holds(current, token) {
         return Ok(false);
     }
-    super::ops::record_attempt(conn, id, attempt)?;
-    conn.prepare_cached(&lite(sql::UNCLAIM))?.execute([id])?;
+    record_attempt(db, id, attempt).await?;
+    db.exec(sql::UNCLAIM, &[&id]).await?;
     Ok(true)
 }
 
-pub(super) fn elect(
-    conn: &Connection,
+/// Under the leader row's lock on PostgreSQL: two replicas electing at
+/// once take turns.
+pub(super) async fn elect<D: Db>(
+    db: &D,
     replica: &str,
     term: Option<i64>,
     now: DateTime<Utc>,
     ttl: TimeDelta,
 ) -> Result<Leadership, StoreError> {
-    let row = conn
-        .prepare_cached(&lite(sql::LEADER))?
-        .query_row([], Columns::lite)
-        .optional()?;
+    let row: Option<LeaderRow> = db.opt(&D::locked(sql::LEADER), &[]).await?;
     let (write, leadership) = elect_outcome(row, replica, term, ms(now), ms(now + ttl))?;
     if let Some(t) = write {
-        conn.prepare_cached(&lite(sql::LEAD))?
-            .execute(params![replica, t, ms(now + ttl)])?;
+        db.exec(sql::LEAD, &[&replica, &t, &ms(now + ttl)]).await?;
     }
     Ok(leadership)
 }
 
-pub(super) fn resign(conn: &Connection, replica: &str, term: i64) -> Result<bool, StoreError> {
-    let n = conn
-        .prepare_cached(&lite(sql::RESIGN))?
-        .execute(params![replica, term])?;
-    Ok(n > 0)
+pub(super) async fn resign<D: Db>(db: &D, replica: &str, term: i64) -> Result<bool, StoreError> {
+    Ok(db.exec(sql::RESIGN, &[&replica, &term]).await? > 0)
 }
 
-pub(super) fn heartbeat(
-    conn: &Connection,
+pub(super) async fn heartbeat<D: Db>(
+    db: &D,
     replica: &str,
     now: DateTime<Utc>,
 ) -> Result<(), StoreError> {
-    conn.prepare_cached(&lite(sql::HEARTBEAT))?
-        .execute(params![replica, ms(now)])?;
+    db.exec(sql::HEARTBEAT, &[&replica, &ms(now)]).await?;
     Ok(())
 }
 
-pub(super) fn replicas(
-    conn: &Connection,
+pub(super) async fn replicas<D: Db>(
+    db: &D,
     seen_since: DateTime<Utc>,
 ) -> Result<Vec<ReplicaRow>, StoreError> {
-    conn.prepare_cached(&lite(sql::REPLICAS))?
-        .query_map([ms(seen_since)], Columns::lite)?
-        .collect::<rusqlite::Result<Vec<_>>>()?
+    db.rows(sql::REPLICAS, &[&ms(seen_since)])
+        .await?
         .into_iter()
         .map(replica_row)
         .collect()

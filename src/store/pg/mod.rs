@@ -15,20 +15,15 @@ pub(crate) mod audit_reader;
 mod batch;
 mod bulk;
 pub mod clock;
-mod gaps;
-mod idempotency;
 mod ladder;
 pub mod migrate;
 mod ops;
 pub mod reach;
-mod reconcile;
 mod replica;
-mod revocations;
 pub(crate) mod schema;
 pub mod settings;
 mod silences;
 mod sql;
-mod status;
 mod subscriptions;
 mod svix;
 #[cfg(test)]
@@ -44,6 +39,8 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
 use super::backend::{Backend, StoreResult};
+// Operations written once over `store::db` (issue #28). `pg::ops` reaches
+// the ingest step `revocations::note` through this import, as `super::`.
 use super::reconcile::{
     NewReconciliation, ReconcileRow, ReconcileTransition, StaleGrant, SubjectEntry,
 };
@@ -52,6 +49,7 @@ use super::silences::{AckOutcome, AckRow, NewSilence, SilenceRow};
 use super::status::{Arrival, AuditSummary};
 use super::subscriptions::{SubscriptionRow, SubscriptionTransition, SubscriptionUpdate};
 use super::svix::{SvixApply, SvixEndpointRow, SvixPage};
+use super::{gaps, idempotency, reconcile, revocations, status};
 use super::{
     Attempt, EventOutcome, NewEvent, OutboxRow, OutboxSummary, PageKind, StoreError, StreamRow,
     TemplatedOutcome, Transition, TransitionOutcome,
@@ -405,11 +403,7 @@ impl Backend for PgBackend {
         report: NewReconciliation,
         now: DateTime<Utc>,
     ) -> StoreResult<bool> {
-        in_tx!(self, |tx| {
-            let entries: Vec<NewEvent> = report.entry.iter().cloned().collect();
-            ops::lock_audit_head(&tx, &entries).await?;
-            reconcile::record(&tx, &report, now).await?
-        })
+        in_tx!(self, |tx| reconcile::record(&tx, &report, now).await?)
     }
 
     async fn reconcile_states(&self) -> StoreResult<Vec<ReconcileRow>> {
@@ -738,13 +732,15 @@ impl Backend for PgBackend {
         limit: i64,
     ) -> StoreResult<Vec<Claim>> {
         in_tx!(self, |tx| {
-            replica::claim_outbox(&tx, &replica, now, lease, limit).await?
+            crate::store::replica::claim_outbox(&tx, &replica, now, lease, limit).await?
         })
     }
 
     async fn settle_claim(&self, id: i64, token: i64, attempt: Attempt) -> StoreResult<bool> {
-        in_tx!(self, |tx| replica::settle_claim(&tx, id, token, &attempt)
-            .await?)
+        in_tx!(self, |tx| crate::store::replica::settle_claim(
+            &tx, id, token, &attempt
+        )
+        .await?)
     }
 
     async fn elect(
@@ -754,20 +750,29 @@ impl Backend for PgBackend {
         now: DateTime<Utc>,
         ttl: TimeDelta,
     ) -> StoreResult<Leadership> {
-        in_tx!(self, |tx| replica::elect(&tx, &replica, term, now, ttl)
-            .await?)
+        in_tx!(self, |tx| crate::store::replica::elect(
+            &tx, &replica, term, now, ttl
+        )
+        .await?)
     }
 
     async fn resign(&self, replica: String, term: i64) -> StoreResult<bool> {
-        in_tx!(self, |tx| replica::resign(&tx, &replica, term).await?)
+        in_tx!(self, |tx| crate::store::replica::resign(
+            &tx, &replica, term
+        )
+        .await?)
     }
 
     async fn heartbeat(&self, replica: String, now: DateTime<Utc>) -> StoreResult<()> {
-        in_tx!(self, |tx| replica::heartbeat(&tx, &replica, now).await?)
+        in_tx!(self, |tx| crate::store::replica::heartbeat(
+            &tx, &replica, now
+        )
+        .await?)
     }
 
     async fn replicas(&self, seen_since: DateTime<Utc>) -> StoreResult<Vec<ReplicaRow>> {
-        in_tx!(self, |tx| replica::replicas(&tx, seen_since).await?)
+        in_tx!(self, |tx| crate::store::replica::replicas(&tx, seen_since)
+            .await?)
     }
 
     fn changes(&self) -> broadcast::Receiver<Change> {
