@@ -41,12 +41,12 @@ pub(crate) fn day_of(n: i64) -> Result<NaiveDate, StoreError> {
         .ok_or_else(|| StoreError::Sql(format!("gap day {n} out of range")))
 }
 
-pub(crate) const ADD_SQL: &str = "INSERT INTO gap_counts (stream, day, bucket, count)
+const ADD_SQL: &str = "INSERT INTO gap_counts (stream, day, bucket, count)
      VALUES ($1, $2, $3, $4)
      ON CONFLICT (stream, day, bucket) DO UPDATE SET count = gap_counts.count + excluded.count";
-pub(crate) const LOAD_SQL: &str = "SELECT stream, day, bucket, count FROM gap_counts
+const LOAD_SQL: &str = "SELECT stream, day, bucket, count FROM gap_counts
      WHERE day >= $1 ORDER BY stream, day, bucket";
-pub(crate) const PRUNE_SQL: &str = "DELETE FROM gap_counts WHERE day < $1";
+const PRUNE_SQL: &str = "DELETE FROM gap_counts WHERE day < $1";
 
 pub(super) async fn add<D: Db>(db: &D, deltas: &[GapCount]) -> Result<(), StoreError> {
     for d in deltas {

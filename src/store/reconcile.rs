@@ -86,7 +86,7 @@ pub struct LatestReport {
 }
 
 /// Findings per kind of a stored drift list.
-pub(super) fn drift_counts(drift: &str) -> std::collections::BTreeMap<String, u64> {
+fn drift_counts(drift: &str) -> std::collections::BTreeMap<String, u64> {
     let mut counts = std::collections::BTreeMap::new();
     if let Ok(serde_json::Value::Array(items)) = serde_json::from_str(drift) {
         for item in items {
@@ -141,7 +141,7 @@ pub(super) const STALE_GRANTS_MIGRATION: &str = "CREATE TABLE stale_grants (
         PRIMARY KEY (stream, delivery_id)
     );";
 
-pub(super) fn stale_alert(key: &str) -> super::ops::KeyedAlert<'_> {
+fn stale_alert(key: &str) -> super::ops::KeyedAlert<'_> {
     super::ops::KeyedAlert {
         kind: STALE_GRANT_KIND,
         family: "stale-grant",
@@ -162,7 +162,7 @@ pub struct ReconcileTransition {
     pub at: DateTime<Utc>,
 }
 
-pub(super) fn drift_json(drift: &[Drift]) -> String {
+fn drift_json(drift: &[Drift]) -> String {
     serde_json::Value::Array(
         drift
             .iter()
@@ -177,11 +177,11 @@ pub(super) fn drift_json(drift: &[Drift]) -> String {
 }
 
 /// The keyed alert of a report's `revoke_missed` page: one per report.
-pub(super) fn revoke_alert_key(stream: &str, id: &str) -> String {
+fn revoke_alert_key(stream: &str, id: &str) -> String {
     format!("{stream}/{id}")
 }
 
-pub(super) fn revoke_alert<'a>(key: &'a str, id: &'a str) -> super::ops::KeyedAlert<'a> {
+fn revoke_alert<'a>(key: &'a str, id: &'a str) -> super::ops::KeyedAlert<'a> {
     super::ops::KeyedAlert {
         kind: REVOKE_MISSED_KIND,
         family: "reconciliation-report",
@@ -192,7 +192,7 @@ pub(super) fn revoke_alert<'a>(key: &'a str, id: &'a str) -> super::ops::KeyedAl
     }
 }
 
-pub(super) fn missing_alert(stream: &str) -> super::ops::KeyedAlert<'_> {
+fn missing_alert(stream: &str) -> super::ops::KeyedAlert<'_> {
     super::ops::KeyedAlert {
         kind: MISSING_KIND,
         family: "reconciliation-missing",
@@ -203,7 +203,7 @@ pub(super) fn missing_alert(stream: &str) -> super::ops::KeyedAlert<'_> {
     }
 }
 
-pub(super) fn first_per_stream(rows: Vec<LatestReport>) -> Vec<LatestReport> {
+fn first_per_stream(rows: Vec<LatestReport>) -> Vec<LatestReport> {
     let mut out: Vec<LatestReport> = Vec::new();
     for r in rows {
         if out.last().is_none_or(|l| l.stream != r.stream) {
@@ -215,12 +215,12 @@ pub(super) fn first_per_stream(rows: Vec<LatestReport>) -> Vec<LatestReport> {
 
 /// The JSON string literal a subject id is stored as, for a substring
 /// pre-filter (`names_subject` then checks the values exactly).
-pub(super) fn subject_needle(subject: &str) -> String {
+fn subject_needle(subject: &str) -> String {
     serde_json::Value::String(subject.to_owned()).to_string()
 }
 
 /// The stored subject ids as (kind, id) pairs.
-pub(super) fn subject_pairs(subject_ids: &str) -> Vec<(String, String)> {
+fn subject_pairs(subject_ids: &str) -> Vec<(String, String)> {
     serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(subject_ids)
         .map(|m| {
             m.into_iter()
@@ -231,14 +231,14 @@ pub(super) fn subject_pairs(subject_ids: &str) -> Vec<(String, String)> {
 }
 
 /// True when one of the stored subject ids equals `subject`.
-pub(super) fn names_subject(subject_ids: &str, subject: &str) -> bool {
+fn names_subject(subject_ids: &str, subject: &str) -> bool {
     serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(subject_ids)
         .map(|m| m.values().any(|v| v.as_str() == Some(subject)))
         .unwrap_or(false)
 }
 
 /// The key of a stale grant's page: one per (stream, delivery).
-pub(super) fn stale_key(g: &StaleGrant) -> String {
+fn stale_key(g: &StaleGrant) -> String {
     format!("{}/{}", g.stream, g.delivery_id)
 }
 
@@ -251,10 +251,7 @@ pub(super) fn stale_key(g: &StaleGrant) -> String {
 /// state is `current` (None without a row: `ok`). The page to queue when it
 /// moves; None (write nothing) when it is already at `t.to`, so a repeated
 /// evaluation never pages twice.
-pub(super) fn reconcile_move(
-    current: Option<AlertState>,
-    t: &ReconcileTransition,
-) -> Option<Transition> {
+fn reconcile_move(current: Option<AlertState>, t: &ReconcileTransition) -> Option<Transition> {
     if current.unwrap_or(AlertState::Ok) == t.to {
         return None;
     }
@@ -268,7 +265,7 @@ pub(super) fn reconcile_move(
 }
 
 /// An alert state as stored (`ok`, `firing`).
-pub(super) fn state_text(s: &AlertState) -> &'static str {
+fn state_text(s: &AlertState) -> &'static str {
     match s {
         AlertState::Ok => "ok",
         AlertState::Firing => "firing",
@@ -284,7 +281,7 @@ pub(super) fn stored_state(s: &str) -> Result<AlertState, StoreError> {
     }
 }
 
-pub(super) fn reconcile_row(
+fn reconcile_row(
     stream: String,
     last_report_at: Option<i64>,
     state: &str,
@@ -297,9 +294,9 @@ pub(super) fn reconcile_row(
 }
 
 /// [`sql::LATEST_REPORTS`]'s columns.
-pub(super) type ReportCols = (String, String, i64, i64, i64, String);
+type ReportCols = (String, String, i64, i64, i64, String);
 
-pub(super) fn latest_report(c: ReportCols) -> Result<LatestReport, StoreError> {
+fn latest_report(c: ReportCols) -> Result<LatestReport, StoreError> {
     Ok(LatestReport {
         stream: c.0,
         id: c.1,
@@ -311,7 +308,7 @@ pub(super) fn latest_report(c: ReportCols) -> Result<LatestReport, StoreError> {
 }
 
 /// The columns of [`sql::SUBJECTS_LITE`] and its kin.
-pub(super) type SubjectCols = (
+type SubjectCols = (
     i64,
     String,
     String,
@@ -324,10 +321,7 @@ pub(super) type SubjectCols = (
 
 /// The entry a row found by the substring pre-filter stands for, when one
 /// of its subject ids really is `subject` ([`names_subject`]).
-pub(super) fn subject_entry(
-    c: SubjectCols,
-    subject: &str,
-) -> Result<Option<SubjectEntry>, StoreError> {
+fn subject_entry(c: SubjectCols, subject: &str) -> Result<Option<SubjectEntry>, StoreError> {
     if !names_subject(&c.7, subject) {
         return Ok(None);
     }
@@ -417,7 +411,7 @@ pub(super) async fn record<D: Db>(
     r: &NewReconciliation,
     now: DateTime<Utc>,
 ) -> Result<bool, StoreError> {
-    core::lock_head(db, r.entry.as_ref().is_some_and(|e| e.audit)).await?;
+    core::lock_audit_head(db, r.entry.as_slice()).await?;
     let inserted = db
         .exec(
             sql::RECORD,

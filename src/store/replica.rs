@@ -154,7 +154,7 @@ pub(super) mod sql {
 /// (PostgreSQL: rows another replica is claiming right now are skipped, not
 /// waited for; a younger row of the same queue is not claimable while an
 /// older one is pending, so a queue is never split between replicas).
-pub(super) fn claim(lock: &str) -> String {
+fn claim(lock: &str) -> String {
     sql::CLAIM.replace("{}", &format!("{}{lock}", sql::CLAIMABLE))
 }
 
@@ -164,18 +164,18 @@ pub(super) fn claim(lock: &str) -> String {
 
 /// True when `token` is still the claim of a pending row, given its
 /// [`sql::CLAIM_STATE`] (None: no row).
-pub(super) fn holds(current: Option<(i64, String)>, token: i64) -> bool {
+fn holds(current: Option<(i64, String)>, token: i64) -> bool {
     current.is_some_and(|(t, status)| t == token && status == "pending")
 }
 
 /// The leader row: holder, term, lease end (ms).
-pub(super) type LeaderRow = (Option<String>, i64, i64);
+type LeaderRow = (Option<String>, i64, i64);
 
 /// What `elect` does with the leader row (None: there is none yet): the
 /// term to write for the caller with lease end `until`, if any, and the
 /// answer. The caller renews the current term it holds, takes a new one
 /// once the lease is free or ran out, else is told who holds it.
-pub(super) fn elect_outcome(
+fn elect_outcome(
     row: Option<LeaderRow>,
     replica: &str,
     term: Option<i64>,
@@ -208,9 +208,7 @@ pub(super) fn elect_outcome(
     Ok((ours, leadership))
 }
 
-pub(super) fn replica_row(
-    (id, started_at, seen_at): (String, i64, i64),
-) -> Result<ReplicaRow, StoreError> {
+fn replica_row((id, started_at, seen_at): (String, i64, i64)) -> Result<ReplicaRow, StoreError> {
     Ok(ReplicaRow {
         id,
         started_at: stored_time(started_at)?,

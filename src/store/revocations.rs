@@ -112,13 +112,13 @@ pub fn newer_by<K: Ord>(
 
 /// The revocation a grant must be checked against: the newer by event
 /// time, as `NEWER_SQL` orders.
-pub(super) fn newer_of(a: Option<Revocation>, b: Option<Revocation>) -> Option<Revocation> {
+fn newer_of(a: Option<Revocation>, b: Option<Revocation>) -> Option<Revocation> {
     newer_by(a, b, |r| r.event_time)
 }
 
 /// The (subject, organization) forms a grant is looked up under: as it is
 /// stored now, then as earlier revocations may have stored it.
-pub(super) fn grant_forms<'a>(
+fn grant_forms<'a>(
     subject: &'a str,
     organization: &'a Option<String>,
     earlier: &'a [(String, Option<String>)],
@@ -126,17 +126,17 @@ pub(super) fn grant_forms<'a>(
     std::iter::once((subject, organization)).chain(earlier.iter().map(|(s, o)| (s.as_str(), o)))
 }
 
-pub(super) fn org_key(organization: &Option<String>) -> &str {
+fn org_key(organization: &Option<String>) -> &str {
     organization.as_deref().unwrap_or("")
 }
 
-pub(super) fn org_from_key(key: String) -> Option<String> {
+fn org_from_key(key: String) -> Option<String> {
     (!key.is_empty()).then_some(key)
 }
 
 /// The stale grant (with its page) for an accepted grant-class `event`
 /// older than `revoke`.
-pub(super) fn stale_grant(
+fn stale_grant(
     event: &NewEvent,
     subject: &str,
     page: &StalePage,
@@ -161,7 +161,7 @@ pub(super) fn stale_grant(
     })
 }
 
-pub(super) const UPSERT_SQL: &str = "INSERT INTO revocations
+const UPSERT_SQL: &str = "INSERT INTO revocations
         (stream, subject, organization, event_time, received_at, delivery_id, event_type)
     VALUES ($1, $2, $3, $4, $5, $6, $7)
     ON CONFLICT (stream, subject, organization) DO UPDATE SET
@@ -172,19 +172,19 @@ pub(super) const UPSERT_SQL: &str = "INSERT INTO revocations
 
 /// A revocation of the subject newer (by event time) than the grant's, in
 /// the grant's organization or in none (a revocation of the whole user).
-pub(super) const NEWER_SQL: &str = "SELECT organization, event_time, received_at, delivery_id,
+const NEWER_SQL: &str = "SELECT organization, event_time, received_at, delivery_id,
         event_type
     FROM revocations
     WHERE stream = $1 AND subject = $2 AND event_time > $3
       AND ($4 = '' OR organization = $4 OR organization = '')
     ORDER BY event_time DESC LIMIT 1";
 
-pub(super) const LATEST_SQL: &str = "SELECT organization, event_time, received_at, delivery_id,
+const LATEST_SQL: &str = "SELECT organization, event_time, received_at, delivery_id,
         event_type
     FROM revocations WHERE stream = $1 AND subject = $2
     ORDER BY received_at DESC LIMIT 1";
 
-pub(super) const PRUNE_SQL: &str = "DELETE FROM revocations WHERE received_at < $1";
+const PRUNE_SQL: &str = "DELETE FROM revocations WHERE received_at < $1";
 
 /// The columns of [`NEWER_SQL`] and [`LATEST_SQL`].
 type RevocationCols = (String, Option<i64>, i64, Option<String>, String);

@@ -60,7 +60,7 @@ pub(super) mod sql {
 
 /// One stream's newest `cap` arrivals from the rows of [`sql::ARRIVALS`]
 /// (received at, event type), newest first.
-pub(super) fn newest(rows: Vec<(i64, String)>, cap: i64) -> Result<Vec<Arrival>, StoreError> {
+fn newest(rows: Vec<(i64, String)>, cap: i64) -> Result<Vec<Arrival>, StoreError> {
     let mut arrivals = rows
         .into_iter()
         .map(|(at, event_type)| {
@@ -77,7 +77,7 @@ pub(super) fn newest(rows: Vec<(i64, String)>, cap: i64) -> Result<Vec<Arrival>,
 
 /// The summary from the head (seq, hash; none before the first entry) and
 /// the row of [`sql::LAST_CHECKPOINT`].
-pub(super) fn summary(
+fn summary(
     head: Option<(i64, Option<String>)>,
     checkpoint: Option<(i64, i64, bool)>,
 ) -> Result<AuditSummary, StoreError> {

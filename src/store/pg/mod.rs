@@ -39,8 +39,6 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
 use super::backend::{Backend, StoreResult};
-// Operations written once over `store::db` (issue #28). `pg::ops` reaches
-// the ingest step `revocations::note` through this import, as `super::`.
 use super::reconcile::{
     NewReconciliation, ReconcileRow, ReconcileTransition, StaleGrant, SubjectEntry,
 };
@@ -49,12 +47,15 @@ use super::silences::{AckOutcome, AckRow, NewSilence, SilenceRow};
 use super::status::{Arrival, AuditSummary};
 use super::subscriptions::{SubscriptionRow, SubscriptionTransition, SubscriptionUpdate};
 use super::svix::{SvixApply, SvixEndpointRow, SvixPage};
-use super::{gaps, idempotency, reconcile, revocations, status};
 use super::{
     Attempt, EventOutcome, NewEvent, OutboxRow, OutboxSummary, PageKind, StoreError, StreamRow,
     TemplatedOutcome, Transition, TransitionOutcome,
 };
 use crate::audit::checkpoint::Checkpoint;
+
+// Operations written once over `store::db` (issue #28). `pg::ops` reaches
+// the ingest step `revocations::note` through this import, as `super::`.
+use super::{gaps, idempotency, reconcile, revocations, status};
 pub use settings::Settings;
 
 /// Connections per process unless `[store] pool_size` says otherwise.
