@@ -5,7 +5,7 @@
 //! read side (`AuditReader`) opens its own read-only connection, so
 //! `hushwatch audit verify/export` works while `serve` is running (WAL).
 
-use super::{NewEvent, StoreError};
+use super::StoreError;
 use crate::audit::chain::{from_hex, Entry, GENESIS};
 use crate::audit::checkpoint::Checkpoint;
 use crate::audit::verify::{Anchor, StoredEntry};
@@ -48,13 +48,6 @@ fn anchor(conn: &Connection) -> rusqlite::Result<Anchor> {
         seq,
         hash: from_hex(&hash).unwrap_or(GENESIS),
     }))
-}
-
-/// `store::core::append_audit` for SQLite code not yet written over
-/// `store::db::Db` (issue #28).
-pub(super) fn append(conn: &Connection, event: &NewEvent) -> rusqlite::Result<()> {
-    super::db::ready(super::core::append_audit(conn, event))
-        .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
 }
 
 pub(super) fn subject_json(pairs: &[(String, String)]) -> String {

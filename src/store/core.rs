@@ -246,7 +246,7 @@ pub(super) async fn record_event<D: Db>(
     } else {
         insert_event(db, event, hash.as_deref()).await?;
     }
-    db.core_note_revocation(event).await?;
+    super::revocations::note(db, event).await?;
     super::forward::insert(db, event).await?;
     if event.feeds_clock {
         advance_clock(db, event).await?;

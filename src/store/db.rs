@@ -25,7 +25,7 @@ use std::task::{Context, Poll, Waker};
 use chrono::{DateTime, Utc};
 
 use super::pg::pg_err;
-use super::{NewEvent, StoreError};
+use super::StoreError;
 
 /// A statement argument both drivers can bind. The argument types are
 /// PostgreSQL's (which checks them against the column: `i64` for BIGINT,
@@ -86,15 +86,6 @@ impl Cells for tokio_postgres::Row {
 /// that reads itself from [`Cells`].
 pub(crate) trait Columns: Sized {
     fn read(r: &impl Cells) -> Result<Self, StoreError>;
-
-    // For code not yet written over `Db` (issue #28), which reads
-    // rows through each driver itself.
-    fn lite(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
-        Self::read(r).map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
-    }
-    fn pg(r: &tokio_postgres::Row) -> Result<Self, StoreError> {
-        Self::read(r)
-    }
 }
 
 macro_rules! columns {
@@ -145,10 +136,6 @@ pub(crate) trait Db {
             .ok_or_else(|| StoreError::Sql("query returned no rows".into()))
     }
 
-    // What `store::core` needs from modules not yet written over `Db`
-    // (issue #28): each engine's own implementation until they are.
-    async fn core_note_revocation(&self, e: &NewEvent) -> Result<(), StoreError>;
-
     /// `sql` with [`Db::ROW_LOCK`] appended.
     fn locked(sql: &str) -> Cow<'_, str> {
         if Self::ROW_LOCK.is_empty() {
@@ -193,10 +180,6 @@ impl Db for rusqlite::Connection {
                 None => Ok(None),
             }
         })
-    }
-
-    async fn core_note_revocation(&self, e: &NewEvent) -> Result<(), StoreError> {
-        Ok(super::revocations::note(self, e)?)
     }
 }
 

@@ -5,9 +5,8 @@
 //! overwrite each other; a 28-day window rolls by deleting old days.
 
 use chrono::NaiveDate;
-use rusqlite::{params, Connection};
 
-use super::db::Columns;
+use super::db::Db;
 use super::{Store, StoreError};
 
 /// Migration step (SQLite and PostgreSQL alike: only portable types).
@@ -42,23 +41,26 @@ pub(crate) fn day_of(n: i64) -> Result<NaiveDate, StoreError> {
         .ok_or_else(|| StoreError::Sql(format!("gap day {n} out of range")))
 }
 
-pub(crate) const ADD_SQL: &str = "INSERT INTO gap_counts (stream, day, bucket, count)
+const ADD_SQL: &str = "INSERT INTO gap_counts (stream, day, bucket, count)
      VALUES ($1, $2, $3, $4)
      ON CONFLICT (stream, day, bucket) DO UPDATE SET count = gap_counts.count + excluded.count";
-pub(crate) const LOAD_SQL: &str = "SELECT stream, day, bucket, count FROM gap_counts
+const LOAD_SQL: &str = "SELECT stream, day, bucket, count FROM gap_counts
      WHERE day >= $1 ORDER BY stream, day, bucket";
-pub(crate) const PRUNE_SQL: &str = "DELETE FROM gap_counts WHERE day < $1";
+const PRUNE_SQL: &str = "DELETE FROM gap_counts WHERE day < $1";
 
-pub(super) fn add(conn: &Connection, deltas: &[GapCount]) -> Result<(), StoreError> {
-    let mut stmt = conn.prepare_cached(ADD_SQL)?;
+pub(super) async fn add<D: Db>(db: &D, deltas: &[GapCount]) -> Result<(), StoreError> {
     for d in deltas {
-        stmt.execute(params![d.stream, day_number(d.day), d.bucket, d.count])?;
+        db.exec(
+            ADD_SQL,
+            &[&d.stream, &day_number(d.day), &d.bucket, &d.count],
+        )
+        .await?;
     }
     Ok(())
 }
 
 /// A row of [`LOAD_SQL`].
-pub(crate) fn gap_count(
+fn gap_count(
     (stream, day, bucket, count): (String, i64, i32, i64),
 ) -> Result<GapCount, StoreError> {
     Ok(GapCount {
@@ -69,19 +71,17 @@ pub(crate) fn gap_count(
     })
 }
 
-pub(super) fn load(conn: &Connection, since: NaiveDate) -> Result<Vec<GapCount>, StoreError> {
-    conn.prepare_cached(LOAD_SQL)?
-        .query_map([day_number(since)], Columns::lite)?
-        .collect::<rusqlite::Result<Vec<_>>>()?
+pub(super) async fn load<D: Db>(db: &D, since: NaiveDate) -> Result<Vec<GapCount>, StoreError> {
+    db.rows(LOAD_SQL, &[&day_number(since)])
+        .await?
         .into_iter()
         .map(gap_count)
         .collect()
 }
 
-pub(super) fn prune(conn: &Connection, before: NaiveDate) -> Result<usize, StoreError> {
-    Ok(conn
-        .prepare_cached(PRUNE_SQL)?
-        .execute([day_number(before)])?)
+pub(super) async fn prune<D: Db>(db: &D, before: NaiveDate) -> Result<usize, StoreError> {
+    let n = db.exec(PRUNE_SQL, &[&day_number(before)]).await?;
+    Ok(usize::try_from(n).unwrap_or(usize::MAX))
 }
 
 impl Store {

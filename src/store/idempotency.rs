@@ -18,9 +18,8 @@
 //! SQLite has one writer.
 
 use chrono::{DateTime, TimeDelta, Utc};
-use rusqlite::{params, Connection, OptionalExtension};
 
-use super::db::Columns;
+use super::db::Db;
 use super::{Store, StoreError};
 use crate::audit::chain::to_hex;
 
@@ -82,7 +81,7 @@ pub enum Begun {
 
 /// `$1` key, `$2` request, `$3` now, `$4` expires, `$5` stale before. Takes
 /// over an expired record, or a `running` one whose lease ran out.
-pub(crate) const BEGIN_SQL: &str = "INSERT INTO idempotency_keys
+const BEGIN_SQL: &str = "INSERT INTO idempotency_keys
          (key_sha256, request_sha256, state, status, content_type, body, started_at, expires_at)
      VALUES ($1, $2, 'running', NULL, NULL, NULL, $3, $4)
      ON CONFLICT (key_sha256) DO UPDATE SET
@@ -92,26 +91,26 @@ pub(crate) const BEGIN_SQL: &str = "INSERT INTO idempotency_keys
      WHERE idempotency_keys.expires_at <= $3
         OR (idempotency_keys.state = 'running' AND idempotency_keys.started_at <= $5)
      RETURNING key_sha256";
-pub(crate) const FIND_SQL: &str =
+const FIND_SQL: &str =
     "SELECT request_sha256, state, status, content_type, body FROM idempotency_keys
      WHERE key_sha256 = $1";
-pub(crate) const FINISH_SQL: &str = "UPDATE idempotency_keys
+const FINISH_SQL: &str = "UPDATE idempotency_keys
      SET state = 'done', status = $1, content_type = $2, body = $3
      WHERE key_sha256 = $4 AND request_sha256 = $5 AND state = 'running' AND started_at = $6";
-pub(crate) const RELEASE_SQL: &str = "DELETE FROM idempotency_keys
+const RELEASE_SQL: &str = "DELETE FROM idempotency_keys
      WHERE key_sha256 = $1 AND request_sha256 = $2 AND state = 'running' AND started_at = $3";
-pub(crate) const PRUNE_SQL: &str = "DELETE FROM idempotency_keys WHERE expires_at <= $1";
+const PRUNE_SQL: &str = "DELETE FROM idempotency_keys WHERE expires_at <= $1";
 
 /// The stored (hex) forms of a key's two hashes.
-pub(crate) fn hex(key: &IdempotencyKey) -> (String, String) {
+fn hex(key: &IdempotencyKey) -> (String, String) {
     (to_hex(&key.key_sha256), to_hex(&key.request_sha256))
 }
 
 /// A row of `FIND_SQL`: request, state, status, content type, body.
-pub(crate) type FoundRow = (String, String, Option<i32>, Option<String>, Option<String>);
+type FoundRow = (String, String, Option<i32>, Option<String>, Option<String>);
 
 /// The row `FIND_SQL` read, as an answer to `begin` (`None`: no row).
-pub(crate) fn found(request: &str, row: Option<FoundRow>) -> Result<Begun, StoreError> {
+fn found(request: &str, row: Option<FoundRow>) -> Result<Begun, StoreError> {
     let Some((stored_request, state, status, content_type, body)) = row else {
         // Released between the upsert and this read: the other call
         // answered with an error and a retry may run; say "busy, retry".
@@ -135,67 +134,62 @@ pub(crate) fn found(request: &str, row: Option<FoundRow>) -> Result<Begun, Store
 }
 
 /// [`BEGIN_SQL`]'s parameters after the hashes: now, expiry, stale before.
-pub(crate) fn begin_times(now: DateTime<Utc>) -> [i64; 3] {
+fn begin_times(now: DateTime<Utc>) -> [i64; 3] {
     [now, now + TTL, now - LEASE].map(|t| t.timestamp_millis())
 }
 
-pub(super) fn begin(
-    conn: &Connection,
+pub(super) async fn begin<D: Db>(
+    db: &D,
     key: &IdempotencyKey,
     now: DateTime<Utc>,
 ) -> Result<Begun, StoreError> {
     let (k, r) = hex(key);
     let [at, expires, stale] = begin_times(now);
-    let claimed = conn
-        .prepare_cached(BEGIN_SQL)?
-        .query_row(params![k, r, at, expires, stale], |row| {
-            row.get::<_, String>(0)
-        })
-        .optional()?;
+    let claimed: Option<(String,)> = db.opt(BEGIN_SQL, &[&k, &r, &at, &expires, &stale]).await?;
     if claimed.is_some() {
         return Ok(Begun::Claimed(now));
     }
-    let row = conn
-        .prepare_cached(FIND_SQL)?
-        .query_row([&k], Columns::lite)
-        .optional()?;
-    found(&r, row)
+    found(&r, db.opt(FIND_SQL, &[&k]).await?)
 }
 
-pub(super) fn finish(
-    conn: &Connection,
+pub(super) async fn finish<D: Db>(
+    db: &D,
     key: &IdempotencyKey,
     started: DateTime<Utc>,
     answer: &StoredAnswer,
 ) -> Result<bool, StoreError> {
     let (k, r) = hex(key);
-    let n = conn.prepare_cached(FINISH_SQL)?.execute(params![
-        i32::from(answer.status),
-        answer.content_type,
-        answer.body,
-        k,
-        r,
-        started.timestamp_millis()
-    ])?;
+    let n = db
+        .exec(
+            FINISH_SQL,
+            &[
+                &i32::from(answer.status),
+                &answer.content_type,
+                &answer.body,
+                &k,
+                &r,
+                &started.timestamp_millis(),
+            ],
+        )
+        .await?;
     Ok(n == 1)
 }
 
-pub(super) fn release(
-    conn: &Connection,
+pub(super) async fn release<D: Db>(
+    db: &D,
     key: &IdempotencyKey,
     started: DateTime<Utc>,
 ) -> Result<bool, StoreError> {
     let (k, r) = hex(key);
-    let n = conn
-        .prepare_cached(RELEASE_SQL)?
-        .execute(params![k, r, started.timestamp_millis()])?;
+    let n = db
+        .exec(RELEASE_SQL, &[&k, &r, &started.timestamp_millis()])
+        .await?;
     Ok(n == 1)
 }
 
-pub(super) fn prune(conn: &Connection, now: DateTime<Utc>) -> Result<usize, StoreError> {
-    Ok(conn
-        .prepare_cached(PRUNE_SQL)?
-        .execute([now.timestamp_millis()])?)
+pub(super) async fn prune<D: Db>(db: &D, now: DateTime<Utc>) -> Result<usize, StoreError> {
+    let n = db.exec(PRUNE_SQL, &[&now.timestamp_millis()]).await?;
+    Ok(usize::try_from(n).unwrap_or(usize::MAX))
 }
 
 /// Millisecond resolution, as stored: the claim instant must compare equal

@@ -19,6 +19,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 
 use super::core;
 use super::db::Db;
+use super::Attempt;
 use super::{AlertState, StoreError, Transition};
 
 /// Schema step, the same on both engines (BIGINT has INTEGER affinity on
@@ -172,16 +173,24 @@ pub(super) mod sql {
     pub const FAILURES: &str = "SELECT notifier, failures FROM notifier_failures ORDER BY notifier";
 }
 
-/// Climbs the ladder for an attempt, in the caller's transaction, after
-/// the attempt itself was recorded there: `recorded` is false when the
-/// claim had been taken over (the fencing token did not match), and then
-/// nothing is counted. (Recording the attempt is still each engine's own
-/// `replica::settle_claim` / `ops::record_attempt`, issue #28.)
+/// Records `attempt` on row `id` (under claim `token` when given) and
+/// climbs the ladder, in the caller's transaction. A claim taken over
+/// meanwhile (the fencing token does not match) records and counts
+/// nothing.
 pub(super) async fn settle_counted<D: Db>(
     db: &D,
-    recorded: bool,
+    id: i64,
+    token: Option<i64>,
+    attempt: &Attempt,
     u: &LadderUpdate,
 ) -> Result<LadderOutcome, StoreError> {
+    let recorded = match token {
+        Some(token) => super::replica::settle_claim(db, id, token, attempt).await?,
+        None => {
+            super::core::record_attempt(db, id, attempt).await?;
+            true
+        }
+    };
     if !recorded {
         return Ok(LadderOutcome::fenced());
     }

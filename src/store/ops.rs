@@ -1,17 +1,13 @@
 //! What the rest of the store shares besides its rows (`store::core`):
 //! the ids and keys derived from the database's salt, the dedup hash, and
-//! the keyed alerts of pages that are not about a stream's silence. The
-//! sync wrappers at the end serve SQLite code not yet written over
-//! `store::db::Db` (issue #28).
+//! the keyed alerts of pages that are not about a stream's silence.
 
 use chrono::{DateTime, Utc};
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSqlOutput, ValueRef};
-use rusqlite::{Connection, Row, ToSql};
+use rusqlite::ToSql;
 use sha2::{Digest, Sha256};
 
-use super::core;
-use super::db::{ready, Columns};
-use super::{AlertState, Attempt, OutboxRow, PageKind, StoreError, Transition};
+use super::{AlertState, PageKind};
 use crate::audit::chain::to_hex;
 
 impl ToSql for AlertState {
@@ -162,39 +158,4 @@ pub(super) fn fallback_alert(about: &str) -> KeyedAlert<'_> {
         source: "fallback",
         endpoint_id: about,
     }
-}
-
-// ---------------------------------------------------------------------------
-// Sync wrappers over `store::core` for SQLite code not yet written over
-// `Db` (issue #28); each runs on the writer thread (`db::ready`).
-// ---------------------------------------------------------------------------
-
-fn lite<T>(r: Result<T, StoreError>) -> rusqlite::Result<T> {
-    r.map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
-}
-
-/// The columns `outbox_from_row` reads, for queries outside this module.
-pub(super) fn outbox_columns() -> &'static str {
-    core::OUTBOX_COLUMNS
-}
-
-pub(super) fn outbox_from_row(row: &Row<'_>) -> rusqlite::Result<OutboxRow> {
-    OutboxRow::lite(row)
-}
-
-pub(super) fn queue_keyed_pages(
-    conn: &Connection,
-    t: &Transition,
-    created_at: DateTime<Utc>,
-    alert: &KeyedAlert<'_>,
-) -> rusqlite::Result<bool> {
-    lite(ready(core::queue_keyed_pages(conn, t, created_at, alert)))
-}
-
-pub(super) fn record_attempt(
-    conn: &Connection,
-    id: i64,
-    attempt: &Attempt,
-) -> Result<(), StoreError> {
-    ready(core::record_attempt(conn, id, attempt))
 }

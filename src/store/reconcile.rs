@@ -8,16 +8,15 @@
 //!
 //! The decisions (`reconcile_move`, `first_per_stream`, `subject_matches`, ...)
 //! are pure functions here, tested once; the statements both engines run are
-//! written once in `sql`. This file's SQLite code and `pg::reconcile` only read
-//! rows, call the decision and write its outcome.
+//! written once in `sql`, and each operation once over `store::db::Db`: it
+//! reads rows, calls the decision and writes its outcome.
 
 use chrono::{DateTime, Utc};
-use rusqlite::{params, Connection, OptionalExtension};
 
-use super::db::Columns;
-use super::silences::lite;
+use super::core;
+use super::db::Db;
+use super::ops::millis;
 use super::stored_time;
-use super::subscriptions::millis;
 use super::{AlertState, NewEvent, Store, StoreError, Transition};
 
 /// Migration step (SQLite and PostgreSQL alike: only portable types).
@@ -87,7 +86,7 @@ pub struct LatestReport {
 }
 
 /// Findings per kind of a stored drift list.
-pub(super) fn drift_counts(drift: &str) -> std::collections::BTreeMap<String, u64> {
+fn drift_counts(drift: &str) -> std::collections::BTreeMap<String, u64> {
     let mut counts = std::collections::BTreeMap::new();
     if let Ok(serde_json::Value::Array(items)) = serde_json::from_str(drift) {
         for item in items {
@@ -142,7 +141,7 @@ pub(super) const STALE_GRANTS_MIGRATION: &str = "CREATE TABLE stale_grants (
         PRIMARY KEY (stream, delivery_id)
     );";
 
-pub(super) fn stale_alert(key: &str) -> super::ops::KeyedAlert<'_> {
+fn stale_alert(key: &str) -> super::ops::KeyedAlert<'_> {
     super::ops::KeyedAlert {
         kind: STALE_GRANT_KIND,
         family: "stale-grant",
@@ -163,7 +162,7 @@ pub struct ReconcileTransition {
     pub at: DateTime<Utc>,
 }
 
-pub(super) fn drift_json(drift: &[Drift]) -> String {
+fn drift_json(drift: &[Drift]) -> String {
     serde_json::Value::Array(
         drift
             .iter()
@@ -178,11 +177,11 @@ pub(super) fn drift_json(drift: &[Drift]) -> String {
 }
 
 /// The keyed alert of a report's `revoke_missed` page: one per report.
-pub(super) fn revoke_alert_key(stream: &str, id: &str) -> String {
+fn revoke_alert_key(stream: &str, id: &str) -> String {
     format!("{stream}/{id}")
 }
 
-pub(super) fn revoke_alert<'a>(key: &'a str, id: &'a str) -> super::ops::KeyedAlert<'a> {
+fn revoke_alert<'a>(key: &'a str, id: &'a str) -> super::ops::KeyedAlert<'a> {
     super::ops::KeyedAlert {
         kind: REVOKE_MISSED_KIND,
         family: "reconciliation-report",
@@ -193,7 +192,7 @@ pub(super) fn revoke_alert<'a>(key: &'a str, id: &'a str) -> super::ops::KeyedAl
     }
 }
 
-pub(super) fn missing_alert(stream: &str) -> super::ops::KeyedAlert<'_> {
+fn missing_alert(stream: &str) -> super::ops::KeyedAlert<'_> {
     super::ops::KeyedAlert {
         kind: MISSING_KIND,
         family: "reconciliation-missing",
@@ -204,7 +203,7 @@ pub(super) fn missing_alert(stream: &str) -> super::ops::KeyedAlert<'_> {
     }
 }
 
-pub(super) fn first_per_stream(rows: Vec<LatestReport>) -> Vec<LatestReport> {
+fn first_per_stream(rows: Vec<LatestReport>) -> Vec<LatestReport> {
     let mut out: Vec<LatestReport> = Vec::new();
     for r in rows {
         if out.last().is_none_or(|l| l.stream != r.stream) {
@@ -216,12 +215,12 @@ pub(super) fn first_per_stream(rows: Vec<LatestReport>) -> Vec<LatestReport> {
 
 /// The JSON string literal a subject id is stored as, for a substring
 /// pre-filter (`names_subject` then checks the values exactly).
-pub(super) fn subject_needle(subject: &str) -> String {
+fn subject_needle(subject: &str) -> String {
     serde_json::Value::String(subject.to_owned()).to_string()
 }
 
 /// The stored subject ids as (kind, id) pairs.
-pub(super) fn subject_pairs(subject_ids: &str) -> Vec<(String, String)> {
+fn subject_pairs(subject_ids: &str) -> Vec<(String, String)> {
     serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(subject_ids)
         .map(|m| {
             m.into_iter()
@@ -232,14 +231,14 @@ pub(super) fn subject_pairs(subject_ids: &str) -> Vec<(String, String)> {
 }
 
 /// True when one of the stored subject ids equals `subject`.
-pub(super) fn names_subject(subject_ids: &str, subject: &str) -> bool {
+fn names_subject(subject_ids: &str, subject: &str) -> bool {
     serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(subject_ids)
         .map(|m| m.values().any(|v| v.as_str() == Some(subject)))
         .unwrap_or(false)
 }
 
 /// The key of a stale grant's page: one per (stream, delivery).
-pub(super) fn stale_key(g: &StaleGrant) -> String {
+fn stale_key(g: &StaleGrant) -> String {
     format!("{}/{}", g.stream, g.delivery_id)
 }
 
@@ -252,10 +251,7 @@ pub(super) fn stale_key(g: &StaleGrant) -> String {
 /// state is `current` (None without a row: `ok`). The page to queue when it
 /// moves; None (write nothing) when it is already at `t.to`, so a repeated
 /// evaluation never pages twice.
-pub(super) fn reconcile_move(
-    current: Option<AlertState>,
-    t: &ReconcileTransition,
-) -> Option<Transition> {
+fn reconcile_move(current: Option<AlertState>, t: &ReconcileTransition) -> Option<Transition> {
     if current.unwrap_or(AlertState::Ok) == t.to {
         return None;
     }
@@ -268,22 +264,39 @@ pub(super) fn reconcile_move(
     })
 }
 
-pub(super) fn reconcile_row(
+/// An alert state as stored (`ok`, `firing`).
+fn state_text(s: &AlertState) -> &'static str {
+    match s {
+        AlertState::Ok => "ok",
+        AlertState::Firing => "firing",
+    }
+}
+
+/// A stored alert state read back; anything else is a damaged row.
+pub(super) fn stored_state(s: &str) -> Result<AlertState, StoreError> {
+    match s {
+        "ok" => Ok(AlertState::Ok),
+        "firing" => Ok(AlertState::Firing),
+        other => Err(StoreError::Sql(format!("unknown alert state {other:?}"))),
+    }
+}
+
+fn reconcile_row(
     stream: String,
     last_report_at: Option<i64>,
-    state: AlertState,
+    state: &str,
 ) -> Result<ReconcileRow, StoreError> {
     Ok(ReconcileRow {
         stream,
         last_report_at: last_report_at.map(stored_time).transpose()?,
-        state,
+        state: stored_state(state)?,
     })
 }
 
 /// [`sql::LATEST_REPORTS`]'s columns.
-pub(super) type ReportCols = (String, String, i64, i64, i64, String);
+type ReportCols = (String, String, i64, i64, i64, String);
 
-pub(super) fn latest_report(c: ReportCols) -> Result<LatestReport, StoreError> {
+fn latest_report(c: ReportCols) -> Result<LatestReport, StoreError> {
     Ok(LatestReport {
         stream: c.0,
         id: c.1,
@@ -295,7 +308,7 @@ pub(super) fn latest_report(c: ReportCols) -> Result<LatestReport, StoreError> {
 }
 
 /// The columns of [`sql::SUBJECTS_LITE`] and its kin.
-pub(super) type SubjectCols = (
+type SubjectCols = (
     i64,
     String,
     String,
@@ -308,10 +321,7 @@ pub(super) type SubjectCols = (
 
 /// The entry a row found by the substring pre-filter stands for, when one
 /// of its subject ids really is `subject` ([`names_subject`]).
-pub(super) fn subject_entry(
-    c: SubjectCols,
-    subject: &str,
-) -> Result<Option<SubjectEntry>, StoreError> {
+fn subject_entry(c: SubjectCols, subject: &str) -> Result<Option<SubjectEntry>, StoreError> {
     if !names_subject(&c.7, subject) {
         return Ok(None);
     }
@@ -328,7 +338,7 @@ pub(super) fn subject_entry(
 }
 
 /// The statements both engines run, written once with PostgreSQL's `$N`
-/// placeholders (SQLite runs them through `silences::lite`).
+/// placeholders (`store::db`).
 pub(super) mod sql {
     pub const RECORD: &str = "INSERT INTO reconciliations
            (stream, id, received_at, started_at, finished_at, checked, drift)
@@ -353,6 +363,8 @@ pub(super) mod sql {
         ORDER BY r.stream, r.id DESC";
     /// The alert's state (PostgreSQL locks the row it creates first).
     pub const STATE: &str = "SELECT alert_state FROM reconcile_state WHERE stream = $1";
+    pub const ENSURE: &str =
+        "INSERT INTO reconcile_state (stream) VALUES ($1) ON CONFLICT (stream) DO NOTHING";
     pub const SET_STATE: &str = "INSERT INTO reconcile_state (stream, alert_state) VALUES ($1, $2)
          ON CONFLICT (stream) DO UPDATE SET alert_state = excluded.alert_state";
     pub const STALE: &str = "INSERT INTO stale_grants
@@ -387,116 +399,140 @@ pub(super) mod sql {
 }
 
 // ---------------------------------------------------------------------------
-// SQLite: reads the rows, calls the decisions, writes the outcome.
-// (PostgreSQL's is `pg::reconcile`.)
+// Rows, on either engine (`store::db`): read them, call the decisions,
+// write the outcome.
 // ---------------------------------------------------------------------------
 
-/// Stores the report unless its id was seen; true when it was new.
-pub(super) fn record(
-    conn: &Connection,
+/// Stores the report unless its id was seen; true when it was new. Takes
+/// the audit head's lock first when the report may append (the ingest
+/// lock order, see `core::lock_head`).
+pub(super) async fn record<D: Db>(
+    db: &D,
     r: &NewReconciliation,
     now: DateTime<Utc>,
 ) -> Result<bool, StoreError> {
-    let inserted = conn.prepare_cached(&lite(sql::RECORD))?.execute(params![
-        r.stream,
-        r.id,
-        millis(now),
-        millis(r.started_at),
-        millis(r.finished_at),
-        r.checked,
-        drift_json(&r.drift)
-    ])?;
+    core::lock_audit_head(db, r.entry.as_slice()).await?;
+    let inserted = db
+        .exec(
+            sql::RECORD,
+            &[
+                &r.stream,
+                &r.id,
+                &millis(now),
+                &millis(r.started_at),
+                &millis(r.finished_at),
+                &r.checked,
+                &drift_json(&r.drift),
+            ],
+        )
+        .await?;
     if inserted == 0 {
         return Ok(false);
     }
-    conn.prepare_cached(&lite(sql::LAST_REPORT))?
-        .execute(params![r.stream, millis(now)])?;
+    db.exec(sql::LAST_REPORT, &[&r.stream, &millis(now)])
+        .await?;
     if let Some(entry) = &r.entry {
-        super::audit::append(conn, entry)?;
+        core::append_audit(db, entry).await?;
     }
     if let Some(page) = &r.page {
         let key = revoke_alert_key(&r.stream, &r.id);
-        super::ops::queue_keyed_pages(conn, page, now, &revoke_alert(&key, &r.id))?;
+        core::queue_keyed_pages(db, page, now, &revoke_alert(&key, &r.id)).await?;
     }
     Ok(true)
 }
 
 /// Records a stale grant once; true (and its page queued) when new.
-pub(super) fn record_stale(
-    conn: &Connection,
+pub(super) async fn record_stale<D: Db>(
+    db: &D,
     g: &StaleGrant,
     now: DateTime<Utc>,
-) -> rusqlite::Result<bool> {
-    let inserted = conn.prepare_cached(&lite(sql::STALE))?.execute(params![
-        g.stream,
-        g.delivery_id,
-        g.subject,
-        millis(g.grant_event_time),
-        g.revoke_seq,
-        millis(now),
-        g.revoke_delivery_id
-    ])?;
+) -> Result<bool, StoreError> {
+    let inserted = db
+        .exec(
+            sql::STALE,
+            &[
+                &g.stream,
+                &g.delivery_id,
+                &g.subject,
+                &millis(g.grant_event_time),
+                &g.revoke_seq,
+                &millis(now),
+                &g.revoke_delivery_id,
+            ],
+        )
+        .await?;
     if inserted == 0 {
         return Ok(false);
     }
-    super::ops::queue_keyed_pages(conn, &g.page, now, &stale_alert(&stale_key(g)))?;
+    core::queue_keyed_pages(db, &g.page, now, &stale_alert(&stale_key(g))).await?;
     Ok(true)
 }
 
-pub(super) fn states(conn: &Connection) -> Result<Vec<ReconcileRow>, StoreError> {
-    conn.prepare_cached(&lite(sql::STATES))?
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
-        .collect::<rusqlite::Result<Vec<_>>>()?
-        .into_iter()
-        .map(|(stream, last, state)| reconcile_row(stream, last, state))
+pub(super) async fn states<D: Db>(db: &D) -> Result<Vec<ReconcileRow>, StoreError> {
+    let rows: Vec<(String, Option<i64>, String)> = db.rows(sql::STATES, &[]).await?;
+    rows.into_iter()
+        .map(|(stream, last, state)| reconcile_row(stream, last, &state))
         .collect()
 }
 
-pub(super) fn latest_reports(conn: &Connection) -> Result<Vec<LatestReport>, StoreError> {
-    let rows = conn
-        .prepare_cached(sql::LATEST_REPORTS)?
-        .query_map([], ReportCols::lite)?
-        .collect::<rusqlite::Result<Vec<_>>>()?
+pub(super) async fn latest_reports<D: Db>(db: &D) -> Result<Vec<LatestReport>, StoreError> {
+    let rows: Vec<ReportCols> = db.rows(sql::LATEST_REPORTS, &[]).await?;
+    let reports = rows
         .into_iter()
         .map(latest_report)
         .collect::<Result<_, _>>()?;
-    Ok(first_per_stream(rows))
+    Ok(first_per_stream(reports))
 }
 
 /// Compare-and-set on the stream's reconciliation alert, then its pages.
-pub(super) fn transition(conn: &Connection, t: &ReconcileTransition) -> Result<bool, StoreError> {
-    let current = conn
-        .prepare_cached(&lite(sql::STATE))?
-        .query_row([&t.stream], |r| r.get(0))
-        .optional()?;
+/// On PostgreSQL the row is created first so that it can be locked (`FOR
+/// UPDATE`): replicas share the database, and two of them evaluating the
+/// same stream take turns. SQLite's one writer needs neither, and a stream
+/// gets no row there until its alert first moves.
+pub(super) async fn transition<D: Db>(db: &D, t: &ReconcileTransition) -> Result<bool, StoreError> {
+    if !D::ROW_LOCK.is_empty() {
+        db.exec(sql::ENSURE, &[&t.stream]).await?;
+    }
+    let current: Option<(String,)> = db.opt(&D::locked(sql::STATE), &[&t.stream]).await?;
+    let current = current.map(|(s,)| stored_state(&s)).transpose()?;
     let Some(page) = reconcile_move(current, t) else {
         return Ok(false);
     };
-    conn.prepare_cached(&lite(sql::SET_STATE))?
-        .execute(params![t.stream, t.to])?;
-    super::ops::queue_keyed_pages(conn, &page, t.at, &missing_alert(&t.stream))?;
+    db.exec(sql::SET_STATE, &[&t.stream, &state_text(&t.to)])
+        .await?;
+    core::queue_keyed_pages(db, &page, t.at, &missing_alert(&t.stream)).await?;
     Ok(true)
 }
 
 /// The newest audit entries (at most `limit`) naming `subject` as one of
 /// their subject ids, newest first.
-pub(super) fn subject_entries(
-    conn: &Connection,
+pub(super) async fn subject_entries<D: Db>(
+    db: &D,
     subject: &str,
     window: Option<&(String, DateTime<Utc>)>,
     limit: i64,
 ) -> Result<Vec<SubjectEntry>, StoreError> {
     let needle = subject_needle(subject);
-    let cols = |r: &rusqlite::Row<'_>| SubjectCols::lite(r);
-    let found = match window {
-        Some((stream, since)) => conn
-            .prepare_cached(&lite(sql::WINDOWED_SUBJECTS_LITE))?
-            .query_map(params![needle, limit, stream, millis(*since)], cols)?
-            .collect::<rusqlite::Result<Vec<_>>>()?,
-        None => conn
-            .prepare_cached(&lite(sql::SUBJECTS_LITE))?
-            .query_map(params![needle, limit], cols)?
-            .collect::<rusqlite::Result<Vec<_>>>()?,
+    // The dialects differ in the substring function only (see `sql`).
+    let lite = D::ROW_LOCK.is_empty();
+    let found: Vec<SubjectCols> = match window {
+        Some((stream, since)) => {
+            let statement = if lite {
+                sql::WINDOWED_SUBJECTS_LITE
+            } else {
+                sql::WINDOWED_SUBJECTS_PG
+            };
+            db.rows(statement, &[&needle, &limit, stream, &millis(*since)])
+                .await?
+        }
+        None => {
+            let statement = if lite {
+                sql::SUBJECTS_LITE
+            } else {
+                sql::SUBJECTS_PG
+            };
+            db.rows(statement, &[&needle, &limit]).await?
+        }
     };
     let mut out = Vec::new();
     for c in found {
@@ -623,8 +659,9 @@ mod tests {
         assert_eq!(report.drift.get("revoke_missed"), Some(&2));
         assert_eq!(report.drift.get("other"), Some(&1));
         assert!(latest_report(("s".into(), "r".into(), i64::MAX, 0, 0, "[]".into())).is_err());
-        let row = reconcile_row("s".into(), None, AlertState::Ok).unwrap();
-        assert_eq!(row.last_report_at, None);
+        let row = reconcile_row("s".into(), None, "ok").unwrap();
+        assert_eq!((row.last_report_at, row.state), (None, AlertState::Ok));
+        assert!(reconcile_row("s".into(), None, "maybe").is_err());
     }
 
     #[test]

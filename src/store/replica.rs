@@ -1,6 +1,7 @@
 //! Store operations for running several hushwatch processes on one
-//! database (issue #13), and their SQLite implementation (one process:
-//! every operation is trivially consistent under the single writer).
+//! database (issue #13), written once for both engines over
+//! `store::db::Db` (on SQLite, one process: every operation is trivially
+//! consistent under the single writer; PostgreSQL adds the row locks).
 //!
 //! - **Outbox claims**: `claim_outbox` hands out the oldest due page of
 //!   each (alert, notifier) queue with a lease (`claimed_by`,
@@ -16,18 +17,19 @@
 //!   those seen since an instant.
 //! - **Change feed**: `Store::changes` yields the streams whose arrival a
 //!   commit moved, on any replica (`Change::Resync` when notifications may
-//!   have been missed: re-read every stream).
+//!   have been missed: re-read every stream). On PostgreSQL that is a
+//!   connection of its own, LISTENing (`pg::replica`).
 //!
 //! Every instant comes from the caller (the store's clock: the database
 //! server's on PostgreSQL, see `pg::clock`), so the conformance suite
 //! drives lease expiry with a `ManualClock`.
 
-use chrono::{DateTime, TimeDelta, Utc};
-use rusqlite::{params, Connection, OptionalExtension};
+use std::sync::LazyLock;
 
-use super::db::Columns;
-use super::ops::{outbox_columns, outbox_from_row};
-use super::silences::lite;
+use chrono::{DateTime, TimeDelta, Utc};
+
+use super::core::OUTBOX_COLUMNS;
+use super::db::Db;
 use super::{stored_time, Attempt, OutboxRow, StoreError};
 
 /// Schema step (SQLite): claim columns on the outbox, the leader row and
@@ -88,8 +90,7 @@ fn ms(t: DateTime<Utc>) -> i64 {
 }
 
 /// The statements both engines run, written once with PostgreSQL's `$N`
-/// placeholders (SQLite runs them through `silences::lite`). PostgreSQL
-/// adds row locks ([`claim`]'s `SKIP LOCKED`, `FOR UPDATE` on
+/// placeholders (`store::db`). PostgreSQL adds row locks ([`claim`]'s `SKIP LOCKED`, `FOR UPDATE` on
 /// [`sql::CLAIM_STATE`] and [`sql::LEADER`]): replicas share it, SQLite
 /// has one writer.
 pub(super) mod sql {
@@ -135,7 +136,7 @@ pub(super) mod sql {
 /// (PostgreSQL: rows another replica is claiming right now are skipped, not
 /// waited for; a younger row of the same queue is not claimable while an
 /// older one is pending, so a queue is never split between replicas).
-pub(super) fn claim(lock: &str) -> String {
+fn claim(lock: &str) -> String {
     sql::CLAIM.replace("{}", &format!("{}{lock}", sql::CLAIMABLE))
 }
 
@@ -145,18 +146,18 @@ pub(super) fn claim(lock: &str) -> String {
 
 /// True when `token` is still the claim of a pending row, given its
 /// [`sql::CLAIM_STATE`] (None: no row).
-pub(super) fn holds(current: Option<(i64, String)>, token: i64) -> bool {
+fn holds(current: Option<(i64, String)>, token: i64) -> bool {
     current.is_some_and(|(t, status)| t == token && status == "pending")
 }
 
 /// The leader row: holder, term, lease end (ms).
-pub(super) type LeaderRow = (Option<String>, i64, i64);
+type LeaderRow = (Option<String>, i64, i64);
 
 /// What `elect` does with the leader row (None: there is none yet): the
 /// term to write for the caller with lease end `until`, if any, and the
 /// answer. The caller renews the current term it holds, takes a new one
 /// once the lease is free or ran out, else is told who holds it.
-pub(super) fn elect_outcome(
+fn elect_outcome(
     row: Option<LeaderRow>,
     replica: &str,
     term: Option<i64>,
@@ -189,9 +190,7 @@ pub(super) fn elect_outcome(
     Ok((ours, leadership))
 }
 
-pub(super) fn replica_row(
-    (id, started_at, seen_at): (String, i64, i64),
-) -> Result<ReplicaRow, StoreError> {
+fn replica_row((id, started_at, seen_at): (String, i64, i64)) -> Result<ReplicaRow, StoreError> {
     Ok(ReplicaRow {
         id,
         started_at: stored_time(started_at)?,
@@ -199,104 +198,100 @@ pub(super) fn replica_row(
     })
 }
 
+static READ_CLAIMED: LazyLock<String> =
+    LazyLock::new(|| format!("SELECT {OUTBOX_COLUMNS} FROM outbox o WHERE o.id = $1"));
+
 // ---------------------------------------------------------------------------
-// SQLite: reads the rows, calls the decisions, writes the outcome.
-// (PostgreSQL's is `pg::replica`.)
+// Rows, on either engine (`store::db`): read them, call the decisions,
+// write the outcome.
 // ---------------------------------------------------------------------------
 
-pub(super) fn claim_outbox(
-    conn: &Connection,
+pub(super) async fn claim_outbox<D: Db>(
+    db: &D,
     replica: &str,
     now: DateTime<Utc>,
     lease: TimeDelta,
     limit: i64,
 ) -> Result<Vec<Claim>, StoreError> {
     let until = now + lease;
-    let mut claimed: Vec<(i64, i64)> = conn
-        .prepare_cached(&lite(&claim("")))?
-        .query_map(params![ms(now), replica, ms(until), limit], Columns::lite)?
-        .collect::<rusqlite::Result<_>>()?;
+    // PostgreSQL: skip, not wait for, rows another replica is claiming
+    // right now (see [`claim`]). SQLite's one writer claims alone.
+    let lock = if D::ROW_LOCK.is_empty() {
+        ""
+    } else {
+        " FOR UPDATE SKIP LOCKED"
+    };
+    let mut claimed: Vec<(i64, i64)> = db
+        .rows(&claim(lock), &[&ms(now), &replica, &ms(until), &limit])
+        .await?;
     // In id order: the order RETURNING gives is unspecified.
     claimed.sort_unstable();
-    let mut read = conn.prepare_cached(&format!(
-        "SELECT {} FROM outbox o WHERE o.id = ?1",
-        outbox_columns()
-    ))?;
-    claimed
-        .into_iter()
-        .map(|(id, token)| {
-            Ok(Claim {
-                row: read.query_row([id], outbox_from_row)?,
-                token,
-                lease_until: until,
-            })
-        })
-        .collect()
+    let mut out = Vec::with_capacity(claimed.len());
+    for (id, token) in claimed {
+        let row: OutboxRow = db.one(&READ_CLAIMED, &[&id]).await?;
+        out.push(Claim {
+            row,
+            token,
+            lease_until: until,
+        });
+    }
+    Ok(out)
 }
 
 /// Records `attempt` on row `id` if `token` is still its claim (and it is
 /// still pending); releases the claim. False: a newer claim owns it now.
-pub(super) fn settle_claim(
-    conn: &Connection,
+/// The row is locked on PostgreSQL, so a concurrent claim waits for this.
+pub(super) async fn settle_claim<D: Db>(
+    db: &D,
     id: i64,
     token: i64,
     attempt: &Attempt,
 ) -> Result<bool, StoreError> {
-    let current = conn
-        .prepare_cached(&lite(sql::CLAIM_STATE))?
-        .query_row([id], Columns::lite)
-        .optional()?;
+    let current = db.opt(&D::locked(sql::CLAIM_STATE), &[&id]).await?;
     if !holds(current, token) {
         return Ok(false);
     }
-    super::ops::record_attempt(conn, id, attempt)?;
-    conn.prepare_cached(&lite(sql::UNCLAIM))?.execute([id])?;
+    super::core::record_attempt(db, id, attempt).await?;
+    db.exec(sql::UNCLAIM, &[&id]).await?;
     Ok(true)
 }
 
-pub(super) fn elect(
-    conn: &Connection,
+/// Under the leader row's lock on PostgreSQL: two replicas electing at
+/// once take turns.
+pub(super) async fn elect<D: Db>(
+    db: &D,
     replica: &str,
     term: Option<i64>,
     now: DateTime<Utc>,
     ttl: TimeDelta,
 ) -> Result<Leadership, StoreError> {
-    let row = conn
-        .prepare_cached(&lite(sql::LEADER))?
-        .query_row([], Columns::lite)
-        .optional()?;
+    let row: Option<LeaderRow> = db.opt(&D::locked(sql::LEADER), &[]).await?;
     let (write, leadership) = elect_outcome(row, replica, term, ms(now), ms(now + ttl))?;
     if let Some(t) = write {
-        conn.prepare_cached(&lite(sql::LEAD))?
-            .execute(params![replica, t, ms(now + ttl)])?;
+        db.exec(sql::LEAD, &[&replica, &t, &ms(now + ttl)]).await?;
     }
     Ok(leadership)
 }
 
-pub(super) fn resign(conn: &Connection, replica: &str, term: i64) -> Result<bool, StoreError> {
-    let n = conn
-        .prepare_cached(&lite(sql::RESIGN))?
-        .execute(params![replica, term])?;
-    Ok(n > 0)
+pub(super) async fn resign<D: Db>(db: &D, replica: &str, term: i64) -> Result<bool, StoreError> {
+    Ok(db.exec(sql::RESIGN, &[&replica, &term]).await? > 0)
 }
 
-pub(super) fn heartbeat(
-    conn: &Connection,
+pub(super) async fn heartbeat<D: Db>(
+    db: &D,
     replica: &str,
     now: DateTime<Utc>,
 ) -> Result<(), StoreError> {
-    conn.prepare_cached(&lite(sql::HEARTBEAT))?
-        .execute(params![replica, ms(now)])?;
+    db.exec(sql::HEARTBEAT, &[&replica, &ms(now)]).await?;
     Ok(())
 }
 
-pub(super) fn replicas(
-    conn: &Connection,
+pub(super) async fn replicas<D: Db>(
+    db: &D,
     seen_since: DateTime<Utc>,
 ) -> Result<Vec<ReplicaRow>, StoreError> {
-    conn.prepare_cached(&lite(sql::REPLICAS))?
-        .query_map([ms(seen_since)], Columns::lite)?
-        .collect::<rusqlite::Result<Vec<_>>>()?
+    db.rows(sql::REPLICAS, &[&ms(seen_since)])
+        .await?
         .into_iter()
         .map(replica_row)
         .collect()

@@ -9,10 +9,11 @@
 
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
-use rusqlite::{params, Connection, OptionalExtension};
 
+use super::db::Db;
+use super::ops::millis;
 use super::reconcile::StaleGrant;
-use super::{AlertState, NewEvent, Transition};
+use super::{stored_time, AlertState, NewEvent, StoreError, Transition};
 
 /// Migration step (SQLite and PostgreSQL alike): the index, the
 /// revocation's delivery id on a stale grant (the index has no audit seq;
@@ -111,13 +112,13 @@ pub fn newer_by<K: Ord>(
 
 /// The revocation a grant must be checked against: the newer by event
 /// time, as `NEWER_SQL` orders.
-pub(super) fn newer_of(a: Option<Revocation>, b: Option<Revocation>) -> Option<Revocation> {
+fn newer_of(a: Option<Revocation>, b: Option<Revocation>) -> Option<Revocation> {
     newer_by(a, b, |r| r.event_time)
 }
 
 /// The (subject, organization) forms a grant is looked up under: as it is
 /// stored now, then as earlier revocations may have stored it.
-pub(super) fn grant_forms<'a>(
+fn grant_forms<'a>(
     subject: &'a str,
     organization: &'a Option<String>,
     earlier: &'a [(String, Option<String>)],
@@ -125,17 +126,17 @@ pub(super) fn grant_forms<'a>(
     std::iter::once((subject, organization)).chain(earlier.iter().map(|(s, o)| (s.as_str(), o)))
 }
 
-pub(super) fn org_key(organization: &Option<String>) -> &str {
+fn org_key(organization: &Option<String>) -> &str {
     organization.as_deref().unwrap_or("")
 }
 
-pub(super) fn org_from_key(key: String) -> Option<String> {
+fn org_from_key(key: String) -> Option<String> {
     (!key.is_empty()).then_some(key)
 }
 
 /// The stale grant (with its page) for an accepted grant-class `event`
 /// older than `revoke`.
-pub(super) fn stale_grant(
+fn stale_grant(
     event: &NewEvent,
     subject: &str,
     page: &StalePage,
@@ -160,7 +161,7 @@ pub(super) fn stale_grant(
     })
 }
 
-pub(super) const UPSERT_SQL: &str = "INSERT INTO revocations
+const UPSERT_SQL: &str = "INSERT INTO revocations
         (stream, subject, organization, event_time, received_at, delivery_id, event_type)
     VALUES ($1, $2, $3, $4, $5, $6, $7)
     ON CONFLICT (stream, subject, organization) DO UPDATE SET
@@ -171,57 +172,58 @@ pub(super) const UPSERT_SQL: &str = "INSERT INTO revocations
 
 /// A revocation of the subject newer (by event time) than the grant's, in
 /// the grant's organization or in none (a revocation of the whole user).
-pub(super) const NEWER_SQL: &str = "SELECT organization, event_time, received_at, delivery_id,
+const NEWER_SQL: &str = "SELECT organization, event_time, received_at, delivery_id,
         event_type
     FROM revocations
     WHERE stream = $1 AND subject = $2 AND event_time > $3
       AND ($4 = '' OR organization = $4 OR organization = '')
     ORDER BY event_time DESC LIMIT 1";
 
-pub(super) const LATEST_SQL: &str = "SELECT organization, event_time, received_at, delivery_id,
+const LATEST_SQL: &str = "SELECT organization, event_time, received_at, delivery_id,
         event_type
     FROM revocations WHERE stream = $1 AND subject = $2
     ORDER BY received_at DESC LIMIT 1";
 
-pub(super) const PRUNE_SQL: &str = "DELETE FROM revocations WHERE received_at < $1";
+const PRUNE_SQL: &str = "DELETE FROM revocations WHERE received_at < $1";
 
-fn millis(t: DateTime<Utc>) -> i64 {
-    t.timestamp_millis()
-}
+/// The columns of [`NEWER_SQL`] and [`LATEST_SQL`].
+type RevocationCols = (String, Option<i64>, i64, Option<String>, String);
 
-fn time(ms: i64) -> rusqlite::Result<DateTime<Utc>> {
-    DateTime::from_timestamp_millis(ms).ok_or(rusqlite::Error::IntegralValueOutOfRange(0, ms))
-}
-
-fn revocation(row: &rusqlite::Row<'_>) -> rusqlite::Result<Revocation> {
+fn revocation(
+    (organization, event_time, received_at, delivery_id, event_type): RevocationCols,
+) -> Result<Revocation, StoreError> {
     Ok(Revocation {
-        organization: org_from_key(row.get(0)?),
-        event_time: row.get::<_, Option<i64>>(1)?.map(time).transpose()?,
-        received_at: time(row.get(2)?)?,
-        delivery_id: row.get(3)?,
-        event_type: row.get(4)?,
+        organization: org_from_key(organization),
+        event_time: event_time.map(stored_time).transpose()?,
+        received_at: stored_time(received_at)?,
+        delivery_id,
+        event_type,
     })
 }
 
 /// The ingest transaction's step for an accepted event: one statement for
 /// a revoke-class or grant-class event (plus the record of a stale grant),
 /// none for any other.
-pub(super) fn note(conn: &Connection, event: &NewEvent) -> rusqlite::Result<()> {
+pub(super) async fn note<D: Db>(db: &D, event: &NewEvent) -> Result<(), StoreError> {
     match &event.access {
         None => Ok(()),
         Some(AccessNote::Revoke {
             subject,
             organization,
         }) => {
-            conn.prepare_cached(UPSERT_SQL)?.execute(params![
-                event.stream,
-                subject,
-                org_key(organization),
-                event.event_time.map(millis),
-                millis(event.received_at),
-                event.delivery_id,
-                event.event_type
-            ])?;
+            db.exec(
+                UPSERT_SQL,
+                &[
+                    &event.stream,
+                    subject,
+                    &org_key(organization),
+                    &event.event_time.map(millis),
+                    &millis(event.received_at),
+                    &event.delivery_id,
+                    &event.event_type,
+                ],
+            )
+            .await?;
             Ok(())
         }
         Some(AccessNote::Grant {
@@ -235,48 +237,49 @@ pub(super) fn note(conn: &Connection, event: &NewEvent) -> rusqlite::Result<()> 
             };
             let mut newer = None;
             for (form, org) in grant_forms(subject, organization, earlier) {
-                let found = conn
-                    .prepare_cached(NEWER_SQL)?
-                    .query_row(
-                        params![event.stream, form, millis(grant_time), org_key(org)],
-                        revocation,
+                let found: Option<RevocationCols> = db
+                    .opt(
+                        NEWER_SQL,
+                        &[&event.stream, &form, &millis(grant_time), &org_key(org)],
                     )
-                    .optional()?;
-                newer = newer_of(newer, found);
+                    .await?;
+                newer = newer_of(newer, found.map(revocation).transpose()?);
             }
             if let Some(g) = newer.and_then(|r| stale_grant(event, subject, page, &r)) {
-                super::reconcile::record_stale(conn, &g, event.received_at)?;
+                super::reconcile::record_stale(db, &g, event.received_at).await?;
             }
             Ok(())
         }
     }
 }
 
-pub(super) fn latest(
-    conn: &Connection,
+pub(super) async fn latest<D: Db>(
+    db: &D,
     stream: &str,
     subject: &str,
-) -> rusqlite::Result<Option<Revocation>> {
-    conn.prepare_cached(LATEST_SQL)?
-        .query_row(params![stream, subject], revocation)
-        .optional()
+) -> Result<Option<Revocation>, StoreError> {
+    let row: Option<RevocationCols> = db.opt(LATEST_SQL, &[&stream, &subject]).await?;
+    row.map(revocation).transpose()
 }
 
-pub(super) fn prune(conn: &Connection, before: DateTime<Utc>) -> rusqlite::Result<usize> {
-    conn.prepare_cached(PRUNE_SQL)?.execute([millis(before)])
+pub(super) async fn prune<D: Db>(db: &D, before: DateTime<Utc>) -> Result<usize, StoreError> {
+    let n = db.exec(PRUNE_SQL, &[&millis(before)]).await?;
+    Ok(usize::try_from(n).unwrap_or(usize::MAX))
 }
 
 /// When the stale grant of `(stream, delivery_id)` was recorded, if it was.
-pub(super) fn stale_recorded_at(
-    conn: &Connection,
+pub(super) async fn stale_recorded_at<D: Db>(
+    db: &D,
     stream: &str,
     delivery_id: &str,
-) -> rusqlite::Result<Option<DateTime<Utc>>> {
-    conn.prepare_cached(
-        "SELECT recorded_at FROM stale_grants WHERE stream = $1 AND delivery_id = $2",
-    )?
-    .query_row(params![stream, delivery_id], |r| time(r.get(0)?))
-    .optional()
+) -> Result<Option<DateTime<Utc>>, StoreError> {
+    let row: Option<(i64,)> = db
+        .opt(
+            "SELECT recorded_at FROM stale_grants WHERE stream = $1 AND delivery_id = $2",
+            &[&stream, &delivery_id],
+        )
+        .await?;
+    row.map(|(at,)| stored_time(at)).transpose()
 }
 
 impl super::Store {

@@ -472,13 +472,6 @@ pub(super) mod sql {
          ORDER BY a.stream";
 }
 
-/// A statement of [`sql`] in SQLite's placeholders (`$N` → `?N`), for the
-/// modules whose SQLite code still prepares statements itself; operations
-/// written over [`Db`] get the same rewrite from `store::db`.
-pub(super) fn lite(sql: &str) -> String {
-    sql.replace('$', "?")
-}
-
 // ---------------------------------------------------------------------------
 // The rows, read and written once for both engines (`store::db`): each
 // operation reads the rows a decision needs, calls it and writes what it
@@ -1131,13 +1124,6 @@ mod tests {
             let e = Note::acknowledged("a", 5_000, "carol", "on it").event(at(1));
             assert_eq!(e.delivery_id.as_deref(), Some("ack-a-5000"));
             assert_eq!(e.event_type, "hushwatch.stream.acknowledged");
-        }
-
-        #[test]
-        fn shared_statements_become_sqlite_placeholders() {
-            assert_eq!(lite(sql::ACTIVE_AT).matches("?1").count(), 2);
-            assert!(!lite(sql::HOLD_KEYED).contains('$'));
-            assert!(lite(sql::HOLD_KEYED).contains("?11"));
         }
     }
 

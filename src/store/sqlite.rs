@@ -215,12 +215,9 @@ impl Backend for SqliteBackend {
         update: super::ladder::LadderUpdate,
     ) -> StoreResult<super::ladder::LadderOutcome> {
         self.call(move |c| {
-            // Recording the attempt is still SQLite's own code (issue #28).
-            let recorded = match token {
-                Some(token) => super::replica::settle_claim(c, id, token, &attempt)?,
-                None => db::ready(core::record_attempt(c, id, &attempt)).map(|()| true)?,
-            };
-            db::ready(super::ladder::settle_counted(c, recorded, &update))
+            db::ready(super::ladder::settle_counted(
+                c, id, token, &attempt, &update,
+            ))
         })
         .await
     }
@@ -272,19 +269,21 @@ impl Backend for SqliteBackend {
         report: NewReconciliation,
         now: DateTime<Utc>,
     ) -> StoreResult<bool> {
-        self.call(move |c| reconcile::record(c, &report, now)).await
+        self.call(move |c| db::ready(reconcile::record(c, &report, now)))
+            .await
     }
 
     async fn reconcile_states(&self) -> StoreResult<Vec<ReconcileRow>> {
-        self.call(reconcile::states).await
+        self.call(|c| db::ready(reconcile::states(c))).await
     }
 
     async fn reconcile_transition(&self, t: ReconcileTransition) -> StoreResult<bool> {
-        self.call(move |c| reconcile::transition(c, &t)).await
+        self.call(move |c| db::ready(reconcile::transition(c, &t)))
+            .await
     }
 
     async fn record_stale_grant(&self, g: StaleGrant, now: DateTime<Utc>) -> StoreResult<bool> {
-        self.call(move |c| Ok(reconcile::record_stale(c, &g, now)?))
+        self.call(move |c| db::ready(reconcile::record_stale(c, &g, now)))
             .await
     }
 
@@ -293,16 +292,16 @@ impl Backend for SqliteBackend {
         stream: String,
         subject: String,
     ) -> StoreResult<Option<super::revocations::Revocation>> {
-        self.call(move |c| Ok(super::revocations::latest(c, &stream, &subject)?))
+        self.call(move |c| db::ready(super::revocations::latest(c, &stream, &subject)))
             .await
     }
 
     async fn latest_reconciliations(&self) -> StoreResult<Vec<reconcile::LatestReport>> {
-        self.call(reconcile::latest_reports).await
+        self.call(|c| db::ready(reconcile::latest_reports(c))).await
     }
 
     async fn prune_revocations(&self, before: DateTime<Utc>) -> StoreResult<usize> {
-        self.call(move |c| Ok(super::revocations::prune(c, before)?))
+        self.call(move |c| db::ready(super::revocations::prune(c, before)))
             .await
     }
 
@@ -312,11 +311,11 @@ impl Backend for SqliteBackend {
         delivery_id: String,
     ) -> StoreResult<Option<DateTime<Utc>>> {
         self.call(move |c| {
-            Ok(super::revocations::stale_recorded_at(
+            db::ready(super::revocations::stale_recorded_at(
                 c,
                 &stream,
                 &delivery_id,
-            )?)
+            ))
         })
         .await
     }
@@ -327,23 +326,33 @@ impl Backend for SqliteBackend {
         window: Option<(String, DateTime<Utc>)>,
         limit: i64,
     ) -> StoreResult<Vec<SubjectEntry>> {
-        self.call(move |c| reconcile::subject_entries(c, &subject, window.as_ref(), limit))
-            .await
+        self.call(move |c| {
+            db::ready(reconcile::subject_entries(
+                c,
+                &subject,
+                window.as_ref(),
+                limit,
+            ))
+        })
+        .await
     }
 
     async fn add_gap_counts(&self, deltas: Vec<super::gaps::GapCount>) -> StoreResult<()> {
-        self.call(move |c| super::gaps::add(c, &deltas)).await
+        self.call(move |c| db::ready(super::gaps::add(c, &deltas)))
+            .await
     }
 
     async fn gap_counts(
         &self,
         since: chrono::NaiveDate,
     ) -> StoreResult<Vec<super::gaps::GapCount>> {
-        self.call(move |c| super::gaps::load(c, since)).await
+        self.call(move |c| db::ready(super::gaps::load(c, since)))
+            .await
     }
 
     async fn prune_gap_counts(&self, before: chrono::NaiveDate) -> StoreResult<usize> {
-        self.call(move |c| super::gaps::prune(c, before)).await
+        self.call(move |c| db::ready(super::gaps::prune(c, before)))
+            .await
     }
 
     async fn idempotency_begin(
@@ -351,7 +360,7 @@ impl Backend for SqliteBackend {
         key: super::idempotency::IdempotencyKey,
         now: DateTime<Utc>,
     ) -> StoreResult<super::idempotency::Begun> {
-        self.call(move |c| super::idempotency::begin(c, &key, now))
+        self.call(move |c| db::ready(super::idempotency::begin(c, &key, now)))
             .await
     }
 
@@ -361,7 +370,7 @@ impl Backend for SqliteBackend {
         started: DateTime<Utc>,
         answer: super::idempotency::StoredAnswer,
     ) -> StoreResult<bool> {
-        self.call(move |c| super::idempotency::finish(c, &key, started, &answer))
+        self.call(move |c| db::ready(super::idempotency::finish(c, &key, started, &answer)))
             .await
     }
 
@@ -370,12 +379,13 @@ impl Backend for SqliteBackend {
         key: super::idempotency::IdempotencyKey,
         started: DateTime<Utc>,
     ) -> StoreResult<bool> {
-        self.call(move |c| super::idempotency::release(c, &key, started))
+        self.call(move |c| db::ready(super::idempotency::release(c, &key, started)))
             .await
     }
 
     async fn prune_idempotency(&self, now: DateTime<Utc>) -> StoreResult<usize> {
-        self.call(move |c| super::idempotency::prune(c, now)).await
+        self.call(move |c| db::ready(super::idempotency::prune(c, now)))
+            .await
     }
 
     async fn mint_ack_code(
@@ -441,12 +451,12 @@ impl Backend for SqliteBackend {
         since: DateTime<Utc>,
         cap: i64,
     ) -> StoreResult<Vec<(String, Vec<Arrival>)>> {
-        self.call(move |c| status::recent_arrivals(c, &streams, since, cap))
+        self.call(move |c| db::ready(status::recent_arrivals(c, &streams, since, cap)))
             .await
     }
 
     async fn audit_summary(&self) -> StoreResult<AuditSummary> {
-        self.call(status::audit_summary).await
+        self.call(|c| db::ready(status::audit_summary(c))).await
     }
 
     async fn add_silence(
@@ -524,12 +534,12 @@ impl Backend for SqliteBackend {
         lease: TimeDelta,
         limit: i64,
     ) -> StoreResult<Vec<Claim>> {
-        self.call(move |c| replica::claim_outbox(c, &replica, now, lease, limit))
+        self.call(move |c| db::ready(replica::claim_outbox(c, &replica, now, lease, limit)))
             .await
     }
 
     async fn settle_claim(&self, id: i64, token: i64, attempt: Attempt) -> StoreResult<bool> {
-        self.call(move |c| replica::settle_claim(c, id, token, &attempt))
+        self.call(move |c| db::ready(replica::settle_claim(c, id, token, &attempt)))
             .await
     }
 
@@ -540,21 +550,23 @@ impl Backend for SqliteBackend {
         now: DateTime<Utc>,
         ttl: TimeDelta,
     ) -> StoreResult<Leadership> {
-        self.call(move |c| replica::elect(c, &replica, term, now, ttl))
+        self.call(move |c| db::ready(replica::elect(c, &replica, term, now, ttl)))
             .await
     }
 
     async fn resign(&self, replica: String, term: i64) -> StoreResult<bool> {
-        self.call(move |c| replica::resign(c, &replica, term)).await
+        self.call(move |c| db::ready(replica::resign(c, &replica, term)))
+            .await
     }
 
     async fn heartbeat(&self, replica: String, now: DateTime<Utc>) -> StoreResult<()> {
-        self.call(move |c| replica::heartbeat(c, &replica, now))
+        self.call(move |c| db::ready(replica::heartbeat(c, &replica, now)))
             .await
     }
 
     async fn replicas(&self, seen_since: DateTime<Utc>) -> StoreResult<Vec<ReplicaRow>> {
-        self.call(move |c| replica::replicas(c, seen_since)).await
+        self.call(move |c| db::ready(replica::replicas(c, seen_since)))
+            .await
     }
 
     fn changes(&self) -> broadcast::Receiver<Change> {

@@ -1,11 +1,9 @@
 //! Bounded reads for the status page: recent arrivals per stream (for the
 //! 7-day timeline) and the audit chain's head and last checkpoint.
 
-use super::db::Columns;
-use super::silences::lite;
+use super::db::Db;
 use super::{stored_time, StoreError};
 use chrono::{DateTime, Utc};
-use rusqlite::{params, Connection, OptionalExtension};
 
 /// Schema step `0007_audit_by_stream`: lets the timeline read one stream's recent audit
 /// entries without scanning the whole log (`events` has such an index).
@@ -36,9 +34,9 @@ pub struct CheckpointSummary {
 }
 
 /// The statements both engines run, written once with PostgreSQL's `$N`
-/// placeholders (SQLite runs them through `silences::lite`). Only the audit
-/// head differs: SQLite reads the newest entry, else the prune anchor;
-/// PostgreSQL keeps it in its `audit_head` row.
+/// placeholders (`store::db`). Only the audit head differs: SQLite reads
+/// the newest entry, else the prune anchor; PostgreSQL keeps it in its
+/// `audit_head` row.
 pub(super) mod sql {
     /// The newest arrivals (`$3` of them) of stream `$1` since `$2`. Each
     /// event lives in exactly one of `events` (audit off) or `audit_log`
@@ -55,11 +53,14 @@ pub(super) mod sql {
          FROM audit_checkpoints ORDER BY created_at DESC, seq DESC LIMIT 1";
     pub const HEAD: &str = "SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1";
     pub const ANCHOR: &str = "SELECT seq, hash FROM audit_anchor WHERE id = 1";
+    /// PostgreSQL's head row (its schema's addition: concurrent appenders
+    /// lock it, see `store::core::lock_head`).
+    pub const HEAD_ROW: &str = "SELECT seq, hash FROM audit_head WHERE id = 1";
 }
 
 /// One stream's newest `cap` arrivals from the rows of [`sql::ARRIVALS`]
 /// (received at, event type), newest first.
-pub(super) fn newest(rows: Vec<(i64, String)>, cap: i64) -> Result<Vec<Arrival>, StoreError> {
+fn newest(rows: Vec<(i64, String)>, cap: i64) -> Result<Vec<Arrival>, StoreError> {
     let mut arrivals = rows
         .into_iter()
         .map(|(at, event_type)| {
@@ -76,7 +77,7 @@ pub(super) fn newest(rows: Vec<(i64, String)>, cap: i64) -> Result<Vec<Arrival>,
 
 /// The summary from the head (seq, hash; none before the first entry) and
 /// the row of [`sql::LAST_CHECKPOINT`].
-pub(super) fn summary(
+fn summary(
     head: Option<(i64, Option<String>)>,
     checkpoint: Option<(i64, i64, bool)>,
 ) -> Result<AuditSummary, StoreError> {
@@ -96,9 +97,9 @@ pub(super) fn summary(
 }
 
 /// The newest `cap` events of each stream received at or after `since`,
-/// newest first (SQLite; PostgreSQL's is `pg::status`).
-pub(super) fn recent_arrivals(
-    conn: &Connection,
+/// newest first.
+pub(super) async fn recent_arrivals<D: Db>(
+    db: &D,
     streams: &[String],
     since: DateTime<Utc>,
     cap: i64,
@@ -106,33 +107,27 @@ pub(super) fn recent_arrivals(
     let since = since.timestamp_millis();
     let mut out = Vec::with_capacity(streams.len());
     for stream in streams {
-        let mut rows = Vec::new();
+        let mut rows: Vec<(i64, String)> = Vec::new();
         for statement in sql::ARRIVALS {
-            let mut stmt = conn.prepare_cached(&lite(statement))?;
-            for row in stmt.query_map(params![stream, since, cap], Columns::lite)? {
-                rows.push(row?);
-            }
+            rows.extend(db.rows(statement, &[stream, &since, &cap]).await?);
         }
         out.push((stream.clone(), newest(rows, cap)?));
     }
     Ok(out)
 }
 
-pub(super) fn audit_summary(conn: &Connection) -> Result<AuditSummary, StoreError> {
-    let read = |statement: &str| {
-        conn.prepare_cached(&lite(statement))?
-            .query_row([], Columns::lite)
-            .optional()
+pub(super) async fn audit_summary<D: Db>(db: &D) -> Result<AuditSummary, StoreError> {
+    // Where the head is kept differs by engine (see `sql`); SQLite's has
+    // no lock, so that is how it is told apart.
+    let head = if D::ROW_LOCK.is_empty() {
+        match db.opt(sql::HEAD, &[]).await? {
+            Some(head) => Some(head),
+            None => db.opt(sql::ANCHOR, &[]).await?,
+        }
+    } else {
+        Some(db.one(sql::HEAD_ROW, &[]).await?)
     };
-    let head = match read(sql::HEAD)? {
-        Some(head) => Some(head),
-        None => read(sql::ANCHOR)?,
-    };
-    let checkpoint = conn
-        .prepare_cached(&lite(sql::LAST_CHECKPOINT))?
-        .query_row([], Columns::lite)
-        .optional()?;
-    summary(head, checkpoint)
+    summary(head, db.opt(sql::LAST_CHECKPOINT, &[]).await?)
 }
 
 #[cfg(test)]

@@ -14,18 +14,13 @@ pub(crate) mod audit_reader;
 mod batch;
 mod bulk;
 pub mod clock;
-mod gaps;
-mod idempotency;
 pub mod migrate;
 mod ops;
 pub mod reach;
-mod reconcile;
 mod replica;
-mod revocations;
 pub(crate) mod schema;
 pub mod settings;
 mod sql;
-mod status;
 #[cfg(test)]
 mod tests;
 
@@ -39,7 +34,6 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 
 use super::backend::prelude::*;
 use super::backend::{operations, Backend, Operations, StoreResult};
-use super::core;
 use super::reconcile::{
     NewReconciliation, ReconcileRow, ReconcileTransition, StaleGrant, SubjectEntry,
 };
@@ -50,7 +44,10 @@ use super::silences::{self, AckOutcome, AckRow, NewSilence, SilenceRow};
 use super::status::{Arrival, AuditSummary};
 use super::subscriptions::{SubscriptionRow, SubscriptionTransition, SubscriptionUpdate};
 use super::svix::{SvixApply, SvixEndpointRow, SvixPage};
-use super::{ack_codes, ladder, subscriptions, svix, svix_ack};
+use super::{
+    ack_codes, gaps, idempotency, ladder, reconcile, revocations, status, subscriptions, svix,
+    svix_ack,
+};
 use super::{EventOutcome, NewEvent, StoreError};
 pub use settings::Settings;
 
@@ -276,14 +273,7 @@ impl Backend for PgBackend {
         update: crate::store::ladder::LadderUpdate,
     ) -> StoreResult<crate::store::ladder::LadderOutcome> {
         in_tx!(self, |tx| {
-            // Recording the attempt is still PostgreSQL's own code (issue #28).
-            let recorded = match token {
-                Some(token) => replica::settle_claim(&tx, id, token, &attempt).await?,
-                None => ops::record_attempt(&tx, id, &attempt)
-                    .await
-                    .map(|()| true)?,
-            };
-            ladder::settle_counted(&tx, recorded, &update).await?
+            ladder::settle_counted(&tx, id, token, &attempt, &update).await?
         })
     }
 
@@ -332,11 +322,7 @@ impl Backend for PgBackend {
         report: NewReconciliation,
         now: DateTime<Utc>,
     ) -> StoreResult<bool> {
-        in_tx!(self, |tx| {
-            let entries: Vec<NewEvent> = report.entry.iter().cloned().collect();
-            core::lock_audit_head(&tx, &entries).await?;
-            reconcile::record(&tx, &report, now).await?
-        })
+        in_tx!(self, |tx| reconcile::record(&tx, &report, now).await?)
     }
 
     async fn reconcile_states(&self) -> StoreResult<Vec<ReconcileRow>> {
@@ -574,13 +560,15 @@ impl Backend for PgBackend {
         limit: i64,
     ) -> StoreResult<Vec<Claim>> {
         in_tx!(self, |tx| {
-            replica::claim_outbox(&tx, &replica, now, lease, limit).await?
+            crate::store::replica::claim_outbox(&tx, &replica, now, lease, limit).await?
         })
     }
 
     async fn settle_claim(&self, id: i64, token: i64, attempt: Attempt) -> StoreResult<bool> {
-        in_tx!(self, |tx| replica::settle_claim(&tx, id, token, &attempt)
-            .await?)
+        in_tx!(self, |tx| crate::store::replica::settle_claim(
+            &tx, id, token, &attempt
+        )
+        .await?)
     }
 
     async fn elect(
@@ -590,20 +578,29 @@ impl Backend for PgBackend {
         now: DateTime<Utc>,
         ttl: TimeDelta,
     ) -> StoreResult<Leadership> {
-        in_tx!(self, |tx| replica::elect(&tx, &replica, term, now, ttl)
-            .await?)
+        in_tx!(self, |tx| crate::store::replica::elect(
+            &tx, &replica, term, now, ttl
+        )
+        .await?)
     }
 
     async fn resign(&self, replica: String, term: i64) -> StoreResult<bool> {
-        in_tx!(self, |tx| replica::resign(&tx, &replica, term).await?)
+        in_tx!(self, |tx| crate::store::replica::resign(
+            &tx, &replica, term
+        )
+        .await?)
     }
 
     async fn heartbeat(&self, replica: String, now: DateTime<Utc>) -> StoreResult<()> {
-        in_tx!(self, |tx| replica::heartbeat(&tx, &replica, now).await?)
+        in_tx!(self, |tx| crate::store::replica::heartbeat(
+            &tx, &replica, now
+        )
+        .await?)
     }
 
     async fn replicas(&self, seen_since: DateTime<Utc>) -> StoreResult<Vec<ReplicaRow>> {
-        in_tx!(self, |tx| replica::replicas(&tx, seen_since).await?)
+        in_tx!(self, |tx| crate::store::replica::replicas(&tx, seen_since)
+            .await?)
     }
 
     fn changes(&self) -> broadcast::Receiver<Change> {

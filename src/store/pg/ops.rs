@@ -1,19 +1,15 @@
 //! What only PostgreSQL has of the core rows (`store::core` holds the
 //! rest, for both engines): the change cursor replicas re-read streams by,
-//! and the statement `bulk` reads a batch's streams with. The re-exports
-//! serve `pg` code not yet written over `store::db::Db` (issue #28).
+//! and the statement `bulk` reads a batch's streams with.
 
 use tokio_postgres::Row;
 
 use super::sql::Tx;
 use crate::store::core::STREAM_COLUMNS;
 use crate::store::db::{Columns, Db};
-use crate::store::{OutboxRow, StoreError, StreamRow};
+use crate::store::{StoreError, StreamRow};
 
-pub(super) use crate::store::core::{
-    append_audit, lock_audit_head, queue_keyed_pages, record_attempt, record_events, stream_row,
-    OUTBOX_COLUMNS,
-};
+pub(super) use crate::store::core::{lock_audit_head, record_events, stream_row};
 
 /// Schema step: every stream row carries the id of the transaction that
 /// last wrote it (`changed_xid`, set by a trigger, so every statement that
@@ -32,10 +28,6 @@ pub(super) const STREAM_CHANGES_MIGRATION: &str =
 
 pub(super) fn stream_from_row(row: &Row) -> Result<StreamRow, StoreError> {
     StreamRow::read(row)
-}
-
-pub(super) fn outbox_from_row(row: &Row) -> Result<OutboxRow, StoreError> {
-    OutboxRow::read(row)
 }
 
 pub(super) fn stream_rows_sql() -> String {

@@ -1,28 +1,18 @@
-//! Replica coordination operations on PostgreSQL (see `store::replica` for
-//! what each means): the same decisions and statements
-//! (`store::replica::sql`), with outbox claims under `FOR UPDATE SKIP
-//! LOCKED` and the leader row under a row lock; and the LISTEN/NOTIFY
-//! change feed.
+//! What replica coordination needs of PostgreSQL beyond rows (those are
+//! `store::replica`, written once for both engines): its schema step and
+//! the LISTEN/NOTIFY change feed, a connection of its own.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use chrono::{DateTime, TimeDelta, Utc};
 use deadpool_postgres::Pool;
 use tokio::sync::broadcast;
 use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
 use tokio_postgres::{AsyncMessage, Socket};
 
-use tokio_postgres::types::ToSql;
-
-use super::ops::{outbox_from_row, OUTBOX_COLUMNS};
-use super::sql::{exec, ms, one, opt, rows, Tx};
 use super::Settings;
-use crate::store::db::Columns;
-use crate::store::replica::{
-    claim, elect_outcome, holds, replica_row, sql, Change, Claim, LeaderRow, Leadership, ReplicaRow,
-};
-use crate::store::{Attempt, StoreError};
+use crate::store::replica::Change;
+use crate::store::StoreError;
 
 /// The NOTIFY channel arrivals are announced on (payload: stream name).
 pub(super) const CHANNEL: &str = "hushwatch_arrivals";
@@ -44,90 +34,6 @@ pub(super) const MIGRATION: &str = "
         started_at BIGINT NOT NULL,
         seen_at    BIGINT NOT NULL
     );";
-
-pub(super) async fn claim_outbox(
-    tx: &Tx<'_>,
-    replica: &str,
-    now: DateTime<Utc>,
-    lease: TimeDelta,
-    limit: i64,
-) -> Result<Vec<Claim>, StoreError> {
-    let until = now + lease;
-    let params: [&(dyn ToSql + Sync); 4] = [&ms(now), &replica, &ms(until), &limit];
-    let mut claimed = rows(tx, &claim(" FOR UPDATE SKIP LOCKED"), &params)
-        .await?
-        .iter()
-        .map(Columns::pg)
-        .collect::<Result<Vec<(i64, i64)>, _>>()?;
-    claimed.sort_unstable();
-    let read = format!("SELECT {OUTBOX_COLUMNS} FROM outbox o WHERE o.id = $1");
-    let mut out = Vec::with_capacity(claimed.len());
-    for (id, token) in claimed {
-        out.push(Claim {
-            row: outbox_from_row(&one(tx, &read, &[&id]).await?)?,
-            token,
-            lease_until: until,
-        });
-    }
-    Ok(out)
-}
-
-pub(super) async fn settle_claim(
-    tx: &Tx<'_>,
-    id: i64,
-    token: i64,
-    attempt: &Attempt,
-) -> Result<bool, StoreError> {
-    let locked = format!("{} FOR UPDATE", sql::CLAIM_STATE);
-    let current = opt(tx, &locked, &[&id]).await?;
-    if !holds(current.as_ref().map(Columns::pg).transpose()?, token) {
-        return Ok(false);
-    }
-    super::ops::record_attempt(tx, id, attempt).await?;
-    exec(tx, sql::UNCLAIM, &[&id]).await?;
-    Ok(true)
-}
-
-pub(super) async fn elect(
-    tx: &Tx<'_>,
-    replica: &str,
-    term: Option<i64>,
-    now: DateTime<Utc>,
-    ttl: TimeDelta,
-) -> Result<Leadership, StoreError> {
-    let locked = format!("{} FOR UPDATE", sql::LEADER);
-    let row = opt(tx, &locked, &[]).await?;
-    let row: Option<LeaderRow> = row.as_ref().map(Columns::pg).transpose()?;
-    let (write, leadership) = elect_outcome(row, replica, term, ms(now), ms(now + ttl))?;
-    if let Some(t) = write {
-        exec(tx, sql::LEAD, &[&replica, &t, &ms(now + ttl)]).await?;
-    }
-    Ok(leadership)
-}
-
-pub(super) async fn resign(tx: &Tx<'_>, replica: &str, term: i64) -> Result<bool, StoreError> {
-    Ok(exec(tx, sql::RESIGN, &[&replica, &term]).await? > 0)
-}
-
-pub(super) async fn heartbeat(
-    tx: &Tx<'_>,
-    replica: &str,
-    now: DateTime<Utc>,
-) -> Result<(), StoreError> {
-    exec(tx, sql::HEARTBEAT, &[&replica, &ms(now)]).await?;
-    Ok(())
-}
-
-pub(super) async fn replicas(
-    tx: &Tx<'_>,
-    seen_since: DateTime<Utc>,
-) -> Result<Vec<ReplicaRow>, StoreError> {
-    rows(tx, sql::REPLICAS, &[&ms(seen_since)])
-        .await?
-        .iter()
-        .map(|r| replica_row(Columns::pg(r)?))
-        .collect()
-}
 
 /// How long the listener waits before connecting again after its
 /// connection ended, and how often it checks that it is still wanted.

@@ -8,7 +8,7 @@ use tokio_postgres::Row;
 
 use super::pg_err;
 use crate::store::db::{Args, Columns, Db};
-use crate::store::{AlertState, NewEvent, StoreError};
+use crate::store::StoreError;
 
 pub(super) type Tx<'a> = deadpool_postgres::Transaction<'a>;
 pub(super) type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
@@ -25,15 +25,6 @@ pub(super) async fn rows(
 ) -> Result<Vec<Row>, StoreError> {
     let stmt = tx.prepare_cached(sql).await.map_err(pg_err)?;
     tx.query(&stmt, params).await.map_err(pg_err)
-}
-
-pub(super) async fn opt(
-    tx: &Tx<'_>,
-    sql: &str,
-    params: Params<'_>,
-) -> Result<Option<Row>, StoreError> {
-    let stmt = tx.prepare_cached(sql).await.map_err(pg_err)?;
-    tx.query_opt(&stmt, params).await.map_err(pg_err)
 }
 
 pub(super) async fn one(tx: &Tx<'_>, sql: &str, params: Params<'_>) -> Result<Row, StoreError> {
@@ -55,30 +46,6 @@ pub(super) fn ms(t: DateTime<Utc>) -> i64 {
 
 pub(super) fn opt_ms(t: Option<DateTime<Utc>>) -> Option<i64> {
     t.map(ms)
-}
-
-pub(super) fn time(ms: i64) -> Result<DateTime<Utc>, StoreError> {
-    DateTime::from_timestamp_millis(ms)
-        .ok_or_else(|| StoreError::Sql(format!("stored time {ms} is out of range")))
-}
-
-pub(super) fn opt_time(ms: Option<i64>) -> Result<Option<DateTime<Utc>>, StoreError> {
-    ms.map(time).transpose()
-}
-
-pub(super) fn state_str(s: &AlertState) -> &'static str {
-    match s {
-        AlertState::Ok => "ok",
-        AlertState::Firing => "firing",
-    }
-}
-
-pub(super) fn state(s: &str) -> Result<AlertState, StoreError> {
-    match s {
-        "ok" => Ok(AlertState::Ok),
-        "firing" => Ok(AlertState::Firing),
-        other => Err(StoreError::Sql(format!("unknown alert state {other:?}"))),
-    }
 }
 
 /// PostgreSQL runs `store::db` operations in the pooled transaction.
@@ -104,10 +71,6 @@ impl Db for deadpool_postgres::Transaction<'_> {
             .await
             .map_err(pg_err)?;
         row.as_ref().map(C::read).transpose()
-    }
-
-    async fn core_note_revocation(&self, e: &NewEvent) -> Result<(), StoreError> {
-        super::revocations::note(self, e).await
     }
 }
 
