@@ -1,7 +1,10 @@
-//! The storage interface: one trait whose methods are domain operations,
-//! implemented once per database engine (SQLite in `sqlite`, PostgreSQL in
-//! `pg`). `Store` is a facade holding an `Arc<dyn Backend>`; callers never
-//! see which engine they talk to. The shared conformance suite
+//! The storage interface: one trait whose methods are domain operations.
+//! Almost every operation is one function written over `store::db::Db` in
+//! its module and declared once in the [`operations`] list below, which
+//! gives it its method and both engines' bodies; `Backend` itself keeps the
+//! few that differ per engine (group-commit ingest, closing). `Store` is a
+//! facade holding an `Arc<dyn Backend>`; callers never see which engine
+//! they talk to. The shared conformance suite
 //! (`store::conformance`) runs every behaviour against every backend, in
 //! the way River's `riverdriver` interface is checked by `riverdrivertest`.
 //!
@@ -14,29 +17,9 @@
 //!   only if the stored silence still starts where the evaluation's did.
 
 use async_trait::async_trait;
-use std::collections::BTreeMap;
-
-use chrono::{DateTime, TimeDelta, Utc};
 use tokio::sync::broadcast;
 
-use super::forward::{
-    ForwardClaim, ForwardSettle, ForwardSettled, ForwardStatus, ReplayOutcome, ReplayRequest,
-    StoredFate,
-};
-use super::reconcile::{
-    NewReconciliation, ReconcileRow, ReconcileTransition, StaleGrant, SubjectEntry,
-};
-use super::replica::{Change, Claim, Leadership, ReplicaRow};
-use super::silences::{AckOutcome, AckRow, NewSilence, SilenceRow};
-
-use super::status::{Arrival, AuditSummary};
-use super::subscriptions::{SubscriptionRow, SubscriptionTransition, SubscriptionUpdate};
-use super::svix::{SvixApply, SvixEndpointRow, SvixPage};
-use super::{
-    Attempt, EventOutcome, NewEvent, OutboxRow, OutboxSummary, PageKind, StoreError, StreamRow,
-    TemplatedOutcome, Transition, TransitionOutcome,
-};
-use crate::audit::checkpoint::Checkpoint;
+use prelude::*;
 
 pub type StoreResult<T> = Result<T, StoreError>;
 
@@ -74,13 +57,6 @@ pub trait Backend: Operations + Send + Sync + 'static {
         now: DateTime<Utc>,
     ) -> StoreResult<(Vec<EventOutcome>, Vec<StreamRow>)>;
 
-    /// Records a provider subscription's warning alert moving (see
-    /// `subscriptions::transition`); false when it was already there.
-    async fn subscription_transition(&self, t: SubscriptionTransition) -> StoreResult<bool>;
-
-    /// Every tracked provider subscription.
-    async fn subscriptions(&self) -> StoreResult<Vec<SubscriptionRow>>;
-
     /// The stream rows changed since `since` (a cursor an earlier call
     /// returned; `None`: every row) and the cursor for the next call. An
     /// engine without change tracking returns every row and no cursor.
@@ -91,259 +67,6 @@ pub trait Backend: Operations + Send + Sync + 'static {
         let _ = since;
         Ok((self.streams().await?, None))
     }
-
-    /// Records an operational webhook and applies it to the endpoint's state,
-    /// queueing any pages it causes, all in one transaction.
-    async fn record_svix(
-        &self,
-        event: NewEvent,
-        apply: SvixApply,
-    ) -> StoreResult<(EventOutcome, Vec<SvixPage>)>;
-
-    /// Acknowledges lost messages: (acknowledged now, still lost, pages).
-    async fn svix_acknowledge(
-        &self,
-        apply: SvixApply,
-        endpoint_id: String,
-        msg_ids: Vec<String>,
-    ) -> StoreResult<(usize, u64, Vec<SvixPage>)>;
-
-    /// `svix_acknowledge`, and `entry` appended to the audit log in the same
-    /// transaction when at least one message was acknowledged (an
-    /// acknowledgement can resolve a critical alert).
-    async fn svix_acknowledge_audited(
-        &self,
-        apply: SvixApply,
-        endpoint_id: String,
-        msg_ids: Vec<String>,
-        entry: Option<NewEvent>,
-    ) -> StoreResult<(usize, u64, Vec<SvixPage>)>;
-
-    /// Endpoints (id, uid) of `source` whose lost count grew since their last page.
-    async fn svix_grown(&self, source: String) -> StoreResult<Vec<(String, Option<String>)>>;
-
-    /// Queues one updated exhausted page for `endpoint_id`, if still grown.
-    async fn svix_regroup(
-        &self,
-        apply: SvixApply,
-        endpoint_id: String,
-    ) -> StoreResult<Vec<SvixPage>>;
-
-    async fn svix_endpoints(&self) -> StoreResult<Vec<SvixEndpointRow>>;
-
-    /// Up to `cap` newest events per stream received since `since`, newest
-    /// first (for the status page's timeline).
-    async fn recent_arrivals(
-        &self,
-        streams: Vec<String>,
-        since: DateTime<Utc>,
-        cap: i64,
-    ) -> StoreResult<Vec<(String, Vec<Arrival>)>>;
-
-    /// The audit chain's head and its newest checkpoint.
-    async fn audit_summary(&self) -> StoreResult<AuditSummary>;
-
-    /// Operator silences and acknowledgements (see `store::silences`).
-    async fn add_silence(
-        &self,
-        silence: NewSilence,
-        now: DateTime<Utc>,
-        cap: usize,
-        audit: bool,
-    ) -> StoreResult<Option<i64>>;
-
-    async fn expire_silence(
-        &self,
-        id: i64,
-        by: String,
-        comment: Option<String>,
-        now: DateTime<Utc>,
-        audit: bool,
-    ) -> StoreResult<bool>;
-
-    /// Silences that end after `since`, oldest first.
-    async fn silences(&self, since: DateTime<Utc>) -> StoreResult<Vec<SilenceRow>>;
-
-    async fn acknowledge(
-        &self,
-        stream: String,
-        created_by: String,
-        comment: String,
-        now: DateTime<Utc>,
-        audit: bool,
-    ) -> StoreResult<AckOutcome>;
-
-    async fn sync_maintenance(
-        &self,
-        windows: Vec<(String, DateTime<Utc>, DateTime<Utc>, String)>,
-        now: DateTime<Utc>,
-        audit: bool,
-    ) -> StoreResult<()>;
-
-    /// Acknowledgements of episodes still firing.
-    async fn current_acks(&self) -> StoreResult<Vec<AckRow>>;
-
-    /// Queues held firing pages whose silence ended; how many alerts paged.
-    async fn release_held(&self, now: DateTime<Utc>) -> StoreResult<usize>;
-
-    /// Claims up to `limit` due outbox rows for `replica` until `now +
-    /// lease` (see `store::replica`).
-    async fn claim_outbox(
-        &self,
-        replica: String,
-        now: DateTime<Utc>,
-        lease: TimeDelta,
-        limit: i64,
-    ) -> StoreResult<Vec<Claim>>;
-
-    /// Records an attempt on a claimed row if `token` is still its claim.
-    async fn settle_claim(&self, id: i64, token: i64, attempt: Attempt) -> StoreResult<bool>;
-
-    /// Issue #19: `settle_claim` (or `record_attempt` without a token) plus
-    /// the fallback ladder's shared count and pages, in one transaction.
-    async fn settle_counted(
-        &self,
-        id: i64,
-        token: Option<i64>,
-        attempt: Attempt,
-        update: super::ladder::LadderUpdate,
-    ) -> StoreResult<super::ladder::LadderOutcome>;
-
-    /// Issue #19: consecutive failed attempts per notifier, shared.
-    async fn notifier_failures(&self) -> StoreResult<Vec<(String, i64)>>;
-
-    /// Renews, takes or reports the leader lease.
-    async fn elect(
-        &self,
-        replica: String,
-        term: Option<i64>,
-        now: DateTime<Utc>,
-        ttl: TimeDelta,
-    ) -> StoreResult<Leadership>;
-
-    /// Gives the lease up if `replica` holds it in `term`.
-    async fn resign(&self, replica: String, term: i64) -> StoreResult<bool>;
-
-    async fn heartbeat(&self, replica: String, now: DateTime<Utc>) -> StoreResult<()>;
-
-    /// Replicas whose last heartbeat is at or after `seen_since`.
-    async fn replicas(&self, seen_since: DateTime<Utc>) -> StoreResult<Vec<ReplicaRow>>;
-
-    /// Stores a reconciliation report once per (stream, id), with its audit
-    /// entry and its `revoke_missed` page, and moves the stream's last
-    /// reconciliation instant; `Ok(false)`, writing nothing, for a known id.
-    async fn record_reconciliation(
-        &self,
-        report: NewReconciliation,
-        now: DateTime<Utc>,
-    ) -> StoreResult<bool>;
-
-    async fn reconcile_states(&self) -> StoreResult<Vec<ReconcileRow>>;
-
-    /// Compare-and-set on a stream's missing-reconciliation alert plus its
-    /// pages; `Ok(false)` when it is already in `t.to`.
-    async fn reconcile_transition(&self, t: ReconcileTransition) -> StoreResult<bool>;
-
-    /// Records a stale grant once per (stream, delivery id) with its page;
-    /// `Ok(false)`, writing nothing, when it was recorded before.
-    async fn record_stale_grant(&self, g: StaleGrant, now: DateTime<Utc>) -> StoreResult<bool>;
-
-    /// `store::revocations`: the subject's newest indexed revocation.
-    async fn latest_revocation(
-        &self,
-        stream: String,
-        subject: String,
-    ) -> StoreResult<Option<super::revocations::Revocation>>;
-
-    async fn prune_revocations(&self, before: DateTime<Utc>) -> StoreResult<usize>;
-
-    async fn latest_reconciliations(&self) -> StoreResult<Vec<super::reconcile::LatestReport>>;
-
-    async fn stale_grant_recorded_at(
-        &self,
-        stream: String,
-        delivery_id: String,
-    ) -> StoreResult<Option<DateTime<Utc>>>;
-
-    /// The newest `limit` audit entries naming `subject`, newest first.
-    async fn subject_entries(
-        &self,
-        subject: String,
-        window: Option<(String, DateTime<Utc>)>,
-        limit: i64,
-    ) -> StoreResult<Vec<SubjectEntry>>;
-
-    /// Adds each count to the stored one for its (stream, day, bucket):
-    /// additive, so replicas never overwrite each other's gaps.
-    async fn add_gap_counts(&self, deltas: Vec<super::gaps::GapCount>) -> StoreResult<()>;
-
-    /// The stored gap counts of `since` and later days.
-    async fn gap_counts(&self, since: chrono::NaiveDate)
-        -> StoreResult<Vec<super::gaps::GapCount>>;
-
-    /// Deletes the gap counts of days before `before`.
-    async fn prune_gap_counts(&self, before: chrono::NaiveDate) -> StoreResult<usize>;
-
-    /// Issue #30: claims an `Idempotency-Key` record at `now`, or says who
-    /// has it (see `store::idempotency`); one statement, so of concurrent
-    /// callers on any replica exactly one gets `Claimed`.
-    async fn idempotency_begin(
-        &self,
-        key: super::idempotency::IdempotencyKey,
-        now: DateTime<Utc>,
-    ) -> StoreResult<super::idempotency::Begun>;
-
-    /// Stores the 2xx answer of the claim made at `started`; false when
-    /// that claim is no longer the record's.
-    async fn idempotency_finish(
-        &self,
-        key: super::idempotency::IdempotencyKey,
-        started: DateTime<Utc>,
-        answer: super::idempotency::StoredAnswer,
-    ) -> StoreResult<bool>;
-
-    /// Deletes the `running` record of the claim made at `started`.
-    async fn idempotency_release(
-        &self,
-        key: super::idempotency::IdempotencyKey,
-        started: DateTime<Utc>,
-    ) -> StoreResult<bool>;
-
-    /// Deletes the records expired at `now`.
-    async fn prune_idempotency(&self, now: DateTime<Utc>) -> StoreResult<usize>;
-
-    /// Issue #30: stores an acknowledge-link code (its SHA-256) for the
-    /// episode of `stream` that started at `started_at`, valid until
-    /// `expires_at`, after deleting the codes expired at `now`; false (and
-    /// nothing stored) when that episode is not the stream's firing one.
-    async fn mint_ack_code(
-        &self,
-        code: [u8; 32],
-        stream: String,
-        started_at: DateTime<Utc>,
-        now: DateTime<Utc>,
-        expires_at: DateTime<Utc>,
-    ) -> StoreResult<bool>;
-
-    /// What an acknowledge-link code opens at `now`; changes nothing.
-    async fn open_ack_code(
-        &self,
-        code: [u8; 32],
-        now: DateTime<Utc>,
-    ) -> StoreResult<super::ack_codes::LinkState>;
-
-    /// Uses an acknowledge-link code: acknowledges its episode as
-    /// `acknowledge` does (`created_by` "link") and, in the same
-    /// transaction, deletes the code and retires the episode's others.
-    async fn confirm_ack_code(
-        &self,
-        code: [u8; 32],
-        now: DateTime<Utc>,
-        audit: bool,
-    ) -> StoreResult<super::ack_codes::LinkUse>;
-
-    /// Deletes the codes expired at `now` and those of ended episodes.
-    async fn prune_ack_codes(&self, now: DateTime<Utc>) -> StoreResult<usize>;
 
     /// Streams whose arrival a commit moved, on any replica.
     fn changes(&self) -> broadcast::Receiver<Change>;
@@ -468,6 +191,152 @@ macro_rules! operations {
             /// What became of the newest stored delivery naming `subject`.
             fn forward_fate(stream: String, delivery_id: String) -> Option<StoredFate>
                 = crate::store::forward::fate(&stream, &delivery_id);
+            /// Records a provider subscription's warning alert moving (see
+            /// `subscriptions::transition`); false when it was already there.
+            fn subscription_transition(t: SubscriptionTransition) -> bool
+                = crate::store::subscriptions::transition(&t);
+            /// Every tracked provider subscription.
+            fn subscriptions() -> Vec<SubscriptionRow>
+                = crate::store::subscriptions::all();
+            /// Records an operational webhook and applies it to the endpoint's state,
+            /// queueing any pages it causes, all in one transaction.
+            fn record_svix(event: NewEvent, apply: SvixApply) -> (EventOutcome, Vec<SvixPage>)
+                = crate::store::svix::record(&event, &apply);
+            /// Acknowledges lost messages: (acknowledged now, still lost, pages).
+            fn svix_acknowledge(apply: SvixApply, endpoint_id: String, msg_ids: Vec<String>) -> (usize, u64, Vec<SvixPage>)
+                = crate::store::svix::acknowledge(&apply, &endpoint_id, &msg_ids);
+            /// `svix_acknowledge`, and `entry` appended to the audit log in the same
+            /// transaction when at least one message was acknowledged (an
+            /// acknowledgement can resolve a critical alert).
+            fn svix_acknowledge_audited(apply: SvixApply, endpoint_id: String, msg_ids: Vec<String>, entry: Option<NewEvent>) -> (usize, u64, Vec<SvixPage>)
+                = crate::store::svix_ack::acknowledge_audited(&apply, &endpoint_id, &msg_ids, entry.as_ref());
+            /// Endpoints (id, uid) of `source` whose lost count grew since their last page.
+            fn svix_grown(source: String) -> Vec<(String, Option<String>)>
+                = crate::store::svix::grown(&source);
+            /// Queues one updated exhausted page for `endpoint_id`, if still grown.
+            fn svix_regroup(apply: SvixApply, endpoint_id: String) -> Vec<SvixPage>
+                = crate::store::svix::regroup(&apply, &endpoint_id);
+            fn svix_endpoints() -> Vec<SvixEndpointRow>
+                = crate::store::svix::endpoints(None);
+            /// Up to `cap` newest events per stream received since `since`, newest
+            /// first (for the status page's timeline).
+            fn recent_arrivals(streams: Vec<String>, since: DateTime<Utc>, cap: i64) -> Vec<(String, Vec<Arrival>)>
+                = crate::store::status::recent_arrivals(&streams, since, cap);
+            /// The audit chain's head and its newest checkpoint.
+            fn audit_summary() -> AuditSummary
+                = crate::store::status::audit_summary();
+            /// Operator silences and acknowledgements (see `store::silences`).
+            fn add_silence(silence: NewSilence, now: DateTime<Utc>, cap: usize, audit: bool) -> Option<i64>
+                = crate::store::silences::add(&silence, now, cap, audit);
+            fn expire_silence(id: i64, by: String, comment: Option<String>, now: DateTime<Utc>, audit: bool) -> bool
+                = crate::store::silences::expire(id, &by, comment.as_deref(), now, audit);
+            /// Silences that end after `since`, oldest first.
+            fn silences(since: DateTime<Utc>) -> Vec<SilenceRow>
+                = crate::store::silences::silences_ending_after(since);
+            fn acknowledge(stream: String, created_by: String, comment: String, now: DateTime<Utc>, audit: bool) -> AckOutcome
+                = crate::store::silences::acknowledge(&stream, &created_by, &comment, now, audit);
+            fn sync_maintenance(windows: Vec<(String, DateTime<Utc>, DateTime<Utc>, String)>, now: DateTime<Utc>, audit: bool) -> ()
+                = crate::store::silences::sync_maintenance(&windows, now, audit);
+            /// Acknowledgements of episodes still firing.
+            fn current_acks() -> Vec<AckRow>
+                = crate::store::silences::current_acks();
+            /// Queues held firing pages whose silence ended; how many alerts paged.
+            fn release_held(now: DateTime<Utc>) -> usize
+                = crate::store::silences::release_held(now);
+            /// Claims up to `limit` due outbox rows for `replica` until `now +
+            /// lease` (see `store::replica`).
+            fn claim_outbox(replica: String, now: DateTime<Utc>, lease: TimeDelta, limit: i64) -> Vec<Claim>
+                = crate::store::replica::claim_outbox(&replica, now, lease, limit);
+            /// Records an attempt on a claimed row if `token` is still its claim.
+            fn settle_claim(id: i64, token: i64, attempt: Attempt) -> bool
+                = crate::store::replica::settle_claim(id, token, &attempt);
+            /// Issue #19: `settle_claim` (or `record_attempt` without a token) plus
+            /// the fallback ladder's shared count and pages, in one transaction.
+            fn settle_counted(id: i64, token: Option<i64>, attempt: Attempt, update: super::ladder::LadderUpdate) -> super::ladder::LadderOutcome
+                = crate::store::ladder::settle_counted(id, token, &attempt, &update);
+            /// Issue #19: consecutive failed attempts per notifier, shared.
+            fn notifier_failures() -> Vec<(String, i64)>
+                = crate::store::ladder::failures();
+            /// Renews, takes or reports the leader lease.
+            fn elect(replica: String, term: Option<i64>, now: DateTime<Utc>, ttl: TimeDelta) -> Leadership
+                = crate::store::replica::elect(&replica, term, now, ttl);
+            /// Gives the lease up if `replica` holds it in `term`.
+            fn resign(replica: String, term: i64) -> bool
+                = crate::store::replica::resign(&replica, term);
+            fn heartbeat(replica: String, now: DateTime<Utc>) -> ()
+                = crate::store::replica::heartbeat(&replica, now);
+            /// Replicas whose last heartbeat is at or after `seen_since`.
+            fn replicas(seen_since: DateTime<Utc>) -> Vec<ReplicaRow>
+                = crate::store::replica::replicas(seen_since);
+            /// Stores a reconciliation report once per (stream, id), with its audit
+            /// entry and its `revoke_missed` page, and moves the stream's last
+            /// reconciliation instant; `Ok(false)`, writing nothing, for a known id.
+            fn record_reconciliation(report: NewReconciliation, now: DateTime<Utc>) -> bool
+                = crate::store::reconcile::record(&report, now);
+            fn reconcile_states() -> Vec<ReconcileRow>
+                = crate::store::reconcile::states();
+            /// Compare-and-set on a stream's missing-reconciliation alert plus its
+            /// pages; `Ok(false)` when it is already in `t.to`.
+            fn reconcile_transition(t: ReconcileTransition) -> bool
+                = crate::store::reconcile::transition(&t);
+            /// Records a stale grant once per (stream, delivery id) with its page;
+            /// `Ok(false)`, writing nothing, when it was recorded before.
+            fn record_stale_grant(g: StaleGrant, now: DateTime<Utc>) -> bool
+                = crate::store::reconcile::record_stale(&g, now);
+            /// `store::revocations`: the subject's newest indexed revocation.
+            fn latest_revocation(stream: String, subject: String) -> Option<super::revocations::Revocation>
+                = crate::store::revocations::latest(&stream, &subject);
+            fn prune_revocations(before: DateTime<Utc>) -> usize
+                = crate::store::revocations::prune(before);
+            fn latest_reconciliations() -> Vec<super::reconcile::LatestReport>
+                = crate::store::reconcile::latest_reports();
+            fn stale_grant_recorded_at(stream: String, delivery_id: String) -> Option<DateTime<Utc>>
+                = crate::store::revocations::stale_recorded_at(&stream, &delivery_id);
+            /// The newest `limit` audit entries naming `subject`, newest first.
+            fn subject_entries(subject: String, window: Option<(String, DateTime<Utc>)>, limit: i64) -> Vec<SubjectEntry>
+                = crate::store::reconcile::subject_entries(&subject, window.as_ref(), limit);
+            /// Adds each count to the stored one for its (stream, day, bucket):
+            /// additive, so replicas never overwrite each other's gaps.
+            fn add_gap_counts(deltas: Vec<super::gaps::GapCount>) -> ()
+                = crate::store::gaps::add(&deltas);
+            /// The stored gap counts of `since` and later days.
+            fn gap_counts(since: chrono::NaiveDate) -> Vec<super::gaps::GapCount>
+                = crate::store::gaps::load(since);
+            /// Deletes the gap counts of days before `before`.
+            fn prune_gap_counts(before: chrono::NaiveDate) -> usize
+                = crate::store::gaps::prune(before);
+            /// Issue #30: claims an `Idempotency-Key` record at `now`, or says who
+            /// has it (see `store::idempotency`); one statement, so of concurrent
+            /// callers on any replica exactly one gets `Claimed`.
+            fn idempotency_begin(key: super::idempotency::IdempotencyKey, now: DateTime<Utc>) -> super::idempotency::Begun
+                = crate::store::idempotency::begin(&key, now);
+            /// Stores the 2xx answer of the claim made at `started`; false when
+            /// that claim is no longer the record's.
+            fn idempotency_finish(key: super::idempotency::IdempotencyKey, started: DateTime<Utc>, answer: super::idempotency::StoredAnswer) -> bool
+                = crate::store::idempotency::finish(&key, started, &answer);
+            /// Deletes the `running` record of the claim made at `started`.
+            fn idempotency_release(key: super::idempotency::IdempotencyKey, started: DateTime<Utc>) -> bool
+                = crate::store::idempotency::release(&key, started);
+            /// Deletes the records expired at `now`.
+            fn prune_idempotency(now: DateTime<Utc>) -> usize
+                = crate::store::idempotency::prune(now);
+            /// Issue #30: stores an acknowledge-link code (its SHA-256) for the
+            /// episode of `stream` that started at `started_at`, valid until
+            /// `expires_at`, after deleting the codes expired at `now`; false (and
+            /// nothing stored) when that episode is not the stream's firing one.
+            fn mint_ack_code(code: [u8; 32], stream: String, started_at: DateTime<Utc>, now: DateTime<Utc>, expires_at: DateTime<Utc>) -> bool
+                = crate::store::ack_codes::mint(&code, &stream, started_at, now, expires_at);
+            /// What an acknowledge-link code opens at `now`; changes nothing.
+            fn open_ack_code(code: [u8; 32], now: DateTime<Utc>) -> super::ack_codes::LinkState
+                = crate::store::ack_codes::open(&code, now);
+            /// Uses an acknowledge-link code: acknowledges its episode as
+            /// `acknowledge` does (`created_by` "link") and, in the same
+            /// transaction, deletes the code and retires the episode's others.
+            fn confirm_ack_code(code: [u8; 32], now: DateTime<Utc>, audit: bool) -> super::ack_codes::LinkUse
+                = crate::store::ack_codes::confirm(&code, now, audit);
+            /// Deletes the codes expired at `now` and those of ended episodes.
+            fn prune_ack_codes(now: DateTime<Utc>) -> usize
+                = crate::store::ack_codes::prune(now);
         }
     };
 }
@@ -479,9 +348,19 @@ pub(super) mod prelude {
         ForwardClaim, ForwardSettle, ForwardSettled, ForwardStatus, ReplayOutcome, ReplayRequest,
         StoredFate,
     };
+    pub(in crate::store) use super::super::reconcile::{
+        NewReconciliation, ReconcileRow, ReconcileTransition, StaleGrant, SubjectEntry,
+    };
+    pub(in crate::store) use super::super::replica::{Change, Claim, Leadership, ReplicaRow};
+    pub(in crate::store) use super::super::silences::{AckOutcome, AckRow, NewSilence, SilenceRow};
+    pub(in crate::store) use super::super::status::{Arrival, AuditSummary};
+    pub(in crate::store) use super::super::subscriptions::{
+        SubscriptionRow, SubscriptionTransition, SubscriptionUpdate,
+    };
+    pub(in crate::store) use super::super::svix::{SvixApply, SvixEndpointRow, SvixPage};
     pub(in crate::store) use super::super::{
-        Attempt, OutboxRow, OutboxSummary, PageKind, StreamRow, TemplatedOutcome, Transition,
-        TransitionOutcome,
+        Attempt, EventOutcome, NewEvent, OutboxRow, OutboxSummary, PageKind, StoreError, StreamRow,
+        TemplatedOutcome, Transition, TransitionOutcome,
     };
     pub(in crate::store) use crate::audit::checkpoint::Checkpoint;
     pub(in crate::store) use chrono::{DateTime, TimeDelta, Utc};
