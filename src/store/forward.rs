@@ -12,11 +12,9 @@
 //!   one is in flight across all replicas and a failing head blocks the
 //!   rest. Unordered rows have no queue.
 //! - **Decisions** (retry or dead letter, which failure step pages, what
-//!   pages say) are `domain::forward` and [`plan_settle`]; this file and
-//!   `pg::forward` only read and write rows, with the SQL of [`sql`]
-//!   written once.
-//!
-//! The SQLite implementation is here; PostgreSQL's is `pg::forward`.
+//!   pages say) are `domain::forward` and [`plan_settle`]; the rest of this
+//!   file only reads and writes rows, once for both engines over
+//!   `store::db::Db`, with the SQL of [`sql`].
 
 use chrono::{DateTime, TimeDelta, Utc};
 

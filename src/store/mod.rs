@@ -400,7 +400,7 @@ impl Store {
         Store { backend, clock }
     }
 
-    /// Store one request's worth of events; see `ops::record_event` for the
+    /// Store one request's worth of events; see `core::record_event` for the
     /// per-event rules. Either all of them are committed or the call fails.
     pub async fn record_events(
         &self,

@@ -739,7 +739,7 @@ pub(super) async fn is_held<D: Db>(db: &D, stream: &str) -> Result<bool, StoreEr
     exists(db, sql::IS_HELD, stream).await
 }
 
-/// When the episode's first firing page was queued (`ops::extra_wanted`).
+/// When the episode's first firing page was queued (`core::extra_wanted`).
 pub(super) async fn first_firing_page<D: Db>(
     db: &D,
     alert_id: &str,

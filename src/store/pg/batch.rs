@@ -113,7 +113,7 @@ async fn set_wise(
 ) -> Result<Vec<Recorded>, SetWise> {
     // Subscription updates (rare: provider lifecycle deliveries) and
     // events that note an access change in the revocation index
-    // (`revocations::note`, per event in `ops::record_event`) and relay
+    // (`revocations::note`, per event in `core::record_event`) and relay
     // bodies (`forward::insert`) go through the job-by-job path, which
     // runs those statements.
     if jobs.iter().any(|j| {

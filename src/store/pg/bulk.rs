@@ -1,5 +1,5 @@
 //! A whole group-commit batch of ingest in a few statements. Recording
-//! event by event (`ops::record_event`) costs about ten round trips per
+//! event by event (`core::record_event`) costs about ten round trips per
 //! event while the audit head's row lock is held, which serializes every
 //! replica's ingest behind those round trips. Here one statement serves
 //! each concern for the whole batch (arrays bound as parameters and
@@ -20,7 +20,7 @@
 //! if every statement before it succeeded (after an error PostgreSQL turns
 //! the COMMIT into a rollback), and only then is anything acknowledged.
 //!
-//! The rules are `ops::record_event`'s, applied in delivery order: a
+//! The rules are `core::record_event`'s, applied in delivery order: a
 //! delivery id seen before (in the database, under its legacy hash, or
 //! earlier in the batch) is a duplicate; each stream's clock takes the
 //! latest arrival (a later delivery wins a tie), as applying the events one
@@ -417,7 +417,7 @@ async fn append_audit(
 }
 
 /// The latest arrival per stream, as applying the events in order would
-/// leave it (`ops::record_event`'s UPDATE: a later event wins a tie).
+/// leave it (`core::advance_clock`'s UPDATE: a later event wins a tie).
 struct Clock<'a> {
     at: DateTime<Utc>,
     event_type: &'a str,

@@ -34,8 +34,7 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 
 use super::backend::prelude::*;
 use super::backend::{operations, Backend, Operations, StoreResult};
-// `store::silences` is also `super::silences` to `pg::ops`, which calls its
-// operations written over `Db` (issue #28).
+// `pg::batch` records a delivery's subscription update in its transaction.
 use super::subscriptions;
 pub use settings::Settings;
 
@@ -231,7 +230,7 @@ impl Backend for PgBackend {
         &self,
         since: Option<i64>,
     ) -> StoreResult<(Vec<StreamRow>, Option<i64>)> {
-        // One snapshot for the cursor and the rows (see `ops::streams_changed`).
+        // One snapshot for the cursor and the rows (see `pg::ops::streams_changed`).
         let mut client = self.pool.get().await.map_err(pool_err)?;
         let tx = client
             .build_transaction()
