@@ -232,7 +232,9 @@ pub(super) async fn record_event<D: Db>(
         .as_deref()
         .map(|id| delivery_hash(event.channel, &event.stream, id));
     if let (Some(id), Some(hash)) = (event.delivery_id.as_deref(), &hash) {
-        if !remember_delivery(db, hash, &legacy_delivery_hash(&event.stream, id), event).await? {
+        if seen_before_v6(db, &event.stream, id).await?
+            || !remember_delivery(db, hash, event).await?
+        {
             return Ok(EventOutcome::Duplicate);
         }
     }
@@ -252,35 +254,36 @@ pub(super) async fn record_event<D: Db>(
     Ok(EventOutcome::Accepted)
 }
 
-/// Remembers the delivery's hash; false when it was already known, i.e.
-/// a duplicate. A delivery id recorded before v6 under the old,
-/// channel-blind key (`legacy`, which the migration could not attribute,
-/// see `schema`, v6) counts as known in every channel: that keeps replay
-/// protection for ids seen before the upgrade, at the cost of the old
-/// cross-channel shadowing for those ids only, until pruning drops them
-/// (7 days). One statement for both checks: it runs for every event with
-/// an id, and a second lookup was about 7% of the SQLite writer's time
-/// (issue #33). The casts type the selected parameters for PostgreSQL,
-/// which cannot infer them from an INSERT … SELECT.
+/// A delivery id recorded before v6 under the old, channel-blind key that
+/// the migration could not attribute (see `schema`, v6). Treated as a
+/// duplicate in every channel: that keeps replay protection for ids seen
+/// before the upgrade, at the cost of the old cross-channel shadowing for
+/// those ids only, until pruning drops them (7 days).
+async fn seen_before_v6<D: Db>(db: &D, stream: &str, id: &str) -> Result<bool, StoreError> {
+    let found: Option<(i32,)> = db
+        .opt(
+            "SELECT 1 FROM seen_deliveries WHERE hash = $1 AND channel = 'legacy'",
+            &[&legacy_delivery_hash(stream, id)],
+        )
+        .await?;
+    Ok(found.is_some())
+}
+
+/// False when the hash was already known, i.e. a duplicate.
 async fn remember_delivery<D: Db>(
     db: &D,
     hash: &str,
-    legacy_hash: &str,
     event: &NewEvent,
 ) -> Result<bool, StoreError> {
     let inserted = db
         .exec(
-            "INSERT INTO seen_deliveries (hash, stream, seen_at, channel)
-             SELECT CAST($1 AS TEXT), CAST($2 AS TEXT), CAST($3 AS BIGINT), CAST($4 AS TEXT)
-             WHERE NOT EXISTS (SELECT 1 FROM seen_deliveries
-                               WHERE hash = $5 AND channel = 'legacy')
+            "INSERT INTO seen_deliveries (hash, stream, seen_at, channel) VALUES ($1, $2, $3, $4)
              ON CONFLICT (hash) DO NOTHING",
             &[
                 &hash,
                 &event.stream,
                 &millis(event.received_at),
                 &event.channel,
-                &legacy_hash,
             ],
         )
         .await?;
