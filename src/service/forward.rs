@@ -100,12 +100,31 @@ pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
     // sit unseen: so the worker always claims, and polls only while there
     // is something to poll for.
     let mut stored_pending = true;
+    // The config whose forwarding streams were last hurried: at start and
+    // after each reload, events that waited only for a stream's `[forward]`
+    // go out now instead of at their next retry (a failed hurry is retried
+    // on the next turn; the rows still go out on their ladder meanwhile).
+    let mut hurried: Option<Arc<crate::config::Config>> = None;
     loop {
         if *shutdown.borrow() {
             break;
         }
         let config = app.config();
         let forwarding = config.streams.values().any(|s| s.forward.is_some());
+        if hurried.as_ref().is_none_or(|h| !Arc::ptr_eq(h, &config)) {
+            let streams: Vec<String> = config
+                .streams
+                .iter()
+                .filter(|(_, s)| s.forward.is_some())
+                .map(|(name, _)| name.clone())
+                .collect();
+            match app.store.hurry_forwards(streams, app.store.now()).await {
+                Ok(_) => hurried = Some(Arc::clone(&config)),
+                Err(e) => {
+                    tracing::error!(error = %e, "relay: could not make the events that waited for [forward] due now; they go out at their next retry")
+                }
+            }
+        }
         let mut next: Option<DateTime<Utc>> = None;
         let mut failed = false;
         let free = MAX_IN_FLIGHT.saturating_sub(attempts.len());
@@ -238,11 +257,14 @@ async fn attempt(app: &App, client: &Client, claim: ForwardClaim) {
         None => (
             policy(&config, &claim.stream, None),
             ForwardAttempt::Failed {
-                error: "the stream no longer has [forward] in the config; its stored events wait for it".into(),
+                error: crate::store::forward::NO_FORWARD.into(),
                 status: None,
             },
         ),
-        Some(f) => (policy(&config, &claim.stream, Some(f)), send(app, client, &config, f, &claim).await),
+        Some(f) => (
+            policy(&config, &claim.stream, Some(f)),
+            send(app, client, &config, f, &claim).await,
+        ),
     };
     let outcome = match &result {
         ForwardAttempt::Delivered { .. } => "delivered",

@@ -188,6 +188,10 @@ macro_rules! operations {
             /// the resolve of a dead-letter alert whose last letter expired.
             fn prune_forwards(now: DateTime<Utc>, notifiers: BTreeMap<String, Vec<String>>) -> usize
                 = crate::store::forward::prune(now, &notifiers);
+            /// Makes due now the pending forwards of `streams` that waited only
+            /// for their `[forward]` to be configured again.
+            fn hurry_forwards(streams: Vec<String>, now: DateTime<Utc>) -> usize
+                = crate::store::forward::hurry(&streams, now);
             /// What became of the newest stored delivery naming `subject`.
             fn forward_fate(stream: String, delivery_id: String) -> Option<StoredFate>
                 = crate::store::forward::fate(&stream, &delivery_id);

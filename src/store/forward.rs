@@ -739,6 +739,11 @@ pub(super) fn status_rows(
     out.into_values().collect()
 }
 
+/// The error an attempt records for a stream whose `[forward]` was removed
+/// (`service::forward`); [`hurry`] finds those rows by it.
+pub const NO_FORWARD: &str =
+    "the stream no longer has [forward] in the config; its stored events wait for it";
+
 /// What became of a stored delivery.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredFate {
@@ -1067,6 +1072,30 @@ pub(super) async fn prune<D: Db>(
         dead_letter_check(db, &stream, now, &to).await?;
     }
     Ok(usize::try_from(n).unwrap_or(usize::MAX))
+}
+
+/// Makes the pending rows of `streams` that failed only because their
+/// `[forward]` was missing ([`NO_FORWARD`]) due now, so they go out as soon
+/// as `[forward]` is back rather than at their next step of the default
+/// ladder (up to a day later). Rows that failed at the app keep their
+/// schedule. How many were moved.
+pub(super) async fn hurry<D: Db>(
+    db: &D,
+    streams: &[String],
+    now: DateTime<Utc>,
+) -> Result<usize, StoreError> {
+    let mut moved = 0;
+    for stream in streams {
+        moved += db
+            .exec(
+                "UPDATE forwards SET next_attempt_at = $2
+                 WHERE stream = $1 AND state = 'pending' AND next_attempt_at > $2
+                   AND last_error = $3",
+                &[stream, &millis(now), &NO_FORWARD],
+            )
+            .await?;
+    }
+    Ok(usize::try_from(moved).unwrap_or(usize::MAX))
 }
 
 pub(super) async fn fate<D: Db>(

@@ -20,6 +20,7 @@ backend_matrix!(
     failures_page_at_each_step_once_and_a_delivery_resolves,
     an_event_past_give_up_after_is_a_dead_letter_until_replayed,
     a_delivery_moves_the_clock_when_told_and_is_pruned_after_retain,
+    events_that_waited_for_forward_are_due_at_once_when_it_is_back,
 );
 
 fn forwarded(stream: &str, id: &str, ms: i64, ordered: bool, moves_clock: bool) -> NewEvent {
@@ -391,5 +392,51 @@ async fn a_delivery_moves_the_clock_when_told_and_is_pruned_after_retain(db: Tes
             .await
             .unwrap(),
         None
+    );
+}
+
+async fn events_that_waited_for_forward_are_due_at_once_when_it_is_back(db: TestDb) {
+    let clock = Arc::new(ManualClock::new(at(1_000_010)));
+    let store = db.open_with_clock(clock.clone()).await;
+    store
+        .record_events(vec![
+            forwarded("kept", "a", 1_000_000, false, false),
+            forwarded("failing", "b", 1_000_001, false, false),
+        ])
+        .await
+        .unwrap();
+    let p = policy(&[5]);
+    let no_forward = ForwardAttempt::Failed {
+        error: crate::store::forward::NO_FORWARD.into(),
+        status: None,
+    };
+    for c in claim(&store, "r1", &clock).await {
+        let attempt = if c.stream == "kept" {
+            no_forward.clone()
+        } else {
+            failed()
+        };
+        store
+            .settle_forward(settle(c, attempt, &clock, &p))
+            .await
+            .unwrap();
+    }
+    assert!(
+        claim(&store, "r1", &clock).await.is_empty(),
+        "both wait for their retry"
+    );
+    let moved = store
+        .hurry_forwards(vec!["kept".into(), "failing".into()], clock.now())
+        .await
+        .unwrap();
+    assert_eq!(moved, 1, "only the row that waited for [forward]");
+    assert_eq!(ids(&claim(&store, "r1", &clock).await), ["a"]);
+    assert_eq!(
+        store
+            .hurry_forwards(vec!["kept".into()], clock.now())
+            .await
+            .unwrap(),
+        0,
+        "a claimed row is not moved again"
     );
 }
