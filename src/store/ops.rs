@@ -3,57 +3,13 @@
 //! the keyed alerts of pages that are not about a stream's silence.
 
 use chrono::{DateTime, Utc};
-use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSqlOutput, ValueRef};
-use rusqlite::ToSql;
 use sha2::{Digest, Sha256};
 
-use super::{AlertState, PageKind};
 use crate::audit::chain::to_hex;
-
-impl ToSql for AlertState {
-    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
-        let text = match self {
-            AlertState::Ok => "ok",
-            AlertState::Firing => "firing",
-        };
-        Ok(ToSqlOutput::from(text))
-    }
-}
-
-impl FromSql for AlertState {
-    fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
-        match value.as_str()? {
-            "ok" => Ok(AlertState::Ok),
-            "firing" => Ok(AlertState::Firing),
-            other => Err(FromSqlError::Other(
-                format!("unknown alert state {other:?}").into(),
-            )),
-        }
-    }
-}
 
 /// Times are INTEGER epoch milliseconds so SQL comparisons are exact.
 pub(super) fn millis(t: DateTime<Utc>) -> i64 {
     t.timestamp_millis()
-}
-
-impl ToSql for PageKind {
-    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
-        Ok(ToSqlOutput::from(self.as_str()))
-    }
-}
-
-impl FromSql for PageKind {
-    fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
-        match value.as_str()? {
-            "page" => Ok(PageKind::Page),
-            "reminder" => Ok(PageKind::Reminder),
-            "escalation" => Ok(PageKind::Escalation),
-            other => Err(FromSqlError::Other(
-                format!("unknown page kind {other:?}").into(),
-            )),
-        }
-    }
 }
 
 pub(super) fn hex32(parts: &[&[u8]]) -> String {

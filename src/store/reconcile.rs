@@ -264,23 +264,6 @@ fn reconcile_move(current: Option<AlertState>, t: &ReconcileTransition) -> Optio
     })
 }
 
-/// An alert state as stored (`ok`, `firing`).
-fn state_text(s: &AlertState) -> &'static str {
-    match s {
-        AlertState::Ok => "ok",
-        AlertState::Firing => "firing",
-    }
-}
-
-/// A stored alert state read back; anything else is a damaged row.
-pub(super) fn stored_state(s: &str) -> Result<AlertState, StoreError> {
-    match s {
-        "ok" => Ok(AlertState::Ok),
-        "firing" => Ok(AlertState::Firing),
-        other => Err(StoreError::Sql(format!("unknown alert state {other:?}"))),
-    }
-}
-
 fn reconcile_row(
     stream: String,
     last_report_at: Option<i64>,
@@ -289,7 +272,7 @@ fn reconcile_row(
     Ok(ReconcileRow {
         stream,
         last_report_at: last_report_at.map(stored_time).transpose()?,
-        state: stored_state(state)?,
+        state: core::alert_state(state)?,
     })
 }
 
@@ -494,11 +477,11 @@ pub(super) async fn transition<D: Db>(db: &D, t: &ReconcileTransition) -> Result
         db.exec(sql::ENSURE, &[&t.stream]).await?;
     }
     let current: Option<(String,)> = db.opt(&D::locked(sql::STATE), &[&t.stream]).await?;
-    let current = current.map(|(s,)| stored_state(&s)).transpose()?;
+    let current = current.map(|(s,)| core::alert_state(&s)).transpose()?;
     let Some(page) = reconcile_move(current, t) else {
         return Ok(false);
     };
-    db.exec(sql::SET_STATE, &[&t.stream, &state_text(&t.to)])
+    db.exec(sql::SET_STATE, &[&t.stream, &core::state_str(&t.to)])
         .await?;
     core::queue_keyed_pages(db, &page, t.at, &missing_alert(&t.stream)).await?;
     Ok(true)

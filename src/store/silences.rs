@@ -508,15 +508,6 @@ fn silence_row(
     }
 }
 
-/// A stored `alert_state` (an unknown one is an error on both engines).
-fn alert_state(s: &str) -> Result<AlertState, StoreError> {
-    match s {
-        "ok" => Ok(AlertState::Ok),
-        "firing" => Ok(AlertState::Firing),
-        other => Err(StoreError::Sql(format!("unknown alert state {other:?}"))),
-    }
-}
-
 /// True when `sql` (a lookup of one key column by `key`) finds a row.
 async fn exists<D: Db>(db: &D, sql: &str, key: &str) -> Result<bool, StoreError> {
     Ok(db.opt::<(String,)>(sql, &[&key]).await?.is_some())
@@ -530,7 +521,7 @@ pub(super) async fn stream_state<D: Db>(
 ) -> Result<Option<(AlertState, Option<i64>)>, StoreError> {
     let row: Option<(String, Option<i64>)> =
         db.opt(&D::locked(sql::STREAM_STATE), &[&stream]).await?;
-    row.map(|(state, since)| Ok((alert_state(&state)?, since)))
+    row.map(|(state, since)| Ok((core::alert_state(&state)?, since)))
         .transpose()
 }
 
@@ -540,7 +531,7 @@ pub(super) async fn peek_stream_state<D: Db>(
     stream: &str,
 ) -> Result<Option<(AlertState, Option<i64>)>, StoreError> {
     let row: Option<(String, Option<i64>)> = db.opt(sql::STREAM_STATE, &[&stream]).await?;
-    row.map(|(state, since)| Ok((alert_state(&state)?, since)))
+    row.map(|(state, since)| Ok((core::alert_state(&state)?, since)))
         .transpose()
 }
 
@@ -640,7 +631,7 @@ pub(super) async fn suppress_keyed<D: Db>(
     let held = t.to == AlertState::Ok && db.exec(sql::TAKE_HELD_KEYED, &[&alert_id]).await? > 0;
     let told_firing = held
         && match db.opt::<(String,)>(sql::LAST_TOLD, &[&alert_id]).await? {
-            Some((state,)) => alert_state(&state)? == AlertState::Firing,
+            Some((state,)) => core::alert_state(&state)? == AlertState::Firing,
             None => false,
         };
     let decision = on_transition(&t.to, silenced, held, told_firing);

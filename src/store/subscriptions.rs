@@ -296,7 +296,7 @@ pub(super) async fn all<D: Db>(db: &D) -> Result<Vec<SubscriptionRow>, StoreErro
         .map(|(st, sub, expires, seen, reauth, concern, state)| {
             subscription_row(
                 (st, sub, expires, seen, reauth, concern),
-                alert_state(&state)?,
+                core::alert_state(&state)?,
             )
         })
         .collect()
@@ -314,7 +314,7 @@ pub(super) async fn transition<D: Db>(
         .opt(&D::locked(sql::CURRENT), &[&t.stream, &t.subscription])
         .await?;
     let current = match current {
-        Some((state, concern)) => Some((alert_state(&state)?, concern)),
+        Some((state, concern)) => Some((core::alert_state(&state)?, concern)),
         None => None,
     };
     let Some(m) = transition_move(current, t) else {
@@ -322,28 +322,16 @@ pub(super) async fn transition<D: Db>(
     };
     db.exec(
         sql::SET_STATE,
-        &[&t.stream, &t.subscription, &state_text(&t.to), &m.concern],
+        &[
+            &t.stream,
+            &t.subscription,
+            &core::state_str(&t.to),
+            &m.concern,
+        ],
     )
     .await?;
     core::queue_keyed_pages(db, &m.page, t.at, &m.alert()).await?;
     Ok(true)
-}
-
-/// `alert_state` as stored (the column's CHECK names these two).
-fn state_text(s: &AlertState) -> &'static str {
-    match s {
-        AlertState::Ok => "ok",
-        AlertState::Firing => "firing",
-    }
-}
-
-/// A stored `alert_state`; anything else is a damaged row, not `ok`.
-fn alert_state(s: &str) -> Result<AlertState, StoreError> {
-    match s {
-        "ok" => Ok(AlertState::Ok),
-        "firing" => Ok(AlertState::Firing),
-        other => Err(StoreError::Sql(format!("unknown alert state {other:?}"))),
-    }
 }
 
 #[cfg(test)]
