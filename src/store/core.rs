@@ -24,6 +24,7 @@ use super::ops::{
     alert_id_for, delivery_hash, hex32, legacy_delivery_hash, millis, page_key_for, uuid_like,
     KeyedAlert,
 };
+use super::subscriptions::SubscriptionUpdate;
 use super::{
     AlertState, Attempt, EventOutcome, NewEvent, OutboxRow, OutboxSummary, PageKind, StoreError,
     StreamRow, TemplatedOutcome, Transition, TransitionOutcome,
@@ -203,18 +204,33 @@ pub(super) async fn watch_streams<D: Db>(
     Ok(out)
 }
 
-/// Records `events` in order, under the audit head lock when any is
-/// chained.
-pub(super) async fn record_events<D: Db>(
+/// One delivery, in the caller's transaction: its events in order, what it
+/// said about provider subscriptions, and (`with_rows`) the stream rows it
+/// moved, as they now stand. On PostgreSQL the caller holds the audit
+/// head's lock when any event is chained ([`lock_audit_head`]), taken once
+/// per transaction and outside any savepoint (`pg::batch`); SQLite's one
+/// writer needs none.
+pub(super) async fn record_delivery<D: Db>(
     db: &D,
     events: &[NewEvent],
-) -> Result<Vec<EventOutcome>, StoreError> {
-    lock_audit_head(db, events).await?;
-    let mut out = Vec::with_capacity(events.len());
+    update: Option<&SubscriptionUpdate>,
+    now: DateTime<Utc>,
+    with_rows: bool,
+) -> Result<(Vec<EventOutcome>, Vec<StreamRow>), StoreError> {
+    let mut outcomes = Vec::with_capacity(events.len());
     for event in events {
-        out.push(record_event(db, event).await?);
+        outcomes.push(record_event(db, event).await?);
     }
-    Ok(out)
+    if let Some(update) = update {
+        super::subscriptions::record(db, update, now).await?;
+    }
+    let mut rows = Vec::new();
+    if with_rows {
+        for name in super::moved_streams(events, &outcomes) {
+            rows.extend(stream_row(db, name).await?);
+        }
+    }
+    Ok((outcomes, rows))
 }
 
 /// Dedups on the delivery hash (earlier events of the same batch count, as

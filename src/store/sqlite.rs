@@ -21,7 +21,7 @@ use super::backend::prelude::*;
 use super::backend::{operations, Backend, Operations, StoreResult};
 use super::writer::{Control, Msg, Task};
 use super::Shared;
-use super::{core, db, moved_streams, schema, subscriptions, writer};
+use super::{core, db, schema, writer};
 
 /// Jobs that may wait for the writer before callers feel backpressure. Each
 /// in-flight HTTP request holds at most one slot, so this is far above normal
@@ -148,13 +148,15 @@ impl Backend for SqliteBackend {
             .iter()
             .map(|e| (e.stream.clone(), e.feeds_clock))
             .collect();
-        let outcomes = self
+        let (outcomes, _) = self
             .call(move |c| {
-                let outcomes = db::ready(core::record_events(c, &events))?;
-                if let Some(update) = &update {
-                    db::ready(subscriptions::record(c, update, now))?;
-                }
-                Ok(outcomes)
+                db::ready(core::record_delivery(
+                    c,
+                    &events,
+                    update.as_ref(),
+                    now,
+                    false,
+                ))
             })
             .await?;
         for ((stream, feeds), outcome) in moved.into_iter().zip(&outcomes) {
@@ -173,15 +175,13 @@ impl Backend for SqliteBackend {
     ) -> StoreResult<(Vec<EventOutcome>, Vec<StreamRow>)> {
         let (outcomes, rows) = self
             .call(move |c| {
-                let outcomes = db::ready(core::record_events(c, &events))?;
-                if let Some(update) = &update {
-                    db::ready(subscriptions::record(c, update, now))?;
-                }
-                let rows = moved_streams(&events, &outcomes)
-                    .into_iter()
-                    .filter_map(|name| db::ready(core::stream_row(c, name)).transpose())
-                    .collect::<Result<Vec<_>, _>>()?;
-                Ok((outcomes, rows))
+                db::ready(core::record_delivery(
+                    c,
+                    &events,
+                    update.as_ref(),
+                    now,
+                    true,
+                ))
             })
             .await?;
         for row in &rows {

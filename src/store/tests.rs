@@ -181,7 +181,8 @@ async fn failing_job_rolls_back_alone_in_its_batch() {
             .call(|c| {
                 // Writes something, then fails: the write must be undone.
                 let e = event("a", Some("bad"), "login", 1_000);
-                super::db::ready(super::core::record_events(c, &[e]))?;
+                let now = e.received_at;
+                super::db::ready(super::core::record_delivery(c, &[e], None, now, false))?;
                 c.execute("INSERT INTO no_such_table VALUES (1)", [])?;
                 Ok(())
             })

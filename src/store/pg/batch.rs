@@ -20,7 +20,7 @@ use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
 use tokio::sync::{mpsc, oneshot};
 
-use super::{bulk, ops, pg_err, pool_err, subscriptions};
+use super::{bulk, ops, pg_err, pool_err};
 use crate::store::subscriptions::SubscriptionUpdate;
 use crate::store::{NewEvent, StoreError};
 
@@ -154,27 +154,19 @@ async fn job_by_job(
     let mut tx = client.transaction().await.map_err(pg_err)?;
     // The head lock first, once for the whole batch and outside every
     // savepoint (a lock taken inside one would be released by its
-    // rollback), so lock order stays head → stream rows (see `ops`).
+    // rollback), so lock order stays head → stream rows (see `store::core`).
     if let Some(audited) = jobs.iter().flat_map(|j| &j.events).find(|e| e.audit) {
         ops::lock_audit_head(&tx, std::slice::from_ref(audited)).await?;
     }
     for job in jobs {
         let sp = tx.savepoint("delivery").await.map_err(pg_err)?;
-        let outcome = async {
-            let outcomes = ops::record_events(&sp, &job.events).await?;
-            if let Some(update) = &job.update {
-                subscriptions::record(&sp, update, job.now).await?;
-            }
-            let mut rows = Vec::new();
-            if job.with_rows {
-                for name in crate::store::moved_streams(&job.events, &outcomes) {
-                    if let Some(row) = ops::stream_row(&sp, name).await? {
-                        rows.push(row);
-                    }
-                }
-            }
-            Ok::<_, StoreError>((outcomes, rows))
-        }
+        let outcome = crate::store::core::record_delivery(
+            &sp,
+            &job.events,
+            job.update.as_ref(),
+            job.now,
+            job.with_rows,
+        )
         .await;
         match outcome {
             Ok(outcomes) => {

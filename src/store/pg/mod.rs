@@ -34,8 +34,6 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 
 use super::backend::prelude::*;
 use super::backend::{operations, Backend, Operations, StoreResult};
-// `pg::batch` records a delivery's subscription update in its transaction.
-use super::subscriptions;
 pub use settings::Settings;
 
 /// The LISTEN/NOTIFY channel an arrival is announced on (`store::core`).
