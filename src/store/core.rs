@@ -336,29 +336,23 @@ async fn insert_event<D: Db>(
 /// matching arrival order within a batch; the maximum keeps the arrival
 /// moving forward whatever order replicas commit in.
 pub(super) async fn advance_clock<D: Db>(db: &D, event: &NewEvent) -> Result<(), StoreError> {
-    // The dialects name the two-argument maximum differently (SQLite's
-    // scalar max(), PostgreSQL's GREATEST), and PostgreSQL wants the type
-    // of a parameter that is only compared with NULL.
-    const SQLITE: &str = "UPDATE streams SET
+    // The maximum is spelled as a CASE: SQLite's scalar max() and
+    // PostgreSQL's GREATEST are not shared, a comparison is. The cast types
+    // the one parameter PostgreSQL would otherwise see compared with NULL
+    // only.
+    const ADVANCE: &str = "UPDATE streams SET
              last_event_type = CASE WHEN last_arrival_at IS NULL OR $2 >= last_arrival_at
                                     THEN $3 ELSE last_event_type END,
              last_event_id   = CASE WHEN last_arrival_at IS NULL OR $2 >= last_arrival_at
                                     THEN $4 ELSE last_event_id END,
-             last_arrival_at = max(coalesce(last_arrival_at, $2), $2),
-             newest_event_at = CASE WHEN $5 IS NULL THEN newest_event_at
-                                    ELSE max(coalesce(newest_event_at, $5), $5) END
-         WHERE name = $1";
-    const POSTGRES: &str = "UPDATE streams SET
-             last_event_type = CASE WHEN last_arrival_at IS NULL OR $2 >= last_arrival_at
-                                    THEN $3 ELSE last_event_type END,
-             last_event_id   = CASE WHEN last_arrival_at IS NULL OR $2 >= last_arrival_at
-                                    THEN $4 ELSE last_event_id END,
-             last_arrival_at = GREATEST(coalesce(last_arrival_at, $2), $2),
-             newest_event_at = CASE WHEN $5::BIGINT IS NULL THEN newest_event_at
-                                    ELSE GREATEST(coalesce(newest_event_at, $5), $5) END
+             last_arrival_at = CASE WHEN last_arrival_at IS NULL OR $2 > last_arrival_at
+                                    THEN $2 ELSE last_arrival_at END,
+             newest_event_at = CASE WHEN CAST($5 AS BIGINT) IS NULL THEN newest_event_at
+                                    WHEN newest_event_at IS NULL OR $5 > newest_event_at
+                                    THEN $5 ELSE newest_event_at END
          WHERE name = $1";
     db.exec(
-        if D::POSTGRES { POSTGRES } else { SQLITE },
+        ADVANCE,
         &[
             &event.stream,
             &millis(event.received_at),
