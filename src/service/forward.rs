@@ -25,7 +25,8 @@
 //!   the default ladder ([`policy`] with `None`), so they page, become
 //!   dead letters after the default `give_up_after` and are kept for
 //!   replay, and `/v1/status` shows them (`configured: false`). Put
-//!   `[forward]` back and they go out at their next retry, under their ids.
+//!   `[forward]` back and those still pending go out at once
+//!   (`store::forward::hurry`), in order, under their ids.
 
 use super::app::App;
 use crate::config::forward::ForwardConfig;
