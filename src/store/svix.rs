@@ -4,22 +4,27 @@
 //! to the outbox in that transaction too: an acknowledged operational
 //! webhook can never lose its page.
 //!
-//! What an event does (which row it lands on past the endpoint cap, what
-//! it writes, which pages it queues) is decided once, by the pure
-//! functions here (`event_place`, `apply`, `event_changes`, `page_plans`,
-//! ...), from rows both engines read with the same statements (`sql`).
-//! The operations that read those rows, call the decision and write its
-//! outcome are written once too, over `store::db::Db`.
+//! Which row an event lands on past the endpoint cap, the alerts it calls
+//! for and what its pages say are decided in `domain::svix` (`event_place`,
+//! `event_changes`, `page_plans`, ...); what it writes, as the statements
+//! of `sql`, is decided here (`apply`: its input is the event as ingest
+//! parsed it). The operations that read the rows, call the decisions and
+//! write their outcome are written once, over `store::db::Db`.
 
 use super::core;
 use super::db::Db;
-use super::ops::{delivery_hash, KeyedAlert};
+use super::ops::{delivery_hash, millis, KeyedAlert};
 use super::{AlertState, EventOutcome, NewEvent, StoreError, Transition};
 use crate::domain::svix::{
-    alert_changes, AlertChange, DisableTrigger, EndpointSummary, Severity, SvixAlert,
+    ack_place, alert_changes, event_changes, event_place, page_plans, AlertChange, DisableTrigger,
+    EndpointSummary, PageFacts, PagePlan, Place, SourceRows, REDELIVERED_EVENT, REGROUPED,
+};
+pub use crate::domain::svix::{
+    LostMessage, RecoveredMessage, SvixEndpointRow, SvixPage, GROUPED_ENDPOINT,
+    MAX_ENDPOINTS_PER_SOURCE,
 };
 use crate::ingest::svix_ops::{AttemptRef, EndpointRef, OpEvent, Trigger};
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -50,21 +55,6 @@ pub(super) const MIGRATION: &str = "CREATE TABLE svix_endpoints (
         acknowledged INTEGER NOT NULL DEFAULT 0,
         PRIMARY KEY (source, endpoint_id, msg_id)
     );";
-
-/// Endpoints tracked one by one per Svix source, besides those mapped in
-/// `[svix.NAME] endpoints` (bounded by the config, never grouped). Endpoint
-/// ids come from signed operational webhooks, but a Svix environment you own
-/// may have thousands of endpoints (one per customer of your outgoing
-/// webhooks), and each one seen used to add five metric series, a status
-/// row and its own pages: 3,000 ids made a 3.4 MB `/metrics`. Past the cap a
-/// new endpoint is not dropped but folded into one shared row,
-/// [`GROUPED_ENDPOINT`], so the series, status rows and alerts stay bounded
-/// (like `subscriptions::MAX_PER_STREAM` and `[server] max_streams`).
-pub const MAX_ENDPOINTS_PER_SOURCE: i64 = 100;
-
-/// The `endpoint_id` (row, metric label, alert key) that the endpoints past
-/// [`MAX_ENDPOINTS_PER_SOURCE`] share. Not a Svix id (those are `ep_…`).
-pub const GROUPED_ENDPOINT: &str = "other";
 
 /// Where an operational event's pages go, and what it means in config.
 #[derive(Debug, Clone)]
@@ -98,62 +88,12 @@ pub struct SvixApply {
 /// 1 is acknowledged by hand. No schema change: the column had no CHECK.
 pub const REDELIVERED: i64 = 2;
 
-/// The `event_type` of the audit entry (and of the apply) for that join.
-pub const REDELIVERED_EVENT: &str = "hushwatch.svix.redelivered";
-
 /// Lost messages recovered by redelivery listed per endpoint in
 /// `/v1/status` (the newest; `recovered_total` counts them all).
 pub const RECOVERED_SHOWN: i64 = 20;
 
 /// Message ids named in one join's audit entry (`msg_count` has them all).
 const JOIN_IDS_AUDITED: usize = 50;
-
-/// A page caused by an operational event, for logs and the caller.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SvixPage {
-    pub endpoint_id: String,
-    pub alert: SvixAlert,
-    pub firing: bool,
-    pub severity: Severity,
-    pub summary: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LostMessage {
-    pub msg_id: String,
-    pub msg_event_id: Option<String>,
-    pub status_code: u16,
-    pub attempt_at: Option<DateTime<Utc>>,
-}
-
-/// A lost message whose `svix-id` was later accepted on a stream the
-/// endpoint feeds: no longer lost.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RecoveredMessage {
-    pub msg_id: String,
-    pub msg_event_id: Option<String>,
-    /// When the join was made (the redelivery, or the exhausted event that
-    /// came after it).
-    pub recovered_at: Option<DateTime<Utc>>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SvixEndpointRow {
-    pub source: String,
-    pub endpoint_id: String,
-    pub app_id: Option<String>,
-    pub endpoint_uid: Option<String>,
-    pub disabled: Option<DisableTrigger>,
-    pub fail_since: Option<DateTime<Utc>>,
-    pub disabled_at: Option<DateTime<Utc>>,
-    pub deleted: bool,
-    pub exhausted_total: u64,
-    pub failing: u64,
-    pub lost: Vec<LostMessage>,
-    /// The newest [`RECOVERED_SHOWN`] recovered by redelivery.
-    pub recovered: Vec<RecoveredMessage>,
-    pub recovered_total: u64,
-}
 
 /// The apply for an endpoint whose event left its uid out (the open-source
 /// server omits `endpointUid` from `message.attempt.*` and sends it null in
@@ -216,16 +156,8 @@ pub(super) fn join_entry(a: &SvixApply, endpoint_id: &str, ids: &[String]) -> Ne
     }
 }
 
-pub(super) fn ms(t: DateTime<Utc>) -> i64 {
-    t.timestamp_millis()
-}
-
 pub(super) fn time(ms: Option<i64>) -> Option<DateTime<Utc>> {
     ms.and_then(DateTime::from_timestamp_millis)
-}
-
-fn rfc(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Secs, true)
 }
 
 /// A stored count (never negative) as the store's `u64`.
@@ -234,9 +166,8 @@ pub(super) fn count(n: i64) -> u64 {
 }
 
 // ---------------------------------------------------------------------------
-// The decisions, taken once for both engines (pure; `store::silences` is the
-// model). Each engine reads the rows named in the arguments with the
-// statements of `sql`, calls the function and writes what it returns.
+// What an event writes (pure, taken once for both engines), and the thin
+// conversions between the rows and `domain::svix`'s inputs and outputs.
 // ---------------------------------------------------------------------------
 
 /// The row an event about `e` updates: its own, or [`GROUPED_ENDPOINT`]
@@ -253,81 +184,17 @@ pub(super) fn tracked(e: &EndpointRef, id: &str) -> EndpointRef {
     }
 }
 
-/// What placing an endpoint's state depends on, read in one statement
-/// ([`sql::ROWS`]; a source has at most `MAX_ENDPOINTS_PER_SOURCE` rows
-/// besides its mapped endpoints and the grouped one).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(super) struct SourceRows {
-    /// The endpoint has a row of its own.
-    pub own: bool,
-    /// Rows of the source tracked one by one (all but the grouped row).
-    pub tracked: i64,
-    /// The grouped row exists.
-    pub grouped: bool,
-}
-
-impl SourceRows {
-    /// From [`sql::ROWS`]'s three counts.
-    pub(super) fn of((own, tracked, grouped): (i64, i64, i64)) -> SourceRows {
-        SourceRows {
-            own: own > 0,
-            tracked,
-            grouped: grouped > 0,
-        }
+/// The row `place` names. Folding the first endpoint past the cap is
+/// logged once (the status page and `/v1/status` say it from then on).
+fn row_id(place: Place, source: &str, endpoint_id: &str) -> String {
+    if place == (Place::Grouped { first: true }) {
+        tracing::warn!(
+            source,
+            max = MAX_ENDPOINTS_PER_SOURCE,
+            "Svix source has more than the maximum of endpoints tracked one by one; further endpoints are grouped as \"{GROUPED_ENDPOINT}\""
+        );
     }
-}
-
-/// Which row holds an endpoint's state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Place {
-    Own,
-    /// [`GROUPED_ENDPOINT`]; `first`: this event creates the grouped row.
-    Grouped {
-        first: bool,
-    },
-}
-
-impl Place {
-    /// The row's `endpoint_id`. Folding the first endpoint past the cap is
-    /// logged once (the status page and `/v1/status` say it from then on).
-    pub(super) fn id(self, source: &str, endpoint_id: &str) -> String {
-        match self {
-            Place::Own => endpoint_id.to_string(),
-            Place::Grouped { first } => {
-                if first {
-                    tracing::warn!(
-                        source,
-                        max = MAX_ENDPOINTS_PER_SOURCE,
-                        "Svix source has more than the maximum of endpoints tracked one by one; further endpoints are grouped as \"{GROUPED_ENDPOINT}\""
-                    );
-                }
-                GROUPED_ENDPOINT.to_string()
-            }
-        }
-    }
-}
-
-/// The row an event updates: the endpoint's own when it has one, is
-/// mapped in config or the source is under the cap; otherwise the grouped
-/// row. (On PostgreSQL two replicas adding new endpoints at once may each
-/// see room for one more, so the cap can be passed by at most the number
-/// of concurrent writers; it still bounds the series.)
-pub(super) fn event_place(mapped: bool, rows: SourceRows) -> Place {
-    if mapped || rows.own || rows.tracked < MAX_ENDPOINTS_PER_SOURCE {
-        return Place::Own;
-    }
-    Place::Grouped {
-        first: !rows.grouped,
-    }
-}
-
-/// The row an acknowledgement applies to: the endpoint's own, or the
-/// grouped row when it has none (its messages were folded there).
-pub(super) fn ack_place(mapped: bool, rows: SourceRows) -> Place {
-    if mapped || rows.own || !rows.grouped {
-        return Place::Own;
-    }
-    Place::Grouped { first: false }
+    place.id(endpoint_id).to_string()
 }
 
 /// One write an event makes to its row, each a statement of [`sql`].
@@ -386,7 +253,7 @@ pub(super) fn apply(a: &SvixApply, id: &str) -> Option<Apply> {
                 Trigger::Automatic => "automatic",
                 Trigger::Manual => "manual",
             },
-            fail_since: fail_since.map(ms),
+            fail_since: fail_since.map(millis),
         }),
         OpEvent::EndpointEnabled(_) | OpEvent::EndpointUpdated(_) | OpEvent::EndpointCreated(_) => {
             if matches!(a.event, OpEvent::EndpointEnabled(_)) || a.clears_on.contains(&a.event_type)
@@ -503,33 +370,6 @@ pub(super) fn recovered_message(c: (String, Option<String>, Option<i64>)) -> Rec
     }
 }
 
-/// The alerts an event's writes call for: the crossings of its summary,
-/// and a one-shot notice when it deleted a mapped endpoint.
-pub(super) fn event_changes(
-    a: &SvixApply,
-    apply: &Apply,
-    before: &EndpointSummary,
-    after: &EndpointSummary,
-) -> Vec<AlertChange> {
-    let mut changes = alert_changes(before, after);
-    if apply.deleted && a.mapped {
-        changes.push(AlertChange {
-            alert: SvixAlert::EndpointDeleted,
-            firing: true,
-            severity: Severity::Warning,
-        });
-    }
-    changes
-}
-
-/// The page `regroup` queues for an endpoint whose lost count grew since
-/// its last page: the exhausted alert again, with the new count.
-pub(super) const REGROUPED: AlertChange = AlertChange {
-    alert: SvixAlert::MessagesExhausted,
-    firing: true,
-    severity: Severity::Critical,
-};
-
 /// The apply of the join of lost messages with their redeliveries (its
 /// pages word the resolve that way).
 pub(super) fn redelivered(a: &SvixApply) -> SvixApply {
@@ -539,74 +379,50 @@ pub(super) fn redelivered(a: &SvixApply) -> SvixApply {
     }
 }
 
-/// One page an alert change queues, and what it writes besides.
-#[derive(Debug, Clone, PartialEq)]
-pub(super) struct PagePlan {
-    pub transition: Transition,
-    /// One alert id per endpoint and alert, shared by its firing and
-    /// resolved pages (PagerDuty dedup_key). The key keeps the pre-v8
-    /// form, so an alert that fired before an upgrade resolves under the
-    /// same id.
-    key: String,
-    source: String,
-    /// [`sql::SET_LOST_PAGED`]: the lost count this page gave, so that
-    /// `grown` finds the endpoints that lost more since.
-    pub lost_paged: Option<i64>,
-    pub page: SvixPage,
-}
-
-impl PagePlan {
-    pub(super) fn alert(&self) -> KeyedAlert<'_> {
-        KeyedAlert {
-            kind: self.page.alert.as_str(),
-            family: "svix",
-            key: &self.key,
-            severity: self.page.severity.as_str(),
-            source: &self.source,
-            endpoint_id: &self.page.endpoint_id,
-        }
+/// What `a`'s pages say about its event (`domain::svix::page_plans`).
+fn page_facts(a: &SvixApply) -> PageFacts<'_> {
+    let endpoint = a.event.endpoint();
+    PageFacts {
+        source: &a.source,
+        stream: &a.stream,
+        event_type: &a.event_type,
+        join_streams: &a.join_streams,
+        endpoint_id: endpoint.map(|e| e.endpoint_id.as_str()),
+        app_id: endpoint.and_then(|e| e.app_id.as_deref()),
+        failing_attempt: match &a.event {
+            OpEvent::AttemptFailing { attempt, .. } => {
+                Some((attempt.attempt_at, attempt.status_code))
+            }
+            _ => None,
+        },
     }
 }
 
-/// The pages of `changes` for the row `endpoint_id` (read as `row` after
-/// the event). The severity travels as its own field (every notifier
-/// shows it).
-pub(super) fn page_plans(
-    a: &SvixApply,
-    endpoint_id: &str,
-    changes: &[AlertChange],
-    row: &SvixEndpointRow,
-) -> Vec<PagePlan> {
-    changes
-        .iter()
-        .map(|change| {
-            let summary = summary_text(a, endpoint_id, change, row);
-            PagePlan {
-                transition: Transition {
-                    stream: a.stream.clone(),
-                    to: if change.firing {
-                        AlertState::Firing
-                    } else {
-                        AlertState::Ok
-                    },
-                    at: a.now,
-                    reason: summary.clone(),
-                    notifiers: a.notifiers.clone(),
-                },
-                key: format!("{}/{}/{}", a.source, endpoint_id, change.alert.as_str()),
-                source: a.source.clone(),
-                lost_paged: (change.alert == SvixAlert::MessagesExhausted)
-                    .then(|| i64::try_from(row.lost.len()).unwrap_or(i64::MAX)),
-                page: SvixPage {
-                    endpoint_id: endpoint_id.to_string(),
-                    alert: change.alert,
-                    firing: change.firing,
-                    severity: change.severity,
-                    summary,
-                },
-            }
-        })
-        .collect()
+/// The transition `plan` records: a page to every notifier of the stream
+/// the endpoint feeds, with the page's summary as its reason.
+fn page_transition(a: &SvixApply, plan: &PagePlan) -> Transition {
+    Transition {
+        stream: a.stream.clone(),
+        to: if plan.page.firing {
+            AlertState::Firing
+        } else {
+            AlertState::Ok
+        },
+        at: a.now,
+        reason: plan.page.summary.clone(),
+        notifiers: a.notifiers.clone(),
+    }
+}
+
+fn keyed_alert<'a>(a: &'a SvixApply, plan: &'a PagePlan) -> KeyedAlert<'a> {
+    KeyedAlert {
+        kind: plan.page.alert.as_str(),
+        family: "svix",
+        key: &plan.key,
+        severity: plan.page.severity.as_str(),
+        source: &a.source,
+        endpoint_id: &plan.page.endpoint_id,
+    }
 }
 
 /// The statements both engines run, written once with PostgreSQL's `$N`
@@ -712,168 +528,6 @@ pub(super) mod sql {
          ORDER BY received_at DESC, msg_id LIMIT $4";
 }
 
-/// The retry schedule is configurable (`retry_schedule` in the open-source
-/// server; a run had 6 attempts in 41 s), so pages word what the payload
-/// said and give the default only as the Cloud default: immediately, 5 s,
-/// 5 min, 30 min, 2 h, 5 h, 10 h, 10 h = 27 h 35 min 5 s
-/// (https://docs.svix.com/retries). `message.attempt.failing` is "sent on
-/// the fourth failure" (svix crate, `MessageAttemptFailingEvent`).
-const SCHEDULE_NOTE: &str =
-    "How long that took depends on the schedule (on Svix Cloud's default schedule, about 27.6 h).";
-const SCHEDULE_NOTE_SHORT: &str = "on Svix Cloud's default schedule, about 27.6 h in all";
-
-/// "at 2026-12-01T19:42:17Z (no HTTP response: status 0)" from the
-/// payload's `lastAttempt`.
-fn attempt_words(at: Option<DateTime<Utc>>, status: u16) -> String {
-    let when = at.map(rfc).unwrap_or_else(|| "(time not reported)".into());
-    if status == 0 {
-        format!("at {when} (no HTTP response: status 0, a timeout or a refused connection)")
-    } else {
-        format!("at {when} (HTTP {status})")
-    }
-}
-
-/// What resolved a disabled alert, for its page: on the open-source server
-/// only `endpoint.updated` can stand for a re-enable, and it is sent for
-/// any change, so the page says to check.
-fn cleared_by(event_type: &str) -> String {
-    match event_type.strip_prefix("ingest.").unwrap_or(event_type) {
-        "endpoint.enabled" => "enabled again (endpoint.enabled).".to_string(),
-        "endpoint.updated" => "disabled alert cleared by endpoint.updated (clear_on, flavor = \"oss\": the open-source \
-            Svix server sends no endpoint.enabled). It sends endpoint.updated for any change too (a rename, a URL change, a \
-            secret rotation, a manual disable), so check in Svix that the endpoint is enabled."
-            .to_string(),
-        "endpoint.deleted" => "disabled alert cleared by endpoint.deleted (clear_on).".to_string(),
-        other => format!("disabled alert cleared by {other}."),
-    }
-}
-
-/// What a person should do, per alert. Shown in every page.
-pub(super) fn summary_text(
-    a: &SvixApply,
-    endpoint_id: &str,
-    change: &AlertChange,
-    row: &SvixEndpointRow,
-) -> String {
-    // The grouped row stands for every endpoint past the cap: the page says
-    // so, names the endpoint this event was about, and its instructions use
-    // that endpoint's ids.
-    let this = a
-        .event
-        .endpoint()
-        .filter(|e| e.endpoint_id != GROUPED_ENDPOINT);
-    let grouped = endpoint_id == GROUPED_ENDPOINT;
-    let name = if grouped {
-        format!(
-            "Svix endpoints past the first {MAX_ENDPOINTS_PER_SOURCE} of source {} (grouped as \"{GROUPED_ENDPOINT}\", feeds stream {}{})",
-            a.source,
-            a.stream,
-            this.map(|e| format!("; this event: endpoint {}", e.endpoint_id))
-                .unwrap_or_default()
-        )
-    } else {
-        format!(
-            "Svix endpoint {endpoint_id} ({}, feeds stream {})",
-            a.source, a.stream
-        )
-    };
-    let caveat = if grouped {
-        format!(
-            " Endpoints past the cap share one state, so this may not be the only one affected: check them in Svix, \
-             and map the endpoints that matter under [svix.{}] endpoints to track them one by one.",
-            a.source
-        )
-    } else {
-        String::new()
-    };
-    let text = summary_for(a, endpoint_id, change, row, &name, this);
-    format!("{text}{caveat}")
-}
-
-fn summary_for(
-    a: &SvixApply,
-    endpoint_id: &str,
-    change: &AlertChange,
-    row: &SvixEndpointRow,
-    name: &str,
-    this: Option<&EndpointRef>,
-) -> String {
-    // In the grouped row's instructions, the endpoint the event named.
-    let endpoint_id = match this {
-        _ if endpoint_id != GROUPED_ENDPOINT => endpoint_id,
-        Some(e) => e.endpoint_id.as_str(),
-        None => "{endpoint_id}",
-    };
-    if !change.firing {
-        return match change.alert {
-            SvixAlert::EndpointDisabled => {
-                format!("{name}: {} Recover failed messages and replay missing ones since it failed.", cleared_by(&a.event_type))
-            }
-            SvixAlert::MessagesExhausted => match a.event_type.as_str() {
-                REDELIVERED_EVENT => format!(
-                    "{name}: every lost message has since arrived: its svix-id was accepted on stream {} \
-                     (a recover or resend got through; Svix sends no event for that), so nothing is lost any more.",
-                    a.join_streams.join(", ")
-                ),
-                "message.attempt.recovered" | "ingest.message.attempt.recovered" => format!(
-                    "{name}: a later attempt delivered the last lost message (message.attempt.recovered)."
-                ),
-                _ => format!("{name}: every lost message was acknowledged."),
-            },
-            SvixAlert::EndpointFailing => format!("{name}: no message is failing any more."),
-            SvixAlert::EndpointDeleted => format!("{name} deletion cleared."),
-        };
-    }
-    let since = row
-        .fail_since
-        .map(rfc)
-        .unwrap_or_else(|| "the first failure".into());
-    let app = row
-        .app_id
-        .clone()
-        .or_else(|| this.and_then(|e| e.app_id.clone()))
-        .unwrap_or_else(|| "{app_id}".into());
-    match change.alert {
-        SvixAlert::EndpointDisabled => format!(
-            "{name} was DISABLED ({} trigger), failing since {since}: deliveries stopped and new messages are not even queued, so revocations are being lost. \
-             Fix the receiver, re-enable it (PATCH /api/v1/app/{app}/endpoint/{endpoint_id} {{\"disabled\": false}}), then recover failed messages \
-             (POST /api/v1/app/{app}/endpoint/{endpoint_id}/recover {{\"since\": \"{since}\"}}) and replay missing ones \
-             (POST …/replay-missing with the same since). Clerk: Dashboard → Webhooks → endpoint → Message Attempts → Replay (failed since / missing since).",
-            match row.disabled {
-                Some(DisableTrigger::Manual) => "manual",
-                _ => "automatic",
-            }
-        ),
-        SvixAlert::MessagesExhausted => format!(
-            "{name}: {} message(s) used up every attempt of the endpoint's retry schedule and are lost for this endpoint unless recovered \
-             (first: {}; last attempt {}). {SCHEDULE_NOTE} Fix the receiver, then POST /api/v1/app/{app}/endpoint/{endpoint_id}/recover \
-             or resend each message: a lost message whose svix-id hushwatch then accepts on stream {} counts as recovered by itself; \
-             acknowledge the others with POST /v1/svix/{}/acknowledge once handled.",
-            row.lost.len(),
-            row.lost.first().map(|m| m.msg_id.as_str()).unwrap_or("-"),
-            row.lost
-                .last()
-                .map(|m| attempt_words(m.attempt_at, m.status_code))
-                .unwrap_or_else(|| "not reported".into()),
-            a.join_streams.join(", "),
-            a.source
-        ),
-        SvixAlert::EndpointFailing => format!(
-            "{name}: {} message(s) are failing (Svix reports a message's 4th failed attempt{}); Svix keeps retrying on the \
-             endpoint's retry schedule ({SCHEDULE_NOTE_SHORT}). Check the receiver now.",
-            row.failing,
-            match &a.event {
-                OpEvent::AttemptFailing { attempt, .. } => format!(
-                    "; last attempt {}",
-                    attempt_words(attempt.attempt_at, attempt.status_code)
-                ),
-                _ => String::new(),
-            }
-        ),
-        SvixAlert::EndpointDeleted => format!("{name} was DELETED in Svix: nothing will be delivered to it."),
-    }
-}
-
 // ---------------------------------------------------------------------------
 // Rows, on either engine (`store::db`): read them, call the decisions, write
 // the outcome. What is PostgreSQL's own: replicas share that database, so
@@ -973,7 +627,7 @@ async fn write<D: Db>(
                     &m.msg_event_id,
                     state,
                     &i64::from(m.status_code),
-                    &m.attempt_at.map(ms),
+                    &m.attempt_at.map(millis),
                     &now,
                 ],
             )
@@ -998,8 +652,14 @@ async fn queue_pages<D: Db>(
         .pop()
         .ok_or_else(|| StoreError::Sql(format!("unknown Svix endpoint {endpoint_id}")))?;
     let mut pages = Vec::new();
-    for plan in page_plans(a, endpoint_id, changes, &row) {
-        core::queue_keyed_pages(db, &plan.transition, a.now, &plan.alert()).await?;
+    for plan in page_plans(&page_facts(a), endpoint_id, changes, &row) {
+        core::queue_keyed_pages(
+            db,
+            &page_transition(a, &plan),
+            a.now,
+            &keyed_alert(a, &plan),
+        )
+        .await?;
         if let Some(lost) = plan.lost_paged {
             db.exec(sql::SET_LOST_PAGED, &[&a.source, &endpoint_id, &lost])
                 .await?;
@@ -1027,14 +687,14 @@ pub(super) async fn record<D: Db>(
     let learned = learned(a, stored_uid.and_then(|(uid,)| uid).as_deref());
     let a = learned.as_ref().unwrap_or(a);
     let rows = source_rows(db, &a.source, &real.endpoint_id).await?;
-    let endpoint_id = event_place(a.mapped, rows).id(&a.source, &real.endpoint_id);
-    lock_endpoint(db, &a.source, &endpoint_id, Some(ms(a.now))).await?;
+    let endpoint_id = row_id(event_place(a.mapped, rows), &a.source, &real.endpoint_id);
+    lock_endpoint(db, &a.source, &endpoint_id, Some(millis(a.now))).await?;
     let before = read_summary(db, &a.source, &endpoint_id).await?;
     let Some(plan) = apply(a, &endpoint_id) else {
         return Ok((EventOutcome::Accepted, Vec::new()));
     };
     for w in &plan.writes {
-        write(db, &a.source, &endpoint_id, w, ms(a.now)).await?;
+        write(db, &a.source, &endpoint_id, w, millis(a.now)).await?;
     }
     if let Some(msg) = &plan.join {
         let joined = join_redelivered(db, a, &endpoint_id, std::slice::from_ref(msg)).await?;
@@ -1048,7 +708,7 @@ pub(super) async fn record<D: Db>(
         }
     }
     let after = read_summary(db, &a.source, &endpoint_id).await?;
-    let changes = event_changes(a, &plan, &before, &after);
+    let changes = event_changes(&before, &after, plan.deleted && a.mapped);
     let pages = queue_pages(db, a, &endpoint_id, &changes).await?;
     Ok((EventOutcome::Accepted, pages))
 }
@@ -1061,7 +721,7 @@ pub(super) async fn acknowledge<D: Db>(
     msg_ids: &[String],
 ) -> Result<(usize, u64, Vec<SvixPage>), StoreError> {
     let rows = source_rows(db, &a.source, endpoint_id).await?;
-    let endpoint_id = &ack_place(a.mapped, rows).id(&a.source, endpoint_id);
+    let endpoint_id = &row_id(ack_place(a.mapped, rows), &a.source, endpoint_id);
     lock_endpoint(db, &a.source, endpoint_id, None).await?;
     let before = read_summary(db, &a.source, endpoint_id).await?;
     let mut acked = 0;
@@ -1152,7 +812,7 @@ async fn join_redelivered<D: Db>(
             && db
                 .exec(
                     sql::MARK_REDELIVERED,
-                    &[&a.source, &endpoint_id, msg, &ms(a.now), &REDELIVERED],
+                    &[&a.source, &endpoint_id, msg, &millis(a.now), &REDELIVERED],
                 )
                 .await?
                 == 1
@@ -1309,6 +969,7 @@ mod tests {
     //! The decisions both engines call, each branch once (the conformance
     //! suite, `store::conformance::svix_endpoints`, runs them through both).
     use super::*;
+    use crate::domain::svix::{Severity, SvixAlert};
 
     fn endpoint(id: &str) -> EndpointRef {
         EndpointRef {
@@ -1341,56 +1002,6 @@ mod tests {
             join_streams: vec!["identity".into()],
             audit: true,
         }
-    }
-
-    fn rows(own: bool, tracked: i64, grouped: bool) -> SourceRows {
-        SourceRows {
-            own,
-            tracked,
-            grouped,
-        }
-    }
-
-    #[test]
-    fn an_event_keeps_its_own_row_until_the_cap_then_shares_the_grouped_one() {
-        let cap = MAX_ENDPOINTS_PER_SOURCE;
-        assert_eq!(event_place(false, rows(false, cap - 1, false)), Place::Own);
-        assert_eq!(event_place(false, rows(true, cap + 5, true)), Place::Own);
-        assert_eq!(
-            event_place(true, rows(false, cap + 5, true)),
-            Place::Own,
-            "mapped endpoints are bounded by the config, never grouped"
-        );
-        assert_eq!(
-            event_place(false, rows(false, cap, false)),
-            Place::Grouped { first: true }
-        );
-        assert_eq!(
-            event_place(false, rows(false, cap, true)),
-            Place::Grouped { first: false }
-        );
-        assert_eq!(Place::Own.id("main", "ep_1"), "ep_1");
-        assert_eq!(
-            Place::Grouped { first: true }.id("main", "ep_1"),
-            GROUPED_ENDPOINT
-        );
-    }
-
-    #[test]
-    fn an_acknowledgement_goes_to_the_grouped_row_only_without_a_row_of_its_own() {
-        assert_eq!(SourceRows::of((2, 7, 1)), rows(true, 7, true));
-        assert_eq!(SourceRows::of((0, 7, 0)), rows(false, 7, false));
-        assert_eq!(ack_place(false, rows(true, 200, true)), Place::Own);
-        assert_eq!(ack_place(true, rows(false, 200, true)), Place::Own);
-        assert_eq!(
-            ack_place(false, rows(false, 200, false)),
-            Place::Own,
-            "no grouped row: nothing to find there"
-        );
-        assert_eq!(
-            ack_place(false, rows(false, 0, true)),
-            Place::Grouped { first: false }
-        );
     }
 
     #[test]
@@ -1529,31 +1140,6 @@ mod tests {
     }
 
     #[test]
-    fn a_mapped_endpoints_deletion_notifies_once_besides_the_crossings() {
-        let mut a = apply_of(
-            OpEvent::EndpointDeleted(endpoint("ep_1")),
-            "endpoint.deleted",
-        );
-        let plan = apply(&a, "ep_1").unwrap();
-        let quiet = EndpointSummary::default();
-        assert!(
-            event_changes(&a, &plan, &quiet, &quiet).is_empty(),
-            "unmapped: recorded only"
-        );
-        a.mapped = true;
-        assert_eq!(
-            event_changes(&a, &plan, &quiet, &quiet),
-            [AlertChange {
-                alert: SvixAlert::EndpointDeleted,
-                firing: true,
-                severity: Severity::Warning
-            }]
-        );
-        let lost = EndpointSummary { lost: 1, ..quiet };
-        assert_eq!(event_changes(&a, &plan, &quiet, &lost).len(), 2);
-    }
-
-    #[test]
     fn stored_columns_read_back_as_the_same_state() {
         assert_eq!(disable_state(0, Some("manual")), None);
         assert_eq!(
@@ -1627,24 +1213,62 @@ mod tests {
                 severity: Severity::Warning,
             },
         ];
-        let plans = page_plans(&a, "ep_1", &changes, &row);
+        let plans = page_plans(&page_facts(&a), "ep_1", &changes, &row);
         assert_eq!(plans.len(), 2);
-        let alert = plans[0].alert();
+        let alert = keyed_alert(&a, &plans[0]);
         assert_eq!(
-            (alert.key, alert.family, alert.severity, alert.endpoint_id),
+            (
+                alert.key,
+                alert.family,
+                alert.severity,
+                alert.source,
+                alert.endpoint_id
+            ),
             (
                 "main/ep_1/svix_messages_exhausted",
                 "svix",
                 "critical",
+                "main",
                 "ep_1"
             )
         );
-        assert_eq!(plans[0].lost_paged, Some(2), "the count this page gave");
-        assert_eq!(plans[0].transition.to, AlertState::Firing);
-        assert_eq!(plans[0].transition.notifiers, a.notifiers);
-        assert_eq!(plans[0].transition.reason, plans[0].page.summary);
-        assert_eq!(plans[1].lost_paged, None);
-        assert_eq!(plans[1].transition.to, AlertState::Ok);
+        let firing = page_transition(&a, &plans[0]);
+        assert_eq!(firing.to, AlertState::Firing);
+        assert_eq!(firing.notifiers, a.notifiers);
+        assert_eq!(firing.reason, plans[0].page.summary);
+        assert_eq!(page_transition(&a, &plans[1]).to, AlertState::Ok);
         assert_eq!(redelivered(&a).event_type, REDELIVERED_EVENT);
+    }
+
+    #[test]
+    fn the_pages_are_told_the_events_endpoint_and_a_failing_attempt() {
+        let failing = apply_of(
+            OpEvent::AttemptFailing {
+                endpoint: endpoint("ep_1"),
+                attempt: attempt("m1"),
+            },
+            "message.attempt.failing",
+        );
+        let f = page_facts(&failing);
+        assert_eq!(
+            (f.source, f.stream, f.event_type),
+            ("main", "identity", "message.attempt.failing")
+        );
+        assert_eq!((f.endpoint_id, f.app_id), (Some("ep_1"), Some("app_1")));
+        assert_eq!(
+            f.failing_attempt,
+            Some((DateTime::from_timestamp_millis(7), 503))
+        );
+        let exhausted = apply_of(
+            OpEvent::AttemptExhausted {
+                endpoint: endpoint("ep_1"),
+                attempt: attempt("m1"),
+            },
+            "message.attempt.exhausted",
+        );
+        assert_eq!(page_facts(&exhausted).failing_attempt, None);
+        let other = apply_of(OpEvent::Other, "x");
+        let none = page_facts(&other);
+        assert_eq!((none.endpoint_id, none.app_id), (None, None));
     }
 }
