@@ -5,9 +5,20 @@
 //! hushwatch exists for, and unlike most it can be seen coming. A subscription warns from
 //! `expires_at - warning` on, and when the provider asked for reauthorization; either clears
 //! when a delivery shows the subscription renewed (an expiry past the warning window,
-//! recorded after the reauthorization request). Pure: every instant is an argument.
+//! recorded after the reauthorization request). Also what the store keeps of them: which
+//! expiries are plausible, which subscriptions the cap per stream evicts, and the kind of
+//! a warning's pages. Pure: every instant is an argument.
 
 use chrono::{DateTime, TimeDelta, Utc};
+
+use super::alert_kind::AlertKind;
+
+/// Subscriptions kept per stream. Ids come from authenticated deliveries, but a provider
+/// re-creating channels every few hours (Google) would otherwise grow the table and the
+/// metric's label sets without end. Past the cap, the rows whose last change notification
+/// is oldest go first (ties: the earliest expiry): a genuine channel keeps delivering, so
+/// ids invented once by a forger, whatever expiry they claimed, are evicted before it.
+pub const MAX_PER_STREAM: i64 = 32;
 
 /// Clock skew allowed between the provider and us when judging how far ahead an expiry
 /// may be.
@@ -26,6 +37,36 @@ pub const MAX_LIFETIME: TimeDelta = TimeDelta::minutes(41_760)
 pub fn is_plausible(expires_at: DateTime<Utc>, now: DateTime<Utc>, lifetime: TimeDelta) -> bool {
     now.checked_add_signed(lifetime + EXPIRY_SKEW)
         .is_some_and(|latest| expires_at <= latest)
+}
+
+/// The latest expiry a stored subscription may keep at `now`; one past it (stored by an
+/// older version that took any value) is replaced by the next plausible one.
+pub fn horizon(now: DateTime<Utc>) -> DateTime<Utc> {
+    now.checked_add_signed(MAX_LIFETIME + EXPIRY_SKEW)
+        .unwrap_or(DateTime::<Utc>::MAX_UTC)
+}
+
+/// The subscriptions of one stream that the cap evicts, given its rows as
+/// (subscription, seen_at, expires_at), instants in epoch milliseconds: all but the `cap`
+/// heard from most recently (ties: the latest expiry, then the id, so every engine
+/// agrees).
+pub fn over_cap(mut rows: Vec<(String, i64, i64)>, cap: i64) -> Vec<String> {
+    rows.sort_by(|a, b| b.1.cmp(&a.1).then(b.2.cmp(&a.2)).then(a.0.cmp(&b.0)));
+    rows.into_iter()
+        .skip(usize::try_from(cap).unwrap_or(0))
+        .map(|(subscription, _, _)| subscription)
+        .collect()
+}
+
+/// The alert kind of a subscription warning's pages: while firing, its own (`firing`);
+/// on a resolve (`firing` None), the kind it fired with (`fired`, kept with the row),
+/// else the expiring alert.
+pub fn page_kind(firing: Option<&str>, fired: Option<String>) -> String {
+    match (firing, fired) {
+        (Some(kind), _) => kind.to_owned(),
+        (None, Some(kind)) => kind,
+        (None, None) => AlertKind::SubscriptionExpiring.as_str().to_owned(),
+    }
 }
 
 /// What is known about one subscription.
@@ -129,5 +170,43 @@ mod tests {
             Some("2026-12-02T00:00:00Z"),
         );
         assert_eq!(renewed.concern(at("2026-12-02T01:00:01Z")), None);
+    }
+
+    #[test]
+    fn the_cap_evicts_the_longest_unheard_then_the_earliest_expiry() {
+        let row = |id: &str, seen: i64, expires: i64| (id.to_string(), seen, expires);
+        let rows = vec![
+            row("old", 1, 99),
+            row("fresh", 9, 1),
+            row("tie-late", 5, 8),
+            row("tie-early", 5, 7),
+        ];
+        assert_eq!(over_cap(rows.clone(), 2), ["tie-early", "old"]);
+        assert_eq!(over_cap(rows.clone(), 4), Vec::<String>::new());
+        assert_eq!(over_cap(rows, 0).len(), 4);
+        let same = vec![row("b", 1, 1), row("a", 1, 1)];
+        assert_eq!(over_cap(same, 1), ["b"], "a full tie keeps the smaller id");
+    }
+
+    #[test]
+    fn a_resolve_keeps_the_kind_it_fired_with() {
+        let fired = Some("subscription_reauthorization_required".to_string());
+        assert_eq!(
+            page_kind(Some("subscription_expiring"), fired.clone()),
+            "subscription_expiring"
+        );
+        assert_eq!(Some(page_kind(None, fired.clone())), fired);
+        assert_eq!(
+            page_kind(None, None),
+            "subscription_expiring",
+            "kind not kept: the expiring alert"
+        );
+    }
+
+    #[test]
+    fn the_horizon_is_a_lifetime_and_the_skew_ahead() {
+        let now = at("2026-12-01T00:00:00Z");
+        assert_eq!(horizon(now), now + MAX_LIFETIME + EXPIRY_SKEW);
+        assert_eq!(horizon(DateTime::<Utc>::MAX_UTC), DateTime::<Utc>::MAX_UTC);
     }
 }

@@ -16,7 +16,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 /// row and its own pages: 3,000 ids made a 3.4 MB `/metrics`. Past the cap a
 /// new endpoint is not dropped but folded into one shared row,
 /// [`GROUPED_ENDPOINT`], so the series, status rows and alerts stay bounded
-/// (like `store::subscriptions::MAX_PER_STREAM` and `[server] max_streams`).
+/// (like `domain::subscription::MAX_PER_STREAM` and `[server] max_streams`).
 pub const MAX_ENDPOINTS_PER_SOURCE: i64 = 100;
 
 /// The `endpoint_id` (row, metric label, alert key) that the endpoints past

@@ -2,17 +2,20 @@
 //! their last known expiry, whether the provider asked for reauthorization, and the warning
 //! alert's state. Updated in the same transaction as the delivery that revealed them.
 //!
-//! The decisions (which rows the cap evicts, what an alert transition writes and pages)
-//! are pure functions here, tested once; the statements both engines run are written
-//! once in `sql`, and the operations that read rows, call the decision and write its
+//! Which expiries are kept, which rows the cap evicts and the kind of a warning's pages
+//! are decided in `domain::subscription`; what an alert transition writes and pages is
+//! decided here (`transition_move`). The statements both engines run are written once
+//! in `sql`, and the operations that read rows, call the decisions and write their
 //! outcome are written once over `store::db::Db`.
 
 use chrono::{DateTime, Utc};
 
 use super::core;
 use super::db::Db;
-use super::ops::KeyedAlert;
+use super::ops::{millis, KeyedAlert};
 use super::{stored_time, AlertState, StoreError, Transition};
+pub use crate::domain::subscription::MAX_PER_STREAM;
+use crate::domain::subscription::{horizon, is_plausible, over_cap, page_kind, MAX_LIFETIME};
 use crate::ingest::providers::{LifecycleNotice, SubscriptionExpiry};
 
 /// Migration step: one row per (stream, subscription).
@@ -26,13 +29,6 @@ pub(super) const MIGRATION: &str = "CREATE TABLE subscriptions (
         concern          TEXT,
         PRIMARY KEY (stream, subscription)
     );";
-
-/// Subscriptions kept per stream. Ids come from authenticated deliveries, but a provider
-/// re-creating channels every few hours (Google) would otherwise grow the table and the
-/// metric's label sets without end. Past the cap, the rows whose last change notification
-/// is oldest go first (ties: the earliest expiry): a genuine channel keeps delivering, so
-/// ids invented once by a forger, whatever expiry they claimed, are evicted before it.
-pub const MAX_PER_STREAM: i64 = 32;
 
 /// What a delivery said about the stream's subscriptions.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -57,32 +53,16 @@ pub struct SubscriptionRow {
     pub concern: Option<String>,
 }
 
-pub(super) fn millis(t: DateTime<Utc>) -> i64 {
-    t.timestamp_millis()
-}
-
 /// The expiries of `update` worth storing at `now`: those no provider could have sent are
-/// dropped (see `domain::subscription::MAX_LIFETIME`). Shared by both backends.
-pub(crate) fn plausible_expiries(
+/// dropped (see `domain::subscription::MAX_LIFETIME`).
+fn plausible_expiries(
     update: &SubscriptionUpdate,
     now: DateTime<Utc>,
 ) -> impl Iterator<Item = &SubscriptionExpiry> {
-    update.expiries.iter().filter(move |e| {
-        crate::domain::subscription::is_plausible(
-            e.expires_at,
-            now,
-            crate::domain::subscription::MAX_LIFETIME,
-        )
-    })
-}
-
-/// The latest expiry a stored row may keep at `now`; one past it (stored by an older
-/// version that took any value) is replaced by the next plausible one.
-pub(crate) fn horizon(now: DateTime<Utc>) -> DateTime<Utc> {
-    now.checked_add_signed(
-        crate::domain::subscription::MAX_LIFETIME + crate::domain::subscription::EXPIRY_SKEW,
-    )
-    .unwrap_or(DateTime::<Utc>::MAX_UTC)
+    update
+        .expiries
+        .iter()
+        .filter(move |e| is_plausible(e.expires_at, now, MAX_LIFETIME))
 }
 
 /// A subscription alert moving to `to`, with the pages it causes, in one transaction.
@@ -99,32 +79,16 @@ pub struct SubscriptionTransition {
     pub at: DateTime<Utc>,
 }
 
-/// The kind a resolve falls back to when its firing kind was not kept.
-pub(super) const EXPIRING_KIND: &str =
-    crate::domain::alert_kind::AlertKind::SubscriptionExpiring.as_str();
-
 // ---------------------------------------------------------------------------
-// The decisions, taken once for both engines (pure; `store::silences` is the
-// model).
+// What a transition writes (pure, taken once for both engines), and reading
+// the rows.
 // ---------------------------------------------------------------------------
-
-/// The subscriptions of one stream that the cap evicts, given its rows as
-/// (subscription, seen_at, expires_at): all but the `cap` heard from most
-/// recently (ties: the latest expiry, then the id, so both engines agree).
-pub(super) fn over_cap(mut rows: Vec<(String, i64, i64)>, cap: i64) -> Vec<String> {
-    rows.sort_by(|a, b| b.1.cmp(&a.1).then(b.2.cmp(&a.2)).then(a.0.cmp(&b.0)));
-    rows.into_iter()
-        .skip(usize::try_from(cap).unwrap_or(0))
-        .map(|(subscription, _, _)| subscription)
-        .collect()
-}
 
 /// What a subscription transition writes and pages.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct Move {
-    /// The alert kind of its pages: the transition's own while firing; on a
-    /// resolve, the kind it fired with (kept as the row's `concern`), else
-    /// [`EXPIRING_KIND`].
+    /// The alert kind of its pages (`domain::subscription::page_kind`; the
+    /// kind it fired with is kept as the row's `concern`).
     pub kind: String,
     /// The row's new `concern`: the kind while firing, none once resolved.
     pub concern: Option<String>,
@@ -160,11 +124,7 @@ pub(super) fn transition_move(
     if state == t.to {
         return None;
     }
-    let kind = match (t.kind, fired_kind) {
-        (Some(kind), _) => kind.to_owned(),
-        (None, Some(kind)) => kind,
-        (None, None) => EXPIRING_KIND.to_owned(),
-    };
+    let kind = page_kind(t.kind, fired_kind);
     Some(Move {
         concern: t.kind.map(|_| kind.clone()),
         kind,
@@ -231,7 +191,7 @@ pub(super) mod sql {
            seen_at = coalesce(CAST($4 AS BIGINT), subscriptions.seen_at)";
     pub const REAUTH: &str =
         "UPDATE subscriptions SET reauth_at = $3 WHERE stream = $1 AND subscription = $2";
-    /// A stream's rows, for [`super::over_cap`].
+    /// A stream's rows, for `domain::subscription::over_cap`.
     pub const CAP_ROWS: &str =
         "SELECT subscription, seen_at, expires_at FROM subscriptions WHERE stream = $1";
     pub const EVICT: &str = "DELETE FROM subscriptions WHERE stream = $1 AND subscription = $2";
@@ -251,7 +211,7 @@ pub(super) mod sql {
 
 /// Records one delivery's expiries and lifecycle notices ([`sql::RECORD_EXPIRY`]; one
 /// further ahead than any provider allows is never stored, see [`plausible_expiries`]),
-/// then evicts the rows past [`MAX_PER_STREAM`] ([`over_cap`]). A lifecycle notice alone
+/// then evicts the rows past [`MAX_PER_STREAM`] (`domain::subscription::over_cap`). A lifecycle notice alone
 /// never counts as proof that the subscription works.
 pub(super) async fn record<D: Db>(
     db: &D,
@@ -353,22 +313,6 @@ mod tests {
     }
 
     #[test]
-    fn the_cap_evicts_the_longest_unheard_then_the_earliest_expiry() {
-        let row = |id: &str, seen: i64, expires: i64| (id.to_string(), seen, expires);
-        let rows = vec![
-            row("old", 1, 99),
-            row("fresh", 9, 1),
-            row("tie-late", 5, 8),
-            row("tie-early", 5, 7),
-        ];
-        assert_eq!(over_cap(rows.clone(), 2), ["tie-early", "old"]);
-        assert_eq!(over_cap(rows.clone(), 4), Vec::<String>::new());
-        assert_eq!(over_cap(rows, 0).len(), 4);
-        let same = vec![row("b", 1, 1), row("a", 1, 1)];
-        assert_eq!(over_cap(same, 1), ["b"], "a full tie keeps the smaller id");
-    }
-
-    #[test]
     fn a_transition_moves_only_an_existing_row_that_is_elsewhere() {
         let firing = t(AlertState::Firing, Some("subscription_expiring"));
         assert_eq!(transition_move(None, &firing), None, "no row");
@@ -396,7 +340,10 @@ mod tests {
         assert_eq!(Some(m.kind), fired);
         assert_eq!(m.concern, None, "cleared once resolved");
         let m = transition_move(Some((AlertState::Firing, None)), &ok).unwrap();
-        assert_eq!(m.kind, EXPIRING_KIND, "kind not kept: the expiring alert");
+        assert_eq!(
+            m.kind, "subscription_expiring",
+            "kind not kept: the expiring alert"
+        );
     }
 
     #[test]
