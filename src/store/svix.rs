@@ -255,9 +255,9 @@ pub(super) fn apply(a: &SvixApply, id: &str) -> Option<Apply> {
             },
             fail_since: fail_since.map(millis),
         }),
-        OpEvent::EndpointEnabled(_) | OpEvent::EndpointUpdated(_) | OpEvent::EndpointCreated(_) => {
-            if matches!(a.event, OpEvent::EndpointEnabled(_)) || a.clears_on.contains(&a.event_type)
-            {
+        OpEvent::EndpointEnabled(_) => writes.push(Write::Clear),
+        OpEvent::EndpointUpdated(_) | OpEvent::EndpointCreated(_) => {
+            if a.clears_on.contains(&a.event_type) {
                 writes.push(Write::Clear);
             }
         }
