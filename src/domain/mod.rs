@@ -11,6 +11,7 @@ pub mod alert_kind;
 pub mod calendar;
 pub mod duration;
 pub mod event_filter;
+pub mod fallback;
 pub mod forward;
 pub mod gap_sketch;
 pub mod holidays;
