@@ -5,6 +5,7 @@
 //! `Serialize`: JSON shapes live at the edges (`commands::explain`,
 //! `service::status`), so a wire format never constrains the model.
 
+pub mod ack_link;
 pub mod adaptive;
 pub mod alert;
 pub mod alert_kind;
