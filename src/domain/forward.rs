@@ -1,8 +1,10 @@
 //! Relay mode's decisions (`[streams.X.forward]`, issue #29): when a failed
 //! forward is tried again or given up, which consecutive failure pages,
-//! and what those pages say. The store reads and writes the rows; every
-//! choice it makes about them is one of these functions, so SQLite and
-//! PostgreSQL cannot disagree.
+//! what those pages say, what a settle writes ([`plan_settle`]), which
+//! rows a claim takes ([`plan_claim`]), when the dead-letter alert changes
+//! and what a replay re-queues. The store (`store::forward`) reads and
+//! writes the rows; every choice it makes about them is one of these
+//! functions, so SQLite and PostgreSQL cannot disagree.
 //!
 //! The retry ladder is AnyHook's (5 m, 30 m, 3 h, 18 h, then daily), far
 //! longer than Svix's ~27.5 h, so an app that is down over a weekend still
@@ -219,6 +221,348 @@ pub fn fate_words(f: &RevocationFate) -> String {
     }
 }
 
+/// How an attempt ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ForwardAttempt {
+    /// A 2xx.
+    Delivered { status: u16 },
+    /// Anything else: a non-2xx (`status`), a timeout or a connection error.
+    Failed { error: String, status: Option<u16> },
+}
+
+/// The error an attempt records for a stream whose `[forward]` was removed
+/// (`service::forward`); `store::forward::hurry` finds those rows by it.
+pub const NO_FORWARD: &str =
+    "the stream no longer has [forward] in the config; its stored events wait for it";
+
+/// What the stream's config says about settling (from `[streams.X.forward]`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ForwardPolicy {
+    pub ladder: Ladder,
+    pub ordered: bool,
+    pub retain: TimeDelta,
+    pub dead_letter_retain: TimeDelta,
+    /// The stream's notifiers, paged by the failure steps and dead letters.
+    pub notifiers: Vec<String>,
+    /// `[audit] enabled`: each outcome joins the chain.
+    pub audit: bool,
+}
+
+/// A stream's run of consecutive failures, as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Run {
+    pub failures: u32,
+    pub paged: u32,
+    pub failing_since: Option<DateTime<Utc>>,
+    pub last_error: Option<String>,
+    pub last_attempt_at: Option<DateTime<Utc>>,
+    pub last_delivered_at: Option<DateTime<Utc>>,
+    pub last_status: Option<u16>,
+    pub dead_paged: bool,
+}
+
+/// The row writes and page of one settle, decided from the run as read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SettlePlan {
+    /// `state`, `next_attempt_at`, `settled_at`, `prune_at` of the row.
+    pub state: &'static str,
+    pub next_attempt_at: DateTime<Utc>,
+    pub settled_at: Option<DateTime<Utc>>,
+    pub prune_at: Option<DateTime<Utc>>,
+    pub run: Run,
+    /// The failure step to page (firing) or the resolve of the run.
+    pub failing_page: Option<RunPage>,
+    /// The audit chain's entry type (`delivered:200`, `gave_up`), if any.
+    pub audit_type: Option<String>,
+}
+
+/// The stream's `forward_failing` page a settle calls for.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum RunPage {
+    Fire(FailureStep),
+    Resolve { failures: u32 },
+}
+
+/// Decides a settle: the row's next state and the stream's run, for the
+/// attempt that ended at `at` after `attempts` earlier ones, of an event
+/// whose `give_up_after` counts from `give_up_from`.
+pub fn plan_settle(
+    attempt: &ForwardAttempt,
+    attempts: u32,
+    give_up_from: DateTime<Utc>,
+    at: DateTime<Utc>,
+    policy: &ForwardPolicy,
+    run: Run,
+) -> SettlePlan {
+    let attempts = attempts.saturating_add(1);
+    match attempt {
+        ForwardAttempt::Delivered { status } => SettlePlan {
+            state: "delivered",
+            next_attempt_at: at,
+            settled_at: Some(at),
+            prune_at: Some(at + policy.retain),
+            failing_page: delivery_resolves(run.paged).then_some(RunPage::Resolve {
+                failures: run.failures,
+            }),
+            run: Run {
+                failures: 0,
+                paged: 0,
+                failing_since: None,
+                last_error: None,
+                last_attempt_at: Some(at),
+                last_delivered_at: Some(at),
+                last_status: Some(*status),
+                dead_paged: run.dead_paged,
+            },
+            audit_type: Some(format!("delivered:{status}")),
+        },
+        ForwardAttempt::Failed { error, status } => {
+            let failures = run.failures.saturating_add(1);
+            let step = failure_step(&policy.ladder.alert_after, failures, run.paged);
+            let (state, next_at, settled, prune, audit) =
+                match after_failure(&policy.ladder, give_up_from, attempts, at) {
+                    AfterFailure::RetryAt(t) => ("pending", t, None, None, None),
+                    AfterFailure::DeadLetter => (
+                        "dead",
+                        at,
+                        Some(at),
+                        Some(at + policy.dead_letter_retain),
+                        Some("gave_up".to_string()),
+                    ),
+                };
+            SettlePlan {
+                state,
+                next_attempt_at: next_at,
+                settled_at: settled,
+                prune_at: prune,
+                failing_page: step.map(RunPage::Fire),
+                run: Run {
+                    failures,
+                    paged: step.map_or(run.paged, |s| s.failures),
+                    failing_since: run.failing_since.or(Some(at)),
+                    last_error: Some(error.clone()),
+                    last_attempt_at: Some(at),
+                    last_delivered_at: run.last_delivered_at,
+                    last_status: *status,
+                    dead_paged: run.dead_paged,
+                },
+                audit_type: audit,
+            }
+        }
+    }
+}
+
+/// The failing page's text, from the settle's plan and the stream's
+/// pending rows.
+pub fn failing_reason(
+    stream: &str,
+    plan: &SettlePlan,
+    at: DateTime<Utc>,
+    pending: u64,
+    oldest: Option<&Oldest>,
+    ordered: bool,
+) -> String {
+    match plan.failing_page {
+        Some(RunPage::Resolve { failures }) => recovered_summary(failures, at),
+        _ => failing_summary(&FailingPage {
+            stream,
+            failures: plan.run.failures,
+            last_error: plan.run.last_error.as_deref().unwrap_or("failed"),
+            failing_since: plan.run.failing_since.unwrap_or(at),
+            pending,
+            oldest,
+            ordered,
+        }),
+    }
+}
+
+/// Whether the dead-letter alert should change: fire when dead letters
+/// exist and it was not paged, resolve when none are left and it was.
+pub fn dead_letter_change(dead: u64, paged: bool) -> Option<bool> {
+    match (dead > 0, paged) {
+        (true, false) => Some(true),
+        (false, true) => Some(false),
+        _ => None,
+    }
+}
+
+/// The dead-letter page's text: its firing names the oldest dead letter.
+pub fn dead_letter_reason(
+    stream: &str,
+    firing: bool,
+    dead: u64,
+    oldest: Option<&Oldest>,
+) -> String {
+    match oldest {
+        Some(oldest) if firing => dead_letter_summary(stream, dead, oldest),
+        _ => format!("{stream}: no dead letters are left (replayed or expired)."),
+    }
+}
+
+/// The oldest pending row of one ordered queue (instants in epoch
+/// milliseconds, as stored).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Head {
+    pub id: i64,
+    pub next_attempt_at: i64,
+    pub lease_until: Option<i64>,
+}
+
+/// Which rows to try to claim, and when the next one falls due: each
+/// queue's head when it is due and unleased (else its due time counts),
+/// then unordered due rows, `limit` in all.
+pub fn plan_claim(
+    heads: &[Head],
+    unordered: &[i64],
+    unordered_next: Option<i64>,
+    now: i64,
+    limit: usize,
+) -> (Vec<i64>, Option<i64>) {
+    let mut ids = Vec::new();
+    let mut next = unordered_next;
+    for h in heads {
+        let free_at = h
+            .lease_until
+            .map_or(h.next_attempt_at, |l| l.max(h.next_attempt_at));
+        if free_at <= now {
+            ids.push(h.id);
+        } else {
+            next = Some(next.map_or(free_at, |n| n.min(free_at)));
+        }
+    }
+    ids.extend_from_slice(unordered);
+    ids.truncate(limit);
+    (ids, next)
+}
+
+/// `hushwatch replay` / `POST /v1/streams/X/replay`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReplayRequest {
+    pub stream: String,
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
+    /// Empty: every type.
+    pub types: Vec<String>,
+    pub dry_run: bool,
+    /// Who asked (audited), e.g. `api` or `cli`.
+    pub by: String,
+    pub now: DateTime<Utc>,
+    pub audit: bool,
+    pub notifiers: Vec<String>,
+}
+
+/// One stored delivery of a replay window.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplayItem {
+    pub delivery_id: String,
+    pub event_type: String,
+    pub received_at: DateTime<Utc>,
+    /// `delivered` or `dead` (as it was before the replay).
+    pub state: String,
+}
+
+/// Items listed in a replay answer at most (the count is always exact).
+pub const REPLAY_LISTED: usize = 1000;
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ReplayOutcome {
+    /// Deliveries re-queued (or, dry run, that would be).
+    pub count: u64,
+    /// Deliveries of the window still pending: not re-queued twice.
+    pub already_pending: u64,
+    /// The first [`REPLAY_LISTED`] of them, in order.
+    pub items: Vec<ReplayItem>,
+}
+
+/// Decides what a replay touches: `(id, item)` of the window's stored
+/// deliveries of the wanted types, and how many are still pending.
+pub fn replay_selection(
+    window: Vec<(i64, ReplayItem)>,
+    types: &[String],
+) -> (Vec<(i64, ReplayItem)>, u64) {
+    let wanted: Vec<(i64, ReplayItem)> = window
+        .into_iter()
+        .filter(|(_, i)| types.is_empty() || types.contains(&i.event_type))
+        .collect();
+    let pending = wanted.iter().filter(|(_, i)| i.state == "pending").count() as u64;
+    (
+        wanted
+            .into_iter()
+            .filter(|(_, i)| i.state != "pending")
+            .collect(),
+        pending,
+    )
+}
+
+pub fn replay_outcome(chosen: Vec<(i64, ReplayItem)>, pending: u64) -> ReplayOutcome {
+    ReplayOutcome {
+        count: chosen.len() as u64,
+        already_pending: pending,
+        items: chosen
+            .into_iter()
+            .take(REPLAY_LISTED)
+            .map(|(_, i)| i)
+            .collect(),
+    }
+}
+
+/// The audit entry type of a replay: who, which window, how many.
+pub fn replay_summary(r: &ReplayRequest, count: u64) -> String {
+    let types = if r.types.is_empty() {
+        String::new()
+    } else {
+        format!(" types={}", r.types.join(","))
+    };
+    format!(
+        "replay by {}: {count} from {} to {}{types}",
+        r.by,
+        rfc(r.from),
+        rfc(r.to),
+    )
+}
+
+/// A stream's relay state for `/v1/status`, the page, the CLI and metrics.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ForwardStatus {
+    pub stream: String,
+    pub pending: u64,
+    pub oldest_pending_at: Option<DateTime<Utc>>,
+    pub dead_letters: u64,
+    pub consecutive_failures: u64,
+    pub failing_since: Option<DateTime<Utc>>,
+    pub last_error: Option<String>,
+    pub last_delivered_at: Option<DateTime<Utc>>,
+    pub last_attempt_at: Option<DateTime<Utc>>,
+}
+
+/// What became of a stored delivery.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredFate {
+    pub state: String,
+    pub received_at: DateTime<Utc>,
+    pub settled_at: Option<DateTime<Utc>>,
+    pub status: Option<u16>,
+}
+
+impl StoredFate {
+    /// How it reads in a reconciliation page, with the stream's failing run.
+    pub fn reading(&self, failing_since: Option<DateTime<Utc>>) -> RevocationFate {
+        match self.state.as_str() {
+            "delivered" => RevocationFate::Delivered {
+                at: self.settled_at.unwrap_or(self.received_at),
+                status: self.status,
+            },
+            "dead" => RevocationFate::DeadLetter {
+                received_at: self.received_at,
+            },
+            _ => RevocationFate::NotYetDelivered {
+                received_at: self.received_at,
+                failing_since,
+            },
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -325,5 +669,132 @@ mod tests {
             dead.starts_with("2 event(s) for stream clerk were never delivered to the app (oldest: user.deleted user_123"),
             "{dead}"
         );
+    }
+
+    fn policy() -> ForwardPolicy {
+        ForwardPolicy {
+            ladder: Ladder::default(),
+            ordered: true,
+            retain: TimeDelta::days(7),
+            dead_letter_retain: TimeDelta::days(30),
+            notifiers: vec!["ops".into()],
+            audit: true,
+        }
+    }
+
+    /// The settle of an event received (and not replayed) at the start of
+    /// 2026 whose attempt after `attempts` earlier ones ended at `at`.
+    fn settle(attempt: ForwardAttempt, attempts: u32, at: &str, run: Run) -> SettlePlan {
+        let received = t("2026-01-01T00:00:00Z");
+        plan_settle(&attempt, attempts, received, t(at), &policy(), run)
+    }
+
+    fn failed() -> ForwardAttempt {
+        ForwardAttempt::Failed {
+            error: "HTTP 502".into(),
+            status: Some(502),
+        }
+    }
+
+    #[test]
+    fn a_claim_takes_due_unleased_heads_then_unordered_rows_and_knows_the_next_due() {
+        let heads = [
+            Head {
+                id: 1,
+                next_attempt_at: 100,
+                lease_until: None,
+            },
+            Head {
+                id: 5,
+                next_attempt_at: 300,
+                lease_until: None,
+            },
+            Head {
+                id: 7,
+                next_attempt_at: 50,
+                lease_until: Some(250),
+            },
+        ];
+        let (ids, next) = plan_claim(&heads, &[9, 10], Some(400), 200, 10);
+        assert_eq!(
+            ids,
+            [1, 9, 10],
+            "a queue whose head is leased or not due waits"
+        );
+        assert_eq!(
+            next,
+            Some(250),
+            "the earliest of a lease end and a due time"
+        );
+        let (ids, _) = plan_claim(&heads, &[9, 10], None, 200, 2);
+        assert_eq!(ids, [1, 9]);
+    }
+
+    #[test]
+    fn a_failure_counts_pages_its_step_and_schedules_the_ladder() {
+        let plan = settle(failed(), 0, "2026-01-01T00:00:00Z", Run::default());
+        assert_eq!(plan.state, "pending");
+        assert_eq!(plan.run.failures, 1);
+        assert_eq!(plan.run.paged, 1);
+        assert!(matches!(plan.failing_page, Some(RunPage::Fire(_))));
+        assert_eq!(
+            plan.next_attempt_at,
+            t("2026-01-01T00:05:00Z"),
+            "first retry after 5m"
+        );
+        let again = settle(failed(), 1, "2026-01-01T00:05:00Z", plan.run.clone());
+        assert_eq!((again.run.failures, again.run.paged), (2, 1));
+        assert_eq!(again.failing_page, None);
+        assert_eq!(again.run.failing_since, plan.run.failing_since);
+    }
+
+    #[test]
+    fn a_delivery_resets_the_run_and_resolves_only_a_paged_one() {
+        let run = Run {
+            failures: 3,
+            paged: 1,
+            failing_since: Some(t("2026-01-01T00:00:00Z")),
+            ..Default::default()
+        };
+        let delivered = |status| ForwardAttempt::Delivered { status };
+        let plan = settle(delivered(204), 3, "2026-01-01T01:00:00Z", run);
+        assert_eq!(plan.state, "delivered");
+        assert_eq!(plan.run.failures, 0);
+        assert_eq!(plan.failing_page, Some(RunPage::Resolve { failures: 3 }));
+        assert_eq!(plan.audit_type.as_deref(), Some("delivered:204"));
+        assert_eq!(plan.prune_at, Some(t("2026-01-08T01:00:00Z")));
+        let quiet = settle(delivered(200), 0, "2026-01-01T01:00:00Z", Run::default());
+        assert_eq!(quiet.failing_page, None);
+    }
+
+    #[test]
+    fn past_give_up_after_it_is_a_dead_letter_kept_for_its_own_retention() {
+        let plan = settle(failed(), 9, "2026-01-08T00:00:00Z", Run::default());
+        assert_eq!(plan.state, "dead");
+        assert_eq!(plan.audit_type.as_deref(), Some("gave_up"));
+        assert_eq!(plan.prune_at, Some(t("2026-02-07T00:00:00Z")));
+        assert_eq!(dead_letter_change(1, false), Some(true));
+        assert_eq!(dead_letter_change(2, true), None);
+        assert_eq!(dead_letter_change(0, true), Some(false));
+    }
+
+    #[test]
+    fn a_replay_skips_what_is_still_pending_and_filters_types() {
+        let item = |id: &str, ty: &str, state: &str| ReplayItem {
+            delivery_id: id.into(),
+            event_type: ty.into(),
+            received_at: t("2026-01-01T00:00:00Z"),
+            state: state.into(),
+        };
+        let window = vec![
+            (1, item("a", "user.deleted", "delivered")),
+            (2, item("b", "user.created", "dead")),
+            (3, item("c", "user.deleted", "pending")),
+        ];
+        let (chosen, pending) = replay_selection(window.clone(), &[]);
+        assert_eq!(chosen.len(), 2);
+        assert_eq!(pending, 1);
+        let (chosen, _) = replay_selection(window, &["user.deleted".into()]);
+        assert_eq!(chosen.iter().map(|(id, _)| *id).collect::<Vec<_>>(), [1]);
     }
 }

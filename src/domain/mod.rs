@@ -5,12 +5,14 @@
 //! `Serialize`: JSON shapes live at the edges (`commands::explain`,
 //! `service::status`), so a wire format never constrains the model.
 
+pub mod ack_link;
 pub mod adaptive;
 pub mod alert;
 pub mod alert_kind;
 pub mod calendar;
 pub mod duration;
 pub mod event_filter;
+pub mod fallback;
 pub mod forward;
 pub mod gap_sketch;
 pub mod holidays;

@@ -26,17 +26,23 @@
 //!
 //! Expired codes are deleted whenever a code is minted and by housekeeping,
 //! which also deletes the codes of episodes that ended.
+//!
+//! What a code opens and what confirming it does are decided by
+//! `domain::ack_link`; this file mints the codes and reads and writes
+//! their rows.
 
 use chrono::{DateTime, TimeDelta, Utc};
-use sha2::{Digest, Sha256};
-use subtle::ConstantTimeEq;
 
 use super::core;
 use super::db::Db;
 use super::ops::millis;
-use super::silences::{self, firing_episode, time, AckOutcome};
-use super::{AlertState, StoreError};
+use super::silences::{self, firing_episode, AckOutcome};
+use super::StoreError;
 use crate::audit::chain::to_hex;
+pub use crate::domain::ack_link::{code_hash, well_formed, LinkState, LinkUse};
+use crate::domain::ack_link::{
+    decide, expiry, to_confirm, CodeRow, CODE_BYTES, LINK_AUTHOR, LINK_COMMENT,
+};
 
 /// Migration step (SQLite and PostgreSQL alike: only portable types).
 pub(crate) const MIGRATION: &str = "CREATE TABLE ack_codes (
@@ -49,16 +55,6 @@ pub(crate) const MIGRATION: &str = "CREATE TABLE ack_codes (
     );
     CREATE INDEX ack_codes_by_episode ON ack_codes(stream, started_at);
     CREATE INDEX ack_codes_by_expiry ON ack_codes(expires_at);";
-
-/// Random bytes in a code: 128 bits, beyond guessing at any request rate.
-pub const CODE_BYTES: usize = 16;
-/// Characters of a code in a URL (base64url without padding).
-pub const CODE_LEN: usize = 22;
-
-/// The comment of an acknowledgement made through a link (the audit entry
-/// and `GET /v1/silences` show it beside `created_by` = [`LINK_AUTHOR`]).
-pub const LINK_COMMENT: &str = "acknowledged from the link in a page";
-pub const LINK_AUTHOR: &str = "link";
 
 /// A freshly minted code: the text for the link and its hash for the store.
 /// No `Debug`: the text must not reach a log by accident.
@@ -82,92 +78,6 @@ pub fn new_code() -> Option<NewCode> {
     Some(NewCode { text, sha256 })
 }
 
-/// True for text shaped like a code: anything else is unknown without a
-/// store read (a bounded, cheap refusal for junk in the path).
-pub fn well_formed(text: &str) -> bool {
-    text.len() == CODE_LEN
-        && text
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-}
-
-/// What the store keeps of a code: SHA-256 of its text.
-pub fn code_hash(text: &str) -> [u8; 32] {
-    Sha256::digest(text.as_bytes()).into()
-}
-
-/// What a code opens (`GET /ack/{code}`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LinkState {
-    /// Unknown, expired, used, or its episode ended: one answer for all.
-    Unknown,
-    /// The episode can be acknowledged with this code.
-    Open {
-        stream: String,
-        started_at: DateTime<Utc>,
-    },
-    /// Another link (or the API) acknowledged the episode already.
-    AlreadyAcknowledged {
-        stream: String,
-        started_at: DateTime<Utc>,
-    },
-}
-
-/// What confirming a code did (`POST /ack/{code}`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LinkUse {
-    Unknown,
-    Acknowledged {
-        stream: String,
-        started_at: DateTime<Utc>,
-    },
-    AlreadyAcknowledged {
-        stream: String,
-        started_at: DateTime<Utc>,
-    },
-}
-
-/// A stored code row: hash (hex), stream, episode start, expiry, retired.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct CodeRow {
-    pub sha256: String,
-    pub stream: String,
-    pub started_at: i64,
-    pub expires_at: i64,
-    pub retired: bool,
-}
-
-/// The decision behind both routes, from the row found by hash, the
-/// stream's (state, firing_since) and whether the episode is acknowledged.
-/// The stored hash is compared with the presented one in constant time
-/// (the lookup by primary key already matched it; this keeps the answer
-/// independent of how a hash index compares).
-pub(crate) fn decide(
-    presented: &str,
-    row: Option<&CodeRow>,
-    now: DateTime<Utc>,
-    stream_state: Option<(AlertState, Option<i64>)>,
-    acknowledged: bool,
-) -> LinkState {
-    let Some(row) = row else {
-        return LinkState::Unknown;
-    };
-    let same: bool = row.sha256.as_bytes().ct_eq(presented.as_bytes()).into();
-    if !same || row.expires_at <= millis(now) {
-        return LinkState::Unknown;
-    }
-    // Valid only while its episode is the stream's current firing one.
-    if firing_episode(stream_state) != Some(row.started_at) {
-        return LinkState::Unknown;
-    }
-    let (stream, started_at) = (row.stream.clone(), time(row.started_at));
-    if row.retired || acknowledged {
-        LinkState::AlreadyAcknowledged { stream, started_at }
-    } else {
-        LinkState::Open { stream, started_at }
-    }
-}
-
 /// A row of [`sql::FIND`].
 pub(crate) fn code_row(
     (sha256, stream, started_at, expires_at, retired_at): (String, String, i64, i64, Option<i64>),
@@ -179,27 +89,6 @@ pub(crate) fn code_row(
         expires_at,
         retired: retired_at.is_some(),
     }
-}
-
-/// What confirming a code does with what it opens: `Ok` names the episode
-/// to acknowledge (take the code, retire its siblings), `Err` is the
-/// answer without writing anything.
-pub(crate) fn to_confirm(state: LinkState) -> Result<(String, DateTime<Utc>), LinkUse> {
-    match state {
-        LinkState::Open { stream, started_at } => Ok((stream, started_at)),
-        LinkState::AlreadyAcknowledged { stream, started_at } => {
-            Err(LinkUse::AlreadyAcknowledged { stream, started_at })
-        }
-        // Unknown, or (PostgreSQL) deleted under us by a concurrent use of
-        // this very code: to this request it is a used code, like a replay.
-        LinkState::Unknown => Err(LinkUse::Unknown),
-    }
-}
-
-/// The expiry of a code minted at `now`.
-pub(crate) fn expiry(now: DateTime<Utc>, ttl: TimeDelta) -> DateTime<Utc> {
-    now.checked_add_signed(ttl)
-        .unwrap_or(DateTime::<Utc>::MAX_UTC)
 }
 
 /// The statements both engines run, `$N` placeholders (SQLite reads `?N`,
@@ -265,7 +154,7 @@ pub(super) async fn open<D: Db>(
     };
     let state = silences::peek_stream_state(db, &row.stream).await?;
     let acked = silences::acknowledged(db, &row.stream, row.started_at).await?;
-    Ok(decide(&hash, Some(&row), now, state, acked))
+    Ok(decide(&hash, Some(&row), now, firing_episode(state), acked))
 }
 
 pub(super) async fn confirm<D: Db>(
@@ -286,7 +175,8 @@ pub(super) async fn confirm<D: Db>(
     let state = silences::stream_state(db, &first.stream).await?;
     let row = find(db, &hash).await?;
     let acked = silences::acknowledged(db, &first.stream, first.started_at).await?;
-    let (stream, started_at) = match to_confirm(decide(&hash, row.as_ref(), now, state, acked)) {
+    let link = decide(&hash, row.as_ref(), now, firing_episode(state), acked);
+    let (stream, started_at) = match to_confirm(link) {
         Ok(episode) => episode,
         Err(answer) => return Ok(answer),
     };
@@ -370,111 +260,19 @@ impl super::Store {
 mod tests {
     use super::*;
 
-    fn row(retired: bool) -> CodeRow {
-        CodeRow {
-            sha256: "ab".repeat(32),
-            stream: "s".into(),
-            started_at: 5_000,
-            expires_at: 10_000,
-            retired,
-        }
-    }
-
-    fn at(ms: i64) -> DateTime<Utc> {
-        time(ms)
-    }
-
-    const FIRING: Option<(AlertState, Option<i64>)> = Some((AlertState::Firing, Some(5_000)));
-
-    #[test]
-    fn a_code_opens_only_its_live_unexpired_current_episode() {
-        let hash = "ab".repeat(32);
-        let open = LinkState::Open {
-            stream: "s".into(),
-            started_at: at(5_000),
-        };
-        let acked = LinkState::AlreadyAcknowledged {
-            stream: "s".into(),
-            started_at: at(5_000),
-        };
-        assert_eq!(
-            decide(&hash, Some(&row(false)), at(9_999), FIRING, false),
-            open
-        );
-        assert_eq!(
-            decide(&hash, None, at(1), FIRING, false),
-            LinkState::Unknown
-        );
-        // Expired, or another hash (never returned by the lookup, but the
-        // comparison decides, not the index).
-        assert_eq!(
-            decide(&hash, Some(&row(false)), at(10_000), FIRING, false),
-            LinkState::Unknown
-        );
-        assert_eq!(
-            decide(&"cd".repeat(32), Some(&row(false)), at(1), FIRING, false),
-            LinkState::Unknown
-        );
-        // The episode resolved, or a new one started.
-        for state in [
-            Some((AlertState::Ok, None)),
-            Some((AlertState::Firing, Some(6_000))),
-            None,
-        ] {
-            assert_eq!(
-                decide(&hash, Some(&row(false)), at(1), state, false),
-                LinkState::Unknown
-            );
-        }
-        // Retired by a sibling's use, or acknowledged through the API.
-        assert_eq!(decide(&hash, Some(&row(true)), at(1), FIRING, false), acked);
-        assert_eq!(decide(&hash, Some(&row(false)), at(1), FIRING, true), acked);
-        // An expired retired code is unknown like any other.
-        assert_eq!(
-            decide(&hash, Some(&row(true)), at(10_000), FIRING, false),
-            LinkState::Unknown
-        );
-    }
-
-    #[test]
-    fn only_an_open_code_is_taken_the_rest_answer_without_writing() {
-        let (stream, started_at) = ("s".to_string(), at(5_000));
-        let open = LinkState::Open {
-            stream: stream.clone(),
-            started_at,
-        };
-        assert_eq!(to_confirm(open), Ok((stream.clone(), started_at)));
-        let acked = LinkState::AlreadyAcknowledged {
-            stream: stream.clone(),
-            started_at,
-        };
-        let answer = LinkUse::AlreadyAcknowledged { stream, started_at };
-        assert_eq!(to_confirm(acked), Err(answer));
-        assert_eq!(to_confirm(LinkState::Unknown), Err(LinkUse::Unknown));
-        let row = code_row(("ab".into(), "s".into(), 1, 2, Some(3)));
-        assert!(row.retired && row.started_at == 1 && row.expires_at == 2);
-    }
-
     #[test]
     fn codes_are_128_random_bits_in_base64url_and_hashed() {
         let a = new_code().expect("system randomness");
         let b = new_code().expect("system randomness");
-        assert_eq!(a.text.len(), CODE_LEN);
+        assert_eq!(a.text.len(), crate::domain::ack_link::CODE_LEN);
         assert!(well_formed(&a.text), "{}", a.text);
         assert_ne!(a.text, b.text);
         assert_eq!(a.sha256, code_hash(&a.text));
-        assert!(!well_formed("short"));
-        assert!(!well_formed(&"a".repeat(CODE_LEN + 1)));
-        assert!(!well_formed(&format!("{}=", "a".repeat(CODE_LEN - 1))));
-        assert!(!well_formed(&format!("{}%", "a".repeat(CODE_LEN - 1))));
     }
 
     #[test]
-    fn the_expiry_saturates() {
-        assert_eq!(expiry(at(1_000), TimeDelta::seconds(1)), at(2_000));
-        assert_eq!(
-            expiry(DateTime::<Utc>::MAX_UTC, TimeDelta::seconds(1)),
-            DateTime::<Utc>::MAX_UTC
-        );
+    fn a_stored_code_row_reads_retired_from_its_retirement_time() {
+        let row = code_row(("ab".into(), "s".into(), 1, 2, Some(3)));
+        assert!(row.retired && row.started_at == 1 && row.expires_at == 2);
     }
 }

@@ -12,20 +12,25 @@
 //!   one is in flight across all replicas and a failing head blocks the
 //!   rest. Unordered rows have no queue.
 //! - **Decisions** (retry or dead letter, which failure step pages, what
-//!   pages say) are `domain::forward` and [`plan_settle`]; the rest of this
-//!   file only reads and writes rows, once for both engines over
-//!   `store::db::Db`, with the SQL of [`sql`].
+//!   pages say, which rows a claim or a replay takes, when the dead-letter
+//!   alert changes) are `domain::forward`, as are the plain request and
+//!   outcome types re-exported here; this file only reads and writes rows,
+//!   once for both engines over `store::db::Db`, with the SQL of [`sql`].
 
 use chrono::{DateTime, TimeDelta, Utc};
 
 use super::core;
-use super::db::Db;
+use super::db::{Cells, Columns, Db};
 use super::ops::{millis, KeyedAlert};
 use super::seal::Sealed;
 use super::stored_time;
 use super::{AlertState, NewEvent, StoreError, StreamRow, Transition};
 use crate::domain::alert_kind::AlertKind;
-use crate::domain::forward::{self as decide, AfterFailure, FailureStep, Ladder, Oldest};
+use crate::domain::forward::{self as decide, Head, Oldest, ReplayItem, Run, RunPage};
+pub use crate::domain::forward::{
+    ForwardAttempt, ForwardPolicy, ForwardStatus, ReplayOutcome, ReplayRequest, StoredFate,
+    NO_FORWARD,
+};
 use crate::domain::svix::Severity;
 
 /// The schema step, written once: the engines differ only in the id
@@ -122,28 +127,6 @@ pub struct ForwardClaim {
     pub body: Sealed,
 }
 
-/// How an attempt ended.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ForwardAttempt {
-    /// A 2xx.
-    Delivered { status: u16 },
-    /// Anything else: a non-2xx (`status`), a timeout or a connection error.
-    Failed { error: String, status: Option<u16> },
-}
-
-/// What the stream's config says about settling (from `[streams.X.forward]`).
-#[derive(Debug, Clone, PartialEq)]
-pub struct ForwardPolicy {
-    pub ladder: Ladder,
-    pub ordered: bool,
-    pub retain: TimeDelta,
-    pub dead_letter_retain: TimeDelta,
-    /// The stream's notifiers, paged by the failure steps and dead letters.
-    pub notifiers: Vec<String>,
-    /// `[audit] enabled`: each outcome joins the chain.
-    pub audit: bool,
-}
-
 #[derive(Debug, Clone, PartialEq)]
 pub struct ForwardSettle {
     pub claim: ForwardClaim,
@@ -161,155 +144,6 @@ pub struct ForwardSettled {
     pub moved: Option<StreamRow>,
     /// Became a dead letter.
     pub dead: bool,
-}
-
-/// `hushwatch replay` / `POST /v1/streams/X/replay`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ReplayRequest {
-    pub stream: String,
-    pub from: DateTime<Utc>,
-    pub to: DateTime<Utc>,
-    /// Empty: every type.
-    pub types: Vec<String>,
-    pub dry_run: bool,
-    /// Who asked (audited), e.g. `api` or `cli`.
-    pub by: String,
-    pub now: DateTime<Utc>,
-    pub audit: bool,
-    pub notifiers: Vec<String>,
-}
-
-/// One stored delivery of a replay window.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReplayItem {
-    pub delivery_id: String,
-    pub event_type: String,
-    pub received_at: DateTime<Utc>,
-    /// `delivered` or `dead` (as it was before the replay).
-    pub state: String,
-}
-
-/// Items listed in a replay answer at most (the count is always exact).
-pub const REPLAY_LISTED: usize = 1000;
-
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct ReplayOutcome {
-    /// Deliveries re-queued (or, dry run, that would be).
-    pub count: u64,
-    /// Deliveries of the window still pending: not re-queued twice.
-    pub already_pending: u64,
-    /// The first [`REPLAY_LISTED`] of them, in order.
-    pub items: Vec<ReplayItem>,
-}
-
-/// A stream's relay state for `/v1/status`, the page, the CLI and metrics.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct ForwardStatus {
-    pub stream: String,
-    pub pending: u64,
-    pub oldest_pending_at: Option<DateTime<Utc>>,
-    pub dead_letters: u64,
-    pub consecutive_failures: u64,
-    pub failing_since: Option<DateTime<Utc>>,
-    pub last_error: Option<String>,
-    pub last_delivered_at: Option<DateTime<Utc>>,
-    pub last_attempt_at: Option<DateTime<Utc>>,
-}
-
-/// A stream's run of consecutive failures, as stored.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub(super) struct Run {
-    pub failures: u32,
-    pub paged: u32,
-    pub failing_since: Option<i64>,
-    pub last_error: Option<String>,
-    pub last_attempt_at: Option<i64>,
-    pub last_delivered_at: Option<i64>,
-    pub last_status: Option<i64>,
-    pub dead_paged: bool,
-}
-
-/// The row writes and page of one settle, decided from the run as read.
-#[derive(Debug, Clone, PartialEq)]
-pub(super) struct SettlePlan {
-    /// `state`, `next_attempt_at`, `settled_at`, `prune_at` of the row.
-    pub state: &'static str,
-    pub next_attempt_at: i64,
-    pub settled_at: Option<i64>,
-    pub prune_at: Option<i64>,
-    pub run: Run,
-    /// The failure step to page (firing) or the resolve of the run.
-    pub failing_page: Option<FailingPage>,
-    /// The audit chain's entry type (`delivered:200`, `gave_up`), if any.
-    pub audit_type: Option<String>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(super) enum FailingPage {
-    Fire(FailureStep),
-    Resolve { failures: u32 },
-}
-
-/// Decides a settle: the row's next state and the stream's run.
-pub(super) fn plan_settle(s: &ForwardSettle, run: Run) -> SettlePlan {
-    let at = millis(s.at);
-    let attempts = s.claim.attempts.saturating_add(1);
-    match &s.attempt {
-        ForwardAttempt::Delivered { status } => SettlePlan {
-            state: "delivered",
-            next_attempt_at: at,
-            settled_at: Some(at),
-            prune_at: Some(millis(s.at + s.policy.retain)),
-            failing_page: decide::delivery_resolves(run.paged).then_some(FailingPage::Resolve {
-                failures: run.failures,
-            }),
-            run: Run {
-                failures: 0,
-                paged: 0,
-                failing_since: None,
-                last_error: None,
-                last_attempt_at: Some(at),
-                last_delivered_at: Some(at),
-                last_status: Some(i64::from(*status)),
-                dead_paged: run.dead_paged,
-            },
-            audit_type: Some(format!("delivered:{status}")),
-        },
-        ForwardAttempt::Failed { error, status } => {
-            let failures = run.failures.saturating_add(1);
-            let step = decide::failure_step(&s.policy.ladder.alert_after, failures, run.paged);
-            let next =
-                decide::after_failure(&s.policy.ladder, s.claim.give_up_from, attempts, s.at);
-            let (state, next_at, settled, prune, audit) = match next {
-                AfterFailure::RetryAt(t) => ("pending", millis(t), None, None, None),
-                AfterFailure::DeadLetter => (
-                    "dead",
-                    at,
-                    Some(at),
-                    Some(millis(s.at + s.policy.dead_letter_retain)),
-                    Some("gave_up".to_string()),
-                ),
-            };
-            SettlePlan {
-                state,
-                next_attempt_at: next_at,
-                settled_at: settled,
-                prune_at: prune,
-                failing_page: step.map(FailingPage::Fire),
-                run: Run {
-                    failures,
-                    paged: step.map_or(run.paged, |s| s.failures),
-                    failing_since: run.failing_since.or(Some(at)),
-                    last_error: Some(error.clone()),
-                    last_attempt_at: Some(at),
-                    last_delivered_at: run.last_delivered_at,
-                    last_status: status.map(i64::from),
-                    dead_paged: run.dead_paged,
-                },
-                audit_type: audit,
-            }
-        }
-    }
 }
 
 /// The keyed alerts of relay pages: one failing and one dead-letter alert
@@ -487,78 +321,6 @@ pub(super) mod sql {
          FROM forwards WHERE stream = $1 AND delivery_id = $2 ORDER BY id DESC LIMIT 1";
 }
 
-/// The oldest pending row of one ordered queue.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Head {
-    pub id: i64,
-    pub next_attempt_at: i64,
-    pub lease_until: Option<i64>,
-}
-
-/// Which rows to try to claim, and when the next one falls due: each
-/// queue's head when it is due and unleased (else its due time counts),
-/// then unordered due rows, `limit` in all.
-pub(super) fn plan_claim(
-    heads: &[Head],
-    unordered: &[i64],
-    unordered_next: Option<i64>,
-    now: i64,
-    limit: usize,
-) -> (Vec<i64>, Option<i64>) {
-    let mut ids = Vec::new();
-    let mut next = unordered_next;
-    for h in heads {
-        let free_at = h
-            .lease_until
-            .map_or(h.next_attempt_at, |l| l.max(h.next_attempt_at));
-        if free_at <= now {
-            ids.push(h.id);
-        } else {
-            next = Some(next.map_or(free_at, |n| n.min(free_at)));
-        }
-    }
-    ids.extend_from_slice(unordered);
-    ids.truncate(limit);
-    (ids, next)
-}
-
-/// Whether the dead-letter alert should change: fire when dead letters
-/// exist and it was not paged, resolve when none are left and it was.
-pub(super) fn dead_letter_change(dead: u64, paged: bool) -> Option<bool> {
-    match (dead > 0, paged) {
-        (true, false) => Some(true),
-        (false, true) => Some(false),
-        _ => None,
-    }
-}
-
-/// The failing page's text, from the run and the stream's pending rows.
-pub(super) fn failing_reason(
-    stream: &str,
-    plan: &SettlePlan,
-    at: DateTime<Utc>,
-    pending: u64,
-    oldest: Option<&Oldest>,
-    ordered: bool,
-) -> String {
-    match plan.failing_page {
-        Some(FailingPage::Resolve { failures }) => decide::recovered_summary(failures, at),
-        _ => decide::failing_summary(&decide::FailingPage {
-            stream,
-            failures: plan.run.failures,
-            last_error: plan.run.last_error.as_deref().unwrap_or("failed"),
-            failing_since: plan
-                .run
-                .failing_since
-                .and_then(DateTime::from_timestamp_millis)
-                .unwrap_or(at),
-            pending,
-            oldest,
-            ordered,
-        }),
-    }
-}
-
 pub(super) fn first_subject(event: &NewEvent) -> Option<&str> {
     event.subject_ids.first().map(|(_, v)| v.as_str())
 }
@@ -600,28 +362,22 @@ pub(super) fn claim_of(id: i64, c: ClaimColumns) -> ForwardClaim {
     }
 }
 
-/// The columns `sql::RUN` returns.
-pub(super) type RunColumns = (
-    i64,
-    i64,
-    Option<i64>,
-    Option<String>,
-    Option<i64>,
-    Option<i64>,
-    Option<i64>,
-    bool,
-);
-
-pub(super) fn run_of(c: RunColumns) -> Run {
-    Run {
-        failures: u32::try_from(c.0).unwrap_or(u32::MAX),
-        paged: u32::try_from(c.1).unwrap_or(u32::MAX),
-        failing_since: c.2,
-        last_error: c.3,
-        last_attempt_at: c.4,
-        last_delivered_at: c.5,
-        last_status: c.6,
-        dead_paged: c.7,
+/// A stream's run as [`sql::RUN`] reads it.
+impl Columns for Run {
+    fn read(r: &impl Cells) -> Result<Run, StoreError> {
+        let count = |i| Ok::<_, StoreError>(u32::try_from(r.cell::<i64>(i)?).unwrap_or(u32::MAX));
+        Ok(Run {
+            failures: count(0)?,
+            paged: count(1)?,
+            failing_since: opt_time(r.cell(2)?),
+            last_error: r.cell(3)?,
+            last_attempt_at: opt_time(r.cell(4)?),
+            last_delivered_at: opt_time(r.cell(5)?),
+            last_status: r
+                .cell::<Option<i64>>(6)?
+                .and_then(|s| u16::try_from(s).ok()),
+            dead_paged: r.cell(7)?,
+        })
     }
 }
 
@@ -633,54 +389,12 @@ fn opt_time(ms: Option<i64>) -> Option<DateTime<Utc>> {
     ms.and_then(DateTime::from_timestamp_millis)
 }
 
-/// Decides what a replay touches: `(id, item)` of the window's stored
-/// deliveries of the wanted types, and how many are still pending.
-pub(super) fn replay_selection(
-    window: Vec<(i64, ReplayItem)>,
-    types: &[String],
-) -> (Vec<(i64, ReplayItem)>, u64) {
-    let wanted: Vec<(i64, ReplayItem)> = window
-        .into_iter()
-        .filter(|(_, i)| types.is_empty() || types.contains(&i.event_type))
-        .collect();
-    let pending = wanted.iter().filter(|(_, i)| i.state == "pending").count() as u64;
-    (
-        wanted
-            .into_iter()
-            .filter(|(_, i)| i.state != "pending")
-            .collect(),
-        pending,
-    )
-}
-
-pub(super) fn replay_outcome(chosen: Vec<(i64, ReplayItem)>, pending: u64) -> ReplayOutcome {
-    ReplayOutcome {
-        count: chosen.len() as u64,
-        already_pending: pending,
-        items: chosen
-            .into_iter()
-            .take(REPLAY_LISTED)
-            .map(|(_, i)| i)
-            .collect(),
-    }
-}
-
 /// The audit entry of a replay: who, when, which window, how many.
 pub(super) fn replay_entry(r: &ReplayRequest, count: u64) -> NewEvent {
-    let types = if r.types.is_empty() {
-        String::new()
-    } else {
-        format!(" types={}", r.types.join(","))
-    };
     let mut e = audit_entry(
         &r.stream,
         None,
-        format!(
-            "replay by {}: {count} from {} to {}{types}",
-            r.by,
-            r.from.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-            r.to.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-        ),
+        decide::replay_summary(r, count),
         None,
         None,
         r.now,
@@ -705,17 +419,16 @@ pub(super) fn status_rows(
     counts: Vec<(String, String, i64, Option<i64>)>,
     runs: Vec<RunsRow>,
 ) -> Vec<ForwardStatus> {
-    let mut out: std::collections::BTreeMap<String, ForwardStatus> = Default::default();
-    let entry = |out: &mut std::collections::BTreeMap<String, ForwardStatus>, s: &str| {
-        out.entry(s.to_string())
-            .or_insert_with(|| ForwardStatus {
-                stream: s.to_string(),
-                ..Default::default()
-            })
-            .clone()
-    };
+    type Rows = std::collections::BTreeMap<String, ForwardStatus>;
+    fn entry(out: &mut Rows, stream: String) -> &mut ForwardStatus {
+        out.entry(stream.clone()).or_insert_with(|| ForwardStatus {
+            stream,
+            ..Default::default()
+        })
+    }
+    let mut out = Rows::new();
     for (stream, state, n, oldest) in counts {
-        let mut row = entry(&mut out, &stream);
+        let row = entry(&mut out, stream);
         let n = u64::try_from(n).unwrap_or(0);
         match state.as_str() {
             "pending" => {
@@ -725,51 +438,16 @@ pub(super) fn status_rows(
             "dead" => row.dead_letters = n,
             _ => {}
         }
-        out.insert(stream, row);
     }
     for (stream, failures, since, error, delivered, attempted) in runs {
-        let mut row = entry(&mut out, &stream);
+        let row = entry(&mut out, stream);
         row.consecutive_failures = u64::try_from(failures).unwrap_or(0);
         row.failing_since = opt_time(since);
         row.last_error = error;
         row.last_delivered_at = opt_time(delivered);
         row.last_attempt_at = opt_time(attempted);
-        out.insert(stream, row);
     }
     out.into_values().collect()
-}
-
-/// The error an attempt records for a stream whose `[forward]` was removed
-/// (`service::forward`); [`hurry`] finds those rows by it.
-pub const NO_FORWARD: &str =
-    "the stream no longer has [forward] in the config; its stored events wait for it";
-
-/// What became of a stored delivery.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoredFate {
-    pub state: String,
-    pub received_at: DateTime<Utc>,
-    pub settled_at: Option<DateTime<Utc>>,
-    pub status: Option<u16>,
-}
-
-impl StoredFate {
-    /// The domain's reading of it, with the stream's failing run.
-    pub fn reading(&self, failing_since: Option<DateTime<Utc>>) -> decide::RevocationFate {
-        match self.state.as_str() {
-            "delivered" => decide::RevocationFate::Delivered {
-                at: self.settled_at.unwrap_or(self.received_at),
-                status: self.status,
-            },
-            "dead" => decide::RevocationFate::DeadLetter {
-                received_at: self.received_at,
-            },
-            _ => decide::RevocationFate::NotYetDelivered {
-                received_at: self.received_at,
-                failing_since,
-            },
-        }
-    }
 }
 
 // ---------------------------------------------------------------------------
@@ -825,7 +503,7 @@ pub(super) async fn claim<D: Db>(
     let unordered: Vec<(i64,)> = db.rows(sql::UNORDERED_DUE, &[&millis(now), &limit]).await?;
     let unordered: Vec<i64> = unordered.into_iter().map(|(id,)| id).collect();
     let (unordered_next,): (Option<i64>,) = db.one(sql::UNORDERED_NEXT, &[&millis(now)]).await?;
-    let (ids, next) = plan_claim(
+    let (ids, next) = decide::plan_claim(
         &heads,
         &unordered,
         unordered_next,
@@ -854,8 +532,10 @@ pub(super) async fn release<D: Db>(db: &D) -> Result<usize, StoreError> {
 
 /// The stream's run, locked on PostgreSQL until the settle writes it.
 async fn run<D: Db>(db: &D, stream: &str) -> Result<Run, StoreError> {
-    let row: Option<RunColumns> = db.opt(&D::locked(sql::RUN), &[&stream]).await?;
-    Ok(row.map(run_of).unwrap_or_default())
+    Ok(db
+        .opt(&D::locked(sql::RUN), &[&stream])
+        .await?
+        .unwrap_or_default())
 }
 
 async fn write_run<D: Db>(db: &D, stream: &str, r: &Run) -> Result<(), StoreError> {
@@ -865,11 +545,11 @@ async fn write_run<D: Db>(db: &D, stream: &str, r: &Run) -> Result<(), StoreErro
             &stream,
             &i64::from(r.failures),
             &i64::from(r.paged),
-            &r.failing_since,
+            &r.failing_since.map(millis),
             &r.last_error,
-            &r.last_attempt_at,
-            &r.last_delivered_at,
-            &r.last_status,
+            &r.last_attempt_at.map(millis),
+            &r.last_delivered_at.map(millis),
+            &r.last_status.map(i64::from),
             &r.dead_paged,
         ],
     )
@@ -909,13 +589,11 @@ async fn dead_letter_check<D: Db>(
 ) -> Result<(), StoreError> {
     let paged = run(db, stream).await?.dead_paged;
     let dead = count_state(db, stream, "dead").await?;
-    let Some(firing) = dead_letter_change(dead, paged) else {
+    let Some(firing) = decide::dead_letter_change(dead, paged) else {
         return Ok(());
     };
-    let reason = match oldest_state(db, stream, "dead").await? {
-        Some(oldest) if firing => decide::dead_letter_summary(stream, dead, &oldest),
-        _ => format!("{stream}: no dead letters are left (replayed or expired)."),
-    };
+    let oldest = oldest_state(db, stream, "dead").await?;
+    let reason = decide::dead_letter_reason(stream, firing, dead, oldest.as_ref());
     core::queue_keyed_pages(
         db,
         &page(stream, firing, at, reason, notifiers),
@@ -934,11 +612,14 @@ pub(super) async fn settle<D: Db>(db: &D, s: &ForwardSettle) -> Result<ForwardSe
     let c = &s.claim;
     core::lock_head(db, s.policy.audit).await?;
     let before = run(db, &c.stream).await?;
-    let plan = plan_settle(s, before);
-    let (status, error) = match &s.attempt {
-        ForwardAttempt::Delivered { status } => (Some(i64::from(*status)), None),
-        ForwardAttempt::Failed { error, status } => (status.map(i64::from), Some(error.as_str())),
-    };
+    let plan = decide::plan_settle(
+        &s.attempt,
+        c.attempts,
+        c.give_up_from,
+        s.at,
+        &s.policy,
+        before,
+    );
     let changed = db
         .exec(
             sql::SETTLE,
@@ -946,11 +627,12 @@ pub(super) async fn settle<D: Db>(db: &D, s: &ForwardSettle) -> Result<ForwardSe
                 &c.id,
                 &c.token,
                 &plan.state,
-                &plan.next_attempt_at,
-                &error,
-                &status,
-                &plan.settled_at,
-                &plan.prune_at,
+                &millis(plan.next_attempt_at),
+                // The attempt's own error and status, as the run has them.
+                &plan.run.last_error,
+                &plan.run.last_status.map(i64::from),
+                &plan.settled_at.map(millis),
+                &plan.prune_at.map(millis),
             ],
         )
         .await?;
@@ -975,7 +657,7 @@ pub(super) async fn settle<D: Db>(db: &D, s: &ForwardSettle) -> Result<ForwardSe
     if let Some(fp) = plan.failing_page {
         let pending = count_state(db, &c.stream, "pending").await?;
         let oldest = oldest_state(db, &c.stream, "pending").await?;
-        let reason = failing_reason(
+        let reason = decide::failing_reason(
             &c.stream,
             &plan,
             s.at,
@@ -984,8 +666,8 @@ pub(super) async fn settle<D: Db>(db: &D, s: &ForwardSettle) -> Result<ForwardSe
             s.policy.ordered,
         );
         let (firing, severity) = match fp {
-            FailingPage::Fire(step) => (true, step.severity),
-            FailingPage::Resolve { .. } => (false, Severity::Warning),
+            RunPage::Fire(step) => (true, step.severity),
+            RunPage::Resolve { .. } => (false, Severity::Warning),
         };
         core::queue_keyed_pages(
             db,
@@ -1039,7 +721,7 @@ pub(super) async fn replay<D: Db>(db: &D, r: &ReplayRequest) -> Result<ReplayOut
             ))
         })
         .collect::<Result<Vec<_>, StoreError>>()?;
-    let (chosen, pending) = replay_selection(window, &r.types);
+    let (chosen, pending) = decide::replay_selection(window, &r.types);
     if !r.dry_run {
         for (id, _) in &chosen {
             db.exec(sql::REQUEUE, &[id, &millis(r.now)]).await?;
@@ -1049,7 +731,7 @@ pub(super) async fn replay<D: Db>(db: &D, r: &ReplayRequest) -> Result<ReplayOut
         }
         dead_letter_check(db, &r.stream, r.now, &r.notifiers).await?;
     }
-    Ok(replay_outcome(chosen, pending))
+    Ok(decide::replay_outcome(chosen, pending))
 }
 
 pub(super) async fn status<D: Db>(db: &D) -> Result<Vec<ForwardStatus>, StoreError> {
@@ -1114,172 +796,4 @@ pub(super) async fn fate<D: Db>(
         })
     })
     .transpose()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn t(s: &str) -> DateTime<Utc> {
-        DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
-    }
-
-    fn settle(attempt: ForwardAttempt, attempts: u32, at: &str) -> ForwardSettle {
-        ForwardSettle {
-            claim: ForwardClaim {
-                id: 1,
-                token: 1,
-                stream: "clerk".into(),
-                delivery_id: "msg_1".into(),
-                event_type: "user.deleted".into(),
-                subject: Some("user_1".into()),
-                event_time: None,
-                received_at: t("2026-01-01T00:00:00Z"),
-                give_up_from: t("2026-01-01T00:00:00Z"),
-                attempts,
-                body: Sealed {
-                    key_id: None,
-                    bytes: Vec::new(),
-                },
-            },
-            attempt,
-            at: t(at),
-            policy: ForwardPolicy {
-                ladder: Ladder::default(),
-                ordered: true,
-                retain: TimeDelta::days(7),
-                dead_letter_retain: TimeDelta::days(30),
-                notifiers: vec!["ops".into()],
-                audit: true,
-            },
-        }
-    }
-
-    fn failed() -> ForwardAttempt {
-        ForwardAttempt::Failed {
-            error: "HTTP 502".into(),
-            status: Some(502),
-        }
-    }
-
-    #[test]
-    fn a_claim_takes_due_unleased_heads_then_unordered_rows_and_knows_the_next_due() {
-        let heads = [
-            Head {
-                id: 1,
-                next_attempt_at: 100,
-                lease_until: None,
-            },
-            Head {
-                id: 5,
-                next_attempt_at: 300,
-                lease_until: None,
-            },
-            Head {
-                id: 7,
-                next_attempt_at: 50,
-                lease_until: Some(250),
-            },
-        ];
-        let (ids, next) = plan_claim(&heads, &[9, 10], Some(400), 200, 10);
-        assert_eq!(
-            ids,
-            [1, 9, 10],
-            "a queue whose head is leased or not due waits"
-        );
-        assert_eq!(
-            next,
-            Some(250),
-            "the earliest of a lease end and a due time"
-        );
-        let (ids, _) = plan_claim(&heads, &[9, 10], None, 200, 2);
-        assert_eq!(ids, [1, 9]);
-    }
-
-    #[test]
-    fn a_failure_counts_pages_its_step_and_schedules_the_ladder() {
-        let plan = plan_settle(&settle(failed(), 0, "2026-01-01T00:00:00Z"), Run::default());
-        assert_eq!(plan.state, "pending");
-        assert_eq!(plan.run.failures, 1);
-        assert_eq!(plan.run.paged, 1);
-        assert!(matches!(plan.failing_page, Some(FailingPage::Fire(_))));
-        assert_eq!(
-            plan.next_attempt_at,
-            millis(t("2026-01-01T00:05:00Z")),
-            "first retry after 5m"
-        );
-        let again = plan_settle(
-            &settle(failed(), 1, "2026-01-01T00:05:00Z"),
-            plan.run.clone(),
-        );
-        assert_eq!((again.run.failures, again.run.paged), (2, 1));
-        assert_eq!(again.failing_page, None);
-        assert_eq!(again.run.failing_since, plan.run.failing_since);
-    }
-
-    #[test]
-    fn a_delivery_resets_the_run_and_resolves_only_a_paged_one() {
-        let run = Run {
-            failures: 3,
-            paged: 1,
-            failing_since: Some(1),
-            ..Default::default()
-        };
-        let plan = plan_settle(
-            &settle(
-                ForwardAttempt::Delivered { status: 204 },
-                3,
-                "2026-01-01T01:00:00Z",
-            ),
-            run,
-        );
-        assert_eq!(plan.state, "delivered");
-        assert_eq!(plan.run.failures, 0);
-        assert_eq!(
-            plan.failing_page,
-            Some(FailingPage::Resolve { failures: 3 })
-        );
-        assert_eq!(plan.audit_type.as_deref(), Some("delivered:204"));
-        assert_eq!(plan.prune_at, Some(millis(t("2026-01-08T01:00:00Z"))));
-        let quiet = plan_settle(
-            &settle(
-                ForwardAttempt::Delivered { status: 200 },
-                0,
-                "2026-01-01T01:00:00Z",
-            ),
-            Run::default(),
-        );
-        assert_eq!(quiet.failing_page, None);
-    }
-
-    #[test]
-    fn past_give_up_after_it_is_a_dead_letter_kept_for_its_own_retention() {
-        let plan = plan_settle(&settle(failed(), 9, "2026-01-08T00:00:00Z"), Run::default());
-        assert_eq!(plan.state, "dead");
-        assert_eq!(plan.audit_type.as_deref(), Some("gave_up"));
-        assert_eq!(plan.prune_at, Some(millis(t("2026-02-07T00:00:00Z"))));
-        assert_eq!(dead_letter_change(1, false), Some(true));
-        assert_eq!(dead_letter_change(2, true), None);
-        assert_eq!(dead_letter_change(0, true), Some(false));
-    }
-
-    #[test]
-    fn a_replay_skips_what_is_still_pending_and_filters_types() {
-        let item = |id: &str, ty: &str, state: &str| ReplayItem {
-            delivery_id: id.into(),
-            event_type: ty.into(),
-            received_at: t("2026-01-01T00:00:00Z"),
-            state: state.into(),
-        };
-        let window = vec![
-            (1, item("a", "user.deleted", "delivered")),
-            (2, item("b", "user.created", "dead")),
-            (3, item("c", "user.deleted", "pending")),
-        ];
-        let (chosen, pending) = replay_selection(window.clone(), &[]);
-        assert_eq!(chosen.len(), 2);
-        assert_eq!(pending, 1);
-        let (chosen, _) = replay_selection(window, &["user.deleted".into()]);
-        assert_eq!(chosen.iter().map(|(id, _)| *id).collect::<Vec<_>>(), [1]);
-    }
 }

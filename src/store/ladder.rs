@@ -13,14 +13,17 @@
 //!   paged step queues one recovery page and sets `paged` back to zero.
 //!
 //! The count is read and written once for both engines ([`settle_counted`]
-//! over `store::db::Db`), under the notifier row's lock on PostgreSQL.
+//! over `store::db::Db`), under the notifier row's lock on PostgreSQL; the
+//! step, the recovery and their pages' words are `domain::fallback`.
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 
 use super::core;
 use super::db::Db;
 use super::Attempt;
 use super::{AlertState, StoreError, Transition};
+use crate::domain::fallback::{self as decide, Decision};
+pub use crate::domain::fallback::{LadderOutcome, LadderRule, LadderUpdate};
 
 /// Schema step, the same on both engines (BIGINT has INTEGER affinity on
 /// SQLite): one row per notifier that was ever attempted.
@@ -30,130 +33,6 @@ pub(super) const MIGRATION: &str = "
         failures BIGINT NOT NULL,
         paged    BIGINT NOT NULL DEFAULT 0
     );";
-
-/// What an attempt means for its notifier's ladder.
-#[derive(Debug, Clone, PartialEq)]
-pub struct LadderUpdate {
-    pub notifier: String,
-    /// The failed attempt's reason; `None` when it was delivered.
-    pub error: Option<String>,
-    /// The ladder to climb, `None` for a page that never climbs one (a
-    /// page *to* a fallback, or a notifier without `fallback`).
-    pub rule: Option<LadderRule>,
-    /// The page's stream and when it was queued (for the step's message).
-    pub stream: String,
-    pub page_created_at: DateTime<Utc>,
-    /// Instant of the attempt; fallback pages are queued at it.
-    pub at: DateTime<Utc>,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct LadderRule {
-    /// `fallback_after`, ascending.
-    pub steps: Vec<i64>,
-    /// `fallback`: the notifiers paged.
-    pub notify: Vec<String>,
-}
-
-/// What recording an attempt did.
-#[derive(Debug, Clone, PartialEq)]
-pub struct LadderOutcome {
-    /// False when the claim had been taken over: nothing was written.
-    pub settled: bool,
-    /// The notifier's shared consecutive-failure count afterwards.
-    pub failures: i64,
-    /// The reason of the fallback page this attempt queued, if any.
-    pub queued: Option<String>,
-}
-
-impl LadderOutcome {
-    pub(super) fn fenced() -> LadderOutcome {
-        LadderOutcome {
-            settled: false,
-            failures: 0,
-            queued: None,
-        }
-    }
-}
-
-/// The ladder's decision for one attempt (pure).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Decision {
-    /// Page the fallbacks: the count reached this step.
-    Step(i64),
-    /// Page the recovery: delivered after a step was paged.
-    Recover,
-    Nothing,
-}
-
-/// `failures`/`paged` are the row before the attempt; returns the decision
-/// and the row after it.
-pub(super) fn decide(
-    rule: Option<&LadderRule>,
-    failures: i64,
-    paged: i64,
-    failed: bool,
-) -> (Decision, i64, i64) {
-    if !failed {
-        let decision = if paged > 0 && rule.is_some() {
-            Decision::Recover
-        } else {
-            Decision::Nothing
-        };
-        return (decision, 0, 0);
-    }
-    let after = failures.saturating_add(1);
-    match rule {
-        Some(r) if after > paged && r.steps.contains(&after) => {
-            (Decision::Step(after), after, after)
-        }
-        _ => (Decision::Nothing, after, paged),
-    }
-}
-
-/// The fallback pages a decision queues, as a transition to `rule.notify`.
-/// `waiting`/`since`: the notifier's pending pages and the oldest one's
-/// queue time, read in the same transaction.
-pub(super) fn transition(
-    u: &LadderUpdate,
-    decision: Decision,
-    failures_before: i64,
-    waiting: i64,
-    since: Option<DateTime<Utc>>,
-) -> Option<Transition> {
-    let rule = u.rule.as_ref()?;
-    let (to, reason) = match decision {
-        Decision::Step(n) => {
-            let since = since
-                .unwrap_or(u.page_created_at)
-                .to_rfc3339_opts(SecondsFormat::Secs, true);
-            (
-                AlertState::Firing,
-                format!(
-                    "hushwatch cannot deliver to {}: {}, {} pages waiting since {since} ({n} failed attempts in a row)",
-                    u.notifier,
-                    u.error.as_deref().unwrap_or("failed"),
-                    waiting.max(1),
-                ),
-            )
-        }
-        Decision::Recover => (
-            AlertState::Ok,
-            format!(
-                "hushwatch delivers to {} again (after {failures_before} failed attempts in a row)",
-                u.notifier
-            ),
-        ),
-        Decision::Nothing => return None,
-    };
-    Some(Transition {
-        stream: u.stream.clone(),
-        to,
-        at: u.at,
-        reason,
-        notifiers: rule.notify.clone(),
-    })
-}
 
 /// The statements both engines run, written once with PostgreSQL's `$N`
 /// placeholders (SQLite reads them as `?N`, `store::db`). PostgreSQL
@@ -192,20 +71,32 @@ pub(super) async fn settle_counted<D: Db>(
         }
     };
     if !recorded {
-        return Ok(LadderOutcome::fenced());
+        return Ok(LadderOutcome::default());
     }
     db.exec(sql::ENSURE, &[&u.notifier]).await?;
     let (failures, paged): (i64, i64) = db.one(&D::locked(sql::READ), &[&u.notifier]).await?;
     let (decision, after, paged_after) =
-        decide(u.rule.as_ref(), failures, paged, u.error.is_some());
+        decide::decide(u.rule.as_ref(), failures, paged, u.error.is_some());
     db.exec(sql::WRITE, &[&u.notifier, &after, &paged_after])
         .await?;
     let (waiting, since): (i64, Option<i64>) = match decision {
         Decision::Step(_) => db.one(sql::WAITING, &[&u.notifier]).await?,
         _ => (0, None),
     };
+    let page = decide::page(u, decision, failures, waiting, opt_time(since)?);
     let mut queued = None;
-    if let Some(t) = transition(u, decision, failures, waiting, opt_time(since)?) {
+    if let (Some(page), Some(rule)) = (page, &u.rule) {
+        let t = Transition {
+            stream: u.stream.clone(),
+            to: if page.firing {
+                AlertState::Firing
+            } else {
+                AlertState::Ok
+            },
+            at: u.at,
+            reason: page.reason,
+            notifiers: rule.notify.clone(),
+        };
         let alert = super::ops::fallback_alert(&u.notifier);
         for notifier in &t.notifiers {
             core::insert_keyed_page(db, &t, notifier, t.at, &alert).await?;
@@ -227,30 +118,4 @@ fn opt_time(ms: Option<i64>) -> Result<Option<DateTime<Utc>>, StoreError> {
 /// Every notifier's shared consecutive-failure count.
 pub(super) async fn failures<D: Db>(db: &D) -> Result<Vec<(String, i64)>, StoreError> {
     db.rows(sql::FAILURES, &[]).await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn rule() -> LadderRule {
-        LadderRule {
-            steps: vec![1, 5, 20],
-            notify: vec!["backup".into()],
-        }
-    }
-
-    #[test]
-    fn steps_are_paged_once_per_run_and_recovery_only_after_a_step() {
-        let r = rule();
-        assert_eq!(decide(Some(&r), 0, 0, true), (Decision::Step(1), 1, 1));
-        assert_eq!(decide(Some(&r), 1, 1, true), (Decision::Nothing, 2, 1));
-        assert_eq!(decide(Some(&r), 4, 1, true), (Decision::Step(5), 5, 5));
-        // Another replica already paged step 5 of this run.
-        assert_eq!(decide(Some(&r), 4, 5, true), (Decision::Nothing, 5, 5));
-        assert_eq!(decide(Some(&r), 7, 5, false), (Decision::Recover, 0, 0));
-        assert_eq!(decide(Some(&r), 0, 0, false), (Decision::Nothing, 0, 0));
-        // No ladder: counted, never paged.
-        assert_eq!(decide(None, 0, 0, true), (Decision::Nothing, 1, 0));
-    }
 }
