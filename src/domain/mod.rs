@@ -15,6 +15,7 @@ pub mod forward;
 pub mod gap_sketch;
 pub mod holidays;
 pub mod ics;
+pub mod mute;
 pub mod silence;
 pub mod subscription;
 pub mod svix;
