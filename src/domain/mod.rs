@@ -16,6 +16,7 @@ pub mod gap_sketch;
 pub mod holidays;
 pub mod ics;
 pub mod mute;
+pub mod reconcile;
 pub mod silence;
 pub mod subscription;
 pub mod svix;
