@@ -22,7 +22,7 @@ use super::alert::AlertStatus;
 use chrono::{DateTime, Utc};
 
 /// Every alert kind an operator silence can hold (the outbox `alert_kind`,
-/// the notifiers' `kind`; `notify::kind::AlertKind::silenceable`). A
+/// the notifiers' `kind`; `domain::alert_kind::AlertKind::silenceable`). A
 /// silence's `kinds` patterns must each match one of them, so a typo is
 /// refused instead of silently holding nothing. (`svix` on pre-v8 outbox
 /// rows is not a kind new pages carry; pages about hushwatch itself cannot
