@@ -171,7 +171,7 @@ impl AlertKind {
     }
 
     /// Whether an operator silence may name this kind
-    /// (`store::silences::PAGE_KINDS`). Pages about hushwatch itself
+    /// (`domain::mute::PAGE_KINDS`). Pages about hushwatch itself
     /// cannot be silenced: they are how a broken notifier or store is
     /// noticed at all.
     pub const fn silenceable(self) -> bool {
@@ -194,7 +194,7 @@ impl AlertKind {
 }
 
 /// The kinds an operator silence may name, in [`AlertKind::ALL`] order
-/// (`store::silences::PAGE_KINDS`).
+/// (`domain::mute::PAGE_KINDS`).
 pub const SILENCEABLE: [&str; 12] = silenceable();
 
 const fn silenceable() -> [&'static str; 12] {
@@ -232,7 +232,7 @@ mod tests {
             .filter(|k| k.silenceable())
             .map(AlertKind::as_str)
             .collect();
-        assert_eq!(crate::store::silences::PAGE_KINDS, silenceable.as_slice());
+        assert_eq!(crate::domain::mute::PAGE_KINDS, silenceable.as_slice());
         assert_eq!(
             AlertKind::parse(crate::store::reconcile::REVOKE_MISSED_KIND),
             Some(AlertKind::ReconciliationRevokeMissed)

@@ -17,6 +17,8 @@ pub mod forward;
 pub mod gap_sketch;
 pub mod holidays;
 pub mod ics;
+pub mod mute;
+pub mod reconcile;
 pub mod silence;
 pub mod subscription;
 pub mod svix;

@@ -10,9 +10,8 @@ use super::idempotency::{OpBody, OpRequest};
 use super::ingest::{bearer_matches, body_failure, configured_or_templated};
 use super::reply::{self, Reply};
 use crate::domain::duration::parse_duration;
-use crate::store::silences::{
-    is_known_kind, AckOutcome, NewSilence, SilenceRow, MAX_ENDED_KEPT, PAGE_KINDS,
-};
+use crate::domain::mute::is_known_kind;
+use crate::store::silences::{AckOutcome, NewSilence, SilenceRow, MAX_ENDED_KEPT, PAGE_KINDS};
 use chrono::{DateTime, SecondsFormat, TimeDelta, Utc};
 use hyper::body::Incoming;
 use hyper::{Method, Request, StatusCode};

@@ -8,12 +8,13 @@
 use super::app::App;
 use crate::audit::classify::Access;
 use crate::config::{Config, StreamConfig};
+use crate::domain::reconcile::newer_by;
 use crate::ingest::reconcile::{DriftKind, Report};
 use crate::status::format::local_stamp;
 use crate::store::reconcile::{
     Drift, LatestReport, NewReconciliation, ReconcileRow, ReconcileTransition,
 };
-use crate::store::revocations::{newer_by, Revocation};
+use crate::store::revocations::Revocation;
 use crate::store::svix::SvixEndpointRow;
 use crate::store::{AlertState, NewEvent, StoreError, Transition};
 use chrono::{DateTime, Utc};

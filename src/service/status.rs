@@ -61,7 +61,7 @@ impl App {
     /// is on it".
     async fn add_operator_facts(&self, doc: &mut Value) {
         use crate::domain::alert_kind::AlertKind;
-        use crate::store::silences::{glob, PAGE_KINDS};
+        use crate::domain::mute::{glob, PAGE_KINDS};
         let now = self.clock.now();
         let (silences, acks) = match (
             self.store.silences(now).await,

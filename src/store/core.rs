@@ -803,7 +803,7 @@ pub(super) async fn enqueue_extra<D: Db>(
     Ok(count(queued))
 }
 
-/// Reads what `silences::extra_allowed` decides on: whether a reminder or
+/// Reads what `domain::mute::extra_allowed` decides on: whether a reminder or
 /// escalation step due at `at` may be queued.
 async fn extra_wanted<D: Db>(
     db: &D,
@@ -813,7 +813,7 @@ async fn extra_wanted<D: Db>(
     at: DateTime<Utc>,
 ) -> Result<bool, StoreError> {
     use super::silences as s;
-    Ok(s::extra_allowed(
+    Ok(crate::domain::mute::extra_allowed(
         s::acknowledged(db, stream, started).await?,
         s::silenced(db, stream, "silence", at).await?,
         s::first_firing_page(db, alert_id).await?,

@@ -6,18 +6,22 @@
 //! transaction. The "reconciliation has not run" alert's state lives in
 //! `reconcile_state`, moved by compare-and-set like the subscription alert.
 //!
-//! The decisions (`reconcile_move`, `first_per_stream`, `subject_matches`, ...)
-//! are pure functions here, tested once; the statements both engines run are
-//! written once in `sql`, and each operation once over `store::db::Db`: it
-//! reads rows, calls the decision and writes its outcome.
+//! Whether that alert moves is decided in `domain::reconcile`
+//! (`missing_alert_moves`); this module reads and writes the rows: the
+//! stored drift and subject-id JSON, each stream's latest report
+//! (`first_per_stream`, over `sql::LATEST_REPORTS`'s order). The statements
+//! both engines run are written once in `sql`, and each operation once over
+//! `store::db::Db`: it reads rows, calls the decision and writes its outcome.
 
 use chrono::{DateTime, Utc};
 
 use super::core;
 use super::db::Db;
 use super::ops::millis;
+use super::silences::status;
 use super::stored_time;
 use super::{AlertState, NewEvent, Store, StoreError, Transition};
+use crate::domain::reconcile::missing_alert_moves;
 
 /// Migration step (SQLite and PostgreSQL alike: only portable types).
 pub(super) const MIGRATION: &str = "CREATE TABLE reconciliations (
@@ -36,7 +40,7 @@ pub(super) const MIGRATION: &str = "CREATE TABLE reconciliations (
         alert_state    TEXT NOT NULL DEFAULT 'ok' CHECK (alert_state IN ('ok', 'firing'))
     );";
 
-/// Alert kinds (see `store::silences::PAGE_KINDS`).
+/// Alert kinds (see `domain::mute::PAGE_KINDS`).
 pub const MISSING_KIND: &str = crate::domain::alert_kind::AlertKind::ReconciliationMissing.as_str();
 pub const REVOKE_MISSED_KIND: &str =
     crate::domain::alert_kind::AlertKind::ReconciliationRevokeMissed.as_str();
@@ -152,15 +156,9 @@ fn stale_alert(key: &str) -> super::ops::KeyedAlert<'_> {
     }
 }
 
-/// The "missing reconciliation" alert moving to `to`.
-#[derive(Debug, Clone)]
-pub struct ReconcileTransition {
-    pub stream: String,
-    pub to: AlertState,
-    pub reason: String,
-    pub notifiers: Vec<String>,
-    pub at: DateTime<Utc>,
-}
+/// The "missing reconciliation" alert moving to `to`: the transition its
+/// page is queued with.
+pub type ReconcileTransition = Transition;
 
 fn drift_json(drift: &[Drift]) -> String {
     serde_json::Value::Array(
@@ -214,7 +212,7 @@ fn first_per_stream(rows: Vec<LatestReport>) -> Vec<LatestReport> {
 }
 
 /// The JSON string literal a subject id is stored as, for a substring
-/// pre-filter (`names_subject` then checks the values exactly).
+/// pre-filter (`subject_entry` then checks the values exactly).
 fn subject_needle(subject: &str) -> String {
     serde_json::Value::String(subject.to_owned()).to_string()
 }
@@ -230,38 +228,9 @@ fn subject_pairs(subject_ids: &str) -> Vec<(String, String)> {
         .unwrap_or_default()
 }
 
-/// True when one of the stored subject ids equals `subject`.
-fn names_subject(subject_ids: &str, subject: &str) -> bool {
-    serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(subject_ids)
-        .map(|m| m.values().any(|v| v.as_str() == Some(subject)))
-        .unwrap_or(false)
-}
-
 /// The key of a stale grant's page: one per (stream, delivery).
 fn stale_key(g: &StaleGrant) -> String {
     format!("{}/{}", g.stream, g.delivery_id)
-}
-
-// ---------------------------------------------------------------------------
-// The decisions, taken once for both engines (pure; `store::silences` is the
-// model).
-// ---------------------------------------------------------------------------
-
-/// Compare-and-set on a stream's "missing reconciliation" alert, whose
-/// state is `current` (None without a row: `ok`). The page to queue when it
-/// moves; None (write nothing) when it is already at `t.to`, so a repeated
-/// evaluation never pages twice.
-fn reconcile_move(current: Option<AlertState>, t: &ReconcileTransition) -> Option<Transition> {
-    if current.unwrap_or(AlertState::Ok) == t.to {
-        return None;
-    }
-    Some(Transition {
-        stream: t.stream.clone(),
-        to: t.to.clone(),
-        at: t.at,
-        reason: t.reason.clone(),
-        notifiers: t.notifiers.clone(),
-    })
 }
 
 fn reconcile_row(
@@ -303,9 +272,10 @@ type SubjectCols = (
 );
 
 /// The entry a row found by the substring pre-filter stands for, when one
-/// of its subject ids really is `subject` ([`names_subject`]).
+/// of its subject ids really is `subject`.
 fn subject_entry(c: SubjectCols, subject: &str) -> Result<Option<SubjectEntry>, StoreError> {
-    if !names_subject(&c.7, subject) {
+    let subject_ids = subject_pairs(&c.7);
+    if !subject_ids.iter().any(|(_, id)| id == subject) {
         return Ok(None);
     }
     Ok(Some(SubjectEntry {
@@ -316,7 +286,7 @@ fn subject_entry(c: SubjectCols, subject: &str) -> Result<Option<SubjectEntry>, 
         delivery_id: c.4,
         event_time: c.5.map(stored_time).transpose()?,
         received_at: stored_time(c.6)?,
-        subject_ids: subject_pairs(&c.7),
+        subject_ids,
     }))
 }
 
@@ -478,12 +448,12 @@ pub(super) async fn transition<D: Db>(db: &D, t: &ReconcileTransition) -> Result
     }
     let current: Option<(String,)> = db.opt(&D::locked(sql::STATE), &[&t.stream]).await?;
     let current = current.map(|(s,)| core::alert_state(&s)).transpose()?;
-    let Some(page) = reconcile_move(current, t) else {
+    if !missing_alert_moves(current.as_ref().map(status), status(&t.to)) {
         return Ok(false);
-    };
+    }
     db.exec(sql::SET_STATE, &[&t.stream, &core::state_str(&t.to)])
         .await?;
-    core::queue_keyed_pages(db, &page, t.at, &missing_alert(&t.stream)).await?;
+    core::queue_keyed_pages(db, t, t.at, &missing_alert(&t.stream)).await?;
     Ok(true)
 }
 
@@ -569,36 +539,6 @@ mod tests {
     //! The decisions both engines call (`store::conformance::reconcile` runs
     //! them through both).
     use super::*;
-
-    fn t(to: AlertState) -> ReconcileTransition {
-        ReconcileTransition {
-            stream: "a".into(),
-            to,
-            reason: "not run".into(),
-            notifiers: vec!["p".into()],
-            at: DateTime::from_timestamp_millis(2_000).unwrap(),
-        }
-    }
-
-    #[test]
-    fn the_missing_alert_moves_only_when_elsewhere_and_starts_ok() {
-        assert_eq!(
-            reconcile_move(None, &t(AlertState::Ok)),
-            None,
-            "no row is ok"
-        );
-        assert_eq!(
-            reconcile_move(Some(AlertState::Firing), &t(AlertState::Firing)),
-            None
-        );
-        let page = reconcile_move(None, &t(AlertState::Firing)).unwrap();
-        assert_eq!(
-            (page.stream.as_str(), page.to, page.reason.as_str()),
-            ("a", AlertState::Firing, "not run")
-        );
-        assert_eq!(page.notifiers, ["p"]);
-        assert!(reconcile_move(Some(AlertState::Firing), &t(AlertState::Ok)).is_some());
-    }
 
     #[test]
     fn only_rows_naming_the_subject_exactly_are_entries() {

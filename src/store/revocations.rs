@@ -6,6 +6,8 @@
 //! a grant older than a recorded revocation is recorded as a stale grant
 //! and its page queued before the delivery is acknowledged, so a crash
 //! cannot lose it. Rows older than `HORIZON_DAYS` are pruned by the leader.
+//! Which revocation counts and the stale grant page's wording are decided
+//! in `domain::reconcile`; this module reads and writes the rows.
 
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
@@ -14,6 +16,8 @@ use super::db::Db;
 use super::ops::millis;
 use super::reconcile::StaleGrant;
 use super::{stored_time, AlertState, NewEvent, StoreError, Transition};
+pub use crate::domain::reconcile::Revocation;
+use crate::domain::reconcile::{newer_by, stale_reason};
 
 /// Migration step (SQLite and PostgreSQL alike): the index, the
 /// revocation's delivery id on a stale grant (the index has no audit seq;
@@ -67,55 +71,6 @@ pub struct StalePage {
     pub zone: Tz,
 }
 
-/// A subject's newest recorded revocation on a stream.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Revocation {
-    pub organization: Option<String>,
-    pub event_time: Option<DateTime<Utc>>,
-    pub received_at: DateTime<Utc>,
-    pub delivery_id: Option<String>,
-    pub event_type: String,
-}
-
-/// The stale grant page's wording, times in the stream's calendar zone.
-pub fn stale_reason(
-    subject: &str,
-    grant_delivery: &str,
-    grant_time: DateTime<Utc>,
-    revoke: &Revocation,
-    zone: Tz,
-) -> String {
-    let at = |t: DateTime<Utc>| crate::status::format::local_stamp_secs(t, zone);
-    format!(
-        "a grant for {subject} arrived after its revocation, with an older event time: if your app applied it, the user may have access again (grant delivery {grant_delivery} at event time {}; revocation {} {} at event time {})",
-        at(grant_time),
-        revoke.event_type,
-        revoke.delivery_id.as_deref().unwrap_or("without id"),
-        revoke.event_time.map(at).unwrap_or_default(),
-    )
-}
-
-/// Of two revocations found under different stored forms of one subject
-/// (before and after a key or a rotation), the later by `key`: the order
-/// of the statement that found each (`NEWER_SQL`: event time,
-/// `LATEST_SQL`: arrival).
-pub fn newer_by<K: Ord>(
-    a: Option<Revocation>,
-    b: Option<Revocation>,
-    key: impl Fn(&Revocation) -> K,
-) -> Option<Revocation> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(if key(&b) > key(&a) { b } else { a }),
-        (a, b) => a.or(b),
-    }
-}
-
-/// The revocation a grant must be checked against: the newer by event
-/// time, as `NEWER_SQL` orders.
-fn newer_of(a: Option<Revocation>, b: Option<Revocation>) -> Option<Revocation> {
-    newer_by(a, b, |r| r.event_time)
-}
-
 /// The (subject, organization) forms a grant is looked up under: as it is
 /// stored now, then as earlier revocations may have stored it.
 fn grant_forms<'a>(
@@ -154,7 +109,9 @@ fn stale_grant(
             stream: event.stream.clone(),
             to: AlertState::Firing,
             at: event.received_at,
-            reason: stale_reason(subject, &delivery_id, grant_time, revoke, page.zone),
+            reason: stale_reason(subject, &delivery_id, grant_time, revoke, |t| {
+                crate::status::format::local_stamp_secs(t, page.zone)
+            }),
             notifiers: page.notifiers.clone(),
         },
         delivery_id,
@@ -243,7 +200,10 @@ pub(super) async fn note<D: Db>(db: &D, event: &NewEvent) -> Result<(), StoreErr
                         &[&event.stream, &form, &millis(grant_time), &org_key(org)],
                     )
                     .await?;
-                newer = newer_of(newer, found.map(revocation).transpose()?);
+                // The one a grant is checked against: the newer by event
+                // time, as `NEWER_SQL` orders.
+                let found = found.map(revocation).transpose()?;
+                newer = newer_by(newer, found, |r| r.event_time);
             }
             if let Some(g) = newer.and_then(|r| stale_grant(event, subject, page, &r)) {
                 super::reconcile::record_stale(db, &g, event.received_at).await?;
@@ -316,30 +276,8 @@ impl super::Store {
 mod tests {
     use super::*;
 
-    fn r(id: &str, event_ms: Option<i64>) -> Revocation {
-        Revocation {
-            organization: None,
-            event_time: event_ms.and_then(DateTime::from_timestamp_millis),
-            received_at: DateTime::from_timestamp_millis(0).unwrap(),
-            delivery_id: Some(id.into()),
-            event_type: "user.deleted".into(),
-        }
-    }
-
     #[test]
-    fn of_revocations_found_under_several_forms_the_newer_event_wins() {
-        let pick = |a, b| newer_of(a, b).and_then(|r: Revocation| r.delivery_id);
-        assert_eq!(pick(None, None), None);
-        assert_eq!(pick(Some(r("a", Some(1))), None).as_deref(), Some("a"));
-        assert_eq!(pick(None, Some(r("b", Some(1)))).as_deref(), Some("b"));
-        assert_eq!(
-            pick(Some(r("a", Some(1))), Some(r("b", Some(2)))).as_deref(),
-            Some("b")
-        );
-        assert_eq!(
-            pick(Some(r("a", Some(2))), Some(r("b", Some(1)))).as_deref(),
-            Some("a")
-        );
+    fn a_grant_is_looked_up_as_stored_now_then_in_its_earlier_forms() {
         let earlier = vec![
             ("s0".to_string(), None),
             ("s1".to_string(), Some("o1".into())),

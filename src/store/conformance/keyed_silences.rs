@@ -1,5 +1,5 @@
 //! Conformance cases for keyed alerts under an operator silence
-//! (`store::silences::on_transition` and `release`, via `suppress_keyed`
+//! (`domain::mute::on_transition` and `release`, via `suppress_keyed`
 //! and `release_held_keyed`): a provider-subscription warning is held by a
 //! silence of its kind, paged once when the silence ends, and dropped with
 //! its resolve when nobody was told it fired.
