@@ -6,9 +6,9 @@
 //! unauthenticated request input, so a caller cannot grow the series count.
 //! Two label sets come from authenticated deliveries and are capped where
 //! they are stored: the Svix `endpoint_id` (five families; 100 endpoints per
-//! source plus one shared `other`, `store::svix::MAX_ENDPOINTS_PER_SOURCE`)
+//! source plus one shared `other`, `domain::svix::MAX_ENDPOINTS_PER_SOURCE`)
 //! and the provider subscription id (32 per stream,
-//! `store::subscriptions::MAX_PER_STREAM`).
+//! `domain::subscription::MAX_PER_STREAM`).
 //!
 //! Per-stream families are not in the registry: they are rendered at scrape
 //! time from the stream mirror (a [`Page`]), because the registry
@@ -48,7 +48,7 @@ pub struct Metrics {
     registry: Registry,
     /// Provider subscriptions that must be renewed (Entra, Google), by stream and
     /// subscription id. Ids come from authenticated deliveries and are capped per stream
-    /// (`store::subscriptions::MAX_PER_STREAM`), so the label sets stay bounded.
+    /// (`domain::subscription::MAX_PER_STREAM`), so the label sets stay bounded.
     pub subscription_expires: GaugeVec,
     /// `hushwatch_subscriptions_evaluated_timestamp_seconds`: the clock reading of the
     /// subscription watcher's last completed pass ("evaluated up to T"), so a test or an
