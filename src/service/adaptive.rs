@@ -306,7 +306,9 @@ impl App {
                 })
             })
             .collect();
-        if let Err(e) = self.store.add_gap_counts(deltas).await {
+        if deltas.is_empty() {
+            // Nothing learned: no transaction.
+        } else if let Err(e) = self.store.add_gap_counts(deltas).await {
             self.learning().restore(pending);
             return Err(e);
         }

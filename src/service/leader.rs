@@ -127,7 +127,7 @@ impl Leadership {
         let asked = Instant::now();
         let known = lock(&self.held).map(|h| h.term);
         let ttl = chrono::TimeDelta::from_std(self.lease).unwrap_or(chrono::TimeDelta::MAX);
-        match self.store.elect(&self.me, known, ttl).await {
+        match self.store.elect(self.me.clone(), known, ttl).await {
             Ok(row) => {
                 // `elect` answers only with a live lease: ours, or one it
                 // could not take because another replica holds it.
@@ -180,7 +180,7 @@ impl Leadership {
         let held = lock(&self.held).take();
         self.gauge.set(0);
         if let Some(h) = held {
-            if let Err(e) = self.store.resign(&self.me, h.term).await {
+            if let Err(e) = self.store.resign(self.me.clone(), h.term).await {
                 tracing::warn!(error = %e, "could not resign the leader lease; it lapses on its own");
             }
         }

@@ -116,7 +116,7 @@ impl Replicas {
         }
         let window = chrono::TimeDelta::from_std(self.alive_within()).unwrap_or_default();
         let seen = async {
-            self.store.heartbeat(&self.me).await?;
+            self.store.heartbeat(self.me.clone()).await?;
             self.store.replicas(self.store_now() - window).await
         };
         match seen.await {
@@ -283,7 +283,7 @@ pub(super) async fn claim_due(
     let lease = chrono::TimeDelta::from_std(replicas.claim_lease(slowest)).unwrap_or_default();
     let claims = app
         .store
-        .claim_outbox(&replicas.me, lease, CLAIM_BATCH)
+        .claim_outbox(replicas.me.clone(), lease, CLAIM_BATCH)
         .await?;
     Ok(Some(
         claims.into_iter().map(|c| (c.row.id, c.token)).collect(),

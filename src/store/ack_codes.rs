@@ -31,7 +31,7 @@
 //! `domain::ack_link`; this file mints the codes and reads and writes
 //! their rows.
 
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::{DateTime, Utc};
 
 use super::core;
 use super::db::Db;
@@ -40,9 +40,7 @@ use super::silences::{self, firing_episode, AckOutcome};
 use super::StoreError;
 use crate::audit::chain::to_hex;
 pub use crate::domain::ack_link::{code_hash, well_formed, LinkState, LinkUse};
-use crate::domain::ack_link::{
-    decide, expiry, to_confirm, CodeRow, CODE_BYTES, LINK_AUTHOR, LINK_COMMENT,
-};
+use crate::domain::ack_link::{decide, to_confirm, CodeRow, CODE_BYTES, LINK_AUTHOR, LINK_COMMENT};
 
 /// Migration step (SQLite and PostgreSQL alike: only portable types).
 pub(crate) const MIGRATION: &str = "CREATE TABLE ack_codes (
@@ -213,47 +211,6 @@ pub(crate) fn use_outcome(
 pub(super) async fn prune<D: Db>(db: &D, now: DateTime<Utc>) -> Result<usize, StoreError> {
     let n = db.exec(sql::PRUNE, &[&millis(now)]).await?;
     Ok(usize::try_from(n).unwrap_or(usize::MAX))
-}
-
-impl super::Store {
-    /// Stores a new code for the episode of `stream` that started at
-    /// `started_at`, valid for `ttl`; deletes expired codes. False (nothing
-    /// stored) when that episode is no longer the stream's firing one.
-    pub async fn mint_ack_code(
-        &self,
-        code: [u8; 32],
-        stream: String,
-        started_at: DateTime<Utc>,
-        ttl: TimeDelta,
-    ) -> Result<bool, StoreError> {
-        let now = self.clock.now();
-        self.backend
-            .mint_ack_code(code, stream, started_at, now, expiry(now, ttl))
-            .await
-    }
-
-    /// What the code (by its hash) opens; changes nothing.
-    pub async fn open_ack_code(&self, code: [u8; 32]) -> Result<LinkState, StoreError> {
-        let now = self.clock.now();
-        self.backend.open_ack_code(code, now).await
-    }
-
-    /// Acknowledges the code's episode and retires its other codes (see
-    /// the module documentation).
-    pub async fn confirm_ack_code(
-        &self,
-        code: [u8; 32],
-        audit: bool,
-    ) -> Result<LinkUse, StoreError> {
-        let now = self.clock.now();
-        self.backend.confirm_ack_code(code, now, audit).await
-    }
-
-    /// Deletes expired codes and those of ended episodes; how many went.
-    pub async fn prune_ack_codes(&self) -> Result<usize, StoreError> {
-        let now = self.clock.now();
-        self.backend.prune_ack_codes(now).await
-    }
 }
 
 #[cfg(test)]

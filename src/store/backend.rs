@@ -2,11 +2,13 @@
 //! Almost every operation is one function written over `store::db::Db` in
 //! its module and declared once in the [`operations`] list below, which
 //! gives it its method and both engines' bodies; `Backend` itself keeps the
-//! few that differ per engine (group-commit ingest, closing). `Store` is a
-//! facade holding an `Arc<dyn Backend>`; callers never see which engine
-//! they talk to. The shared conformance suite
-//! (`store::conformance`) runs every behaviour against every backend, in
-//! the way River's `riverdriver` interface is checked by `riverdrivertest`.
+//! few that differ per engine (group-commit ingest, closing). Each backend
+//! holds the clock the store was opened with, so an operation that stamps
+//! its own instant takes none from its callers. `Store` is a facade holding
+//! an `Arc<dyn Backend>`; callers never see which engine they talk to. The
+//! shared conformance suite (`store::conformance`) runs every behaviour
+//! against every backend, in the way River's `riverdriver` interface is
+//! checked by `riverdrivertest`.
 //!
 //! Contract for every implementation:
 //! - a method resolves `Ok` only after its work committed durably, so a 2xx
@@ -36,17 +38,18 @@ pub trait Backend: Operations + Send + Sync + 'static {
     /// Work waiting for the database; a gauge for metrics.
     fn queue_depth(&self) -> usize;
 
-    /// Records events (dedup, audit append, clock advance) and, when given,
-    /// what the delivery said about provider subscriptions, in one
-    /// transaction.
-    async fn record_delivery(
-        &self,
-        events: Vec<NewEvent>,
-        update: Option<SubscriptionUpdate>,
-        now: DateTime<Utc>,
-    ) -> StoreResult<Vec<EventOutcome>>;
+    /// The store's clock (the database server's on PostgreSQL): the one the
+    /// backend was opened with, which stamps the operations that take no
+    /// instant (outbox `created_at`, the readiness probe, leases).
+    fn now(&self) -> DateTime<Utc>;
 
-    /// `record_delivery`, plus the committed row of every stream an accepted
+    /// Stores one request's worth of events (dedup, audit append, clock
+    /// advance; see `core::record_event` for the per-event rules) at the
+    /// store clock's now. Either all of them are committed or the call fails.
+    async fn record_events(&self, events: Vec<NewEvent>) -> StoreResult<Vec<EventOutcome>>;
+
+    /// `record_events` at `now`, with what the delivery said about provider
+    /// subscriptions, plus the committed row of every stream an accepted
     /// clock-feeding event moved (each once, in first-event order), read in
     /// the same transaction: the store decides how an arrival moves a
     /// clock, and the service's cache takes these rows.
@@ -87,6 +90,12 @@ pub trait Backend: Operations + Send + Sync + 'static {
 ///
 /// `fn name(arg: Type, ..) -> Out = path(args..);` is one transaction
 /// running `path(db, args..)` (`&arg` where the function borrows).
+/// `= |clock_now| path(args..)` first reads the store's clock
+/// ([`Backend::now`]) into `clock_now` for the arguments to name: an
+/// operation that stamps the store's own instant takes none from its
+/// callers. That name is the only one allowed there (`declare` checks), so
+/// the reading never shadows a parameter (such as the `now` of an
+/// operation whose callers pass their own instant).
 macro_rules! operations {
     ($then:ident) => {
         $then! {
@@ -102,17 +111,21 @@ macro_rules! operations {
             /// Forgets a templated stream; false if it did not exist.
             fn remove_templated_stream(name: String) -> bool
                 = crate::store::core::remove_templated_stream(&name);
-            /// A transition plus one pending outbox row per notifier; `Ok(false)`
-            /// when the stream is already in `t.to`.
-            fn record_transition(t: Transition, created_at: DateTime<Utc>) -> bool
-                = crate::store::core::record_transition(&t, created_at);
-            /// The compare-and-set transition (see `Store::record_transition_if_silent`).
-            fn record_transition_if_silent(
-                t: Transition,
-                silent_since: DateTime<Utc>,
-                created_at: DateTime<Utc>
-            ) -> TransitionOutcome
-                = crate::store::core::record_transition_if_silent(&t, silent_since, created_at);
+            /// Persists an alert transition plus one pending outbox row per
+            /// notifier (created now), atomically. Returns `Ok(false)`, writing
+            /// nothing, when the stream is already in `t.to`, so re-evaluating
+            /// after a crash is idempotent.
+            fn record_transition(t: Transition) -> bool
+                = |clock_now| crate::store::core::record_transition(&t, clock_now);
+            /// Records a silence alert transition only if the evaluation behind it
+            /// still holds inside the transaction: a fire needs the stored silence to
+            /// start where the evaluation's did (`silent_since`, its last arrival or
+            /// watch start), so a fire computed before an event committed is
+            /// withdrawn instead of paging and resolving at once. Resolves need no
+            /// such check (arrivals only move forward, so a stream heard from stays
+            /// heard from) and are never withdrawn.
+            fn record_transition_if_silent(t: Transition, silent_since: DateTime<Utc>) -> TransitionOutcome
+                = |clock_now| crate::store::core::record_transition_if_silent(&t, silent_since, clock_now);
             /// All stream rows, ordered by name.
             fn streams() -> Vec<StreamRow> = crate::store::core::streams();
             /// Outbox rows not yet marked done, oldest first.
@@ -139,9 +152,9 @@ macro_rules! operations {
             /// notifier, shared by its steps and its recovery page).
             fn queue_fallback_pages(t: Transition, about: String) -> ()
                 = crate::store::core::queue_fallback_pages(&t, &about);
-            /// What /v1/status shows about notifications.
-            fn outbox_summary(failed_limit: usize) -> OutboxSummary
-                = crate::store::core::outbox_summary(failed_limit);
+            /// What /v1/status shows about notifications: counts per notifier
+            /// and the 20 newest failed pages.
+            fn outbox_summary() -> OutboxSummary = crate::store::core::outbox_summary(20);
             /// Delivered firing pages of alerts still firing (for re-posting).
             fn active_firing_pages() -> Vec<OutboxRow> = crate::store::core::active_firing_pages();
             /// Delete seen_deliveries older than `before` (callers pass now - 7
@@ -156,8 +169,9 @@ macro_rules! operations {
             /// Deletes up to `limit` event rows received before `before`.
             fn prune_events(before: DateTime<Utc>, limit: i64) -> usize
                 = crate::store::core::prune_events(before, limit);
-            /// A real write through the normal commit path (for `/readyz`).
-            fn probe(now: DateTime<Utc>) -> () = crate::store::core::probe(now);
+            /// A real write through the normal commit path, for /readyz: proves the
+            /// database still accepts writes (and, on SQLite, the disk fsyncs).
+            fn probe() -> () = |clock_now| crate::store::core::probe(clock_now);
             /// How many events a stream has stored (rows plus audit entries).
             fn event_count(stream: String) -> u64 = crate::store::core::event_count(&stream);
             /// Relay mode (`store::forward`): claims up to `limit` due forwards
@@ -229,28 +243,34 @@ macro_rules! operations {
             /// The audit chain's head and its newest checkpoint.
             fn audit_summary() -> AuditSummary
                 = crate::store::status::audit_summary();
-            /// Operator silences and acknowledgements (see `store::silences`).
-            fn add_silence(silence: NewSilence, now: DateTime<Utc>, cap: usize, audit: bool) -> Option<i64>
-                = crate::store::silences::add(&silence, now, cap, audit);
-            fn expire_silence(id: i64, by: String, comment: Option<String>, now: DateTime<Utc>, audit: bool) -> bool
-                = crate::store::silences::expire(id, &by, comment.as_deref(), now, audit);
+            /// Operator silences and acknowledgements (see `store::silences`):
+            /// stores a silence; `None` when `cap` silences have not ended yet.
+            fn add_silence(silence: NewSilence, cap: usize, audit: bool) -> Option<i64>
+                = |clock_now| crate::store::silences::add(&silence, clock_now, cap, audit);
+            /// Ends a silence now; false when there is no such silence.
+            fn expire_silence(id: i64, by: String, comment: Option<String>, audit: bool) -> bool
+                = |clock_now| crate::store::silences::expire(id, &by, comment.as_deref(), clock_now, audit);
             /// Silences that end after `since`, oldest first.
             fn silences(since: DateTime<Utc>) -> Vec<SilenceRow>
                 = crate::store::silences::silences_ending_after(since);
-            fn acknowledge(stream: String, created_by: String, comment: String, now: DateTime<Utc>, audit: bool) -> AckOutcome
-                = crate::store::silences::acknowledge(&stream, &created_by, &comment, now, audit);
-            fn sync_maintenance(windows: Vec<(String, DateTime<Utc>, DateTime<Utc>, String)>, now: DateTime<Utc>, audit: bool) -> ()
-                = crate::store::silences::sync_maintenance(&windows, now, audit);
+            /// Acknowledges the stream's current firing episode.
+            fn acknowledge(stream: String, created_by: String, comment: String, audit: bool) -> AckOutcome
+                = |clock_now| crate::store::silences::acknowledge(&stream, &created_by, &comment, clock_now, audit);
+            /// Stores the configured maintenance windows as silences (see
+            /// `silences::sync_maintenance`).
+            fn sync_maintenance(windows: Vec<(String, DateTime<Utc>, DateTime<Utc>, String)>, audit: bool) -> ()
+                = |clock_now| crate::store::silences::sync_maintenance(&windows, clock_now, audit);
             /// Acknowledgements of episodes still firing.
             fn current_acks() -> Vec<AckRow>
                 = crate::store::silences::current_acks();
-            /// Queues held firing pages whose silence ended; how many alerts paged.
-            fn release_held(now: DateTime<Utc>) -> usize
-                = crate::store::silences::release_held(now);
-            /// Claims up to `limit` due outbox rows for `replica` until `now +
-            /// lease` (see `store::replica`).
-            fn claim_outbox(replica: String, now: DateTime<Utc>, lease: TimeDelta, limit: i64) -> Vec<Claim>
-                = crate::store::replica::claim_outbox(&replica, now, lease, limit);
+            /// Queues the firing pages that silences held and that may go out now;
+            /// returns how many alerts (stream episodes or keyed alerts) were paged.
+            fn release_held() -> usize
+                = |clock_now| crate::store::silences::release_held(clock_now);
+            /// Claims up to `limit` due outbox rows for `replica`, leased for
+            /// `lease` from now on the store's clock (see `store::replica`).
+            fn claim_outbox(replica: String, lease: TimeDelta, limit: i64) -> Vec<Claim>
+                = |clock_now| crate::store::replica::claim_outbox(&replica, clock_now, lease, limit);
             /// Records an attempt on a claimed row if `token` is still its claim.
             fn settle_claim(id: i64, token: i64, attempt: Attempt) -> bool
                 = crate::store::replica::settle_claim(id, token, &attempt);
@@ -261,22 +281,24 @@ macro_rules! operations {
             /// Issue #19: consecutive failed attempts per notifier, shared.
             fn notifier_failures() -> Vec<(String, i64)>
                 = crate::store::ladder::failures();
-            /// Renews, takes or reports the leader lease.
-            fn elect(replica: String, term: Option<i64>, now: DateTime<Utc>, ttl: TimeDelta) -> Leadership
-                = crate::store::replica::elect(&replica, term, now, ttl);
-            /// Gives the lease up if `replica` holds it in `term`.
+            /// Renews `replica`'s leader lease in `term`, takes a new term if the
+            /// lease is free, or reports who holds it (see `store::replica`).
+            fn elect(replica: String, term: Option<i64>, ttl: TimeDelta) -> Leadership
+                = |clock_now| crate::store::replica::elect(&replica, term, clock_now, ttl);
+            /// Gives the lease up early (at shutdown) if `replica` holds it in `term`.
             fn resign(replica: String, term: i64) -> bool
                 = crate::store::replica::resign(&replica, term);
-            fn heartbeat(replica: String, now: DateTime<Utc>) -> ()
-                = crate::store::replica::heartbeat(&replica, now);
+            /// Marks `replica` alive now.
+            fn heartbeat(replica: String) -> ()
+                = |clock_now| crate::store::replica::heartbeat(&replica, clock_now);
             /// Replicas whose last heartbeat is at or after `seen_since`.
             fn replicas(seen_since: DateTime<Utc>) -> Vec<ReplicaRow>
                 = crate::store::replica::replicas(seen_since);
             /// Stores a reconciliation report once per (stream, id), with its audit
             /// entry and its `revoke_missed` page, and moves the stream's last
             /// reconciliation instant; `Ok(false)`, writing nothing, for a known id.
-            fn record_reconciliation(report: NewReconciliation, now: DateTime<Utc>) -> bool
-                = crate::store::reconcile::record(&report, now);
+            fn record_reconciliation(report: NewReconciliation) -> bool
+                = |clock_now| crate::store::reconcile::record(&report, clock_now);
             fn reconcile_states() -> Vec<ReconcileRow>
                 = crate::store::reconcile::states();
             /// Compare-and-set on a stream's missing-reconciliation alert plus its
@@ -285,22 +307,28 @@ macro_rules! operations {
                 = crate::store::reconcile::transition(&t);
             /// Records a stale grant once per (stream, delivery id) with its page;
             /// `Ok(false)`, writing nothing, when it was recorded before.
-            fn record_stale_grant(g: StaleGrant, now: DateTime<Utc>) -> bool
-                = crate::store::reconcile::record_stale(&g, now);
+            fn record_stale_grant(g: StaleGrant) -> bool
+                = |clock_now| crate::store::reconcile::record_stale(&g, clock_now);
             /// `store::revocations`: the subject's newest indexed revocation.
             fn latest_revocation(stream: String, subject: String) -> Option<super::revocations::Revocation>
                 = crate::store::revocations::latest(&stream, &subject);
+            /// Forgets indexed revocations received before `before`; rows deleted.
             fn prune_revocations(before: DateTime<Utc>) -> usize
                 = crate::store::revocations::prune(before);
+            /// Each stream's latest reconciliation report (by arrival).
             fn latest_reconciliations() -> Vec<super::reconcile::LatestReport>
                 = crate::store::reconcile::latest_reports();
+            /// When the stale grant of a delivery was recorded, if it was.
             fn stale_grant_recorded_at(stream: String, delivery_id: String) -> Option<DateTime<Utc>>
                 = crate::store::revocations::stale_recorded_at(&stream, &delivery_id);
-            /// The newest `limit` audit entries naming `subject`, newest first.
+            /// The newest `limit` audit entries naming `subject`, newest first; with
+            /// a window, only those of that stream received since that instant
+            /// (an index range, where the whole log would be a scan).
             fn subject_entries(subject: String, window: Option<(String, DateTime<Utc>)>, limit: i64) -> Vec<SubjectEntry>
                 = crate::store::reconcile::subject_entries(&subject, window.as_ref(), limit);
-            /// Adds each count to the stored one for its (stream, day, bucket):
-            /// additive, so replicas never overwrite each other's gaps.
+            /// Adds each learned gap count to the stored one for its (stream,
+            /// day, bucket): additive, so replicas never overwrite each other's
+            /// gaps.
             fn add_gap_counts(deltas: Vec<super::gaps::GapCount>) -> ()
                 = crate::store::gaps::add(&deltas);
             /// The stored gap counts of `since` and later days.
@@ -309,11 +337,11 @@ macro_rules! operations {
             /// Deletes the gap counts of days before `before`.
             fn prune_gap_counts(before: chrono::NaiveDate) -> usize
                 = crate::store::gaps::prune(before);
-            /// Issue #30: claims an `Idempotency-Key` record at `now`, or says who
+            /// Issue #30: claims an `Idempotency-Key` record now, or says who
             /// has it (see `store::idempotency`); one statement, so of concurrent
             /// callers on any replica exactly one gets `Claimed`.
-            fn idempotency_begin(key: super::idempotency::IdempotencyKey, now: DateTime<Utc>) -> super::idempotency::Begun
-                = crate::store::idempotency::begin(&key, now);
+            fn idempotency_begin(key: super::idempotency::IdempotencyKey) -> super::idempotency::Begun
+                = |clock_now| crate::store::idempotency::begin(&key, clock_now);
             /// Stores the 2xx answer of the claim made at `started`; false when
             /// that claim is no longer the record's.
             fn idempotency_finish(key: super::idempotency::IdempotencyKey, started: DateTime<Utc>, answer: super::idempotency::StoredAnswer) -> bool
@@ -321,26 +349,28 @@ macro_rules! operations {
             /// Deletes the `running` record of the claim made at `started`.
             fn idempotency_release(key: super::idempotency::IdempotencyKey, started: DateTime<Utc>) -> bool
                 = crate::store::idempotency::release(&key, started);
-            /// Deletes the records expired at `now`.
-            fn prune_idempotency(now: DateTime<Utc>) -> usize
-                = crate::store::idempotency::prune(now);
+            /// Deletes the records that expired by now; how many went.
+            fn prune_idempotency() -> usize
+                = |clock_now| crate::store::idempotency::prune(clock_now);
             /// Issue #30: stores an acknowledge-link code (its SHA-256) for the
-            /// episode of `stream` that started at `started_at`, valid until
-            /// `expires_at`, after deleting the codes expired at `now`; false (and
-            /// nothing stored) when that episode is not the stream's firing one.
-            fn mint_ack_code(code: [u8; 32], stream: String, started_at: DateTime<Utc>, now: DateTime<Utc>, expires_at: DateTime<Utc>) -> bool
-                = crate::store::ack_codes::mint(&code, &stream, started_at, now, expires_at);
-            /// What an acknowledge-link code opens at `now`; changes nothing.
-            fn open_ack_code(code: [u8; 32], now: DateTime<Utc>) -> super::ack_codes::LinkState
-                = crate::store::ack_codes::open(&code, now);
+            /// episode of `stream` that started at `started_at`, valid for `ttl`,
+            /// after deleting the expired codes; false (and nothing stored) when
+            /// that episode is no longer the stream's firing one.
+            fn mint_ack_code(code: [u8; 32], stream: String, started_at: DateTime<Utc>, ttl: TimeDelta) -> bool
+                = |clock_now| crate::store::ack_codes::mint(
+                    &code, &stream, started_at, clock_now, crate::domain::ack_link::expiry(clock_now, ttl)
+                );
+            /// What an acknowledge-link code (by its hash) opens now; changes nothing.
+            fn open_ack_code(code: [u8; 32]) -> super::ack_codes::LinkState
+                = |clock_now| crate::store::ack_codes::open(&code, clock_now);
             /// Uses an acknowledge-link code: acknowledges its episode as
             /// `acknowledge` does (`created_by` "link") and, in the same
             /// transaction, deletes the code and retires the episode's others.
-            fn confirm_ack_code(code: [u8; 32], now: DateTime<Utc>, audit: bool) -> super::ack_codes::LinkUse
-                = crate::store::ack_codes::confirm(&code, now, audit);
-            /// Deletes the codes expired at `now` and those of ended episodes.
-            fn prune_ack_codes(now: DateTime<Utc>) -> usize
-                = crate::store::ack_codes::prune(now);
+            fn confirm_ack_code(code: [u8; 32], audit: bool) -> super::ack_codes::LinkUse
+                = |clock_now| crate::store::ack_codes::confirm(&code, clock_now, audit);
+            /// Deletes the expired codes and those of ended episodes; how many went.
+            fn prune_ack_codes() -> usize
+                = |clock_now| crate::store::ack_codes::prune(clock_now);
         }
     };
 }
@@ -375,13 +405,21 @@ pub(super) mod prelude {
 macro_rules! declare {
     ($(
         $(#[$doc:meta])*
-        fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $out:ty = $($f:ident)::+ ($($call:expr),* $(,)?);
+        fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $out:ty
+            = $(|$now:ident|)? $($f:ident)::+ ($($call:expr),* $(,)?);
     )*) => {
         /// The operations of [`operations`]: every `Backend` has them.
         #[async_trait]
         pub trait Operations: Send + Sync + 'static {
             $( $(#[$doc])* async fn $name(&self, $($arg: $ty),*) -> StoreResult<$out>; )*
         }
+        $($( clock_now_only!($now); )?)*
     };
+}
+
+/// Matches only `clock_now`: any other name in [`operations`]' `|…|` fails
+/// to compile.
+macro_rules! clock_now_only {
+    (clock_now) => {};
 }
 operations!(declare);

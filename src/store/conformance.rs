@@ -284,9 +284,17 @@ async fn a_fenced_attempt_counts_nothing_on_the_ladder(db: TestDb) {
     let fire = transition(AlertState::Firing, 1_000, &["hook"]);
     assert!(store.record_transition(fire).await.unwrap());
     let lease = chrono::TimeDelta::seconds(30);
-    let first = store.claim_outbox("r1", lease, 1).await.unwrap().remove(0);
+    let first = store
+        .claim_outbox("r1".into(), lease, 1)
+        .await
+        .unwrap()
+        .remove(0);
     clock.set(at(40_000));
-    let taken = other.claim_outbox("r2", lease, 1).await.unwrap().remove(0);
+    let taken = other
+        .claim_outbox("r2".into(), lease, 1)
+        .await
+        .unwrap()
+        .remove(0);
     assert_eq!(taken.row.id, first.row.id);
     let stale = store
         .settle_counted(
@@ -321,13 +329,13 @@ async fn accepted_then_duplicate_per_stream(db: TestDb) {
     assert_eq!(first.await.unwrap(), vec![EventOutcome::Accepted]);
     let again = store.record_events(vec![event("a", Some("d1"), "login", 2_000)]);
     assert_eq!(again.await.unwrap(), vec![EventOutcome::Duplicate]);
-    assert_eq!(store.event_count("a").await.unwrap(), 1);
+    assert_eq!(store.event_count("a".into()).await.unwrap(), 1);
     // A duplicate does not touch the clock either.
     assert_eq!(stream(&store, "a").await.last_arrival_at, Some(at(1_000)));
 
     let other = store.record_events(vec![event("b", Some("d1"), "login", 3_000)]);
     assert_eq!(other.await.unwrap(), vec![EventOutcome::Accepted]);
-    assert_eq!(store.event_count("b").await.unwrap(), 1);
+    assert_eq!(store.event_count("b".into()).await.unwrap(), 1);
     store.close().await.unwrap();
 }
 
@@ -341,7 +349,7 @@ async fn duplicates_inside_one_batch_count(db: TestDb) {
     let outcomes = store.record_events(batch).await.unwrap();
     use EventOutcome::{Accepted, Duplicate};
     assert_eq!(outcomes, vec![Accepted, Duplicate, Accepted]);
-    assert_eq!(store.event_count("a").await.unwrap(), 2);
+    assert_eq!(store.event_count("a".into()).await.unwrap(), 2);
     store.close().await.unwrap();
 }
 
@@ -352,7 +360,7 @@ async fn events_without_delivery_id_are_never_duplicates(db: TestDb) {
     assert_eq!(outcomes.await.unwrap(), vec![EventOutcome::Accepted; 2]);
     let later = store.record_events(vec![same]).await.unwrap();
     assert_eq!(later, vec![EventOutcome::Accepted]);
-    assert_eq!(store.event_count("a").await.unwrap(), 3);
+    assert_eq!(store.event_count("a".into()).await.unwrap(), 3);
     store.close().await.unwrap();
 }
 
@@ -514,7 +522,7 @@ async fn clock_never_moves_backwards(db: TestDb) {
     assert_eq!(row.last_event_type.as_deref(), Some("newer"));
     assert_eq!(row.last_event_id.as_deref(), Some("n"));
     assert_eq!(row.newest_event_at, Some(at(1_800)));
-    assert_eq!(store.event_count("a").await.unwrap(), 2);
+    assert_eq!(store.event_count("a".into()).await.unwrap(), 2);
     store.close().await.unwrap();
 }
 
@@ -526,7 +534,7 @@ async fn filtered_event_is_stored_but_leaves_clock_alone(db: TestDb) {
     filtered.event_time = Some(at(4_000));
     let outcomes = store.record_events(vec![filtered]).await.unwrap();
     assert_eq!(outcomes, vec![EventOutcome::Accepted]);
-    assert_eq!(store.event_count("a").await.unwrap(), 1);
+    assert_eq!(store.event_count("a".into()).await.unwrap(), 1);
 
     let row = stream(&store, "a").await;
     assert_eq!(row.last_arrival_at, None);
@@ -588,7 +596,7 @@ async fn events_streams_and_outbox_survive_reopen(db: TestDb) {
     store.close().await.unwrap();
 
     let store = db.open().await;
-    assert_eq!(store.event_count("a").await.unwrap(), 1);
+    assert_eq!(store.event_count("a".into()).await.unwrap(), 1);
     assert_eq!(store.streams().await.unwrap(), rows_before);
     assert_eq!(store.pending_outbox().await.unwrap(), outbox_before);
     assert_eq!(outbox_before.len(), 1);
@@ -670,7 +678,7 @@ async fn old_event_rows_are_pruned_but_the_clock_stays(db: TestDb) {
         .await
         .unwrap();
     assert_eq!(store.prune_events(at(5_000), 10).await.unwrap(), 1);
-    assert_eq!(store.event_count("s").await.unwrap(), 1);
+    assert_eq!(store.event_count("s".into()).await.unwrap(), 1);
     assert_eq!(stream(&store, "s").await.last_arrival_at, Some(at(9_000)));
     store.close().await.unwrap();
 }
@@ -749,7 +757,7 @@ async fn delivery_ids_are_deduplicated_per_channel(db: TestDb) {
         outcomes,
         vec![EventOutcome::Accepted, EventOutcome::Accepted]
     );
-    assert_eq!(store.event_count("identity").await.unwrap(), 4);
+    assert_eq!(store.event_count("identity".into()).await.unwrap(), 4);
     store.close().await.unwrap();
 }
 
@@ -777,7 +785,7 @@ async fn concurrent_records_are_all_acknowledged_and_stored_once(db: TestDb) {
         accepted += task.await.unwrap();
     }
     assert_eq!(accepted, 20);
-    assert_eq!(store.event_count("a").await.unwrap(), 20);
+    assert_eq!(store.event_count("a".into()).await.unwrap(), 20);
     assert_eq!(store.audit_summary().await.unwrap().head_seq, 20);
     store.close().await.unwrap();
 }
@@ -869,6 +877,7 @@ async fn the_store_stamps_pages_with_its_clock(db: TestDb) {
     let then = at(1_924_992_000_000); // 2031-01-01T00:00:00Z
     let clock = Arc::new(crate::clock::ManualClock::new(then));
     let store = db.open_with_clock(clock.clone()).await;
+    assert_eq!(store.now(), then);
     store.watch_streams(names(&["a"]), at(0)).await.unwrap();
     assert!(store
         .record_transition(transition(AlertState::Firing, 5_000, &["pager"]))
@@ -877,6 +886,9 @@ async fn the_store_stamps_pages_with_its_clock(db: TestDb) {
     let rows = store.pending_outbox().await.unwrap();
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0].created_at, then);
+    // The same clock moved is the store's clock moved.
+    clock.advance(chrono::TimeDelta::seconds(1));
+    assert_eq!(store.now(), then + chrono::TimeDelta::seconds(1));
     store.close().await.unwrap();
 }
 
@@ -904,7 +916,7 @@ async fn audit_chain_grows_by_one_entry_per_accepted_event(db: TestDb) {
         0,
         "no plain events row to prune"
     );
-    assert_eq!(store.event_count("s").await.unwrap(), 2);
+    assert_eq!(store.event_count("s".into()).await.unwrap(), 2);
     let summary = store.audit_summary().await.unwrap();
     assert_eq!(summary.head_seq, 2, "the duplicate is not chained");
     assert_eq!(summary.head_hash.len(), 64);
@@ -1164,8 +1176,8 @@ async fn claims_take_the_oldest_page_of_each_queue_once(db: TestDb) {
     two_queues(&store).await;
     let lease = chrono::TimeDelta::seconds(30);
     let (mine, theirs) = tokio::join!(
-        store.claim_outbox("r1", lease, 10),
-        other.claim_outbox("r2", lease, 10)
+        store.claim_outbox("r1".into(), lease, 10),
+        other.claim_outbox("r2".into(), lease, 10)
     );
     let (mine, theirs) = (mine.unwrap(), theirs.unwrap());
     let mut claimed: Vec<_> = mine.iter().chain(&theirs).map(|c| c.row.clone()).collect();
@@ -1176,7 +1188,7 @@ async fn claims_take_the_oldest_page_of_each_queue_once(db: TestDb) {
     assert_eq!(claimed[0].notifier, "p");
     assert_eq!(claimed[1].notifier, "q");
     assert!(store
-        .claim_outbox("r3", lease, 10)
+        .claim_outbox("r3".into(), lease, 10)
         .await
         .unwrap()
         .is_empty());
@@ -1191,7 +1203,7 @@ async fn claims_take_the_oldest_page_of_each_queue_once(db: TestDb) {
         .settle_claim(p.row.id, p.token, delivered)
         .await
         .unwrap());
-    let next = store.claim_outbox("r3", lease, 10).await.unwrap();
+    let next = store.claim_outbox("r3".into(), lease, 10).await.unwrap();
     assert_eq!(next.len(), 1);
     assert_eq!(
         (next[0].row.notifier.as_str(), &next[0].row.state),
@@ -1207,18 +1219,22 @@ async fn an_expired_claim_is_retried_under_the_same_key_and_the_old_holder_is_fe
     let other = db.open_second_with_clock(&store, clock.clone()).await;
     two_queues(&store).await;
     let lease = chrono::TimeDelta::seconds(30);
-    let first = store.claim_outbox("r1", lease, 1).await.unwrap().remove(0);
+    let first = store
+        .claim_outbox("r1".into(), lease, 1)
+        .await
+        .unwrap()
+        .remove(0);
     assert_eq!(first.lease_until, at(40_000));
     // r1 dies mid-send; before the lease ends nobody else may take the row.
     clock.set(at(39_999));
     assert!(other
-        .claim_outbox("r2", lease, 10)
+        .claim_outbox("r2".into(), lease, 10)
         .await
         .unwrap()
         .iter()
         .all(|c| c.row.id != first.row.id));
     clock.set(at(40_000));
-    let again = other.claim_outbox("r2", lease, 10).await.unwrap();
+    let again = other.claim_outbox("r2".into(), lease, 10).await.unwrap();
     let taken = again
         .iter()
         .find(|c| c.row.id == first.row.id)
@@ -1262,7 +1278,11 @@ async fn a_claimed_retry_waits_for_its_backoff(db: TestDb) {
     let store = db.open_with_clock(clock.clone()).await;
     two_queues(&store).await;
     let lease = chrono::TimeDelta::seconds(30);
-    let claim = store.claim_outbox("r1", lease, 1).await.unwrap().remove(0);
+    let claim = store
+        .claim_outbox("r1".into(), lease, 1)
+        .await
+        .unwrap()
+        .remove(0);
     let retry = Attempt::Retry {
         at: at(10_100),
         next: at(70_000),
@@ -1273,10 +1293,10 @@ async fn a_claimed_retry_waits_for_its_backoff(db: TestDb) {
         .await
         .unwrap());
     let ids = |c: Vec<crate::store::replica::Claim>| c.iter().map(|c| c.row.id).collect::<Vec<_>>();
-    let now = ids(store.claim_outbox("r1", lease, 10).await.unwrap());
+    let now = ids(store.claim_outbox("r1".into(), lease, 10).await.unwrap());
     assert!(!now.contains(&claim.row.id), "released, but backing off");
     clock.set(at(70_000));
-    let later = store.claim_outbox("r2", lease, 10).await.unwrap();
+    let later = store.claim_outbox("r2".into(), lease, 10).await.unwrap();
     let again = later
         .iter()
         .find(|c| c.row.id == claim.row.id)
@@ -1290,28 +1310,31 @@ async fn leader_lease_has_terms_and_a_superseded_holder_cannot_renew(db: TestDb)
     let store = db.open_with_clock(clock.clone()).await;
     let other = db.open_second_with_clock(&store, clock.clone()).await;
     let ttl = chrono::TimeDelta::seconds(15);
-    let a = store.elect("a", None, ttl).await.unwrap();
+    let a = store.elect("a".into(), None, ttl).await.unwrap();
     assert!(a.leader);
     assert_eq!((a.term, a.lease_until), (1, Some(at(15_000))));
-    let b = other.elect("b", None, ttl).await.unwrap();
+    let b = other.elect("b".into(), None, ttl).await.unwrap();
     assert!(!b.leader);
     assert_eq!((b.holder.as_deref(), b.term), (Some("a"), 1));
     clock.set(at(10_000));
-    let renewed = store.elect("a", Some(1), ttl).await.unwrap();
+    let renewed = store.elect("a".into(), Some(1), ttl).await.unwrap();
     assert!(renewed.leader && renewed.term == 1);
     assert_eq!(renewed.lease_until, Some(at(25_000)));
     // a stops renewing (SIGSTOP); its lease runs out and b takes term 2.
     clock.set(at(25_000));
-    let b = other.elect("b", None, ttl).await.unwrap();
+    let b = other.elect("b".into(), None, ttl).await.unwrap();
     assert!(b.leader);
     assert_eq!(b.term, 2);
     // a wakes up still believing in term 1: it cannot renew it.
-    let a = store.elect("a", Some(1), ttl).await.unwrap();
+    let a = store.elect("a".into(), Some(1), ttl).await.unwrap();
     assert!(!a.leader);
     assert_eq!((a.holder.as_deref(), a.term), (Some("b"), 2));
-    assert!(!store.resign("a", 1).await.unwrap(), "not a's to give up");
-    assert!(other.resign("b", 2).await.unwrap());
-    let a = store.elect("a", Some(1), ttl).await.unwrap();
+    assert!(
+        !store.resign("a".into(), 1).await.unwrap(),
+        "not a's to give up"
+    );
+    assert!(other.resign("b".into(), 2).await.unwrap());
+    let a = store.elect("a".into(), Some(1), ttl).await.unwrap();
     assert!(a.leader);
     assert_eq!(a.term, 3, "a new term, never the old one");
     other.close().await.unwrap();
@@ -1321,11 +1344,11 @@ async fn leader_lease_has_terms_and_a_superseded_holder_cannot_renew(db: TestDb)
 async fn heartbeats_list_the_replicas_seen_recently(db: TestDb) {
     let clock = manual(0);
     let store = db.open_with_clock(clock.clone()).await;
-    store.heartbeat("r1").await.unwrap();
+    store.heartbeat("r1".into()).await.unwrap();
     clock.set(at(5_000));
-    store.heartbeat("r2").await.unwrap();
+    store.heartbeat("r2".into()).await.unwrap();
     clock.set(at(9_000));
-    store.heartbeat("r2").await.unwrap();
+    store.heartbeat("r2".into()).await.unwrap();
     let seen = store.replicas(at(1_000)).await.unwrap();
     assert_eq!(seen.len(), 1);
     assert_eq!(

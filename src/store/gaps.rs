@@ -7,7 +7,7 @@
 use chrono::NaiveDate;
 
 use super::db::Db;
-use super::{Store, StoreError};
+use super::StoreError;
 
 /// Migration step (SQLite and PostgreSQL alike: only portable types).
 pub(crate) const MIGRATION: &str = "CREATE TABLE gap_counts (
@@ -49,7 +49,11 @@ const LOAD_SQL: &str = "SELECT stream, day, bucket, count FROM gap_counts
 const PRUNE_SQL: &str = "DELETE FROM gap_counts WHERE day < $1";
 
 pub(super) async fn add<D: Db>(db: &D, deltas: &[GapCount]) -> Result<(), StoreError> {
-    for d in deltas {
+    // Sorted, so two replicas flushing overlapping keys lock rows in the
+    // same order and cannot deadlock (PostgreSQL).
+    let mut sorted: Vec<&GapCount> = deltas.iter().collect();
+    sorted.sort_by(|a, b| (&a.stream, a.day, a.bucket).cmp(&(&b.stream, b.day, b.bucket)));
+    for d in sorted {
         db.exec(
             ADD_SQL,
             &[&d.stream, &day_number(d.day), &d.bucket, &d.count],
@@ -82,17 +86,4 @@ pub(super) async fn load<D: Db>(db: &D, since: NaiveDate) -> Result<Vec<GapCount
 pub(super) async fn prune<D: Db>(db: &D, before: NaiveDate) -> Result<usize, StoreError> {
     let n = db.exec(PRUNE_SQL, &[&day_number(before)]).await?;
     Ok(usize::try_from(n).unwrap_or(usize::MAX))
-}
-
-impl Store {
-    /// Adds learned gap counts to what is stored (never replaces).
-    pub async fn add_gap_counts(&self, mut deltas: Vec<GapCount>) -> Result<(), StoreError> {
-        if deltas.is_empty() {
-            return Ok(());
-        }
-        // Sorted, so two replicas flushing overlapping keys lock rows in the
-        // same order and cannot deadlock (PostgreSQL).
-        deltas.sort_by(|a, b| (&a.stream, a.day, a.bucket).cmp(&(&b.stream, b.day, b.bucket)));
-        self.backend.add_gap_counts(deltas).await
-    }
 }

@@ -20,7 +20,7 @@
 use chrono::{DateTime, TimeDelta, Utc};
 
 use super::db::Db;
-use super::{Store, StoreError};
+use super::StoreError;
 use crate::audit::chain::to_hex;
 
 /// How long a record (and so a replay) lives after its call began. Clients
@@ -65,7 +65,7 @@ pub struct StoredAnswer {
     pub body: String,
 }
 
-/// What [`Store::idempotency_begin`] found.
+/// What [`super::backend::Operations::idempotency_begin`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Begun {
     /// This call owns the key now; run it. The instant is its claim, to
@@ -143,6 +143,9 @@ pub(super) async fn begin<D: Db>(
     key: &IdempotencyKey,
     now: DateTime<Utc>,
 ) -> Result<Begun, StoreError> {
+    // Millisecond resolution, as stored: the claim instant must compare
+    // equal to what `finish` and `release` match on.
+    let now = DateTime::from_timestamp_millis(now.timestamp_millis()).unwrap_or(now);
     let (k, r) = hex(key);
     let [at, expires, stale] = begin_times(now);
     let claimed: Option<(String,)> = db.opt(BEGIN_SQL, &[&k, &r, &at, &expires, &stale]).await?;
@@ -190,24 +193,4 @@ pub(super) async fn release<D: Db>(
 pub(super) async fn prune<D: Db>(db: &D, now: DateTime<Utc>) -> Result<usize, StoreError> {
     let n = db.exec(PRUNE_SQL, &[&now.timestamp_millis()]).await?;
     Ok(usize::try_from(n).unwrap_or(usize::MAX))
-}
-
-/// Millisecond resolution, as stored: the claim instant must compare equal
-/// to what `finish` and `release` match on.
-fn stored_now(store: &Store) -> DateTime<Utc> {
-    let now = store.clock.now();
-    DateTime::from_timestamp_millis(now.timestamp_millis()).unwrap_or(now)
-}
-
-impl Store {
-    /// Claims `key` for a call, or says why not (see [`Begun`]).
-    pub async fn idempotency_begin(&self, key: IdempotencyKey) -> Result<Begun, StoreError> {
-        self.backend.idempotency_begin(key, stored_now(self)).await
-    }
-
-    /// Deletes the records that expired by now; how many went.
-    pub async fn prune_idempotency(&self) -> Result<usize, StoreError> {
-        let now = self.clock.now();
-        self.backend.prune_idempotency(now).await
-    }
 }

@@ -2,13 +2,16 @@
 //! [`backend::Backend`]: the embedded SQLite file in `data_dir` (`sqlite`,
 //! one writer thread with group commit), or a shared PostgreSQL database.
 //!
-//! Fail-closed contract: every `async fn` here resolves `Ok` only after the
-//! transaction holding its work has committed durably (SQLite: WAL fsynced
-//! with `synchronous=FULL`). Callers may therefore answer an HTTP 2xx as
-//! soon as `record_events` returns `Ok`.
+//! Fail-closed contract: every operation (a `Backend` method, called on
+//! `Store` through its `Deref`) resolves `Ok` only after the transaction
+//! holding its work has committed durably (SQLite: WAL fsynced with
+//! `synchronous=FULL`). Callers may therefore answer an HTTP 2xx as soon as
+//! `record_events` returns `Ok`.
 //!
 //! All times are stored as integer milliseconds since the Unix epoch, so
-//! sub-millisecond precision of the `DateTime`s passed in is dropped.
+//! sub-millisecond precision of the `DateTime`s passed in is dropped. The
+//! instants the store stamps itself come from the clock it was opened with
+//! (`store.now()`).
 
 pub mod ack_codes;
 mod arrivals;
@@ -180,7 +183,7 @@ pub struct Transition {
     pub notifiers: Vec<String>,
 }
 
-/// What [`Store::record_transition_if_silent`] did.
+/// What [`backend::Operations::record_transition_if_silent`] did.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TransitionOutcome {
     /// Committed, with its pages.
@@ -297,24 +300,13 @@ struct Shared {
 #[derive(Clone)]
 pub struct Store {
     backend: Arc<dyn Backend>,
-    /// The instants the store stamps itself (outbox `created_at`, the
-    /// readiness probe) come from the same clock as everything else.
-    clock: Arc<dyn Clock>,
-}
-
-impl Store {
-    /// The store's clock (the database server's on PostgreSQL): leases
-    /// handed to the backend directly are counted on it.
-    pub fn now(&self) -> DateTime<Utc> {
-        self.clock.now()
-    }
 }
 
 /// Every operation is declared once, in `Backend`, and called through
 /// this `Deref` (`store.claim_forwards(…)`): no wrapper restates it. The
-/// few inherent methods left on `Store` stamp the store's own clock
-/// (`created_at`, the readiness probe, leases) for callers that have no
-/// instant to pass, and win where a name exists in both.
+/// backend holds the clock the store was opened with, so the instants the
+/// store stamps itself (outbox `created_at`, the readiness probe, leases)
+/// come from the same clock as everything else, and `store.now()` reads it.
 impl std::ops::Deref for Store {
     type Target = dyn Backend;
 
@@ -342,8 +334,8 @@ impl Store {
     /// Like `open`, with the clock the rest of the sidecar uses (a
     /// `ManualClock` in tests).
     pub fn open_with_clock(path: &Path, clock: Arc<dyn Clock>) -> Result<Store, StoreError> {
-        let backend = sqlite::SqliteBackend::open(path)?;
-        Ok(Self::with_backend(Arc::new(backend), clock))
+        let backend = sqlite::SqliteBackend::open(path, clock)?;
+        Ok(Self::with_backend(Arc::new(backend)))
     }
 
     /// Connects to the shared PostgreSQL database of `[store] url`,
@@ -354,8 +346,8 @@ impl Store {
         pool_size: usize,
         clock: Arc<dyn Clock>,
     ) -> Result<Store, StoreError> {
-        let backend = pg::PgBackend::open(settings, pool_size).await?;
-        Ok(Self::with_backend(Arc::new(backend), clock))
+        let backend = pg::PgBackend::open(settings, pool_size, clock).await?;
+        Ok(Self::with_backend(Arc::new(backend)))
     }
 
     /// The store `[store]` names: the SQLite file at `sqlite_path` (opened
@@ -395,157 +387,9 @@ impl Store {
         }
     }
 
-    /// A store over any backend.
-    pub fn with_backend(backend: Arc<dyn Backend>, clock: Arc<dyn Clock>) -> Store {
-        Store { backend, clock }
-    }
-
-    /// Store one request's worth of events; see `core::record_event` for the
-    /// per-event rules. Either all of them are committed or the call fails.
-    pub async fn record_events(
-        &self,
-        events: Vec<NewEvent>,
-    ) -> Result<Vec<EventOutcome>, StoreError> {
-        let now = self.clock.now();
-        self.backend.record_delivery(events, None, now).await
-    }
-
-    /// Persist an alert transition plus one pending outbox row per notifier,
-    /// atomically. Returns Ok(false), writing nothing, when the stream is
-    /// already in `t.to`, so re-evaluating after a crash is idempotent.
-    pub async fn record_transition(&self, t: Transition) -> Result<bool, StoreError> {
-        let created_at = self.clock.now();
-        self.backend.record_transition(t, created_at).await
-    }
-
-    /// Records a silence alert transition only if the evaluation behind it
-    /// still holds inside the transaction: a fire needs the stored silence to
-    /// start where the evaluation's did (`silent_since`, its last arrival or
-    /// watch start), so a fire computed before an event committed is
-    /// withdrawn instead of paging and resolving at once. Resolves need no
-    /// such check (arrivals only move forward, so a stream heard from stays
-    /// heard from) and are never withdrawn.
-    pub async fn record_transition_if_silent(
-        &self,
-        t: Transition,
-        silent_since: DateTime<Utc>,
-    ) -> Result<TransitionOutcome, StoreError> {
-        let created_at = self.clock.now();
-        self.backend
-            .record_transition_if_silent(t, silent_since, created_at)
-            .await
-    }
-
-    /// Counts per notifier and the newest failed pages.
-    pub async fn outbox_summary(&self) -> Result<OutboxSummary, StoreError> {
-        self.backend.outbox_summary(20).await
-    }
-
-    /// A real write through the normal commit path, for /readyz: proves the
-    /// database still accepts writes (and, on SQLite, the disk fsyncs).
-    pub async fn probe(&self) -> Result<(), StoreError> {
-        let now = self.clock.now();
-        self.backend.probe(now).await
-    }
-
-    /// Number of stored events (including non-clock-feeding ones) on `stream`.
-    pub async fn event_count(&self, stream: &str) -> Result<u64, StoreError> {
-        self.backend.event_count(stream.to_owned()).await
-    }
-
-    /// Stores an operator silence (see `silences`); `None` when `cap`
-    /// silences have not ended yet.
-    pub async fn add_silence(
-        &self,
-        silence: silences::NewSilence,
-        cap: usize,
-        audit: bool,
-    ) -> Result<Option<i64>, StoreError> {
-        let now = self.clock.now();
-        self.backend.add_silence(silence, now, cap, audit).await
-    }
-
-    /// Ends a silence now; false when there is no such silence.
-    pub async fn expire_silence(
-        &self,
-        id: i64,
-        by: String,
-        comment: Option<String>,
-        audit: bool,
-    ) -> Result<bool, StoreError> {
-        let now = self.clock.now();
-        self.backend
-            .expire_silence(id, by, comment, now, audit)
-            .await
-    }
-
-    /// Acknowledges the stream's current firing episode.
-    pub async fn acknowledge(
-        &self,
-        stream: String,
-        created_by: String,
-        comment: String,
-        audit: bool,
-    ) -> Result<silences::AckOutcome, StoreError> {
-        let now = self.clock.now();
-        self.backend
-            .acknowledge(stream, created_by, comment, now, audit)
-            .await
-    }
-
-    /// Stores the configured maintenance windows as silences (see
-    /// `silences::sync_maintenance`).
-    pub async fn sync_maintenance(
-        &self,
-        windows: Vec<(String, DateTime<Utc>, DateTime<Utc>, String)>,
-        audit: bool,
-    ) -> Result<(), StoreError> {
-        let now = self.clock.now();
-        self.backend.sync_maintenance(windows, now, audit).await
-    }
-
-    /// Queues the firing pages that silences held and that may go out now;
-    /// returns how many alerts (stream episodes or keyed alerts) were paged.
-    pub async fn release_held(&self) -> Result<usize, StoreError> {
-        let now = self.clock.now();
-        self.backend.release_held(now).await
-    }
-
-    /// Claims up to `limit` due outbox rows for `replica`, leased for
-    /// `lease` from now on the store's clock (see `replica`).
-    pub async fn claim_outbox(
-        &self,
-        replica: &str,
-        lease: chrono::TimeDelta,
-        limit: i64,
-    ) -> Result<Vec<replica::Claim>, StoreError> {
-        let now = self.clock.now();
-        self.backend
-            .claim_outbox(replica.to_owned(), now, lease, limit)
-            .await
-    }
-
-    /// Renews `replica`'s lease in `term`, takes a new term if the lease
-    /// is free, or reports who holds it (see `replica`).
-    pub async fn elect(
-        &self,
-        replica: &str,
-        term: Option<i64>,
-        ttl: chrono::TimeDelta,
-    ) -> Result<replica::Leadership, StoreError> {
-        let now = self.clock.now();
-        self.backend.elect(replica.to_owned(), term, now, ttl).await
-    }
-
-    /// Gives the leader lease up early (at shutdown).
-    pub async fn resign(&self, replica: &str, term: i64) -> Result<bool, StoreError> {
-        self.backend.resign(replica.to_owned(), term).await
-    }
-
-    /// Marks `replica` alive now.
-    pub async fn heartbeat(&self, replica: &str) -> Result<(), StoreError> {
-        let now = self.clock.now();
-        self.backend.heartbeat(replica.to_owned(), now).await
+    /// A store over any backend (which stamps on its own clock).
+    pub fn with_backend(backend: Arc<dyn Backend>) -> Store {
+        Store { backend }
     }
 
     /// The SQLite backend behind this store, for its own tests.

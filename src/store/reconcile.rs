@@ -20,7 +20,7 @@ use super::db::Db;
 use super::ops::millis;
 use super::silences::status;
 use super::stored_time;
-use super::{AlertState, NewEvent, Store, StoreError, Transition};
+use super::{AlertState, NewEvent, StoreError, Transition};
 use crate::domain::reconcile::missing_alert_moves;
 
 /// Migration step (SQLite and PostgreSQL alike: only portable types).
@@ -492,46 +492,6 @@ pub(super) async fn subject_entries<D: Db>(
         out.extend(subject_entry(c, subject)?);
     }
     Ok(out)
-}
-
-impl Store {
-    /// Stores a reconciliation report (with its audit entry and, when new,
-    /// its `revoke_missed` page); `Ok(false)` for an id already stored.
-    pub async fn record_reconciliation(&self, r: NewReconciliation) -> Result<bool, StoreError> {
-        let now = self.clock.now();
-        self.backend.record_reconciliation(r, now).await
-    }
-
-    /// Each stream's latest reconciliation report (by arrival).
-    pub async fn latest_reconciliations(&self) -> Result<Vec<LatestReport>, StoreError> {
-        self.backend.latest_reconciliations().await
-    }
-
-    pub async fn reconcile_states(&self) -> Result<Vec<ReconcileRow>, StoreError> {
-        self.backend.reconcile_states().await
-    }
-
-    pub async fn reconcile_transition(&self, t: ReconcileTransition) -> Result<bool, StoreError> {
-        self.backend.reconcile_transition(t).await
-    }
-
-    /// Records a stale grant (and queues its page) once per delivery.
-    pub async fn record_stale_grant(&self, g: StaleGrant) -> Result<bool, StoreError> {
-        let now = self.clock.now();
-        self.backend.record_stale_grant(g, now).await
-    }
-
-    /// The newest audit entries naming `subject`, newest first; with a
-    /// window, only those of that stream received since that instant
-    /// (an index range, where the whole log would be a scan).
-    pub async fn subject_entries(
-        &self,
-        subject: String,
-        window: Option<(String, DateTime<Utc>)>,
-        limit: i64,
-    ) -> Result<Vec<SubjectEntry>, StoreError> {
-        self.backend.subject_entries(subject, window, limit).await
-    }
 }
 
 #[cfg(test)]

@@ -242,36 +242,6 @@ pub(super) async fn stale_recorded_at<D: Db>(
     row.map(|(at,)| stored_time(at)).transpose()
 }
 
-impl super::Store {
-    /// The subject's newest revocation recorded on `stream`, if any.
-    pub async fn latest_revocation(
-        &self,
-        stream: String,
-        subject: String,
-    ) -> Result<Option<Revocation>, super::StoreError> {
-        self.backend.latest_revocation(stream, subject).await
-    }
-
-    /// Forgets indexed revocations received before `before`; rows deleted.
-    pub async fn prune_revocations(
-        &self,
-        before: DateTime<Utc>,
-    ) -> Result<usize, super::StoreError> {
-        self.backend.prune_revocations(before).await
-    }
-
-    /// When the stale grant of a delivery was recorded, if it was.
-    pub async fn stale_grant_recorded_at(
-        &self,
-        stream: String,
-        delivery_id: String,
-    ) -> Result<Option<DateTime<Utc>>, super::StoreError> {
-        self.backend
-            .stale_grant_recorded_at(stream, delivery_id)
-            .await
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -22,6 +22,7 @@ use super::backend::{operations, Backend, Operations, StoreResult};
 use super::writer::{Control, Msg, Task};
 use super::Shared;
 use super::{core, db, schema, writer};
+use crate::clock::Clock;
 
 /// Jobs that may wait for the writer before callers feel backpressure. Each
 /// in-flight HTTP request holds at most one slot, so this is far above normal
@@ -36,12 +37,15 @@ pub(crate) struct SqliteBackend {
     shared: Arc<Shared>,
     /// One process owns the file, so its own commits are all the news.
     feed: broadcast::Sender<Change>,
+    /// The store's clock (`Backend::now`).
+    clock: Arc<dyn Clock>,
 }
 
 impl SqliteBackend {
     /// Opens (creating if needed) the database at `path`, migrates it, and
-    /// starts the writer thread. Blocking: call it at startup.
-    pub(crate) fn open(path: &Path) -> Result<SqliteBackend, StoreError> {
+    /// starts the writer thread, stamping on `clock`. Blocking: call it at
+    /// startup.
+    pub(crate) fn open(path: &Path, clock: Arc<dyn Clock>) -> Result<SqliteBackend, StoreError> {
         let conn = schema::open(path)?;
         tune(&conn)?;
         let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
@@ -51,7 +55,18 @@ impl SqliteBackend {
             tx,
             shared,
             feed: broadcast::channel(super::FEED_CAPACITY).0,
+            clock,
         })
+    }
+
+    /// Another handle on the same writer, stamping on `clock` (as a second
+    /// replica would on its own clock).
+    #[cfg(test)]
+    pub(crate) fn on_clock(&self, clock: Arc<dyn Clock>) -> SqliteBackend {
+        SqliteBackend {
+            clock,
+            ..self.clone()
+        }
     }
 
     /// Runs `work` on the writer thread inside the next group-commit batch
@@ -110,12 +125,14 @@ fn tune(conn: &Connection) -> Result<(), StoreError> {
 macro_rules! on_sqlite {
     ($(
         $(#[$doc:meta])*
-        fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $out:ty = $($f:ident)::+ ($($call:expr),* $(,)?);
+        fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $out:ty
+            = $(|$now:ident|)? $($f:ident)::+ ($($call:expr),* $(,)?);
     )*) => {
         #[async_trait]
         impl Operations for SqliteBackend {
             $(
                 async fn $name(&self, $($arg: $ty),*) -> StoreResult<$out> {
+                    $( let $now = self.clock.now(); )?
                     self.call(move |c| db::ready($($f)::+(c, $($call),*))).await
                 }
             )*
@@ -138,26 +155,18 @@ impl Backend for SqliteBackend {
         self.tx.max_capacity() - self.tx.capacity()
     }
 
-    async fn record_delivery(
-        &self,
-        events: Vec<NewEvent>,
-        update: Option<SubscriptionUpdate>,
-        now: DateTime<Utc>,
-    ) -> StoreResult<Vec<EventOutcome>> {
+    fn now(&self) -> DateTime<Utc> {
+        self.clock.now()
+    }
+
+    async fn record_events(&self, events: Vec<NewEvent>) -> StoreResult<Vec<EventOutcome>> {
+        let now = self.clock.now();
         let moved: Vec<(String, bool)> = events
             .iter()
             .map(|e| (e.stream.clone(), e.feeds_clock))
             .collect();
         let (outcomes, _) = self
-            .call(move |c| {
-                db::ready(core::record_delivery(
-                    c,
-                    &events,
-                    update.as_ref(),
-                    now,
-                    false,
-                ))
-            })
+            .call(move |c| db::ready(core::record_delivery(c, &events, None, now, false)))
             .await?;
         for ((stream, feeds), outcome) in moved.into_iter().zip(&outcomes) {
             if feeds && *outcome == EventOutcome::Accepted {

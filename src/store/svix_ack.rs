@@ -6,24 +6,7 @@
 use super::core;
 use super::db::Db;
 use super::svix::{self, SvixApply, SvixPage};
-use super::{NewEvent, Store, StoreError};
-
-impl Store {
-    /// `svix_acknowledge`; `entry` is appended to the audit log when at
-    /// least one message was acknowledged (an acknowledgement that changed
-    /// nothing is not an action).
-    pub async fn svix_acknowledge_audited(
-        &self,
-        apply: SvixApply,
-        endpoint_id: String,
-        msg_ids: Vec<String>,
-        entry: Option<NewEvent>,
-    ) -> Result<(usize, u64, Vec<SvixPage>), StoreError> {
-        self.backend
-            .svix_acknowledge_audited(apply, endpoint_id, msg_ids, entry)
-            .await
-    }
-}
+use super::{NewEvent, StoreError};
 
 /// `svix::acknowledge`, then `entry` appended when anything was
 /// acknowledged, on either engine (`store::db`). The audit head is locked

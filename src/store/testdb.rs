@@ -111,7 +111,7 @@ impl TestDb {
         clock: Arc<dyn Clock>,
     ) -> Store {
         match self {
-            TestDb::Sqlite { .. } => Store::with_backend(Arc::clone(&first.backend), clock),
+            TestDb::Sqlite { .. } => Store::with_backend(Arc::new(first.sqlite().on_clock(clock))),
             TestDb::Postgres(_) => self.open_with_clock(clock).await,
         }
     }

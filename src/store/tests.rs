@@ -155,7 +155,7 @@ async fn concurrent_calls_share_one_commit() {
     }
     assert_eq!(store.commits() - commits_before, 1);
     for s in 0..4 {
-        let count = store.event_count(&format!("s{s}")).await.unwrap();
+        let count = store.event_count(format!("s{s}")).await.unwrap();
         assert_eq!(count, 50);
     }
     store.close().await.unwrap();
@@ -198,7 +198,7 @@ async fn failing_job_rolls_back_alone_in_its_batch() {
     assert!(matches!(&bad, Err(StoreError::Sql(m)) if m.contains("no_such_table")));
     assert!(last.await.unwrap().is_ok());
     assert_eq!(store.commits() - commits_before, 1);
-    assert_eq!(store.event_count("a").await.unwrap(), 2);
+    assert_eq!(store.event_count("a".into()).await.unwrap(), 2);
     // The failed job's dedup entry was rolled back with it.
     let retry = store.record_events(vec![event("a", Some("bad"), "login", 2_000)]);
     assert_eq!(retry.await.unwrap(), vec![EventOutcome::Accepted]);
@@ -254,7 +254,7 @@ async fn full_disk_answers_err_and_keeps_acknowledged_events() {
     store.close().await.unwrap();
 
     let store = open(&path);
-    assert_eq!(store.event_count("a").await.unwrap(), acknowledged);
+    assert_eq!(store.event_count("a".into()).await.unwrap(), acknowledged);
     assert_eq!(stream(&store, "a").await.last_arrival_at, Some(last_acked));
     store.close().await.unwrap();
 }
@@ -301,8 +301,8 @@ async fn full_disk_mid_batch_fails_every_job_in_that_batch() {
     store.close().await.unwrap();
 
     let store = open(&path);
-    assert_eq!(store.event_count("b").await.unwrap(), 0);
-    assert_eq!(store.event_count("a").await.unwrap(), 0);
+    assert_eq!(store.event_count("b".into()).await.unwrap(), 0);
+    assert_eq!(store.event_count("a".into()).await.unwrap(), 0);
     store.close().await.unwrap();
 }
 
@@ -367,7 +367,7 @@ async fn v1_file_is_migrated_keeping_its_data() {
         cleared_at: None,
     };
     assert_eq!(row, expected);
-    assert_eq!(store.event_count("okta").await.unwrap(), 1);
+    assert_eq!(store.event_count("okta".into()).await.unwrap(), 1);
     let redelivery = event("okta", Some("evt-9"), "user.login", 3_000);
     let outcome = store.record_events(vec![redelivery]).await.unwrap();
     assert_eq!(outcome, vec![EventOutcome::Duplicate]);
@@ -457,7 +457,7 @@ async fn close_finishes_queued_work_then_refuses_more() {
     drop(store);
 
     let store = open(&path);
-    assert_eq!(store.event_count("a").await.unwrap(), 1);
+    assert_eq!(store.event_count("a".into()).await.unwrap(), 1);
     store.close().await.unwrap();
 }
 
@@ -476,7 +476,7 @@ async fn dropping_every_handle_still_finishes_queued_work() {
     assert!(queued.await.unwrap().is_ok());
 
     let store = open(&path);
-    assert_eq!(store.event_count("a").await.unwrap(), 1);
+    assert_eq!(store.event_count("a".into()).await.unwrap(), 1);
     store.close().await.unwrap();
 }
 
@@ -506,7 +506,7 @@ async fn throughput_10k_events_from_16_tasks() {
     }
     let elapsed = started.elapsed();
     let commits = store.commits() - commits_before;
-    assert_eq!(store.event_count("bench").await.unwrap(), 10_000);
+    assert_eq!(store.event_count("bench".into()).await.unwrap(), 10_000);
     println!(
         "10000 events, 16 tasks: {:.2?}, {:.0} events/s, {commits} commits",
         elapsed,
@@ -528,7 +528,7 @@ async fn an_audited_event_is_recorded_once_in_the_audit_log() {
         0,
         "no plain events row to prune"
     );
-    assert_eq!(store.event_count("s").await.unwrap(), 1);
+    assert_eq!(store.event_count("s".into()).await.unwrap(), 1);
     store.close().await.unwrap();
     let reader = crate::store::audit::AuditReader::open(&path).unwrap();
     let mut n = 0;

@@ -56,8 +56,8 @@ async fn open(db: &TestDb, clock_ms: i64) -> (Store, Arc<crate::clock::ManualClo
         lifecycle: Vec::new(),
         carried_events: true,
     };
-    let outcomes = store
-        .record_delivery(
+    let (outcomes, _) = store
+        .record_delivery_rows(
             vec![event("s", Some("e1"), "x", 500)],
             Some(update),
             at(500),

@@ -31,7 +31,7 @@ async fn provider_text_with_nul_is_stored_alike_and_deduplicated(db: TestDb) {
     let row = stream(&store, "a").await;
     assert_eq!(row.last_event_type.as_deref(), Some("user.\u{FFFD}deleted"));
     assert_eq!(row.last_event_id.as_deref(), Some("msg_\u{FFFD}one"));
-    assert_eq!(store.event_count("a").await.unwrap(), 1);
+    assert_eq!(store.event_count("a".into()).await.unwrap(), 1);
     store.close().await.unwrap();
 }
 

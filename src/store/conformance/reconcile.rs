@@ -160,10 +160,7 @@ async fn subject_entries_find_exact_subjects_newest_first(db: TestDb) {
         e.subject_ids = vec![("user_id".into(), (*subject).into())];
         events.push(e);
     }
-    store
-        .record_delivery(events, None, at(1_000))
-        .await
-        .unwrap();
+    store.record_events(events).await.unwrap();
     let found = store
         .subject_entries("user_1".into(), None, 10)
         .await

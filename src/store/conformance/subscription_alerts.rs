@@ -36,8 +36,8 @@ fn update(expiries: Vec<SubscriptionExpiry>, carried_events: bool) -> Subscripti
 }
 
 async fn deliver(store: &Store, id: &str, u: SubscriptionUpdate, ms: i64) {
-    let outcomes = store
-        .record_delivery(vec![event("s", Some(id), "x", ms)], Some(u), at(ms))
+    let (outcomes, _) = store
+        .record_delivery_rows(vec![event("s", Some(id), "x", ms)], Some(u), at(ms))
         .await
         .unwrap();
     assert_eq!(outcomes, [EventOutcome::Accepted]);

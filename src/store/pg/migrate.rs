@@ -10,12 +10,15 @@
 //! counterpart is an error, never a silent loss, so an operator table a
 //! later migration adds on both engines is copied without code here.
 
+use std::sync::Arc;
+
 use rusqlite::types::Value;
 use rusqlite::{Connection, OpenFlags};
 use tokio_postgres::types::ToSql;
 
 use super::sql::{exec, get, one, rows, Tx};
 use super::{pg_err, pool, PgBackend, Settings};
+use crate::clock::SystemClock;
 use crate::store::{Store, StoreError};
 
 /// Not copied: per-process runtime state (the readiness probe row, the
@@ -67,7 +70,8 @@ pub async fn copy_sqlite(
     // its tables match the PostgreSQL ones.
     Store::open(sqlite_path)?.close().await?;
     refuse_non_empty(settings).await?;
-    let backend = PgBackend::open(settings, 1).await?;
+    // The copy stamps no instant of its own: any clock will do.
+    let backend = PgBackend::open(settings, 1, Arc::new(SystemClock)).await?;
     let mut client = backend.pool.get().await.map_err(super::pool_err)?;
     let tx = client.transaction().await.map_err(pg_err)?;
     // Another migrate-store (or a serve that wrote meanwhile) makes it

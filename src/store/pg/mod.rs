@@ -34,6 +34,7 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 
 use super::backend::prelude::*;
 use super::backend::{operations, Backend, Operations, StoreResult};
+use crate::clock::Clock;
 pub use settings::Settings;
 
 /// The LISTEN/NOTIFY channel an arrival is announced on (`store::core`).
@@ -103,6 +104,8 @@ pub(crate) struct PgBackend {
     ingest: mpsc::Sender<batch::Job>,
     /// Fed by the LISTEN connection (`replica::spawn_listener`).
     feed: Arc<broadcast::Sender<Change>>,
+    /// The store's clock (`Backend::now`).
+    clock: Arc<dyn Clock>,
 }
 
 /// Runs `$body` in a transaction on a pooled connection and commits; `$tx`
@@ -142,10 +145,12 @@ impl PgBackend {
         answer.await.map_err(|_| StoreError::Closed)?
     }
 
-    /// Connects, migrates (under the migration lock) and returns the backend.
+    /// Connects, migrates (under the migration lock) and returns the
+    /// backend, stamping on `clock`.
     pub(crate) async fn open(
         settings: &Settings,
         pool_size: usize,
+        clock: Arc<dyn Clock>,
     ) -> Result<PgBackend, StoreError> {
         let pool = pool(settings, pool_size)?;
         let mut client = pool
@@ -168,6 +173,7 @@ impl PgBackend {
             commits,
             ingest,
             feed,
+            clock,
         })
     }
 }
@@ -177,12 +183,14 @@ impl PgBackend {
 macro_rules! on_postgres {
     ($(
         $(#[$doc:meta])*
-        fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $out:ty = $($f:ident)::+ ($($call:expr),* $(,)?);
+        fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $out:ty
+            = $(|$now:ident|)? $($f:ident)::+ ($($call:expr),* $(,)?);
     )*) => {
         #[async_trait]
         impl Operations for PgBackend {
             $(
                 async fn $name(&self, $($arg: $ty),*) -> StoreResult<$out> {
+                    $( let $now = self.clock.now(); )?
                     in_tx!(self, |tx| $($f)::+(&tx, $($call),*).await?)
                 }
             )*
@@ -205,13 +213,13 @@ impl Backend for PgBackend {
         (self.ingest.max_capacity() - self.ingest.capacity()) + self.pool.status().waiting
     }
 
-    async fn record_delivery(
-        &self,
-        events: Vec<NewEvent>,
-        update: Option<SubscriptionUpdate>,
-        now: DateTime<Utc>,
-    ) -> StoreResult<Vec<EventOutcome>> {
-        let (outcomes, _) = self.ingest_batched(events, update, now, false).await?;
+    fn now(&self) -> DateTime<Utc> {
+        self.clock.now()
+    }
+
+    async fn record_events(&self, events: Vec<NewEvent>) -> StoreResult<Vec<EventOutcome>> {
+        let now = self.clock.now();
+        let (outcomes, _) = self.ingest_batched(events, None, now, false).await?;
         Ok(outcomes)
     }
 

@@ -104,7 +104,7 @@ async fn one_delivery_through_two_replicas_is_stored_once() {
         outcomes.sort_by_key(|o| *o == EventOutcome::Duplicate);
         assert_eq!(outcomes, [EventOutcome::Accepted, EventOutcome::Duplicate]);
     }
-    assert_eq!(a.event_count("s").await.unwrap(), 20);
+    assert_eq!(a.event_count("s".into()).await.unwrap(), 20);
     assert_eq!(b.audit_summary().await.unwrap().head_seq, 20);
     a.close().await.unwrap();
     b.close().await.unwrap();
@@ -142,7 +142,7 @@ async fn terminated_connections_fail_the_running_call_then_reconnect() {
     assert!(during.is_err(), "no false success: {during:?}");
     // The pool drops the dead connections and opens new ones by itself.
     assert_eq!(
-        store.event_count("s").await.unwrap(),
+        store.event_count("s".into()).await.unwrap(),
         1,
         "`during` not stored"
     );
@@ -292,14 +292,14 @@ async fn a_failing_delivery_rolls_back_alone_in_its_ingest_batch() {
         let update = (i == 20).then(|| bad_update.clone());
         calls.push(tokio::spawn(async move {
             let e = event("s", Some(&format!("e{i}")), "x", 1_000 + i);
-            store.record_delivery(vec![e], update, at(1_000)).await
+            store.record_delivery_rows(vec![e], update, at(1_000)).await
         }));
     }
     for (i, call) in calls.into_iter().enumerate() {
         let result = call.await.unwrap();
         assert_eq!(result.is_err(), i == 20, "call {i}: {result:?}");
     }
-    assert_eq!(store.event_count("s").await.unwrap(), 39);
+    assert_eq!(store.event_count("s".into()).await.unwrap(), 39);
     assert_eq!(
         store.audit_summary().await.unwrap().head_seq,
         39,
@@ -341,7 +341,7 @@ async fn concurrent_batches_dedup_chain_and_clock_as_one_by_one_would() {
                 event("s", Some(&format!("s{id}")), &format!("type{id}"), received),
                 event("t", Some(&format!("t{id}")), "x", received + 1),
             ];
-            store.record_delivery(events, None, at(received)).await
+            store.record_events(events).await
         }));
     }
     let mut accepted = 0;
@@ -353,8 +353,8 @@ async fn concurrent_batches_dedup_chain_and_clock_as_one_by_one_would() {
             .count();
     }
     assert_eq!(accepted, 200, "each of the 200 ids accepted exactly once");
-    assert_eq!(a.event_count("s").await.unwrap(), 100);
-    assert_eq!(b.event_count("t").await.unwrap(), 100);
+    assert_eq!(a.event_count("s".into()).await.unwrap(), 100);
+    assert_eq!(b.event_count("t".into()).await.unwrap(), 100);
     assert_eq!(a.audit_summary().await.unwrap().head_seq, 200);
 
     // Latest arrival: id 27 has the largest (27 * 37) % 1000 = 999.
@@ -409,8 +409,8 @@ async fn a_delivery_with_subscription_expiries_is_recorded() {
         lifecycle: Vec::new(),
         carried_events: true,
     };
-    let outcomes = store
-        .record_delivery(
+    let (outcomes, _) = store
+        .record_delivery_rows(
             vec![event("s", Some("e1"), "x", 1_000)],
             Some(update),
             at(1_000),
@@ -534,7 +534,7 @@ async fn a_failing_statement_in_a_set_wise_batch_fails_only_its_delivery() {
             calls.push(tokio::spawn(async move {
                 let kind = if i == 20 { "bad\0type" } else { "x" };
                 let e = event("s", Some(&format!("r{round}e{i}")), kind, 1_000 + i);
-                store.record_delivery(vec![e], None, at(1_000)).await
+                store.record_events(vec![e]).await
             }));
         }
         for (i, call) in calls.into_iter().enumerate() {
@@ -546,7 +546,7 @@ async fn a_failing_statement_in_a_set_wise_batch_fails_only_its_delivery() {
             );
         }
     }
-    assert_eq!(store.event_count("s").await.unwrap(), 3 * 39);
+    assert_eq!(store.event_count("s".into()).await.unwrap(), 3 * 39);
     assert_eq!(store.audit_summary().await.unwrap().head_seq, 3 * 39);
     store.close().await.unwrap();
 }
