@@ -36,6 +36,12 @@ async fn pause(store: &Store) -> oneshot::Sender<()> {
     resume_tx
 }
 
+/// Waits until `depth` jobs are queued. Callers run on a current-thread
+/// runtime: a spawned task's `send` takes its channel slot and pushes the
+/// job within one poll there, so every counted slot holds a job by the time
+/// this returns. (On a multi-threaded runtime a slot can be counted while
+/// its job is not pushed yet, and the writer, once resumed, would split what
+/// the test meant to be one batch.)
 async fn wait_for_queue_depth(store: &Store, depth: usize) {
     let waiting = async {
         while store.queue_depth() < depth {
@@ -130,7 +136,7 @@ async fn writer_connection_is_durable_and_strict() {
     store.close().await.unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn concurrent_calls_share_one_commit() {
     let (_dir, path) = temp_db();
     let store = open(&path);
@@ -161,7 +167,7 @@ async fn concurrent_calls_share_one_commit() {
     store.close().await.unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn failing_job_rolls_back_alone_in_its_batch() {
     let (_dir, path) = temp_db();
     let store = open(&path);
@@ -259,7 +265,7 @@ async fn full_disk_answers_err_and_keeps_acknowledged_events() {
     store.close().await.unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn full_disk_mid_batch_fails_every_job_in_that_batch() {
     let (_dir, path) = temp_db();
     let store = open(&path);
@@ -461,7 +467,7 @@ async fn close_finishes_queued_work_then_refuses_more() {
     store.close().await.unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn dropping_every_handle_still_finishes_queued_work() {
     let (_dir, path) = temp_db();
     let store = open(&path);
