@@ -11,7 +11,7 @@ use super::watchdog::Watchdog;
 use crate::clock::Clock;
 use crate::config::{Config, StreamConfig};
 use crate::domain::adaptive::{business_gap_ms, describe_learned_fire, Effective};
-use crate::domain::alert::{next_transition, AlertStatus, Transition as DomainTransition};
+use crate::domain::alert::{next_transition, Transition as DomainTransition};
 use crate::domain::duration::format_duration;
 use crate::domain::silence::{evaluate, Evaluation, SilencePolicy};
 use crate::http::api::Created;
@@ -477,11 +477,7 @@ impl App {
                 continue;
             };
             let eval = self.evaluate_row(&config, stream, &row, now);
-            let status = match row.alert_state {
-                AlertState::Ok => AlertStatus::Ok,
-                AlertState::Firing => AlertStatus::Firing,
-            };
-            let transition = next_transition(status, &eval, now);
+            let transition = next_transition(row.alert_state.status(), &eval, now);
             if let Some(transition) = transition {
                 plan.transitions.push(Planned {
                     stream: row.name.clone(),

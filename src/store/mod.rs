@@ -147,6 +147,17 @@ pub enum AlertState {
     Firing,
 }
 
+impl AlertState {
+    /// The domain's view of a stored alert state (what its decisions take).
+    pub fn status(&self) -> crate::domain::alert::AlertStatus {
+        use crate::domain::alert::AlertStatus;
+        match self {
+            AlertState::Ok => AlertStatus::Ok,
+            AlertState::Firing => AlertStatus::Firing,
+        }
+    }
+}
+
 /// What `Store::add_templated_stream` did.
 #[derive(Debug)]
 pub enum TemplatedOutcome {

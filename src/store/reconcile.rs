@@ -18,7 +18,6 @@ use chrono::{DateTime, Utc};
 use super::core;
 use super::db::Db;
 use super::ops::millis;
-use super::silences::status;
 use super::stored_time;
 use super::{AlertState, NewEvent, StoreError, Transition};
 use crate::domain::reconcile::missing_alert_moves;
@@ -448,7 +447,7 @@ pub(super) async fn transition<D: Db>(db: &D, t: &ReconcileTransition) -> Result
     }
     let current: Option<(String,)> = db.opt(&D::locked(sql::STATE), &[&t.stream]).await?;
     let current = current.map(|(s,)| core::alert_state(&s)).transpose()?;
-    if !missing_alert_moves(current.as_ref().map(status), status(&t.to)) {
+    if !missing_alert_moves(current.as_ref().map(AlertState::status), t.to.status()) {
         return Ok(false);
     }
     db.exec(sql::SET_STATE, &[&t.stream, &core::state_str(&t.to)])

@@ -26,7 +26,6 @@ use super::core;
 use super::db::Db;
 use super::ops::{millis, KeyedAlert};
 use super::{AlertState, NewEvent, StoreError, Transition};
-use crate::domain::alert::AlertStatus;
 use crate::domain::mute::{
     covers, expiry, has_room, maintenance_plan, on_transition, release, Note, OnTransition,
     Release, Window,
@@ -104,14 +103,6 @@ pub(super) fn list(text: &str) -> Vec<String> {
 
 pub(super) fn json(v: &[String]) -> String {
     serde_json::to_string(v).unwrap_or_else(|_| "[]".into())
-}
-
-/// The domain's view of a stored alert state.
-pub(super) fn status(state: &AlertState) -> AlertStatus {
-    match state {
-        AlertState::Ok => AlertStatus::Ok,
-        AlertState::Firing => AlertStatus::Firing,
-    }
 }
 
 /// The start (ms) of the stream's current firing episode, given its
@@ -314,7 +305,7 @@ pub(super) async fn acknowledged<D: Db>(
 pub(super) async fn suppress_transition<D: Db>(db: &D, t: &Transition) -> Result<bool, StoreError> {
     let silenced = t.to == AlertState::Firing && silenced(db, &t.stream, "silence", t.at).await?;
     let held = t.to == AlertState::Ok && db.exec(sql::TAKE_HELD, &[&t.stream]).await? > 0;
-    let decision = on_transition(status(&t.to), silenced, held, false);
+    let decision = on_transition(t.to.status(), silenced, held, false);
     if decision == OnTransition::Hold {
         db.exec(
             sql::HOLD,
@@ -377,7 +368,7 @@ pub(super) async fn suppress_keyed<D: Db>(
             Some((state,)) => core::alert_state(&state)? == AlertState::Firing,
             None => false,
         };
-    let decision = on_transition(status(&t.to), silenced, held, told_firing);
+    let decision = on_transition(t.to.status(), silenced, held, told_firing);
     if decision == OnTransition::Hold {
         db.exec(
             sql::HOLD_KEYED,
