@@ -21,7 +21,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 
 use super::core;
 use super::db::{Cells, Columns, Db};
-use super::ops::{millis, KeyedAlert};
+use super::ops::{millis, opt_time, time, KeyedAlert};
 use super::seal::Sealed;
 use super::stored_time;
 use super::{AlertState, NewEvent, StoreError, StreamRow, Transition};
@@ -379,14 +379,6 @@ impl Columns for Run {
             dead_paged: r.cell(7)?,
         })
     }
-}
-
-fn time(ms: i64) -> DateTime<Utc> {
-    DateTime::from_timestamp_millis(ms).unwrap_or_default()
-}
-
-fn opt_time(ms: Option<i64>) -> Option<DateTime<Utc>> {
-    ms.and_then(DateTime::from_timestamp_millis)
 }
 
 /// The audit entry of a replay: who, when, which window, how many.

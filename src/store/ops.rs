@@ -12,6 +12,17 @@ pub(super) fn millis(t: DateTime<Utc>) -> i64 {
     t.timestamp_millis()
 }
 
+/// A stored instant back; a value out of chrono's range (never written)
+/// reads as the epoch rather than failing the read.
+pub(super) fn time(ms: i64) -> DateTime<Utc> {
+    DateTime::from_timestamp_millis(ms).unwrap_or_default()
+}
+
+/// [`time`] of a nullable column; out of range reads as absent.
+pub(super) fn opt_time(ms: Option<i64>) -> Option<DateTime<Utc>> {
+    ms.and_then(DateTime::from_timestamp_millis)
+}
+
 pub(super) fn hex32(parts: &[&[u8]]) -> String {
     let mut h = Sha256::new();
     for p in parts {

@@ -30,6 +30,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 
 use super::core::OUTBOX_COLUMNS;
 use super::db::Db;
+use super::ops::millis;
 use super::{stored_time, Attempt, OutboxRow, StoreError};
 
 /// Schema step (SQLite): claim columns on the outbox, the leader row and
@@ -83,10 +84,6 @@ pub enum Change {
     Arrival(String),
     /// Notifications may have been lost (reconnect): re-read every stream.
     Resync,
-}
-
-fn ms(t: DateTime<Utc>) -> i64 {
-    t.timestamp_millis()
 }
 
 /// The statements both engines run, written once with PostgreSQL's `$N`
@@ -222,7 +219,10 @@ pub(super) async fn claim_outbox<D: Db>(
         " FOR UPDATE SKIP LOCKED"
     };
     let mut claimed: Vec<(i64, i64)> = db
-        .rows(&claim(lock), &[&ms(now), &replica, &ms(until), &limit])
+        .rows(
+            &claim(lock),
+            &[&millis(now), &replica, &millis(until), &limit],
+        )
         .await?;
     // In id order: the order RETURNING gives is unspecified.
     claimed.sort_unstable();
@@ -266,9 +266,10 @@ pub(super) async fn elect<D: Db>(
     ttl: TimeDelta,
 ) -> Result<Leadership, StoreError> {
     let row: Option<LeaderRow> = db.opt(&D::locked(sql::LEADER), &[]).await?;
-    let (write, leadership) = elect_outcome(row, replica, term, ms(now), ms(now + ttl))?;
+    let (write, leadership) = elect_outcome(row, replica, term, millis(now), millis(now + ttl))?;
     if let Some(t) = write {
-        db.exec(sql::LEAD, &[&replica, &t, &ms(now + ttl)]).await?;
+        db.exec(sql::LEAD, &[&replica, &t, &millis(now + ttl)])
+            .await?;
     }
     Ok(leadership)
 }
@@ -282,7 +283,7 @@ pub(super) async fn heartbeat<D: Db>(
     replica: &str,
     now: DateTime<Utc>,
 ) -> Result<(), StoreError> {
-    db.exec(sql::HEARTBEAT, &[&replica, &ms(now)]).await?;
+    db.exec(sql::HEARTBEAT, &[&replica, &millis(now)]).await?;
     Ok(())
 }
 
@@ -290,7 +291,7 @@ pub(super) async fn replicas<D: Db>(
     db: &D,
     seen_since: DateTime<Utc>,
 ) -> Result<Vec<ReplicaRow>, StoreError> {
-    db.rows(sql::REPLICAS, &[&ms(seen_since)])
+    db.rows(sql::REPLICAS, &[&millis(seen_since)])
         .await?
         .into_iter()
         .map(replica_row)

@@ -24,7 +24,7 @@
 
 use super::core;
 use super::db::Db;
-use super::ops::{millis, KeyedAlert};
+use super::ops::{millis, time, KeyedAlert};
 use super::{AlertState, NewEvent, StoreError, Transition};
 use crate::domain::mute::{
     covers, expiry, has_room, maintenance_plan, on_transition, release, Note, OnTransition,
@@ -91,10 +91,6 @@ pub enum AckOutcome {
     Acknowledged(DateTime<Utc>),
     /// The stream is not firing: there is nothing to acknowledge.
     NotFiring,
-}
-
-pub(super) fn time(ms: i64) -> DateTime<Utc> {
-    DateTime::from_timestamp_millis(ms).unwrap_or_default()
 }
 
 pub(super) fn list(text: &str) -> Vec<String> {

@@ -13,7 +13,7 @@
 
 use super::core;
 use super::db::Db;
-use super::ops::{delivery_hash, millis, KeyedAlert};
+use super::ops::{delivery_hash, millis, opt_time, KeyedAlert};
 use super::{AlertState, EventOutcome, NewEvent, StoreError, Transition};
 use crate::domain::svix::{
     ack_place, alert_changes, event_changes, event_place, page_plans, AlertChange, DisableTrigger,
@@ -154,10 +154,6 @@ pub(super) fn join_entry(a: &SvixApply, endpoint_id: &str, ids: &[String]) -> Ne
         access: None,
         forward: None,
     }
-}
-
-pub(super) fn time(ms: Option<i64>) -> Option<DateTime<Utc>> {
-    ms.and_then(DateTime::from_timestamp_millis)
 }
 
 /// A stored count (never negative) as the store's `u64`.
@@ -340,8 +336,8 @@ pub(super) fn endpoint_row(c: EndpointCols) -> SvixEndpointRow {
         endpoint_id: c.1,
         app_id: c.2,
         endpoint_uid: c.3,
-        fail_since: time(c.6),
-        disabled_at: time(c.7),
+        fail_since: opt_time(c.6),
+        disabled_at: opt_time(c.7),
         deleted: c.8 == 1,
         exhausted_total: count(c.9),
         failing: count(c.10),
@@ -357,7 +353,7 @@ pub(super) fn lost_message(c: (String, Option<String>, i64, Option<i64>)) -> Los
         msg_id: c.0,
         msg_event_id: c.1,
         status_code: u16::try_from(c.2).unwrap_or(0),
-        attempt_at: time(c.3),
+        attempt_at: opt_time(c.3),
     }
 }
 
@@ -366,7 +362,7 @@ pub(super) fn recovered_message(c: (String, Option<String>, Option<i64>)) -> Rec
     RecoveredMessage {
         msg_id: c.0,
         msg_event_id: c.1,
-        recovered_at: time(c.2),
+        recovered_at: opt_time(c.2),
     }
 }
 

@@ -34,8 +34,9 @@ use chrono::{DateTime, Utc};
 use tokio_postgres::Statement;
 
 use super::pg_err;
-use super::sql::{get, ms, opt_ms};
+use super::sql::{get, opt_ms};
 use crate::audit::chain::{from_hex, to_hex, Entry, GENESIS};
+use crate::store::ops::millis;
 use crate::store::ops::{delivery_hash, legacy_delivery_hash};
 use crate::store::{EventOutcome, NewEvent, StoreError, StreamRow};
 
@@ -280,7 +281,7 @@ async fn ensure_streams(tx: &Tx, stmt: &Statement, items: &[Item<'_>]) -> Result
     for i in items {
         first
             .entry(&i.event.stream)
-            .or_insert(ms(i.event.received_at));
+            .or_insert(millis(i.event.received_at));
     }
     let names: Vec<&str> = first.keys().copied().collect();
     let at: Vec<i64> = first.values().copied().collect();
@@ -314,7 +315,7 @@ async fn dedup(
             hashes.push(hash.as_str());
             legacy.push(legacy_delivery_hash(&i.event.stream, id));
             streams.push(i.event.stream.as_str());
-            at.push(ms(i.event.received_at));
+            at.push(millis(i.event.received_at));
             channels.push(i.event.channel);
         }
     }
@@ -338,7 +339,7 @@ async fn insert_events(tx: &Tx, stmt: &Statement, kept: &[&Item<'_>]) -> Result<
     let hashes: Vec<Option<&str>> = plain.iter().map(|i| i.hash.as_deref()).collect();
     let types: Vec<&str> = plain.iter().map(|i| i.event.event_type.as_str()).collect();
     let times: Vec<Option<i64>> = plain.iter().map(|i| opt_ms(i.event.event_time)).collect();
-    let received: Vec<i64> = plain.iter().map(|i| ms(i.event.received_at)).collect();
+    let received: Vec<i64> = plain.iter().map(|i| millis(i.event.received_at)).collect();
     let feeds: Vec<bool> = plain.iter().map(|i| i.event.feeds_clock).collect();
     let bodies: Vec<Option<&[u8]>> = plain
         .iter()
@@ -373,7 +374,7 @@ async fn append_audit(
         seq += 1;
         let entry = Entry {
             seq,
-            received_at_ms: ms(event.received_at),
+            received_at_ms: millis(event.received_at),
             source: event.stream.clone(),
             channel: event.channel.to_string(),
             delivery_id: event.delivery_id.clone(),
@@ -437,7 +438,7 @@ async fn move_clocks(tx: &Tx, st: &Stmts, kept: &[&Item<'_>]) -> Result<(), Stor
             event_id: e.delivery_id.as_deref(),
             newest: None,
         });
-        if ms(e.received_at) >= ms(c.at) {
+        if millis(e.received_at) >= millis(c.at) {
             c.at = e.received_at;
             c.event_type = &e.event_type;
             c.event_id = e.delivery_id.as_deref();
@@ -448,7 +449,7 @@ async fn move_clocks(tx: &Tx, st: &Stmts, kept: &[&Item<'_>]) -> Result<(), Stor
         return Ok(());
     }
     let names: Vec<&str> = clocks.keys().copied().collect();
-    let at: Vec<i64> = clocks.values().map(|c| ms(c.at)).collect();
+    let at: Vec<i64> = clocks.values().map(|c| millis(c.at)).collect();
     let types: Vec<&str> = clocks.values().map(|c| c.event_type).collect();
     let ids: Vec<Option<&str>> = clocks.values().map(|c| c.event_id).collect();
     let newest: Vec<Option<i64>> = clocks.values().map(|c| opt_ms(c.newest)).collect();

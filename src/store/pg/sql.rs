@@ -40,12 +40,8 @@ pub(super) fn get<'a, T: tokio_postgres::types::FromSql<'a>>(
     row.try_get(idx).map_err(pg_err)
 }
 
-pub(super) fn ms(t: DateTime<Utc>) -> i64 {
-    t.timestamp_millis()
-}
-
 pub(super) fn opt_ms(t: Option<DateTime<Utc>>) -> Option<i64> {
-    t.map(ms)
+    t.map(crate::store::ops::millis)
 }
 
 /// PostgreSQL runs `store::db` operations in the pooled transaction.
