@@ -180,11 +180,7 @@ pub(super) fn page(
 ) -> Transition {
     Transition {
         stream: stream.to_string(),
-        to: if firing {
-            AlertState::Firing
-        } else {
-            AlertState::Ok
-        },
+        to: AlertState::from_firing(firing),
         at,
         reason,
         notifiers: notifiers.to_vec(),

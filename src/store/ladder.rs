@@ -88,11 +88,7 @@ pub(super) async fn settle_counted<D: Db>(
     if let (Some(page), Some(rule)) = (page, &u.rule) {
         let t = Transition {
             stream: u.stream.clone(),
-            to: if page.firing {
-                AlertState::Firing
-            } else {
-                AlertState::Ok
-            },
+            to: AlertState::from_firing(page.firing),
             at: u.at,
             reason: page.reason,
             notifiers: rule.notify.clone(),

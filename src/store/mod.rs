@@ -148,6 +148,15 @@ pub enum AlertState {
 }
 
 impl AlertState {
+    /// The state a page moves its alert to: firing, or resolved (`Ok`).
+    pub fn from_firing(firing: bool) -> AlertState {
+        if firing {
+            AlertState::Firing
+        } else {
+            AlertState::Ok
+        }
+    }
+
     /// The domain's view of a stored alert state (what its decisions take).
     pub fn status(&self) -> crate::domain::alert::AlertStatus {
         use crate::domain::alert::AlertStatus;

@@ -399,11 +399,7 @@ fn page_facts(a: &SvixApply) -> PageFacts<'_> {
 fn page_transition(a: &SvixApply, plan: &PagePlan) -> Transition {
     Transition {
         stream: a.stream.clone(),
-        to: if plan.page.firing {
-            AlertState::Firing
-        } else {
-            AlertState::Ok
-        },
+        to: AlertState::from_firing(plan.page.firing),
         at: a.now,
         reason: plan.page.summary.clone(),
         notifiers: a.notifiers.clone(),
