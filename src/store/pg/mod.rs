@@ -29,7 +29,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use deadpool_postgres::{
+    ClientWrapper, Hook, HookError, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime,
+};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
 use super::backend::prelude::*;
@@ -48,6 +50,17 @@ pub const DEFAULT_POOL_SIZE: usize = 8;
 /// How long a call waits for a free pooled connection before failing
 /// (then ingest answers 503).
 const POOL_WAIT: Duration = Duration::from_secs(10);
+
+/// How long the server lets one of our sessions sit inside a transaction
+/// without sending its next statement before it ends that session (and so
+/// releases its row locks). Every transaction here runs its statements
+/// back to back, so a gap this long means the process is frozen
+/// (`SIGSTOP`, a paused VM, a half-open connection): without this bound a
+/// replica frozen while electing or appending would hold the leader row
+/// or the audit head forever, and stall every other replica behind it.
+/// The frozen process's transaction fails, so nothing it had not
+/// acknowledged is claimed; its next call gets a fresh connection.
+pub(crate) const IDLE_IN_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// One line naming what failed. Database errors keep only their SQLSTATE
 /// and primary message (never DETAIL, which can quote row values).
@@ -87,7 +100,19 @@ pub(crate) fn pool(settings: &Settings, size: usize) -> Result<Pool, StoreError>
             manager_config,
         ),
     };
+    // Set per session after connecting rather than as a startup `options`
+    // parameter, which connection poolers such as PgBouncer refuse.
+    let bound_idle_transactions = Hook::async_fn(|client: &mut ClientWrapper, _| {
+        Box::pin(async move {
+            let ms = IDLE_IN_TRANSACTION_TIMEOUT.as_millis();
+            client
+                .batch_execute(&format!("SET idle_in_transaction_session_timeout = {ms}"))
+                .await
+                .map_err(HookError::Backend)
+        })
+    });
     Pool::builder(manager)
+        .post_create(bound_idle_transactions)
         .max_size(size.max(1))
         .runtime(Runtime::Tokio1)
         .wait_timeout(Some(POOL_WAIT))

@@ -159,6 +159,48 @@ async fn terminated_connections_fail_the_running_call_then_reconnect() {
     store.close().await.unwrap();
 }
 
+/// A replica frozen (`SIGSTOP`) inside a transaction holding the leader
+/// row must not stall the others' elections forever: the server ends its
+/// session once it idles past `IDLE_IN_TRANSACTION_TIMEOUT`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_frozen_inside_a_transaction_loses_its_locks() {
+    let Some(db) = PgTestDb::create().await else {
+        return;
+    };
+    let store = open(&db).await;
+    let frozen_pool = super::pool(&db.settings(), 1).unwrap();
+    let mut frozen = frozen_pool.get().await.unwrap();
+    let shown: String = frozen
+        .query_one("SHOW idle_in_transaction_session_timeout", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(shown, "5s", "every pooled session carries the bound");
+    let stalled = frozen.transaction().await.unwrap();
+    stalled
+        .execute("SELECT 1 FROM leader WHERE id = 1 FOR UPDATE", &[])
+        .await
+        .unwrap();
+    // ... and then sends nothing, as a stopped process would.
+    let started = std::time::Instant::now();
+    let elected = tokio::time::timeout(
+        Duration::from_secs(30),
+        store.elect("other".to_owned(), None, chrono::TimeDelta::seconds(2)),
+    )
+    .await
+    .expect("the election is not stalled for ever")
+    .unwrap();
+    assert!(elected.leader, "{elected:?}");
+    assert!(
+        started.elapsed() >= super::IDLE_IN_TRANSACTION_TIMEOUT - Duration::from_millis(500),
+        "it waited for the bound, not less: {:?}",
+        started.elapsed()
+    );
+    let resumed = stalled.execute("SELECT 1", &[]).await;
+    assert!(resumed.is_err(), "the frozen transaction was ended");
+    store.close().await.unwrap();
+}
+
 /// Polls `pg_stat_activity` until a backend of the test database waits on
 /// a lock (the blocked call is mid-transaction).
 async fn wait_for_lock_waiter(db: &PgTestDb) {
