@@ -5,11 +5,12 @@
 //! read side (`AuditReader`) opens its own read-only connection, so
 //! `hushwatch audit verify/export` works while `serve` is running (WAL).
 
+use super::db::{Cells, Columns, Db};
 use super::StoreError;
 use crate::audit::chain::{from_hex, Entry, GENESIS};
 use crate::audit::checkpoint::Checkpoint;
 use crate::audit::verify::{Anchor, StoredEntry};
-use rusqlite::{params, Connection, OpenFlags, OptionalExtension, Row};
+use rusqlite::{Connection, OpenFlags};
 use std::path::Path;
 
 pub(super) const MIGRATION: &str = "CREATE TABLE audit_log (
@@ -38,18 +39,6 @@ pub(super) const MIGRATION: &str = "CREATE TABLE audit_log (
         hash TEXT NOT NULL
     );";
 
-fn anchor(conn: &Connection) -> rusqlite::Result<Anchor> {
-    let row = conn
-        .query_row("SELECT seq, hash FROM audit_anchor WHERE id = 1", [], |r| {
-            Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
-        })
-        .optional()?;
-    Ok(row.map_or(Anchor::GENESIS, |(seq, hash)| Anchor {
-        seq,
-        hash: from_hex(&hash).unwrap_or(GENESIS),
-    }))
-}
-
 pub(super) fn subject_json(pairs: &[(String, String)]) -> String {
     let map: serde_json::Map<String, serde_json::Value> = pairs
         .iter()
@@ -58,14 +47,39 @@ pub(super) fn subject_json(pairs: &[(String, String)]) -> String {
     serde_json::Value::Object(map).to_string()
 }
 
-/// Read-only access for `hushwatch audit`, on either engine.
+/// Read-only access for `hushwatch audit`, on either engine: the reads
+/// are written once over [`Db`], outside any transaction (an export piped
+/// into a slow reader must not hold one open), and entries come in pages
+/// of [`PAGE`] by sequence number, so memory stays bounded whatever the
+/// log's length.
 pub struct AuditReader {
     inner: Reader,
 }
 
 enum Reader {
     Sqlite(Connection),
-    Postgres(Box<super::pg::audit_reader::PgAuditReader>),
+    Postgres(Box<PgReader>),
+}
+
+/// The commands are synchronous: a small runtime of their own, and one
+/// connection (the pool is kept so the connection outlives it).
+struct PgReader {
+    runtime: tokio::runtime::Runtime,
+    _pool: deadpool_postgres::Pool,
+    client: deadpool_postgres::Object,
+}
+
+/// Runs one read written over [`Db`] on the reader's engine.
+macro_rules! on_reader {
+    ($reader:expr, |$db:ident| $read:expr) => {
+        match &$reader.inner {
+            Reader::Sqlite($db) => super::db::ready($read),
+            Reader::Postgres(pg) => {
+                let $db = &pg.client;
+                pg.runtime.block_on($read)
+            }
+        }
+    };
 }
 
 /// Filters for export; all optional.
@@ -76,32 +90,88 @@ pub struct ExportFilter {
     pub stream: Option<String>,
 }
 
-fn entry_from_row(r: &Row<'_>) -> rusqlite::Result<StoredEntry> {
-    let prev: String = r.get(10)?;
-    let hash: String = r.get(11)?;
-    // A damaged hex value is kept as an impossible hash so verification
-    // reports the entry instead of the reader failing.
-    let bad = [0xff; 32];
-    Ok(StoredEntry {
-        entry: Entry {
-            seq: r.get(0)?,
-            received_at_ms: r.get(1)?,
-            source: r.get(2)?,
-            channel: r.get(3)?,
-            delivery_id: r.get(4)?,
-            event_type: r.get(5)?,
-            event_time_ms: r.get(6)?,
-            subject_ids: r.get(7)?,
-            body_sha256: r.get(8)?,
-            signature_verified: r.get(9)?,
-            prev_hash: from_hex(&prev).unwrap_or(bad),
-        },
-        stored_hash: from_hex(&hash).unwrap_or(bad),
-    })
+const PAGE: i64 = 1_000;
+
+/// A damaged hex value reads as an impossible hash, so verification
+/// reports the entry instead of the reader failing.
+fn stored_hash(hex: &str) -> [u8; 32] {
+    from_hex(hex).unwrap_or([0xff; 32])
 }
 
-const COLUMNS: &str = "seq, received_at, source, channel, delivery_id, event_type, event_time,
-    subject_ids, body_sha256, signature_verified, prev_hash, hash";
+impl Columns for StoredEntry {
+    fn read(r: &impl Cells) -> Result<Self, StoreError> {
+        Ok(StoredEntry {
+            entry: Entry {
+                seq: r.cell(0)?,
+                received_at_ms: r.cell(1)?,
+                source: r.cell(2)?,
+                channel: r.cell(3)?,
+                delivery_id: r.cell(4)?,
+                event_type: r.cell(5)?,
+                event_time_ms: r.cell(6)?,
+                subject_ids: r.cell(7)?,
+                body_sha256: r.cell(8)?,
+                signature_verified: r.cell(9)?,
+                prev_hash: stored_hash(&r.cell::<String>(10)?),
+            },
+            stored_hash: stored_hash(&r.cell::<String>(11)?),
+        })
+    }
+}
+
+impl Columns for Checkpoint {
+    fn read(r: &impl Cells) -> Result<Self, StoreError> {
+        Ok(Checkpoint {
+            seq: r.cell(0)?,
+            hash: stored_hash(&r.cell::<String>(1)?),
+            created_at_ms: r.cell(2)?,
+            mac: r.cell::<Option<String>>(3)?.map(|m| stored_hash(&m)),
+        })
+    }
+}
+
+async fn anchor<D: Db>(db: &D) -> Result<Anchor, StoreError> {
+    let row: Option<(i64, String)> = db
+        .opt("SELECT seq, hash FROM audit_anchor WHERE id = 1", &[])
+        .await?;
+    Ok(row.map_or(Anchor::GENESIS, |(seq, hash)| Anchor {
+        seq,
+        hash: from_hex(&hash).unwrap_or(GENESIS),
+    }))
+}
+
+async fn checkpoints<D: Db>(db: &D) -> Result<Vec<Checkpoint>, StoreError> {
+    db.rows(
+        "SELECT seq, hash, created_at, mac FROM audit_checkpoints ORDER BY seq",
+        &[],
+    )
+    .await
+}
+
+async fn entries_after<D: Db>(
+    db: &D,
+    after: i64,
+    filter: &ExportFilter,
+) -> Result<Vec<StoredEntry>, StoreError> {
+    db.rows(
+        "SELECT seq, received_at, source, channel, delivery_id, event_type, event_time,
+                subject_ids, body_sha256, signature_verified, prev_hash, hash
+         FROM audit_log
+         WHERE seq > $1
+           AND (CAST($2 AS BIGINT) IS NULL OR received_at >= $2)
+           AND (CAST($3 AS BIGINT) IS NULL OR received_at < $3)
+           AND (CAST($4 AS TEXT) IS NULL OR source = $4)
+         ORDER BY seq LIMIT $5",
+        &[
+            &after,
+            &filter.since_ms,
+            &filter.until_ms,
+            &filter.stream,
+            &PAGE,
+        ],
+    )
+    .await
+}
 
 impl AuditReader {
     pub fn open(path: &Path) -> Result<AuditReader, StoreError> {
@@ -129,64 +199,56 @@ impl AuditReader {
     ) -> Result<AuditReader, StoreError> {
         match &store.postgres {
             None => Self::open(sqlite_path),
-            Some(pg) => Ok(AuditReader {
-                inner: Reader::Postgres(Box::new(super::pg::audit_reader::PgAuditReader::open(
-                    &pg.settings,
-                )?)),
-            }),
+            Some(pg) => Self::open_postgres(&pg.settings),
         }
+    }
+
+    pub(crate) fn open_postgres(settings: &super::pg::Settings) -> Result<AuditReader, StoreError> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| StoreError::Open(format!("cannot start a runtime: {e}")))?;
+        let pool = super::pg::pool(settings, 1)?;
+        let client = runtime
+            .block_on(pool.get())
+            .map_err(|e| StoreError::Open(super::pg::pool_err(e).to_string()))?;
+        Ok(AuditReader {
+            inner: Reader::Postgres(Box::new(PgReader {
+                runtime,
+                _pool: pool,
+                client,
+            })),
+        })
     }
 
     pub fn anchor(&self) -> Result<Anchor, StoreError> {
-        match &self.inner {
-            Reader::Sqlite(conn) => Ok(anchor(conn)?),
-            Reader::Postgres(pg) => pg.anchor(),
-        }
+        on_reader!(self, |db| anchor(db))
     }
 
     pub fn checkpoints(&self) -> Result<Vec<Checkpoint>, StoreError> {
-        let conn = match &self.inner {
-            Reader::Sqlite(conn) => conn,
-            Reader::Postgres(pg) => return pg.checkpoints(),
-        };
-        let mut stmt =
-            conn.prepare("SELECT seq, hash, created_at, mac FROM audit_checkpoints ORDER BY seq")?;
-        let rows = stmt.query_map([], |r| {
-            let hash: String = r.get(1)?;
-            let mac: Option<String> = r.get(3)?;
-            Ok(Checkpoint {
-                seq: r.get(0)?,
-                hash: from_hex(&hash).unwrap_or([0xff; 32]),
-                created_at_ms: r.get(2)?,
-                mac: mac.map(|m| from_hex(&m).unwrap_or([0xff; 32])),
-            })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        on_reader!(self, |db| checkpoints(db))
     }
 
-    /// Calls `visit` for every entry in seq order, streaming from SQLite.
+    /// Calls `visit` for every entry the filter admits, in seq order,
+    /// until it returns false.
     pub fn for_each(
         &self,
         filter: &ExportFilter,
         mut visit: impl FnMut(StoredEntry) -> bool,
     ) -> Result<(), StoreError> {
-        let conn = match &self.inner {
-            Reader::Sqlite(conn) => conn,
-            Reader::Postgres(pg) => return pg.for_each(filter, visit),
-        };
-        let sql = format!(
-            "SELECT {COLUMNS} FROM audit_log
-             WHERE (?1 IS NULL OR received_at >= ?1) AND (?2 IS NULL OR received_at < ?2)
-               AND (?3 IS NULL OR source = ?3)
-             ORDER BY seq"
-        );
-        let mut stmt = conn.prepare(&sql)?;
-        let mut rows = stmt.query(params![filter.since_ms, filter.until_ms, filter.stream])?;
-        while let Some(row) = rows.next()? {
-            if !visit(entry_from_row(row)?) {
-                break;
+        let mut after = i64::MIN;
+        loop {
+            let page = on_reader!(self, |db| entries_after(db, after, filter))?;
+            let full = page.len() as i64 == PAGE;
+            for e in page {
+                after = e.entry.seq;
+                if !visit(e) {
+                    return Ok(());
+                }
+            }
+            if !full {
+                return Ok(());
             }
         }
-        Ok(())
     }
 }

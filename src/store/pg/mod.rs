@@ -10,7 +10,6 @@
 //! caller's back: a failed commit may or may not have happened, and only
 //! the sender's retry (deduplicated) can settle that.
 
-pub(crate) mod audit_reader;
 mod batch;
 mod bulk;
 pub mod clock;
@@ -76,7 +75,7 @@ fn pg_err_text(e: &tokio_postgres::Error) -> String {
     msg.lines().next().unwrap_or_default().to_owned()
 }
 
-fn pool_err(e: deadpool_postgres::PoolError) -> StoreError {
+pub(crate) fn pool_err(e: deadpool_postgres::PoolError) -> StoreError {
     match e {
         deadpool_postgres::PoolError::Backend(e) => pg_err(e),
         other => StoreError::Sql(format!("database unavailable: {other}")),

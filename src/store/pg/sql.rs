@@ -44,31 +44,37 @@ pub(super) fn opt_ms(t: Option<DateTime<Utc>>) -> Option<i64> {
     t.map(crate::store::ops::millis)
 }
 
-/// PostgreSQL runs `store::db` operations in the pooled transaction.
-impl Db for deadpool_postgres::Transaction<'_> {
-    const ROW_LOCK: &'static str = " FOR UPDATE";
-    const POSTGRES: bool = true;
+/// PostgreSQL runs `store::db` operations in the pooled transaction, and
+/// `hushwatch audit`'s reads on a pooled connection outside one.
+macro_rules! pg_db {
+    ($($client:ty),+) => {$(
+        impl Db for $client {
+            const ROW_LOCK: &'static str = " FOR UPDATE";
+            const POSTGRES: bool = true;
 
-    async fn exec(&self, sql: &str, args: Args<'_>) -> Result<u64, StoreError> {
-        let stmt = self.prepare_cached(sql).await.map_err(pg_err)?;
-        self.execute(&stmt, &pg_args(args)).await.map_err(pg_err)
-    }
+            async fn exec(&self, sql: &str, args: Args<'_>) -> Result<u64, StoreError> {
+                let stmt = self.prepare_cached(sql).await.map_err(pg_err)?;
+                self.execute(&stmt, &pg_args(args)).await.map_err(pg_err)
+            }
 
-    async fn rows<C: Columns>(&self, sql: &str, args: Args<'_>) -> Result<Vec<C>, StoreError> {
-        let stmt = self.prepare_cached(sql).await.map_err(pg_err)?;
-        let rows = self.query(&stmt, &pg_args(args)).await.map_err(pg_err)?;
-        rows.iter().map(C::read).collect()
-    }
+            async fn rows<C: Columns>(&self, sql: &str, args: Args<'_>) -> Result<Vec<C>, StoreError> {
+                let stmt = self.prepare_cached(sql).await.map_err(pg_err)?;
+                let rows = self.query(&stmt, &pg_args(args)).await.map_err(pg_err)?;
+                rows.iter().map(C::read).collect()
+            }
 
-    async fn opt<C: Columns>(&self, sql: &str, args: Args<'_>) -> Result<Option<C>, StoreError> {
-        let stmt = self.prepare_cached(sql).await.map_err(pg_err)?;
-        let row = self
-            .query_opt(&stmt, &pg_args(args))
-            .await
-            .map_err(pg_err)?;
-        row.as_ref().map(C::read).transpose()
-    }
+            async fn opt<C: Columns>(&self, sql: &str, args: Args<'_>) -> Result<Option<C>, StoreError> {
+                let stmt = self.prepare_cached(sql).await.map_err(pg_err)?;
+                let row = self.query_opt(&stmt, &pg_args(args)).await.map_err(pg_err)?;
+                row.as_ref().map(C::read).transpose()
+            }
+        }
+    )+};
 }
+pg_db!(
+    deadpool_postgres::Transaction<'_>,
+    deadpool_postgres::Object
+);
 
 fn pg_args<'a>(args: Args<'a>) -> Vec<&'a (dyn ToSql + Sync)> {
     args.iter().map(|a| a.pg()).collect()

@@ -408,7 +408,7 @@ async fn concurrent_batches_dedup_chain_and_clock_as_one_by_one_would() {
 
     let settings = db.settings();
     let verified = tokio::task::spawn_blocking(move || {
-        let reader = super::audit_reader::PgAuditReader::open(&settings).unwrap();
+        let reader = crate::store::audit::AuditReader::open_postgres(&settings).unwrap();
         let mut entries = Vec::new();
         reader
             .for_each(&Default::default(), |e| {
