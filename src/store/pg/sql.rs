@@ -57,15 +57,26 @@ macro_rules! pg_db {
                 self.execute(&stmt, &pg_args(args)).await.map_err(pg_err)
             }
 
-            async fn rows<C: Columns>(&self, sql: &str, args: Args<'_>) -> Result<Vec<C>, StoreError> {
+            async fn rows<C: Columns>(
+                &self,
+                sql: &str,
+                args: Args<'_>,
+            ) -> Result<Vec<C>, StoreError> {
                 let stmt = self.prepare_cached(sql).await.map_err(pg_err)?;
                 let rows = self.query(&stmt, &pg_args(args)).await.map_err(pg_err)?;
                 rows.iter().map(C::read).collect()
             }
 
-            async fn opt<C: Columns>(&self, sql: &str, args: Args<'_>) -> Result<Option<C>, StoreError> {
+            async fn opt<C: Columns>(
+                &self,
+                sql: &str,
+                args: Args<'_>,
+            ) -> Result<Option<C>, StoreError> {
                 let stmt = self.prepare_cached(sql).await.map_err(pg_err)?;
-                let row = self.query_opt(&stmt, &pg_args(args)).await.map_err(pg_err)?;
+                let row = self
+                    .query_opt(&stmt, &pg_args(args))
+                    .await
+                    .map_err(pg_err)?;
                 row.as_ref().map(C::read).transpose()
             }
         }
