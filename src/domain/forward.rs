@@ -480,18 +480,11 @@ pub fn replay_selection(
     window: Vec<(i64, ReplayItem)>,
     types: &[String],
 ) -> (Vec<(i64, ReplayItem)>, u64) {
-    let wanted: Vec<(i64, ReplayItem)> = window
+    let (pending, chosen): (Vec<_>, Vec<_>) = window
         .into_iter()
         .filter(|(_, i)| types.is_empty() || types.contains(&i.event_type))
-        .collect();
-    let pending = wanted.iter().filter(|(_, i)| i.state == "pending").count() as u64;
-    (
-        wanted
-            .into_iter()
-            .filter(|(_, i)| i.state != "pending")
-            .collect(),
-        pending,
-    )
+        .partition(|(_, i)| i.state == "pending");
+    (chosen, pending.len() as u64)
 }
 
 pub fn replay_outcome(chosen: Vec<(i64, ReplayItem)>, pending: u64) -> ReplayOutcome {
