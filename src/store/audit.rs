@@ -48,10 +48,12 @@ pub(super) fn subject_json(pairs: &[(String, String)]) -> String {
 }
 
 /// Read-only access for `hushwatch audit`, on either engine: the reads
-/// are written once over [`Db`], outside any transaction (an export piped
-/// into a slow reader must not hold one open), and entries come in pages
-/// of [`PAGE`] by sequence number, so memory stays bounded whatever the
-/// log's length.
+/// are written once over [`Db`], and entries come in pages of [`PAGE`] by
+/// sequence number, so memory stays bounded whatever the log's length.
+/// Every read of one reader sees one snapshot (a read transaction held
+/// for the reader's life), so the anchor, the checkpoints and the entries
+/// agree even while `serve` prunes and appends: without it, a prune
+/// between two reads would look like deleted entries to `audit verify`.
 pub struct AuditReader {
     inner: Reader,
 }
@@ -186,6 +188,10 @@ impl AuditReader {
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(|e| StoreError::Open(e.to_string()))?;
+        // Deferred: the snapshot is taken by the first read. In WAL mode it
+        // never blocks the writer.
+        conn.execute_batch("BEGIN")
+            .map_err(|e| StoreError::Open(e.to_string()))?;
         Ok(AuditReader {
             inner: Reader::Sqlite(conn),
         })
@@ -212,6 +218,16 @@ impl AuditReader {
         let client = runtime
             .block_on(pool.get())
             .map_err(|e| StoreError::Open(super::pg::pool_err(e).to_string()))?;
+        // A read-only snapshot takes no row locks, so the bound every pooled
+        // session has on idling inside a transaction (which exists to free
+        // a frozen writer's locks) is lifted for it alone: an export piped
+        // into a slow reader may pause between pages.
+        runtime
+            .block_on(client.batch_execute(
+                "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;
+                 SET LOCAL idle_in_transaction_session_timeout = 0",
+            ))
+            .map_err(|e| StoreError::Open(super::pg::pg_err(e).to_string()))?;
         Ok(AuditReader {
             inner: Reader::Postgres(Box::new(PgReader {
                 runtime,

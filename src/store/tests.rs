@@ -521,6 +521,46 @@ async fn throughput_10k_events_from_16_tasks() {
     store.close().await.unwrap();
 }
 
+/// `audit verify` while `serve` prunes and appends: the reader's anchor,
+/// checkpoints and entries come from one snapshot, so a prune between its
+/// reads is not taken for deleted entries.
+#[tokio::test]
+async fn the_audit_reader_reads_one_snapshot_while_the_log_is_pruned_and_appended() {
+    let (_dir, path) = temp_db();
+    let store = open(&path);
+    for i in 0..5 {
+        let id = format!("e{i}");
+        store
+            .record_events(vec![event("s", Some(&id), "user.created", 1_000 + i)])
+            .await
+            .unwrap();
+    }
+    let reader = crate::store::audit::AuditReader::open(&path).unwrap();
+    let anchor = reader.anchor().unwrap();
+    assert_eq!(store.audit_prune(at(1_003)).await.unwrap(), 3);
+    store
+        .record_events(vec![event("s", Some("late"), "user.created", 2_000)])
+        .await
+        .unwrap();
+    let mut entries = Vec::new();
+    reader
+        .for_each(&Default::default(), |e| {
+            entries.push(e);
+            true
+        })
+        .unwrap();
+    assert_eq!(entries.len(), 5, "the entries of the reader's snapshot");
+    let summary = crate::audit::verify::verify(
+        anchor,
+        entries.into_iter(),
+        &reader.checkpoints().unwrap(),
+        None,
+    )
+    .expect("one snapshot verifies");
+    assert_eq!(summary.last_seq, Some(5));
+    store.close().await.unwrap();
+}
+
 #[tokio::test]
 async fn an_audited_event_is_recorded_once_in_the_audit_log() {
     let (_dir, path) = temp_db();

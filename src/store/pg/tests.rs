@@ -201,6 +201,60 @@ async fn a_session_frozen_inside_a_transaction_loses_its_locks() {
     store.close().await.unwrap();
 }
 
+/// `audit verify` while replicas prune and append: the reader's anchor,
+/// checkpoints and entries come from one snapshot (outside the
+/// idle-in-transaction bound, so a slow export may pause).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audit_reader_reads_one_snapshot_while_the_log_is_pruned_and_appended() {
+    let Some(db) = PgTestDb::create().await else {
+        return;
+    };
+    let store = open(&db).await;
+    for i in 0..5 {
+        let id = format!("e{i}");
+        store
+            .record_events(vec![event("s", Some(&id), "user.created", 1_000 + i)])
+            .await
+            .unwrap();
+    }
+    let settings = db.settings();
+    let reader = tokio::task::spawn_blocking(move || {
+        let reader = crate::store::audit::AuditReader::open_postgres(&settings).unwrap();
+        let anchor = reader.anchor().unwrap();
+        (reader, anchor)
+    });
+    let (reader, anchor) = reader.await.unwrap();
+    assert_eq!(store.audit_prune(at(1_003)).await.unwrap(), 3);
+    store
+        .record_events(vec![event("s", Some("late"), "user.created", 2_000)])
+        .await
+        .unwrap();
+    let summary = tokio::task::spawn_blocking(move || {
+        // Longer than the bound pooled sessions have on idling in a
+        // transaction: the reader's snapshot is not ended by it.
+        std::thread::sleep(super::IDLE_IN_TRANSACTION_TIMEOUT + Duration::from_secs(1));
+        let mut entries = Vec::new();
+        reader
+            .for_each(&Default::default(), |e| {
+                entries.push(e);
+                true
+            })
+            .unwrap();
+        assert_eq!(entries.len(), 5, "the entries of the reader's snapshot");
+        crate::audit::verify::verify(
+            anchor,
+            entries.into_iter(),
+            &reader.checkpoints().unwrap(),
+            None,
+        )
+    })
+    .await
+    .unwrap()
+    .expect("one snapshot verifies");
+    assert_eq!(summary.last_seq, Some(5));
+    store.close().await.unwrap();
+}
+
 /// Polls `pg_stat_activity` until a backend of the test database waits on
 /// a lock (the blocked call is mid-transaction).
 async fn wait_for_lock_waiter(db: &PgTestDb) {
