@@ -15,6 +15,8 @@
 #   HUSHWATCH_TEST_PG_URL=postgres://USER:PW@127.0.0.1:5432/postgres bench/replicas.sh
 #   DURATION=5s ONLY=postgres bench/replicas.sh    # ONLY: grep over case names
 #   BIN=path/to/hushwatch bench/replicas.sh        # no build
+#   AUDIT=off bench/replicas.sh                    # [audit] enabled = false:
+#                                                  # ingest takes no audit-head lock
 #
 # The admin URL's role must be allowed to create databases; each setup gets
 # a fresh database, dropped at the end. Client, servers and PostgreSQL
@@ -23,6 +25,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION="${DURATION:-5s}"
 LEASE="${LEASE:-5s}"
+AUDIT="${AUDIT:-on}"
 ADMIN="${HUSHWATCH_TEST_PG_URL:?set HUSHWATCH_TEST_PG_URL to an admin URL (scripts/test-postgres prints one)}"
 command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }
 # BIN: a hushwatch binary built earlier (skips the release build).
@@ -54,7 +57,11 @@ config() { # dir store-url-or-empty hook-url-or-empty
   {
     printf '[server]\nlisten = "127.0.0.1:0"\ndata_dir = "data"\n'
     if [ -n "$2" ]; then printf '[store]\nurl = "%s"\nleader_lease = "%s"\n' "$2" "$LEASE"; fi
-    printf '[audit]\ncheckpoint_interval = "1s"\n'
+    if [ "$AUDIT" = off ]; then
+      printf '[audit]\nenabled = false\n'
+    else
+      printf '[audit]\ncheckpoint_interval = "1s"\n'
+    fi
     printf '[streams.identity]\ncalendar = "always"\n'
     if [ -n "$3" ]; then
       printf 'silence_threshold = "5s"\nnotify = ["hook"]\n'
@@ -126,7 +133,7 @@ ingest_table() { # label addr...
   run_case "$label: token report @ ~1k/s" 40 events 40 "$@"
 }
 
-echo "$(nproc) cores, $(uname -m), load $(cut -d' ' -f1-3 /proc/loadavg); duration=$DURATION lease=$LEASE" >&2
+echo "$(nproc) cores, $(uname -m), load $(cut -d' ' -f1-3 /proc/loadavg); duration=$DURATION lease=$LEASE audit=$AUDIT" >&2
 echo "| case                               | conns | req/s     | p50 ms  | p99 ms  |"
 echo "|------------------------------------|-------|-----------|---------|---------|"
 
@@ -148,6 +155,8 @@ ingest_table "postgres, 3 replicas" "$addr_r0" "$addr_r1" "$addr_r2"
 for i in 0 1 2; do eval "kill \$pid_r$i"; done
 
 grep -qE "${ONLY:-.}" <<<"failover" || exit 0
+# Failover is timed to the next audit checkpoint, which AUDIT=off has not.
+[ "$AUDIT" = on ] || exit 0
 
 # --- failover timings --------------------------------------------------
 now_ms() { date +%s%3N; }
