@@ -34,15 +34,9 @@ pub fn run(config_path: &Path, to: &str) -> ExitCode {
         }
     };
     let source = config.server.data_dir.join(STATE_FILE);
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match super::runtime_or(EXIT_FAILURE) {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("cannot start the runtime: {e}");
-            return ExitCode::from(EXIT_FAILURE);
-        }
+        Err(code) => return code,
     };
     match runtime.block_on(copy_sqlite(&source, &settings)) {
         Ok(report) => {

@@ -28,6 +28,18 @@ pub fn load_or_exit(path: &Path) -> Result<Config, ExitCode> {
     })
 }
 
+/// The one-thread runtime a command runs its I/O on. A failure is printed,
+/// and answered with `code`.
+pub fn runtime_or(code: u8) -> Result<tokio::runtime::Runtime, ExitCode> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            eprintln!("cannot start the runtime: {e}");
+            ExitCode::from(code)
+        })
+}
+
 /// Parses an RFC 3339 command-line time.
 pub fn parse_time(flag: &str, text: &str) -> Result<chrono::DateTime<chrono::Utc>, ExitCode> {
     chrono::DateTime::parse_from_rfc3339(text)

@@ -30,15 +30,9 @@ pub fn run(config_path: &Path, notifier: &str) -> ExitCode {
         );
         return ExitCode::from(EXIT_CONFIG);
     };
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match super::runtime_or(EXIT_FAILURE) {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("cannot start the runtime: {e}");
-            return ExitCode::from(EXIT_FAILURE);
-        }
+        Err(code) => return code,
     };
     let now = SystemClock.now();
     let page = test_page(&config, notifier, now);

@@ -58,15 +58,9 @@ pub fn run(url: Option<&str>, config: Option<&Path>) -> ExitCode {
         Ok(b) => b,
         Err(code) => return code,
     };
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match super::runtime_or(EXIT_UNREACHABLE) {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("cannot start the runtime: {e}");
-            return ExitCode::from(EXIT_UNREACHABLE);
-        }
+        Err(code) => return code,
     };
     let doc = match runtime.block_on(fetch(&format!("{base}/v1/status"))) {
         Ok(d) => d,

@@ -322,29 +322,16 @@ fn svix_trouble(r: &SvixEndpointRow, zone: Tz) -> Option<String> {
     ))
 }
 
-pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
-    loop {
-        let next = match check(&app).await {
-            Ok(next) => next,
-            Err(e) => {
-                tracing::error!(error = %e, "reconciliation watch: storage error; retrying");
-                tokio::select! {
-                    _ = tokio::time::sleep(RETRY) => continue,
-                    _ = shutdown.changed() => return,
-                }
-            }
-        };
-        if !super::wake::until_next_or_woken(
-            &*app.clock,
-            next,
-            &app.reconcile_changed,
-            &mut shutdown,
-        )
-        .await
-        {
-            return;
-        }
-    }
+pub async fn run(app: Arc<App>, shutdown: watch::Receiver<bool>) {
+    super::wake::plan(
+        &*app.clock,
+        &app.reconcile_changed,
+        RETRY,
+        "reconciliation watch: storage error",
+        shutdown,
+        || check(&app),
+    )
+    .await;
 }
 
 /// Records every due transition; returns the next deadline.

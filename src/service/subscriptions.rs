@@ -22,29 +22,16 @@ pub const EXPIRING: &str = crate::notify::kind::AlertKind::SubscriptionExpiring.
 pub const REAUTHORIZATION_REQUIRED: &str =
     crate::notify::kind::AlertKind::SubscriptionReauthorizationRequired.as_str();
 
-pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
-    loop {
-        let next = match check(&app).await {
-            Ok(next) => next,
-            Err(e) => {
-                tracing::error!(error = %e, "subscription watch: storage error; retrying");
-                tokio::select! {
-                    _ = tokio::time::sleep(RETRY) => continue,
-                    _ = shutdown.changed() => return,
-                }
-            }
-        };
-        if !super::wake::until_next_or_woken(
-            &*app.clock,
-            next,
-            &app.subscriptions_changed,
-            &mut shutdown,
-        )
-        .await
-        {
-            return;
-        }
-    }
+pub async fn run(app: Arc<App>, shutdown: watch::Receiver<bool>) {
+    super::wake::plan(
+        &*app.clock,
+        &app.subscriptions_changed,
+        RETRY,
+        "subscription watch: storage error",
+        shutdown,
+        || check(&app),
+    )
+    .await;
 }
 
 /// The warning window of a stream whose provider has subscriptions; `None` when the stream

@@ -20,22 +20,16 @@ use tokio::sync::watch;
 /// Pause after a failed state write before evaluating again.
 const STORAGE_RETRY: Duration = Duration::from_secs(1);
 
-pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
-    loop {
-        let next = match app.evaluate_due().await {
-            Ok(next) => next,
-            Err(e) => {
-                tracing::error!(error = %e, "silence evaluation could not record a transition; retrying");
-                tokio::select! {
-                    _ = tokio::time::sleep(STORAGE_RETRY) => continue,
-                    _ = shutdown.changed() => return,
-                }
-            }
-        };
-        if !super::wake::until_next_or_woken(&*app.clock, next, &app.replan, &mut shutdown).await {
-            return;
-        }
-    }
+pub async fn run(app: Arc<App>, shutdown: watch::Receiver<bool>) {
+    super::wake::plan(
+        &*app.clock,
+        &app.replan,
+        STORAGE_RETRY,
+        "silence evaluation could not record a transition",
+        shutdown,
+        || app.evaluate_due(),
+    )
+    .await;
 }
 
 /// Which streams need evaluating, and when.
