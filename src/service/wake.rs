@@ -42,7 +42,7 @@ pub async fn plan<F, Fut>(
 
 /// Waits until `next` (forever when `None`) or until `wake` is notified. Returns false
 /// when shutdown was signalled instead, so the caller stops.
-pub async fn until_next_or_woken(
+async fn until_next_or_woken(
     clock: &dyn Clock,
     next: Option<DateTime<Utc>>,
     wake: &Notify,
