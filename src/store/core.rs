@@ -2,9 +2,9 @@
 //! streams and their clocks, an event's record (dedup, audit chain,
 //! relay row, revocation index), alert transitions and the outbox.
 //!
-//! Each function runs inside the caller's transaction: a savepoint of the
-//! SQLite writer's group commit, or one PostgreSQL transaction (READ
-//! COMMITTED). Where SQLite relies on its single writer, PostgreSQL takes a
+//! Each function runs inside the caller's transaction: the SQLite writer's
+//! group commit (a savepoint per job only when a job of the batch failed,
+//! `store::writer`), or one PostgreSQL transaction (READ COMMITTED). Where SQLite relies on its single writer, PostgreSQL takes a
 //! row lock ([`Db::ROW_LOCK`]):
 //! - the audit chain's head row (`audit_head`) is locked first by every
 //!   transaction that appends ([`lock_head`]), so one chain grows in one

@@ -70,14 +70,16 @@ impl SqliteBackend {
     }
 
     /// Runs `work` on the writer thread inside the next group-commit batch
-    /// and resolves once that batch has committed (or failed).
+    /// and resolves once that batch has committed (or failed). `work` runs a
+    /// second time when another job of its batch failed (`writer`), so it
+    /// only reads and writes through the connection it is given.
     ///
     /// If the caller stops waiting, the job still runs and may commit; that
     /// is safe because a retried delivery is then reported as Duplicate.
     pub(super) async fn call<T, F>(&self, work: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
-        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+        F: Fn(&Connection) -> Result<T, StoreError> + Send + 'static,
     {
         let (reply, answer) = oneshot::channel();
         let job = Box::new(Task::new(work, reply));
