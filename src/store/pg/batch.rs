@@ -9,9 +9,18 @@
 //!
 //! The batch is first recorded set-wise (`bulk`: a few pipelined
 //! statements for the whole batch, not ~10 round trips per event under the
-//! head lock). Only when that fails before its COMMIT (a bad delivery, a
-//! deadlock victim) is it rolled back and recorded job by job under
-//! savepoints, so the failing delivery is the only one that fails.
+//! head lock). A batch that path does not take (access notes, relay
+//! bodies, subscription updates), or that failed there before its COMMIT,
+//! is recorded job by job in one transaction with no savepoint; only when
+//! that fails too (a bad delivery, a deadlock victim) is it rolled back
+//! and recorded job by job under a SAVEPOINT each, so the failing delivery
+//! is the only one that fails.
+//!
+//! Why savepoints only as the last resort: each costs two more round trips
+//! under the head lock, and every one that writes is a subtransaction with
+//! its own xid. Past 64 in one transaction (a batch holds up to 256) the
+//! backend's cache of them overflows, and snapshots taken in any session
+//! while it runs must look xids up in `pg_subtrans` instead.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -95,7 +104,17 @@ async fn run(
         // second attempt here (a sender's retry dedups).
         Err(SetWise::Commit(e)) => return Err(e),
         Err(SetWise::Before(e)) => {
-            tracing::debug!(error = %e, "batched ingest failed; recording delivery by delivery");
+            tracing::debug!(error = %e, "set-wise ingest not taken; recording delivery by delivery");
+        }
+    }
+    match in_order(&mut client, jobs).await {
+        Ok(recorded) => {
+            results.extend(recorded.into_iter().map(Ok));
+            return Ok(());
+        }
+        Err(SetWise::Commit(e)) => return Err(e),
+        Err(SetWise::Before(e)) => {
+            tracing::debug!(error = %e, "batched ingest failed; recording each delivery under a savepoint");
         }
     }
     job_by_job(&mut client, jobs, results).await
@@ -145,19 +164,56 @@ async fn set_wise(
     }
 }
 
-/// The fallback: each job under its own SAVEPOINT, event by event.
+/// Every job in order, event by event, in one transaction and with no
+/// savepoint: the first failure rolls the whole transaction back (the
+/// transaction is dropped unfinished) for [`job_by_job`] to run again.
+async fn in_order(
+    client: &mut deadpool_postgres::Client,
+    jobs: &[Job],
+) -> Result<Vec<Recorded>, SetWise> {
+    let tx = client
+        .transaction()
+        .await
+        .map_err(|e| SetWise::Before(pg_err(e)))?;
+    lock_head_once(&tx, jobs).await.map_err(SetWise::Before)?;
+    let mut recorded = Vec::with_capacity(jobs.len());
+    for job in jobs {
+        let outcome = crate::store::core::record_delivery(
+            &tx,
+            &job.events,
+            job.update.as_ref(),
+            job.now,
+            job.with_rows,
+        )
+        .await
+        .map_err(SetWise::Before)?;
+        recorded.push(outcome);
+    }
+    tx.commit().await.map_err(|e| SetWise::Commit(pg_err(e)))?;
+    Ok(recorded)
+}
+
+/// The head lock first, once for the whole batch and outside every
+/// savepoint (a lock taken inside one would be released by its rollback),
+/// so lock order stays head → stream rows (see `store::core`).
+async fn lock_head_once(
+    tx: &deadpool_postgres::Transaction<'_>,
+    jobs: &[Job],
+) -> Result<(), StoreError> {
+    if let Some(audited) = jobs.iter().flat_map(|j| &j.events).find(|e| e.audit) {
+        ops::lock_audit_head(tx, std::slice::from_ref(audited)).await?;
+    }
+    Ok(())
+}
+
+/// The last resort: each job under its own SAVEPOINT, event by event.
 async fn job_by_job(
     client: &mut deadpool_postgres::Client,
     jobs: &[Job],
     results: &mut Vec<Result<Recorded, StoreError>>,
 ) -> Result<(), StoreError> {
     let mut tx = client.transaction().await.map_err(pg_err)?;
-    // The head lock first, once for the whole batch and outside every
-    // savepoint (a lock taken inside one would be released by its
-    // rollback), so lock order stays head → stream rows (see `store::core`).
-    if let Some(audited) = jobs.iter().flat_map(|j| &j.events).find(|e| e.audit) {
-        ops::lock_audit_head(&tx, std::slice::from_ref(audited)).await?;
-    }
+    lock_head_once(&tx, jobs).await?;
     for job in jobs {
         let sp = tx.savepoint("delivery").await.map_err(pg_err)?;
         let outcome = crate::store::core::record_delivery(
