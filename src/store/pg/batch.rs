@@ -95,23 +95,20 @@ async fn run(
     results: &mut Vec<Result<Recorded, StoreError>>,
 ) -> Result<(), StoreError> {
     let mut client = pool.get().await.map_err(pool_err)?;
-    match set_wise(&mut client, jobs).await {
+    let attempt = match set_wise(&mut client, jobs).await {
+        Err(SetWise::Before(e)) => {
+            tracing::debug!(error = %e, "set-wise ingest not taken; recording delivery by delivery");
+            in_order(&mut client, jobs).await
+        }
+        done => done,
+    };
+    match attempt {
         Ok(recorded) => {
             results.extend(recorded.into_iter().map(Ok));
             return Ok(());
         }
         // COMMIT itself failed: whether it happened is unknown, so no
         // second attempt here (a sender's retry dedups).
-        Err(SetWise::Commit(e)) => return Err(e),
-        Err(SetWise::Before(e)) => {
-            tracing::debug!(error = %e, "set-wise ingest not taken; recording delivery by delivery");
-        }
-    }
-    match in_order(&mut client, jobs).await {
-        Ok(recorded) => {
-            results.extend(recorded.into_iter().map(Ok));
-            return Ok(());
-        }
         Err(SetWise::Commit(e)) => return Err(e),
         Err(SetWise::Before(e)) => {
             tracing::debug!(error = %e, "batched ingest failed; recording each delivery under a savepoint");
