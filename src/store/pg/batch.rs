@@ -9,8 +9,8 @@
 //!
 //! The batch is first recorded set-wise (`bulk`: a few pipelined
 //! statements for the whole batch, not ~10 round trips per event under the
-//! head lock). A batch that path does not take (access notes, relay
-//! bodies, subscription updates), or that failed there before its COMMIT,
+//! head lock). A batch that path does not take (grants, relay bodies,
+//! subscription updates), or that failed there before its COMMIT,
 //! is recorded job by job in one transaction with no savepoint; only when
 //! that fails too (a bad delivery, a deadlock victim) is it rolled back
 //! and recorded job by job under a SAVEPOINT each, so the failing delivery
@@ -30,6 +30,7 @@ use deadpool_postgres::Pool;
 use tokio::sync::{mpsc, oneshot};
 
 use super::{bulk, ops, pg_err, pool_err};
+use crate::store::revocations::AccessNote;
 use crate::store::subscriptions::SubscriptionUpdate;
 use crate::store::{NewEvent, StoreError};
 
@@ -127,19 +128,19 @@ async fn set_wise(
     client: &mut deadpool_postgres::Client,
     jobs: &[Job],
 ) -> Result<Vec<Recorded>, SetWise> {
-    // Subscription updates (rare: provider lifecycle deliveries) and
-    // events that note an access change in the revocation index
-    // (`revocations::note`, per event in `core::record_event`) and relay
-    // bodies (`forward::insert`) go through the job-by-job path, which
-    // runs those statements.
+    // Subscription updates (rare: provider lifecycle deliveries), grants
+    // (their stale check reads the revocation index first,
+    // `revocations::note`) and relay bodies (`forward::insert`) go delivery
+    // by delivery, through `core::record_event`, which runs those
+    // statements. Revokes are noted set-wise (`bulk`).
     if jobs.iter().any(|j| {
         j.update.is_some()
             || j.events
                 .iter()
-                .any(|e| e.access.is_some() || e.forward.is_some())
+                .any(|e| matches!(e.access, Some(AccessNote::Grant { .. })) || e.forward.is_some())
     }) {
         return Err(SetWise::Before(StoreError::Sql(
-            "a subscription update, access note or relay body in the batch".into(),
+            "a subscription update, grant or relay body in the batch".into(),
         )));
     }
     let work: Vec<(&[crate::store::NewEvent], bool)> = jobs

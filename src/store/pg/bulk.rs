@@ -10,8 +10,8 @@
 //! with ONE head update per batch:
 //!
 //! 1. BEGIN, head lock, stream rows ensured, dedup inserts (one flight);
-//! 2. events, audit entries, head, stream clocks, notifications, the moved
-//!    stream rows, COMMIT (one flight).
+//! 2. events, audit entries, head, stream clocks, notifications, the
+//!    revocation-index notes, the moved stream rows, COMMIT (one flight).
 //!
 //! So the head lock is held for two round trips and the COMMIT's flush,
 //! whatever the batch size. Every statement is prepared before a flight
@@ -38,6 +38,7 @@ use super::sql::{get, opt_ms};
 use crate::audit::chain::{from_hex, to_hex, Entry, GENESIS};
 use crate::store::ops::millis;
 use crate::store::ops::{delivery_hash, legacy_delivery_hash};
+use crate::store::revocations::AccessNote;
 use crate::store::{EventOutcome, NewEvent, StoreError, StreamRow};
 
 /// The batch's own connection; the transaction is BEGIN … COMMIT sent in
@@ -86,6 +87,21 @@ const CLOCKS: &str = "UPDATE streams s SET
 
 const NOTIFY: &str = "SELECT pg_notify($1, n) FROM UNNEST($2::TEXT[]) AS n";
 
+/// `revocations::note` for the batch's revokes, as one statement. The
+/// `WHERE` is that upsert's rule (a row is replaced by one at least as
+/// new by event time, else by arrival); `note_revocations` first folds
+/// the batch's revokes of one key by the same rule, as one statement may
+/// not update a row twice.
+const REVOKES: &str = "INSERT INTO revocations
+        (stream, subject, organization, event_time, received_at, delivery_id, event_type)
+    SELECT * FROM UNNEST($1::TEXT[], $2::TEXT[], $3::TEXT[], $4::BIGINT[], $5::BIGINT[],
+                         $6::TEXT[], $7::TEXT[])
+    ON CONFLICT (stream, subject, organization) DO UPDATE SET
+        event_time = excluded.event_time, received_at = excluded.received_at,
+        delivery_id = excluded.delivery_id, event_type = excluded.event_type
+    WHERE coalesce(excluded.event_time, excluded.received_at)
+       >= coalesce(revocations.event_time, revocations.received_at)";
+
 /// Every statement of the two flights, prepared.
 struct Stmts {
     head: Statement,
@@ -96,23 +112,26 @@ struct Stmts {
     head_update: Statement,
     clocks: Statement,
     notify: Statement,
+    revokes: Statement,
     rows: Statement,
 }
 
 async fn prepare(tx: &Tx) -> Result<Stmts, StoreError> {
     let rows_sql = super::ops::stream_rows_sql();
-    let (head, ensure, dedup, events, audit, head_update, clocks, notify, rows) = tokio::try_join!(
-        tx.prepare_cached(HEAD),
-        tx.prepare_cached(ENSURE),
-        tx.prepare_cached(DEDUP),
-        tx.prepare_cached(EVENTS),
-        tx.prepare_cached(AUDIT),
-        tx.prepare_cached(HEAD_UPDATE),
-        tx.prepare_cached(CLOCKS),
-        tx.prepare_cached(NOTIFY),
-        tx.prepare_cached(&rows_sql),
-    )
-    .map_err(pg_err)?;
+    let (head, ensure, dedup, events, audit, head_update, clocks, notify, revokes, rows) =
+        tokio::try_join!(
+            tx.prepare_cached(HEAD),
+            tx.prepare_cached(ENSURE),
+            tx.prepare_cached(DEDUP),
+            tx.prepare_cached(EVENTS),
+            tx.prepare_cached(AUDIT),
+            tx.prepare_cached(HEAD_UPDATE),
+            tx.prepare_cached(CLOCKS),
+            tx.prepare_cached(NOTIFY),
+            tx.prepare_cached(REVOKES),
+            tx.prepare_cached(&rows_sql),
+        )
+        .map_err(pg_err)?;
     Ok(Stmts {
         head,
         ensure,
@@ -122,6 +141,7 @@ async fn prepare(tx: &Tx) -> Result<Stmts, StoreError> {
         head_update,
         clocks,
         notify,
+        revokes,
         rows,
     })
 }
@@ -224,12 +244,13 @@ async fn flights(
             insert_events(tx, &st.events, &kept),
             append_audit(tx, st, &kept, head),
             move_clocks(tx, st, &kept),
+            note_revocations(tx, &st.revokes, &kept),
             read_rows(tx, &st.rows, &names),
         )
     };
     let commit = async { tx.batch_execute("COMMIT").await.map_err(pg_err) };
     let (statements, committed) = tokio::join!(statements, commit);
-    let ((), (), (), rows) = statements.map_err(before)?;
+    let ((), (), (), (), rows) = statements.map_err(before)?;
     committed.map_err(Failed::Commit)?;
     Ok(outcomes
         .into_iter()
@@ -242,6 +263,63 @@ async fn flights(
             (outcomes, rows)
         })
         .collect())
+}
+
+/// The accepted revokes (`AccessNote::Revoke`) in one upsert. Those of one
+/// (stream, subject, organization) are folded first as applying them one
+/// by one would: the last of the newest by event time, else arrival, then
+/// compared with the stored row by [`REVOKES`]' `WHERE`. Key order keeps
+/// the lock order of concurrent batches fixed. (A grant's stale check
+/// reads the index first, so batches with grants go delivery by delivery,
+/// `batch`.)
+async fn note_revocations(tx: &Tx, stmt: &Statement, kept: &[&Item<'_>]) -> Result<(), StoreError> {
+    let mut latest: BTreeMap<(&str, &str, &str), &NewEvent> = BTreeMap::new();
+    let newness = |e: &NewEvent| millis(e.event_time.unwrap_or(e.received_at));
+    for item in kept {
+        let e = item.event;
+        let Some(AccessNote::Revoke {
+            subject,
+            organization,
+        }) = &e.access
+        else {
+            continue;
+        };
+        let key = (
+            e.stream.as_str(),
+            subject.as_str(),
+            organization.as_deref().unwrap_or(""),
+        );
+        match latest.get(&key) {
+            Some(held) if newness(e) < newness(held) => {}
+            _ => {
+                latest.insert(key, e);
+            }
+        }
+    }
+    if latest.is_empty() {
+        return Ok(());
+    }
+    let mut cols: (Vec<&str>, Vec<&str>, Vec<&str>) = Default::default();
+    let mut times: (Vec<Option<i64>>, Vec<i64>) = Default::default();
+    let mut ids: (Vec<Option<&str>>, Vec<&str>) = Default::default();
+    for ((stream, subject, org), e) in &latest {
+        cols.0.push(stream);
+        cols.1.push(subject);
+        cols.2.push(org);
+        times.0.push(e.event_time.map(millis));
+        times.1.push(millis(e.received_at));
+        ids.0.push(e.delivery_id.as_deref());
+        ids.1.push(&e.event_type);
+    }
+    exec(
+        tx,
+        stmt,
+        &[
+            &cols.0, &cols.1, &cols.2, &times.0, &times.1, &ids.0, &ids.1,
+        ],
+    )
+    .await?;
+    Ok(())
 }
 
 async fn read_rows(

@@ -652,3 +652,69 @@ async fn a_failing_statement_in_a_set_wise_batch_fails_only_its_delivery() {
     assert_eq!(store.audit_summary().await.unwrap().head_seq, 3 * 39);
     store.close().await.unwrap();
 }
+
+/// Revokes are noted set-wise (`bulk::note_revocations`) and end as one by
+/// one would: in one delivery, several of one subject fold to the last of
+/// the newest by event time (a tie goes to the later), one without an event
+/// time counts by arrival, and a stored newer revocation stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revokes_noted_set_wise_index_what_one_by_one_would() {
+    use crate::store::revocations::AccessNote;
+    let Some(db) = PgTestDb::create().await else {
+        return;
+    };
+    let store = open(&db).await;
+    store.watch_streams(names(&["s"]), at(0)).await.unwrap();
+    let revoke = |id: &str, subject: &str, event_ms: Option<i64>, received_ms: i64| {
+        let mut e = event("s", Some(id), "user.deleted", received_ms);
+        e.event_time = event_ms.map(at);
+        e.access = Some(AccessNote::Revoke {
+            subject: subject.into(),
+            organization: None,
+        });
+        e
+    };
+    store
+        .record_events(vec![
+            revoke("stored-u1", "u1", Some(9_000), 1_000),
+            revoke("stored-u2", "u2", Some(6_000), 1_000),
+        ])
+        .await
+        .unwrap();
+    let outcomes = store
+        .record_events(vec![
+            revoke("a", "u0", Some(300), 7_000),
+            revoke("b", "u0", Some(500), 7_000),
+            revoke("c", "u0", Some(400), 7_000),
+            revoke("d", "u0", Some(500), 7_000),
+            revoke("e", "u1", Some(8_000), 7_000),
+            revoke("f", "u2", None, 7_000),
+            revoke("a", "u3", Some(9_999), 7_000),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(
+        outcomes.last(),
+        Some(&EventOutcome::Duplicate),
+        "a repeated delivery id notes nothing"
+    );
+    let latest = |subject: &str| store.latest_revocation("s".into(), subject.into());
+    let id = |r: Option<crate::store::revocations::Revocation>| r.unwrap().delivery_id.unwrap();
+    assert_eq!(id(latest("u0").await.unwrap()), "d", "last of the newest");
+    assert_eq!(
+        id(latest("u1").await.unwrap()),
+        "stored-u1",
+        "a stored newer one stays"
+    );
+    assert_eq!(
+        id(latest("u2").await.unwrap()),
+        "f",
+        "no event time: its arrival counts"
+    );
+    assert_eq!(
+        latest("u3").await.unwrap(),
+        None,
+        "a duplicate is not noted"
+    );
+    store.close().await.unwrap();
+}
