@@ -118,14 +118,26 @@ fn stale_grant(
     })
 }
 
-const UPSERT_SQL: &str = "INSERT INTO revocations
-        (stream, subject, organization, event_time, received_at, delivery_id, event_type)
-    VALUES ($1, $2, $3, $4, $5, $6, $7)
-    ON CONFLICT (stream, subject, organization) DO UPDATE SET
+/// Which revocation a subject's row keeps: one at least as new by event
+/// time (else by arrival) replaces it. A macro so both upserts (this one,
+/// and PostgreSQL's set-wise one in `pg::bulk`) are one literal each.
+macro_rules! revocation_upsert_rule {
+    () => {
+        "ON CONFLICT (stream, subject, organization) DO UPDATE SET
         event_time = excluded.event_time, received_at = excluded.received_at,
         delivery_id = excluded.delivery_id, event_type = excluded.event_type
     WHERE coalesce(excluded.event_time, excluded.received_at)
-       >= coalesce(revocations.event_time, revocations.received_at)";
+       >= coalesce(revocations.event_time, revocations.received_at)"
+    };
+}
+pub(super) use revocation_upsert_rule;
+
+const UPSERT_SQL: &str = concat!(
+    "INSERT INTO revocations
+        (stream, subject, organization, event_time, received_at, delivery_id, event_type)
+    VALUES ($1, $2, $3, $4, $5, $6, $7) ",
+    revocation_upsert_rule!()
+);
 
 /// A revocation of the subject newer (by event time) than the grant's, in
 /// the grant's organization or in none (a revocation of the whole user).

@@ -87,20 +87,18 @@ const CLOCKS: &str = "UPDATE streams s SET
 
 const NOTIFY: &str = "SELECT pg_notify($1, n) FROM UNNEST($2::TEXT[]) AS n";
 
-/// `revocations::note` for the batch's revokes, as one statement. The
-/// `WHERE` is that upsert's rule (a row is replaced by one at least as
-/// new by event time, else by arrival); `note_revocations` first folds
-/// the batch's revokes of one key by the same rule, as one statement may
-/// not update a row twice.
-const REVOKES: &str = "INSERT INTO revocations
+/// `revocations::note` for the batch's revokes, as one statement, under
+/// the same rule (`revocation_upsert_rule!`: a row is replaced by one at
+/// least as new by event time, else by arrival). `note_revocations` first
+/// folds the batch's revokes of one key by that rule, as one statement
+/// may not update a row twice.
+const REVOKES: &str = concat!(
+    "INSERT INTO revocations
         (stream, subject, organization, event_time, received_at, delivery_id, event_type)
     SELECT * FROM UNNEST($1::TEXT[], $2::TEXT[], $3::TEXT[], $4::BIGINT[], $5::BIGINT[],
-                         $6::TEXT[], $7::TEXT[])
-    ON CONFLICT (stream, subject, organization) DO UPDATE SET
-        event_time = excluded.event_time, received_at = excluded.received_at,
-        delivery_id = excluded.delivery_id, event_type = excluded.event_type
-    WHERE coalesce(excluded.event_time, excluded.received_at)
-       >= coalesce(revocations.event_time, revocations.received_at)";
+                         $6::TEXT[], $7::TEXT[]) ",
+    crate::store::revocations::revocation_upsert_rule!()
+);
 
 /// Every statement of the two flights, prepared.
 struct Stmts {
