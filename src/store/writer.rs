@@ -165,10 +165,11 @@ fn commit_batch(conn: &mut Connection, mut jobs: Vec<Box<dyn Job>>, shared: &Sha
 }
 
 /// Runs the batch's jobs bare first: almost every batch has no failing
-/// job, and a savepoint per job cost a fifth to a third of the writer's CPU
-/// per event (`benches/store_writer`, issue #33: SQLite copies every page a
-/// job first touches into the savepoint's journal, and runs two more
-/// statements). If any job fails, that whole transaction is rolled back and
+/// job, and a savepoint per job cost up to a third of the writer's CPU per
+/// event (signed webhooks, whose savepoint journal spilled to a temporary
+/// file; a few per cent for token reports: `benches/store_writer`, issue
+/// #33). SQLite copies every page a job first touches into the savepoint's
+/// journal, and runs two more statements per job. If any job fails, that whole transaction is rolled back and
 /// the batch runs again from the start with a savepoint per job, exactly as
 /// before, so a failing job still undoes only its own writes and the
 /// outcome is the same; only the failing batch pays twice.
