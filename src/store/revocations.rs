@@ -81,7 +81,7 @@ fn grant_forms<'a>(
     std::iter::once((subject, organization)).chain(earlier.iter().map(|(s, o)| (s.as_str(), o)))
 }
 
-fn org_key(organization: &Option<String>) -> &str {
+pub(super) fn org_key(organization: &Option<String>) -> &str {
     organization.as_deref().unwrap_or("")
 }
 

@@ -53,6 +53,21 @@ pub(super) struct Job {
     pub reply: oneshot::Sender<Result<Recorded, StoreError>>,
 }
 
+impl Job {
+    /// This delivery, event by event (`core::record_delivery`), in `db`'s
+    /// transaction or savepoint.
+    async fn record<D: crate::store::db::Db>(&self, db: &D) -> Result<Recorded, StoreError> {
+        crate::store::core::record_delivery(
+            db,
+            &self.events,
+            self.update.as_ref(),
+            self.now,
+            self.with_rows,
+        )
+        .await
+    }
+}
+
 /// Starts the batching task; it ends when every sender is dropped.
 pub(super) fn spawn(pool: Pool, mut rx: mpsc::Receiver<Job>, commits: Arc<AtomicU64>) {
     tokio::spawn(async move {
@@ -176,15 +191,7 @@ async fn in_order(
     lock_head_once(&tx, jobs).await.map_err(SetWise::Before)?;
     let mut recorded = Vec::with_capacity(jobs.len());
     for job in jobs {
-        let outcome = crate::store::core::record_delivery(
-            &tx,
-            &job.events,
-            job.update.as_ref(),
-            job.now,
-            job.with_rows,
-        )
-        .await
-        .map_err(SetWise::Before)?;
+        let outcome = job.record(&tx).await.map_err(SetWise::Before)?;
         recorded.push(outcome);
     }
     tx.commit().await.map_err(|e| SetWise::Commit(pg_err(e)))?;
@@ -214,14 +221,7 @@ async fn job_by_job(
     lock_head_once(&tx, jobs).await?;
     for job in jobs {
         let sp = tx.savepoint("delivery").await.map_err(pg_err)?;
-        let outcome = crate::store::core::record_delivery(
-            &sp,
-            &job.events,
-            job.update.as_ref(),
-            job.now,
-            job.with_rows,
-        )
-        .await;
+        let outcome = job.record(&sp).await;
         match outcome {
             Ok(outcomes) => {
                 sp.commit().await.map_err(pg_err)?;

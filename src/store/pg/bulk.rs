@@ -285,7 +285,7 @@ async fn note_revocations(tx: &Tx, stmt: &Statement, kept: &[&Item<'_>]) -> Resu
         let key = (
             e.stream.as_str(),
             subject.as_str(),
-            organization.as_deref().unwrap_or(""),
+            crate::store::revocations::org_key(organization),
         );
         match latest.get(&key) {
             Some(held) if newness(e) < newness(held) => {}
