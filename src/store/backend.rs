@@ -96,6 +96,11 @@ pub trait Backend: Operations + Send + Sync + 'static {
 /// callers. That name is the only one allowed there (`declare` checks), so
 /// the reading never shadows a parameter (such as the `now` of an
 /// operation whose callers pass their own instant).
+///
+/// An operation only tests call (to set up or read state: an unfenced
+/// attempt, a transition without the silence check) is `#[cfg(test)]`, so
+/// the service cannot reach it by mistake; the conformance suite still
+/// covers it on both engines.
 macro_rules! operations {
     ($then:ident) => {
         $then! {
@@ -115,6 +120,7 @@ macro_rules! operations {
             /// notifier (created now), atomically. Returns `Ok(false)`, writing
             /// nothing, when the stream is already in `t.to`, so re-evaluating
             /// after a crash is idempotent.
+            #[cfg(test)]
             fn record_transition(t: Transition) -> bool
                 = |clock_now| crate::store::core::record_transition(&t, clock_now);
             /// Records a silence alert transition only if the evaluation behind it
@@ -132,9 +138,11 @@ macro_rules! operations {
             fn pending_outbox() -> Vec<OutboxRow> = crate::store::core::pending_outbox();
             /// Marks an outbox row delivered. Idempotent: a row already done keeps
             /// its first done time, and an unknown id is a no-op.
+            #[cfg(test)]
             fn mark_outbox_done(id: i64, at: DateTime<Utc>) -> ()
                 = crate::store::core::mark_outbox_done(id, at);
             /// Records one delivery attempt's outcome on a pending outbox row.
+            #[cfg(test)]
             fn record_attempt(id: i64, attempt: Attempt) -> ()
                 = crate::store::core::record_attempt(id, &attempt);
             /// Queues reminder or escalation pages for the stream's current firing
@@ -150,6 +158,7 @@ macro_rules! operations {
             /// Issue #19: queues a fallback-ladder page about notifier `about` to
             /// each of `t.notifiers` (a keyed alert: one alert id per failing
             /// notifier, shared by its steps and its recovery page).
+            #[cfg(test)]
             fn queue_fallback_pages(t: Transition, about: String) -> ()
                 = crate::store::core::queue_fallback_pages(&t, &about);
             /// What /v1/status shows about notifications: counts per notifier
@@ -173,6 +182,7 @@ macro_rules! operations {
             /// database still accepts writes (and, on SQLite, the disk fsyncs).
             fn probe() -> () = |clock_now| crate::store::core::probe(clock_now);
             /// How many events a stream has stored (rows plus audit entries).
+            #[cfg(test)]
             fn event_count(stream: String) -> u64 = crate::store::core::event_count(&stream);
             /// Relay mode (`store::forward`): claims up to `limit` due forwards
             /// that head their queue, with a lease and a fencing token; also when
@@ -229,6 +239,7 @@ macro_rules! operations {
             fn svix_acknowledge_audited(apply: SvixApply, endpoint_id: String, msg_ids: Vec<String>, entry: Option<NewEvent>) -> (usize, u64, Vec<SvixPage>)
                 = crate::store::svix_ack::acknowledge_audited(&apply, &endpoint_id, &msg_ids, entry.as_ref());
             /// Endpoints (id, uid) of `source` whose lost count grew since their last page.
+            #[cfg(test)]
             fn svix_grown(source: String) -> Vec<(String, Option<String>)>
                 = crate::store::svix::grown(&source);
             /// Queues one updated exhausted page for `endpoint_id`, if still grown.
@@ -272,6 +283,7 @@ macro_rules! operations {
             fn claim_outbox(replica: String, lease: TimeDelta, limit: i64) -> Vec<Claim>
                 = |clock_now| crate::store::replica::claim_outbox(&replica, clock_now, lease, limit);
             /// Records an attempt on a claimed row if `token` is still its claim.
+            #[cfg(test)]
             fn settle_claim(id: i64, token: i64, attempt: Attempt) -> bool
                 = crate::store::replica::settle_claim(id, token, &attempt);
             /// Issue #19: `settle_claim` (or `record_attempt` without a token) plus
@@ -307,6 +319,7 @@ macro_rules! operations {
                 = crate::store::reconcile::transition(&t);
             /// Records a stale grant once per (stream, delivery id) with its page;
             /// `Ok(false)`, writing nothing, when it was recorded before.
+            #[cfg(test)]
             fn record_stale_grant(g: StaleGrant) -> bool
                 = |clock_now| crate::store::reconcile::record_stale(&g, clock_now);
             /// `store::revocations`: the subject's newest indexed revocation.
@@ -382,8 +395,10 @@ pub(super) mod prelude {
         ForwardClaim, ForwardSettle, ForwardSettled, ForwardStatus, ReplayOutcome, ReplayRequest,
         StoredFate,
     };
+    #[cfg(test)]
+    pub(in crate::store) use super::super::reconcile::StaleGrant;
     pub(in crate::store) use super::super::reconcile::{
-        NewReconciliation, ReconcileRow, ReconcileTransition, StaleGrant, SubjectEntry,
+        NewReconciliation, ReconcileRow, ReconcileTransition, SubjectEntry,
     };
     pub(in crate::store) use super::super::replica::{Change, Claim, Leadership, ReplicaRow};
     pub(in crate::store) use super::super::silences::{AckOutcome, AckRow, NewSilence, SilenceRow};

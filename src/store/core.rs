@@ -512,6 +512,7 @@ fn unknown_stream(stream: &str) -> StoreError {
     StoreError::Sql(format!("alert transition for unknown stream {stream:?}"))
 }
 
+#[cfg(test)]
 pub(super) async fn record_transition<D: Db>(
     db: &D,
     t: &Transition,
@@ -865,6 +866,7 @@ pub(super) async fn record_attempt<D: Db>(
     Ok(())
 }
 
+#[cfg(test)]
 pub(super) async fn mark_outbox_done<D: Db>(
     db: &D,
     id: i64,
@@ -1000,6 +1002,7 @@ pub(super) async fn probe<D: Db>(db: &D, now: DateTime<Utc>) -> Result<(), Store
     Ok(())
 }
 
+#[cfg(test)]
 pub(super) async fn event_count<D: Db>(db: &D, stream: &str) -> Result<u64, StoreError> {
     // Each event is either an `events` row or an audit entry, never both.
     let (n,): (i64,) = db

@@ -93,10 +93,7 @@ pub(super) async fn settle_counted<D: Db>(
             reason: page.reason,
             notifiers: rule.notify.clone(),
         };
-        let alert = super::ops::fallback_alert(&u.notifier);
-        for notifier in &t.notifiers {
-            core::insert_keyed_page(db, &t, notifier, t.at, &alert).await?;
-        }
+        core::queue_fallback_pages(db, &t, &u.notifier).await?;
         queued = Some(t.reason);
     }
     Ok(LadderOutcome {

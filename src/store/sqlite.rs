@@ -133,6 +133,7 @@ macro_rules! on_sqlite {
         #[async_trait]
         impl Operations for SqliteBackend {
             $(
+                $(#[$doc])*
                 async fn $name(&self, $($arg: $ty),*) -> StoreResult<$out> {
                     $( let $now = self.clock.now(); )?
                     self.call(move |c| db::ready($($f)::+(c, $($call),*))).await

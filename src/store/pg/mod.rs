@@ -213,6 +213,7 @@ macro_rules! on_postgres {
         #[async_trait]
         impl Operations for PgBackend {
             $(
+                $(#[$doc])*
                 async fn $name(&self, $($arg: $ty),*) -> StoreResult<$out> {
                     $( let $now = self.clock.now(); )?
                     in_tx!(self, |tx| $($f)::+(&tx, $($call),*).await?)
