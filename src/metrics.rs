@@ -77,6 +77,10 @@ pub struct Metrics {
     /// `hushwatch_silence_acknowledged`) could not be refreshed from the
     /// store within the scrape budget and show their last known values.
     pub metrics_stale: IntGauge,
+    /// `hushwatch_store_queue_depth`: writes waiting for the database
+    /// behind the one in progress, read from memory at each scrape (a
+    /// saturation signal that needs no store round trip).
+    pub store_queue_depth: IntGauge,
     /// The scrape-time store refresh in flight, if any (`Some` once it is
     /// done, with whether it read the store): at most one at a time, however
     /// many scrapes wait on a stall.
@@ -208,6 +212,12 @@ impl Metrics {
         )
         .unwrap_or_else(|e| unreachable_metric("metrics_stale", e));
         register(&r, "metrics_stale", Box::new(metrics_stale.clone()));
+        let store_queue_depth = IntGauge::new(
+            "hushwatch_store_queue_depth",
+            "Writes waiting for the database behind the one in progress (SQLite: the writer's queue; PostgreSQL: the ingest queue plus callers waiting for a pooled connection).",
+        )
+        .unwrap_or_else(|e| unreachable_metric("store_queue_depth", e));
+        register(&r, "store_queue_depth", Box::new(store_queue_depth.clone()));
         let templated_streams_refused = IntCounter::new(
             "hushwatch_templated_streams_refused_total",
             "Templated streams not created because max_streams exist (answered 429).",
@@ -363,6 +373,7 @@ impl Metrics {
             storage_errors,
             store_read_timeouts,
             metrics_stale,
+            store_queue_depth,
             refresh_in_flight: Mutex::new(None),
             registry: r,
         }

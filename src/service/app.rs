@@ -617,6 +617,9 @@ impl App {
     pub fn refresh_metrics(&self) {
         let config = self.config();
         let now = self.clock.now();
+        self.metrics
+            .store_queue_depth
+            .set(i64::try_from(self.store.queue_depth()).unwrap_or(i64::MAX));
         for c in config.calendars.values() {
             self.metrics
                 .in_business_hours

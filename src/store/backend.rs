@@ -32,10 +32,11 @@ pub trait Backend: Operations + Send + Sync + 'static {
     fn engine(&self) -> &'static str;
 
     /// Transactions committed so far (group commit makes this grow slower
-    /// than the number of calls on SQLite).
+    /// than the number of calls on SQLite); for tests and benchmarks.
     fn commits(&self) -> u64;
 
-    /// Work waiting for the database; a gauge for metrics.
+    /// Work waiting for the database behind what is in progress
+    /// (`hushwatch_store_queue_depth`).
     fn queue_depth(&self) -> usize;
 
     /// The store's clock (the database server's on PostgreSQL): the one the

@@ -214,6 +214,78 @@ fn on_sqlite_reads_answer_in_time_while_another_process_holds_the_write_lock() {
     assert!(s.stop().success());
 }
 
+/// `hushwatch_store_queue_depth` through the binary: while `held` keeps
+/// the store's tables locked, ingest waits on the batch it took, and
+/// reports sent meanwhile queue behind it; the gauge shows at least one of
+/// them, and 0 again once `held` is dropped and the queue has drained.
+/// Reports keep coming during the wait, so whichever moment the store
+/// takes a batch, later ones are left queued.
+fn queue_depth_while_held<G>(addr: SocketAddr, hold: impl FnOnce() -> G) {
+    let depth = || {
+        get(addr, "/metrics")
+            .body
+            .lines()
+            .find_map(|l| l.strip_prefix("hushwatch_store_queue_depth "))
+            .and_then(|v| v.parse::<f64>().ok())
+            .expect("hushwatch_store_queue_depth on the page")
+    };
+    assert_eq!(depth(), 0.0, "nothing waits on an idle store");
+    let held = hold();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let senders: Vec<_> = (0..4)
+        .map(|t| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut i = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    post_events(addr, "identity", TOKEN, &report(&format!("q{t}-{i}")));
+                    i += 1;
+                }
+            })
+        })
+        .collect();
+    let seen = wait_for(
+        Duration::from_secs(60),
+        "a write queued behind the held lock",
+        || Some(depth()).filter(|d| *d >= 1.0),
+    );
+    println!("queue depth while the store is held: {seen}");
+    drop(held);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for sender in senders {
+        sender.join().unwrap();
+    }
+    wait_for(Duration::from_secs(60), "the queue to drain", || {
+        (depth() == 0.0).then_some(())
+    });
+}
+
+#[test]
+fn on_sqlite_the_queue_depth_shows_writes_waiting_behind_a_held_write_lock() {
+    let work = Workdir::new(&config(""));
+    let s = Sidecar::start(&work.config_path());
+    // Another writer on the same file, as `sqlite3` holding BEGIN IMMEDIATE;
+    // closing the connection rolls it back.
+    queue_depth_while_held(s.addr, || {
+        let holder = rusqlite::Connection::open(sqlite_file(&work)).unwrap();
+        holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+        holder
+    });
+    assert!(s.stop().success());
+}
+
+#[test]
+fn on_postgres_the_queue_depth_shows_writes_waiting_behind_locked_tables() {
+    let Some(db) = PgDb::create("postgres_queue_depth") else {
+        return;
+    };
+    let work = Workdir::new(&config(pg_store()));
+    let env = [("HW_PG_URL", db.url.as_str())];
+    let s = Sidecar::start_with_env(&work.config_path(), &env);
+    queue_depth_while_held(s.addr, || PgLock::hold_every_table(&db.url));
+    assert!(s.stop().success());
+}
+
 /// A transaction on its own connection holding `ACCESS EXCLUSIVE` on every
 /// hushwatch table (as `LOCK TABLE` in psql), until dropped.
 struct PgLock {
