@@ -175,6 +175,16 @@ fn retry_after_the_stall(addr: SocketAddr, count: impl Fn() -> i64) {
     assert_eq!(get(addr, "/").status, 200);
 }
 
+/// A sidecar on a fresh PostgreSQL database named `name`, or None when no
+/// test database is configured (the caller skips).
+fn pg_sidecar(name: &str) -> Option<(PgDb, Workdir, Sidecar)> {
+    let db = PgDb::create(name)?;
+    let work = Workdir::new(&config(pg_store()));
+    let env = [("HW_PG_URL", db.url.as_str())];
+    let s = Sidecar::start_with_env(&work.config_path(), &env);
+    Some((db, work, s))
+}
+
 fn sqlite_file(work: &Workdir) -> std::path::PathBuf {
     work.path()
         .join("data")
@@ -279,12 +289,9 @@ fn on_sqlite_the_queue_depth_shows_writes_waiting_behind_a_held_write_lock() {
 
 #[test]
 fn on_postgres_the_queue_depth_shows_writes_waiting_behind_locked_tables() {
-    let Some(db) = PgDb::create("postgres_queue_depth") else {
+    let Some((db, _work, s)) = pg_sidecar("postgres_queue_depth") else {
         return;
     };
-    let work = Workdir::new(&config(pg_store()));
-    let env = [("HW_PG_URL", db.url.as_str())];
-    let s = Sidecar::start_with_env(&work.config_path(), &env);
     queue_depth_while_held(s.addr, || PgLock::hold_every_table(&db.url));
     assert!(s.stop().success());
 }
@@ -357,12 +364,9 @@ impl Drop for PgLock {
 
 #[test]
 fn on_postgres_reads_answer_in_time_while_a_transaction_holds_the_tables_locked() {
-    let Some(db) = PgDb::create("postgres_table_lock") else {
+    let Some((db, _work, s)) = pg_sidecar("postgres_table_lock") else {
         return;
     };
-    let work = Workdir::new(&config(pg_store()));
-    let env = [("HW_PG_URL", db.url.as_str())];
-    let s = Sidecar::start_with_env(&work.config_path(), &env);
     assert_eq!(
         post_events(s.addr, "identity", TOKEN, &report("before")).status,
         200
@@ -536,12 +540,9 @@ fn on_sqlite_a_nul_is_stored_or_refused_by_field_never_a_storage_error() {
 
 #[test]
 fn on_postgres_a_nul_is_stored_or_refused_by_field_never_a_storage_error() {
-    let Some(db) = PgDb::create("postgres_nul") else {
+    let Some((db, _work, s)) = pg_sidecar("postgres_nul") else {
         return;
     };
-    let work = Workdir::new(&config(pg_store()));
-    let env = [("HW_PG_URL", db.url.as_str())];
-    let s = Sidecar::start_with_env(&work.config_path(), &env);
     nul_is_never_a_storage_error(s.addr);
     // Stored with U+FFFD, the same text as on SQLite.
     assert_eq!(
