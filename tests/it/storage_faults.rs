@@ -231,14 +231,7 @@ fn on_sqlite_reads_answer_in_time_while_another_process_holds_the_write_lock() {
 /// Reports keep coming during the wait, so whichever moment the store
 /// takes a batch, later ones are left queued.
 fn queue_depth_while_held<G>(addr: SocketAddr, hold: impl FnOnce() -> G) {
-    let depth = || {
-        get(addr, "/metrics")
-            .body
-            .lines()
-            .find_map(|l| l.strip_prefix("hushwatch_store_queue_depth "))
-            .and_then(|v| v.parse::<f64>().ok())
-            .expect("hushwatch_store_queue_depth on the page")
-    };
+    let depth = || metric(addr, "hushwatch_store_queue_depth");
     // Background work (evaluation, housekeeping) may queue for a moment.
     wait_for(Duration::from_secs(60), "an idle store's queue", || {
         (depth() == 0.0).then_some(())
