@@ -21,7 +21,7 @@
 
 use super::api::Api;
 use super::body;
-use super::ingest::body_failure;
+use super::guard::body_failure;
 use super::reply::{self, Reply};
 use crate::status::page::esc;
 use crate::store::ack_codes::{code_hash, well_formed, LinkState, LinkUse};

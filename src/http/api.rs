@@ -51,6 +51,15 @@ impl fmt::Display for Unavailable {
     }
 }
 
+/// What a replay body asks for (the store adds who, when and the pages).
+pub struct ReplayCall {
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
+    pub types: Vec<String>,
+    pub dry_run: bool,
+    pub by: String,
+}
+
 #[async_trait]
 pub trait Api: Send + Sync {
     /// The config in force (a reload swaps it; a request keeps the one it read).
@@ -148,7 +157,7 @@ pub trait Api: Send + Sync {
     async fn replay_stream(
         &self,
         stream: String,
-        call: super::silences::ReplayCall,
+        call: ReplayCall,
     ) -> Result<crate::store::forward::ReplayOutcome, Unavailable>;
     /// Issue #30 (`http::ack_link`): what an acknowledge-link code (its
     /// SHA-256) opens; changes nothing.

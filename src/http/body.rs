@@ -8,13 +8,17 @@
 //! byte sent. Copying each frame into one buffer and dropping it at once
 //! keeps memory at the bytes actually received plus a small constant.
 
-use super::MAX_BODY;
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use hyper::body::Body;
 use hyper::header::CONTENT_LENGTH;
 use hyper::http::request::Parts;
 use tokio::time::Instant;
+
+/// Largest accepted request body (webhooks are a few KiB).
+pub const MAX_BODY: usize = 1024 * 1024;
+/// The 413 answer's reason, the same on every route.
+pub(super) const BODY_TOO_LARGE: &str = "request body is larger than 1 MiB";
 
 /// First allocation when the length is declared: covers a typical webhook
 /// (a few KiB) in one go without letting a large `Content-Length` alone

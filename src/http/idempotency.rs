@@ -35,7 +35,7 @@
 
 use super::api::Api;
 use super::body;
-use super::ingest::{bearer_matches, body_failure};
+use super::guard::{bearer_matches, body_failure};
 use super::reply::{self, Reply};
 use crate::config::secret::SecretString;
 use crate::config::Config;

@@ -5,27 +5,25 @@
 //! is parsed only after that, and 2xx is answered only after the store
 //! committed (503 otherwise, so the sender retries).
 
-use super::api::{Api, Created, Unavailable};
+use super::api::Api;
 use super::body::{self, BodyError};
-use super::log_field::Escaped;
+use super::guard::{
+    check_bearer, configured_or_templated, reject, reject_body, signed_head, unknown_stream,
+};
+use super::record::{clip, store};
 use super::reply::{self, Reply};
 use crate::config::forward::ForwardClock;
 use crate::config::providers::ProviderConfig;
 use crate::config::StreamConfig;
 use crate::ingest::payload::{app_reports, webhook_facts};
-use crate::ingest::signature::{check_timestamp, SignedHeaders, VerifyError};
+use crate::ingest::signature::VerifyError;
 use crate::store::forward::ForwardBody;
-use crate::store::{EventOutcome, NewEvent};
+use crate::store::NewEvent;
 use hyper::body::Incoming;
-use hyper::header::AUTHORIZATION;
-use hyper::http::request::Parts;
 use hyper::{Request, StatusCode};
-use serde_json::json;
 use sha2::{Digest, Sha256};
 use tokio::time::Instant;
 
-/// Event types are labels for people, not payloads.
-const MAX_TYPE_LEN: usize = 200;
 /// Recorded for a verified body that has no recognisable type.
 const UNKNOWN_TYPE: &str = "unknown";
 
@@ -216,205 +214,7 @@ fn nul_in_reports(reports: &[crate::ingest::payload::AppReport]) -> Option<Strin
     })
 }
 
-/// The signed headers, present and with a timestamp inside the tolerance:
-/// everything about a Standard Webhooks delivery that can be judged before
-/// its body is read. Shared by ingest and operational webhooks.
-pub(super) fn signed_head(parts: &Parts, now_unix: i64) -> Result<SignedHeaders<'_>, VerifyError> {
-    let lookup = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
-    let headers = SignedHeaders::find(lookup)?;
-    check_timestamp(&headers, now_unix)?;
-    Ok(headers)
-}
-
-/// Status, metric outcome and reason for a body that could not be read.
-pub(super) fn body_failure(e: BodyError) -> (StatusCode, &'static str, &'static str) {
-    match e {
-        BodyError::TooLarge => (
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "too_large",
-            super::BODY_TOO_LARGE,
-        ),
-        BodyError::TimedOut => (
-            StatusCode::REQUEST_TIMEOUT,
-            "timeout",
-            "request body did not arrive in time (server.body_timeout)",
-        ),
-        BodyError::Broken => (
-            StatusCode::BAD_REQUEST,
-            "error",
-            "request body could not be read",
-        ),
-    }
-}
-
-pub(super) fn check_bearer(stream: &StreamConfig, parts: &Parts) -> Result<(), &'static str> {
-    if stream.ingest.tokens.is_empty() {
-        return Err("app reports are not configured for this stream (set ingest.token)");
-    }
-    bearer_matches(parts, &stream.ingest.tokens)
-}
-
-/// Checks `Authorization: Bearer` against every token (no early exit, so
-/// timing does not tell which one matched).
-pub(super) fn bearer_matches(
-    parts: &Parts,
-    tokens: &[crate::config::secret::SecretString],
-) -> Result<(), &'static str> {
-    let presented = parts
-        .headers
-        .get(AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .ok_or("missing \"Authorization: Bearer <token>\" header")?;
-    let matched = tokens
-        .iter()
-        .fold(false, |acc, t| t.matches(presented.trim()) | acc);
-    if matched {
-        Ok(())
-    } else {
-        Err("token does not match")
-    }
-}
-
-pub(super) async fn store(
-    app: &dyn Api,
-    stream: &StreamConfig,
-    events: Vec<crate::store::NewEvent>,
-) -> Reply {
-    store_delivery(app, stream, events, None).await
-}
-
-/// `store`, with what the delivery said about the stream's provider subscriptions,
-/// committed in the same transaction.
-pub(super) async fn store_delivery(
-    app: &dyn Api,
-    stream: &StreamConfig,
-    events: Vec<crate::store::NewEvent>,
-    update: Option<crate::store::subscriptions::SubscriptionUpdate>,
-) -> Reply {
-    if !app.config().streams.contains_key(&stream.name) {
-        if let Err(refused) = create_templated(app, &stream.name).await {
-            return refused;
-        }
-    }
-    match app.ingest_delivery(events, update).await {
-        Ok(outcomes) => {
-            let accepted = outcomes
-                .iter()
-                .filter(|o| **o == EventOutcome::Accepted)
-                .count();
-            let duplicate = outcomes.len() - accepted;
-            for o in &outcomes {
-                let label = if *o == EventOutcome::Accepted {
-                    "accepted"
-                } else {
-                    "duplicate"
-                };
-                app.metrics().count_event(&stream.name, label);
-            }
-            // A delivery with no events (an Entra lifecycle notice) was still heard.
-            let status = if accepted > 0 || outcomes.is_empty() {
-                "accepted"
-            } else {
-                "duplicate"
-            };
-            reply::json(
-                StatusCode::OK,
-                &json!({ "status": status, "accepted": accepted, "duplicate": duplicate }),
-            )
-        }
-        Err(Unavailable::Store(e)) => {
-            tracing::error!(stream = %stream.name, error = %e, "event not stored; answered 503");
-            app.metrics().count_event(&stream.name, "error");
-            reply::error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "event could not be stored; retry later",
-            )
-        }
-        Err(Unavailable::Slow) => {
-            app.metrics().count_event(&stream.name, "error");
-            tracing::error!(stream = %stream.name, "storage did not answer in time; answered 503");
-            reply::error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "storage is slow; retry later",
-            )
-        }
-    }
-}
-
-pub(super) fn reject_body(app: &dyn Api, stream: &StreamConfig, e: BodyError) -> Reply {
-    let (status, outcome, reason) = body_failure(e);
-    reject(app, stream, status, outcome, reason)
-}
-
 fn reject_verify(app: &dyn Api, stream: &StreamConfig, e: VerifyError) -> Reply {
     let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::UNAUTHORIZED);
     reject(app, stream, status, e.outcome(), &e.to_string())
-}
-
-/// Counts and logs a rejected request (one line, no body, no secrets).
-pub(super) fn reject(
-    app: &dyn Api,
-    stream: &StreamConfig,
-    status: StatusCode,
-    outcome: &str,
-    reason: &str,
-) -> Reply {
-    app.metrics().count_event(&stream.name, outcome);
-    // A parser's reason can quote the request, so it is escaped too.
-    tracing::warn!(stream = %stream.name, status = status.as_u16(), outcome, reason = %Escaped(reason), "rejected request");
-    reply::error(status, reason)
-}
-
-/// Creates a templated stream on its first verified request.
-async fn create_templated(app: &dyn Api, name: &str) -> Result<(), Reply> {
-    match app.create_stream(name).await {
-        Ok(Created::New | Created::Exists) => Ok(()),
-        Ok(Created::Full) => {
-            tracing::warn!(stream = %name, status = 429, "templated stream refused: max_streams reached");
-            Err(reply::error(
-                StatusCode::TOO_MANY_REQUESTS,
-                "max_streams templated streams exist; delete one or raise [server] max_streams",
-            ))
-        }
-        Ok(Created::NoTemplate) => Err(unknown_stream(name)),
-        Err(_) => Err(reply::error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "state storage unavailable; retry later",
-        )),
-    }
-}
-
-/// The stream a route names: a configured one, or one a `[streams."PREFIX*"]` pattern
-/// covers, which is checked with its template's credentials (and created only once a
-/// request to it verified).
-pub(super) fn configured_or_templated<'c>(
-    config: &'c crate::config::Config,
-    name: &str,
-) -> Option<std::borrow::Cow<'c, StreamConfig>> {
-    match config.streams.get(name) {
-        Some(s) => Some(std::borrow::Cow::Borrowed(s)),
-        None => config.templates.stream(name).map(std::borrow::Cow::Owned),
-    }
-}
-
-pub(super) fn unknown_stream(name: &str) -> Reply {
-    // Not counted per stream: labels only come from config.
-    let shown: String = name.chars().take(64).collect();
-    tracing::warn!(stream = %Escaped(&shown), status = 404, "rejected request: unknown stream");
-    reply::error(
-        StatusCode::NOT_FOUND,
-        "no such stream (check [streams.NAME] in the config)",
-    )
-}
-
-pub(super) fn clip(mut event_type: String) -> String {
-    if event_type.len() > MAX_TYPE_LEN {
-        let mut cut = MAX_TYPE_LEN;
-        while !event_type.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        event_type.truncate(cut);
-    }
-    event_type
 }

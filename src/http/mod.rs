@@ -1,7 +1,11 @@
 //! The HTTP adapter: a hyper HTTP/1.1 server on one listener. It owns
-//! connection handling (limits, timeouts, graceful shutdown); routing and
-//! handlers live in `routes` and `ingest`, bounded body reading in `body`,
-//! the cached `/readyz` answer in `readiness`.
+//! connection handling (limits, timeouts, graceful shutdown). `routes`
+//! dispatches to one module per family of routes (`ingest`, `providers`,
+//! `svix`, `reconcile`, `silences`, …); what they share sits below them:
+//! `guard` (stream, token and signed-head checks, the counted refusal),
+//! `record` (storing a verified delivery and answering), `body` (bounded
+//! reading), `reply`, and `api` (what a route may ask of the sidecar).
+//! The cached `/readyz` answer is in `readiness`.
 //!
 //! Deadlines bound every connection that sends nothing useful: the
 //! head (and, between requests, the idle keep-alive wait, since hyper starts
@@ -14,6 +18,7 @@
 mod ack_link;
 pub mod api;
 mod body;
+mod guard;
 mod idempotency;
 mod ingest;
 mod log_field;
@@ -22,15 +27,17 @@ mod providers;
 mod readiness;
 pub(crate) use readiness::storage_health;
 mod reconcile;
+mod record;
 mod reply;
 mod routes;
-pub mod silences;
+mod silences;
 mod status_page;
 mod streams_admin;
 mod svix;
 pub mod unready;
 mod write_deadline;
 
+pub use body::MAX_BODY;
 pub use log_field::Escaped;
 
 pub use routes::Routes;
@@ -45,10 +52,6 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 
-/// Largest accepted request body (webhooks are a few KiB).
-pub const MAX_BODY: usize = 1024 * 1024;
-/// The 413 answer's reason, the same on every route.
-const BODY_TOO_LARGE: &str = "request body is larger than 1 MiB";
 /// A client must send its complete headers within this time (slowloris);
 /// hyper also applies it to an idle keep-alive connection's next head.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);

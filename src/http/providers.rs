@@ -8,7 +8,8 @@
 
 use super::api::Api;
 use super::body;
-use super::ingest::{clip, reject, reject_body, store_delivery};
+use super::guard::{reject, reject_body};
+use super::record::{clip, store_delivery};
 use super::reply::{self, Reply};
 use crate::config::providers::ProviderConfig;
 use crate::config::StreamConfig;

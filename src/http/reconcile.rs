@@ -6,7 +6,7 @@
 
 use super::api::{Api, Unavailable};
 use super::body;
-use super::ingest::{check_bearer, reject, reject_body, unknown_stream};
+use super::guard::{check_bearer, reject, reject_body, unknown_stream};
 use super::reply::{self, Reply};
 use crate::ingest::reconcile;
 use hyper::body::Incoming;

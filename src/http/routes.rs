@@ -117,7 +117,7 @@ async fn route(
             let config = app.config();
             match config.streams.get(*stream) {
                 Some(stream) => super::providers::verification(app, stream, req).await,
-                None => ingest::unknown_stream(stream),
+                None => super::guard::unknown_stream(stream),
             }
         }
         (&Method::POST, ["v1", "streams", stream, "events"]) => {

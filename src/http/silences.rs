@@ -4,10 +4,10 @@
 //! the body is read); without that key the routes answer 404. Decisions
 //! about pages are taken by the store (see `store::silences`).
 
-use super::api::Api;
+use super::api::{Api, ReplayCall};
 use super::body;
+use super::guard::{bearer_matches, body_failure, configured_or_templated};
 use super::idempotency::{OpBody, OpRequest};
-use super::ingest::{bearer_matches, body_failure, configured_or_templated};
 use super::reply::{self, Reply};
 use crate::domain::duration::parse_duration;
 use crate::domain::mute::is_known_kind;
@@ -404,15 +404,6 @@ pub(super) async fn replay(
         ),
         Err(_) => unavailable(),
     }
-}
-
-/// What a replay body asks for (the store adds who, when and the pages).
-pub struct ReplayCall {
-    pub from: DateTime<Utc>,
-    pub to: DateTime<Utc>,
-    pub types: Vec<String>,
-    pub dry_run: bool,
-    pub by: String,
 }
 
 fn parse_replay(v: &Value) -> Result<ReplayCall, Refusal> {

@@ -4,8 +4,8 @@
 //! key the routes do not exist (404).
 
 use super::api::{Api, Created};
+use super::guard::bearer_matches;
 use super::idempotency::OpRequest;
-use super::ingest::bearer_matches;
 use super::reply::{self, Reply};
 use hyper::{Method, StatusCode};
 use serde_json::json;

@@ -6,7 +6,7 @@
 
 use super::api::Api;
 use super::body::{self, BodyError};
-use super::ingest::{bearer_matches, body_failure, signed_head};
+use super::guard::{bearer_matches, body_failure, signed_head};
 use super::log_field::Escaped;
 use super::reply::{self, Reply};
 use crate::config::SvixConfig;

@@ -267,7 +267,7 @@ impl Api for App {
     async fn replay_stream(
         &self,
         stream: String,
-        call: crate::http::silences::ReplayCall,
+        call: crate::http::api::ReplayCall,
     ) -> Result<crate::store::forward::ReplayOutcome, Unavailable> {
         let config = self.config();
         let notifiers = config

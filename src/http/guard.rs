@@ -1,0 +1,116 @@
+//! What every route checks around its work: the stream a route names, a
+//! bearer token, a signed head, a body that could not be read, and the one
+//! logged and counted refusal. Shared by the ingest, provider, Svix,
+//! reconciliation and operator routes, so each refuses alike.
+
+use super::api::Api;
+use super::body::BodyError;
+use super::log_field::Escaped;
+use super::reply::{self, Reply};
+use crate::config::StreamConfig;
+use crate::ingest::signature::{check_timestamp, SignedHeaders, VerifyError};
+use hyper::header::AUTHORIZATION;
+use hyper::http::request::Parts;
+use hyper::StatusCode;
+
+/// The signed headers, present and with a timestamp inside the tolerance:
+/// everything about a Standard Webhooks delivery that can be judged before
+/// its body is read. Shared by ingest and operational webhooks.
+pub(super) fn signed_head(parts: &Parts, now_unix: i64) -> Result<SignedHeaders<'_>, VerifyError> {
+    let lookup = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
+    let headers = SignedHeaders::find(lookup)?;
+    check_timestamp(&headers, now_unix)?;
+    Ok(headers)
+}
+
+/// Status, metric outcome and reason for a body that could not be read.
+pub(super) fn body_failure(e: BodyError) -> (StatusCode, &'static str, &'static str) {
+    match e {
+        BodyError::TooLarge => (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too_large",
+            super::body::BODY_TOO_LARGE,
+        ),
+        BodyError::TimedOut => (
+            StatusCode::REQUEST_TIMEOUT,
+            "timeout",
+            "request body did not arrive in time (server.body_timeout)",
+        ),
+        BodyError::Broken => (
+            StatusCode::BAD_REQUEST,
+            "error",
+            "request body could not be read",
+        ),
+    }
+}
+
+pub(super) fn check_bearer(stream: &StreamConfig, parts: &Parts) -> Result<(), &'static str> {
+    if stream.ingest.tokens.is_empty() {
+        return Err("app reports are not configured for this stream (set ingest.token)");
+    }
+    bearer_matches(parts, &stream.ingest.tokens)
+}
+
+/// Checks `Authorization: Bearer` against every token (no early exit, so
+/// timing does not tell which one matched).
+pub(super) fn bearer_matches(
+    parts: &Parts,
+    tokens: &[crate::config::secret::SecretString],
+) -> Result<(), &'static str> {
+    let presented = parts
+        .headers
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .ok_or("missing \"Authorization: Bearer <token>\" header")?;
+    let matched = tokens
+        .iter()
+        .fold(false, |acc, t| t.matches(presented.trim()) | acc);
+    if matched {
+        Ok(())
+    } else {
+        Err("token does not match")
+    }
+}
+
+pub(super) fn reject_body(app: &dyn Api, stream: &StreamConfig, e: BodyError) -> Reply {
+    let (status, outcome, reason) = body_failure(e);
+    reject(app, stream, status, outcome, reason)
+}
+
+/// Counts and logs a rejected request (one line, no body, no secrets).
+pub(super) fn reject(
+    app: &dyn Api,
+    stream: &StreamConfig,
+    status: StatusCode,
+    outcome: &str,
+    reason: &str,
+) -> Reply {
+    app.metrics().count_event(&stream.name, outcome);
+    // A parser's reason can quote the request, so it is escaped too.
+    tracing::warn!(stream = %stream.name, status = status.as_u16(), outcome, reason = %Escaped(reason), "rejected request");
+    reply::error(status, reason)
+}
+
+/// The stream a route names: a configured one, or one a `[streams."PREFIX*"]` pattern
+/// covers, which is checked with its template's credentials (and created only once a
+/// request to it verified).
+pub(super) fn configured_or_templated<'c>(
+    config: &'c crate::config::Config,
+    name: &str,
+) -> Option<std::borrow::Cow<'c, StreamConfig>> {
+    match config.streams.get(name) {
+        Some(s) => Some(std::borrow::Cow::Borrowed(s)),
+        None => config.templates.stream(name).map(std::borrow::Cow::Owned),
+    }
+}
+
+pub(super) fn unknown_stream(name: &str) -> Reply {
+    // Not counted per stream: labels only come from config.
+    let shown: String = name.chars().take(64).collect();
+    tracing::warn!(stream = %Escaped(&shown), status = 404, "rejected request: unknown stream");
+    reply::error(
+        StatusCode::NOT_FOUND,
+        "no such stream (check [streams.NAME] in the config)",
+    )
+}
