@@ -33,7 +33,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::core;
+use super::audit;
 use super::db::Db;
 use super::ops::millis;
 use super::silences::{self, firing_episode, AckOutcome};
@@ -169,7 +169,7 @@ pub(super) async fn confirm<D: Db>(
     // again, under the lock, as a concurrent confirmation left it. (On
     // SQLite nothing can have changed it in between: the second read
     // returns the first.)
-    core::lock_head(db, audit).await?;
+    audit::lock_head(db, audit).await?;
     let state = silences::stream_state(db, &first.stream).await?;
     let row = find(db, &hash).await?;
     let acked = silences::acknowledged(db, &first.stream, first.started_at).await?;

@@ -1,13 +1,17 @@
 //! SQL for the audit log (see `crate::audit` for the chain itself).
 //!
-//! Appends happen inside `record_events`' transaction, so an event is
-//! acknowledged if and only if its audit entry committed with it. The
+//! Appends ([`append_audit`]) happen inside the transaction that records
+//! the event, so an event is acknowledged if and only if its audit entry
+//! committed with it. On PostgreSQL every appending transaction first
+//! locks the chain's head row ([`lock_head`]), so one chain grows in one
+//! order and lock order is always head → stream row. The
 //! read side (`AuditReader`) opens its own read-only connection, so
 //! `hushwatch audit verify/export` works while `serve` is running (WAL).
 
 use super::db::{Cells, Columns, Db};
-use super::StoreError;
-use crate::audit::chain::{from_hex, Entry, GENESIS};
+use super::ops::{count, millis};
+use super::{NewEvent, StoreError};
+use crate::audit::chain::{from_hex, to_hex, Entry, GENESIS};
 use crate::audit::checkpoint::Checkpoint;
 use crate::audit::verify::{Anchor, StoredEntry};
 use rusqlite::{Connection, OpenFlags};
@@ -267,4 +271,155 @@ impl AuditReader {
             }
         }
     }
+}
+
+/// Takes the audit head's row lock when the transaction will append,
+/// before any other row lock, so every appending transaction locks
+/// head → rows and queues on the same first lock. (SQLite's one writer
+/// needs no lock.)
+pub(super) async fn lock_head<D: Db>(db: &D, audit: bool) -> Result<(), StoreError> {
+    if audit && D::POSTGRES {
+        let _: (i64,) = db
+            .one(&D::locked("SELECT seq FROM audit_head WHERE id = 1"), &[])
+            .await?;
+    }
+    Ok(())
+}
+
+/// [`lock_head`] for a batch: when any of `events` is chained.
+pub(super) async fn lock_audit_head<D: Db>(db: &D, events: &[NewEvent]) -> Result<(), StoreError> {
+    lock_head(db, events.iter().any(|e| e.audit)).await
+}
+
+/// The chain's head: the last entry appended, else the prune anchor, else
+/// genesis. PostgreSQL keeps it in the `audit_head` row, which is also the
+/// lock appenders queue on; SQLite's one writer reads the last entry.
+async fn audit_head<D: Db>(db: &D) -> Result<Anchor, StoreError> {
+    let stored: Option<(i64, Option<String>)> = if D::POSTGRES {
+        db.opt("SELECT seq, hash FROM audit_head WHERE id = 1", &[])
+            .await?
+    } else {
+        match db
+            .opt::<(i64, Option<String>)>(
+                "SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1",
+                &[],
+            )
+            .await?
+        {
+            Some(last) => Some(last),
+            None => {
+                db.opt("SELECT seq, hash FROM audit_anchor WHERE id = 1", &[])
+                    .await?
+            }
+        }
+    };
+    Ok(match stored {
+        Some((seq, hash)) => Anchor {
+            seq,
+            hash: hash.as_deref().and_then(from_hex).unwrap_or(GENESIS),
+        },
+        None => Anchor::GENESIS,
+    })
+}
+
+/// Appends `event` to the audit chain in the caller's transaction (under
+/// the head lock on PostgreSQL, taken by the caller): an event is
+/// acknowledged if and only if its entry committed with it.
+pub(super) async fn append_audit<D: Db>(db: &D, event: &NewEvent) -> Result<(), StoreError> {
+    let head = audit_head(db).await?;
+    let entry = Entry {
+        seq: head.seq + 1,
+        received_at_ms: millis(event.received_at),
+        source: event.stream.clone(),
+        channel: event.channel.to_string(),
+        delivery_id: event.delivery_id.clone(),
+        event_type: event.event_type.clone(),
+        event_time_ms: event.event_time.map(millis),
+        subject_ids: super::audit::subject_json(&event.subject_ids),
+        body_sha256: event.body_sha256.map(|d| to_hex(&d)),
+        signature_verified: event.signature_verified,
+        prev_hash: head.hash,
+    };
+    let hash = to_hex(&entry.hash());
+    db.exec(
+        "INSERT INTO audit_log (seq, received_at, source, channel, delivery_id, event_type,
+             event_time, subject_ids, body_sha256, signature_verified, prev_hash, hash)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+        &[
+            &entry.seq,
+            &entry.received_at_ms,
+            &entry.source,
+            &entry.channel,
+            &entry.delivery_id,
+            &entry.event_type,
+            &entry.event_time_ms,
+            &entry.subject_ids,
+            &entry.body_sha256,
+            &entry.signature_verified,
+            &to_hex(&entry.prev_hash),
+            &hash,
+        ],
+    )
+    .await?;
+    if D::POSTGRES {
+        db.exec(
+            "UPDATE audit_head SET seq = $1, hash = $2 WHERE id = 1",
+            &[&entry.seq, &hash],
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// Writes a checkpoint of the chain's head (none while the chain is
+/// empty). On PostgreSQL the head row is locked, so the checkpoint pins an
+/// entry that is committed, not one another replica is appending.
+pub(super) async fn audit_checkpoint<D: Db>(
+    db: &D,
+    now_ms: i64,
+    key: Option<&[u8]>,
+) -> Result<Option<Checkpoint>, StoreError> {
+    lock_head(db, true).await?;
+    let head = audit_head(db).await?;
+    if head.seq == 0 {
+        return Ok(None);
+    }
+    let c = Checkpoint::new(head.seq, head.hash, now_ms, key);
+    db.exec(
+        "INSERT INTO audit_checkpoints (seq, hash, created_at, mac) VALUES ($1, $2, $3, $4)",
+        &[
+            &c.seq,
+            &to_hex(&c.hash),
+            &c.created_at_ms,
+            &c.mac.map(|m| to_hex(&m)),
+        ],
+    )
+    .await?;
+    Ok(Some(c))
+}
+
+/// Deletes whole prefixes older than `before_ms`, remembering the last
+/// pruned entry as the new anchor so the rest still verifies.
+pub(super) async fn audit_prune<D: Db>(db: &D, before_ms: i64) -> Result<usize, StoreError> {
+    let last: Option<(i64, String)> = db
+        .opt(
+            "SELECT seq, hash FROM audit_log WHERE received_at < $1 ORDER BY seq DESC LIMIT 1",
+            &[&before_ms],
+        )
+        .await?;
+    let Some((seq, hash)) = last else {
+        return Ok(0);
+    };
+    db.exec(
+        "INSERT INTO audit_anchor (id, seq, hash) VALUES (1, $1, $2)
+         ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash",
+        &[&seq, &hash],
+    )
+    .await?;
+    let deleted = db
+        .exec("DELETE FROM audit_log WHERE seq <= $1", &[&seq])
+        .await?;
+    db.exec("DELETE FROM audit_checkpoints WHERE seq <= $1", &[&seq])
+        .await?;
+    Ok(count(deleted))
 }

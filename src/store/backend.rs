@@ -136,16 +136,16 @@ macro_rules! operations {
             /// All stream rows, ordered by name.
             fn streams() -> Vec<StreamRow> = crate::store::core::streams();
             /// Outbox rows not yet marked done, oldest first.
-            fn pending_outbox() -> Vec<OutboxRow> = crate::store::core::pending_outbox();
+            fn pending_outbox() -> Vec<OutboxRow> = crate::store::outbox::pending_outbox();
             /// Marks an outbox row delivered. Idempotent: a row already done keeps
             /// its first done time, and an unknown id is a no-op.
             #[cfg(test)]
             fn mark_outbox_done(id: i64, at: DateTime<Utc>) -> ()
-                = crate::store::core::mark_outbox_done(id, at);
+                = crate::store::outbox::mark_outbox_done(id, at);
             /// Records one delivery attempt's outcome on a pending outbox row.
             #[cfg(test)]
             fn record_attempt(id: i64, attempt: Attempt) -> ()
-                = crate::store::core::record_attempt(id, &attempt);
+                = crate::store::outbox::record_attempt(id, &attempt);
             /// Queues reminder or escalation pages for the stream's current firing
             /// episode, once per (kind, step, notifier); returns how many were new.
             fn enqueue_extra(
@@ -155,27 +155,27 @@ macro_rules! operations {
                 notifiers: Vec<String>,
                 at: DateTime<Utc>
             ) -> usize
-                = crate::store::core::enqueue_extra(&stream, kind, step, &notifiers, at);
+                = crate::store::outbox::enqueue_extra(&stream, kind, step, &notifiers, at);
             /// Issue #19: queues a fallback-ladder page about notifier `about` to
             /// each of `t.notifiers` (a keyed alert: one alert id per failing
             /// notifier, shared by its steps and its recovery page).
             #[cfg(test)]
             fn queue_fallback_pages(t: Transition, about: String) -> ()
-                = crate::store::core::queue_fallback_pages(&t, &about);
+                = crate::store::outbox::queue_fallback_pages(&t, &about);
             /// What /v1/status shows about notifications: counts per notifier
             /// and the 20 newest failed pages.
-            fn outbox_summary() -> OutboxSummary = crate::store::core::outbox_summary(20);
+            fn outbox_summary() -> OutboxSummary = crate::store::outbox::outbox_summary(20);
             /// Delivered firing pages of alerts still firing (for re-posting).
-            fn active_firing_pages() -> Vec<OutboxRow> = crate::store::core::active_firing_pages();
+            fn active_firing_pages() -> Vec<OutboxRow> = crate::store::outbox::active_firing_pages();
             /// Delete seen_deliveries older than `before` (callers pass now - 7
             /// days); returns rows deleted.
             fn prune_seen(before: DateTime<Utc>) -> usize = crate::store::core::prune_seen(before);
             /// Writes a checkpoint of the audit chain head (HMAC-signed with `key`).
             fn audit_checkpoint(now: DateTime<Utc>, key: Option<Vec<u8>>) -> Option<Checkpoint>
-                = crate::store::core::audit_checkpoint(now.timestamp_millis(), key.as_deref());
+                = crate::store::audit::audit_checkpoint(now.timestamp_millis(), key.as_deref());
             /// Prunes audit entries received before `before`; returns how many.
             fn audit_prune(before: DateTime<Utc>) -> usize
-                = crate::store::core::audit_prune(before.timestamp_millis());
+                = crate::store::audit::audit_prune(before.timestamp_millis());
             /// Deletes up to `limit` event rows received before `before`.
             fn prune_events(before: DateTime<Utc>, limit: i64) -> usize
                 = crate::store::core::prune_events(before, limit);

@@ -19,11 +19,11 @@
 
 use chrono::{DateTime, TimeDelta, Utc};
 
-use super::core;
 use super::db::{Cells, Columns, Db};
 use super::ops::{millis, opt_time, time, KeyedAlert};
 use super::seal::Sealed;
 use super::stored_time;
+use super::{audit, core, outbox};
 use super::{AlertState, NewEvent, StoreError, StreamRow, Transition};
 use crate::domain::alert_kind::AlertKind;
 use crate::domain::forward::{self as decide, Head, Oldest, ReplayItem, Run, RunPage};
@@ -582,7 +582,7 @@ async fn dead_letter_check<D: Db>(
     };
     let oldest = oldest_state(db, stream, "dead").await?;
     let reason = decide::dead_letter_reason(stream, firing, dead, oldest.as_ref());
-    core::queue_keyed_pages(
+    outbox::queue_keyed_pages(
         db,
         &page(stream, firing, at, reason, notifiers),
         at,
@@ -598,7 +598,7 @@ async fn dead_letter_check<D: Db>(
 /// on each other in a cycle.
 pub(super) async fn settle<D: Db>(db: &D, s: &ForwardSettle) -> Result<ForwardSettled, StoreError> {
     let c = &s.claim;
-    core::lock_head(db, s.policy.audit).await?;
+    audit::lock_head(db, s.policy.audit).await?;
     let before = run(db, &c.stream).await?;
     let plan = decide::plan_settle(
         &s.attempt,
@@ -629,7 +629,7 @@ pub(super) async fn settle<D: Db>(db: &D, s: &ForwardSettle) -> Result<ForwardSe
     }
     write_run(db, &c.stream, &plan.run).await?;
     if let (Some(audit_type), true) = (&plan.audit_type, s.policy.audit) {
-        core::append_audit(
+        audit::append_audit(
             db,
             &audit_entry(
                 &c.stream,
@@ -657,7 +657,7 @@ pub(super) async fn settle<D: Db>(db: &D, s: &ForwardSettle) -> Result<ForwardSe
             RunPage::Fire(step) => (true, step.severity),
             RunPage::Resolve { .. } => (false, Severity::Warning),
         };
-        core::queue_keyed_pages(
+        outbox::queue_keyed_pages(
             db,
             &page(&c.stream, firing, s.at, reason, &s.policy.notifiers),
             s.at,
@@ -688,7 +688,7 @@ pub(super) async fn settle<D: Db>(db: &D, s: &ForwardSettle) -> Result<ForwardSe
 }
 
 pub(super) async fn replay<D: Db>(db: &D, r: &ReplayRequest) -> Result<ReplayOutcome, StoreError> {
-    core::lock_head(db, r.audit && !r.dry_run).await?;
+    audit::lock_head(db, r.audit && !r.dry_run).await?;
     let rows: Vec<(i64, String, String, i64, String)> = db
         .rows(
             &D::locked(sql::WINDOW),
@@ -715,7 +715,7 @@ pub(super) async fn replay<D: Db>(db: &D, r: &ReplayRequest) -> Result<ReplayOut
             db.exec(sql::REQUEUE, &[id, &millis(r.now)]).await?;
         }
         if r.audit {
-            core::append_audit(db, &replay_entry(r, chosen.len() as u64)).await?;
+            audit::append_audit(db, &replay_entry(r, chosen.len() as u64)).await?;
         }
         dead_letter_check(db, &r.stream, r.now, &r.notifiers).await?;
     }

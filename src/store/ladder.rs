@@ -18,8 +18,8 @@
 
 use chrono::{DateTime, Utc};
 
-use super::core;
 use super::db::Db;
+use super::outbox;
 use super::Attempt;
 use super::{AlertState, StoreError, Transition};
 use crate::domain::fallback::{self as decide, Decision};
@@ -66,7 +66,7 @@ pub(super) async fn settle_counted<D: Db>(
     let recorded = match token {
         Some(token) => super::replica::settle_claim(db, id, token, attempt).await?,
         None => {
-            super::core::record_attempt(db, id, attempt).await?;
+            super::outbox::record_attempt(db, id, attempt).await?;
             true
         }
     };
@@ -93,7 +93,7 @@ pub(super) async fn settle_counted<D: Db>(
             reason: page.reason,
             notifiers: rule.notify.clone(),
         };
-        core::queue_fallback_pages(db, &t, &u.notifier).await?;
+        outbox::queue_fallback_pages(db, &t, &u.notifier).await?;
         queued = Some(t.reason);
     }
     Ok(LadderOutcome {

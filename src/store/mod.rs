@@ -28,6 +28,7 @@ pub mod idempotency;
 pub mod ladder;
 mod migrations;
 mod ops;
+mod outbox;
 pub mod pg;
 pub mod reconcile;
 pub mod replica;

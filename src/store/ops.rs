@@ -126,3 +126,8 @@ pub(super) fn fallback_alert(about: &str) -> KeyedAlert<'_> {
         endpoint_id: about,
     }
 }
+
+/// A row count from the database, as a `usize`.
+pub(super) fn count(n: u64) -> usize {
+    usize::try_from(n).unwrap_or(usize::MAX)
+}

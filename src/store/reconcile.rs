@@ -15,10 +15,10 @@
 
 use chrono::{DateTime, Utc};
 
-use super::core;
 use super::db::Db;
 use super::ops::millis;
 use super::stored_time;
+use super::{audit, core, outbox};
 use super::{AlertState, NewEvent, StoreError, Transition};
 use crate::domain::reconcile::missing_alert_moves;
 
@@ -357,13 +357,13 @@ pub(super) mod sql {
 
 /// Stores the report unless its id was seen; true when it was new. Takes
 /// the audit head's lock first when the report may append (the ingest
-/// lock order, see `core::lock_head`).
+/// lock order, see `audit::lock_head`).
 pub(super) async fn record<D: Db>(
     db: &D,
     r: &NewReconciliation,
     now: DateTime<Utc>,
 ) -> Result<bool, StoreError> {
-    core::lock_audit_head(db, r.entry.as_slice()).await?;
+    audit::lock_audit_head(db, r.entry.as_slice()).await?;
     let inserted = db
         .exec(
             sql::RECORD,
@@ -384,11 +384,11 @@ pub(super) async fn record<D: Db>(
     db.exec(sql::LAST_REPORT, &[&r.stream, &millis(now)])
         .await?;
     if let Some(entry) = &r.entry {
-        core::append_audit(db, entry).await?;
+        audit::append_audit(db, entry).await?;
     }
     if let Some(page) = &r.page {
         let key = revoke_alert_key(&r.stream, &r.id);
-        core::queue_keyed_pages(db, page, now, &revoke_alert(&key, &r.id)).await?;
+        outbox::queue_keyed_pages(db, page, now, &revoke_alert(&key, &r.id)).await?;
     }
     Ok(true)
 }
@@ -416,7 +416,7 @@ pub(super) async fn record_stale<D: Db>(
     if inserted == 0 {
         return Ok(false);
     }
-    core::queue_keyed_pages(db, &g.page, now, &stale_alert(&stale_key(g))).await?;
+    outbox::queue_keyed_pages(db, &g.page, now, &stale_alert(&stale_key(g))).await?;
     Ok(true)
 }
 
@@ -452,7 +452,7 @@ pub(super) async fn transition<D: Db>(db: &D, t: &ReconcileTransition) -> Result
     }
     db.exec(sql::SET_STATE, &[&t.stream, &core::state_str(&t.to)])
         .await?;
-    core::queue_keyed_pages(db, t, t.at, &missing_alert(&t.stream)).await?;
+    outbox::queue_keyed_pages(db, t, t.at, &missing_alert(&t.stream)).await?;
     Ok(true)
 }
 

@@ -28,9 +28,9 @@ use std::sync::LazyLock;
 
 use chrono::{DateTime, TimeDelta, Utc};
 
-use super::core::OUTBOX_COLUMNS;
 use super::db::Db;
 use super::ops::millis;
+use super::outbox::OUTBOX_COLUMNS;
 use super::{stored_time, Attempt, OutboxRow, StoreError};
 
 /// Schema step (SQLite): claim columns on the outbox, the leader row and
@@ -251,7 +251,7 @@ pub(super) async fn settle_claim<D: Db>(
     if !holds(current, token) {
         return Ok(false);
     }
-    super::core::record_attempt(db, id, attempt).await?;
+    super::outbox::record_attempt(db, id, attempt).await?;
     db.exec(sql::UNCLAIM, &[&id]).await?;
     Ok(true)
 }

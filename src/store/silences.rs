@@ -22,9 +22,9 @@
 //! the decision and write its outcome are written once here over
 //! `store::db::Db`, for both engines, with the statements in `sql`.
 
-use super::core;
 use super::db::Db;
 use super::ops::{millis, time, KeyedAlert};
+use super::{audit, core, outbox};
 use super::{AlertState, NewEvent, StoreError, Transition};
 use crate::domain::mute::{
     covers, expiry, has_room, maintenance_plan, on_transition, release, Note, OnTransition,
@@ -343,7 +343,7 @@ async fn release_held_stream<D: Db>(
         notifiers: list(&notifiers),
     };
     for notifier in &t.notifiers {
-        core::insert_silence_page(db, &t, notifier, now).await?;
+        outbox::insert_silence_page(db, &t, notifier, now).await?;
     }
     Ok(true)
 }
@@ -356,7 +356,7 @@ pub(super) async fn suppress_keyed<D: Db>(
     t: &Transition,
     alert: &KeyedAlert<'_>,
 ) -> Result<bool, StoreError> {
-    let alert_id = core::keyed_alert_id(db, alert).await?;
+    let alert_id = outbox::keyed_alert_id(db, alert).await?;
     let silenced = t.to == AlertState::Firing && silenced(db, &t.stream, alert.kind, t.at).await?;
     let held = t.to == AlertState::Ok && db.exec(sql::TAKE_HELD_KEYED, &[&alert_id]).await? > 0;
     let told_firing = held
@@ -437,7 +437,7 @@ async fn release_held_keyed<D: Db>(db: &D, now: DateTime<Utc>) -> Result<usize, 
             endpoint_id: &endpoint_id,
         };
         for notifier in &t.notifiers {
-            core::insert_keyed_page(db, &t, notifier, now, &alert).await?;
+            outbox::insert_keyed_page(db, &t, notifier, now, &alert).await?;
         }
         paged += 1;
     }
@@ -460,7 +460,7 @@ pub(super) async fn is_held<D: Db>(db: &D, stream: &str) -> Result<bool, StoreEr
     exists(db, sql::IS_HELD, stream).await
 }
 
-/// When the episode's first firing page was queued (`core::extra_wanted`).
+/// When the episode's first firing page was queued (`outbox::extra_wanted`).
 pub(super) async fn first_firing_page<D: Db>(
     db: &D,
     alert_id: &str,
@@ -470,7 +470,7 @@ pub(super) async fn first_firing_page<D: Db>(
 }
 
 /// Appends an operator action to the audit chain (the head already locked
-/// by `core::lock_head`).
+/// by `audit::lock_head`).
 async fn audit_note<D: Db>(
     db: &D,
     audit: bool,
@@ -480,7 +480,7 @@ async fn audit_note<D: Db>(
     if !audit {
         return Ok(());
     }
-    core::append_audit(db, &note_event(note, now)).await
+    audit::append_audit(db, &note_event(note, now)).await
 }
 
 /// Locks the silences table against other adders for the transaction on
@@ -519,7 +519,7 @@ pub(super) async fn add<D: Db>(
     cap: usize,
     audit: bool,
 ) -> Result<Option<i64>, StoreError> {
-    core::lock_head(db, audit).await?;
+    audit::lock_head(db, audit).await?;
     lock_silences(db).await?;
     let (live,): (i64,) = db.one(sql::COUNT_LIVE, &[&millis(now)]).await?;
     if !has_room(live, cap) {
@@ -555,7 +555,7 @@ pub(super) async fn expire<D: Db>(
     now: DateTime<Utc>,
     audit: bool,
 ) -> Result<bool, StoreError> {
-    core::lock_head(db, audit).await?;
+    audit::lock_head(db, audit).await?;
     let row: Option<SilenceColumns> = db.opt(&D::locked(sql::BY_ID), &[&id]).await?;
     let Some(row) = row.map(silence_row) else {
         return Ok(false);
@@ -577,7 +577,7 @@ pub(super) async fn acknowledge<D: Db>(
     now: DateTime<Utc>,
     audit: bool,
 ) -> Result<AckOutcome, StoreError> {
-    core::lock_head(db, audit).await?;
+    audit::lock_head(db, audit).await?;
     let Some(started) = firing_episode(stream_state(db, stream).await?) else {
         return Ok(AckOutcome::NotFiring);
     };
@@ -622,7 +622,7 @@ pub(super) async fn sync_maintenance<D: Db>(
     now: DateTime<Utc>,
     audit: bool,
 ) -> Result<(), StoreError> {
-    core::lock_head(db, audit).await?;
+    audit::lock_head(db, audit).await?;
     lock_silences(db).await?;
     let plan = maintenance_plan(&silences_ending_after(db, now).await?, windows, now);
     for id in plan.expire {

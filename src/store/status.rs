@@ -54,7 +54,7 @@ pub(super) mod sql {
     pub const HEAD: &str = "SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1";
     pub const ANCHOR: &str = "SELECT seq, hash FROM audit_anchor WHERE id = 1";
     /// PostgreSQL's head row (its schema's addition: concurrent appenders
-    /// lock it, see `store::core::lock_head`).
+    /// lock it, see `store::audit::lock_head`).
     pub const HEAD_ROW: &str = "SELECT seq, hash FROM audit_head WHERE id = 1";
 }
 

@@ -10,9 +10,9 @@
 
 use chrono::{DateTime, Utc};
 
-use super::core;
 use super::db::Db;
 use super::ops::{millis, KeyedAlert};
+use super::{core, outbox};
 use super::{stored_time, AlertState, StoreError, Transition};
 pub use crate::domain::subscription::MAX_PER_STREAM;
 use crate::domain::subscription::{horizon, is_plausible, over_cap, page_kind, MAX_LIFETIME};
@@ -290,7 +290,7 @@ pub(super) async fn transition<D: Db>(
         ],
     )
     .await?;
-    core::queue_keyed_pages(db, &m.page, t.at, &m.alert()).await?;
+    outbox::queue_keyed_pages(db, &m.page, t.at, &m.alert()).await?;
     Ok(true)
 }
 

@@ -11,9 +11,9 @@
 //! parsed it). The operations that read the rows, call the decisions and
 //! write their outcome are written once, over `store::db::Db`.
 
-use super::core;
 use super::db::Db;
 use super::ops::{delivery_hash, millis, opt_time, KeyedAlert};
+use super::{audit, core, outbox};
 use super::{AlertState, EventOutcome, NewEvent, StoreError, Transition};
 use crate::domain::svix::{
     ack_place, alert_changes, event_changes, event_place, page_plans, AlertChange, DisableTrigger,
@@ -645,7 +645,7 @@ async fn queue_pages<D: Db>(
         .ok_or_else(|| StoreError::Sql(format!("unknown Svix endpoint {endpoint_id}")))?;
     let mut pages = Vec::new();
     for plan in page_plans(&page_facts(a), endpoint_id, changes, &row) {
-        core::queue_keyed_pages(
+        outbox::queue_keyed_pages(
             db,
             &page_transition(a, &plan),
             a.now,
@@ -666,7 +666,7 @@ pub(super) async fn record<D: Db>(
     event: &NewEvent,
     a: &SvixApply,
 ) -> Result<(EventOutcome, Vec<SvixPage>), StoreError> {
-    core::lock_audit_head(db, std::slice::from_ref(event)).await?;
+    audit::lock_audit_head(db, std::slice::from_ref(event)).await?;
     if core::record_event(db, event).await? == EventOutcome::Duplicate {
         return Ok((EventOutcome::Duplicate, Vec::new()));
     }
@@ -695,7 +695,7 @@ pub(super) async fn record<D: Db>(
             // taken first, before the endpoint row (`a.audit` is read from
             // the config separately and could differ across a reload).
             let entry = join_entry(a, &endpoint_id, &joined);
-            core::lock_audit_head(db, std::slice::from_ref(&entry)).await?;
+            audit::lock_audit_head(db, std::slice::from_ref(&entry)).await?;
             core::record_event(db, &entry).await?;
         }
     }
@@ -909,7 +909,7 @@ pub(super) async fn regroup<D: Db>(
     let pending = has_redelivery(db, a, endpoint_id).await?;
     if pending && a.audit {
         let entry = join_entry(a, endpoint_id, &[]);
-        core::lock_audit_head(db, std::slice::from_ref(&entry)).await?;
+        audit::lock_audit_head(db, std::slice::from_ref(&entry)).await?;
     }
     lock_endpoint(db, &a.source, endpoint_id, None).await?;
     // First what arrived since: a redelivered message is not paged as lost.

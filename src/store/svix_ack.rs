@@ -3,7 +3,7 @@
 //! resolve a critical alert, so who resolved it is on the tamper-evident
 //! record exactly when it happened.
 
-use super::core;
+use super::audit;
 use super::db::Db;
 use super::svix::{self, SvixApply, SvixPage};
 use super::{NewEvent, StoreError};
@@ -19,10 +19,10 @@ pub(super) async fn acknowledge_audited<D: Db>(
     msg_ids: &[String],
     entry: Option<&NewEvent>,
 ) -> Result<(usize, u64, Vec<SvixPage>), StoreError> {
-    core::lock_head(db, entry.is_some_and(|e| e.audit)).await?;
+    audit::lock_head(db, entry.is_some_and(|e| e.audit)).await?;
     let (acked, lost, pages) = svix::acknowledge(db, apply, endpoint_id, msg_ids).await?;
     if let (true, Some(entry)) = (acked > 0, entry) {
-        core::append_audit(db, entry).await?;
+        audit::append_audit(db, entry).await?;
     }
     Ok((acked, lost, pages))
 }

@@ -9,7 +9,7 @@ use crate::store::core::STREAM_COLUMNS;
 use crate::store::db::{Columns, Db};
 use crate::store::{StoreError, StreamRow};
 
-pub(super) use crate::store::core::lock_audit_head;
+pub(super) use crate::store::audit::lock_audit_head;
 
 /// Schema step: every stream row carries the id of the transaction that
 /// last wrote it (`changed_xid`, set by a trigger, so every statement that
