@@ -4,14 +4,16 @@
 //! reconciliation and operator routes, so each refuses alike.
 
 use super::api::Api;
-use super::body::BodyError;
+use super::body::{self, BodyError};
 use super::log_field::Escaped;
 use super::reply::{self, Reply};
 use crate::config::StreamConfig;
 use crate::ingest::signature::{check_timestamp, SignedHeaders, VerifyError};
+use hyper::body::Incoming;
 use hyper::header::AUTHORIZATION;
 use hyper::http::request::Parts;
 use hyper::StatusCode;
+use tokio::time::Instant;
 
 /// The signed headers, present and with a timestamp inside the tolerance:
 /// everything about a Standard Webhooks delivery that can be judged before
@@ -44,11 +46,39 @@ pub(super) fn body_failure(e: BodyError) -> (StatusCode, &'static str, &'static 
     }
 }
 
-pub(super) fn check_bearer(stream: &StreamConfig, parts: &Parts) -> Result<(), &'static str> {
+fn check_bearer(stream: &StreamConfig, parts: &Parts) -> Result<(), &'static str> {
     if stream.ingest.tokens.is_empty() {
         return Err("app reports are not configured for this stream (set ingest.token)");
     }
     bearer_matches(parts, &stream.ingest.tokens)
+}
+
+/// A bearer-token route's request up to its body, in the order every
+/// route keeps: a declared size over the cap (413) before the token (401),
+/// and only then the body, under the cap and the body deadline (413, 408,
+/// 400). Each refusal is counted and logged against `stream`.
+pub(super) async fn bearer_then_body(
+    app: &dyn Api,
+    stream: &StreamConfig,
+    parts: &Parts,
+    body: Incoming,
+    deadline: Instant,
+) -> Result<Vec<u8>, Reply> {
+    if body::declared_too_large(parts) {
+        return Err(reject_body(app, stream, BodyError::TooLarge));
+    }
+    if let Err(reason) = check_bearer(stream, parts) {
+        return Err(reject(
+            app,
+            stream,
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            reason,
+        ));
+    }
+    body::read(parts, body, deadline)
+        .await
+        .map_err(|e| reject_body(app, stream, e))
 }
 
 /// Checks `Authorization: Bearer` against every token (no early exit, so

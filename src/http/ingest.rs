@@ -8,7 +8,7 @@
 use super::api::Api;
 use super::body::{self, BodyError};
 use super::guard::{
-    check_bearer, configured_or_templated, reject, reject_body, signed_head, unknown_stream,
+    bearer_then_body, configured_or_templated, reject, reject_body, signed_head, unknown_stream,
 };
 use super::record::{clip, store};
 use super::reply::{self, Reply};
@@ -132,18 +132,9 @@ pub async fn app_report(
     };
     let stream = stream.as_ref();
     let (parts, body) = req.into_parts();
-    if let Err(reason) = check_bearer(stream, &parts) {
-        return reject(
-            app,
-            stream,
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            reason,
-        );
-    }
-    let body = match body::read(&parts, body, body_deadline).await {
+    let body = match bearer_then_body(app, stream, &parts, body, body_deadline).await {
         Ok(b) => b,
-        Err(e) => return reject_body(app, stream, e),
+        Err(refused) => return refused,
     };
     let reports = match app_reports(&body) {
         Ok(r) => r,

@@ -5,8 +5,7 @@
 //! only after the store committed (503 otherwise).
 
 use super::api::{Api, Unavailable};
-use super::body;
-use super::guard::{check_bearer, reject, reject_body, unknown_stream};
+use super::guard::{bearer_then_body, reject, unknown_stream};
 use super::reply::{self, Reply};
 use crate::ingest::reconcile;
 use hyper::body::Incoming;
@@ -27,21 +26,9 @@ pub async fn report(
         return unknown_stream(stream_name);
     };
     let (parts, body) = req.into_parts();
-    if body::declared_too_large(&parts) {
-        return reject_body(app, stream, body::BodyError::TooLarge);
-    }
-    if let Err(reason) = check_bearer(stream, &parts) {
-        return reject(
-            app,
-            stream,
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            reason,
-        );
-    }
-    let body = match body::read(&parts, body, body_deadline).await {
+    let body = match bearer_then_body(app, stream, &parts, body, body_deadline).await {
         Ok(b) => b,
-        Err(e) => return reject_body(app, stream, e),
+        Err(refused) => return refused,
     };
     let report = match reconcile::parse(&body) {
         Ok(r) => r,

@@ -521,6 +521,7 @@ fn listener_backlog_queues_bursts_past_128_connections() {
 
 const WEBHOOK: &str = "/v1/streams/identity/webhook";
 const OPERATIONAL: &str = "/v1/svix/ops/operational";
+const REPORT: &str = "/v1/streams/identity/events";
 
 /// The basic config plus `[server] body_timeout` and a Svix source `ops`
 /// (same secret as the stream, so one signer serves both routes).
@@ -598,7 +599,9 @@ fn reply_then_close(stream: &mut TcpStream, limit: Duration) -> Option<(u16, boo
 /// 404, 401 and 400 come from the head alone: the client sends a head that
 /// announces a body and then nothing, and still gets its answer (before,
 /// the server waited for the whole body first). The connection is closed
-/// after the answer, since the announced body was never read.
+/// after the answer, since the announced body was never read. A declared
+/// size over the cap is 413 before any credential check, on the app-report
+/// route as on the signed ones.
 #[test]
 fn webhook_and_svix_heads_are_refused_before_any_body_byte() {
     let (_work, s) = start_with_body_timeout("10m");
@@ -661,6 +664,14 @@ fn webhook_and_svix_heads_are_refused_before_any_body_byte() {
             400,
         ),
         ("Svix, declared 2 MiB", OPERATIONAL, fresh, 2 << 20, 413),
+        ("app report, no token", REPORT, Vec::new(), 1000, 401),
+        (
+            "app report, declared 2 MiB",
+            REPORT,
+            Vec::new(),
+            2 << 20,
+            413,
+        ),
     ];
     for (what, path, headers, length, expected) in cases {
         let started = Instant::now();
