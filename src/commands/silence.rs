@@ -10,17 +10,12 @@
 
 use super::status::base_url;
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
 use serde_json::{json, Value};
 use std::path::Path;
 use std::process::ExitCode;
-use std::time::Duration;
 
 /// Default of `--token-env`.
 pub const TOKEN_ENV: &str = "HUSHWATCH_ADMIN_TOKEN";
-const TIMEOUT: Duration = Duration::from_secs(10);
 /// 1,000 silences with long comments fit easily.
 const MAX_BODY: usize = 16 * 1024 * 1024;
 
@@ -112,44 +107,19 @@ async fn send(
     key: Option<&str>,
     body: Option<Value>,
 ) -> Result<(hyper::StatusCode, Value), String> {
-    let uri: hyper::Uri = url.parse().map_err(|_| "not a valid URL".to_string())?;
-    if uri.scheme_str() != Some("http") {
-        return Err("only http:// URLs are supported".to_string());
-    }
-    let mut connector = HttpConnector::new();
-    connector.set_connect_timeout(Some(TIMEOUT));
-    let client = hyper_util::client::legacy::Client::builder(TokioExecutor::new())
-        .build::<_, Full<Bytes>>(connector);
-    let bytes = body.map(|b| b.to_string()).unwrap_or_default();
-    let mut request = hyper::Request::builder()
-        .method(method)
-        .uri(uri)
-        .header("authorization", format!("Bearer {token}"))
-        .header("content-type", "application/json");
+    let mut headers = vec![
+        ("authorization", format!("Bearer {token}")),
+        ("content-type", "application/json".to_string()),
+    ];
     if let Some(key) = key {
-        request = request.header("idempotency-key", key);
+        headers.push(("idempotency-key", key.to_string()));
     }
-    let request = request
-        .body(Full::new(Bytes::from(bytes)))
-        .map_err(|e| format!("cannot build the request ({e})"))?;
-    let exchange = async {
-        let response = client
-            .request(request)
-            .await
-            .map_err(|e| format!("unreachable ({e})"))?;
-        let status = response.status();
-        let body = Limited::new(response.into_body(), MAX_BODY)
-            .collect()
-            .await
-            .map_err(|e| format!("reading the answer failed ({e})"))?
-            .to_bytes();
-        let answer = serde_json::from_slice(&body)
-            .unwrap_or_else(|_| json!({ "error": String::from_utf8_lossy(&body) }));
-        Ok((status, answer))
-    };
-    tokio::time::timeout(TIMEOUT, exchange)
-        .await
-        .map_err(|_| format!("no answer within {} s", TIMEOUT.as_secs()))?
+    let bytes = body.map(|b| b.to_string()).unwrap_or_default();
+    let (status, answer) =
+        super::http_client::exchange(url, method, &headers, Bytes::from(bytes), MAX_BODY).await?;
+    let answer = serde_json::from_slice(&answer)
+        .unwrap_or_else(|_| json!({ "error": String::from_utf8_lossy(&answer) }));
+    Ok((status, answer))
 }
 
 /// `silence add`: exactly one of `for_` (a duration) and `until` (RFC 3339).

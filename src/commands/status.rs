@@ -7,20 +7,14 @@
 use crate::status::model::StatusDoc;
 use crate::status::terminal;
 use bytes::Bytes;
-use http_body_util::{BodyExt, Empty, Limited};
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
 use std::io::IsTerminal;
 use std::path::Path;
 use std::process::ExitCode;
-use std::time::Duration;
 
 /// Exit code when something is firing.
 pub const EXIT_FIRING: u8 = 1;
 /// Exit code when the server is unreachable or answers no status document.
 pub const EXIT_UNREACHABLE: u8 = 3;
-/// Whole request, connect to last byte.
-const TIMEOUT: Duration = Duration::from_secs(10);
 /// A status document of 10,000 streams is a few MiB.
 const MAX_BODY: usize = 32 * 1024 * 1024;
 
@@ -81,41 +75,20 @@ pub fn run(url: Option<&str>, config: Option<&Path>) -> ExitCode {
 }
 
 async fn fetch(url: &str) -> Result<StatusDoc, String> {
-    let uri: hyper::Uri = url.parse().map_err(|_| "not a valid URL".to_string())?;
-    if uri.scheme_str() != Some("http") {
-        return Err("only http:// URLs are supported".to_string());
+    let (status, body) =
+        super::http_client::exchange(url, hyper::Method::GET, &[], Bytes::new(), MAX_BODY).await?;
+    if status == hyper::StatusCode::SERVICE_UNAVAILABLE {
+        // The server answers 503 when its store did not answer within
+        // its 10 s bound (a stalled database), not for a wrong port.
+        return Err(format!(
+            "answered {status}: its storage did not answer in time (see /metrics, hushwatch_store_read_timeouts_total)"
+        ));
     }
-    let mut connector = HttpConnector::new();
-    connector.set_connect_timeout(Some(TIMEOUT));
-    let client = hyper_util::client::legacy::Client::builder(TokioExecutor::new())
-        .build::<_, Empty<Bytes>>(connector);
-    let exchange = async {
-        let response = client
-            .get(uri)
-            .await
-            .map_err(|e| format!("unreachable ({e})"))?;
-        let status = response.status();
-        let body = Limited::new(response.into_body(), MAX_BODY)
-            .collect()
-            .await
-            .map_err(|e| format!("reading the answer failed ({e})"))?
-            .to_bytes();
-        if status == hyper::StatusCode::SERVICE_UNAVAILABLE {
-            // The server answers 503 when its store did not answer within
-            // its 10 s bound (a stalled database), not for a wrong port.
-            return Err(format!(
-                "answered {status}: its storage did not answer in time (see /metrics, hushwatch_store_read_timeouts_total)"
-            ));
-        }
-        if !status.is_success() {
-            return Err(format!(
-                "answered {status} (with admin_listen set, ask that port)"
-            ));
-        }
-        serde_json::from_slice::<StatusDoc>(&body)
-            .map_err(|e| format!("answer is not a hushwatch status document ({e})"))
-    };
-    tokio::time::timeout(TIMEOUT, exchange)
-        .await
-        .map_err(|_| format!("no answer within {} s", TIMEOUT.as_secs()))?
+    if !status.is_success() {
+        return Err(format!(
+            "answered {status} (with admin_listen set, ask that port)"
+        ));
+    }
+    serde_json::from_slice::<StatusDoc>(&body)
+        .map_err(|e| format!("answer is not a hushwatch status document ({e})"))
 }
