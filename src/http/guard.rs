@@ -31,7 +31,7 @@ pub(super) fn body_failure(e: BodyError) -> (StatusCode, &'static str, &'static 
         BodyError::TooLarge => (
             StatusCode::PAYLOAD_TOO_LARGE,
             "too_large",
-            super::body::BODY_TOO_LARGE,
+            body::BODY_TOO_LARGE,
         ),
         BodyError::TimedOut => (
             StatusCode::REQUEST_TIMEOUT,
