@@ -295,31 +295,19 @@ pub(super) async fn lock_audit_head<D: Db>(db: &D, events: &[NewEvent]) -> Resul
 /// genesis. PostgreSQL keeps it in the `audit_head` row, which is also the
 /// lock appenders queue on; SQLite's one writer reads the last entry.
 async fn audit_head<D: Db>(db: &D) -> Result<Anchor, StoreError> {
-    let stored: Option<(i64, Option<String>)> = if D::POSTGRES {
-        db.opt("SELECT seq, hash FROM audit_head WHERE id = 1", &[])
-            .await?
+    let last = if D::POSTGRES {
+        "SELECT seq, hash FROM audit_head WHERE id = 1"
     } else {
-        match db
-            .opt::<(i64, Option<String>)>(
-                "SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1",
-                &[],
-            )
-            .await?
-        {
-            Some(last) => Some(last),
-            None => {
-                db.opt("SELECT seq, hash FROM audit_anchor WHERE id = 1", &[])
-                    .await?
-            }
-        }
+        "SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1"
     };
-    Ok(match stored {
-        Some((seq, hash)) => Anchor {
+    match db.opt::<(i64, Option<String>)>(last, &[]).await? {
+        Some((seq, hash)) => Ok(Anchor {
             seq,
             hash: hash.as_deref().and_then(from_hex).unwrap_or(GENESIS),
-        },
-        None => Anchor::GENESIS,
-    })
+        }),
+        None if D::POSTGRES => Ok(Anchor::GENESIS),
+        None => anchor(db).await,
+    }
 }
 
 /// Appends `event` to the audit chain in the caller's transaction (under
@@ -335,7 +323,7 @@ pub(super) async fn append_audit<D: Db>(db: &D, event: &NewEvent) -> Result<(), 
         delivery_id: event.delivery_id.clone(),
         event_type: event.event_type.clone(),
         event_time_ms: event.event_time.map(millis),
-        subject_ids: super::audit::subject_json(&event.subject_ids),
+        subject_ids: subject_json(&event.subject_ids),
         body_sha256: event.body_sha256.map(|d| to_hex(&d)),
         signature_verified: event.signature_verified,
         prev_hash: head.hash,
