@@ -526,6 +526,17 @@ pub struct ForwardStatus {
     pub last_error: Option<String>,
     pub last_delivered_at: Option<DateTime<Utc>>,
     pub last_attempt_at: Option<DateTime<Utc>>,
+    /// Rows hushwatch itself cannot send (unknown seal key, a row altered
+    /// at rest, no `[forward]`): out of the delivery queue until fixed.
+    pub held: u64,
+    /// The earliest `next_attempt_at` among pending rows (when the relay
+    /// tries next without anyone acting).
+    pub next_attempt_at: Option<DateTime<Utc>>,
+    /// The oldest pending row, named (type, subject, id, arrival).
+    pub oldest_pending: Option<Oldest>,
+    /// The arrival of the oldest revocation (a delete, removal or revoke
+    /// type) that is pending, held or dead: what `critical_after` ages.
+    pub oldest_revocation_at: Option<DateTime<Utc>>,
 }
 
 /// What became of a stored delivery.
