@@ -33,7 +33,7 @@ thead th{font-size:.85rem;color:var(--muted)}
 .badge{display:inline-block;font-weight:700;padding:.1rem .45rem;border-radius:.3rem;color:#fff}
 .badge.ok{background:var(--ok)}.badge.firing{background:var(--bad)}.badge.warn{background:var(--warn)}.badge.acked{background:var(--warn)}.badge.silenced{background:var(--muted)}
 .who{margin:.3rem 0 0;font-size:.9rem}.who li{margin:.15rem 0}.who ul{margin:0;padding-left:1.1rem}
-.howto{border-left:.4rem solid var(--warn);padding:.1rem .75rem;margin:.6rem 0}.howto p{margin:.3rem 0}.howto pre{margin:.3rem 0;white-space:pre-wrap}
+.howto{border-left:.4rem solid var(--warn);padding:.1rem .75rem;margin:.6rem 0}.howto ul{margin:.3rem 0;padding-left:1.1rem}.howto p{margin:.3rem 0}.howto pre{margin:.3rem 0;white-space:pre-wrap}
 @media (prefers-color-scheme:dark){.badge{color:#0d1117}}
 svg.bar{display:block;width:100%;max-width:22rem;height:.8rem;margin:.2rem 0}
 .bar .track{fill:var(--track)}.bar .fill{fill:var(--ok)}.bar .fill.near{fill:var(--warn)}.bar .fill.over{fill:var(--bad)}
@@ -235,23 +235,24 @@ fn how_to_fix_relays(h: &mut String, doc: &StatusDoc) {
     if bad.is_empty() {
         return;
     }
-    h.push_str("<div class=\"howto\" id=\"how-to-relay\">");
+    // One line per stream, so several relays and the stream rows below
+    // still fit the first screen.
+    h.push_str("<div class=\"howto\" id=\"how-to-relay\"><ul>");
     for (s, r) in bad {
         let _ = write!(
             h,
-            "<p><strong>{}</strong>: {}.{}</p>",
+            "<li><strong>{}</strong>: {}{}</li>",
             esc(&s.name),
             esc(r.state_words()),
-            if r.command.is_some() { " Run:" } else { "" }
+            r.command.as_deref().map_or_else(String::new, |c| format!(
+                "; run <code class=\"long\">{}</code>",
+                esc(c)
+            )),
         );
-        if let Some(c) = &r.command {
-            let _ = write!(h, "<pre><code class=\"long\">{}</code></pre>", esc(c));
-        }
     }
     h.push_str(
-        "<p class=\"note\">Needs the admin token in <code>$HUSHWATCH_ADMIN_TOKEN</code>; add <code>--config</code> or \
-         <code>--url</code> to reach the admin listener. What each state means and what to check: \
-         the runbook's relay sections.</p></div>",
+        "</ul><p class=\"note\">Needs the admin token in <code>$HUSHWATCH_ADMIN_TOKEN</code>; add <code>--config</code> or \
+         <code>--url</code> to reach the admin listener. What each state means: the runbook's relay sections.</p></div>",
     );
 }
 
@@ -1260,8 +1261,8 @@ mod tests {
         );
         assert!(html.contains("<title>1 RELAY NOT OK · hushwatch</title>"));
         assert!(html.contains(
-            "<pre><code class=\"long\">hushwatch forward retry --stream identity</code></pre>"
-        ));
+            "<li><strong>identity</strong>: relay failing; run <code class=\"long\">hushwatch forward retry --stream identity</code></li>"
+        ), "{html}");
         assert!(html.contains("data-relay=\"failing\""), "{html}");
         assert!(html.contains(">RELAY FAILING</span>"), "{html}");
         assert!(html.contains(
