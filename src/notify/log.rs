@@ -1,9 +1,8 @@
 //! `kind = "log"`: one JSON line per page on standard output (logs go to
-//! stderr, so stdout carries only pages).
+//! stderr, so stdout carries only pages). Never an acknowledge link: a
+//! log is not a private channel to the person paged.
 
-use super::payload::{
-    ack_link, full_summary, local_and_utc, minutes_text, operator_hint, rfc, ID_MAX,
-};
+use super::payload::{full_summary, local_and_utc, minutes_text, operator_hint, rfc, ID_MAX};
 use super::{text, Attempt, Kind, Outcome, Page};
 use crate::config::LogConfig;
 use crate::domain::duration::format_duration;
@@ -50,9 +49,10 @@ pub fn json_line(page: &Page, sent_at: DateTime<Utc>) -> Value {
     if let Some(hint) = operator_hint(page) {
         v["how_to_ack"] = json!(hint);
     }
-    if let Some(url) = ack_link(page) {
-        v["ack_url"] = json!(url);
-    }
+    // No `ack_url`: a log line is read by whoever reads the logs (and
+    // kept by every log pipeline), and a live link acknowledges the alert.
+    // Delivery mints none for this kind (`carries_ack_links`); should a
+    // page reach here with one, it is still left out.
     if page.is_silence() {
         v["silent_since"] = json!(page.silent_since.map(|t| local_and_utc(page, t)));
         v["fired_at"] = json!(local_and_utc(page, page.started_at));

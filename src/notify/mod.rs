@@ -285,6 +285,14 @@ pub fn kind_of(kind: &NotifierKind) -> &dyn Kind {
     }
 }
 
+/// Whether pages through this kind may carry an acknowledge link. Not a
+/// `log` line: whoever reads the logs (or the log pipeline's storage)
+/// could acknowledge the alert with it, so delivery mints no link (and
+/// stores no code) for it.
+pub fn carries_ack_links(kind: &NotifierKind) -> bool {
+    !matches!(kind, NotifierKind::Log(_))
+}
+
 /// Shared per-process resources for sending (HTTP connection setup).
 pub struct Sender {
     http: http::Client,
