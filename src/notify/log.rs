@@ -2,7 +2,9 @@
 //! stderr, so stdout carries only pages). Never an acknowledge link: a
 //! log is not a private channel to the person paged.
 
-use super::payload::{full_summary, local_and_utc, minutes_text, operator_hint, rfc, ID_MAX};
+use super::payload::{
+    full_summary, local_and_utc, minutes_text, operator_hint, rfc, runbook_url, ID_MAX,
+};
 use super::{text, Attempt, Kind, Outcome, Page};
 use crate::config::LogConfig;
 use crate::domain::duration::format_duration;
@@ -45,6 +47,7 @@ pub fn json_line(page: &Page, sent_at: DateTime<Utc>) -> Value {
         "sent_at": rfc(sent_at),
         "summary": full_summary(page),
         "test": page.test,
+        "runbook_url": runbook_url(page),
     });
     if let Some(hint) = operator_hint(page) {
         v["how_to_ack"] = json!(hint);
