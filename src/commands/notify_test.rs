@@ -92,5 +92,7 @@ pub fn test_page(config: &Config, notifier: &str, now: DateTime<Utc>) -> Page {
         max_silence: stream.and_then(|s| s.policy.max_silence),
         test: true,
         ack_url: None,
+        runbook_base: config.server.runbook_base_url.clone(),
+        relay_delivered: false,
     }
 }

@@ -30,7 +30,7 @@ pub use calendars::{CalendarConfig, ALWAYS};
 pub use ingest::IngestConfig;
 // Every public item, so a new notifier kind's settings type needs no line here.
 pub use notifier_tables::*;
-pub use server::ServerConfig;
+pub use server::{RunbookUrl, ServerConfig, DEFAULT_RUNBOOK_BASE_URL};
 pub use streams::{EscalationStep, StreamConfig};
 pub use svix::SvixConfig;
 

@@ -1,5 +1,6 @@
 //! `[server]`: listeners, data directory, the request body deadline and
-//! the acknowledge links in pages (`public_url`, `ack_link_ttl`).
+//! the acknowledge links in pages (`public_url`, `ack_link_ttl`) and the
+//! runbook every page links to (`runbook_base_url`).
 //! (`max_streams` and `admin_token` are read by `config::templates`.)
 
 use super::reader::Reader;
@@ -25,6 +26,63 @@ pub struct ServerConfig {
     pub public_url: Option<PublicUrl>,
     /// `ack_link_ttl`: how long an acknowledge link works (default 24h).
     pub ack_link_ttl: TimeDelta,
+    /// `runbook_base_url`: the runbook page; every page and alert rule
+    /// links to its kind's section there (`RunbookUrl::section`).
+    pub runbook_base_url: RunbookUrl,
+}
+
+/// Where the book's runbook page is published when `[server]
+/// runbook_base_url` does not say (docs/src/operating/runbooks.md). A
+/// deployment that hosts the book itself (or its own runbooks) sets the
+/// key; the shipped alert rules carry this same address.
+pub const DEFAULT_RUNBOOK_BASE_URL: &str = "https://hushwatch.dev/operating/runbooks.html";
+
+/// `[server] runbook_base_url`, parsed: an absolute `http(s)` URL without
+/// credentials, query or fragment (each page adds `#` and its kind).
+/// `check` and the pages use this one parser and [`RunbookUrl::section`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunbookUrl(String);
+
+impl Default for RunbookUrl {
+    fn default() -> Self {
+        RunbookUrl(DEFAULT_RUNBOOK_BASE_URL.to_string())
+    }
+}
+
+impl RunbookUrl {
+    pub fn parse(text: &str) -> Result<RunbookUrl, String> {
+        if text.len() > PUBLIC_URL_MAX {
+            return Err(format!("must be at most {PUBLIC_URL_MAX} bytes"));
+        }
+        let url = url::Url::parse(text).map_err(|e| {
+            format!("is not an absolute URL ({e}); use e.g. \"{DEFAULT_RUNBOOK_BASE_URL}\"")
+        })?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err("must be an http:// or https:// URL".to_string());
+        }
+        if url.host_str().is_none_or(str::is_empty) {
+            return Err("has no host".to_string());
+        }
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err("must not carry a user name or password".to_string());
+        }
+        if url.query().is_some() || url.fragment().is_some() {
+            return Err(
+                "must not have a query or fragment: links are RUNBOOK_BASE_URL#KIND".to_string(),
+            );
+        }
+        Ok(RunbookUrl(url.as_str().to_string()))
+    }
+
+    /// The runbook section of a page kind: the page's `alert_kind` is the
+    /// section's heading, so its anchor (docs/src/operating/runbooks.md).
+    pub fn section(&self, alert_kind: &str) -> String {
+        format!("{}#{alert_kind}", self.0)
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
 }
 
 /// The default `ack_link_ttl`: a day covers a page read the next morning.
@@ -93,6 +151,7 @@ pub(super) fn read_server(r: &mut Reader<'_>, root: &Table, base_dir: &Path) -> 
             "admin_token",
             "public_url",
             "ack_link_ttl",
+            "runbook_base_url",
             super::watchdog::SERVER_KEYS[0],
             super::watchdog::SERVER_KEYS[1],
         ],
@@ -125,6 +184,14 @@ pub(super) fn read_server(r: &mut Reader<'_>, root: &Table, base_dir: &Path) -> 
                 }
             });
     let ack_link_ttl = read_ack_link_ttl(r, t);
+    let runbook_base_url =
+        r.opt_string("server", t, "runbook_base_url")
+            .map_or_else(RunbookUrl::default, |text| {
+                RunbookUrl::parse(&text).unwrap_or_else(|reason| {
+                    r.error("server.runbook_base_url", reason);
+                    RunbookUrl::default()
+                })
+            });
     ServerConfig {
         listen,
         admin_listen,
@@ -132,6 +199,7 @@ pub(super) fn read_server(r: &mut Reader<'_>, root: &Table, base_dir: &Path) -> 
         body_timeout,
         public_url,
         ack_link_ttl,
+        runbook_base_url,
     }
 }
 

@@ -805,6 +805,43 @@ fn public_url_is_an_absolute_http_url_and_ack_link_ttl_defaults_to_a_day() {
     }
 }
 
+#[test]
+fn runbook_base_url_defaults_to_the_book_and_refuses_what_is_not_a_plain_http_url() {
+    let c = parse_ok(FULL);
+    assert_eq!(
+        c.server.runbook_base_url.section("silence"),
+        format!("{DEFAULT_RUNBOOK_BASE_URL}#silence")
+    );
+    let with = |lines: &str| {
+        FULL.replace(
+            "data_dir = \"data\"",
+            &format!("data_dir = \"data\"\n{lines}"),
+        )
+    };
+    let c = parse_ok(&with(
+        "runbook_base_url = \"https://wiki.example.com/hw/runbooks\"",
+    ));
+    assert_eq!(
+        c.server.runbook_base_url.section("forward_failing"),
+        "https://wiki.example.com/hw/runbooks#forward_failing"
+    );
+    for bad in [
+        "\"wiki.example.com\"",
+        "\"ftp://wiki.example.com\"",
+        "\"https://user:pw@wiki.example.com\"",
+        "\"https://wiki.example.com/?x=1\"",
+        "\"https://wiki.example.com/#top\"",
+        "7",
+    ] {
+        let errs = errors(&with(&format!("runbook_base_url = {bad}")));
+        assert!(
+            errs.iter()
+                .any(|e| e.starts_with("server.runbook_base_url")),
+            "{bad}: {errs:?}"
+        );
+    }
+}
+
 /// Tokens and secrets from `${VAR}` often end in a newline: trimmed, and a
 /// notice names the key without the value.
 #[test]

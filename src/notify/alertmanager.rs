@@ -6,7 +6,8 @@
 
 use super::kind::AlertKind;
 use super::payload::{
-    ack_link, local_and_utc, operator_hint, resolve_summary, rfc, test_prefix, ID_MAX, TEXT_MAX,
+    ack_link, local_and_utc, operator_hint, resolve_summary, rfc, runbook_url, test_prefix, ID_MAX,
+    TEXT_MAX,
 };
 use super::{http::Client, text, Attempt, Kind, Outcome, Page};
 use crate::config::AlertmanagerConfig;
@@ -135,6 +136,8 @@ pub fn alerts(page: &Page) -> Value {
             "summary": text::bounded(&line, AM_SUMMARY_MAX, IN_DESCRIPTION),
             "description": text::bounded(&description(page), TEXT_MAX, ""),
             "alert_id": page.alert_id,
+            // The annotation Prometheus rules use for the same link.
+            "runbook_url": runbook_url(page),
         },
         "startsAt": rfc(page.started_at),
     });

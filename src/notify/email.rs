@@ -11,8 +11,8 @@
 //! same thread id.
 
 use super::payload::{
-    ack_link, endpoint_fact, hint_label, local_and_utc, minutes_text, operator_hint, test_prefix,
-    ACK_LINK_NOTE, ID_MAX, TEXT_MAX,
+    ack_link, endpoint_fact, hint_label, local_and_utc, minutes_text, operator_hint, runbook_url,
+    test_prefix, ACK_LINK_NOTE, ID_MAX, TEXT_MAX,
 };
 use super::{redact_url, text, Attempt, Kind, Outcome, Page};
 use crate::config::notifiers::smtp_transport;
@@ -163,6 +163,7 @@ pub fn body(page: &Page) -> String {
     let _ = writeln!(b, "{}", text::bounded_line(&page.summary, TEXT_MAX, ""));
     b.push('\n');
     let _ = writeln!(b, "Severity:        {}", page.severity);
+    let _ = writeln!(b, "Runbook:         {}", runbook_url(page));
     if let Some(url) = ack_link(page) {
         let _ = writeln!(b, "Acknowledge:     {url}");
         let _ = writeln!(b, "                 ({ACK_LINK_NOTE})");
@@ -192,7 +193,13 @@ pub fn body(page: &Page) -> String {
         let _ = writeln!(b, "Page key: {}", page.key);
         return b;
     }
-    if page.firing {
+    if page.firing && page.relay_delivered {
+        let _ = writeln!(
+            b,
+            "What is silent:  the app behind the relay has accepted no \"{}\" events (clock = \"delivered\").",
+            page.stream
+        );
+    } else if page.firing {
         let _ = writeln!(
             b,
             "What is silent:  the stream \"{}\" has received no events.",
@@ -236,7 +243,19 @@ pub fn body(page: &Page) -> String {
         page.calendar
     );
     b.push('\n');
-    if page.firing {
+    if page.firing && page.relay_delivered {
+        // The provider may well be delivering: the summary says how many
+        // events hushwatch holds for the app and the app's last answer.
+        let _ = writeln!(
+            b,
+            "What to check:\n\
+             - The relay: `hushwatch status` (or GET /v1/status) shows what waits for the app, its last answer and the next attempt.\n\
+             - The app's webhook handler: its logs for the deliveries hushwatch sent (header webhook-id), and that it verifies with the current secret.\n\
+             - Once the app is fixed: `hushwatch forward retry --stream {}` sends what waits now.",
+            page.stream
+        );
+        b.push('\n');
+    } else if page.firing {
         b.push_str(
             "What to check:\n\
              - The identity provider's dashboard: is it up, and is the webhook endpoint still enabled?\n\

@@ -1,8 +1,9 @@
 //! `kind = "log"`: one JSON line per page on standard output (logs go to
-//! stderr, so stdout carries only pages).
+//! stderr, so stdout carries only pages). Never an acknowledge link: a
+//! log is not a private channel to the person paged.
 
 use super::payload::{
-    ack_link, full_summary, local_and_utc, minutes_text, operator_hint, rfc, ID_MAX,
+    full_summary, local_and_utc, minutes_text, operator_hint, rfc, runbook_url, ID_MAX,
 };
 use super::{text, Attempt, Kind, Outcome, Page};
 use crate::config::LogConfig;
@@ -46,13 +47,15 @@ pub fn json_line(page: &Page, sent_at: DateTime<Utc>) -> Value {
         "sent_at": rfc(sent_at),
         "summary": full_summary(page),
         "test": page.test,
+        "runbook_url": runbook_url(page),
     });
     if let Some(hint) = operator_hint(page) {
         v["how_to_ack"] = json!(hint);
     }
-    if let Some(url) = ack_link(page) {
-        v["ack_url"] = json!(url);
-    }
+    // No `ack_url`: a log line is read by whoever reads the logs (and
+    // kept by every log pipeline), and a live link acknowledges the alert.
+    // Delivery mints none for this kind (`carries_ack_links`); should a
+    // page reach here with one, it is still left out.
     if page.is_silence() {
         v["silent_since"] = json!(page.silent_since.map(|t| local_and_utc(page, t)));
         v["fired_at"] = json!(local_and_utc(page, page.started_at));

@@ -74,6 +74,13 @@ pub struct Page {
     /// stream page (`[server] public_url`; `service::delivery`). Never
     /// shown on resolves, test pages or other kinds (`payload::ack_link`).
     pub ack_url: Option<String>,
+    /// `[server] runbook_base_url`: every page links to its kind's section
+    /// there (`payload::runbook_url`).
+    pub runbook_base: crate::config::RunbookUrl,
+    /// A silence page of a relay stream whose clock is the app's 2xx
+    /// (`[forward] clock = "delivered"`): what went quiet is the app, not
+    /// the identity provider, and the page says what to check accordingly.
+    pub relay_delivered: bool,
 }
 
 /// Severity of every silence page (no per-stream setting yet).
@@ -140,6 +147,10 @@ impl Page {
             max_silence: stream.and_then(|s| s.policy.max_silence),
             test: false,
             ack_url: None,
+            runbook_base: config.server.runbook_base_url.clone(),
+            relay_delivered: stream
+                .and_then(|s| s.forward.as_ref())
+                .is_some_and(|f| f.clock == crate::config::forward::ForwardClock::Delivered),
         };
         if let Some(text) = payload::resolve_summary(&page) {
             page.summary = text;
@@ -283,6 +294,14 @@ pub fn kind_of(kind: &NotifierKind) -> &dyn Kind {
         NotifierKind::Alertmanager(c) => c,
         NotifierKind::Log(c) => c,
     }
+}
+
+/// Whether pages through this kind may carry an acknowledge link. Not a
+/// `log` line: whoever reads the logs (or the log pipeline's storage)
+/// could acknowledge the alert with it, so delivery mints no link (and
+/// stores no code) for it.
+pub fn carries_ack_links(kind: &NotifierKind) -> bool {
+    !matches!(kind, NotifierKind::Log(_))
 }
 
 /// Shared per-process resources for sending (HTTP connection setup).

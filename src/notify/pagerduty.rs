@@ -1,7 +1,7 @@
 //! `kind = "pagerduty"`: Events API v2. The `dedup_key` (alert id) makes a
 //! retried trigger collapse into the same incident; the resolve closes it.
 
-use super::payload::{ack_link, details, full_summary, rfc, test_prefix, ID_MAX};
+use super::payload::{ack_link, details, full_summary, rfc, runbook_url, test_prefix, ID_MAX};
 use super::{http::Client, text, Attempt, Kind, Outcome, Page};
 use crate::config::PagerDutyConfig;
 use serde_json::{json, Value};
@@ -79,15 +79,26 @@ pub fn event(config: &PagerDutyConfig, page: &Page) -> Value {
     // Events API v2 `links` (href and text): PagerDuty sets no length of
     // its own on them; the link is bounded by `config::server::PUBLIC_URL_MAX`
     // plus the code, far inside the 512 KB event.
+    let mut links = Vec::new();
     if let Some(url) = ack_link(page).filter(|u| u.len() <= PD_LINK_MAX) {
-        event["links"] = json!([{ "href": url, "text": ACK_LINK_TEXT }]);
+        links.push(json!({ "href": url, "text": ACK_LINK_TEXT }));
     }
+    // The runbook (also `custom_details.runbook_url`): from config, bounded
+    // by `config::server::PUBLIC_URL_MAX` plus the kind.
+    let runbook = runbook_url(page);
+    if runbook.len() <= PD_LINK_MAX {
+        links.push(json!({ "href": runbook, "text": RUNBOOK_LINK_TEXT }));
+    }
+    event["links"] = json!(links);
     event
 }
 
 /// The longest acknowledge link put in `links` (a longer one cannot come
 /// from a valid `public_url`; the link stays in `custom_details` anyway).
 pub const PD_LINK_MAX: usize = 2048;
+
+/// The text of the runbook link in PagerDuty.
+pub const RUNBOOK_LINK_TEXT: &str = "Runbook: what to check, what to run";
 
 /// The text of the acknowledge link in PagerDuty and Slack.
 pub const ACK_LINK_TEXT: &str = "Acknowledge in hushwatch";

@@ -155,6 +155,12 @@ pub fn ack_link(page: &Page) -> Option<&str> {
         .filter(|_| page.firing && !page.test && page.is_silence())
 }
 
+/// The runbook section of the page's kind ("what it means, what to check,
+/// what to run"): on every page, firing or resolved, test pages included.
+pub fn runbook_url(page: &Page) -> String {
+    page.runbook_base.section(&page.alert_kind)
+}
+
 /// What a page says beside its acknowledge link.
 pub const ACK_LINK_NOTE: &str = "opens a confirmation page; works until the alert resolves or the link expires, and the first link used retires the others";
 
@@ -181,6 +187,7 @@ pub fn details(page: &Page) -> Value {
     v["page_key"] = json!(page.key);
     v["page_kind"] = json!(page.kind.as_str());
     v["test"] = json!(page.test);
+    v["runbook_url"] = json!(runbook_url(page));
     if let Some(hint) = operator_hint(page) {
         v["how_to_ack"] = json!(hint);
     }

@@ -2,7 +2,8 @@
 //! so it is only ever shown as `https://hooks.slack.com`.
 
 use super::payload::{
-    ack_link, endpoint_fact, hint_label, local_and_utc, operator_hint, test_prefix, ID_MAX,
+    ack_link, endpoint_fact, hint_label, local_and_utc, operator_hint, runbook_url, test_prefix,
+    ID_MAX,
 };
 use super::{http::Client, text, Attempt, Kind, Outcome, Page};
 use crate::config::SlackConfig;
@@ -102,6 +103,13 @@ pub fn message(page: &Page) -> Value {
             text::slack_code(&hint, SLACK_SUMMARY_MAX)
         );
     }
+    // Slack makes a link of it; the URL is ours (config), escaped like any
+    // text so it cannot carry a label or a mention of its own.
+    let _ = write!(
+        text,
+        "\n• Runbook: {}",
+        text::slack(&runbook_url(page), SLACK_SUMMARY_MAX)
+    );
     let mut message = json!({ "text": text });
     // A link button (Block Kit, in an attachment so the full `text` above
     // still shows): clicking it opens the confirmation page, which alone

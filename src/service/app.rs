@@ -562,11 +562,15 @@ impl App {
             DomainTransition::Fire { at } => (AlertState::Firing, at),
             DomainTransition::Resolve { at } => (AlertState::Ok, at),
         };
+        let mut reason = summary(stream, &self.policy_of(stream).1, eval);
+        if to == AlertState::Firing {
+            reason = self.relay_summary(stream, reason).await;
+        }
         let transition = Transition {
             stream: stream.name.clone(),
             to: to.clone(),
             at,
-            reason: summary(stream, &self.policy_of(stream).1, eval),
+            reason,
             notifiers: stream.notify.clone(),
         };
         let result = self
@@ -817,6 +821,72 @@ fn catch_up(row: &mut StreamRow, stored: &StreamRow) {
     row.newest_event_at = row.newest_event_at.max(stored.newest_event_at);
 }
 
+impl App {
+    /// A fire's summary for a relay stream whose clock is the app's 2xx
+    /// (`clock = "delivered"`): the silence is the app's, not the
+    /// provider's, so it says what hushwatch holds for the app and the
+    /// app's last answer (issue #44). Any other stream's summary as is.
+    async fn relay_summary(&self, stream: &StreamConfig, summary: String) -> String {
+        use crate::config::forward::ForwardClock;
+        let delivered = stream
+            .forward
+            .as_ref()
+            .is_some_and(|f| f.clock == ForwardClock::Delivered);
+        if !delivered {
+            return summary;
+        }
+        let row = match self.store.forward_status().await {
+            Ok(rows) => Some(
+                rows.into_iter()
+                    .find(|r| r.stream == stream.name)
+                    .unwrap_or_default(),
+            ),
+            Err(e) => {
+                tracing::error!(stream = %stream.name, error = %e, "relay state unreadable for a silence page");
+                None
+            }
+        };
+        relay_silence_summary(&stream.name, &summary, row.as_ref())
+    }
+}
+
+/// "the app has not accepted identity events for 6h of business time,
+/// while hushwatch holds 8 received from the provider (3 pending, …); the
+/// relay's last error: …" from the plain summary ("no identity events for
+/// 6h of business time"); `None`: the relay's state could not be read.
+fn relay_silence_summary(
+    stream: &str,
+    summary: &str,
+    relay: Option<&crate::domain::forward::ForwardStatus>,
+) -> String {
+    let plain = format!("no {stream} events");
+    let rest = summary.strip_prefix(&plain).unwrap_or(summary);
+    let head = format!("the app has not accepted {stream} events{rest}");
+    let Some(r) = relay else {
+        return format!("{head}; what hushwatch holds for it is unknown (relay state unreadable)");
+    };
+    let held = r.pending + r.held + r.dead_letters;
+    let mut out = if held == 0 {
+        format!("{head}, and hushwatch holds none received from the provider for it (the provider is quiet too)")
+    } else {
+        let mut parts = vec![format!("{} pending", r.pending)];
+        if r.held > 0 {
+            parts.push(format!("{} held", r.held));
+        }
+        if r.dead_letters > 0 {
+            parts.push(format!("{} dead letters", r.dead_letters));
+        }
+        format!(
+            "{head}, while hushwatch holds {held} received from the provider ({})",
+            parts.join(", ")
+        )
+    };
+    if let Some(e) = &r.last_error {
+        out.push_str(&format!("; the relay's last error: {e}"));
+    }
+    out
+}
+
 /// One line a person reads in a page: what is silent and for how long,
 /// and which rule fired.
 fn summary(stream: &StreamConfig, effective: &Effective, eval: &Evaluation) -> String {
@@ -856,4 +926,45 @@ async fn with_templated(store: &Store, mut config: Config) -> Result<Config, Sto
         }
     }
     Ok(config)
+}
+
+#[cfg(test)]
+mod relay_summary_tests {
+    use super::relay_silence_summary;
+    use crate::domain::forward::ForwardStatus;
+
+    #[test]
+    fn a_delivered_clock_silence_names_the_app_what_waits_and_its_last_error() {
+        let r = ForwardStatus {
+            pending: 7,
+            dead_letters: 1,
+            last_error: Some("http://app:3000 answered HTTP 400".into()),
+            ..ForwardStatus::default()
+        };
+        let text = relay_silence_summary(
+            "identity",
+            "no identity events for 1m of business time",
+            Some(&r),
+        );
+        assert_eq!(
+            text,
+            "the app has not accepted identity events for 1m of business time, while hushwatch \
+             holds 8 received from the provider (7 pending, 1 dead letters); the relay's last \
+             error: http://app:3000 answered HTTP 400"
+        );
+        assert!(!text.contains("identity provider"));
+        let quiet = relay_silence_summary(
+            "identity",
+            "no identity events for 1m of business time",
+            Some(&ForwardStatus::default()),
+        );
+        assert!(
+            quiet.ends_with(
+                "holds none received from the provider for it (the provider is quiet too)"
+            ),
+            "{quiet}"
+        );
+        let unknown = relay_silence_summary("identity", "no identity events for 1m", None);
+        assert!(unknown.contains("relay state unreadable"), "{unknown}");
+    }
 }

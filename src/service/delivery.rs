@@ -191,8 +191,11 @@ impl Worker {
     ) -> Result<(), StoreError> {
         let mut page = Page::from_row(row, config);
         // Every send mints its own link, a retry after an unknown result
-        // included; the links of earlier sends stay valid (issue #30).
-        page.ack_url = mint_ack_link(app, config, row).await;
+        // included; the links of earlier sends stay valid (issue #30). None
+        // for a `log` line (issue #44: logs are not the person paged).
+        if crate::notify::carries_ack_links(&notifier.kind) {
+            page.ack_url = mint_ack_link(app, config, row).await;
+        }
         let started = app.clock.now();
         let outcome = self.sender.send(notifier, &page, started).await;
         let now = app.clock.now();

@@ -4,6 +4,8 @@
 //! and each stream's 7-day timeline for the status page.
 
 use super::app::App;
+use crate::config::forward::ForwardConfig;
+use crate::status::relay;
 use crate::status::timeline::{self, Timeline};
 use crate::store::AlertState;
 use chrono::{DateTime, SecondsFormat, TimeDelta, Utc};
@@ -16,6 +18,18 @@ pub const TIMELINE_ARRIVALS: i64 = 500;
 /// Streams that get a timeline on one page (the rest are listed without):
 /// bounds the page's size and the store work behind one request.
 pub const TIMELINE_STREAMS: usize = 100;
+
+/// How long a revocation may wait undelivered before the relay reads as
+/// `overdue`, when the stream does not say (`[streams.X.forward]
+/// critical_after`, default 1h).
+pub const DEFAULT_CRITICAL_AFTER: TimeDelta = TimeDelta::hours(1);
+
+/// The stream's `critical_after`. Read through this one place: until
+/// `[forward] critical_after` is part of `ForwardConfig`, every stream
+/// uses the documented default.
+fn critical_after(_forward: Option<&ForwardConfig>) -> TimeDelta {
+    DEFAULT_CRITICAL_AFTER
+}
 
 impl App {
     /// The whole `/v1/status` document, which the status page renders too.
@@ -129,6 +143,7 @@ impl App {
     /// unreadable state says so in the blocks of the forwarding streams.
     async fn add_forward_status(&self, doc: &mut Value) {
         let config = self.config();
+        let now = self.clock.now();
         let rows = self.store.forward_status().await;
         if let Err(e) = &rows {
             tracing::error!(error = %e, "status: relay state unreadable");
@@ -151,10 +166,21 @@ impl App {
                     let app = crate::notify::redact_url(f.url.expose());
                     s["forward"] =
                         json!({ "app": app, "configured": true, "error": "state unreadable" });
+                    s["relay"] = json!(relay::unreadable(critical_after(Some(f))));
                     continue;
                 }
                 (_, _, r) => r.unwrap_or_default(),
             };
+            let mut health = relay::assess(&name, &r, critical_after(forward), now);
+            // With `[store] encryption_key` the store names subjects by their
+            // veiled tokens: the page reads as without (as pages do).
+            if let Some(o) = health.oldest_pending.as_mut() {
+                o.subject = o
+                    .subject
+                    .as_deref()
+                    .map(|x| config.store.sealer.veil().reveal(x).into_owned());
+            }
+            s["relay"] = json!(health);
             let mut block = json!({
                 "configured": forward.is_some(),
                 "pending": r.pending,

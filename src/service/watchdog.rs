@@ -337,5 +337,7 @@ fn emergency_page(
         max_silence: None,
         test: false,
         ack_url: None,
+        runbook_base: config.server.runbook_base_url.clone(),
+        relay_delivered: false,
     }
 }

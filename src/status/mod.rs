@@ -5,5 +5,6 @@
 pub mod format;
 pub mod model;
 pub mod page;
+pub mod relay;
 pub mod terminal;
 pub mod timeline;

@@ -3,7 +3,7 @@
 //! JSON says. Every field a newer or older server may lack has a default.
 
 use chrono::{DateTime, Utc};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 #[derive(Debug, Clone, Deserialize)]
@@ -176,6 +176,47 @@ pub struct StreamStatus {
     /// whose `[forward]` was removed while relay rows are still stored.
     #[serde(default)]
     pub forward: Option<ForwardStatus>,
+    /// The relay's health (issue #44), beside `forward`: whether it pages,
+    /// why, and the command that acts on it (`status::relay`).
+    #[serde(default)]
+    pub relay: Option<RelayStatus>,
+}
+
+/// A stream's `relay` block: `state` is the worst of `problems`
+/// (`status::relay::STATES`); anything but `ok` makes the stream not OK
+/// on the page, in the banner and in `hushwatch status`'s exit code.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RelayStatus {
+    pub state: String,
+    pub problems: Vec<String>,
+    /// What to run about the worst problem, exactly as printed.
+    pub command: Option<String>,
+    pub pending: u64,
+    pub held: u64,
+    pub dead_letters: u64,
+    pub consecutive_failures: u64,
+    pub failing_since: Option<DateTime<Utc>>,
+    pub last_error: Option<String>,
+    /// When the relay tries next without anyone acting.
+    pub next_attempt_at: Option<DateTime<Utc>>,
+    pub oldest_pending: Option<OldestPending>,
+    pub oldest_pending_at: Option<DateTime<Utc>>,
+    /// The oldest revocation pending, held or dead: `critical_after` ages it.
+    pub oldest_revocation_at: Option<DateTime<Utc>>,
+    pub critical_after_seconds: i64,
+    pub last_delivered_at: Option<DateTime<Utc>>,
+}
+
+/// The oldest event waiting for the app, named.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OldestPending {
+    pub event_type: String,
+    #[serde(default)]
+    pub subject: Option<String>,
+    #[serde(default)]
+    pub delivery_id: String,
+    pub received_at: DateTime<Utc>,
 }
 
 /// A stream's relay state, as `/v1/status` reports it.
@@ -329,6 +370,11 @@ impl StreamStatus {
 
     pub fn firing(&self) -> bool {
         self.state == "firing"
+    }
+
+    /// The stream relays and its relay is not OK (`status::relay`).
+    pub fn relay_alerting(&self) -> bool {
+        self.relay.as_ref().is_some_and(|r| !r.ok())
     }
 
     /// The acknowledgement, only while the stream fires (an older server
@@ -526,11 +572,12 @@ pub struct Checkpoint {
 
 impl StatusDoc {
     /// What `hushwatch status` exits with: 0 all ok, 1 something firing
-    /// (a silent stream, a disabled or exhausted Svix endpoint) or
-    /// storage failing.
+    /// (a silent stream, a relay that is not OK, a disabled or exhausted
+    /// Svix endpoint) or storage failing.
     pub fn all_ok(&self) -> bool {
         self.storage_ok
             && !self.streams.iter().any(StreamStatus::firing)
+            && !self.streams.iter().any(StreamStatus::relay_alerting)
             && !self
                 .svix
                 .as_ref()

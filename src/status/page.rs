@@ -5,6 +5,7 @@
 
 use super::format::{displayable, human_duration, short, utc, zoned, zoned_and_utc};
 use super::model::{ReconciliationStatus, StatusDoc, StreamStatus, SvixEndpoint, AUTHOR_CHARS};
+use super::relay::shell_word;
 use super::timeline::Timeline;
 use base64::Engine;
 use chrono::{DateTime, DurationRound, TimeDelta, Timelike, Utc};
@@ -32,7 +33,7 @@ thead th{font-size:.85rem;color:var(--muted)}
 .badge{display:inline-block;font-weight:700;padding:.1rem .45rem;border-radius:.3rem;color:#fff}
 .badge.ok{background:var(--ok)}.badge.firing{background:var(--bad)}.badge.warn{background:var(--warn)}.badge.acked{background:var(--warn)}.badge.silenced{background:var(--muted)}
 .who{margin:.3rem 0 0;font-size:.9rem}.who li{margin:.15rem 0}.who ul{margin:0;padding-left:1.1rem}
-.howto{border-left:.4rem solid var(--warn);padding:.1rem .75rem;margin:.6rem 0}.howto p{margin:.3rem 0}.howto pre{margin:.3rem 0;white-space:pre-wrap}
+.howto{border-left:.4rem solid var(--warn);padding:.1rem .75rem;margin:.6rem 0}.howto ul{margin:.3rem 0;padding-left:1.1rem}.howto p{margin:.3rem 0}.howto pre{margin:.3rem 0;white-space:pre-wrap}
 @media (prefers-color-scheme:dark){.badge{color:#0d1117}}
 svg.bar{display:block;width:100%;max-width:22rem;height:.8rem;margin:.2rem 0}
 .bar .track{fill:var(--track)}.bar .fill{fill:var(--ok)}.bar .fill.near{fill:var(--warn)}.bar .fill.over{fill:var(--bad)}
@@ -42,6 +43,7 @@ svg.bar{display:block;width:100%;max-width:22rem;height:.8rem;margin:.2rem 0}
 figure{margin:0 0 1rem}figcaption{font-weight:600}
 code{font-size:.9em}
 .ident{white-space:nowrap}.long{overflow-wrap:anywhere}
+tr.relayline td{padding-top:0;font-size:.9rem;color:var(--muted)}tr.relayline.bad td{color:var(--fg);border-left:.4rem solid var(--bad)}
 @media (max-width:760px){
  table.stack thead{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0)}
  table.stack,table.stack tbody,table.stack tr,table.stack th,table.stack td{display:block;width:100%}
@@ -100,10 +102,12 @@ fn id_of(name: &str) -> String {
 pub fn render(doc: &StatusDoc, timelines: &BTreeMap<String, Timeline>) -> String {
     let now = doc.now;
     let firing = doc.streams.iter().filter(|s| s.firing()).count();
-    let title = if firing > 0 {
-        format!("{firing} FIRING · hushwatch")
-    } else {
-        "OK · hushwatch".to_string()
+    let relays = doc.streams.iter().filter(|s| s.relay_alerting()).count();
+    let title = match (firing, relays) {
+        (0, 0) => "OK · hushwatch".to_string(),
+        (f, 0) => format!("{f} FIRING · hushwatch"),
+        (0, r) => format!("{r} RELAY NOT OK · hushwatch"),
+        (f, r) => format!("{f} FIRING, {r} RELAY NOT OK · hushwatch"),
     };
     let mut h = String::with_capacity(16 * 1024);
     let _ = write!(
@@ -180,8 +184,27 @@ fn summary(h: &mut String, doc: &StatusDoc, firing: usize) {
             "FIRING: {} \u{2014} {firing} of {total} streams silent too long",
             names.join(", ")
         ));
-    } else {
+    } else if !doc.streams.iter().any(StreamStatus::relay_alerting) {
         parts.push(format!("OK: all {total} streams within their thresholds"));
+    }
+    // A relay that pages is not OK (issue #44): named here, what to run
+    // just below (`how_to_fix_relays`).
+    let relays: Vec<String> = doc
+        .streams
+        .iter()
+        .filter_map(|s| Some((s, s.relay.as_ref().filter(|r| !r.ok())?)))
+        .map(|(s, r)| format!("{} ({})", s.name, r.state_words()))
+        .collect();
+    if !relays.is_empty() {
+        let n = relays.len();
+        let mut names: Vec<String> = relays.into_iter().take(BANNER_NAMES).collect();
+        if n > BANNER_NAMES {
+            names.push(format!("and {} more", n - BANNER_NAMES));
+        }
+        parts.push(format!(
+            "RELAY NOT OK: {} \u{2014} events wait for the app",
+            names.join(", ")
+        ));
     }
     if svix_alerts > 0 {
         parts.push(format!("{svix_alerts} Svix endpoint(s) need attention"));
@@ -196,7 +219,41 @@ fn summary(h: &mut String, doc: &StatusDoc, firing: usize) {
         if bad { " bad" } else { "" },
         esc(&parts.join(" · "))
     );
+    how_to_fix_relays(h, doc);
     how_to_acknowledge(h, doc);
+}
+
+/// What to run for each relay that is not OK (the first few), right under
+/// the banner: the command `/v1/status` gives, exactly as printed.
+fn how_to_fix_relays(h: &mut String, doc: &StatusDoc) {
+    let bad: Vec<_> = doc
+        .streams
+        .iter()
+        .filter_map(|s| Some((s, s.relay.as_ref().filter(|r| !r.ok())?)))
+        .take(BANNER_NAMES)
+        .collect();
+    if bad.is_empty() {
+        return;
+    }
+    // One line per stream, so several relays and the stream rows below
+    // still fit the first screen.
+    h.push_str("<div class=\"howto\" id=\"how-to-relay\"><ul>");
+    for (s, r) in bad {
+        let _ = write!(
+            h,
+            "<li><strong>{}</strong>: {}{}</li>",
+            esc(&s.name),
+            esc(r.state_words()),
+            r.command.as_deref().map_or_else(String::new, |c| format!(
+                "; run <code class=\"long\">{}</code>",
+                esc(c)
+            )),
+        );
+    }
+    h.push_str(
+        "</ul><p class=\"note\">Needs the admin token in <code>$HUSHWATCH_ADMIN_TOKEN</code>; add <code>--config</code> or \
+         <code>--url</code> to reach the admin listener. What each state means: the runbook's relay sections.</p></div>",
+    );
 }
 
 /// How to tell the others "I am on it", shown while a firing stream has
@@ -219,20 +276,6 @@ fn how_to_acknowledge(h: &mut String, doc: &StatusDoc) {
         esc(&shell_word(&s.name)),
         esc(&path_segment(&s.name)),
     );
-}
-
-/// `name` as one shell word: as is when it holds only characters a shell
-/// leaves alone (config names are `[A-Za-z0-9_.-]`), else single-quoted.
-fn shell_word(name: &str) -> String {
-    if !name.is_empty()
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
-    {
-        name.to_string()
-    } else {
-        format!("'{}'", name.replace('\'', "'\\''"))
-    }
 }
 
 /// `name` percent-encoded for a URL path segment.
@@ -262,7 +305,14 @@ fn ident_in(tag: &str, text: &str) -> String {
     } else {
         "long"
     };
-    format!("<{tag} class=\"{class}\">{}</{tag}>", esc(text))
+    // A long event type may wrap, at its dots first (a break after
+    // `organizationMembership.` reads better than one mid-word); escaping
+    // adds no dots. A short one never wraps, so needs none.
+    let mut shown = esc(text);
+    if class == "long" {
+        shown = shown.replace('.', ".<wbr>");
+    }
+    format!("<{tag} class=\"{class}\">{shown}</{tag}>")
 }
 
 /// Longest identifier kept on one line: 28 monospace characters fit a
@@ -291,8 +341,12 @@ fn stream_row(h: &mut String, s: &StreamStatus, now: DateTime<Utc>) {
     let state = if s.firing() { "firing" } else { "ok" };
     let _ = write!(
         h,
-        "<tr id=\"stream-{}\" data-state=\"{state}\" data-acknowledged=\"{}\" data-silenced=\"{}\"><th scope=\"row\">{}<br><span class=\"muted\">calendar {}</span></th>",
+        "<tr id=\"stream-{}\" data-state=\"{state}\"{} data-acknowledged=\"{}\" data-silenced=\"{}\"><th scope=\"row\">{}<br><span class=\"muted\">calendar {}</span></th>",
         id_of(&s.name),
+        s.relay
+            .as_ref()
+            .map(|r| format!(" data-relay=\"{}\"", esc(&r.state)))
+            .unwrap_or_default(),
         s.ack().is_some(),
         s.silenced.is_some(),
         ident_in("span", &s.name),
@@ -309,6 +363,15 @@ fn stream_row(h: &mut String, s: &StreamStatus, now: DateTime<Utc>) {
         "<td data-label=\"State\" class=\"state\"><span class=\"badge {state}\">{}</span>",
         esc(&state_text)
     );
+    // A relay that pages, in words (issue #44); the line below the row
+    // says why and what to run.
+    if let Some(r) = s.relay.as_ref().filter(|r| !r.ok()) {
+        let _ = write!(
+            h,
+            " <span class=\"badge firing\">RELAY {}</span>",
+            esc(&r.state.replace('_', " ").to_uppercase())
+        );
+    }
     // Who is on it: badges in words, then the facts (issue #27).
     if s.ack().is_some() {
         h.push_str(" <span class=\"badge acked\">ACKNOWLEDGED</span>");
@@ -406,6 +469,30 @@ fn stream_row(h: &mut String, s: &StreamStatus, now: DateTime<Utc>) {
         "<td data-label=\"Watching since\" class=\"since\">{}</td></tr>",
         esc(&since)
     );
+    // The relay's line spans the row's width, right under it: on the first
+    // screen, with what waits, the next attempt and the command to run.
+    if let Some(r) = &s.relay {
+        let _ = write!(
+            h,
+            "<tr class=\"relayline{}\" id=\"relay-{}\" data-relay=\"{}\"><td colspan=\"6\" data-label=\"Relay\">{}</td></tr>",
+            if r.ok() { "" } else { " bad" },
+            id_of(&s.name),
+            esc(&r.state),
+            relay_line_html(&r.line(tz, now)),
+        );
+    }
+}
+
+/// The relay line with its command (the part in backticks) as code.
+fn relay_line_html(line: &str) -> String {
+    match line.rsplit_once(" (`") {
+        Some((words, rest)) => format!(
+            "{} (<code class=\"long\">{}</code>)",
+            esc(words),
+            esc(rest.trim_end_matches(')').trim_end_matches('`'))
+        ),
+        None => esc(line),
+    }
 }
 
 /// "silent for 2h13m of business time, fires in 3h47m (Mon 13:00
@@ -813,7 +900,11 @@ fn relay_section(h: &mut String, doc: &StatusDoc) {
                 f.last_error.as_deref().unwrap_or("failed")
             ),
         };
-        let badge = if f.alerting() { "firing" } else { "ok" };
+        let alerting = match &s.relay {
+            Some(r) => !r.ok(),
+            None => f.alerting(),
+        };
+        let badge = if alerting { "firing" } else { "ok" };
         let app = if f.configured {
             format!("{}{}", f.app, if f.ordered { " (ordered)" } else { "" })
         } else {
@@ -1143,6 +1234,56 @@ mod tests {
             html.matches("<tr data-state=\"firing\"").count(),
             1,
             "one relay row"
+        );
+    }
+
+    #[test]
+    fn a_relay_that_pages_turns_the_banner_and_names_what_to_run() {
+        let relay = serde_json::json!({"relay": {
+            "state": "failing", "problems": ["failing"],
+            "command": "hushwatch forward retry --stream identity",
+            "pending": 8, "consecutive_failures": 3,
+            "failing_since": "2026-11-30T00:01:00Z", "last_error": "HTTP 400 <b>",
+            "next_attempt_at": "2026-11-30T00:15:13Z",
+            "oldest_pending": {"event_type": "user.deleted", "subject": "user_3",
+                               "delivery_id": "msg_1", "received_at": "2026-11-30T00:01:00Z"}
+        }});
+        let d = doc(serde_json::json!({
+            "now": "2026-11-30T00:13:00Z", "streams": [stream(relay), stream(serde_json::json!({"name": "plain"}))]
+        }));
+        assert!(!d.all_ok(), "a failing relay is not OK");
+        let html = render(&d, &BTreeMap::new());
+        assert!(html.contains("<p class=\"summary bad\""), "{html}");
+        assert!(!html.contains("OK: all"), "{html}");
+        assert!(
+            html.contains("RELAY NOT OK: identity (relay failing)"),
+            "{html}"
+        );
+        assert!(html.contains("<title>1 RELAY NOT OK · hushwatch</title>"));
+        assert!(html.contains(
+            "<li><strong>identity</strong>: relay failing; run <code class=\"long\">hushwatch forward retry --stream identity</code></li>"
+        ), "{html}");
+        assert!(html.contains("data-relay=\"failing\""), "{html}");
+        assert!(html.contains(">RELAY FAILING</span>"), "{html}");
+        assert!(html.contains(
+            "relay failing: 8 pending, oldest user.deleted user_3 since 09:01, 3 failed attempt(s) in a row: HTTP 400 &lt;b&gt;, next attempt 09:15:13 (<code class=\"long\">hushwatch forward retry --stream identity</code>)"
+        ), "{html}");
+        // The same document, OK: green, no how-to.
+        let ok = serde_json::json!({"relay": {"state": "ok", "problems": []}});
+        let d = doc(serde_json::json!({"now": "2026-11-30T00:13:00Z", "streams": [stream(ok)]}));
+        assert!(d.all_ok());
+        let html = render(&d, &BTreeMap::new());
+        assert!(html.contains("OK: all 1 streams within their thresholds"));
+        assert!(!html.contains("how-to-relay"));
+        assert!(html.contains("relay ok: nothing waiting"));
+    }
+
+    #[test]
+    fn long_event_types_wrap_at_their_dots() {
+        let long = "organizationMembership.deleted.by_admin";
+        assert_eq!(
+            ident(long),
+            "<code class=\"long\">organizationMembership.<wbr>deleted.<wbr>by_admin</code>"
         );
     }
 

@@ -66,7 +66,13 @@ fn state_cell(s: &StreamStatus, now: DateTime<Utc>) -> String {
             short(&x.by, CELL_AUTHOR)
         ));
     }
-    let state = if s.firing() { "FIRING" } else { "OK" };
+    let mut state = if s.firing() { "FIRING" } else { "OK" }.to_string();
+    if let Some(r) = s.relay.as_ref().filter(|r| !r.ok()) {
+        state = format!(
+            "{state}, RELAY {}",
+            r.state.replace('_', " ").to_uppercase()
+        );
+    }
     if facts.is_empty() {
         state.to_string()
     } else {
@@ -84,12 +90,18 @@ pub fn render(doc: &StatusDoc, colour: bool) -> String {
     };
     let firing = doc.streams.iter().filter(|s| s.firing()).count();
     let acked = doc.streams.iter().filter(|s| s.ack().is_some()).count();
+    let relays = doc.streams.iter().filter(|s| s.relay_alerting()).count();
     let _ = writeln!(
         out,
-        "hushwatch {headline}: {firing} of {} stream(s) firing{}, as of {}",
+        "hushwatch {headline}: {firing} of {} stream(s) firing{}{}, as of {}",
         doc.streams.len(),
         if acked > 0 {
             format!(" ({acked} acknowledged)")
+        } else {
+            String::new()
+        },
+        if relays > 0 {
+            format!(", {relays} relay(s) not OK")
         } else {
             String::new()
         },
@@ -162,7 +174,11 @@ pub fn render(doc: &StatusDoc, colour: bool) -> String {
     };
     let _ = writeln!(out, "{}", line(&header.map(String::from), None));
     for (s, r) in doc.streams.iter().zip(&rows) {
-        let c = if s.firing() { RED } else { GREEN };
+        let c = if s.firing() || s.relay_alerting() {
+            RED
+        } else {
+            GREEN
+        };
         let _ = writeln!(out, "{}", line(r, Some(c)));
         let _ = writeln!(out, "  {}", clean(&silence_words(s, now)));
         for line in s.who_is_on_it(now) {
@@ -171,7 +187,11 @@ pub fn render(doc: &StatusDoc, colour: bool) -> String {
         if let Some(note) = s.learned_note() {
             let _ = writeln!(out, "  {}", clean(&note));
         }
-        if let Some(f) = &s.forward {
+        if let Some(r) = &s.relay {
+            let c = if r.ok() { GREEN } else { RED };
+            let _ = writeln!(out, "  {}", paint(&clean(&r.line(s.tz(), now)), c, colour));
+        } else if let Some(f) = &s.forward {
+            // An older server: no `relay` block, its `forward` facts.
             let words = clean(&f.words(|t| crate::status::format::zoned_and_utc(t, s.tz(), now)));
             let c = if f.alerting() { RED } else { GREEN };
             let _ = writeln!(out, "  {}", paint(&words, c, colour));
@@ -350,6 +370,28 @@ mod tests {
             out.contains(
                 "  other pages silenced (svix_*) until Mon 18:00 Asia/Tokyo · 09:00 UTC by cy"
             ),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn a_relay_that_pages_makes_the_whole_status_not_ok() {
+        let relay = serde_json::json!({"relay": {
+            "state": "dead_letters", "problems": ["dead_letters"],
+            "command": "hushwatch replay --stream identity --dead-letters",
+            "dead_letters": 2
+        }});
+        let mut doc = firing_doc(relay);
+        doc.streams[0].state = "ok".into();
+        assert!(!doc.all_ok());
+        let out = render(&doc, false);
+        assert!(
+            out.starts_with("hushwatch NOT OK: 0 of 1 stream(s) firing, 1 relay(s) not OK, as of"),
+            "{out}"
+        );
+        assert!(out.contains("identity  OK, RELAY DEAD LETTERS  "), "{out}");
+        assert!(
+            out.contains("\n  relay gave up events (dead letters): 2 dead letter(s) (`hushwatch replay --stream identity --dead-letters`)\n"),
             "{out}"
         );
     }

@@ -574,3 +574,40 @@ fn the_route_refuses_what_is_not_a_confirmation() {
     }
     s.stop();
 }
+
+/// Issue #44: a `kind = "log"` notifier beside the email gets the same
+/// firing page, but never a link: the mail carries one that works, while
+/// no line on stdout (the log notifier) or stderr (the logs) carries a
+/// link or the code of any link.
+#[test]
+fn the_log_notifier_and_the_logs_never_carry_an_acknowledge_link() {
+    let smtp = Smtp::start();
+    let text = config(&smtp, "1s", None)
+        .replace("notify = [\"mail\"]", "notify = [\"mail\", \"stdout\"]")
+        + "\n[notifiers.stdout]\nkind = \"log\"\n";
+    let work = Workdir::new(&text);
+    let hw = Sidecar::start(&work.config_path());
+    let codes = wait_until("a firing mail with a link", || {
+        let codes: Vec<String> = smtp.mails().iter().flat_map(|m| codes_in(m)).collect();
+        (!codes.is_empty()).then_some(codes)
+    });
+    let line = wait_until("the firing page on stdout", || {
+        hw.stdout_lines()
+            .into_iter()
+            .find(|l| l.contains("\"status\":\"firing\""))
+    });
+    let page: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(page["alert_kind"], "silence", "{line}");
+    assert!(page.get("ack_url").is_none(), "{line}");
+    let out = hw.stdout_lines().join("\n");
+    let err = hw.stderr_text();
+    for text in [&out, &err] {
+        assert!(!text.contains("/ack/"), "a link was printed:\n{text}");
+        for code in &codes {
+            assert!(!text.contains(code.as_str()), "{code} printed:\n{text}");
+        }
+    }
+    // The mail's link is live: the code was minted for it alone.
+    assert_eq!(open(hw.addr, &codes[0]).status, 200);
+    hw.stop();
+}

@@ -493,3 +493,14 @@ fn the_link_check_fails_on_what_would_404() {
     let ids = heading_ids("# A\n```\n# not a heading\n```\n## A\n");
     assert_eq!(ids, BTreeSet::from(["a".to_string(), "a-1".to_string()]));
 }
+
+/// Issue #44: the getting-started page reads on its own as Markdown (on a
+/// forge, in an editor), not only through mdbook: no `{{#include}}` or
+/// other mdbook-only directive, and every link stays inside the book.
+#[test]
+fn the_getting_started_page_reads_on_its_own() {
+    let text = read("docs/src/getting-started.md");
+    assert!(!text.contains("{{#"), "an mdbook directive in getting-started.md");
+    assert!(text.contains("## A first page, in a minute"));
+    assert!(text.contains("hushwatch serve --config config/first-page.toml &"));
+}

@@ -175,6 +175,8 @@ fn sample_page(key: &str) -> Page {
         max_silence: None,
         test: false,
         ack_url: None,
+        runbook_base: hushwatch::config::RunbookUrl::default(),
+        relay_delivered: false,
     }
 }
 

@@ -39,6 +39,8 @@ fn firing() -> Page {
         // Issue #30: a firing stream page carries its acknowledge link; the
         // resolve, test and other-kind pages built from this one must not.
         ack_url: Some("https://hw.example.com/ack/q7Yw0sXk3nB9vLmP2rT4uA".into()),
+        runbook_base: hushwatch::config::RunbookUrl::default(),
+        relay_delivered: false,
     }
 }
 
@@ -577,4 +579,112 @@ fn the_largest_page_fits_every_receiver() {
 
     assert!(payload::webhook_body(&huge, t(SENT_AT)).to_string().len() < 512_000);
     assert!(log::line(&huge, t(SENT_AT)).len() < 512_000);
+}
+
+/// Issue #44: every page, in every notifier, links the runbook section of
+/// its kind (`[server] runbook_base_url` + `#kind`), and that section is in
+/// the book (docs/src/operating/runbooks.md: a `## kind` heading, which is
+/// also its anchor) with what it means, what to check and what to run.
+#[test]
+fn every_kind_links_its_runbook_section_in_every_notifier() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let book = std::fs::read_to_string(format!("{root}/docs/src/operating/runbooks.md")).unwrap();
+    let pd = PagerDutyConfig {
+        routing_key: hushwatch::config::secret::SecretString::new("R0UTING-KEY-golden".into()),
+        url: hushwatch::config::PAGERDUTY_URL.into(),
+    };
+    let mut missing = Vec::new();
+    for kind in AlertKind::ALL {
+        let heading = format!("## {}", kind.as_str());
+        match book
+            .split("\n## ")
+            .find(|s| format!("## {s}").starts_with(&format!("{heading}\n")))
+        {
+            None => missing.push(kind.as_str()),
+            Some(section) => {
+                for part in ["What it means", "What to check", "What to run"] {
+                    assert!(section.contains(part), "{heading} has no \"{part}\"");
+                }
+            }
+        }
+        let page = page_of(kind);
+        let url = format!(
+            "{}#{}",
+            hushwatch::config::DEFAULT_RUNBOOK_BASE_URL,
+            kind.as_str()
+        );
+        let webhook = payload::webhook_body(&page, t(SENT_AT));
+        assert_eq!(webhook["alert"]["details"]["runbook_url"], url.as_str());
+        let am = payload::alertmanager_alerts(&page);
+        assert_eq!(am[0]["annotations"]["runbook_url"], url.as_str());
+        let event = payload::pagerduty_event(&pd, &page);
+        assert_eq!(
+            event["payload"]["custom_details"]["runbook_url"],
+            url.as_str()
+        );
+        assert!(
+            event["links"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|l| l["href"] == url.as_str()),
+            "{event}"
+        );
+        let line: serde_json::Value = serde_json::from_str(&log::line(&page, t(SENT_AT))).unwrap();
+        assert_eq!(line["runbook_url"], url.as_str());
+        assert!(payload::slack_message(&page)["text"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("• Runbook: {url}")));
+        assert!(payload::email_body(&page).contains(&format!("Runbook:         {url}\n")));
+    }
+    assert!(missing.is_empty(), "no runbook section for {missing:?}");
+    // A configured base is what pages link to.
+    let page = Page {
+        runbook_base: hushwatch::config::RunbookUrl::parse("https://wiki.example.com/hw/runbook")
+            .unwrap(),
+        ..firing()
+    };
+    assert_eq!(
+        payload::webhook_body(&page, t(SENT_AT))["alert"]["details"]["runbook_url"],
+        "https://wiki.example.com/hw/runbook#silence"
+    );
+    // Every shipped alert rule carries its link too.
+    let rules =
+        std::fs::read_to_string(format!("{root}/charts/hushwatch/rules/hushwatch.rules.yml"))
+            .unwrap();
+    let alerts = rules.matches("- alert: ").count();
+    assert!(alerts > 0);
+    assert_eq!(
+        rules
+            .matches(&format!(
+                "runbook_url: {}#",
+                hushwatch::config::DEFAULT_RUNBOOK_BASE_URL
+            ))
+            .count(),
+        alerts,
+        "one runbook_url annotation per rule, at the default base"
+    );
+}
+
+/// Issue #44: with `clock = "delivered"` the silence is the app's: the
+/// email says so and does not send on-call to the identity provider.
+#[test]
+fn a_relay_silence_page_points_at_the_app_not_the_provider() {
+    let page = Page {
+        relay_delivered: true,
+        summary: "the app has not accepted identity events for 1m of business time, while hushwatch holds 8 received from the provider (8 pending); the relay's last error: http://app:3000 answered HTTP 400".into(),
+        ..firing()
+    };
+    let body = payload::email_body(&page);
+    assert!(!body.contains("identity provider"), "{body}");
+    assert!(
+        body.contains("the app behind the relay has accepted no \"identity\" events"),
+        "{body}"
+    );
+    assert!(
+        body.contains("`hushwatch forward retry --stream identity`"),
+        "{body}"
+    );
+    insta::assert_snapshot!("email_relay_delivered", body);
 }

@@ -261,11 +261,17 @@ f.addEventListener('load', () => {
     if (newest && !inside(newest.getBoundingClientRect(), seen)) hiddenNewest++;
   });
   const howto = d.getElementById('how-to-ack');
+  const bottom = e => Math.round(e.getBoundingClientRect().bottom);
+  const relays = [...d.querySelectorAll('tr.relayline')]
+    .map(tr => ({ id: tr.id, text: tr.innerText, bottom: bottom(tr) }));
+  const fix = d.getElementById('how-to-relay');
   document.body.setAttribute('data-probe', JSON.stringify({
     scrollWidth: root.scrollWidth, clientWidth: root.clientWidth,
     summary: d.getElementById('summary').innerText,
     howto: howto ? howto.innerText : null,
-    rows, broken, clipped, hiddenNewest, diamonds,
+    rows, broken, clipped, hiddenNewest, diamonds, relays,
+    summaryBottom: bottom(d.getElementById('summary')),
+    relayHowto: fix ? { text: fix.innerText, bottom: bottom(fix) } : null,
   }));
 });
 "#;
@@ -779,4 +785,103 @@ fn the_acknowledge_link_confirms_in_a_real_browser() {
     assert!(spent.contains("This link is not valid"), "{spent}");
     assert!(!spent.contains("<form"), "{spent}");
     s.stop();
+}
+
+/// Issue #44: a relay that pages shows on the first screen. Driven through
+/// the binary (an app answering 400) into ok, then failing (`identity`)
+/// and given up (`billing`); in each state the page at 1280×800 is
+/// screenshot and measured: the banner's colour and words, the command to
+/// run under it, and each relay line within the first 800 px.
+#[test]
+fn each_relay_state_shows_on_the_first_screen_at_1280_by_800() {
+    let Some(path) = chromium() else { return };
+    let hw = crate::status_cli::through_each_relay_state(|state, hw| {
+        let browser = Browser {
+            path: path.clone(),
+            base: format!("http://{}/", hw.addr),
+            addr: hw.addr,
+        };
+        let name = format!("relay-{state}");
+        let shot = output_dir().join(format!("{name}-1280x800.png"));
+        let _ = std::fs::remove_file(&shot);
+        run_chromium(
+            &path,
+            &[
+                "--window-size=1280,800".to_string(),
+                format!("--screenshot={}", shot.display()),
+            ],
+            &browser.base,
+        );
+        assert!(
+            shot.exists(),
+            "screenshot {} was not written",
+            shot.display()
+        );
+        let probe = browser.probe(&name, 1280);
+        let summary = probe["summary"].as_str().unwrap();
+        let relays = probe["relays"].as_array().unwrap();
+        assert_eq!(relays.len(), 2, "{probe}");
+        for r in relays {
+            assert!(
+                r["bottom"].as_i64().unwrap() <= 800,
+                "{name}: relay line below the first screen: {probe}"
+            );
+        }
+        let line = |id: &str| {
+            relays
+                .iter()
+                .find(|r| r["id"] == id)
+                .and_then(|r| r["text"].as_str())
+                .unwrap_or_else(|| panic!("no {id}: {probe}"))
+                .to_string()
+        };
+        let page = get(hw.addr, "/").body;
+        match state {
+            "ok" => {
+                assert!(summary.starts_with("OK: all 2 streams"), "{probe}");
+                assert!(probe["relayHowto"].is_null(), "{probe}");
+                assert!(
+                    line("relay-identity").starts_with("relay ok: nothing waiting, last delivered")
+                );
+            }
+            _ => {
+                assert!(
+                    page.contains("<p class=\"summary bad\""),
+                    "the banner is not green"
+                );
+                assert!(
+                    summary.contains("RELAY NOT OK: billing (relay gave up events (dead letters)), identity (relay failing)"),
+                    "{probe}"
+                );
+                let howto = &probe["relayHowto"];
+                assert!(howto["bottom"].as_i64().unwrap() <= 800, "{probe}");
+                let text = howto["text"].as_str().unwrap();
+                assert!(
+                    text.contains("hushwatch forward retry --stream identity"),
+                    "{text}"
+                );
+                assert!(
+                    text.contains("hushwatch replay --stream billing --dead-letters"),
+                    "{text}"
+                );
+                let identity = line("relay-identity");
+                assert!(
+                    identity.starts_with("relay failing: 1 pending, oldest "),
+                    "{identity}"
+                );
+                assert!(identity.contains("answered HTTP 400"), "{identity}");
+                assert!(
+                    identity.ends_with("(hushwatch forward retry --stream identity)"),
+                    "{identity}"
+                );
+                assert!(
+                    line("relay-billing").contains("1 dead letter(s)"),
+                    "{probe}"
+                );
+                let row = stream_row(&page, "identity");
+                assert!(row.contains(">RELAY FAILING</span>"), "{row}");
+            }
+        }
+    });
+    hw.stop();
 }
