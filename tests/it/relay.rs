@@ -497,6 +497,15 @@ fn kill_9_mid_forward_on_sqlite_loses_nothing_and_keeps_every_id() {
     // The leases of the killed process end first (timeout + 30 s).
     let all = app.wait_accepted(LEASE_LIMIT, &sent);
     assert_ids_match_bodies(&all, &sent);
+    // Issue #44: the re-send after the crash is a new attempt, and says so.
+    for s in &sent {
+        let attempts: Vec<u32> = of_id(&all, &s.id).iter().map(|d| d.attempt).collect();
+        assert!(
+            attempts.len() >= 2 && attempts.windows(2).all(|w| w[1] > w[0]),
+            "{}: {attempts:?}",
+            s.id
+        );
+    }
     wait_for(LIMIT, "status to show nothing pending", || {
         (num(&forward(hw.addr), "pending") == 0).then_some(())
     });
@@ -1537,4 +1546,327 @@ fn events_of_a_stream_restarted_without_forward_are_held_and_shown_at_start() {
         pages(&hw, "forward_held").into_iter().next()
     });
     assert_eq!(held["severity"], "critical", "{held}");
+}
+
+// ------------------------------------------------------- issue #44: order,
+// held events, sealed rows, the ladder, critical_after
+
+/// A Clerk `organizationMembership.deleted`: the membership, its user and
+/// its organization (the page names the user and the organization).
+fn membership_deleted(user: &str, org: &str) -> String {
+    json!({
+        "type": "organizationMembership.deleted",
+        "object": "event",
+        "timestamp": chrono::Utc::now().timestamp_millis(),
+        "data": {
+            "object": "organization_membership",
+            "id": format!("orgmem_{user}"),
+            "organization": { "id": org, "object": "organization" },
+            "public_user_data": { "user_id": user },
+        },
+    })
+    .to_string()
+}
+
+/// The app's deliveries of one id, in arrival order.
+fn of_id(all: &[Delivery], id: &str) -> Vec<Delivery> {
+    all.iter().filter(|d| d.id == id).cloned().collect()
+}
+
+/// Issue #44: the app refuses every event about one user (a poison
+/// subject). With the default per-subject order only that user's events
+/// wait; another user's deletion reaches the app within seconds. The
+/// failing page names the membership's user and organization and the
+/// blocked subject, and does not resolve while the poison is stuck; the
+/// stuck revocation pages critical after `critical_after`; every attempt
+/// carries a new number. Once the app takes it, everything drains in order
+/// and the pages resolve.
+#[test]
+fn a_poison_event_holds_back_only_its_subject_while_another_users_deletion_arrives() {
+    let app = RelayApp::start();
+    app.control(json!({ "refuse": ["user_poison"] }));
+    let forward_lines = format!("{}\ncritical_after = \"3s\"", ladder(60));
+    let work = Workdir::new(&relay_config(&app, ALWAYS_1H, &forward_lines, ""));
+    let hw = Sidecar::start(&work.config_path());
+
+    let poison = send(
+        hw.addr,
+        "msg_poison_0",
+        &membership_deleted("user_poison", "org_1"),
+    );
+    let behind = send(
+        hw.addr,
+        "msg_poison_1",
+        &clerk_event("user.created", "user_poison", "p@example.com"),
+    );
+    wait_for(LIMIT, "the poison refused twice", || {
+        (of_id(&app.deliveries(), &poison.id).len() >= 2).then_some(())
+    });
+    let started = Instant::now();
+    let other = send(
+        hw.addr,
+        "msg_other_0",
+        &clerk_event("user.deleted", "user_other", "o@example.com"),
+    );
+    app.wait_accepted(LIMIT, std::slice::from_ref(&other));
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "another user's deletion waited {:?} behind the poison",
+        started.elapsed()
+    );
+    let all = app.deliveries();
+    assert!(
+        of_id(&all, &behind.id).is_empty(),
+        "an event behind the poison of its own subject went out: {all:?}"
+    );
+    // A new number on every attempt.
+    let attempts: Vec<u32> = of_id(&all, &poison.id).iter().map(|d| d.attempt).collect();
+    assert!(
+        attempts.windows(2).all(|w| w[1] == w[0] + 1) && attempts[0] == 1,
+        "{attempts:?}"
+    );
+
+    let failing = wait_for(LIMIT, "the failing page", || {
+        pages(&hw, "forward_failing")
+            .into_iter()
+            .find(|p| p["status"] == "firing")
+    });
+    let summary = failing["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("organizationMembership.deleted user_poison (organization org_1)"),
+        "{summary}"
+    );
+    assert!(summary.contains("1 subject(s) are blocked"), "{summary}");
+    let config = std::fs::canonicalize(work.config_path()).unwrap();
+    assert!(
+        summary.contains(&format!(
+            "`hushwatch forward retry --config {} --stream identity`",
+            config.display()
+        )),
+        "{summary}"
+    );
+    let overdue = wait_for(LIMIT, "the critical_after page", || {
+        pages(&hw, "forward_revocation_overdue")
+            .into_iter()
+            .find(|p| p["status"] == "firing")
+    });
+    assert_eq!(overdue["severity"], "critical", "{overdue}");
+    assert!(
+        overdue["summary"].as_str().unwrap().contains("user_poison"),
+        "{overdue}"
+    );
+    assert!(
+        with_status(&pages(&hw, "forward_failing"), "resolved").is_empty(),
+        "the failing page resolved while a revocation is stuck"
+    );
+
+    app.control(json!({ "refuse": [] }));
+    app.wait_accepted(LIMIT, &[poison.clone(), behind.clone()]);
+    let accepted = app.accepted_ids();
+    let at = |id: &str| accepted.iter().position(|a| a == id).unwrap();
+    assert!(at(&poison.id) < at(&behind.id), "{accepted:?}");
+    wait_for(LIMIT, "the failing and overdue pages resolved", || {
+        (!with_status(&pages(&hw, "forward_failing"), "resolved").is_empty()
+            && !with_status(&pages(&hw, "forward_revocation_overdue"), "resolved").is_empty())
+        .then_some(())
+    });
+}
+
+/// `ordered = "stream"` keeps the old behaviour: a refused head blocks
+/// every later event of the stream, whoever it is about.
+#[test]
+fn ordered_stream_still_blocks_the_whole_stream_behind_a_poison_event() {
+    let app = RelayApp::start();
+    app.control(json!({ "refuse": ["user_poison"] }));
+    let work = Workdir::new(&relay_config(&app, ALWAYS_1H, &stream_ordered(60), ""));
+    let hw = Sidecar::start(&work.config_path());
+    let poison = send(
+        hw.addr,
+        "msg_sp_0",
+        &clerk_event("user.deleted", "user_poison", "p@example.com"),
+    );
+    let other = send(
+        hw.addr,
+        "msg_sp_1",
+        &clerk_event("user.deleted", "user_other", "o@example.com"),
+    );
+    wait_for(LIMIT, "the poison refused three times", || {
+        (of_id(&app.deliveries(), &poison.id).len() >= 3).then_some(())
+    });
+    assert!(
+        of_id(&app.deliveries(), &other.id).is_empty(),
+        "the stream's later event passed its refused head"
+    );
+    let summary = wait_for(LIMIT, "the failing page", || {
+        pages(&hw, "forward_failing").into_iter().next()
+    })["summary"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(summary.contains("blocks the ones behind it"), "{summary}");
+    app.control(json!({ "refuse": [] }));
+    app.wait_accepted(LIMIT, &[poison.clone(), other.clone()]);
+    assert_eq!(app.accepted_ids(), [poison.id, other.id]);
+}
+
+/// An outage with the default ladder's shape scaled down (1 s, 2 s, 4 s,
+/// the last repeating): once the app is back, the backlog arrives within
+/// the step the ladder is on, with nobody acting.
+#[test]
+fn an_outage_drains_within_one_ladder_step_of_the_apps_return() {
+    let app = RelayApp::start();
+    app.mode("down");
+    let work = Workdir::new(&relay_config(
+        &app,
+        ALWAYS_1H,
+        "retry = [\"1s\", \"2s\", \"4s\"]",
+        "",
+    ));
+    let hw = Sidecar::start(&work.config_path());
+    let sent = send_many(&[hw.addr], "outage", 6);
+    // Down for 10 s: past the ladder, its last step repeats.
+    std::thread::sleep(Duration::from_secs(10));
+    let f = forward(hw.addr);
+    assert_eq!(num(&f, "pending"), 6, "{f}");
+    let back = Instant::now();
+    app.mode("up");
+    app.wait_accepted(LIMIT, &sent);
+    assert!(
+        back.elapsed() < Duration::from_secs(4 + 6),
+        "the backlog took {:?} after the app came back",
+        back.elapsed()
+    );
+}
+
+/// Issue #44: a body sealed with a key that is no longer configured is
+/// held (not retried for days at the head of its queue): the page says
+/// which event, why and what fixes it, a later event of another subject
+/// goes on, and putting the key back releases it.
+#[test]
+fn an_undecryptable_event_is_held_and_paged_and_released_when_its_key_comes_back() {
+    let app = RelayApp::start();
+    app.mode("down");
+    let config = |keys: &str| {
+        relay_config(
+            &app,
+            ALWAYS_1H,
+            &ladder(60),
+            &format!("[store]\nencryption_key = {keys}"),
+        )
+    };
+    let work = Workdir::new(&config(&format!("\"{KEY_A}\"")));
+    let hw = Sidecar::start(&work.config_path());
+    let old = send(
+        hw.addr,
+        "msg_key_0",
+        &clerk_event("user.deleted", "user_k0", "k0@example.com"),
+    );
+    wait_for(LIMIT, "a failed attempt", || {
+        (num(&forward(hw.addr), "consecutive_failures") >= 1).then_some(())
+    });
+    assert!(hw.stop().success());
+
+    // The key is regenerated: A is gone.
+    work.write_config(&config(&format!("\"{KEY_B}\"")));
+    app.mode("up");
+    let hw = Sidecar::start(&work.config_path());
+    let held = wait_for(LIMIT, "the held page", || {
+        pages(&hw, "forward_held")
+            .into_iter()
+            .find(|p| p["status"] == "firing")
+    });
+    assert_eq!(held["severity"], "critical", "{held}");
+    let summary = held["summary"].as_str().unwrap();
+    assert!(summary.contains(&old.id), "{summary}");
+    assert!(
+        summary.contains("not in [store] encryption_key"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("hushwatch forward skip --config"),
+        "{summary}"
+    );
+    wait_for(LIMIT, "the held gauge", || {
+        (crate::common::metric(hw.addr, r#"hushwatch_forward_held{stream="identity"}"#) == 1.0)
+            .then_some(())
+    });
+    let new = send(
+        hw.addr,
+        "msg_key_1",
+        &clerk_event("user.deleted", "user_k1", "k1@example.com"),
+    );
+    app.wait_accepted(LIMIT, std::slice::from_ref(&new));
+    assert!(of_id(&app.deliveries(), &old.id).is_empty());
+    assert!(hw.stop().success());
+
+    // The old key back (after the new one): released, delivered.
+    work.write_config(&config(&format!("[\"{KEY_B}\", \"{KEY_A}\"]")));
+    let hw = Sidecar::start(&work.config_path());
+    app.wait_accepted(LIMIT, std::slice::from_ref(&old));
+    wait_for(LIMIT, "the held page resolved", || {
+        (!with_status(&pages(&hw, "forward_held"), "resolved").is_empty()).then_some(())
+    });
+}
+
+/// Issue #44: someone with write access to the SQLite file turns a sealed
+/// row into plaintext (key id NULL, a forged body). hushwatch holds it
+/// rather than signing and forwarding the forged body.
+#[test]
+fn a_row_relabelled_to_plaintext_in_sqlite_is_held_not_forwarded() {
+    let app = RelayApp::start();
+    app.mode("down");
+    let work = Workdir::new(&relay_config(
+        &app,
+        ALWAYS_1H,
+        &ladder(60),
+        &format!("[store]\nencryption_key = \"{KEY_A}\""),
+    ));
+    let hw = Sidecar::start(&work.config_path());
+    let sent = send(
+        hw.addr,
+        "msg_relabel_0",
+        &clerk_event("user.deleted", "user_r0", "r0@example.com"),
+    );
+    wait_for(LIMIT, "a failed attempt", || {
+        (num(&forward(hw.addr), "consecutive_failures") >= 1).then_some(())
+    });
+    assert!(hw.stop().success());
+    let forged = clerk_event("user.created", "user_attacker", "evil@example.com");
+    let db = rusqlite::Connection::open(work.path().join("data/hushwatch.sqlite3")).unwrap();
+    let n = db
+        .execute(
+            "UPDATE forwards SET key_id = NULL, body = ?1 WHERE delivery_id = ?2",
+            rusqlite::params![forged.as_bytes(), sent.id],
+        )
+        .unwrap();
+    assert_eq!(n, 1);
+    drop(db);
+
+    app.mode("up");
+    let hw = Sidecar::start(&work.config_path());
+    let held = wait_for(LIMIT, "the held page", || {
+        pages(&hw, "forward_held")
+            .into_iter()
+            .find(|p| p["status"] == "firing")
+    });
+    assert!(
+        held["summary"]
+            .as_str()
+            .unwrap()
+            .contains("claims a plaintext body"),
+        "{held}"
+    );
+    // A later event goes out; the forged body never does.
+    let later = send(
+        hw.addr,
+        "msg_relabel_1",
+        &clerk_event("user.deleted", "user_r1", "r1@example.com"),
+    );
+    app.wait_accepted(LIMIT, std::slice::from_ref(&later));
+    assert!(
+        app.deliveries()
+            .iter()
+            .all(|d| !d.body.contains("user_attacker")),
+        "the forged body was forwarded"
+    );
 }
