@@ -62,6 +62,10 @@ const MAX_IN_FLIGHT: usize = 32;
 /// lease ran out, when nothing woke it (one process: never needed).
 const POLL: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// How often every stream's `critical_after` state is read, overdue or
+/// not: a resolve may wait this long, a fire never does.
+const ESCALATION_SWEEP: TimeDelta = TimeDelta::seconds(30);
+
 /// Pause after a failed store call.
 const STORE_RETRY: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -136,6 +140,11 @@ pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
     let client = Arc::new(Client::new());
     let mut attempts: JoinSet<()> = JoinSet::new();
     let mut refreshed: Option<DateTime<Utc>> = None;
+    // When every stream's `critical_after` state was last read (one past
+    // it is read each second; the others every ESCALATION_SWEEP, to resolve
+    // a page another replica fired).
+    let mut swept: Option<DateTime<Utc>> = None;
+    let mut overdue_before = std::collections::BTreeSet::new();
     let replica = app
         .replicas()
         .map_or_else(|| "local".to_string(), |r| r.me().to_string());
@@ -222,7 +231,11 @@ pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
             });
             if let Some(rows) = &rows {
                 refresh_gauges(&app, &config, rows);
-                escalate(&app, &config, rows).await;
+                let sweep = swept.is_none_or(|t| now - t >= ESCALATION_SWEEP || now < t);
+                if sweep {
+                    swept = Some(now);
+                }
+                escalate(&app, &config, rows, sweep, &mut overdue_before).await;
             }
             refreshed = Some(now);
         }
@@ -427,22 +440,47 @@ async fn send(
 /// The `critical_after` check of each configured stream that forwards or
 /// has stored relay rows (held ones of a stream without `[forward]` age
 /// too, on the default): the store pages once per episode; replicas agree
-/// through its mark.
-async fn escalate(app: &App, config: &Config, rows: &[crate::store::forward::ForwardStatus]) {
+/// through its mark. A stream whose oldest undelivered revocation is past
+/// it is checked now; the rest only on a `sweep` (to resolve), so a quiet
+/// relay costs no store call per stream per second.
+async fn escalate(
+    app: &App,
+    config: &Config,
+    rows: &[crate::store::forward::ForwardStatus],
+    sweep: bool,
+    overdue_before: &mut std::collections::BTreeSet<String>,
+) {
+    let now = app.store.now();
     for (name, s) in &config.streams {
-        let stored = rows.iter().any(|r| &r.stream == name);
-        if s.forward.is_none() && !stored {
+        let row = rows.iter().find(|r| &r.stream == name);
+        if s.forward.is_none() && row.is_none() {
+            continue;
+        }
+        let critical_after = s
+            .forward
+            .as_ref()
+            .map_or(crate::config::forward::DEFAULT_CRITICAL_AFTER, |f| {
+                f.critical_after
+            });
+        let overdue = crate::domain::forward::revocation_overdue(
+            row.and_then(|r| r.oldest_revocation_at),
+            critical_after,
+            now,
+        );
+        // One this replica saw overdue is read again at once when it no
+        // longer is, so its resolve does not wait for the sweep.
+        let was = if overdue {
+            !overdue_before.insert(name.clone())
+        } else {
+            overdue_before.remove(name)
+        };
+        if !overdue && !was && !sweep {
             continue;
         }
         let e = ForwardEscalation {
             stream: name.clone(),
-            critical_after: s
-                .forward
-                .as_ref()
-                .map_or(crate::config::forward::DEFAULT_CRITICAL_AFTER, |f| {
-                    f.critical_after
-                }),
-            now: app.store.now(),
+            critical_after,
+            now,
             notifiers: s.notify.clone(),
             config_path: config_path(config),
         };
