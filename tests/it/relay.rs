@@ -1870,3 +1870,30 @@ fn a_row_relabelled_to_plaintext_in_sqlite_is_held_not_forwarded() {
         "the forged body was forwarded"
     );
 }
+
+/// `hushwatch check` prints each relaying stream's schedule as the
+/// forwarder will run it: the steps, then the last one repeating until
+/// `give_up_after`, the order and `critical_after`.
+#[test]
+fn check_prints_the_ladder_that_repeats_its_last_step_the_order_and_critical_after() {
+    let app = RelayApp::start();
+    let forward_lines = "retry = [\"5s\", \"30s\"]\ncritical_after = \"30m\"";
+    let work = Workdir::new(&relay_config(&app, ALWAYS_1H, forward_lines, ""));
+    let (code, out, err) = cli(&["check"], &work.config_path());
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("ordered per subject")
+            && out.contains("retries after [5s, 30s] then every 30s until it gives up after 7d")
+            && out.contains("critical when a revocation waits 30m"),
+        "{out}"
+    );
+    let bad = relay_config(&app, ALWAYS_1H, "ordered = \"user\"\nretry = []", "");
+    work.write_config(&bad);
+    let (code, out, err) = cli(&["check"], &work.config_path());
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.contains("streams.identity.forward.ordered: must be \"subject\"")
+            && err.contains("streams.identity.forward.retry: needs at least one step"),
+        "{err}"
+    );
+}
