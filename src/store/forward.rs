@@ -881,7 +881,7 @@ async fn blocked<D: Db>(db: &D, stream: &str, except: i64) -> Result<u64, StoreE
 }
 
 /// Fires or resolves the stream's held alert when its count says so.
-async fn held_check<D: Db>(
+pub(super) async fn held_check<D: Db>(
     db: &D,
     stream: &str,
     at: DateTime<Utc>,
@@ -918,7 +918,7 @@ async fn held_check<D: Db>(
 }
 
 /// Fires or resolves the stream's dead-letter alert when its count says so.
-async fn dead_letter_check<D: Db>(
+pub(super) async fn dead_letter_check<D: Db>(
     db: &D,
     stream: &str,
     at: DateTime<Utc>,
