@@ -932,7 +932,7 @@ impl WatchdogMetrics {
 }
 
 /// Outcomes of one forward attempt (`hushwatch_forward_attempts_total`).
-pub const FORWARD_OUTCOMES: [&str; 3] = ["delivered", "failed", "dead_letter"];
+pub const FORWARD_OUTCOMES: [&str; 4] = ["delivered", "failed", "dead_letter", "held"];
 
 /// Relay mode's series. Labels are configured stream names only (the
 /// stream of a stored delivery is always one hushwatch accepted for).
@@ -941,6 +941,8 @@ pub struct ForwardMetrics {
     pub oldest_pending: GaugeVec,
     pub attempts: IntCounterVec,
     pub dead_letters: IntGaugeVec,
+    /// Events hushwatch itself cannot send, out of the delivery queue.
+    pub held: IntGaugeVec,
     /// Received → the app's 2xx.
     pub latency: prometheus::Histogram,
 }
@@ -993,6 +995,12 @@ impl ForwardMetrics {
                 "Events given up after give_up_after and kept for replay.",
                 "stream",
             ),
+            held: int_gauge_vec(
+                r,
+                "hushwatch_forward_held",
+                "Events held out of the delivery queue: hushwatch itself cannot send them (seal key gone, altered at rest, no [forward]).",
+                "stream",
+            ),
             latency,
         }
     }
@@ -1003,6 +1011,7 @@ impl ForwardMetrics {
         self.pending.with_label_values(&[stream]);
         self.oldest_pending.with_label_values(&[stream]);
         self.dead_letters.with_label_values(&[stream]);
+        self.held.with_label_values(&[stream]);
         for outcome in FORWARD_OUTCOMES {
             self.attempts.with_label_values(&[stream, outcome]);
         }

@@ -129,6 +129,12 @@ impl Classifier {
         Classifier { extra }
     }
 
+    /// A delete, removal or revoke type: what relay mode's
+    /// `critical_after` ages.
+    pub fn revokes(&self, event_type: &str) -> bool {
+        self.classify(event_type) == Access::Revoke
+    }
+
     pub fn classify(&self, event_type: &str) -> Access {
         self.extra
             .iter()

@@ -89,13 +89,19 @@ pub fn summary(path: &Path, config: &Config, now: DateTime<Utc>) -> String {
             let steps: Vec<String> = f.ladder.retry.iter().map(|d| format_duration(*d)).collect();
             let _ = writeln!(
                 out,
-                "    relays to {} ({}, {} secret(s)); retries after [{}] then daily, gives up after {}; pages at {:?} failures in a row; clock counts {}; bodies {}",
+                "    relays to {} ({}, {} secret(s)); retries after [{}] then every {} until it gives up after {}; pages at {:?} failures in a row, critical when a revocation waits {}; clock counts {}; bodies {}",
                 crate::notify::redact_url(f.url.expose()),
-                if f.ordered { "ordered" } else { "unordered" },
+                match f.order {
+                    crate::domain::forward::Order::Subject => "ordered per subject",
+                    crate::domain::forward::Order::Stream => "ordered per stream",
+                    crate::domain::forward::Order::None => "unordered",
+                },
                 f.secrets.len(),
                 steps.join(", "),
+                steps.last().map_or("-", String::as_str),
                 format_duration(f.ladder.give_up_after),
                 f.ladder.alert_after,
+                format_duration(f.critical_after),
                 if f.clock == crate::config::forward::ForwardClock::Delivered {
                     "the app's 2xx"
                 } else {

@@ -9,7 +9,7 @@
 use super::providers::ProviderConfig;
 use super::reader::{join, Reader};
 use super::secret::SecretString;
-use crate::domain::forward::Ladder;
+use crate::domain::forward::{Ladder, Order};
 use crate::ingest::signature::SecretKey;
 use chrono::TimeDelta;
 use toml::{Table, Value};
@@ -41,8 +41,13 @@ pub struct ForwardConfig {
     pub secrets: Vec<SecretKey>,
     pub timeout: std::time::Duration,
     pub ladder: Ladder,
-    /// One event in flight per stream, in arrival order.
+    /// `ordered`: which events wait for which (default per subject).
+    pub order: Order,
+    /// `order` is not [`Order::None`]: some events wait for earlier ones
+    /// (what `/v1/status` has shown as `ordered` since issue #29).
     pub ordered: bool,
+    /// A revocation undelivered this long pages critical.
+    pub critical_after: TimeDelta,
     pub clock: ForwardClock,
     /// How long a delivered body is kept (for replay) after its 2xx.
     pub retain: TimeDelta,
@@ -54,6 +59,8 @@ pub struct ForwardConfig {
 pub const DEFAULT_RETAIN: TimeDelta = TimeDelta::days(7);
 /// `dead_letter_retain` when unset.
 pub const DEFAULT_DEAD_LETTER_RETAIN: TimeDelta = TimeDelta::days(30);
+/// `critical_after` when unset.
+pub const DEFAULT_CRITICAL_AFTER: TimeDelta = TimeDelta::hours(1);
 
 /// The keys of the table (listed once: `reject_unknown` and the docs test).
 pub const KEYS: &[&str] = &[
@@ -67,6 +74,7 @@ pub const KEYS: &[&str] = &[
     "clock",
     "retain",
     "dead_letter_retain",
+    "critical_after",
 ];
 
 /// Longest `timeout`: a claim's lease must outlast the attempt.
@@ -140,6 +148,7 @@ pub(super) fn read(
         }
     };
     let defaults = Ladder::default();
+    let errors_before = r.errors.len();
     let retry = if table.contains_key("retry") {
         let mut steps = Vec::new();
         for (i, text) in r
@@ -153,6 +162,12 @@ pub(super) fn read(
                 Err(e) => r.error(&format!("{key_path}.retry[{i}]"), e.to_string()),
             }
         }
+        if steps.is_empty() && r.errors.len() == errors_before {
+            r.error(
+                &join(&key_path, "retry"),
+                "needs at least one step (the last step repeats until give_up_after)",
+            );
+        }
         steps
     } else {
         defaults.retry
@@ -164,7 +179,13 @@ pub(super) fn read(
         r.error(&join(&key_path, "give_up_after"), "must be at least 1s");
     }
     let alert_after = read_alert_after(r, &key_path, table).unwrap_or(defaults.alert_after);
-    let ordered = r.opt_bool(&key_path, table, "ordered").unwrap_or(true);
+    let order = read_order(r, &key_path, table);
+    let critical_after = r
+        .opt_duration(&key_path, table, "critical_after")
+        .unwrap_or(DEFAULT_CRITICAL_AFTER);
+    if critical_after < TimeDelta::seconds(1) {
+        r.error(&join(&key_path, "critical_after"), "must be at least 1s");
+    }
     let clock = match r.opt_string(&key_path, table, "clock").as_deref() {
         None | Some("delivered") => ForwardClock::Delivered,
         Some("received") => ForwardClock::Received,
@@ -197,11 +218,30 @@ pub(super) fn read(
             give_up_after,
             alert_after,
         },
-        ordered,
+        order,
+        ordered: order != Order::None,
+        critical_after,
         clock,
         retain,
         dead_letter_retain,
     })
+}
+
+/// `ordered = "subject" | "stream" | "none"`; `true` and `false` keep the
+/// meaning they had before the modes ("stream", "none").
+fn read_order(r: &mut Reader<'_>, path: &str, t: &Table) -> Order {
+    match t.get("ordered") {
+        None => Order::default(),
+        Some(Value::Boolean(b)) => Order::from_bool(*b),
+        Some(Value::String(s)) if Order::parse(s).is_some() => Order::parse(s).unwrap_or_default(),
+        Some(_) => {
+            r.error(
+                &join(path, "ordered"),
+                "must be \"subject\" (one event in flight per subject, the default), \"stream\" (one per stream; also true) or \"none\" (also false)",
+            );
+            Order::default()
+        }
+    }
 }
 
 /// Ascending whole numbers from 1, e.g. `[1, 5, 20]`; `[]` pages never.
@@ -266,7 +306,9 @@ mod tests {
         let f = c.streams["clerk"].forward.as_ref().unwrap();
         assert_eq!(f.timeout, std::time::Duration::from_secs(10));
         assert_eq!(f.ladder, crate::domain::forward::Ladder::default());
+        assert_eq!(f.order, super::Order::Subject);
         assert!(f.ordered);
+        assert_eq!(f.critical_after, chrono::TimeDelta::hours(1));
         assert_eq!(f.clock, super::ForwardClock::Delivered);
         assert_eq!(f.retain, chrono::TimeDelta::days(7));
         assert_eq!(f.secrets.len(), 1);
@@ -311,5 +353,35 @@ mod tests {
                 .any(|e| e.starts_with("streams.clerk.forward.secret: is required")),
             "{e:?}"
         );
+    }
+
+    #[test]
+    fn ordered_takes_a_mode_or_the_old_booleans() {
+        let order = |v: &str| {
+            parse_str(&config(&format!(
+                "url = \"http://app\"\nsecret = \"{SECRET}\"\nordered = {v}"
+            )))
+            .unwrap()
+            .streams["clerk"]
+                .forward
+                .as_ref()
+                .unwrap()
+                .order
+        };
+        assert_eq!(order("\"subject\""), super::Order::Subject);
+        assert_eq!(order("\"stream\""), super::Order::Stream);
+        assert_eq!(order("\"none\""), super::Order::None);
+        assert_eq!(order("true"), super::Order::Stream);
+        assert_eq!(order("false"), super::Order::None);
+        let e = errors(&config(&format!(
+            "url = \"http://app\"\nsecret = \"{SECRET}\"\nordered = \"user\"\ncritical_after = \"soon\"\nretry = []"
+        )));
+        for want in [
+            "streams.clerk.forward.ordered: must be \"subject\"",
+            "streams.clerk.forward.critical_after: ",
+            "streams.clerk.forward.retry: needs at least one step",
+        ] {
+            assert!(e.iter().any(|e| e.starts_with(want)), "{want}: {e:?}");
+        }
     }
 }

@@ -96,6 +96,9 @@ pub struct Config {
     /// `[heartbeat]`, `[server] store_alarm_after`/`emergency_notify`,
     /// `[notifiers.X] fallback`/`fallback_after` (issue #19).
     pub watchdog: watchdog::WatchdogConfig,
+    /// The file it was loaded from, absolute when it can be made so (empty
+    /// when parsed from text): pages print commands that name it.
+    pub source: String,
 }
 
 /// Reads and validates the config file; `${VAR}` comes from the process
@@ -108,7 +111,12 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
         }])
     })?;
     let base = path.parent().unwrap_or(Path::new("."));
-    parse(&text, base, &|name| std::env::var(name).ok())
+    let mut config = parse(&text, base, &|name| std::env::var(name).ok())?;
+    config.source = std::fs::canonicalize(path)
+        .unwrap_or_else(|_| path.to_path_buf())
+        .display()
+        .to_string();
+    Ok(config)
 }
 
 /// Reads only `[server]` (listeners, data directory) with the same parser
@@ -216,6 +224,7 @@ fn parse_with(r: &mut Reader<'_>, text: &str, base_dir: &Path) -> Result<Config,
         templates,
         store: store::read(r, &root, base_dir),
         watchdog: watchdog::read(r, &root, &section_names(&root, "notifiers")),
+        source: String::new(),
     };
     // Names declared but invalid are already reported; referring to them is
     // not a second error.

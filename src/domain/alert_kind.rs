@@ -25,6 +25,13 @@ pub enum AlertKind {
     ForwardFailing,
     /// Relay mode: events given up after `give_up_after`, kept for replay.
     ForwardDeadLetter,
+    /// Relay mode: events hushwatch itself cannot send (a seal key no
+    /// longer configured, a row altered at rest, no `[forward]`), held out
+    /// of the delivery queue until the cause is fixed.
+    ForwardHeld,
+    /// Relay mode: a revocation not delivered to the app within the
+    /// stream's `critical_after`.
+    ForwardRevocationOverdue,
     /// A fallback-ladder page: hushwatch cannot deliver to a notifier
     /// (`service::fallback`, queued by `store::ops::fallback_alert`).
     Fallback,
@@ -35,7 +42,7 @@ pub enum AlertKind {
 
 impl AlertKind {
     /// Every kind, in the order docs/src/reference/alerts.md lists them.
-    pub const ALL: [AlertKind; 14] = [
+    pub const ALL: [AlertKind; 16] = [
         AlertKind::Silence,
         AlertKind::SvixEndpointDisabled,
         AlertKind::SvixMessagesExhausted,
@@ -48,6 +55,8 @@ impl AlertKind {
         AlertKind::StaleGrant,
         AlertKind::ForwardFailing,
         AlertKind::ForwardDeadLetter,
+        AlertKind::ForwardHeld,
+        AlertKind::ForwardRevocationOverdue,
         AlertKind::Fallback,
         AlertKind::Storage,
     ];
@@ -70,6 +79,8 @@ impl AlertKind {
             AlertKind::StaleGrant => "stale_grant",
             AlertKind::ForwardFailing => "forward_failing",
             AlertKind::ForwardDeadLetter => "forward_dead_letter",
+            AlertKind::ForwardHeld => "forward_held",
+            AlertKind::ForwardRevocationOverdue => "forward_revocation_overdue",
             AlertKind::Fallback => "hushwatch_fallback",
             AlertKind::Storage => "hushwatch_storage",
         }
@@ -102,6 +113,8 @@ impl AlertKind {
             AlertKind::StaleGrant => "IdentityStaleGrant",
             AlertKind::ForwardFailing => "IdentityForwardFailing",
             AlertKind::ForwardDeadLetter => "IdentityForwardDeadLetters",
+            AlertKind::ForwardHeld => "IdentityForwardHeld",
+            AlertKind::ForwardRevocationOverdue => "IdentityForwardRevocationOverdue",
             // The rule watches the same thing: pages through a notifier
             // failing (it groups by the `notifier` label, which the
             // fallback page carries too).
@@ -120,7 +133,9 @@ impl AlertKind {
         match self {
             AlertKind::SvixEndpointFailing
             | AlertKind::SvixEndpointDeleted
-            | AlertKind::SubscriptionReauthorizationRequired => false,
+            | AlertKind::SubscriptionReauthorizationRequired
+            | AlertKind::ForwardHeld
+            | AlertKind::ForwardRevocationOverdue => false,
             AlertKind::Silence
             | AlertKind::SvixEndpointDisabled
             | AlertKind::SvixMessagesExhausted
@@ -154,6 +169,8 @@ impl AlertKind {
             | AlertKind::StaleGrant
             | AlertKind::ForwardFailing
             | AlertKind::ForwardDeadLetter
+            | AlertKind::ForwardHeld
+            | AlertKind::ForwardRevocationOverdue
             | AlertKind::Storage => None,
         }
     }
@@ -188,17 +205,19 @@ impl AlertKind {
             | AlertKind::ReconciliationRevokeMissed
             | AlertKind::StaleGrant
             | AlertKind::ForwardFailing
-            | AlertKind::ForwardDeadLetter => true,
+            | AlertKind::ForwardDeadLetter
+            | AlertKind::ForwardHeld
+            | AlertKind::ForwardRevocationOverdue => true,
         }
     }
 }
 
 /// The kinds an operator silence may name, in [`AlertKind::ALL`] order
 /// (`domain::mute::PAGE_KINDS`).
-pub const SILENCEABLE: [&str; 12] = silenceable();
+pub const SILENCEABLE: [&str; 14] = silenceable();
 
-const fn silenceable() -> [&'static str; 12] {
-    let mut out = [""; 12];
+const fn silenceable() -> [&'static str; 14] {
+    let mut out = [""; 14];
     let (mut i, mut n) = (0, 0);
     while i < AlertKind::ALL.len() {
         if AlertKind::ALL[i].silenceable() {

@@ -6,21 +6,24 @@
 //! writes the rows; every choice it makes about them is one of these
 //! functions, so SQLite and PostgreSQL cannot disagree.
 //!
-//! The retry ladder is AnyHook's (5 m, 30 m, 3 h, 18 h, then daily), far
-//! longer than Svix's ~27.5 h, so an app that is down over a weekend still
-//! gets every event (`../shared/guides/relay-anchors.md`).
+//! The default retry ladder (5 s, 30 s, 2 m, 10 m, 30 m, 1 h) starts fast,
+//! so an app back after a short outage gets its backlog within seconds or
+//! minutes; after its last step the last step repeats until
+//! `give_up_after` (7 days), so an app down over a weekend still gets every
+//! event, at most an hour after it is back (issue #44).
+//!
+//! Order ([`Order`]): by default events about one subject (a user, else an
+//! organization, [`subject_of`]) go out one at a time in arrival order, and
+//! an event the app refuses holds back only its own subject.
 
 use super::svix::Severity;
 use chrono::{DateTime, SecondsFormat, TimeDelta, Utc};
-
-/// The delay between attempts once the configured ladder is used up.
-pub const AFTER_LADDER: TimeDelta = TimeDelta::hours(24);
 
 /// How a stream's forwards are retried and when they page.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ladder {
     /// Delay after the 1st, 2nd, … failed attempt (the first attempt is
-    /// immediate); [`AFTER_LADDER`] after the last step.
+    /// immediate); the last step repeats until `give_up_after`.
     pub retry: Vec<TimeDelta>,
     /// Counted from arrival: an event not delivered by then is a dead letter.
     pub give_up_after: TimeDelta,
@@ -31,13 +34,298 @@ pub struct Ladder {
 impl Default for Ladder {
     fn default() -> Self {
         Ladder {
-            retry: [5, 30, 180, 1080, 1440]
+            retry: [5, 30, 120, 600, 1800, 3600]
                 .into_iter()
-                .map(TimeDelta::minutes)
+                .map(TimeDelta::seconds)
                 .collect(),
             give_up_after: TimeDelta::days(7),
             alert_after: vec![1, 5, 20],
         }
+    }
+}
+
+/// `[streams.X.forward] ordered`: which events wait for which.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Order {
+    /// Events about one subject ([`subject_of`]) go one at a time in
+    /// arrival order; a stuck one holds back only its subject. Events
+    /// without a subject share the stream's queue.
+    #[default]
+    Subject,
+    /// One event in flight per stream (`true` before issue #44): the
+    /// oldest pending event blocks every later one.
+    Stream,
+    /// No order (`false`): every event is tried on its own schedule.
+    None,
+}
+
+impl Order {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Order::Subject => "subject",
+            Order::Stream => "stream",
+            Order::None => "none",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Order> {
+        [Order::Subject, Order::Stream, Order::None]
+            .into_iter()
+            .find(|o| o.as_str() == text)
+    }
+
+    /// `true` and `false` keep the meaning they had before the modes.
+    pub fn from_bool(ordered: bool) -> Order {
+        if ordered {
+            Order::Stream
+        } else {
+            Order::None
+        }
+    }
+}
+
+/// Between the stream and the subject in a subject queue's name (a byte no
+/// stream name or provider id contains).
+pub const QUEUE_SEPARATOR: &str = "\u{1f}";
+
+/// The queue a row of `stream` waits in: `None` claims it on its own.
+pub fn queue_of(order: Order, stream: &str, subject: Option<&str>) -> Option<String> {
+    match (order, subject) {
+        (Order::None, _) => None,
+        (Order::Subject, Some(s)) => Some(format!("{stream}{QUEUE_SEPARATOR}{s}")),
+        (Order::Subject, None) | (Order::Stream, _) => Some(stream.to_string()),
+    }
+}
+
+/// Who an event is about, from the `(kind, id)` pairs the payload yields
+/// (`ingest::payload`), as `(subject, organization)`. The subject is the
+/// **user** when the event names one, else the first id (an organization,
+/// a session without a user): so a Clerk `organizationMembership.deleted`
+/// (membership id, member's user id, organization id) is about the user
+/// in that organization, ordered with that user's `user.deleted` and
+/// `session.*`, and its pages name the user and the organization rather
+/// than the membership. `organization.*` is about the organization;
+/// WorkOS `dsync.user.*` and `organization_membership.*` about the user.
+pub fn subject_of(ids: &[(String, String)]) -> (Option<String>, Option<String>) {
+    let user = ids.iter().find(|(k, _)| k == "user_id");
+    let subject = user.or_else(|| ids.first()).map(|(_, v)| v.clone());
+    let organization = ids
+        .iter()
+        .find(|(k, v)| k == "organization_id" && Some(v) != subject.as_ref())
+        .map(|(_, v)| v.clone());
+    (subject, organization)
+}
+
+/// Why hushwatch itself cannot send a stored event: it is **held**, out of
+/// the delivery queue, until the cause is gone or an operator skips it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Hold {
+    /// Sealed under a key no longer in `[store] encryption_key`.
+    UnknownKey(String),
+    /// The sealed body does not open on its row (altered, moved, relabelled).
+    Corrupt,
+    /// Stored in plaintext after `encryption_key` was set: altered at rest.
+    Plaintext,
+    /// The stream has no `[forward]` (or is gone from the config).
+    NoForward,
+}
+
+impl Hold {
+    /// The stored `held_reason` code: what a reload checks to release.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Hold::UnknownKey(_) => "unknown_key",
+            Hold::Corrupt => "corrupt",
+            Hold::Plaintext => "plaintext",
+            Hold::NoForward => "no_forward",
+        }
+    }
+
+    pub fn words(&self) -> String {
+        match self {
+            Hold::UnknownKey(id) => format!(
+                "its body is sealed with key {id}, which is not in [store] encryption_key any more"
+            ),
+            Hold::Corrupt => {
+                "its stored body does not authenticate (altered or moved at rest)".to_string()
+            }
+            Hold::Plaintext => {
+                "it claims a plaintext body although it was stored after [store] encryption_key was set (altered at rest)".to_string()
+            }
+            Hold::NoForward => "the stream has no [forward] in the config".to_string(),
+        }
+    }
+
+    /// What releases it, as the page says.
+    pub fn remedy(&self) -> &'static str {
+        match self {
+            Hold::UnknownKey(_) => {
+                "put that key back in [store] encryption_key (after the new one) and reload"
+            }
+            Hold::Corrupt | Hold::Plaintext => {
+                "hushwatch will not send it: check who altered the database, then skip it"
+            }
+            Hold::NoForward => "put [streams.X.forward] back and reload",
+        }
+    }
+}
+
+/// The stored reason code read back as words (the key id is not kept in
+/// the code: the row's own `key_id` column names it).
+pub fn hold_of(code: &str, key_id: Option<&str>) -> Hold {
+    match code {
+        "unknown_key" => Hold::UnknownKey(key_id.unwrap_or("?").to_string()),
+        "plaintext" => Hold::Plaintext,
+        "no_forward" => Hold::NoForward,
+        _ => Hold::Corrupt,
+    }
+}
+
+/// The config path a page's commands name, quoted for a POSIX shell when
+/// it needs it, so each command runs as printed.
+pub fn shell_word(text: &str) -> String {
+    let plain = !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+:=@%,".contains(c));
+    if plain {
+        text.to_string()
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
+}
+
+/// The config path pages print when the sidecar was not started from a
+/// file (tests through `service::start`), and for pages queued by
+/// maintenance and replays, which do not carry it: the packaged path.
+pub const DEFAULT_CONFIG_PATH: &str = "/etc/hushwatch/hushwatch.toml";
+
+/// The operator commands a relay page prints (`hushwatch forward …`,
+/// `hushwatch replay … --dead-letters`), each for the config the sidecar
+/// was started with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Commands {
+    config: String,
+    stream: String,
+}
+
+impl Commands {
+    pub fn new(config_path: &str, stream: &str) -> Commands {
+        Commands {
+            config: shell_word(config_path),
+            stream: shell_word(stream),
+        }
+    }
+
+    pub fn retry(&self) -> String {
+        format!(
+            "hushwatch forward retry --config {} --stream {}",
+            self.config, self.stream
+        )
+    }
+
+    pub fn skip(&self, delivery_id: &str) -> String {
+        format!(
+            "hushwatch forward skip --config {} --stream {} --id {} --comment \"why it is skipped\"",
+            self.config,
+            self.stream,
+            shell_word(delivery_id)
+        )
+    }
+
+    pub fn replay_dead_letters(&self) -> String {
+        format!(
+            "hushwatch replay --config {} --stream {} --dead-letters",
+            self.config, self.stream
+        )
+    }
+
+    pub fn list(&self, state: &str) -> String {
+        format!(
+            "hushwatch forward list --config {} --stream {} --state {state}",
+            self.config, self.stream
+        )
+    }
+}
+
+/// Held events a page names at most (the count is always exact).
+pub const HELD_NAMED: usize = 5;
+
+/// One held event as the held page names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldEvent {
+    pub event: Oldest,
+    pub hold: Hold,
+}
+
+/// Whether the held alert changes: fire when rows are held and it was not
+/// paged, resolve when none are left and it was.
+pub fn held_change(held: u64, paged: bool) -> Option<bool> {
+    dead_letter_change(held, paged)
+}
+
+/// The `forward_held` page: which events (up to [`HELD_NAMED`]), why, and
+/// the command that fixes each cause.
+pub fn held_summary(stream: &str, held: u64, named: &[HeldEvent], cmd: &Commands) -> String {
+    if held == 0 {
+        return format!("{stream}: no events are held any more (released or skipped).");
+    }
+    let mut text = format!(
+        "{held} event(s) of stream {stream} are held: hushwatch itself cannot send them, so they left the delivery queue (later events go on)."
+    );
+    for h in named.iter().take(HELD_NAMED) {
+        text.push_str(&format!(
+            " {}: {}; to fix: {}, or `{}`.",
+            naming(&h.event),
+            h.hold.words(),
+            h.hold.remedy(),
+            cmd.skip(&h.event.delivery_id)
+        ));
+    }
+    if held > named.len().min(HELD_NAMED) as u64 {
+        text.push_str(&format!(" All of them: `{}`.", cmd.list("held")));
+    }
+    text
+}
+
+/// Whether a revocation undelivered since `oldest` is past `critical_after`.
+pub fn revocation_overdue(
+    oldest: Option<DateTime<Utc>>,
+    critical_after: TimeDelta,
+    now: DateTime<Utc>,
+) -> bool {
+    oldest.is_some_and(|t| now - t >= critical_after)
+}
+
+/// Whether the `forward_revocation_overdue` alert changes (once per
+/// episode: it fires when one is overdue and resolves when none is left
+/// undelivered, not when a younger one is still waiting).
+pub fn revocation_change(overdue: bool, any_left: bool, paged: bool) -> Option<bool> {
+    match (overdue, any_left, paged) {
+        (true, _, false) => Some(true),
+        (_, false, true) => Some(false),
+        _ => None,
+    }
+}
+
+/// The critical page of a revocation undelivered past `critical_after`.
+pub fn revocation_summary(
+    stream: &str,
+    oldest: Option<&Oldest>,
+    critical_after: TimeDelta,
+    cmd: &Commands,
+) -> String {
+    match oldest {
+        None => format!("{stream}: every revocation has been delivered to the app (or skipped)."),
+        Some(o) => format!(
+            "a revocation for stream {stream} has not reached the app for more than {}: {}. \
+             Access it revokes may still be active in the app. Check the app's webhook handler and \
+             the relay's last error, then `{}`; to see what waits: `{}`.",
+            crate::domain::duration::format_duration(critical_after),
+            naming(o),
+            cmd.retry(),
+            cmd.list("pending"),
+        ),
     }
 }
 
@@ -65,7 +353,14 @@ pub fn after_failure(
         return AfterFailure::DeadLetter;
     }
     let step = usize::try_from(attempts.saturating_sub(1)).unwrap_or(usize::MAX);
-    let delay = ladder.retry.get(step).copied().unwrap_or(AFTER_LADDER);
+    // Past the ladder its last step repeats; an empty ladder (refused by
+    // `check`) waits for the deadline.
+    let delay = ladder
+        .retry
+        .get(step)
+        .or(ladder.retry.last())
+        .copied()
+        .unwrap_or(ladder.give_up_after);
     AfterFailure::RetryAt((now + delay).min(deadline))
 }
 
@@ -137,7 +432,10 @@ pub struct FailingPage<'a> {
     pub failing_since: DateTime<Utc>,
     pub pending: u64,
     pub oldest: Option<&'a Oldest>,
-    pub ordered: bool,
+    pub order: Order,
+    /// Queues (subjects, or the stream) whose head has failed.
+    pub blocked: u64,
+    pub commands: &'a Commands,
 }
 
 pub fn failing_summary(p: &FailingPage<'_>) -> String {
@@ -152,12 +450,27 @@ pub fn failing_summary(p: &FailingPage<'_>) -> String {
     if let Some(o) = p.oldest {
         text.push_str(&format!("; oldest: {}", naming(o)));
     }
-    if p.ordered && p.pending > 1 {
-        text.push_str(
-            ". Delivery is ordered: the oldest event blocks the ones behind it until the app accepts it",
-        );
+    match p.order {
+        Order::Stream if p.pending > 1 => text.push_str(
+            ". Delivery is ordered per stream: the oldest event blocks the ones behind it until the app accepts it",
+        ),
+        Order::Subject if p.blocked > 0 => text.push_str(&format!(
+            ". {} subject(s) are blocked: each failing event holds back only later events about its own subject",
+            p.blocked
+        )),
+        _ => {}
     }
-    text.push_str(". hushwatch keeps retrying; fix the app's webhook handler.");
+    text.push_str(&format!(
+        ". hushwatch keeps retrying; fix the app's webhook handler, then `{}` to try now",
+        p.commands.retry()
+    ));
+    if let Some(o) = p.oldest {
+        text.push_str(&format!(
+            ", or set one event aside: `{}`",
+            p.commands.skip(&o.delivery_id)
+        ));
+    }
+    text.push('.');
     text
 }
 
@@ -170,11 +483,12 @@ pub fn recovered_summary(failures: u32, at: DateTime<Utc>) -> String {
 
 /// The dead-letter page: `count` events given up on this stream so far
 /// (not yet replayed), `oldest` the oldest of them.
-pub fn dead_letter_summary(stream: &str, count: u64, oldest: &Oldest) -> String {
+pub fn dead_letter_summary(stream: &str, count: u64, oldest: &Oldest, cmd: &Commands) -> String {
     format!(
         "{count} event(s) for stream {stream} were never delivered to the app (oldest: {}). \
-         They are kept: replay them with `hushwatch replay --stream {stream}` once the app is fixed.",
-        naming(oldest)
+         They are kept: replay them with `{}` once the app is fixed.",
+        naming(oldest),
+        cmd.replay_dead_letters()
     )
 }
 
@@ -228,18 +542,20 @@ pub enum ForwardAttempt {
     Delivered { status: u16 },
     /// Anything else: a non-2xx (`status`), a timeout or a connection error.
     Failed { error: String, status: Option<u16> },
+    /// Not sent: hushwatch itself cannot send it ([`Hold`]).
+    Held(Hold),
 }
-
-/// The error an attempt records for a stream whose `[forward]` was removed
-/// (`service::forward`); `store::forward::hurry` finds those rows by it.
-pub const NO_FORWARD: &str =
-    "the stream no longer has [forward] in the config; its stored events wait for it";
 
 /// What the stream's config says about settling (from `[streams.X.forward]`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ForwardPolicy {
     pub ladder: Ladder,
-    pub ordered: bool,
+    pub order: Order,
+    /// A revocation undelivered this long pages critical.
+    pub critical_after: TimeDelta,
+    /// The config file the sidecar was started with: pages print commands
+    /// that name it.
+    pub config_path: String,
     pub retain: TimeDelta,
     pub dead_letter_retain: TimeDelta,
     /// The stream's notifiers, paged by the failure steps and dead letters.
@@ -259,6 +575,8 @@ pub struct Run {
     pub last_delivered_at: Option<DateTime<Utc>>,
     pub last_status: Option<u16>,
     pub dead_paged: bool,
+    pub held_paged: bool,
+    pub revocation_paged: bool,
 }
 
 /// The row writes and page of one settle, decided from the run as read.
@@ -272,8 +590,12 @@ pub struct SettlePlan {
     pub run: Run,
     /// The failure step to page (firing) or the resolve of the run.
     pub failing_page: Option<RunPage>,
-    /// The audit chain's entry type (`delivered:200`, `gave_up`), if any.
+    /// The audit chain's entry type (`delivered:200`, `gave_up`,
+    /// `held:<reason>`), if any.
     pub audit_type: Option<String>,
+    /// The claim counted an attempt that never reached the app (held):
+    /// take it back.
+    pub uncount: bool,
 }
 
 /// The stream's `forward_failing` page a settle calls for.
@@ -283,19 +605,39 @@ pub enum RunPage {
     Resolve { failures: u32 },
 }
 
-/// Decides a settle: the row's next state and the stream's run, for the
-/// attempt that ended at `at` after `attempts` earlier ones, of an event
-/// whose `give_up_after` counts from `give_up_from`.
+/// Decides a settle: the row's next state and the stream's run, for
+/// attempt number `attempt_no` (counted when it was claimed) that ended at
+/// `at`, of an event whose `give_up_after` counts from `give_up_from`.
+///
+/// With per-subject order one subject can fail while others deliver, so a
+/// delivery ends the stream's failing run (and resolves its page) only when
+/// nothing else is `still_stuck`: no other pending event has failed and no
+/// revocation is held or dead. Until then the run and its pages stay.
 pub fn plan_settle(
     attempt: &ForwardAttempt,
-    attempts: u32,
+    attempt_no: u32,
     give_up_from: DateTime<Utc>,
     at: DateTime<Utc>,
     policy: &ForwardPolicy,
     run: Run,
+    still_stuck: bool,
 ) -> SettlePlan {
-    let attempts = attempts.saturating_add(1);
     match attempt {
+        ForwardAttempt::Delivered { status } if still_stuck => SettlePlan {
+            state: "delivered",
+            next_attempt_at: at,
+            settled_at: Some(at),
+            prune_at: Some(at + policy.retain),
+            failing_page: None,
+            run: Run {
+                last_attempt_at: Some(at),
+                last_delivered_at: Some(at),
+                last_status: Some(*status),
+                ..run
+            },
+            audit_type: Some(format!("delivered:{status}")),
+            uncount: false,
+        },
         ForwardAttempt::Delivered { status } => SettlePlan {
             state: "delivered",
             next_attempt_at: at,
@@ -312,15 +654,27 @@ pub fn plan_settle(
                 last_attempt_at: Some(at),
                 last_delivered_at: Some(at),
                 last_status: Some(*status),
-                dead_paged: run.dead_paged,
+                ..run
             },
             audit_type: Some(format!("delivered:{status}")),
+            uncount: false,
+        },
+        // Not an attempt at the app: the run (the app's record) is untouched.
+        ForwardAttempt::Held(hold) => SettlePlan {
+            state: "held",
+            next_attempt_at: at,
+            settled_at: None,
+            prune_at: None,
+            failing_page: None,
+            run,
+            audit_type: Some(format!("held:{}", hold.code())),
+            uncount: true,
         },
         ForwardAttempt::Failed { error, status } => {
             let failures = run.failures.saturating_add(1);
             let step = failure_step(&policy.ladder.alert_after, failures, run.paged);
             let (state, next_at, settled, prune, audit) =
-                match after_failure(&policy.ladder, give_up_from, attempts, at) {
+                match after_failure(&policy.ladder, give_up_from, attempt_no.max(1), at) {
                     AfterFailure::RetryAt(t) => ("pending", t, None, None, None),
                     AfterFailure::DeadLetter => (
                         "dead",
@@ -342,25 +696,26 @@ pub fn plan_settle(
                     failing_since: run.failing_since.or(Some(at)),
                     last_error: Some(error.clone()),
                     last_attempt_at: Some(at),
-                    last_delivered_at: run.last_delivered_at,
                     last_status: *status,
-                    dead_paged: run.dead_paged,
+                    ..run
                 },
                 audit_type: audit,
+                uncount: false,
             }
         }
     }
 }
 
 /// The failing page's text, from the settle's plan and the stream's
-/// pending rows.
+/// pending rows (`blocked`: queues whose head has failed).
 pub fn failing_reason(
     stream: &str,
     plan: &SettlePlan,
     at: DateTime<Utc>,
     pending: u64,
     oldest: Option<&Oldest>,
-    ordered: bool,
+    policy: &ForwardPolicy,
+    blocked: u64,
 ) -> String {
     match plan.failing_page {
         Some(RunPage::Resolve { failures }) => recovered_summary(failures, at),
@@ -371,7 +726,9 @@ pub fn failing_reason(
             failing_since: plan.run.failing_since.unwrap_or(at),
             pending,
             oldest,
-            ordered,
+            order: policy.order,
+            blocked,
+            commands: &Commands::new(&policy.config_path, stream),
         }),
     }
 }
@@ -392,9 +749,10 @@ pub fn dead_letter_reason(
     firing: bool,
     dead: u64,
     oldest: Option<&Oldest>,
+    cmd: &Commands,
 ) -> String {
     match oldest {
-        Some(oldest) if firing => dead_letter_summary(stream, dead, oldest),
+        Some(oldest) if firing => dead_letter_summary(stream, dead, oldest, cmd),
         _ => format!("{stream}: no dead letters are left (replayed or expired)."),
     }
 }
@@ -410,7 +768,7 @@ pub struct Head {
 
 /// Which rows to try to claim, and when the next one falls due: each
 /// queue's head when it is due and unleased (else its due time counts),
-/// then unordered due rows, `limit` in all.
+/// the longest due first, then unordered due rows, `limit` in all.
 pub fn plan_claim(
     heads: &[Head],
     unordered: &[i64],
@@ -418,18 +776,22 @@ pub fn plan_claim(
     now: i64,
     limit: usize,
 ) -> (Vec<i64>, Option<i64>) {
-    let mut ids = Vec::new();
+    let mut due = Vec::new();
     let mut next = unordered_next;
     for h in heads {
         let free_at = h
             .lease_until
             .map_or(h.next_attempt_at, |l| l.max(h.next_attempt_at));
         if free_at <= now {
-            ids.push(h.id);
+            due.push((h.next_attempt_at, h.id));
         } else {
             next = Some(next.map_or(free_at, |n| n.min(free_at)));
         }
     }
+    // Longest-waiting first, so with more due queues than `limit` (many
+    // subjects) none is starved.
+    due.sort_unstable();
+    let mut ids: Vec<i64> = due.into_iter().map(|(_, id)| id).collect();
     ids.extend_from_slice(unordered);
     ids.truncate(limit);
     (ids, next)
@@ -576,21 +938,31 @@ mod tests {
     }
 
     #[test]
-    fn the_ladder_climbs_then_repeats_daily_and_ends_at_give_up() {
+    fn the_ladder_climbs_then_repeats_its_last_step_and_ends_at_give_up() {
         let l = Ladder::default();
         let r = t("2026-01-01T00:00:00Z");
         assert_eq!(
             after_failure(&l, r, 1, r),
-            AfterFailure::RetryAt(r + TimeDelta::minutes(5))
+            AfterFailure::RetryAt(r + TimeDelta::seconds(5))
         );
         let at = t("2026-01-01T01:00:00Z");
         assert_eq!(
             after_failure(&l, r, 4, at),
-            AfterFailure::RetryAt(at + TimeDelta::hours(18))
+            AfterFailure::RetryAt(at + TimeDelta::minutes(10))
         );
         assert_eq!(
             after_failure(&l, r, 9, at),
-            AfterFailure::RetryAt(at + TimeDelta::hours(24))
+            AfterFailure::RetryAt(at + TimeDelta::hours(1)),
+            "past the ladder the last step (1h) repeats"
+        );
+        // A short ladder repeats its own last step, not a day.
+        let short = Ladder {
+            retry: vec![TimeDelta::seconds(5), TimeDelta::seconds(10)],
+            ..Ladder::default()
+        };
+        assert_eq!(
+            after_failure(&short, r, 7, at),
+            AfterFailure::RetryAt(at + TimeDelta::seconds(10))
         );
         // The last retry is pulled in to the deadline, then it is given up.
         let late = r + TimeDelta::days(7) - TimeDelta::hours(1);
@@ -654,6 +1026,7 @@ mod tests {
             delivery_id: "msg_1".into(),
             received_at: t("2026-01-01T00:00:00Z"),
         };
+        let cmd = Commands::new("/etc/hushwatch/hushwatch.toml", "clerk");
         let text = failing_summary(&FailingPage {
             stream: "clerk",
             failures: 5,
@@ -661,16 +1034,52 @@ mod tests {
             failing_since: t("2026-01-01T00:00:01Z"),
             pending: 3,
             oldest: Some(&oldest),
-            ordered: true,
+            order: Order::Stream,
+            blocked: 1,
+            commands: &cmd,
         });
         assert!(text.contains("user.deleted user_123"), "{text}");
         assert!(
             text.contains("HTTP 502") && text.contains("blocks"),
             "{text}"
         );
-        let dead = dead_letter_summary("clerk", 2, &oldest);
+        assert!(
+            text.contains(
+                "`hushwatch forward retry --config /etc/hushwatch/hushwatch.toml --stream clerk`"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("`hushwatch forward skip --config /etc/hushwatch/hushwatch.toml --stream clerk --id msg_1 --comment \"why it is skipped\"`"),
+            "{text}"
+        );
+        let per_subject = failing_summary(&FailingPage {
+            order: Order::Subject,
+            blocked: 2,
+            ..FailingPage {
+                stream: "clerk",
+                failures: 5,
+                last_error: "HTTP 400",
+                failing_since: t("2026-01-01T00:00:01Z"),
+                pending: 3,
+                oldest: None,
+                order: Order::Subject,
+                blocked: 0,
+                commands: &cmd,
+            }
+        });
+        assert!(
+            per_subject.contains("2 subject(s) are blocked")
+                && !per_subject.contains("blocks the ones"),
+            "{per_subject}"
+        );
+        let dead = dead_letter_summary("clerk", 2, &oldest, &cmd);
         assert!(
             dead.starts_with("2 event(s) for stream clerk were never delivered to the app (oldest: user.deleted user_123"),
+            "{dead}"
+        );
+        assert!(
+            dead.contains("`hushwatch replay --config /etc/hushwatch/hushwatch.toml --stream clerk --dead-letters`"),
             "{dead}"
         );
     }
@@ -678,7 +1087,9 @@ mod tests {
     fn policy() -> ForwardPolicy {
         ForwardPolicy {
             ladder: Ladder::default(),
-            ordered: true,
+            order: Order::Subject,
+            critical_after: TimeDelta::hours(1),
+            config_path: "hushwatch.toml".into(),
             retain: TimeDelta::days(7),
             dead_letter_retain: TimeDelta::days(30),
             notifiers: vec!["ops".into()],
@@ -690,7 +1101,15 @@ mod tests {
     /// 2026 whose attempt after `attempts` earlier ones ended at `at`.
     fn settle(attempt: ForwardAttempt, attempts: u32, at: &str, run: Run) -> SettlePlan {
         let received = t("2026-01-01T00:00:00Z");
-        plan_settle(&attempt, attempts, received, t(at), &policy(), run)
+        plan_settle(
+            &attempt,
+            attempts + 1,
+            received,
+            t(at),
+            &policy(),
+            run,
+            false,
+        )
     }
 
     fn failed() -> ForwardAttempt {
@@ -743,10 +1162,10 @@ mod tests {
         assert!(matches!(plan.failing_page, Some(RunPage::Fire(_))));
         assert_eq!(
             plan.next_attempt_at,
-            t("2026-01-01T00:05:00Z"),
-            "first retry after 5m"
+            t("2026-01-01T00:00:05Z"),
+            "first retry after 5s"
         );
-        let again = settle(failed(), 1, "2026-01-01T00:05:00Z", plan.run.clone());
+        let again = settle(failed(), 1, "2026-01-01T00:00:05Z", plan.run.clone());
         assert_eq!((again.run.failures, again.run.paged), (2, 1));
         assert_eq!(again.failing_page, None);
         assert_eq!(again.run.failing_since, plan.run.failing_since);
@@ -800,5 +1219,189 @@ mod tests {
         assert_eq!(pending, 1);
         let (chosen, _) = replay_selection(window, &["user.deleted".into()]);
         assert_eq!(chosen.iter().map(|(id, _)| *id).collect::<Vec<_>>(), [1]);
+    }
+
+    fn ids(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn the_subject_is_the_user_else_the_first_id_and_a_membership_names_its_organization() {
+        // Clerk organizationMembership.deleted: membership, member, organization.
+        let membership = ids(&[
+            ("organization_membership_id", "orgmem_1"),
+            ("user_id", "user_1"),
+            ("organization_id", "org_1"),
+        ]);
+        assert_eq!(
+            subject_of(&membership),
+            (Some("user_1".into()), Some("org_1".into()))
+        );
+        // user.deleted: the user, no organization.
+        assert_eq!(
+            subject_of(&ids(&[("user_id", "user_1")])),
+            (Some("user_1".into()), None)
+        );
+        // session.revoked: the session's user.
+        assert_eq!(
+            subject_of(&ids(&[("session_id", "sess_1"), ("user_id", "user_1")])).0,
+            Some("user_1".into())
+        );
+        // organization.deleted: the organization itself, named once.
+        assert_eq!(
+            subject_of(&ids(&[("organization_id", "org_1")])),
+            (Some("org_1".into()), None)
+        );
+        assert_eq!(subject_of(&[]), (None, None));
+    }
+
+    #[test]
+    fn each_order_puts_a_row_in_its_queue() {
+        assert_eq!(
+            queue_of(Order::Subject, "clerk", Some("user_1")).as_deref(),
+            Some("clerk\u{1f}user_1")
+        );
+        assert_eq!(
+            queue_of(Order::Subject, "clerk", None).as_deref(),
+            Some("clerk"),
+            "no subject: the stream's queue"
+        );
+        assert_eq!(
+            queue_of(Order::Stream, "clerk", Some("user_1")).as_deref(),
+            Some("clerk")
+        );
+        assert_eq!(queue_of(Order::None, "clerk", Some("user_1")), None);
+        assert_eq!(Order::from_bool(true), Order::Stream);
+        assert_eq!(Order::from_bool(false), Order::None);
+        assert_eq!(Order::default(), Order::Subject);
+        for o in [Order::Subject, Order::Stream, Order::None] {
+            assert_eq!(Order::parse(o.as_str()), Some(o));
+        }
+        assert_eq!(Order::parse("user"), None);
+    }
+
+    #[test]
+    fn a_delivery_keeps_the_failing_run_while_another_subject_or_a_revocation_is_stuck() {
+        let run = Run {
+            failures: 3,
+            paged: 1,
+            failing_since: Some(t("2026-01-01T00:00:00Z")),
+            last_error: Some("HTTP 400".into()),
+            ..Default::default()
+        };
+        let received = t("2026-01-01T00:00:00Z");
+        let at = t("2026-01-01T00:10:00Z");
+        let delivered = ForwardAttempt::Delivered { status: 200 };
+        let stuck = plan_settle(&delivered, 1, received, at, &policy(), run.clone(), true);
+        assert_eq!(stuck.state, "delivered");
+        assert_eq!(stuck.failing_page, None, "no resolve while one is stuck");
+        assert_eq!((stuck.run.failures, stuck.run.paged), (3, 1));
+        assert_eq!(stuck.run.last_delivered_at, Some(at));
+        let clear = plan_settle(&delivered, 1, received, at, &policy(), run, false);
+        assert_eq!(clear.failing_page, Some(RunPage::Resolve { failures: 3 }));
+    }
+
+    #[test]
+    fn a_held_event_leaves_the_queue_without_touching_the_run_or_spending_an_attempt() {
+        let run = Run {
+            failures: 2,
+            paged: 1,
+            ..Default::default()
+        };
+        let plan = settle(
+            ForwardAttempt::Held(Hold::UnknownKey("abc".into())),
+            0,
+            "2026-01-01T00:00:00Z",
+            run.clone(),
+        );
+        assert_eq!(plan.state, "held");
+        assert_eq!(plan.run, run);
+        assert_eq!(plan.failing_page, None);
+        assert!(plan.uncount);
+        assert_eq!(plan.audit_type.as_deref(), Some("held:unknown_key"));
+        assert_eq!(
+            hold_of("unknown_key", Some("abc")),
+            Hold::UnknownKey("abc".into())
+        );
+        for h in [Hold::Corrupt, Hold::Plaintext, Hold::NoForward] {
+            assert_eq!(hold_of(h.code(), None), h);
+        }
+    }
+
+    #[test]
+    fn the_held_page_names_events_why_and_the_command() {
+        let cmd = Commands::new("/etc/hush watch.toml", "clerk");
+        let ev = |n: usize| HeldEvent {
+            event: Oldest {
+                event_type: "user.deleted".into(),
+                subject: Some(format!("user_{n}")),
+                delivery_id: format!("msg_{n}"),
+                received_at: t("2026-01-01T00:00:00Z"),
+            },
+            hold: Hold::UnknownKey("0a1b2c".into()),
+        };
+        let named: Vec<HeldEvent> = (0..HELD_NAMED).map(ev).collect();
+        let text = held_summary("clerk", 7, &named, &cmd);
+        assert!(
+            text.starts_with("7 event(s) of stream clerk are held"),
+            "{text}"
+        );
+        assert!(
+            text.contains("user.deleted user_0 (delivery msg_0"),
+            "{text}"
+        );
+        assert!(text.contains("key 0a1b2c"), "{text}");
+        assert!(
+            text.contains("`hushwatch forward skip --config '/etc/hush watch.toml' --stream clerk --id msg_4 --comment \"why it is skipped\"`"),
+            "{text}"
+        );
+        assert!(
+            text.contains("`hushwatch forward list --config '/etc/hush watch.toml' --stream clerk --state held`"),
+            "{text}"
+        );
+        assert!(held_summary("clerk", 0, &[], &cmd).contains("no events are held"));
+        assert_eq!(held_change(1, false), Some(true));
+        assert_eq!(held_change(0, true), Some(false));
+        assert_eq!(held_change(3, true), None);
+        assert_eq!(shell_word("it's"), "'it'\\''s'");
+    }
+
+    #[test]
+    fn an_overdue_revocation_pages_once_per_episode() {
+        let r = t("2026-01-01T00:00:00Z");
+        let hour = TimeDelta::hours(1);
+        assert!(!revocation_overdue(
+            Some(r),
+            hour,
+            r + TimeDelta::minutes(59)
+        ));
+        assert!(revocation_overdue(Some(r), hour, r + hour));
+        assert!(!revocation_overdue(None, hour, r + hour));
+        assert_eq!(revocation_change(true, true, false), Some(true));
+        assert_eq!(revocation_change(true, true, true), None, "once");
+        assert_eq!(
+            revocation_change(false, true, true),
+            None,
+            "a younger revocation still waits: the episode goes on"
+        );
+        assert_eq!(revocation_change(false, false, true), Some(false));
+        assert_eq!(revocation_change(false, true, false), None);
+        let cmd = Commands::new("h.toml", "clerk");
+        let o = Oldest {
+            event_type: "user.deleted".into(),
+            subject: Some("user_1".into()),
+            delivery_id: "msg_1".into(),
+            received_at: r,
+        };
+        let text = revocation_summary("clerk", Some(&o), hour, &cmd);
+        assert!(text.contains("for more than 1h"), "{text}");
+        assert!(text.contains("user.deleted user_1"), "{text}");
+        assert!(
+            text.contains("`hushwatch forward retry --config h.toml --stream clerk`"),
+            "{text}"
+        );
     }
 }

@@ -86,7 +86,8 @@ pub async fn webhook(
         Some(f) => match config.store.sealer.seal(&stream.name, &delivery_id, &body) {
             Ok(sealed) => Some(ForwardBody {
                 sealed,
-                ordered: f.ordered,
+                order: f.order,
+                revocation: config.audit.classifier.revokes(&event_type),
                 moves_clock: feeds_clock && f.clock == ForwardClock::Delivered,
             }),
             Err(reason) => {

@@ -19,22 +19,35 @@
 //!   the request was sent is an unknown result, so the retry reuses the id
 //!   and the app's dedup absorbs a double.
 //! - Every attempt is its own task; the worker never waits on the app.
-//! - A stream whose `[forward]` was removed (reload or restart) keeps its
-//!   stored rows: the worker still claims them, whether or not any stream
-//!   forwards now, and each attempt fails ("no longer has [forward]") on
-//!   the default ladder ([`policy`] with `None`), so they page, become
-//!   dead letters after the default `give_up_after` and are kept for
-//!   replay, and `/v1/status` shows them (`configured: false`). Put
-//!   `[forward]` back and those still pending go out at once
-//!   (`store::forward::hurry`), in order, under their ids.
+//! - Every attempt carries its number (`hushwatch-attempt`, counted by
+//!   the claim, so a re-send after a crash carries a new one) and is
+//!   logged with the stream, delivery id and number.
+//! - Events hushwatch itself cannot send are **held**, not failed: a body
+//!   sealed under a key no longer configured, a row altered at rest (does
+//!   not open, or claims plaintext after a key was set), a stream whose
+//!   `[forward]` was removed (reload or restart) or that left the config.
+//!   They leave the delivery queue at once, so later events of their
+//!   subject go on; they page `forward_held` (critical) and stay visible
+//!   in `/v1/status` and the metrics. At start and after each reload the
+//!   store is aligned with the config (`store::forward::align`): held rows
+//!   whose cause is gone go out at once, in order, under their ids; a
+//!   changed `ordered` applies to the events already queued.
+//! - `critical_after`: each forwarding stream's oldest undelivered
+//!   revocation is checked once a second; past it, a critical
+//!   `forward_revocation_overdue` page, once per episode.
 
 use super::app::App;
 use crate::config::forward::ForwardConfig;
 use crate::config::Config;
+use crate::domain::forward::Hold;
 use crate::ingest::signature::sign;
 use crate::notify::http::Client;
 use crate::notify::Outcome;
-use crate::store::forward::{ForwardAttempt, ForwardClaim, ForwardPolicy, ForwardSettle};
+use crate::store::forward::{
+    ForwardAlignment, ForwardAttempt, ForwardClaim, ForwardEscalation, ForwardPolicy,
+    ForwardSettle, StreamAlignment,
+};
+use crate::store::seal::OpenError;
 use chrono::{DateTime, SecondsFormat, TimeDelta, Utc};
 use hyper::Method;
 use std::sync::Arc;
@@ -49,33 +62,77 @@ const MAX_IN_FLIGHT: usize = 32;
 /// lease ran out, when nothing woke it (one process: never needed).
 const POLL: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// How often every stream's `critical_after` state is read, overdue or
+/// not: a resolve may wait this long, a fire never does.
+const ESCALATION_SWEEP: TimeDelta = TimeDelta::seconds(30);
+
 /// Pause after a failed store call.
 const STORE_RETRY: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// A stream's forwarding policy. One that no longer forwards (config
-/// reloaded, `f` is None) keeps its stored rows failing on the default
-/// ladder and retention, and paging, rather than dropping them.
+/// reloaded, `f` is None) gets the defaults: its rows are held, and its
+/// pages still go to its notifiers.
 pub(super) fn policy(config: &Config, stream: &str, f: Option<&ForwardConfig>) -> ForwardPolicy {
-    let (ladder, ordered, retain, dead_letter_retain) = match f {
-        Some(f) => (f.ladder.clone(), f.ordered, f.retain, f.dead_letter_retain),
+    let (ladder, order, retain, dead_letter_retain, critical_after) = match f {
+        Some(f) => (
+            f.ladder.clone(),
+            f.order,
+            f.retain,
+            f.dead_letter_retain,
+            f.critical_after,
+        ),
         None => (
             crate::domain::forward::Ladder::default(),
-            true,
+            crate::domain::forward::Order::default(),
             crate::config::forward::DEFAULT_RETAIN,
             crate::config::forward::DEFAULT_DEAD_LETTER_RETAIN,
+            crate::config::forward::DEFAULT_CRITICAL_AFTER,
         ),
     };
     ForwardPolicy {
         ladder,
-        ordered,
+        order,
+        critical_after,
+        config_path: config_path(config),
         retain,
         dead_letter_retain,
-        notifiers: config
-            .streams
-            .get(stream)
-            .map(|s| s.notify.clone())
-            .unwrap_or_default(),
+        notifiers: notifiers(config, stream),
         audit: config.audit.enabled,
+    }
+}
+
+fn notifiers(config: &Config, stream: &str) -> Vec<String> {
+    config
+        .streams
+        .get(stream)
+        .map(|s| s.notify.clone())
+        .unwrap_or_default()
+}
+
+/// The config file pages' commands name.
+fn config_path(config: &Config) -> String {
+    if config.source.is_empty() {
+        crate::domain::forward::DEFAULT_CONFIG_PATH.to_string()
+    } else {
+        config.source.clone()
+    }
+}
+
+/// What a start or reload tells the store ([`crate::store::forward::align`]).
+fn alignment(config: &Config, now: DateTime<Utc>) -> ForwardAlignment {
+    ForwardAlignment {
+        streams: config
+            .streams
+            .iter()
+            .map(|(name, s)| StreamAlignment {
+                stream: name.clone(),
+                order: s.forward.as_ref().map(|f| f.order),
+                notifiers: s.notify.clone(),
+                config_path: config_path(config),
+            })
+            .collect(),
+        key_ids: config.store.sealer.key_ids(),
+        now,
     }
 }
 
@@ -83,6 +140,11 @@ pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
     let client = Arc::new(Client::new());
     let mut attempts: JoinSet<()> = JoinSet::new();
     let mut refreshed: Option<DateTime<Utc>> = None;
+    // When every stream's `critical_after` state was last read (one past
+    // it is read each second; the others every ESCALATION_SWEEP, to resolve
+    // a page another replica fired).
+    let mut swept: Option<DateTime<Utc>> = None;
+    let mut overdue_before = std::collections::BTreeSet::new();
     let replica = app
         .replicas()
         .map_or_else(|| "local".to_string(), |r| r.me().to_string());
@@ -94,35 +156,44 @@ pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
             tracing::error!(error = %e, "relay: could not release the previous process's leases; they end on their own");
         }
     }
-    // Whether the store held pending rows at the last look (a failed look
-    // counts as yes). With no stream forwarding nothing new is stored, but
-    // rows stored before `[forward]` was removed still are, and must keep
-    // failing, paging and dead-lettering on the default policy rather than
-    // sit unseen: so the worker always claims, and polls only while there
-    // is something to poll for.
+    // Whether the store held pending or held rows, or an undelivered
+    // revocation, at the last look (a failed look counts as yes). With no
+    // stream forwarding nothing new is stored, but rows stored before
+    // `[forward]` was removed still are, and must be held, shown and aged
+    // (`critical_after`) rather than sit unseen: so the worker always
+    // claims, and polls only while there is something to poll for.
     let mut stored_pending = true;
-    // The config whose forwarding streams were last hurried: at start and
-    // after each reload, events that waited only for a stream's `[forward]`
-    // go out now instead of at their next retry (a failed hurry is retried
-    // on the next turn; the rows still go out on their ladder meanwhile).
-    let mut hurried: Option<Arc<crate::config::Config>> = None;
+    // The config the store was last aligned with: at start and after each
+    // reload, held rows whose cause is gone go out now, rows of streams
+    // without `[forward]` are held, and a changed `ordered` applies to the
+    // rows already queued (a failed alignment is retried on the next turn).
+    let mut aligned: Option<Arc<crate::config::Config>> = None;
     loop {
         if *shutdown.borrow() {
             break;
         }
         let config = app.config();
         let forwarding = config.streams.values().any(|s| s.forward.is_some());
-        if hurried.as_ref().is_none_or(|h| !Arc::ptr_eq(h, &config)) {
-            let streams: Vec<String> = config
-                .streams
-                .iter()
-                .filter(|(_, s)| s.forward.is_some())
-                .map(|(name, _)| name.clone())
-                .collect();
-            match app.store.hurry_forwards(streams, app.store.now()).await {
-                Ok(_) => hurried = Some(Arc::clone(&config)),
+        if aligned.as_ref().is_none_or(|h| !Arc::ptr_eq(h, &config)) {
+            match app
+                .store
+                .align_forwards(alignment(&config, app.store.now()))
+                .await
+            {
+                Ok(a) => {
+                    if a.requeued + a.released + a.held > 0 {
+                        tracing::info!(
+                            requeued = a.requeued,
+                            released = a.released,
+                            held = a.held,
+                            "relay: stored events follow the config"
+                        );
+                    }
+                    aligned = Some(Arc::clone(&config));
+                    app.outbox_wake.notify_one();
+                }
                 Err(e) => {
-                    tracing::error!(error = %e, "relay: could not make the events that waited for [forward] due now; they go out at their next retry")
+                    tracing::error!(error = %e, "relay: could not apply the config to the stored events; retrying")
                 }
             }
         }
@@ -153,7 +224,19 @@ pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
         // At most once a second: a status read scans the open rows.
         let now = app.clock.now();
         if refreshed.is_none_or(|t| now - t >= TimeDelta::seconds(1) || now < t) {
-            stored_pending = refresh_gauges(&app, &config).await.unwrap_or(true);
+            let rows = app.store.forward_status().await.ok();
+            stored_pending = rows.as_ref().is_none_or(|rows| {
+                rows.iter()
+                    .any(|r| r.pending > 0 || r.held > 0 || r.oldest_revocation_at.is_some())
+            });
+            if let Some(rows) = &rows {
+                refresh_gauges(&app, &config, rows);
+                let sweep = swept.is_none_or(|t| now - t >= ESCALATION_SWEEP || now < t);
+                if sweep {
+                    swept = Some(now);
+                }
+                escalate(&app, &config, rows, sweep, &mut overdue_before).await;
+            }
             refreshed = Some(now);
         }
         let poll = should_poll(forwarding, stored_pending);
@@ -232,7 +315,7 @@ pub fn headers(
                 .received_at
                 .to_rfc3339_opts(SecondsFormat::Millis, true),
         ),
-        ("hushwatch-attempt", (claim.attempts + 1).to_string()),
+        ("hushwatch-attempt", claim.attempts.to_string()),
     ];
     if let Some(t) = claim.event_time {
         h.push((
@@ -252,15 +335,12 @@ async fn attempt(app: &App, client: &Client, claim: ForwardClaim) {
     if !config.streams.contains_key(&claim.stream) {
         // No notify list to page through and no status entry: the log is
         // the one place left that says so (docs/src/relay.md).
-        tracing::error!(stream = %claim.stream, "relay: a stream removed from the config still has stored events; they fail on the default ladder and cannot page: add the stream back with [forward] to deliver them");
+        tracing::error!(stream = %claim.stream, delivery_id = %claim.delivery_id, "relay: a stream removed from the config still has stored events; they are held and cannot page: add the stream back with [forward] to deliver them");
     }
     let (policy, result) = match &forward {
         None => (
             policy(&config, &claim.stream, None),
-            ForwardAttempt::Failed {
-                error: crate::store::forward::NO_FORWARD.into(),
-                status: None,
-            },
+            ForwardAttempt::Held(Hold::NoForward),
         ),
         Some(f) => (
             policy(&config, &claim.stream, Some(f)),
@@ -270,12 +350,19 @@ async fn attempt(app: &App, client: &Client, claim: ForwardClaim) {
     let outcome = match &result {
         ForwardAttempt::Delivered { .. } => "delivered",
         ForwardAttempt::Failed { .. } => "failed",
+        ForwardAttempt::Held(_) => "held",
     };
     let at = app.store.now();
     let received_at = claim.received_at;
     let stream = claim.stream.clone();
-    if let ForwardAttempt::Failed { error, .. } = &result {
-        tracing::warn!(stream = %stream, attempt = claim.attempts + 1, error = %error, "relay: the app did not accept a forwarded event");
+    match &result {
+        ForwardAttempt::Failed { error, .. } => {
+            tracing::warn!(stream = %stream, delivery_id = %claim.delivery_id, attempt = claim.attempts, error = %error, "relay: the app did not accept a forwarded event");
+        }
+        ForwardAttempt::Held(hold) => {
+            tracing::error!(stream = %stream, delivery_id = %claim.delivery_id, reason = hold.code(), "relay: held a stored event hushwatch cannot send: {}", hold.words());
+        }
+        ForwardAttempt::Delivered { .. } => {}
     }
     let settled = app
         .store
@@ -327,21 +414,15 @@ async fn send(
             status: None,
         };
     }
-    let body = match config
-        .store
-        .sealer
-        .open(&claim.stream, &claim.delivery_id, &claim.body)
-    {
+    let body = match config.store.sealer.open(claim.row(), &claim.body) {
         Ok(b) => b,
-        Err(e) => {
-            return ForwardAttempt::Failed {
-                error: e.to_string(),
-                status: None,
-            }
-        }
+        Err(OpenError::UnknownKey(id)) => return ForwardAttempt::Held(Hold::UnknownKey(id)),
+        Err(OpenError::Corrupt) => return ForwardAttempt::Held(Hold::Corrupt),
+        Err(OpenError::Plaintext) => return ForwardAttempt::Held(Hold::Plaintext),
     };
     let now = app.clock.now();
     let headers = headers(f, claim, now, &body);
+    tracing::info!(stream = %claim.stream, delivery_id = %claim.delivery_id, attempt = claim.attempts, "relay: sending an event to the app");
     let (outcome, status) = client
         .request_status(Method::POST, f.url.expose(), &headers, body, f.timeout)
         .await;
@@ -356,13 +437,68 @@ async fn send(
     }
 }
 
+/// The `critical_after` check of each configured stream that forwards or
+/// has stored relay rows (held ones of a stream without `[forward]` age
+/// too, on the default): the store pages once per episode; replicas agree
+/// through its mark. A stream whose oldest undelivered revocation is past
+/// it is checked now; the rest only on a `sweep` (to resolve), so a quiet
+/// relay costs no store call per stream per second.
+async fn escalate(
+    app: &App,
+    config: &Config,
+    rows: &[crate::store::forward::ForwardStatus],
+    sweep: bool,
+    overdue_before: &mut std::collections::BTreeSet<String>,
+) {
+    let now = app.store.now();
+    for (name, s) in &config.streams {
+        let row = rows.iter().find(|r| &r.stream == name);
+        if s.forward.is_none() && row.is_none() {
+            continue;
+        }
+        let critical_after = s
+            .forward
+            .as_ref()
+            .map_or(crate::config::forward::DEFAULT_CRITICAL_AFTER, |f| {
+                f.critical_after
+            });
+        let overdue = crate::domain::forward::revocation_overdue(
+            row.and_then(|r| r.oldest_revocation_at),
+            critical_after,
+            now,
+        );
+        // One this replica saw overdue is read again at once when it no
+        // longer is, so its resolve does not wait for the sweep.
+        let was = if overdue {
+            !overdue_before.insert(name.clone())
+        } else {
+            overdue_before.remove(name)
+        };
+        if !overdue && !was && !sweep {
+            continue;
+        }
+        let e = ForwardEscalation {
+            stream: name.clone(),
+            critical_after,
+            now,
+            notifiers: s.notify.clone(),
+            config_path: config_path(config),
+        };
+        match app.store.escalate_forwards(e).await {
+            Ok(Some(_)) => app.outbox_wake.notify_one(),
+            Ok(None) => {}
+            Err(e) => {
+                tracing::error!(stream = %name, error = %e, "relay: could not check the age of undelivered revocations; retrying")
+            }
+        }
+    }
+}
+
 /// `hushwatch_forward_pending` and friends, from the store, for every
 /// configured stream that forwards or still has stored relay state (one
 /// whose `[forward]` was removed keeps its series while its rows wait).
 /// Names outside the config get none: labels stay bounded by the config.
-/// Returns whether any stream has pending rows; `None` if unreadable.
-async fn refresh_gauges(app: &App, config: &Config) -> Option<bool> {
-    let rows = app.store.forward_status().await.ok()?;
+fn refresh_gauges(app: &App, config: &Config, rows: &[crate::store::forward::ForwardStatus]) {
     let now = app.clock.now();
     let m = &app.metrics.forward;
     for (name, stream) in &config.streams {
@@ -378,12 +514,14 @@ async fn refresh_gauges(app: &App, config: &Config) -> Option<bool> {
         m.dead_letters
             .with_label_values(&[name])
             .set(i64::try_from(row.map_or(0, |r| r.dead_letters)).unwrap_or(i64::MAX));
+        m.held
+            .with_label_values(&[name])
+            .set(i64::try_from(row.map_or(0, |r| r.held)).unwrap_or(i64::MAX));
         let age = row
             .and_then(|r| r.oldest_pending_at)
             .map_or(0.0, |t| (now - t).num_milliseconds().max(0) as f64 / 1000.0);
         m.oldest_pending.with_label_values(&[name]).set(age);
     }
-    Some(rows.iter().any(|r| r.pending > 0))
 }
 
 /// Whether the worker looks again every [`POLL`] besides its wakes (an

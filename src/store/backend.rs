@@ -234,10 +234,16 @@ macro_rules! operations {
             /// the resolve of a dead-letter alert whose last letter expired.
             fn prune_forwards(now: DateTime<Utc>, notifiers: BTreeMap<String, Vec<String>>) -> usize
                 = crate::store::forward::prune(now, &notifiers);
-            /// Makes due now the pending forwards of `streams` that waited only
-            /// for their `[forward]` to be configured again.
-            fn hurry_forwards(streams: Vec<String>, now: DateTime<Utc>) -> usize
-                = crate::store::forward::hurry(&streams, now);
+            /// Applies a start's or reload's config to the stored forwards: each
+            /// stream's order on its waiting rows, held rows released when their
+            /// cause is gone, rows of streams without `[forward]` held, the
+            /// plaintext mark, the held alerts.
+            fn align_forwards(alignment: ForwardAlignment) -> Aligned
+                = crate::store::forward::align(&alignment);
+            /// A stream's `critical_after` page: fires once a revocation waited
+            /// that long undelivered, resolves when none is left undelivered.
+            fn escalate_forwards(escalation: ForwardEscalation) -> Option<bool>
+                = crate::store::forward::escalate(&escalation);
             /// What became of the newest stored delivery naming `subject`.
             fn forward_fate(stream: String, delivery_id: String) -> Option<StoredFate>
                 = crate::store::forward::fate(&stream, &delivery_id);
@@ -414,7 +420,8 @@ pub(super) use operations;
 /// The types [`operations`] names, for the engines that expand it.
 pub(super) mod prelude {
     pub(in crate::store) use super::super::forward::{
-        ForwardClaim, ForwardSettle, ForwardSettled, ForwardStatus, StoredFate,
+        Aligned, ForwardAlignment, ForwardClaim, ForwardEscalation, ForwardSettle, ForwardSettled,
+        ForwardStatus, StoredFate,
     };
     pub(in crate::store) use super::super::forward_admin::{
         ForwardList, OperatorAction, ReplayChunk, ReplayStep, RetryOutcome,

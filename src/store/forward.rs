@@ -7,10 +7,25 @@
 //!   per claim); a settle counts only for the current token, so a replica
 //!   that lost its lease mid-send changes nothing, and the row is sent
 //!   again by whoever claims it next, under the same `webhook-id`.
-//! - **Order**: rows of an ordered stream share a `queue` (the stream
-//!   name); only the oldest pending row of a queue is claimable, so at most
-//!   one is in flight across all replicas and a failing head blocks the
-//!   rest. Unordered rows have no queue.
+//! - **Attempts** are counted when a row is claimed, so a re-send after a
+//!   crash (kill -9 mid-send) carries a new `hushwatch-attempt` number.
+//! - **Order** (`domain::forward::Order`): rows that wait for each other
+//!   share a `queue`: the stream name (`ordered = "stream"`), or the stream,
+//!   a separator and the row's `order_key`, its subject (`"subject"`; rows
+//!   without one share the stream's queue). Only the oldest pending row of
+//!   a queue is claimable, so at most one is in flight across all replicas
+//!   and a failing head blocks only its own queue. Unordered rows have no
+//!   queue. One grouped read finds every queue's head. A reload or start
+//!   rewrites the `queue` of the pending and held rows when `ordered`
+//!   changed ([`align`]).
+//! - **Held** rows (`state = 'held'`, `held_reason`) are ones hushwatch
+//!   itself cannot send: a seal key no longer configured, a row altered at
+//!   rest, a stream without `[forward]`. They leave the queue at once and
+//!   page `forward_held`; [`align`] releases them when the cause is gone.
+//! - **Plaintext mark**: `forward_marks.plain_until` is the last row id
+//!   stored before a key was configured ([`align`] sets it when one first
+//!   is, and drops it while none is): a row claiming plaintext after it is
+//!   held, not forwarded (`store::seal`).
 //! - **Decisions** (retry or dead letter, which failure step pages, what
 //!   pages say, which rows a claim or a replay takes, when the dead-letter
 //!   alert changes) are `domain::forward`, as are the plain request and
@@ -26,10 +41,9 @@ use super::stored_time;
 use super::{audit, core, outbox};
 use super::{AlertState, NewEvent, StoreError, StreamRow, Transition};
 use crate::domain::alert_kind::AlertKind;
-use crate::domain::forward::{self as decide, Head, Oldest, Run, RunPage};
+use crate::domain::forward::{self as decide, Commands, Head, HeldEvent, Oldest, Run, RunPage};
 pub use crate::domain::forward::{
-    ForwardAttempt, ForwardPolicy, ForwardStatus, ReplayOutcome, ReplayRequest, StoredFate,
-    NO_FORWARD,
+    ForwardAttempt, ForwardPolicy, ForwardStatus, Order, ReplayOutcome, ReplayRequest, StoredFate,
 };
 use crate::domain::svix::Severity;
 
@@ -98,12 +112,114 @@ pub(super) const MIGRATION_SQLITE: &str = forwards_schema!("INTEGER PRIMARY KEY"
 pub(crate) const MIGRATION_PG: &str =
     forwards_schema!("BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY", "BYTEA");
 
+/// The revocation types of the providers relay mode forwards (Clerk):
+/// what the issue #44 step marks among the rows it finds, which were
+/// stored before rows carried the mark.
+macro_rules! legacy_revocations {
+    () => {
+        "event_type IN ('user.deleted', 'session.ended', 'session.removed', 'session.revoked',
+            'organizationMembership.deleted', 'organization.deleted',
+            'organizationInvitation.revoked', 'role.deleted', 'permission.deleted')"
+    };
+}
+
+/// The columns issue #44 adds to `forwards` (SQLite rebuilds the table to
+/// widen its `state` CHECK; PostgreSQL alters it): `order_key` (the
+/// subject a row waits behind), `organization` (named on pages),
+/// `revocation`, `held_reason`, `aad_v1` (sealed before the row binding);
+/// the held, revocation and plaintext marks.
+macro_rules! issue_44_tail {
+    () => {
+        "CREATE INDEX forwards_pending ON forwards (queue, id) WHERE state = 'pending';
+    CREATE INDEX forwards_unordered ON forwards (next_attempt_at)
+        WHERE state = 'pending' AND queue IS NULL;
+    CREATE INDEX forwards_open ON forwards (stream, state) WHERE state <> 'delivered';
+    CREATE INDEX forwards_window ON forwards (stream, received_at);
+    CREATE INDEX forwards_prune ON forwards (prune_at) WHERE prune_at IS NOT NULL;
+    CREATE INDEX forwards_revocations ON forwards (stream, received_at)
+        WHERE revocation AND state <> 'delivered';
+    ALTER TABLE forward_runs ADD COLUMN held_paged BOOLEAN NOT NULL DEFAULT FALSE;
+    ALTER TABLE forward_runs ADD COLUMN revocation_paged BOOLEAN NOT NULL DEFAULT FALSE;
+    CREATE TABLE forward_marks (
+        name  TEXT PRIMARY KEY NOT NULL,
+        value BIGINT NOT NULL
+    );"
+    };
+}
+
+pub(super) const SUBJECTS_HELD_SQLITE: &str = concat!(
+    "CREATE TABLE forwards_v2 (
+        id              INTEGER PRIMARY KEY,
+        stream          TEXT NOT NULL,
+        queue           TEXT,
+        delivery_id     TEXT NOT NULL,
+        event_type      TEXT NOT NULL,
+        subject         TEXT,
+        event_time      BIGINT,
+        received_at     BIGINT NOT NULL,
+        give_up_from    BIGINT NOT NULL,
+        moves_clock     BOOLEAN NOT NULL,
+        key_id          TEXT,
+        body            BLOB NOT NULL,
+        state           TEXT NOT NULL DEFAULT 'pending'
+                        CHECK (state IN ('pending', 'delivered', 'dead', 'held')),
+        attempts        BIGINT NOT NULL DEFAULT 0,
+        next_attempt_at BIGINT NOT NULL,
+        last_error      TEXT,
+        last_status     BIGINT,
+        claimed_by      TEXT,
+        lease_until     BIGINT,
+        claim_token     BIGINT NOT NULL DEFAULT 0,
+        settled_at      BIGINT,
+        prune_at        BIGINT,
+        replays         BIGINT NOT NULL DEFAULT 0,
+        order_key       TEXT,
+        organization    TEXT,
+        revocation      BOOLEAN NOT NULL DEFAULT FALSE,
+        held_reason     TEXT,
+        aad_v1          BOOLEAN NOT NULL DEFAULT FALSE
+    );
+    INSERT INTO forwards_v2 (id, stream, queue, delivery_id, event_type, subject, event_time,
+        received_at, give_up_from, moves_clock, key_id, body, state, attempts, next_attempt_at,
+        last_error, last_status, claimed_by, lease_until, claim_token, settled_at, prune_at,
+        replays, order_key, revocation, aad_v1)
+    SELECT id, stream, queue, delivery_id, event_type, subject, event_time,
+        received_at, give_up_from, moves_clock, key_id, body, state, attempts, next_attempt_at,
+        last_error, last_status, claimed_by, lease_until, claim_token, settled_at, prune_at,
+        replays, subject, ",
+    legacy_revocations!(),
+    ", key_id IS NOT NULL FROM forwards;
+    DROP TABLE forwards;
+    ALTER TABLE forwards_v2 RENAME TO forwards;
+    ",
+    issue_44_tail!()
+);
+
+pub(crate) const SUBJECTS_HELD_PG: &str = concat!(
+    "ALTER TABLE forwards DROP CONSTRAINT forwards_state_check;
+    ALTER TABLE forwards ADD CONSTRAINT forwards_state_check
+        CHECK (state IN ('pending', 'delivered', 'dead', 'held'));
+    ALTER TABLE forwards ADD COLUMN order_key TEXT, ADD COLUMN organization TEXT,
+        ADD COLUMN revocation BOOLEAN NOT NULL DEFAULT FALSE, ADD COLUMN held_reason TEXT,
+        ADD COLUMN aad_v1 BOOLEAN NOT NULL DEFAULT FALSE;
+    UPDATE forwards SET order_key = subject, aad_v1 = (key_id IS NOT NULL),
+        revocation = (",
+    legacy_revocations!(),
+    ");
+    DROP INDEX forwards_pending, forwards_unordered, forwards_open, forwards_window,
+        forwards_prune;
+    ",
+    issue_44_tail!()
+);
+
 /// What the ingest transaction stores for a forwarding stream's delivery
 /// (on its [`NewEvent`]; only verified bodies ever get one).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ForwardBody {
     pub sealed: Sealed,
-    pub ordered: bool,
+    pub order: Order,
+    /// A revocation type (`audit::classify`): what `critical_after` ages.
+    pub revocation: bool,
     /// `clock = "delivered"` and the event type feeds the clock: the app's
     /// 2xx moves the stream's clock (the arrival did not).
     pub moves_clock: bool,
@@ -123,8 +239,65 @@ pub struct ForwardClaim {
     /// What `give_up_after` counts from: the arrival, or the last replay
     /// (a replayed event gets the whole ladder again).
     pub give_up_from: DateTime<Utc>,
+    /// This attempt's number (1 for the first), counted by the claim.
     pub attempts: u32,
     pub body: Sealed,
+    /// Sealed before the row binding (`store::seal`).
+    pub legacy_aad: bool,
+    /// Stored before any `encryption_key` was configured.
+    pub before_any_key: bool,
+}
+
+impl ForwardClaim {
+    /// Where its body sits, for `Sealer::open`.
+    pub fn row(&self) -> super::seal::Row<'_> {
+        super::seal::Row {
+            stream: &self.stream,
+            delivery_id: &self.delivery_id,
+            legacy_aad: self.legacy_aad,
+            before_any_key: self.before_any_key,
+        }
+    }
+}
+
+/// What a start or reload tells the store about the config
+/// ([`align`]): each configured stream's order (`None`: no `[forward]`),
+/// notifiers and the config path its pages print, and the key ids of
+/// `[store] encryption_key`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ForwardAlignment {
+    pub streams: Vec<StreamAlignment>,
+    pub key_ids: Vec<String>,
+    pub now: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamAlignment {
+    pub stream: String,
+    pub order: Option<Order>,
+    pub notifiers: Vec<String>,
+    pub config_path: String,
+}
+
+/// What [`align`] changed.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Aligned {
+    /// Rows whose queue changed (an `ordered` change).
+    pub requeued: u64,
+    /// Held rows whose cause is gone, pending again and due now.
+    pub released: u64,
+    /// Pending rows of streams without `[forward]`, now held.
+    pub held: u64,
+}
+
+/// A stream's `critical_after` check ([`escalate`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ForwardEscalation {
+    pub stream: String,
+    pub critical_after: TimeDelta,
+    pub now: DateTime<Utc>,
+    pub notifiers: Vec<String>,
+    pub config_path: String,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -144,6 +317,8 @@ pub struct ForwardSettled {
     pub moved: Option<StreamRow>,
     /// Became a dead letter.
     pub dead: bool,
+    /// Became held.
+    pub held: bool,
 }
 
 /// The keyed alerts of relay pages: one failing and one dead-letter alert
@@ -155,6 +330,28 @@ pub(super) fn failing_alert(stream: &str, severity: Severity) -> KeyedAlert<'_> 
         family: "forward",
         key: stream,
         severity: severity.as_str(),
+        source: "forward",
+        endpoint_id: stream,
+    }
+}
+
+pub(super) fn held_alert(stream: &str) -> KeyedAlert<'_> {
+    KeyedAlert {
+        kind: AlertKind::ForwardHeld.as_str(),
+        family: "forward-held",
+        key: stream,
+        severity: Severity::Critical.as_str(),
+        source: "forward",
+        endpoint_id: stream,
+    }
+}
+
+pub(super) fn revocation_alert(stream: &str) -> KeyedAlert<'_> {
+    KeyedAlert {
+        kind: AlertKind::ForwardRevocationOverdue.as_str(),
+        family: "forward-revocation",
+        key: stream,
+        severity: Severity::Critical.as_str(),
         source: "forward",
         endpoint_id: stream,
     }
@@ -242,20 +439,29 @@ pub(super) fn clock_event(c: &ForwardClaim, at: DateTime<Utc>) -> NewEvent {
 pub(super) mod sql {
     pub const INSERT: &str = "INSERT INTO forwards (stream, queue, delivery_id, event_type,
              subject, event_time, received_at, moves_clock, key_id, body, next_attempt_at,
-             give_up_from)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $7, $7)";
+             give_up_from, order_key, organization, revocation)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $7, $7, $5, $11, $12)";
     /// Registers an ordered stream's queue (its failure run row) at ingest,
     /// so a claim finds every queue without scanning the rows.
     pub const QUEUE: &str =
         "INSERT INTO forward_runs (stream) VALUES ($1) ON CONFLICT (stream) DO NOTHING";
-    pub const QUEUES: &str = "SELECT stream FROM forward_runs ORDER BY stream";
     /// Ends every lease (a single process restarting: they are all its own
     /// dead process's, and waiting them out would delay delivery).
     pub const RELEASE: &str = "UPDATE forwards SET claimed_by = NULL, lease_until = NULL
          WHERE state = 'pending' AND lease_until IS NOT NULL";
-    /// The oldest pending row of an ordered queue (an index seek).
-    pub const HEAD: &str = "SELECT id, next_attempt_at, lease_until FROM forwards
-         WHERE queue = $1 AND state = 'pending' ORDER BY id LIMIT 1";
+    /// The oldest pending row of every queue, in one grouped read over the
+    /// pending index (thousands of subject queues cost one statement, not
+    /// one each).
+    pub const HEADS: &str = "SELECT f.id, f.next_attempt_at, f.lease_until FROM forwards f
+         JOIN (SELECT min(id) AS id FROM forwards
+               WHERE state = 'pending' AND queue IS NOT NULL GROUP BY queue) h
+           ON f.id = h.id";
+    /// The last row stored before a key was configured.
+    pub const PLAIN_UNTIL: &str = "SELECT value FROM forward_marks WHERE name = 'plain_until'";
+    pub const MARK_PLAIN_UNTIL: &str = "INSERT INTO forward_marks (name, value)
+         SELECT 'plain_until', coalesce(max(id), 0) FROM forwards WHERE TRUE
+         ON CONFLICT (name) DO NOTHING";
+    pub const UNMARK_PLAIN_UNTIL: &str = "DELETE FROM forward_marks WHERE name = 'plain_until'";
     pub const UNORDERED_DUE: &str = "SELECT id FROM forwards
          WHERE queue IS NULL AND state = 'pending' AND next_attempt_at <= $1
            AND (lease_until IS NULL OR lease_until <= $1)
@@ -269,34 +475,93 @@ pub(super) mod sql {
     /// replicas reading the same head exactly one gets it (the other's
     /// UPDATE waits for the row, then matches nothing). The same text on
     /// both engines, no SKIP LOCKED needed.
+    /// The attempt is counted here, not at the settle, so a send cut off
+    /// by a crash still used its number and the re-send carries the next.
     pub const CLAIM: &str = "UPDATE forwards
-         SET claimed_by = $2, lease_until = $3, claim_token = claim_token + 1
+         SET claimed_by = $2, lease_until = $3, claim_token = claim_token + 1,
+             attempts = attempts + 1
          WHERE id = $1 AND state = 'pending' AND next_attempt_at <= $4
            AND (lease_until IS NULL OR lease_until <= $4)
          RETURNING claim_token, stream, delivery_id, event_type, subject, event_time,
-                   received_at, attempts, key_id, body, give_up_from";
+                   received_at, attempts, key_id, body, give_up_from, aad_v1";
     pub const SETTLE: &str = "UPDATE forwards
-         SET attempts = attempts + 1, claimed_by = NULL, lease_until = NULL,
+         SET attempts = attempts - $9, claimed_by = NULL, lease_until = NULL,
              state = $3, next_attempt_at = $4, last_error = $5, last_status = $6,
-             settled_at = $7, prune_at = $8
+             settled_at = $7, prune_at = $8, held_reason = $10
          WHERE id = $1 AND claim_token = $2 AND state = 'pending'";
     pub const RUN: &str = "SELECT failures, paged, failing_since, last_error, last_attempt_at,
-             last_delivered_at, last_status, dead_paged
+             last_delivered_at, last_status, dead_paged, held_paged, revocation_paged
          FROM forward_runs WHERE stream = $1";
     pub const WRITE_RUN: &str = "INSERT INTO forward_runs (stream, failures, paged,
-             failing_since, last_error, last_attempt_at, last_delivered_at, last_status, dead_paged)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+             failing_since, last_error, last_attempt_at, last_delivered_at, last_status, dead_paged,
+             held_paged, revocation_paged)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
          ON CONFLICT (stream) DO UPDATE SET failures = excluded.failures,
              paged = excluded.paged, failing_since = excluded.failing_since,
              last_error = excluded.last_error, last_attempt_at = excluded.last_attempt_at,
              last_delivered_at = excluded.last_delivered_at,
-             last_status = excluded.last_status, dead_paged = excluded.dead_paged";
+             last_status = excluded.last_status, dead_paged = excluded.dead_paged,
+             held_paged = excluded.held_paged, revocation_paged = excluded.revocation_paged";
     pub const COUNT_STATE: &str = "SELECT count(*) FROM forwards WHERE stream = $1 AND state = $2";
-    pub const OLDEST_STATE: &str = "SELECT delivery_id, event_type, subject, received_at
+    pub const OLDEST_STATE: &str = "SELECT delivery_id, event_type, subject, organization,
+             received_at
          FROM forwards WHERE stream = $1 AND state = $2 ORDER BY id LIMIT 1";
+    /// Queues whose head failed (a subject, the stream, or an unordered
+    /// row on its own), `$2` left out: what a delivery must see gone
+    /// before the failing run ends, and what the page counts as blocked.
+    pub const BLOCKED: &str = "SELECT count(DISTINCT coalesce(queue, delivery_id)) FROM forwards
+         WHERE stream = $1 AND state = 'pending' AND last_error IS NOT NULL AND id <> $2";
+    pub const STUCK_REVOCATIONS: &str = "SELECT count(*) FROM forwards
+         WHERE stream = $1 AND revocation AND state IN ('held', 'dead')";
+    pub const HELD_NAMED: &str = "SELECT delivery_id, event_type, subject, organization,
+             received_at, held_reason, key_id
+         FROM forwards WHERE stream = $1 AND state = 'held' ORDER BY id LIMIT $2";
+    /// The oldest revocation not yet delivered (pending, held or dead).
+    pub const OLDEST_REVOCATION: &str = "SELECT delivery_id, event_type, subject, organization,
+             received_at
+         FROM forwards WHERE stream = $1 AND revocation AND state <> 'delivered'
+         ORDER BY received_at, id LIMIT 1";
+    pub const REVOCATIONS: &str = "SELECT stream, min(received_at) FROM forwards
+         WHERE revocation AND state <> 'delivered' GROUP BY stream";
+    pub const SET_HELD_PAGED: &str = "UPDATE forward_runs SET held_paged = $2 WHERE stream = $1";
+    pub const SET_REVOCATION_PAGED: &str =
+        "UPDATE forward_runs SET revocation_paged = $2 WHERE stream = $1";
+    /// `ordered` as configured now, applied to the rows still waiting.
+    pub const REQUEUE_ORDER: &str = "UPDATE forwards SET queue = CASE
+             WHEN $2 = 'none' THEN NULL
+             WHEN $2 = 'subject' AND order_key IS NOT NULL THEN stream || $3 || order_key
+             ELSE stream END
+         WHERE stream = $1 AND state IN ('pending', 'held')
+           AND queue IS DISTINCT FROM (CASE
+             WHEN $2 = 'none' THEN NULL
+             WHEN $2 = 'subject' AND order_key IS NOT NULL THEN stream || $3 || order_key
+             ELSE stream END)";
+    /// Held rows whose cause is gone go back to pending, due now.
+    pub const RELEASE_NO_FORWARD: &str = "UPDATE forwards
+         SET state = 'pending', held_reason = NULL, next_attempt_at = $2
+         WHERE stream = $1 AND state = 'held' AND held_reason = 'no_forward'";
+    pub const RELEASE_KEY: &str = "UPDATE forwards
+         SET state = 'pending', held_reason = NULL, next_attempt_at = $2
+         WHERE stream = $1 AND state = 'held' AND held_reason = 'unknown_key' AND key_id = $3";
+    /// Streams with rows waiting, to hold those of streams that no longer
+    /// forward.
+    pub const PENDING_STREAMS: &str =
+        "SELECT DISTINCT stream FROM forwards WHERE state = 'pending' ORDER BY stream";
+    /// A row in flight keeps its lease: its settle decides.
+    pub const HOLD_NO_FORWARD: &str = "UPDATE forwards
+         SET state = 'held', held_reason = 'no_forward'
+         WHERE stream = $1 AND state = 'pending' AND (lease_until IS NULL OR lease_until <= $2)";
     /// Open rows only: delivered ones (kept for replay) are not counted.
     pub const SUMMARY: &str = "SELECT stream, state, count(*), min(received_at)
          FROM forwards WHERE state <> 'delivered' GROUP BY stream, state ORDER BY stream";
+    /// When each stream next tries without anyone acting: the earliest due
+    /// time of a row that can be claimed (a queue's head or an unordered
+    /// row), not of rows waiting behind a head.
+    pub const NEXT_ATTEMPTS: &str = "SELECT stream, min(next_attempt_at) FROM forwards
+         WHERE state = 'pending' AND (queue IS NULL OR id IN (
+             SELECT min(id) FROM forwards
+             WHERE state = 'pending' AND queue IS NOT NULL GROUP BY queue))
+         GROUP BY stream";
     pub const RUNS: &str = "SELECT stream, failures, failing_since, last_error,
              last_delivered_at, last_attempt_at FROM forward_runs ORDER BY stream";
     pub const PRUNE: &str = "DELETE FROM forwards WHERE prune_at IS NOT NULL AND prune_at <= $1";
@@ -307,10 +572,6 @@ pub(super) mod sql {
     /// of a revocation).
     pub const FATE: &str = "SELECT state, received_at, settled_at, last_status
          FROM forwards WHERE stream = $1 AND delivery_id = $2 ORDER BY id DESC LIMIT 1";
-}
-
-pub(super) fn first_subject(event: &NewEvent) -> Option<&str> {
-    event.subject_ids.first().map(|(_, v)| v.as_str())
 }
 
 /// The columns `sql::CLAIM` returns, read the same way on both engines
@@ -327,9 +588,10 @@ pub(super) type ClaimColumns = (
     Option<String>,
     Vec<u8>,
     i64,
+    bool,
 );
 
-pub(super) fn claim_of(id: i64, c: ClaimColumns) -> ForwardClaim {
+pub(super) fn claim_of(id: i64, c: ClaimColumns, plain_until: Option<i64>) -> ForwardClaim {
     let (token, stream, delivery_id, event_type, subject, event_time, received_at, attempts) =
         (c.0, c.1, c.2, c.3, c.4, c.5, c.6, c.7);
     ForwardClaim {
@@ -347,6 +609,8 @@ pub(super) fn claim_of(id: i64, c: ClaimColumns) -> ForwardClaim {
             key_id: c.8,
             bytes: c.9,
         },
+        legacy_aad: c.11,
+        before_any_key: plain_until.is_some_and(|last| id <= last),
     }
 }
 
@@ -365,6 +629,8 @@ impl Columns for Run {
                 .cell::<Option<i64>>(6)?
                 .and_then(|s| u16::try_from(s).ok()),
             dead_paged: r.cell(7)?,
+            held_paged: r.cell(8)?,
+            revocation_paged: r.cell(9)?,
         })
     }
 }
@@ -398,6 +664,8 @@ pub(super) type RunsRow = (
 pub(super) fn status_rows(
     counts: Vec<(String, String, i64, Option<i64>)>,
     runs: Vec<RunsRow>,
+    revocations: Vec<(String, Option<i64>)>,
+    next_attempts: Vec<(String, Option<i64>)>,
 ) -> Vec<ForwardStatus> {
     type Rows = std::collections::BTreeMap<String, ForwardStatus>;
     fn entry(out: &mut Rows, stream: String) -> &mut ForwardStatus {
@@ -416,8 +684,15 @@ pub(super) fn status_rows(
                 row.oldest_pending_at = opt_time(oldest);
             }
             "dead" => row.dead_letters = n,
+            "held" => row.held = n,
             _ => {}
         }
+    }
+    for (stream, oldest) in revocations {
+        entry(&mut out, stream).oldest_revocation_at = opt_time(oldest);
+    }
+    for (stream, next) in next_attempts {
+        entry(&mut out, stream).next_attempt_at = opt_time(next);
     }
     for (stream, failures, since, error, delivered, attempted) in runs {
         let row = entry(&mut out, stream);
@@ -440,25 +715,27 @@ pub(super) async fn insert<D: Db>(db: &D, event: &NewEvent) -> Result<(), StoreE
     let Some(f) = &event.forward else {
         return Ok(());
     };
+    let (subject, organization) = decide::subject_of(&event.subject_ids);
+    let queue = decide::queue_of(f.order, &event.stream, subject.as_deref());
     db.exec(
         sql::INSERT,
         &[
             &event.stream,
-            &f.ordered.then_some(event.stream.as_str()),
+            &queue,
             &event.delivery_id.as_deref().unwrap_or_default(),
             &event.event_type,
-            &first_subject(event),
+            &subject,
             &event.event_time.map(millis),
             &millis(event.received_at),
             &f.moves_clock,
             &f.sealed.key_id,
             &f.sealed.bytes,
+            &organization,
+            &f.revocation,
         ],
     )
     .await?;
-    if f.ordered {
-        db.exec(sql::QUEUE, &[&event.stream]).await?;
-    }
+    db.exec(sql::QUEUE, &[&event.stream]).await?;
     Ok(())
 }
 
@@ -469,17 +746,15 @@ pub(super) async fn claim<D: Db>(
     lease: TimeDelta,
     limit: i64,
 ) -> Result<(Vec<ForwardClaim>, Option<DateTime<Utc>>), StoreError> {
-    let queues: Vec<(String,)> = db.rows(sql::QUEUES, &[]).await?;
-    let mut heads = Vec::with_capacity(queues.len());
-    for (q,) in &queues {
-        if let Some((id, next_attempt_at, lease_until)) = db.opt(sql::HEAD, &[q]).await? {
-            heads.push(Head {
-                id,
-                next_attempt_at,
-                lease_until,
-            });
-        }
-    }
+    let heads: Vec<(i64, i64, Option<i64>)> = db.rows(sql::HEADS, &[]).await?;
+    let heads: Vec<Head> = heads
+        .into_iter()
+        .map(|(id, next_attempt_at, lease_until)| Head {
+            id,
+            next_attempt_at,
+            lease_until,
+        })
+        .collect();
     let unordered: Vec<(i64,)> = db.rows(sql::UNORDERED_DUE, &[&millis(now), &limit]).await?;
     let unordered: Vec<i64> = unordered.into_iter().map(|(id,)| id).collect();
     let (unordered_next,): (Option<i64>,) = db.one(sql::UNORDERED_NEXT, &[&millis(now)]).await?;
@@ -490,6 +765,11 @@ pub(super) async fn claim<D: Db>(
         millis(now),
         usize::try_from(limit).unwrap_or(0),
     );
+    let plain_until = if ids.is_empty() {
+        None
+    } else {
+        db.opt::<(i64,)>(sql::PLAIN_UNTIL, &[]).await?.map(|(v,)| v)
+    };
     let mut claims = Vec::with_capacity(ids.len());
     for id in ids {
         // Guarded (see `sql::CLAIM`): a row another replica claimed first
@@ -500,7 +780,7 @@ pub(super) async fn claim<D: Db>(
                 &[&id, &replica, &millis(now + lease), &millis(now)],
             )
             .await?;
-        claims.extend(claim.map(|c| claim_of(id, c)));
+        claims.extend(claim.map(|c| claim_of(id, c, plain_until)));
     }
     Ok((claims, next.map(stored_time).transpose()?))
 }
@@ -531,6 +811,8 @@ async fn write_run<D: Db>(db: &D, stream: &str, r: &Run) -> Result<(), StoreErro
             &r.last_delivered_at.map(millis),
             &r.last_status.map(i64::from),
             &r.dead_paged,
+            &r.held_paged,
+            &r.revocation_paged,
         ],
     )
     .await?;
@@ -547,17 +829,82 @@ async fn oldest_state<D: Db>(
     stream: &str,
     state: &str,
 ) -> Result<Option<Oldest>, StoreError> {
-    let row: Option<(String, String, Option<String>, i64)> =
-        db.opt(sql::OLDEST_STATE, &[&stream, &state]).await?;
-    row.map(|(delivery_id, event_type, subject, at)| {
-        Ok(Oldest {
-            delivery_id,
-            event_type,
-            subject,
-            received_at: stored_time(at)?,
-        })
+    let row: Option<OldestColumns> = db.opt(sql::OLDEST_STATE, &[&stream, &state]).await?;
+    row.map(oldest_of).transpose()
+}
+
+/// delivery_id, event_type, subject, organization, received_at.
+type OldestColumns = (String, String, Option<String>, Option<String>, i64);
+
+/// [`OldestColumns`], then held_reason and key_id.
+type HeldColumns = (
+    String,
+    String,
+    Option<String>,
+    Option<String>,
+    i64,
+    Option<String>,
+    Option<String>,
+);
+
+/// A row as pages name it: the subject, and the organization it is about
+/// when the event names one besides (a membership removal names its user
+/// in that organization, not the membership id).
+fn oldest_of(
+    (delivery_id, event_type, subject, organization, at): OldestColumns,
+) -> Result<Oldest, StoreError> {
+    let subject = match (subject, organization) {
+        (Some(s), Some(o)) => Some(format!("{s} (organization {o})")),
+        (s, o) => s.or(o),
+    };
+    Ok(Oldest {
+        delivery_id,
+        event_type,
+        subject,
+        received_at: stored_time(at)?,
     })
-    .transpose()
+}
+
+async fn blocked<D: Db>(db: &D, stream: &str, except: i64) -> Result<u64, StoreError> {
+    let (n,): (i64,) = db.one(sql::BLOCKED, &[&stream, &except]).await?;
+    Ok(u64::try_from(n).unwrap_or(0))
+}
+
+/// Fires or resolves the stream's held alert when its count says so.
+pub(super) async fn held_check<D: Db>(
+    db: &D,
+    stream: &str,
+    at: DateTime<Utc>,
+    notifiers: &[String],
+    config_path: &str,
+) -> Result<(), StoreError> {
+    let paged = run(db, stream).await?.held_paged;
+    let held = count_state(db, stream, "held").await?;
+    let Some(firing) = decide::held_change(held, paged) else {
+        return Ok(());
+    };
+    let rows: Vec<HeldColumns> = db
+        .rows(sql::HELD_NAMED, &[&stream, &(decide::HELD_NAMED as i64)])
+        .await?;
+    let mut named = Vec::with_capacity(rows.len());
+    for (id, ty, subject, org, received, reason, key_id) in rows {
+        named.push(HeldEvent {
+            event: oldest_of((id, ty, subject, org, received))?,
+            hold: decide::hold_of(reason.as_deref().unwrap_or_default(), key_id.as_deref()),
+        });
+    }
+    let reason = decide::held_summary(stream, held, &named, &Commands::new(config_path, stream));
+    outbox::queue_keyed_pages(
+        db,
+        &page(stream, firing, at, reason, notifiers),
+        at,
+        &held_alert(stream),
+    )
+    .await?;
+    // The run row exists for every stream with rows (`sql::QUEUE`).
+    db.exec(sql::QUEUE, &[&stream]).await?;
+    db.exec(sql::SET_HELD_PAGED, &[&stream, &firing]).await?;
+    Ok(())
 }
 
 /// Fires or resolves the stream's dead-letter alert when its count says so.
@@ -566,6 +913,7 @@ pub(super) async fn dead_letter_check<D: Db>(
     stream: &str,
     at: DateTime<Utc>,
     notifiers: &[String],
+    config_path: &str,
 ) -> Result<(), StoreError> {
     let paged = run(db, stream).await?.dead_paged;
     let dead = count_state(db, stream, "dead").await?;
@@ -573,7 +921,13 @@ pub(super) async fn dead_letter_check<D: Db>(
         return Ok(());
     };
     let oldest = oldest_state(db, stream, "dead").await?;
-    let reason = decide::dead_letter_reason(stream, firing, dead, oldest.as_ref());
+    let reason = decide::dead_letter_reason(
+        stream,
+        firing,
+        dead,
+        oldest.as_ref(),
+        &Commands::new(config_path, stream),
+    );
     outbox::queue_keyed_pages(
         db,
         &page(stream, firing, at, reason, notifiers),
@@ -592,6 +946,14 @@ pub(super) async fn settle<D: Db>(db: &D, s: &ForwardSettle) -> Result<ForwardSe
     let c = &s.claim;
     audit::lock_head(db, s.policy.audit).await?;
     let before = run(db, &c.stream).await?;
+    // Only a delivery can end the run, and only when nothing else is stuck.
+    let still_stuck = match &s.attempt {
+        ForwardAttempt::Delivered { .. } if before.failures > 0 => {
+            let (revocations,): (i64,) = db.one(sql::STUCK_REVOCATIONS, &[&c.stream]).await?;
+            revocations > 0 || blocked(db, &c.stream, c.id).await? > 0
+        }
+        _ => false,
+    };
     let plan = decide::plan_settle(
         &s.attempt,
         c.attempts,
@@ -599,7 +961,18 @@ pub(super) async fn settle<D: Db>(db: &D, s: &ForwardSettle) -> Result<ForwardSe
         s.at,
         &s.policy,
         before,
+        still_stuck,
     );
+    let held_reason = match &s.attempt {
+        ForwardAttempt::Held(h) => Some(h.code()),
+        _ => None,
+    };
+    let (error, status) = match &s.attempt {
+        // The attempt's own error and status.
+        ForwardAttempt::Failed { error, status } => (Some(error.clone()), status.map(i64::from)),
+        ForwardAttempt::Held(h) => (Some(h.words()), None),
+        ForwardAttempt::Delivered { status } => (None, Some(i64::from(*status))),
+    };
     let changed = db
         .exec(
             sql::SETTLE,
@@ -608,11 +981,12 @@ pub(super) async fn settle<D: Db>(db: &D, s: &ForwardSettle) -> Result<ForwardSe
                 &c.token,
                 &plan.state,
                 &millis(plan.next_attempt_at),
-                // The attempt's own error and status, as the run has them.
-                &plan.run.last_error,
-                &plan.run.last_status.map(i64::from),
+                &error,
+                &status,
                 &plan.settled_at.map(millis),
                 &plan.prune_at.map(millis),
+                &i64::from(plan.uncount),
+                &held_reason,
             ],
         )
         .await?;
@@ -637,13 +1011,15 @@ pub(super) async fn settle<D: Db>(db: &D, s: &ForwardSettle) -> Result<ForwardSe
     if let Some(fp) = plan.failing_page {
         let pending = count_state(db, &c.stream, "pending").await?;
         let oldest = oldest_state(db, &c.stream, "pending").await?;
+        let blocked = blocked(db, &c.stream, 0).await?;
         let reason = decide::failing_reason(
             &c.stream,
             &plan,
             s.at,
             pending,
             oldest.as_ref(),
-            s.policy.ordered,
+            &s.policy,
+            blocked,
         );
         let (firing, severity) = match fp {
             RunPage::Fire(step) => (true, step.severity),
@@ -670,19 +1046,44 @@ pub(super) async fn settle<D: Db>(db: &D, s: &ForwardSettle) -> Result<ForwardSe
     // Only a new dead letter, or a delivery while the alert is firing,
     // can change the dead-letter alert; every other settle skips the count.
     if plan.state == "dead" || (plan.state == "delivered" && plan.run.dead_paged) {
-        dead_letter_check(db, &c.stream, s.at, &s.policy.notifiers).await?;
+        dead_letter_check(
+            db,
+            &c.stream,
+            s.at,
+            &s.policy.notifiers,
+            &s.policy.config_path,
+        )
+        .await?;
+    }
+    if plan.state == "held" {
+        held_check(
+            db,
+            &c.stream,
+            s.at,
+            &s.policy.notifiers,
+            &s.policy.config_path,
+        )
+        .await?;
     }
     Ok(ForwardSettled {
         settled: true,
         moved,
         dead: plan.state == "dead",
+        held: plan.state == "held",
     })
 }
 
 pub(super) async fn status<D: Db>(db: &D) -> Result<Vec<ForwardStatus>, StoreError> {
     let counts = db.rows(sql::SUMMARY, &[]).await?;
     let runs = db.rows(sql::RUNS, &[]).await?;
-    Ok(status_rows(counts, runs))
+    let revocations = db.rows(sql::REVOCATIONS, &[]).await?;
+    let next = db.rows(sql::NEXT_ATTEMPTS, &[]).await?;
+    let mut rows = status_rows(counts, runs, revocations, next);
+    // Named only where something waits: one index seek per such stream.
+    for row in rows.iter_mut().filter(|r| r.pending > 0) {
+        row.oldest_pending = oldest_state(db, &row.stream, "pending").await?;
+    }
+    Ok(rows)
 }
 
 /// Deletes bodies past their retention; a stream whose last dead letter
@@ -696,33 +1097,93 @@ pub(super) async fn prune<D: Db>(
     let paged: Vec<(String,)> = db.rows(sql::DEAD_PAGED_STREAMS, &[]).await?;
     for (stream,) in paged {
         let to = notifiers.get(&stream).cloned().unwrap_or_default();
-        dead_letter_check(db, &stream, now, &to).await?;
+        dead_letter_check(db, &stream, now, &to, decide::DEFAULT_CONFIG_PATH).await?;
     }
     Ok(usize::try_from(n).unwrap_or(usize::MAX))
 }
 
-/// Makes the pending rows of `streams` that failed only because their
-/// `[forward]` was missing ([`NO_FORWARD`]) due now, so they go out as soon
-/// as `[forward]` is back rather than at their next step of the default
-/// ladder (up to a day later). Rows that failed at the app keep their
-/// schedule. How many were moved.
-pub(super) async fn hurry<D: Db>(
-    db: &D,
-    streams: &[String],
-    now: DateTime<Utc>,
-) -> Result<usize, StoreError> {
-    let mut moved = 0;
-    for stream in streams {
-        moved += db
+/// Applies the config (at start and after each reload) to the rows it
+/// governs: the `queue` of pending and held rows follows each stream's
+/// `ordered`; rows held for a cause that is gone (the stream forwards
+/// again, the key is configured again) are pending and due now; pending
+/// rows of streams that no longer forward (or are gone from the config)
+/// are held; the plaintext mark is set when a key is configured and
+/// dropped while none is; each configured stream's held alert follows its
+/// count.
+pub(super) async fn align<D: Db>(db: &D, a: &ForwardAlignment) -> Result<Aligned, StoreError> {
+    let now = millis(a.now);
+    let mut out = Aligned::default();
+    if a.key_ids.is_empty() {
+        db.exec(sql::UNMARK_PLAIN_UNTIL, &[]).await?;
+    } else {
+        db.exec(sql::MARK_PLAIN_UNTIL, &[]).await?;
+    }
+    for st in &a.streams {
+        let Some(order) = st.order else { continue };
+        out.released += db
+            .exec(sql::RELEASE_NO_FORWARD, &[&st.stream, &now])
+            .await?;
+        for key in &a.key_ids {
+            out.released += db.exec(sql::RELEASE_KEY, &[&st.stream, &now, key]).await?;
+        }
+        out.requeued += db
             .exec(
-                "UPDATE forwards SET next_attempt_at = $2
-                 WHERE stream = $1 AND state = 'pending' AND next_attempt_at > $2
-                   AND last_error = $3",
-                &[stream, &millis(now), &NO_FORWARD],
+                sql::REQUEUE_ORDER,
+                &[&st.stream, &order.as_str(), &decide::QUEUE_SEPARATOR],
             )
             .await?;
     }
-    Ok(usize::try_from(moved).unwrap_or(usize::MAX))
+    let pending: Vec<(String,)> = db.rows(sql::PENDING_STREAMS, &[]).await?;
+    for (stream,) in pending {
+        let forwards = a
+            .streams
+            .iter()
+            .any(|st| st.stream == stream && st.order.is_some());
+        if !forwards {
+            out.held += db.exec(sql::HOLD_NO_FORWARD, &[&stream, &now]).await?;
+        }
+    }
+    for st in &a.streams {
+        held_check(db, &st.stream, a.now, &st.notifiers, &st.config_path).await?;
+    }
+    Ok(out)
+}
+
+/// `critical_after`: pages critical once a revocation of the stream has
+/// waited that long undelivered (pending, held or dead), and resolves when
+/// none is left undelivered. Whether it fired or resolved.
+pub(super) async fn escalate<D: Db>(
+    db: &D,
+    e: &ForwardEscalation,
+) -> Result<Option<bool>, StoreError> {
+    let oldest: Option<OldestColumns> = db.opt(sql::OLDEST_REVOCATION, &[&e.stream]).await?;
+    let oldest = oldest.map(oldest_of).transpose()?;
+    let overdue = decide::revocation_overdue(
+        oldest.as_ref().map(|o| o.received_at),
+        e.critical_after,
+        e.now,
+    );
+    let paged = run(db, &e.stream).await?.revocation_paged;
+    let Some(firing) = decide::revocation_change(overdue, oldest.is_some(), paged) else {
+        return Ok(None);
+    };
+    let reason = decide::revocation_summary(
+        &e.stream,
+        oldest.as_ref().filter(|_| firing),
+        e.critical_after,
+        &Commands::new(&e.config_path, &e.stream),
+    );
+    outbox::queue_keyed_pages(
+        db,
+        &page(&e.stream, firing, e.now, reason, &e.notifiers),
+        e.now,
+        &revocation_alert(&e.stream),
+    )
+    .await?;
+    db.exec(sql::QUEUE, &[&e.stream]).await?;
+    db.exec(sql::SET_REVOCATION_PAGED, &[&e.stream, &firing])
+        .await?;
+    Ok(Some(firing))
 }
 
 pub(super) async fn fate<D: Db>(

@@ -329,7 +329,14 @@ pub(super) async fn skip<D: Db>(
 /// second dead letter does not page again.
 async fn page_dead_letters<D: Db>(db: &D, a: &OperatorAction) -> Result<(), StoreError> {
     db.exec(super::forward::sql::QUEUE, &[&a.stream]).await?;
-    dead_letter_check(db, &a.stream, a.now, &a.notifiers).await
+    dead_letter_check(
+        db,
+        &a.stream,
+        a.now,
+        &a.notifiers,
+        crate::domain::forward::DEFAULT_CONFIG_PATH,
+    )
+    .await
 }
 
 /// Pending and held rows of `stream`: what deleting it would leave unsent.
@@ -494,7 +501,14 @@ pub(super) async fn replay_chunk<D: Db>(db: &D, c: &ReplayChunk) -> Result<Repla
                 }
                 audit::append_audit(db, &entry).await?;
             }
-            dead_letter_check(db, &r.stream, r.now, &r.notifiers).await?;
+            dead_letter_check(
+                db,
+                &r.stream,
+                r.now,
+                &r.notifiers,
+                crate::domain::forward::DEFAULT_CONFIG_PATH,
+            )
+            .await?;
         }
     }
     Ok(ReplayStep {

@@ -157,6 +157,13 @@ pub(crate) const STEPS: &[Step] = &[
     },
     // Issue #30: acknowledge-link codes (SHA-256 only).
     Step::both("0021_ack_codes", super::ack_codes::MIGRATION),
+    // Issue #44: per-subject order, held rows, revocation ages, the seal's
+    // row binding (SQLite rebuilds `forwards` to widen its state CHECK).
+    Step {
+        name: "0022_forward_subjects_held",
+        sqlite: Some(super::forward::SUBJECTS_HELD_SQLITE),
+        postgres: Some(super::forward::SUBJECTS_HELD_PG),
+    },
 ];
 
 /// Frozen: what SQLite's positional `user_version` N stood for (the first

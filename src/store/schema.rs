@@ -441,4 +441,78 @@ mod tests {
             assert_eq!(user_version(&conn).unwrap(), binary_version());
         }
     }
+
+    /// Issue #44's step on a file with relay rows from before it: the table
+    /// is rebuilt with every row and index, held becomes a state, and the
+    /// rows it found are marked as sealed the old way (key id set), with
+    /// their subject as order key and Clerk revocations marked.
+    #[test]
+    fn forwards_from_before_issue_44_keep_their_rows_and_are_marked() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("hushwatch.sqlite3");
+        {
+            let mut conn = Connection::open(&path).unwrap();
+            register_functions(&conn).unwrap();
+            adopt(&mut conn).unwrap();
+            for step in migrations::STEPS
+                .iter()
+                .take_while(|s| s.name != "0022_forward_subjects_held")
+            {
+                apply_step(&mut conn, step).unwrap();
+            }
+            conn.execute_batch(
+                "INSERT INTO forwards (stream, queue, delivery_id, event_type, subject,
+                     received_at, give_up_from, moves_clock, key_id, body, next_attempt_at)
+                 VALUES ('clerk', 'clerk', 'msg_1', 'user.deleted', 'user_1', 1, 1, 0,
+                         'abc', X'00', 1),
+                        ('clerk', NULL, 'msg_2', 'user.created', NULL, 2, 2, 0,
+                         NULL, X'7b7d', 2);
+                 INSERT INTO forward_runs (stream, failures) VALUES ('clerk', 3);",
+            )
+            .unwrap();
+        }
+        let conn = open(&path).unwrap();
+        type Row = (String, Option<String>, bool, bool, Option<String>);
+        let rows: Vec<Row> = conn
+            .prepare(
+                "SELECT delivery_id, order_key, revocation, aad_v1, queue FROM forwards ORDER BY id",
+            )
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                (
+                    "msg_1".into(),
+                    Some("user_1".into()),
+                    true,
+                    true,
+                    Some("clerk".into())
+                ),
+                ("msg_2".into(), None, false, false, None),
+            ]
+        );
+        conn.execute("UPDATE forwards SET state = 'held' WHERE id = 1", [])
+            .unwrap();
+        let (failures, held_paged): (i64, bool) = conn
+            .query_row(
+                "SELECT failures, held_paged FROM forward_runs WHERE stream = 'clerk'",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!((failures, held_paged), (3, false));
+        let indexes: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND tbl_name = 'forwards'
+                   AND name LIKE 'forwards_%'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(indexes, 6);
+    }
 }

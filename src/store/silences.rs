@@ -688,6 +688,8 @@ mod tests {
         all.push(crate::store::reconcile::STALE_GRANT_KIND);
         all.push(crate::domain::alert_kind::AlertKind::ForwardFailing.as_str());
         all.push(crate::domain::alert_kind::AlertKind::ForwardDeadLetter.as_str());
+        all.push(crate::domain::alert_kind::AlertKind::ForwardHeld.as_str());
+        all.push(crate::domain::alert_kind::AlertKind::ForwardRevocationOverdue.as_str());
         all.sort_unstable();
         let mut listed = PAGE_KINDS.to_vec();
         listed.sort_unstable();

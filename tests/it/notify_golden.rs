@@ -366,6 +366,16 @@ fn page_of(kind: AlertKind) -> Page {
             Some("forward"),
             Some("identity"),
         ),
+        AlertKind::ForwardHeld => (
+            "1 event(s) of stream identity are held: hushwatch itself cannot send them, so they left the delivery queue (later events go on). user.deleted user_1 (delivery msg_1, received 2026-12-07T01:00:00Z): its body is sealed with key 0a1b2c3d4e5f, which is not in [store] encryption_key any more; to fix: put that key back in [store] encryption_key (after the new one) and reload, or `hushwatch forward skip --config /etc/hushwatch/hushwatch.toml --stream identity --id msg_1 --comment \"why it is skipped\"`.",
+            Some("forward"),
+            Some("identity"),
+        ),
+        AlertKind::ForwardRevocationOverdue => (
+            "a revocation for stream identity has not reached the app for more than 1h: user.deleted user_1 (delivery msg_1, received 2026-12-07T01:00:00Z). Access it revokes may still be active in the app. Check the app's webhook handler and the relay's last error, then `hushwatch forward retry --config /etc/hushwatch/hushwatch.toml --stream identity`; to see what waits: `hushwatch forward list --config /etc/hushwatch/hushwatch.toml --stream identity --state pending`.",
+            Some("forward"),
+            Some("identity"),
+        ),
         AlertKind::Fallback => (
             "hushwatch cannot deliver to pd: HTTP 503, 3 pages waiting since 2026-12-07T01:00:00Z (5 failed attempts in a row)",
             Some("fallback"),

@@ -228,11 +228,18 @@ fn send_many(addrs: &[SocketAddr], tag: &str, n: usize) -> Vec<Sent> {
 
 // ---------------------------------------------------------------- hushwatch
 
-/// `n` one-second retry steps: the ladder stays short for as long as the
-/// test needs (after the last step the next try is a day away).
+/// `n` one-second retry steps (the last one repeats until
+/// `give_up_after`).
 fn ladder(n: usize) -> String {
     let steps = vec!["\"1s\""; n].join(", ");
     format!("retry = [{steps}]")
+}
+
+/// [`ladder`], one event in flight per stream (`ordered = "stream"`, what
+/// `true` meant before per-subject order): the tests of arrival order
+/// across different users.
+fn stream_ordered(n: usize) -> String {
+    format!("{}\nordered = \"stream\"", ladder(n))
 }
 
 /// One stream `identity` (Standard Webhooks ingest) forwarding to `app`,
@@ -310,7 +317,7 @@ fn cli(args: &[&str], config: &Path) -> (i32, String, String) {
 fn an_app_down_for_several_retries_gets_every_event_afterwards_in_order_under_its_id() {
     let app = RelayApp::start();
     app.mode("down");
-    let work = Workdir::new(&relay_config(&app, ALWAYS_1H, &ladder(60), ""));
+    let work = Workdir::new(&relay_config(&app, ALWAYS_1H, &stream_ordered(60), ""));
     let hw = Sidecar::start(&work.config_path());
 
     let sent = send_many(&[hw.addr], "down", 6);
@@ -490,6 +497,15 @@ fn kill_9_mid_forward_on_sqlite_loses_nothing_and_keeps_every_id() {
     // The leases of the killed process end first (timeout + 30 s).
     let all = app.wait_accepted(LEASE_LIMIT, &sent);
     assert_ids_match_bodies(&all, &sent);
+    // Issue #44: the re-send after the crash is a new attempt, and says so.
+    for s in &sent {
+        let attempts: Vec<u32> = of_id(&all, &s.id).iter().map(|d| d.attempt).collect();
+        assert!(
+            attempts.len() >= 2 && attempts.windows(2).all(|w| w[1] > w[0]),
+            "{}: {attempts:?}",
+            s.id
+        );
+    }
     wait_for(LIMIT, "status to show nothing pending", || {
         (num(&forward(hw.addr), "pending") == 0).then_some(())
     });
@@ -507,7 +523,7 @@ fn three_replicas_on_postgres_survive_a_kill_9_mid_forward_in_order() {
         "[store]\nurl = \"{}\"\npool_size = 3\nleader_lease = \"2s\"\nencryption_key = \"{KEY_A}\"",
         db.url
     );
-    let config = relay_config(&app, ALWAYS_1H, &ladder(60), &store)
+    let config = relay_config(&app, ALWAYS_1H, &stream_ordered(60), &store)
         .replace("timeout = \"2s\"", "timeout = \"10s\"");
     let work = Workdir::new(&config);
     let mut replicas: Vec<Option<Sidecar>> = (0..3)
@@ -561,7 +577,7 @@ fn three_replicas_on_postgres_survive_a_kill_9_mid_forward_in_order() {
 fn an_ordered_stream_keeps_arrival_order_while_the_app_flaps() {
     let app = RelayApp::start();
     app.mode("down");
-    let work = Workdir::new(&relay_config(&app, ALWAYS_1H, &ladder(60), ""));
+    let work = Workdir::new(&relay_config(&app, ALWAYS_1H, &stream_ordered(60), ""));
     let hw = Sidecar::start(&work.config_path());
 
     let mut sent = send_many(&[hw.addr], "flap-a", 3);
@@ -731,7 +747,7 @@ fn bodies_sealed_under_an_old_key_still_forward_after_the_key_rotates() {
         relay_config(
             &app,
             ALWAYS_1H,
-            &ladder(60),
+            &stream_ordered(60),
             &format!("[store]\nencryption_key = {keys}"),
         )
     };
@@ -1362,24 +1378,20 @@ fn assert_delivered_in_order(app: &RelayApp, sent: &[Sent]) {
     assert_ids_match_bodies(&all, sent);
 }
 
-/// Issue #29 follow-up: `[forward]` removed (here by a reload; a restart
-/// reads the same config) while events are stored and no other stream
-/// forwards. The worker still claims them: each attempt fails on the
-/// default policy ("no longer has [forward]"), `/v1/status` and the
-/// metrics show them with `configured: false`, and once `[forward]` is
-/// back they go to the app at their next retry, under their ids, in order.
-///
-/// In process, on a clock the test moves: the default ladder's second
-/// step is 30 minutes. The app checks `webhook-timestamp` against the real
-/// clock (±5 min), so the test clock starts 30 minutes back and that retry
-/// lands on real time.
+/// Issue #29 follow-up, as issue #44 changed it: `[forward]` removed (here
+/// by a reload; a restart reads the same config) while events are stored
+/// and no other stream forwards. hushwatch cannot send them, so they are
+/// **held** at once (not failed on a ladder): `/v1/status` and the metrics
+/// still show them (`configured: false`, `hushwatch_forward_held`), a
+/// critical `forward_held` page says which and what to run, and once
+/// `[forward]` is back they go to the app at once, under their ids, in
+/// order, and the pages resolve.
 #[test]
 fn events_of_a_stream_that_stops_forwarding_are_kept_until_it_forwards_again() {
     kept_until_it_forwards_again(false);
 }
 
-/// The same while another stream still forwards: its rows are claimed by
-/// the same worker and handled the same way.
+/// The same while another stream still forwards.
 #[test]
 fn events_of_a_stream_that_stops_forwarding_beside_one_that_forwards_are_kept_the_same() {
     kept_until_it_forwards_again(true);
@@ -1387,43 +1399,55 @@ fn events_of_a_stream_that_stops_forwarding_beside_one_that_forwards_are_kept_th
 
 fn kept_until_it_forwards_again(other: bool) {
     use chrono::{TimeDelta, Utc};
-    let t0 = Utc::now() - TimeDelta::minutes(30);
+    let t0 = Utc::now() - TimeDelta::minutes(1);
     let stopping = forward_to_a_refusing_app(t0, "kept", other);
     let Stopping {
         app,
         hook,
         hw,
         sent,
+        work,
         ..
     } = &stopping;
 
     stopping.reload(None);
-    hw.advance(1);
-    let f = wait_until("the stored events to fail on without [forward]", || {
+    let f = wait_until("the stored events held without [forward]", || {
+        // The gauges follow the store once a (test clock) second.
+        hw.advance(1);
         let f = forward(hw.addr);
-        (f["configured"] == false && num(&f, "consecutive_failures") >= 2).then_some(f)
+        (f["configured"] == false
+            && hw.metric(r#"hushwatch_forward_held{stream="identity"}"#) == 2.0)
+            .then_some(f)
     });
-    assert_eq!(num(&f, "pending"), 2, "{f}");
-    assert!(
-        f["last_error"]
-            .as_str()
-            .unwrap()
-            .contains("no longer has [forward]"),
-        "{f}"
-    );
+    assert_eq!(num(&f, "pending"), 0, "held, not pending: {f}");
     assert!(f.get("app").is_none(), "no app is configured: {f}");
-    wait_until("the pending gauge of the stream without [forward]", || {
-        (hw.metric(r#"hushwatch_forward_pending{stream="identity"}"#) == 2.0).then_some(())
+    let held = wait_until("the held page", || {
+        relay_pages(hook)
+            .into_iter()
+            .find(|(k, s, ..)| k == "forward_held" && s == "firing")
     });
+    assert_eq!(held.2, "critical", "{held:?}");
+    assert!(held.3.contains("no [forward]"), "{held:?}");
+    let config = std::fs::canonicalize(work.config_path()).unwrap();
+    assert!(
+        held.3.contains(&format!(
+            "hushwatch forward skip --config {} --stream identity --id {}",
+            config.display(),
+            sent[0].id
+        )),
+        "{held:?}"
+    );
+    // Held rows are not attempts: time passing makes no failure and no
+    // dead letter.
+    hw.advance(3600);
+    let f = forward(hw.addr);
+    assert_eq!(num(&f, "dead_letters"), 0, "{f}");
 
     app.mode("up");
-    // Near real time again (the app checks the signature's timestamp), a
-    // minute before the head's next step of the default ladder (30 minutes
-    // on from its failure at t0 + 1 s): it is not due yet.
-    hw.set_time(t0 + TimeDelta::minutes(29));
-    stopping.reload(Some(&ladder(60)));
-    // Events that waited only for `[forward]` go out as soon as it is back,
-    // with no further clock move.
+    // Near real time again (the app checks the signature's timestamp).
+    hw.set_time(Utc::now());
+    stopping.reload(Some(&stream_ordered(60)));
+    // Released at once, in order, under their ids.
     assert_delivered_in_order(app, sent);
     let f = wait_until("status to show the backlog delivered", || {
         let f = forward(hw.addr);
@@ -1431,104 +1455,66 @@ fn kept_until_it_forwards_again(other: bool) {
     });
     assert_eq!(f["configured"], true, "{f}");
     assert_eq!(num(&f, "consecutive_failures"), 0, "{f}");
-    wait_until("the failing alert's resolve page", || {
-        relay_pages(hook)
-            .iter()
-            .any(|(k, s, ..)| k == "forward_failing" && s == "resolved")
-            .then_some(())
+    wait_until("the held and failing alerts' resolve pages", || {
+        let pages = relay_pages(hook);
+        let resolved = |kind: &str| pages.iter().any(|(k, s, ..)| k == kind && s == "resolved");
+        (resolved("forward_held") && resolved("forward_failing")).then_some(())
     });
+    assert_eq!(
+        hw.metric(r#"hushwatch_forward_held{stream="identity"}"#),
+        0.0
+    );
 }
 
-/// The same removal left in place: the stored events page on the default
-/// `alert_after` (the 5th failure names the missing `[forward]`), become
-/// dead letters at the default `give_up_after` (7 days from receipt) with
-/// the critical dead-letter page, stay visible, and a replay once
-/// `[forward]` is back delivers them under their original ids.
-///
-/// The test clock starts 8 days back and walks forward an hour at a time;
-/// it is set to real time before the replay, for the app's timestamp check.
+/// The same removal left in place for longer than `give_up_after`: held
+/// events are not dead-lettered (nothing was tried), stay visible and
+/// paged, and the held user.deleted pages `forward_revocation_overdue`
+/// (critical) once `critical_after` has passed.
 #[test]
-fn events_of_a_stream_that_stops_forwarding_page_then_become_dead_letters_to_replay() {
+fn events_of_a_stream_that_stops_forwarding_stay_held_past_give_up_after_and_escalate() {
     use chrono::{TimeDelta, Utc};
     let t0 = Utc::now() - TimeDelta::days(8);
     let stopping = forward_to_a_refusing_app(t0, "dead", false);
-    let Stopping {
-        app,
-        hook,
-        hw,
-        sent,
-        ..
-    } = &stopping;
+    let Stopping { hook, hw, .. } = &stopping;
 
     stopping.reload(None);
-    let f = hw.advance_until(3600, "both events dead-lettered", || {
-        let f = forward(hw.addr);
-        (num(&f, "dead_letters") == 2).then_some(f)
+    wait_until("the stored events held", || {
+        hw.advance(1);
+        (hw.metric(r#"hushwatch_forward_held{stream="identity"}"#) == 2.0).then_some(())
     });
-    assert_eq!(f["configured"], false, "{f}");
-    assert_eq!(num(&f, "pending"), 0, "{f}");
-    let pages = wait_until("the dead-letter page", || {
+    hw.advance(8 * 24 * 3600);
+    let pages = wait_until("the revocation's critical page", || {
         let pages = relay_pages(hook);
         pages
             .iter()
-            .any(|(k, s, ..)| k == "forward_dead_letter" && s == "firing")
+            .any(|(k, s, ..)| k == "forward_revocation_overdue" && s == "firing")
             .then_some(pages)
     });
-    let dead = pages
+    let overdue = pages
         .iter()
-        .find(|(k, s, ..)| k == "forward_dead_letter" && s == "firing")
+        .find(|(k, s, ..)| k == "forward_revocation_overdue" && s == "firing")
         .unwrap();
-    assert_eq!(dead.2, "critical", "{pages:#?}");
-    assert!(dead.3.contains("never delivered to the app"), "{pages:#?}");
-    // The 5th consecutive failure (the default alert_after) paged, naming
-    // why: the stream has no [forward] any more.
+    assert_eq!(overdue.2, "critical", "{pages:#?}");
+    assert!(overdue.3.contains("user.deleted user_dead_1"), "{pages:#?}");
+    let f = forward(hw.addr);
+    assert_eq!(num(&f, "dead_letters"), 0, "{f}");
+    assert_eq!(num(&f, "pending"), 0, "{f}");
+    assert_eq!(
+        hw.metric(r#"hushwatch_forward_held{stream="identity"}"#),
+        2.0
+    );
     assert!(
-        pages
-            .iter()
-            .any(|(k, s, sev, summary)| k == "forward_failing"
-                && s == "firing"
-                && sev == "warning"
-                && summary.contains("no longer has [forward]")),
+        !pages.iter().any(|(k, ..)| k == "forward_dead_letter"),
         "{pages:#?}"
     );
-
-    hw.set_time(Utc::now());
-    app.mode("up");
-    stopping.reload(Some(&ladder(60)));
-    let body = json!({
-        "from": (t0 - TimeDelta::minutes(1)).to_rfc3339(),
-        "to": (Utc::now() + TimeDelta::minutes(1)).to_rfc3339(),
-    })
-    .to_string();
-    let auth = format!("Bearer {ADMIN}");
-    let reply = request(
-        hw.addr,
-        "POST",
-        "/v1/streams/identity/replay",
-        &[
-            ("authorization", &auth),
-            ("content-type", "application/json"),
-        ],
-        body.as_bytes(),
-    );
-    assert_eq!(reply.status, 200, "{}", reply.body);
-    assert_eq!(reply.json()["requeued"], 2, "{}", reply.body);
-    assert_delivered_in_order(app, sent);
-    let f = wait_until("status to show the replayed events delivered", || {
-        let f = forward(hw.addr);
-        (num(&f, "pending") == 0 && f["last_delivered_at"].is_string()).then_some(f)
-    });
-    assert_eq!(f["configured"], true, "{f}");
-    assert_eq!(num(&f, "dead_letters"), 0, "{f}");
 }
 
 /// The same through a restart of the real binary, the way most operators
 /// change the config: stored with `[forward]`, started again without it
-/// (and no other stream forwarding). At start the worker looks once,
-/// finds the stored events and fails them on the default policy; status
-/// and metrics show them.
+/// (and no other stream forwarding). At start the stored events are held,
+/// shown and paged.
 #[test]
-fn events_of_a_stream_restarted_without_forward_are_tried_and_shown_at_start() {
+fn events_of_a_stream_restarted_without_forward_are_held_and_shown_at_start() {
     let app = RelayApp::start();
     app.mode("down");
     let with = relay_config(&app, ALWAYS_1H, &ladder(60), "");
@@ -1544,19 +1530,370 @@ fn events_of_a_stream_restarted_without_forward_are_tried_and_shown_at_start() {
     let (_, tail) = rest.split_once("[notifiers.stdout]").unwrap();
     work.write_config(&format!("{head}[notifiers.stdout]{tail}"));
     let hw = Sidecar::start(&work.config_path());
-    let f = wait_for(LIMIT, "the stored events tried without [forward]", || {
+    wait_for(LIMIT, "the stored events held at start", || {
         let f = forward(hw.addr);
-        (f["configured"] == false
-            && f["last_error"]
-                .as_str()
-                .is_some_and(|e| e.contains("no longer has [forward]")))
-        .then_some(f)
+        (f["configured"] == false && f["pending"] == 0).then_some(())
     });
-    assert_eq!(num(&f, "pending"), 2, "{f}");
-    assert!(num(&f, "consecutive_failures") >= 2, "{f}");
-    assert!(f.get("app").is_none(), "{f}");
-    wait_for(LIMIT, "the pending gauge after the restart", || {
-        (crate::common::metric(hw.addr, r#"hushwatch_forward_pending{stream="identity"}"#) == 2.0)
+    wait_for(LIMIT, "the held gauge after the restart", || {
+        (crate::common::metric(hw.addr, r#"hushwatch_forward_held{stream="identity"}"#) == 2.0)
             .then_some(())
     });
+    let f = forward(hw.addr);
+    assert_eq!(f["configured"], false, "{f}");
+    assert_eq!(num(&f, "pending"), 0, "{f}");
+    assert!(f.get("app").is_none(), "{f}");
+    let held = wait_for(LIMIT, "the held page on stdout", || {
+        pages(&hw, "forward_held").into_iter().next()
+    });
+    assert_eq!(held["severity"], "critical", "{held}");
+}
+
+// ------------------------------------------------------- issue #44: order,
+// held events, sealed rows, the ladder, critical_after
+
+/// A Clerk `organizationMembership.deleted`: the membership, its user and
+/// its organization (the page names the user and the organization).
+fn membership_deleted(user: &str, org: &str) -> String {
+    json!({
+        "type": "organizationMembership.deleted",
+        "object": "event",
+        "timestamp": chrono::Utc::now().timestamp_millis(),
+        "data": {
+            "object": "organization_membership",
+            "id": format!("orgmem_{user}"),
+            "organization": { "id": org, "object": "organization" },
+            "public_user_data": { "user_id": user },
+        },
+    })
+    .to_string()
+}
+
+/// The app's deliveries of one id, in arrival order.
+fn of_id(all: &[Delivery], id: &str) -> Vec<Delivery> {
+    all.iter().filter(|d| d.id == id).cloned().collect()
+}
+
+/// Issue #44: the app refuses every event about one user (a poison
+/// subject). With the default per-subject order only that user's events
+/// wait; another user's deletion reaches the app within seconds. The
+/// failing page names the membership's user and organization and the
+/// blocked subject, and does not resolve while the poison is stuck; the
+/// stuck revocation pages critical after `critical_after`; every attempt
+/// carries a new number. Once the app takes it, everything drains in order
+/// and the pages resolve.
+#[test]
+fn a_poison_event_holds_back_only_its_subject_while_another_users_deletion_arrives() {
+    let app = RelayApp::start();
+    app.control(json!({ "refuse": ["user_poison"] }));
+    let forward_lines = format!("{}\ncritical_after = \"3s\"", ladder(60));
+    let work = Workdir::new(&relay_config(&app, ALWAYS_1H, &forward_lines, ""));
+    let hw = Sidecar::start(&work.config_path());
+
+    let poison = send(
+        hw.addr,
+        "msg_poison_0",
+        &membership_deleted("user_poison", "org_1"),
+    );
+    let behind = send(
+        hw.addr,
+        "msg_poison_1",
+        &clerk_event("user.created", "user_poison", "p@example.com"),
+    );
+    wait_for(LIMIT, "the poison refused twice", || {
+        (of_id(&app.deliveries(), &poison.id).len() >= 2).then_some(())
+    });
+    let started = Instant::now();
+    let other = send(
+        hw.addr,
+        "msg_other_0",
+        &clerk_event("user.deleted", "user_other", "o@example.com"),
+    );
+    app.wait_accepted(LIMIT, std::slice::from_ref(&other));
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "another user's deletion waited {:?} behind the poison",
+        started.elapsed()
+    );
+    let all = app.deliveries();
+    assert!(
+        of_id(&all, &behind.id).is_empty(),
+        "an event behind the poison of its own subject went out: {all:?}"
+    );
+    // A new number on every attempt.
+    let attempts: Vec<u32> = of_id(&all, &poison.id).iter().map(|d| d.attempt).collect();
+    assert!(
+        attempts.windows(2).all(|w| w[1] == w[0] + 1) && attempts[0] == 1,
+        "{attempts:?}"
+    );
+
+    let failing = wait_for(LIMIT, "the failing page", || {
+        pages(&hw, "forward_failing")
+            .into_iter()
+            .find(|p| p["status"] == "firing")
+    });
+    let summary = failing["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("organizationMembership.deleted user_poison (organization org_1)"),
+        "{summary}"
+    );
+    assert!(summary.contains("1 subject(s) are blocked"), "{summary}");
+    let config = std::fs::canonicalize(work.config_path()).unwrap();
+    assert!(
+        summary.contains(&format!(
+            "`hushwatch forward retry --config {} --stream identity`",
+            config.display()
+        )),
+        "{summary}"
+    );
+    let overdue = wait_for(LIMIT, "the critical_after page", || {
+        pages(&hw, "forward_revocation_overdue")
+            .into_iter()
+            .find(|p| p["status"] == "firing")
+    });
+    assert_eq!(overdue["severity"], "critical", "{overdue}");
+    assert!(
+        overdue["summary"].as_str().unwrap().contains("user_poison"),
+        "{overdue}"
+    );
+    assert!(
+        with_status(&pages(&hw, "forward_failing"), "resolved").is_empty(),
+        "the failing page resolved while a revocation is stuck"
+    );
+
+    app.control(json!({ "refuse": [] }));
+    app.wait_accepted(LIMIT, &[poison.clone(), behind.clone()]);
+    let accepted = app.accepted_ids();
+    let at = |id: &str| accepted.iter().position(|a| a == id).unwrap();
+    assert!(at(&poison.id) < at(&behind.id), "{accepted:?}");
+    wait_for(LIMIT, "the failing and overdue pages resolved", || {
+        (!with_status(&pages(&hw, "forward_failing"), "resolved").is_empty()
+            && !with_status(&pages(&hw, "forward_revocation_overdue"), "resolved").is_empty())
+        .then_some(())
+    });
+}
+
+/// `ordered = "stream"` keeps the old behaviour: a refused head blocks
+/// every later event of the stream, whoever it is about.
+#[test]
+fn ordered_stream_still_blocks_the_whole_stream_behind_a_poison_event() {
+    let app = RelayApp::start();
+    app.control(json!({ "refuse": ["user_poison"] }));
+    let work = Workdir::new(&relay_config(&app, ALWAYS_1H, &stream_ordered(60), ""));
+    let hw = Sidecar::start(&work.config_path());
+    let poison = send(
+        hw.addr,
+        "msg_sp_0",
+        &clerk_event("user.deleted", "user_poison", "p@example.com"),
+    );
+    let other = send(
+        hw.addr,
+        "msg_sp_1",
+        &clerk_event("user.deleted", "user_other", "o@example.com"),
+    );
+    wait_for(LIMIT, "the poison refused three times", || {
+        (of_id(&app.deliveries(), &poison.id).len() >= 3).then_some(())
+    });
+    assert!(
+        of_id(&app.deliveries(), &other.id).is_empty(),
+        "the stream's later event passed its refused head"
+    );
+    let summary = wait_for(LIMIT, "the failing page", || {
+        pages(&hw, "forward_failing").into_iter().next()
+    })["summary"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(summary.contains("blocks the ones behind it"), "{summary}");
+    app.control(json!({ "refuse": [] }));
+    app.wait_accepted(LIMIT, &[poison.clone(), other.clone()]);
+    assert_eq!(app.accepted_ids(), [poison.id, other.id]);
+}
+
+/// An outage with the default ladder's shape scaled down (1 s, 2 s, 4 s,
+/// the last repeating): once the app is back, the backlog arrives within
+/// the step the ladder is on, with nobody acting.
+#[test]
+fn an_outage_drains_within_one_ladder_step_of_the_apps_return() {
+    let app = RelayApp::start();
+    app.mode("down");
+    let work = Workdir::new(&relay_config(
+        &app,
+        ALWAYS_1H,
+        "retry = [\"1s\", \"2s\", \"4s\"]",
+        "",
+    ));
+    let hw = Sidecar::start(&work.config_path());
+    let sent = send_many(&[hw.addr], "outage", 6);
+    // Down for 10 s: past the ladder, its last step repeats.
+    std::thread::sleep(Duration::from_secs(10));
+    let f = forward(hw.addr);
+    assert_eq!(num(&f, "pending"), 6, "{f}");
+    let back = Instant::now();
+    app.mode("up");
+    app.wait_accepted(LIMIT, &sent);
+    assert!(
+        back.elapsed() < Duration::from_secs(4 + 6),
+        "the backlog took {:?} after the app came back",
+        back.elapsed()
+    );
+}
+
+/// Issue #44: a body sealed with a key that is no longer configured is
+/// held (not retried for days at the head of its queue): the page says
+/// which event, why and what fixes it, a later event of another subject
+/// goes on, and putting the key back releases it.
+#[test]
+fn an_undecryptable_event_is_held_and_paged_and_released_when_its_key_comes_back() {
+    let app = RelayApp::start();
+    app.mode("down");
+    let config = |keys: &str| {
+        relay_config(
+            &app,
+            ALWAYS_1H,
+            &ladder(60),
+            &format!("[store]\nencryption_key = {keys}"),
+        )
+    };
+    let work = Workdir::new(&config(&format!("\"{KEY_A}\"")));
+    let hw = Sidecar::start(&work.config_path());
+    let old = send(
+        hw.addr,
+        "msg_key_0",
+        &clerk_event("user.deleted", "user_k0", "k0@example.com"),
+    );
+    wait_for(LIMIT, "a failed attempt", || {
+        (num(&forward(hw.addr), "consecutive_failures") >= 1).then_some(())
+    });
+    assert!(hw.stop().success());
+
+    // The key is regenerated: A is gone.
+    work.write_config(&config(&format!("\"{KEY_B}\"")));
+    app.mode("up");
+    let hw = Sidecar::start(&work.config_path());
+    let held = wait_for(LIMIT, "the held page", || {
+        pages(&hw, "forward_held")
+            .into_iter()
+            .find(|p| p["status"] == "firing")
+    });
+    assert_eq!(held["severity"], "critical", "{held}");
+    let summary = held["summary"].as_str().unwrap();
+    assert!(summary.contains(&old.id), "{summary}");
+    assert!(
+        summary.contains("not in [store] encryption_key"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("hushwatch forward skip --config"),
+        "{summary}"
+    );
+    wait_for(LIMIT, "the held gauge", || {
+        (crate::common::metric(hw.addr, r#"hushwatch_forward_held{stream="identity"}"#) == 1.0)
+            .then_some(())
+    });
+    let new = send(
+        hw.addr,
+        "msg_key_1",
+        &clerk_event("user.deleted", "user_k1", "k1@example.com"),
+    );
+    app.wait_accepted(LIMIT, std::slice::from_ref(&new));
+    assert!(of_id(&app.deliveries(), &old.id).is_empty());
+    assert!(hw.stop().success());
+
+    // The old key back (after the new one): released, delivered.
+    work.write_config(&config(&format!("[\"{KEY_B}\", \"{KEY_A}\"]")));
+    let hw = Sidecar::start(&work.config_path());
+    app.wait_accepted(LIMIT, std::slice::from_ref(&old));
+    wait_for(LIMIT, "the held page resolved", || {
+        (!with_status(&pages(&hw, "forward_held"), "resolved").is_empty()).then_some(())
+    });
+}
+
+/// Issue #44: someone with write access to the SQLite file turns a sealed
+/// row into plaintext (key id NULL, a forged body). hushwatch holds it
+/// rather than signing and forwarding the forged body.
+#[test]
+fn a_row_relabelled_to_plaintext_in_sqlite_is_held_not_forwarded() {
+    let app = RelayApp::start();
+    app.mode("down");
+    let work = Workdir::new(&relay_config(
+        &app,
+        ALWAYS_1H,
+        &ladder(60),
+        &format!("[store]\nencryption_key = \"{KEY_A}\""),
+    ));
+    let hw = Sidecar::start(&work.config_path());
+    let sent = send(
+        hw.addr,
+        "msg_relabel_0",
+        &clerk_event("user.deleted", "user_r0", "r0@example.com"),
+    );
+    wait_for(LIMIT, "a failed attempt", || {
+        (num(&forward(hw.addr), "consecutive_failures") >= 1).then_some(())
+    });
+    assert!(hw.stop().success());
+    let forged = clerk_event("user.created", "user_attacker", "evil@example.com");
+    let db = rusqlite::Connection::open(work.path().join("data/hushwatch.sqlite3")).unwrap();
+    let n = db
+        .execute(
+            "UPDATE forwards SET key_id = NULL, body = ?1 WHERE delivery_id = ?2",
+            rusqlite::params![forged.as_bytes(), sent.id],
+        )
+        .unwrap();
+    assert_eq!(n, 1);
+    drop(db);
+
+    app.mode("up");
+    let hw = Sidecar::start(&work.config_path());
+    let held = wait_for(LIMIT, "the held page", || {
+        pages(&hw, "forward_held")
+            .into_iter()
+            .find(|p| p["status"] == "firing")
+    });
+    assert!(
+        held["summary"]
+            .as_str()
+            .unwrap()
+            .contains("claims a plaintext body"),
+        "{held}"
+    );
+    // A later event goes out; the forged body never does.
+    let later = send(
+        hw.addr,
+        "msg_relabel_1",
+        &clerk_event("user.deleted", "user_r1", "r1@example.com"),
+    );
+    app.wait_accepted(LIMIT, std::slice::from_ref(&later));
+    assert!(
+        app.deliveries()
+            .iter()
+            .all(|d| !d.body.contains("user_attacker")),
+        "the forged body was forwarded"
+    );
+}
+
+/// `hushwatch check` prints each relaying stream's schedule as the
+/// forwarder will run it: the steps, then the last one repeating until
+/// `give_up_after`, the order and `critical_after`.
+#[test]
+fn check_prints_the_ladder_that_repeats_its_last_step_the_order_and_critical_after() {
+    let app = RelayApp::start();
+    let forward_lines = "retry = [\"5s\", \"30s\"]\ncritical_after = \"30m\"";
+    let work = Workdir::new(&relay_config(&app, ALWAYS_1H, forward_lines, ""));
+    let (code, out, err) = cli(&["check"], &work.config_path());
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("ordered per subject")
+            && out.contains("retries after [5s, 30s] then every 30s until it gives up after 7d")
+            && out.contains("critical when a revocation waits 30m"),
+        "{out}"
+    );
+    let bad = relay_config(&app, ALWAYS_1H, "ordered = \"user\"\nretry = []", "");
+    work.write_config(&bad);
+    let (code, out, err) = cli(&["check"], &work.config_path());
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.contains("streams.identity.forward.ordered: must be \"subject\"")
+            && err.contains("streams.identity.forward.retry: needs at least one step"),
+        "{err}"
+    );
 }

@@ -10,7 +10,10 @@ sockets). Routes:
   POST /webhooks          the handler: 401 unless the signature verifies
                           (both the webhook-* and the svix-* headers),
                           else the current mode's answer
-  POST /control           {"mode": "up" | "down" | "hang", "hang_seconds": N}
+  POST /control           {"mode": "up" | "down" | "hang", "hang_seconds": N,
+                           "refuse": ["text", ...]}: a verified body that
+                          contains any of these strings is answered 400
+                          (a poison event), whatever the mode
   GET  /deliveries        every verified delivery, in arrival order:
                           [{"id", "body", "attempt", "answered"}]
 """
@@ -26,7 +29,7 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 SECRET = sys.argv[1]
 hook = Webhook(SECRET)
 lock = threading.Lock()
-state = {"mode": "up", "hang_seconds": 30}
+state = {"mode": "up", "hang_seconds": 30, "refuse": []}
 deliveries = []
 
 
@@ -71,6 +74,18 @@ class Handler(BaseHTTPRequestHandler):
         except WebhookVerificationError as e:
             return self.reply(401, json.dumps({"error": str(e)}).encode())
         with lock:
+            text = body.decode()
+            if any(r in text for r in state["refuse"]):
+                deliveries.append({
+                    "id": headers.get("webhook-id"),
+                    "body": text,
+                    "attempt": headers.get("hushwatch-attempt"),
+                    "answered": False,
+                    "refused": True,
+                })
+                refused = True
+            else:
+                refused = False
             mode = state["mode"]
             hang = state["hang_seconds"]
             record = {
@@ -83,8 +98,10 @@ class Handler(BaseHTTPRequestHandler):
             }
             # A hanging app did receive the event (its result is unknown to
             # the sender); a down one refuses it.
-            if mode != "down":
+            if mode != "down" and not refused:
                 deliveries.append(record)
+        if refused:
+            return self.reply(400, b'{"error":"this event is refused"}')
         if mode == "down":
             return self.reply(502, b'{"error":"bad gateway"}')
         if mode == "hang":

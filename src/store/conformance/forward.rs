@@ -7,33 +7,58 @@ use std::sync::Arc;
 use chrono::TimeDelta;
 
 use super::super::forward::{
-    ForwardAttempt, ForwardBody, ForwardClaim, ForwardPolicy, ForwardSettle, ReplayRequest,
+    ForwardAlignment, ForwardAttempt, ForwardBody, ForwardClaim, ForwardEscalation, ForwardPolicy,
+    ForwardSettle, Order, ReplayRequest, StreamAlignment,
 };
 use super::super::seal::Sealed;
 use super::super::testdb::{at, event, TestDb};
 use super::super::{NewEvent, Store};
 use crate::clock::{Clock, ManualClock};
-use crate::domain::forward::Ladder;
+use crate::domain::forward::{Hold, Ladder};
 
 backend_matrix!(
     an_ordered_stream_hands_out_its_oldest_event_only_and_fences_a_lost_lease,
     failures_page_at_each_step_once_and_a_delivery_resolves,
     an_event_past_give_up_after_is_a_dead_letter_until_replayed,
     a_delivery_moves_the_clock_when_told_and_is_pruned_after_retain,
-    events_that_waited_for_forward_are_due_at_once_when_it_is_back,
+    held_events_leave_their_queue_page_and_are_released_when_the_cause_is_gone,
+    per_subject_order_holds_back_only_the_failing_subject_and_keeps_the_run_open,
+    a_changed_order_applies_to_queued_events_and_status_names_what_waits,
+    an_overdue_revocation_pages_critical_once_and_resolves_when_delivered,
+    a_row_stored_before_any_key_is_marked_and_a_later_one_is_not,
 );
 
+/// `true`: one queue per stream (as before the modes); `false`: none.
 fn forwarded(stream: &str, id: &str, ms: i64, ordered: bool, moves_clock: bool) -> NewEvent {
+    forwarded_as(
+        stream,
+        id,
+        ms,
+        Order::from_bool(ordered),
+        moves_clock,
+        &format!("user_{id}"),
+    )
+}
+
+fn forwarded_as(
+    stream: &str,
+    id: &str,
+    ms: i64,
+    order: Order,
+    moves_clock: bool,
+    user: &str,
+) -> NewEvent {
     let mut e = event(stream, Some(id), "user.deleted", ms);
     e.channel = "webhook";
     e.feeds_clock = !moves_clock;
-    e.subject_ids = vec![("user_id".into(), format!("user_{id}"))];
+    e.subject_ids = vec![("user_id".into(), user.to_string())];
     e.forward = Some(ForwardBody {
         sealed: Sealed {
             key_id: None,
             bytes: format!("{{\"id\":\"{id}\"}}").into_bytes(),
         },
-        ordered,
+        order,
+        revocation: true,
         moves_clock,
     });
     e
@@ -46,7 +71,9 @@ fn policy(alert_after: &[u32]) -> ForwardPolicy {
             give_up_after: TimeDelta::hours(1),
             alert_after: alert_after.to_vec(),
         },
-        ordered: true,
+        order: Order::Stream,
+        critical_after: TimeDelta::hours(1),
+        config_path: "/etc/hushwatch/hushwatch.toml".into(),
         retain: TimeDelta::hours(2),
         dead_letter_retain: TimeDelta::days(1),
         notifiers: vec!["ops".into()],
@@ -204,7 +231,7 @@ async fn failures_page_at_each_step_once_and_a_delivery_resolves(db: TestDb) {
             ["a"],
             "attempt {attempt}: the failing head blocks b"
         );
-        assert_eq!(c[0].attempts, attempt - 1);
+        assert_eq!(c[0].attempts, attempt, "counted when claimed");
         let s = store
             .settle_forward(settle(c[0].clone(), failed(), &clock, &p))
             .await
@@ -328,7 +355,7 @@ async fn an_event_past_give_up_after_is_a_dead_letter_until_replayed(db: TestDb)
     );
     let again = claim(&store, "r1", &clock).await;
     assert_eq!(ids(&again), ["a"], "under its original id");
-    assert_eq!(again[0].attempts, 0);
+    assert_eq!(again[0].attempts, 1, "a replay starts the count again");
     // The replay restarts give_up_after: one failure does not bury it again.
     let failed_once = store
         .settle_forward(settle(again[0].clone(), failed(), &clock, &p))
@@ -395,48 +422,383 @@ async fn a_delivery_moves_the_clock_when_told_and_is_pruned_after_retain(db: Tes
     );
 }
 
-async fn events_that_waited_for_forward_are_due_at_once_when_it_is_back(db: TestDb) {
+fn alignment(
+    clock: &ManualClock,
+    streams: &[(&str, Option<Order>)],
+    keys: &[&str],
+) -> ForwardAlignment {
+    ForwardAlignment {
+        streams: streams
+            .iter()
+            .map(|(s, o)| StreamAlignment {
+                stream: s.to_string(),
+                order: *o,
+                notifiers: vec!["ops".into()],
+                config_path: "/etc/hushwatch/hushwatch.toml".into(),
+            })
+            .collect(),
+        key_ids: keys.iter().map(|k| k.to_string()).collect(),
+        now: clock.now(),
+    }
+}
+
+async fn status_of(store: &Store, stream: &str) -> crate::store::forward::ForwardStatus {
+    store
+        .forward_status()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|s| s.stream == stream)
+        .unwrap_or_default()
+}
+
+async fn held_events_leave_their_queue_page_and_are_released_when_the_cause_is_gone(db: TestDb) {
     let clock = Arc::new(ManualClock::new(at(1_000_010)));
     let store = db.open_with_clock(clock.clone()).await;
+    // One subject: a (sealed with a key since dropped), then b.
+    let mut a = forwarded_as("clerk", "a", 1_000_000, Order::Subject, false, "user_1");
+    if let Some(f) = a.forward.as_mut() {
+        f.sealed.key_id = Some("0ld0ld".into());
+    }
     store
         .record_events(vec![
-            forwarded("kept", "a", 1_000_000, false, false),
-            forwarded("failing", "b", 1_000_001, false, false),
+            a,
+            forwarded_as("clerk", "b", 1_000_001, Order::Subject, false, "user_1"),
         ])
         .await
         .unwrap();
-    let p = policy(&[5]);
-    let no_forward = ForwardAttempt::Failed {
-        error: crate::store::forward::NO_FORWARD.into(),
-        status: None,
+    let p = ForwardPolicy {
+        order: Order::Subject,
+        ..policy(&[1])
     };
-    for c in claim(&store, "r1", &clock).await {
-        let attempt = if c.stream == "kept" {
-            no_forward.clone()
-        } else {
+    let c = claim(&store, "r1", &clock).await;
+    assert_eq!(ids(&c), ["a"]);
+    let s = store
+        .settle_forward(settle(
+            c[0].clone(),
+            ForwardAttempt::Held(Hold::UnknownKey("0ld0ld".into())),
+            &clock,
+            &p,
+        ))
+        .await
+        .unwrap();
+    assert!(s.settled && s.held && !s.dead);
+    // Out of the queue at once: b, of the same subject, goes on.
+    let next = claim(&store, "r1", &clock).await;
+    assert_eq!(ids(&next), ["b"]);
+    let st = status_of(&store, "clerk").await;
+    assert_eq!((st.held, st.pending, st.consecutive_failures), (1, 1, 0));
+    assert_eq!(
+        forward_pages(&store).await,
+        [("forward_held".into(), "firing".into(), "critical".into())],
+        "held pages critical, and is no failure of the app"
+    );
+    let text = store
+        .pending_outbox()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|r| r.alert_kind == "forward_held")
+        .unwrap()
+        .reason;
+    assert!(
+        text.contains("key 0ld0ld") && text.contains("delivery a"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "hushwatch forward skip --config /etc/hushwatch/hushwatch.toml --stream clerk --id a"
+        ),
+        "{text}"
+    );
+    // A reload without the key changes nothing; with it, a is due now.
+    let still = store
+        .align_forwards(alignment(
+            &clock,
+            &[("clerk", Some(Order::Subject))],
+            &["n3wn3w"],
+        ))
+        .await
+        .unwrap();
+    assert_eq!(still.released, 0);
+    let back = store
+        .align_forwards(alignment(
+            &clock,
+            &[("clerk", Some(Order::Subject))],
+            &["n3wn3w", "0ld0ld"],
+        ))
+        .await
+        .unwrap();
+    assert_eq!(back.released, 1);
+    assert_eq!(status_of(&store, "clerk").await.held, 0);
+    let pages = forward_pages(&store).await;
+    assert_eq!(
+        pages.last().unwrap(),
+        &("forward_held".into(), "ok".into(), "critical".into())
+    );
+    // b is still leased; once it settles, a (released behind it) is the head.
+    store
+        .settle_forward(settle(
+            next[0].clone(),
+            ForwardAttempt::Delivered { status: 200 },
+            &clock,
+            &p,
+        ))
+        .await
+        .unwrap();
+    assert_eq!(ids(&claim(&store, "r1", &clock).await), ["a"]);
+    // A stream that loses [forward]: its waiting rows are held at once.
+    store
+        .record_events(vec![forwarded_as(
+            "gone",
+            "g",
+            1_000_002,
+            Order::Subject,
+            false,
+            "user_9",
+        )])
+        .await
+        .unwrap();
+    let held = store
+        .align_forwards(alignment(
+            &clock,
+            &[("clerk", Some(Order::Subject)), ("gone", None)],
+            &[],
+        ))
+        .await
+        .unwrap();
+    assert_eq!(held.held, 1);
+    assert_eq!(status_of(&store, "gone").await.held, 1);
+    let back = store
+        .align_forwards(alignment(&clock, &[("gone", Some(Order::Subject))], &[]))
+        .await
+        .unwrap();
+    assert_eq!(back.released, 1, "[forward] back: released, due now");
+    assert!(ids(&claim(&store, "r1", &clock).await).contains(&"g"));
+}
+
+async fn per_subject_order_holds_back_only_the_failing_subject_and_keeps_the_run_open(db: TestDb) {
+    let clock = Arc::new(ManualClock::new(at(2_000_010)));
+    let store = db.open_with_clock(clock.clone()).await;
+    let ev =
+        |id: &str, ms: i64, user: &str| forwarded_as("clerk", id, ms, Order::Subject, false, user);
+    store
+        .record_events(vec![
+            ev("p1", 2_000_000, "user_poison"),
+            ev("p2", 2_000_001, "user_poison"),
+            ev("o1", 2_000_002, "user_ok"),
+            ev("o2", 2_000_003, "user_ok"),
+        ])
+        .await
+        .unwrap();
+    let p = ForwardPolicy {
+        order: Order::Subject,
+        ..policy(&[1])
+    };
+    let first = claim(&store, "r1", &clock).await;
+    assert_eq!(ids(&first), ["p1", "o1"], "one head per subject");
+    for c in first {
+        let outcome = if c.delivery_id == "p1" {
             failed()
+        } else {
+            ForwardAttempt::Delivered { status: 200 }
         };
         store
-            .settle_forward(settle(c, attempt, &clock, &p))
+            .settle_forward(settle(c, outcome, &clock, &p))
             .await
             .unwrap();
     }
-    assert!(
-        claim(&store, "r1", &clock).await.is_empty(),
-        "both wait for their retry"
-    );
-    let moved = store
-        .hurry_forwards(vec!["kept".into(), "failing".into()], clock.now())
+    // The poisoned subject waits for its retry; the other goes on at once.
+    assert_eq!(ids(&claim(&store, "r1", &clock).await), ["o2"]);
+    let st = status_of(&store, "clerk").await;
+    assert_eq!(st.consecutive_failures, 1);
+    let fire = store
+        .pending_outbox()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|r| r.alert_kind == "forward_failing")
+        .unwrap()
+        .reason;
+    assert!(fire.contains("1 subject(s) are blocked"), "{fire}");
+    // o2 is delivered too, but p1 still fails: the page does not resolve.
+    let o2 = claim(&store, "r2", &clock).await;
+    assert!(o2.is_empty(), "o2 is leased by r1");
+    store.release_forward_leases().await.unwrap();
+    let o2 = claim(&store, "r2", &clock).await;
+    assert_eq!(ids(&o2), ["o2"]);
+    store
+        .settle_forward(settle(
+            o2[0].clone(),
+            ForwardAttempt::Delivered { status: 200 },
+            &clock,
+            &p,
+        ))
         .await
         .unwrap();
-    assert_eq!(moved, 1, "only the row that waited for [forward]");
-    assert_eq!(ids(&claim(&store, "r1", &clock).await), ["a"]);
-    assert_eq!(
-        store
-            .hurry_forwards(vec!["kept".into()], clock.now())
+    assert!(
+        forward_pages(&store)
             .await
-            .unwrap(),
-        0,
-        "a claimed row is not moved again"
+            .iter()
+            .all(|(_, s, _)| s == "firing"),
+        "no resolve while another subject is stuck"
+    );
+    let st = status_of(&store, "clerk").await;
+    assert_eq!(st.consecutive_failures, 1);
+    assert_eq!(
+        st.next_attempt_at,
+        Some(at(2_000_010) + TimeDelta::seconds(10)),
+        "the failing head's retry, not p2 waiting behind it"
+    );
+    // The poisoned head goes through at last: now it resolves.
+    clock.advance(TimeDelta::seconds(10));
+    let p1 = claim(&store, "r1", &clock).await;
+    assert_eq!(ids(&p1), ["p1"]);
+    assert_eq!(p1[0].attempts, 2);
+    store
+        .settle_forward(settle(
+            p1[0].clone(),
+            ForwardAttempt::Delivered { status: 200 },
+            &clock,
+            &p,
+        ))
+        .await
+        .unwrap();
+    assert_eq!(forward_pages(&store).await.last().unwrap().1, "ok");
+    assert_eq!(ids(&claim(&store, "r1", &clock).await), ["p2"]);
+}
+
+async fn a_changed_order_applies_to_queued_events_and_status_names_what_waits(db: TestDb) {
+    let clock = Arc::new(ManualClock::new(at(3_000_010)));
+    let store = db.open_with_clock(clock.clone()).await;
+    let ev =
+        |id: &str, ms: i64, user: &str| forwarded_as("clerk", id, ms, Order::Stream, false, user);
+    store
+        .record_events(vec![
+            ev("a", 3_000_000, "user_1"),
+            ev("b", 3_000_001, "user_2"),
+        ])
+        .await
+        .unwrap();
+    let st = status_of(&store, "clerk").await;
+    let oldest = st.oldest_pending.expect("named");
+    assert_eq!(
+        (oldest.delivery_id.as_str(), oldest.subject.as_deref()),
+        ("a", Some("user_1"))
+    );
+    assert_eq!(st.oldest_revocation_at, Some(at(3_000_000)));
+    assert_eq!(st.next_attempt_at, Some(at(3_000_000)));
+    // Stored per stream; the config now says per subject: both are heads.
+    let a = store
+        .align_forwards(alignment(&clock, &[("clerk", Some(Order::Subject))], &[]))
+        .await
+        .unwrap();
+    assert_eq!(a.requeued, 2);
+    assert_eq!(ids(&claim(&store, "r1", &clock).await), ["a", "b"]);
+    store.release_forward_leases().await.unwrap();
+    let again = store
+        .align_forwards(alignment(&clock, &[("clerk", Some(Order::Subject))], &[]))
+        .await
+        .unwrap();
+    assert_eq!(again.requeued, 0, "nothing to rewrite twice");
+    // Back to per stream: a blocks b again; none: both on their own.
+    store
+        .align_forwards(alignment(&clock, &[("clerk", Some(Order::Stream))], &[]))
+        .await
+        .unwrap();
+    assert_eq!(ids(&claim(&store, "r1", &clock).await), ["a"]);
+    store.release_forward_leases().await.unwrap();
+    store
+        .align_forwards(alignment(&clock, &[("clerk", Some(Order::None))], &[]))
+        .await
+        .unwrap();
+    assert_eq!(ids(&claim(&store, "r1", &clock).await), ["a", "b"]);
+}
+
+async fn an_overdue_revocation_pages_critical_once_and_resolves_when_delivered(db: TestDb) {
+    let clock = Arc::new(ManualClock::new(at(4_000_000)));
+    let store = db.open_with_clock(clock.clone()).await;
+    store
+        .record_events(vec![forwarded("clerk", "a", 4_000_000, true, false)])
+        .await
+        .unwrap();
+    let esc = |clock: &ManualClock| ForwardEscalation {
+        stream: "clerk".into(),
+        critical_after: TimeDelta::hours(1),
+        now: clock.now(),
+        notifiers: vec!["ops".into()],
+        config_path: "/etc/hushwatch/hushwatch.toml".into(),
+    };
+    assert_eq!(store.escalate_forwards(esc(&clock)).await.unwrap(), None);
+    clock.advance(TimeDelta::hours(1));
+    assert_eq!(
+        store.escalate_forwards(esc(&clock)).await.unwrap(),
+        Some(true)
+    );
+    assert_eq!(
+        store.escalate_forwards(esc(&clock)).await.unwrap(),
+        None,
+        "once"
+    );
+    assert_eq!(
+        forward_pages(&store).await,
+        [(
+            "forward_revocation_overdue".into(),
+            "firing".into(),
+            "critical".into()
+        )]
+    );
+    let c = claim(&store, "r1", &clock).await;
+    store
+        .settle_forward(settle(
+            c[0].clone(),
+            ForwardAttempt::Delivered { status: 200 },
+            &clock,
+            &policy(&[1]),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.escalate_forwards(esc(&clock)).await.unwrap(),
+        Some(false)
+    );
+    assert_eq!(status_of(&store, "clerk").await.oldest_revocation_at, None);
+}
+
+async fn a_row_stored_before_any_key_is_marked_and_a_later_one_is_not(db: TestDb) {
+    let clock = Arc::new(ManualClock::new(at(5_000_000)));
+    let store = db.open_with_clock(clock.clone()).await;
+    store
+        .record_events(vec![forwarded("clerk", "before", 5_000_000, false, false)])
+        .await
+        .unwrap();
+    // A key is configured: what is stored so far was stored without one.
+    store
+        .align_forwards(alignment(&clock, &[("clerk", Some(Order::None))], &["k3y"]))
+        .await
+        .unwrap();
+    store
+        .record_events(vec![forwarded("clerk", "after", 5_000_000, false, false)])
+        .await
+        .unwrap();
+    let c = claim(&store, "r1", &clock).await;
+    let before: Vec<(&str, bool)> = c
+        .iter()
+        .map(|c| (c.delivery_id.as_str(), c.before_any_key))
+        .collect();
+    assert_eq!(before, [("before", true), ("after", false)]);
+    assert!(c.iter().all(|c| !c.legacy_aad));
+    // A second start with the key keeps the first mark.
+    store.release_forward_leases().await.unwrap();
+    store
+        .align_forwards(alignment(&clock, &[("clerk", Some(Order::None))], &["k3y"]))
+        .await
+        .unwrap();
+    let c = claim(&store, "r1", &clock).await;
+    assert!(
+        !c.iter()
+            .find(|c| c.delivery_id == "after")
+            .unwrap()
+            .before_any_key
     );
 }

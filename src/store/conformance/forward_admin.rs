@@ -33,7 +33,12 @@ fn forwarded(stream: &str, id: &str, ty: &str, ms: i64, ordered: bool) -> NewEve
             key_id: None,
             bytes: format!("{{\"id\":\"{id}\"}}").into_bytes(),
         },
-        ordered,
+        order: if ordered {
+            crate::domain::forward::Order::Stream
+        } else {
+            crate::domain::forward::Order::None
+        },
+        revocation: ty.ends_with(".deleted"),
         moves_clock: false,
     });
     e
@@ -46,7 +51,9 @@ fn policy() -> ForwardPolicy {
             give_up_after: TimeDelta::hours(1),
             alert_after: vec![100],
         },
-        ordered: false,
+        order: crate::domain::forward::Order::None,
+        critical_after: TimeDelta::hours(1),
+        config_path: crate::domain::forward::DEFAULT_CONFIG_PATH.into(),
         retain: TimeDelta::hours(2),
         dead_letter_retain: TimeDelta::days(1),
         notifiers: vec!["ops".into()],
