@@ -12,22 +12,43 @@ use tokio::time::Instant;
 
 /// Routes one request. hyper calls this once the head is complete, which is
 /// where the body deadline starts.
+///
+/// The request runs in a task of its own, so a sender that hangs up does
+/// not cut it short: hyper drops a connection's pending handler when the
+/// peer closes, and an ingest whose commit was under way then committed
+/// without being counted in `hushwatch_events_total` or shown in
+/// `/v1/status` (issue #44; the Svix server's 3 s request timeout did
+/// this). Every route is bounded in time (body deadline, store timeout),
+/// so an abandoned task ends on its own.
 pub async fn handle(
     app: Arc<dyn Api>,
     routes: Routes,
     readiness: Arc<Readiness>,
     req: Request<Incoming>,
 ) -> Reply {
-    let body_deadline = Instant::now() + app.config().server.body_timeout;
-    let had_body = has_body(&req);
-    let mut response = route(app, routes, &readiness, req, body_deadline).await;
-    // An error answered before the body was read in full leaves the rest of
-    // it on the wire; the connection cannot carry another request, so say
-    // so and let hyper close it rather than wait for the remainder.
-    if had_body && (response.status().is_client_error() || response.status().is_server_error()) {
-        reply::close(&mut response);
+    let task = tokio::spawn(async move {
+        let body_deadline = Instant::now() + app.config().server.body_timeout;
+        let had_body = has_body(&req);
+        let mut response = route(app, routes, &readiness, req, body_deadline).await;
+        // An error answered before the body was read in full leaves the rest of
+        // it on the wire; the connection cannot carry another request, so say
+        // so and let hyper close it rather than wait for the remainder.
+        if had_body && (response.status().is_client_error() || response.status().is_server_error())
+        {
+            reply::close(&mut response);
+        }
+        response
+    });
+    match task.await {
+        Ok(response) => response,
+        // A handler's panic reaches the connection as it did before.
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        // Cancelled only while the runtime shuts down.
+        Err(_) => reply::error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "shutting down; retry later",
+        ),
     }
-    response
 }
 
 /// Which routes a listener answers. With `[server] admin_listen` set, the

@@ -546,3 +546,56 @@ fn on_postgres_a_nul_is_stored_or_refused_by_field_never_a_storage_error() {
     );
     assert!(s.stop().success());
 }
+
+/// Issue #44: a sender that hangs up while its event is being committed
+/// (the Svix server's 3 s request timeout did) still gets it counted and
+/// shown: the commit is not undone by the hang-up, so neither may the
+/// accounting be. The write lock is held so the request is certainly
+/// waiting on the store when the socket closes.
+#[test]
+fn an_event_committed_after_its_sender_hung_up_is_counted_and_shown() {
+    use std::io::Write;
+    let work = Workdir::new(&config(""));
+    let s = Sidecar::start(&work.config_path());
+    let accepted = || {
+        metric(
+            s.addr,
+            "hushwatch_events_total{outcome=\"accepted\",stream=\"identity\"}",
+        )
+    };
+    let before = accepted();
+    let holder = rusqlite::Connection::open(sqlite_file(&work)).unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let body = report("hung-up");
+    let mut sender = std::net::TcpStream::connect(s.addr).unwrap();
+    write!(
+        sender,
+        "POST /v1/streams/identity/events HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+         Authorization: Bearer {TOKEN}\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    // The request is in the store's queue: the handler awaits the commit.
+    wait_for(
+        Duration::from_secs(30),
+        "the report to wait for the store",
+        || (metric(s.addr, "hushwatch_store_queue_depth") >= 1.0).then_some(()),
+    );
+    drop(sender);
+    // A round trip on another connection: the server has seen the hang-up.
+    assert_eq!(get(s.addr, "/healthz").status, 200);
+    holder.execute_batch("ROLLBACK").unwrap();
+    drop(holder);
+    wait_for(
+        Duration::from_secs(30),
+        "the hung-up event to be counted",
+        || (accepted() > before).then_some(()),
+    );
+    let status = stream_status(s.addr, "identity");
+    assert_eq!(status["last_event_type"], "user.deleted", "{status}");
+    // The sender's retry is a duplicate of what it was not told about.
+    let retry = post_events(s.addr, "identity", TOKEN, &body);
+    assert_eq!(retry.status, 200);
+    assert_eq!(retry.json()["status"], "duplicate", "{}", retry.body);
+    assert!(s.stop().success());
+}
