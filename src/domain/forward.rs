@@ -811,6 +811,8 @@ pub struct ReplayRequest {
     pub now: DateTime<Utc>,
     pub audit: bool,
     pub notifiers: Vec<String>,
+    /// The config file the sidecar runs from (pages' commands name it).
+    pub config_path: String,
 }
 
 /// One stored delivery of a replay window.

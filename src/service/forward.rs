@@ -110,7 +110,7 @@ fn notifiers(config: &Config, stream: &str) -> Vec<String> {
 }
 
 /// The config file pages' commands name.
-fn config_path(config: &Config) -> String {
+pub(super) fn config_path(config: &Config) -> String {
     if config.source.is_empty() {
         crate::domain::forward::DEFAULT_CONFIG_PATH.to_string()
     } else {

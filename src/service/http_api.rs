@@ -60,6 +60,7 @@ impl App {
                 .as_ref()
                 .and_then(|s| s.forward.as_ref())
                 .map_or(DEFAULT_DEAD_LETTER_RETAIN, |f| f.dead_letter_retain),
+            config_path: super::forward::config_path(&config),
         }
     }
 
@@ -354,6 +355,7 @@ impl Api for App {
             now,
             audit: config.audit.enabled,
             notifiers,
+            config_path: super::forward::config_path(&config),
         };
         // Each chunk is one transaction under the store timeout; the
         // whole replay runs as its own task, so a caller that hangs up

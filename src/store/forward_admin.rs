@@ -65,6 +65,9 @@ pub struct OperatorAction {
     pub notifiers: Vec<String>,
     /// How long a dead letter it makes is kept (`dead_letter_retain`).
     pub dead_letter_retain: TimeDelta,
+    /// The config file the sidecar runs from: the dead-letter page's
+    /// replay command names it, so it runs as printed.
+    pub config_path: String,
 }
 
 /// What `forward retry` did.
@@ -329,14 +332,7 @@ pub(super) async fn skip<D: Db>(
 /// second dead letter does not page again.
 async fn page_dead_letters<D: Db>(db: &D, a: &OperatorAction) -> Result<(), StoreError> {
     db.exec(super::forward::sql::QUEUE, &[&a.stream]).await?;
-    dead_letter_check(
-        db,
-        &a.stream,
-        a.now,
-        &a.notifiers,
-        crate::domain::forward::DEFAULT_CONFIG_PATH,
-    )
-    .await
+    dead_letter_check(db, &a.stream, a.now, &a.notifiers, &a.config_path).await
 }
 
 /// Pending and held rows of `stream`: what deleting it would leave unsent.
@@ -501,14 +497,7 @@ pub(super) async fn replay_chunk<D: Db>(db: &D, c: &ReplayChunk) -> Result<Repla
                 }
                 audit::append_audit(db, &entry).await?;
             }
-            dead_letter_check(
-                db,
-                &r.stream,
-                r.now,
-                &r.notifiers,
-                crate::domain::forward::DEFAULT_CONFIG_PATH,
-            )
-            .await?;
+            dead_letter_check(db, &r.stream, r.now, &r.notifiers, &r.config_path).await?;
         }
     }
     Ok(ReplayStep {

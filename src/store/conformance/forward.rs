@@ -336,6 +336,7 @@ async fn an_event_past_give_up_after_is_a_dead_letter_until_replayed(db: TestDb)
         now: clock.now(),
         audit: true,
         notifiers: vec!["ops".into()],
+        config_path: "/etc/hushwatch/hushwatch.toml".into(),
     };
     let dry = store.replay_forwards(request(true)).await.unwrap();
     assert_eq!(dry.count, 1);

@@ -105,6 +105,7 @@ fn request(stream: &str, from: i64, to: i64, dry_run: bool, now: i64) -> ReplayR
         now: at(now),
         audit: true,
         notifiers: vec!["ops".into()],
+        config_path: "/etc/hushwatch/hushwatch.toml".into(),
     }
 }
 
@@ -137,6 +138,7 @@ fn action(stream: &str, now: i64, comment: Option<&str>) -> OperatorAction {
         audit: true,
         notifiers: vec!["ops".into()],
         dead_letter_retain: TimeDelta::days(1),
+        config_path: "/etc/hushwatch/hushwatch.toml".into(),
     }
 }
 
@@ -210,7 +212,7 @@ async fn a_replay_in_small_chunks_requeues_the_window_once_and_audits_once(db: T
     let mut ids: Vec<String> = claims.iter().map(|c| c.delivery_id.clone()).collect();
     ids.sort();
     assert_eq!(ids, ["d0", "d1", "d2", "d3", "d4", "d5", "d6", "p"]);
-    assert!(claims.iter().all(|c| c.attempts == 0));
+    assert!(claims.iter().all(|c| c.attempts == 1));
 
     // Again, with the window's events pending: nothing is re-queued twice.
     let (again, _) = in_chunks(&store, r.clone(), ReplayScope::Window, 3).await;
