@@ -540,10 +540,10 @@ pub(super) mod sql {
              ELSE stream END)";
     /// Held rows whose cause is gone go back to pending, due now.
     pub const RELEASE_NO_FORWARD: &str = "UPDATE forwards
-         SET state = 'pending', held_reason = NULL, next_attempt_at = $2
+         SET state = 'pending', held_reason = NULL, last_error = NULL, next_attempt_at = $2
          WHERE stream = $1 AND state = 'held' AND held_reason = 'no_forward'";
     pub const RELEASE_KEY: &str = "UPDATE forwards
-         SET state = 'pending', held_reason = NULL, next_attempt_at = $2
+         SET state = 'pending', held_reason = NULL, last_error = NULL, next_attempt_at = $2
          WHERE stream = $1 AND state = 'held' AND held_reason = 'unknown_key' AND key_id = $3";
     /// Streams with rows waiting, to hold those of streams that no longer
     /// forward.
