@@ -1675,7 +1675,8 @@ fn a_poison_event_holds_back_only_its_subject_while_another_users_deletion_arriv
 }
 
 /// `ordered = "stream"` keeps the old behaviour: a refused head blocks
-/// every later event of the stream, whoever it is about.
+/// every later event of the stream, whoever it is about; a reload to
+/// per-subject order frees the events already queued.
 #[test]
 fn ordered_stream_still_blocks_the_whole_stream_behind_a_poison_event() {
     let app = RelayApp::start();
@@ -1706,9 +1707,22 @@ fn ordered_stream_still_blocks_the_whole_stream_behind_a_poison_event() {
         .unwrap()
         .to_owned();
     assert!(summary.contains("blocks the ones behind it"), "{summary}");
+    // Each attempt is logged with its delivery id and number.
+    let log = hw.stderr_text();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("sending an event to the app") && l.contains(&poison.id)),
+        "{log}"
+    );
+    // Back to per-subject order by a reload: it applies to the events
+    // already queued, so the other user's event goes while the poison
+    // is still refused.
+    work.write_config(&relay_config(&app, ALWAYS_1H, &ladder(60), ""));
+    hw.signal("HUP");
+    app.wait_accepted(LIMIT, std::slice::from_ref(&other));
     app.control(json!({ "refuse": [] }));
     app.wait_accepted(LIMIT, &[poison.clone(), other.clone()]);
-    assert_eq!(app.accepted_ids(), [poison.id, other.id]);
+    assert_eq!(app.accepted_ids(), [other.id, poison.id]);
 }
 
 /// An outage with the default ladder's shape scaled down (1 s, 2 s, 4 s,

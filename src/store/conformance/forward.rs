@@ -26,6 +26,7 @@ backend_matrix!(
     a_changed_order_applies_to_queued_events_and_status_names_what_waits,
     an_overdue_revocation_pages_critical_once_and_resolves_when_delivered,
     a_row_stored_before_any_key_is_marked_and_a_later_one_is_not,
+    thousands_of_subject_queues_are_claimed_longest_waiting_first,
 );
 
 /// `true`: one queue per stream (as before the modes); `false`: none.
@@ -801,4 +802,41 @@ async fn a_row_stored_before_any_key_is_marked_and_a_later_one_is_not(db: TestDb
             .unwrap()
             .before_any_key
     );
+}
+
+async fn thousands_of_subject_queues_are_claimed_longest_waiting_first(db: TestDb) {
+    let clock = Arc::new(ManualClock::new(at(9_000_000)));
+    let store = db.open_with_clock(clock.clone()).await;
+    // 2,000 subjects, two events each.
+    let events: Vec<NewEvent> = (0..4000)
+        .map(|i| {
+            let id = format!("e{i}");
+            let user = format!("user_{}", i % 2000);
+            forwarded_as("clerk", &id, 8_000_000 + i, Order::Subject, false, &user)
+        })
+        .collect();
+    store.record_events(events).await.unwrap();
+    let c = claim(&store, "r1", &clock).await;
+    assert_eq!(
+        ids(&c),
+        ["e0", "e1", "e2", "e3", "e4", "e5", "e6", "e7", "e8", "e9"],
+        "the limit, oldest heads first"
+    );
+    // Each subject's second event waits for its first.
+    let mut claimed = c.len();
+    loop {
+        let (more, _) = store
+            .claim_forwards("r1".into(), clock.now(), TimeDelta::seconds(60), 1000)
+            .await
+            .unwrap();
+        if more.is_empty() {
+            break;
+        }
+        assert!(more
+            .iter()
+            .all(|c| c.delivery_id[1..].parse::<i64>().unwrap() < 2000));
+        claimed += more.len();
+    }
+    assert_eq!(claimed, 2000, "one in flight per subject");
+    assert_eq!(status_of(&store, "clerk").await.pending, 4000);
 }
