@@ -474,6 +474,20 @@ pub fn failing_summary(p: &FailingPage<'_>) -> String {
     text
 }
 
+/// Whether a failing run ends without a delivery: nothing pending has
+/// failed (the refused events became dead letters, were skipped or held)
+/// and no revocation is held or dead.
+pub fn run_ends_quietly(failures: u32, blocked: u64, stuck_revocations: u64) -> bool {
+    failures > 0 && blocked == 0 && stuck_revocations == 0
+}
+
+/// The resolve of a run that ended without a delivery.
+pub fn run_ended_summary(failures: u32) -> String {
+    format!(
+        "no forwarded event is failing any more after {failures} failed attempt(s): the refused ones were set aside (dead letters or skipped) and no revocation is held or dead."
+    )
+}
+
 pub fn recovered_summary(failures: u32, at: DateTime<Utc>) -> String {
     format!(
         "the app accepts forwarded events again (delivered at {}, after {failures} failed attempt(s)).",
@@ -1405,5 +1419,14 @@ mod tests {
             text.contains("`hushwatch forward retry --config h.toml --stream clerk`"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_failing_run_ends_without_a_delivery_only_when_nothing_is_stuck() {
+        assert!(run_ends_quietly(3, 0, 0));
+        assert!(!run_ends_quietly(0, 0, 0), "no run");
+        assert!(!run_ends_quietly(3, 1, 0), "a subject still fails");
+        assert!(!run_ends_quietly(3, 0, 1), "a revocation is held or dead");
+        assert!(run_ended_summary(3).contains("after 3 failed attempt(s)"));
     }
 }

@@ -538,10 +538,10 @@ pub(super) mod sql {
              ELSE stream END)";
     /// Held rows whose cause is gone go back to pending, due now.
     pub const RELEASE_NO_FORWARD: &str = "UPDATE forwards
-         SET state = 'pending', held_reason = NULL, next_attempt_at = $2
+         SET state = 'pending', held_reason = NULL, last_error = NULL, next_attempt_at = $2
          WHERE stream = $1 AND state = 'held' AND held_reason = 'no_forward'";
     pub const RELEASE_KEY: &str = "UPDATE forwards
-         SET state = 'pending', held_reason = NULL, next_attempt_at = $2
+         SET state = 'pending', held_reason = NULL, last_error = NULL, next_attempt_at = $2
          WHERE stream = $1 AND state = 'held' AND held_reason = 'unknown_key' AND key_id = $3";
     /// Streams with rows waiting, to hold those of streams that no longer
     /// forward.
@@ -1163,9 +1163,12 @@ pub(super) async fn escalate<D: Db>(
         e.critical_after,
         e.now,
     );
-    let paged = run(db, &e.stream).await?.revocation_paged;
-    let Some(firing) = decide::revocation_change(overdue, oldest.is_some(), paged) else {
-        return Ok(None);
+    let before = run(db, &e.stream).await?;
+    let ended = end_quiet_run(db, e, &before).await?;
+    let Some(firing) =
+        decide::revocation_change(overdue, oldest.is_some(), before.revocation_paged)
+    else {
+        return Ok(ended.then_some(false));
     };
     let reason = decide::revocation_summary(
         &e.stream,
@@ -1184,6 +1187,58 @@ pub(super) async fn escalate<D: Db>(
     db.exec(sql::SET_REVOCATION_PAGED, &[&e.stream, &firing])
         .await?;
     Ok(Some(firing))
+}
+
+/// Ends a failing run that no delivery will end (its refused events became
+/// dead letters or were skipped): when nothing pending has failed and no
+/// revocation is held or dead, the run is over and a paged one resolves.
+/// Whether it resolved a page.
+async fn end_quiet_run<D: Db>(
+    db: &D,
+    e: &ForwardEscalation,
+    run: &Run,
+) -> Result<bool, StoreError> {
+    if run.failures == 0 {
+        return Ok(false);
+    }
+    let (revocations,): (i64,) = db.one(sql::STUCK_REVOCATIONS, &[&e.stream]).await?;
+    let blocked = blocked(db, &e.stream, 0).await?;
+    if !decide::run_ends_quietly(
+        run.failures,
+        blocked,
+        u64::try_from(revocations).unwrap_or(0),
+    ) {
+        return Ok(false);
+    }
+    let paged = run.paged > 0;
+    if paged {
+        outbox::queue_keyed_pages(
+            db,
+            &page(
+                &e.stream,
+                false,
+                e.now,
+                decide::run_ended_summary(run.failures),
+                &e.notifiers,
+            ),
+            e.now,
+            &failing_alert(&e.stream, Severity::Warning),
+        )
+        .await?;
+    }
+    write_run(
+        db,
+        &e.stream,
+        &Run {
+            failures: 0,
+            paged: 0,
+            failing_since: None,
+            last_error: None,
+            ..run.clone()
+        },
+    )
+    .await?;
+    Ok(paged)
 }
 
 pub(super) async fn fate<D: Db>(

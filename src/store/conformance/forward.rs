@@ -26,6 +26,8 @@ backend_matrix!(
     a_changed_order_applies_to_queued_events_and_status_names_what_waits,
     an_overdue_revocation_pages_critical_once_and_resolves_when_delivered,
     a_row_stored_before_any_key_is_marked_and_a_later_one_is_not,
+    thousands_of_subject_queues_are_claimed_longest_waiting_first,
+    a_failing_run_whose_events_were_set_aside_resolves_without_a_delivery,
 );
 
 /// `true`: one queue per stream (as before the modes); `false`: none.
@@ -801,5 +803,98 @@ async fn a_row_stored_before_any_key_is_marked_and_a_later_one_is_not(db: TestDb
             .find(|c| c.delivery_id == "after")
             .unwrap()
             .before_any_key
+    );
+}
+
+async fn thousands_of_subject_queues_are_claimed_longest_waiting_first(db: TestDb) {
+    let clock = Arc::new(ManualClock::new(at(9_000_000)));
+    let store = db.open_with_clock(clock.clone()).await;
+    // 2,000 subjects, two events each.
+    let events: Vec<NewEvent> = (0..4000)
+        .map(|i| {
+            let id = format!("e{i}");
+            let user = format!("user_{}", i % 2000);
+            forwarded_as("clerk", &id, 8_000_000 + i, Order::Subject, false, &user)
+        })
+        .collect();
+    store.record_events(events).await.unwrap();
+    let c = claim(&store, "r1", &clock).await;
+    assert_eq!(
+        ids(&c),
+        ["e0", "e1", "e2", "e3", "e4", "e5", "e6", "e7", "e8", "e9"],
+        "the limit, oldest heads first"
+    );
+    // Each subject's second event waits for its first.
+    let mut claimed = c.len();
+    loop {
+        let (more, _) = store
+            .claim_forwards("r1".into(), clock.now(), TimeDelta::seconds(60), 1000)
+            .await
+            .unwrap();
+        if more.is_empty() {
+            break;
+        }
+        assert!(more
+            .iter()
+            .all(|c| c.delivery_id[1..].parse::<i64>().unwrap() < 2000));
+        claimed += more.len();
+    }
+    assert_eq!(claimed, 2000, "one in flight per subject");
+    assert_eq!(status_of(&store, "clerk").await.pending, 4000);
+}
+
+async fn a_failing_run_whose_events_were_set_aside_resolves_without_a_delivery(db: TestDb) {
+    let clock = Arc::new(ManualClock::new(at(10_000_000)));
+    let store = db.open_with_clock(clock.clone()).await;
+    let mut created = forwarded_as("clerk", "c", 10_000_000, Order::Subject, false, "user_c");
+    created.event_type = "user.created".into();
+    if let Some(f) = created.forward.as_mut() {
+        f.revocation = false;
+    }
+    store.record_events(vec![created]).await.unwrap();
+    let p = ForwardPolicy {
+        order: Order::Subject,
+        ..policy(&[1])
+    };
+    let esc = |clock: &ManualClock| ForwardEscalation {
+        stream: "clerk".into(),
+        critical_after: TimeDelta::hours(1),
+        now: clock.now(),
+        notifiers: vec!["ops".into()],
+        config_path: "/etc/hushwatch/hushwatch.toml".into(),
+    };
+    let c = claim(&store, "r1", &clock).await;
+    store
+        .settle_forward(settle(c[0].clone(), failed(), &clock, &p))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.escalate_forwards(esc(&clock)).await.unwrap(),
+        None,
+        "still failing: the run goes on"
+    );
+    // Past give_up_after it becomes a dead letter: nothing fails any more.
+    clock.advance(TimeDelta::hours(1));
+    let c = claim(&store, "r1", &clock).await;
+    let s = store
+        .settle_forward(settle(c[0].clone(), failed(), &clock, &p))
+        .await
+        .unwrap();
+    assert!(s.dead);
+    assert_eq!(
+        store.escalate_forwards(esc(&clock)).await.unwrap(),
+        Some(false)
+    );
+    let failing: Vec<_> = forward_pages(&store)
+        .await
+        .into_iter()
+        .filter(|(k, ..)| k == "forward_failing")
+        .collect();
+    assert_eq!(failing.last().unwrap().1, "ok", "{failing:?}");
+    assert_eq!(status_of(&store, "clerk").await.consecutive_failures, 0);
+    assert_eq!(
+        store.escalate_forwards(esc(&clock)).await.unwrap(),
+        None,
+        "once"
     );
 }
