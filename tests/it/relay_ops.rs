@@ -502,6 +502,13 @@ fn a_400k_row_replay_and_dry_run_stay_bounded_while_webhooks_keep_arriving() {
         .status()
         .expect("prlimit (util-linux)");
     assert!(limited.success());
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", hw.child.id())).unwrap();
+    assert!(
+        limits
+            .lines()
+            .any(|l| l.starts_with("Max data size") && l.contains("134217728")),
+        "{limits}"
+    );
 
     let stop = Arc::new(AtomicBool::new(false));
     let sender = {
