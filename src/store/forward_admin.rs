@@ -318,16 +318,28 @@ pub(super) async fn skip<D: Db>(
         return Ok(verdict);
     };
     let comment = a.comment.as_deref().unwrap_or_default();
-    db.exec(
-        sql::GIVE_UP_ONE,
-        &[
-            &row_id,
-            &millis(a.now),
-            &millis(a.now + a.dead_letter_retain),
-            &decide::skipped_error(&a.by, a.now, comment),
-        ],
-    )
-    .await?;
+    let changed = db
+        .exec(
+            sql::GIVE_UP_ONE,
+            &[
+                &row_id,
+                &millis(a.now),
+                &millis(a.now + a.dead_letter_retain),
+                &decide::skipped_error(&a.by, a.now, comment),
+            ],
+        )
+        .await?;
+    if changed == 0 {
+        // Settled by another replica between the read and the update
+        // (PostgreSQL): answer for the state it is in now.
+        let now = find(db, &a.stream, delivery_id).await?;
+        return Ok(
+            match decide::skip_verdict(now.as_ref().map(|r| r.1.as_str())) {
+                Verdict::Go => Verdict::Unknown,
+                verdict => verdict,
+            },
+        );
+    }
     if a.audit {
         let what = decide::skip_summary(&a.by, delivery_id, comment);
         audit::append_audit(
