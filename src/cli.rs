@@ -486,3 +486,39 @@ fn run_silence(command: SilenceCommand) -> ExitCode {
         ),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Cli;
+    use clap::CommandFactory;
+
+    /// `hushwatch status --help` says what each exit code means, as the
+    /// exit-code reference does (issue #44: it said 2 for unreachable).
+    #[test]
+    fn status_help_gives_the_exit_codes_the_docs_give() {
+        let mut cli = Cli::command();
+        let help = cli
+            .find_subcommand_mut("status")
+            .expect("status")
+            .render_long_help()
+            .to_string();
+        let docs = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/docs/src/reference/exit-codes.md"
+        ))
+        .unwrap();
+        let row = docs
+            .lines()
+            .find(|l| l.starts_with("| `hushwatch status"))
+            .expect("the status row of exit-codes.md");
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        // | command | 0 | 1 | 2 | 3 |
+        assert!(cells[2].starts_with("all is well") && help.contains("Exit 0: all is well"));
+        assert!(cells[3].contains("a stream is firing") && help.contains("1: a stream is firing"));
+        assert!(cells[4].starts_with("invalid `--config`") && help.contains("2: invalid --config"));
+        assert!(
+            cells[5].starts_with("the server cannot be reached")
+                && help.contains("3: the server cannot be reached")
+        );
+    }
+}

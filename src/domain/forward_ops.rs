@@ -112,12 +112,13 @@ pub fn first_cursor(from_ms: i64) -> Cursor {
 }
 
 /// The rows a chunk covers end at the row `REPLAY_CHUNK - 1` places after
-/// the cursor; none there means the chunk reaches the end of the scope and
-/// is the last (the one that writes the audit entry).
-pub fn chunk_end(found: Option<Cursor>, scope_end_ms: i64) -> (Cursor, bool) {
+/// the cursor; none there means the chunk reaches the end of the scope
+/// (`last_ms`, its last instant, inclusive) and is the last (the one that
+/// writes the audit entry).
+pub fn chunk_end(found: Option<Cursor>, last_ms: i64) -> (Cursor, bool) {
     match found {
         Some(end) => (end, false),
-        None => ((scope_end_ms, i64::MAX), true),
+        None => ((last_ms, i64::MAX), true),
     }
 }
 

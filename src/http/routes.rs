@@ -237,3 +237,34 @@ fn has_body(req: &Request<Incoming>) -> bool {
             .get(CONTENT_LENGTH)
             .is_some_and(|v| v.as_bytes() != b"0")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Routes;
+
+    /// The relay's operator routes are admin routes: with `admin_listen`
+    /// they are served there only, never on the port the provider reaches.
+    #[test]
+    fn relay_operator_routes_are_served_on_the_admin_listener_only() {
+        for path in [
+            "v1/streams/identity/forwards",
+            "v1/streams/identity/forwards/retry",
+            "v1/streams/identity/forwards/skip",
+            "v1/streams/identity/replay",
+            "v1/streams/org:acme",
+        ] {
+            let segments: Vec<&str> = path.split('/').collect();
+            assert!(
+                !Routes::Public.serves(&segments),
+                "{path} on the public listener"
+            );
+            assert!(
+                Routes::Admin.serves(&segments),
+                "{path} not on the admin listener"
+            );
+            assert!(Routes::All.serves(&segments));
+        }
+        let ingest: Vec<&str> = "v1/streams/identity/webhook".split('/').collect();
+        assert!(Routes::Public.serves(&ingest) && !Routes::Admin.serves(&ingest));
+    }
+}

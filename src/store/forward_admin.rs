@@ -107,19 +107,23 @@ pub struct ReplayStep {
 
 /// Statements; `$N` on both engines.
 mod sql {
-    /// Open rows (pending, held, dead) of a stream, oldest first, over the
-    /// `forwards_open` partial index.
-    pub const LIST: &str = "SELECT delivery_id, event_type, subject, received_at, state, attempts,
-             last_error, last_status, next_attempt_at
-         FROM forwards WHERE stream = $1 AND state <> 'delivered' ORDER BY id LIMIT $2";
+    // SQLite uses a partial index only when the query repeats its WHERE
+    // term: every read of open rows says `state <> 'delivered'`
+    // (`forwards_open`), so none of them walks the delivered rows kept for
+    // replay.
+
+    /// The open rows of one state (`$3`) of a stream, oldest first: an
+    /// index range in id order.
     pub const LIST_STATE: &str = "SELECT delivery_id, event_type, subject, received_at, state,
-             attempts, last_error, last_status, next_attempt_at
-         FROM forwards WHERE stream = $1 AND state = $3 ORDER BY id LIMIT $2";
+             attempts, last_error, last_status, next_attempt_at, id
+         FROM forwards WHERE stream = $1 AND state <> 'delivered' AND state = $3
+         ORDER BY id LIMIT $2";
     pub const COUNT_OPEN: &str =
         "SELECT count(*) FROM forwards WHERE stream = $1 AND state <> 'delivered'";
-    pub const COUNT_STATE: &str = "SELECT count(*) FROM forwards WHERE stream = $1 AND state = $2";
-    pub const COUNT_UNDELIVERED: &str =
-        "SELECT count(*) FROM forwards WHERE stream = $1 AND state IN ('pending', 'held')";
+    pub const COUNT_STATE: &str =
+        "SELECT count(*) FROM forwards WHERE stream = $1 AND state <> 'delivered' AND state = $2";
+    pub const COUNT_UNDELIVERED: &str = "SELECT count(*) FROM forwards
+         WHERE stream = $1 AND state <> 'delivered' AND state IN ('pending', 'held')";
     /// A row by its webhook-id: the open ones first (an index seek), then
     /// a delivered one (kept for replay).
     pub const FIND_OPEN: &str = "SELECT id, state, subject FROM forwards
@@ -130,7 +134,8 @@ mod sql {
     pub const DUE_ONE: &str = "UPDATE forwards SET next_attempt_at = $2
          WHERE id = $1 AND state = 'pending' AND next_attempt_at > $2";
     pub const DUE_ALL: &str = "UPDATE forwards SET next_attempt_at = $2
-         WHERE stream = $1 AND state = 'pending' AND next_attempt_at > $2";
+         WHERE stream = $1 AND state <> 'delivered' AND state = 'pending'
+           AND next_attempt_at > $2";
     /// A dead letter now. The claim token moves, so an attempt in flight
     /// settles nothing (`store::forward::sql::SETTLE` needs its token).
     pub const GIVE_UP_ONE: &str = "UPDATE forwards
@@ -141,7 +146,8 @@ mod sql {
          SET state = 'dead', claimed_by = NULL, lease_until = NULL,
              claim_token = claim_token + 1, settled_at = $2, prune_at = $3, last_error = $4
          WHERE id IN (SELECT id FROM forwards
-                      WHERE stream = $1 AND state IN ('pending', 'held') ORDER BY id LIMIT $5)";
+                      WHERE stream = $1 AND state <> 'delivered' AND state IN ('pending', 'held')
+                      ORDER BY id LIMIT $5)";
 
     /// The last row of a window chunk: `$5` rows after the cursor
     /// (`$2`, `$3`) in (received_at, id) order, which is the
@@ -153,15 +159,19 @@ mod sql {
            AND (received_at > $2 OR id > $3)
          ORDER BY received_at, id LIMIT 1 OFFSET $5";
     /// The rows after the cursor (`$2`, `$3`) up to the chunk's end (`$4`,
-    /// `$5`) inside the window's end (`$6`).
-    pub const WINDOW_RANGE: &str = "stream = $1 AND received_at >= $2 AND received_at < $6
-           AND received_at <= $4 AND (received_at > $2 OR id > $3)
-           AND (received_at < $4 OR id <= $5)";
+    /// `$5`; the last chunk's is the window's last instant). One upper
+    /// bound only: given the window's end as well, SQLite may take that
+    /// one for the index range and scan the rest of the window in every
+    /// chunk.
+    pub const WINDOW_RANGE: &str = "stream = $1 AND received_at >= $2 AND received_at <= $4
+           AND (received_at > $2 OR id > $3) AND (received_at < $4 OR id <= $5)";
     pub const WINDOW_ORDER: &str = "received_at, id";
     /// Dead letters in id order over the open-rows index.
     pub const DEAD_END: &str = "SELECT received_at, id FROM forwards
-         WHERE stream = $1 AND state = 'dead' AND id > $2 ORDER BY id LIMIT 1 OFFSET $3";
-    pub const DEAD_RANGE: &str = "stream = $1 AND state = 'dead' AND id > $2 AND id <= $3";
+         WHERE stream = $1 AND state <> 'delivered' AND state = 'dead' AND id > $2
+         ORDER BY id LIMIT 1 OFFSET $3";
+    pub const DEAD_RANGE: &str =
+        "stream = $1 AND state <> 'delivered' AND state = 'dead' AND id > $2 AND id <= $3";
     pub const DEAD_ORDER: &str = "id";
     /// What a replay re-queues (everything else is still to be sent).
     pub const REPLAYABLE: &str = "state IN ('delivered', 'dead')";
@@ -181,6 +191,7 @@ type ListColumns = (
     Option<String>,
     Option<i64>,
     i64,
+    i64,
 );
 
 fn count(n: i64) -> u64 {
@@ -188,22 +199,28 @@ fn count(n: i64) -> u64 {
 }
 
 /// The oldest `limit` open rows of `stream` (of `state` only, if given)
-/// and how many there are in all.
+/// and how many there are in all. Without a state, each state's oldest
+/// `limit` (three index ranges) merged by id: never a sort of every open
+/// row.
 pub(super) async fn list<D: Db>(
     db: &D,
     stream: &str,
     state: Option<&str>,
     limit: i64,
 ) -> Result<ForwardList, StoreError> {
-    let (rows, (total,)): (Vec<ListColumns>, (i64,)) = match state {
-        None => (
-            db.rows(sql::LIST, &[&stream, &limit]).await?,
-            db.one(sql::COUNT_OPEN, &[&stream]).await?,
-        ),
-        Some(state) => (
-            db.rows(sql::LIST_STATE, &[&stream, &limit, &state]).await?,
-            db.one(sql::COUNT_STATE, &[&stream, &state]).await?,
-        ),
+    let states: Vec<&str> = match state {
+        Some(s) => vec![s],
+        None => decide::LISTED_STATES.to_vec(),
+    };
+    let mut rows: Vec<ListColumns> = Vec::new();
+    for state in &states {
+        rows.extend(db.rows(sql::LIST_STATE, &[&stream, &limit, state]).await?);
+    }
+    rows.sort_by_key(|r| r.9);
+    rows.truncate(usize::try_from(limit).unwrap_or(0));
+    let (total,): (i64,) = match state {
+        None => db.one(sql::COUNT_OPEN, &[&stream]).await?,
+        Some(state) => db.one(sql::COUNT_STATE, &[&stream, &state]).await?,
     };
     let rows = rows
         .into_iter()
@@ -304,16 +321,28 @@ pub(super) async fn skip<D: Db>(
         return Ok(verdict);
     };
     let comment = a.comment.as_deref().unwrap_or_default();
-    db.exec(
-        sql::GIVE_UP_ONE,
-        &[
-            &row_id,
-            &millis(a.now),
-            &millis(a.now + a.dead_letter_retain),
-            &decide::skipped_error(&a.by, a.now, comment),
-        ],
-    )
-    .await?;
+    let changed = db
+        .exec(
+            sql::GIVE_UP_ONE,
+            &[
+                &row_id,
+                &millis(a.now),
+                &millis(a.now + a.dead_letter_retain),
+                &decide::skipped_error(&a.by, a.now, comment),
+            ],
+        )
+        .await?;
+    if changed == 0 {
+        // Settled by another replica between the read and the update
+        // (PostgreSQL): answer for the state it is in now.
+        let now = find(db, &a.stream, delivery_id).await?;
+        return Ok(
+            match decide::skip_verdict(now.as_ref().map(|r| r.1.as_str())) {
+                Verdict::Go => Verdict::Unknown,
+                verdict => verdict,
+            },
+        );
+    }
     if a.audit {
         let what = decide::skip_summary(&a.by, delivery_id, comment);
         audit::append_audit(
@@ -376,7 +405,7 @@ pub(super) async fn give_up<D: Db>(
 /// how many parameters that takes, and its order.
 fn scope_sql(scope: ReplayScope) -> (&'static str, usize, &'static str) {
     match scope {
-        ReplayScope::Window => (sql::WINDOW_RANGE, 6, sql::WINDOW_ORDER),
+        ReplayScope::Window => (sql::WINDOW_RANGE, 5, sql::WINDOW_ORDER),
         ReplayScope::DeadLetters => (sql::DEAD_RANGE, 3, sql::DEAD_ORDER),
     }
 }
@@ -414,7 +443,8 @@ pub(super) async fn replay_chunk<D: Db>(db: &D, c: &ReplayChunk) -> Result<Repla
                 .await?
         }
     };
-    let (end, last) = decide::chunk_end(found, to);
+    // `to` is exclusive; stored instants are whole milliseconds.
+    let (end, last) = decide::chunk_end(found, to - 1);
     let write = !r.dry_run;
     let now = millis(r.now);
     // The head before any row (the ingest order), and only by the chunk
@@ -423,7 +453,7 @@ pub(super) async fn replay_chunk<D: Db>(db: &D, c: &ReplayChunk) -> Result<Repla
 
     let (range, fixed, order) = scope_sql(c.scope);
     let mut args: Vec<&dyn Arg> = match c.scope {
-        ReplayScope::Window => vec![&r.stream, &c.after.0, &c.after.1, &end.0, &end.1, &to],
+        ReplayScope::Window => vec![&r.stream, &c.after.0, &c.after.1, &end.0, &end.1],
         ReplayScope::DeadLetters => vec![&r.stream, &c.after.1, &end.1],
     };
     let types_at = |first: usize| types_clause(first, r.types.len());

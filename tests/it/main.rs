@@ -36,6 +36,7 @@ mod providers;
 mod readme;
 mod reconcile;
 mod relay;
+mod relay_ops;
 mod replicas;
 mod scale;
 mod schema_upgrade;
