@@ -500,7 +500,10 @@ fn the_link_check_fails_on_what_would_404() {
 #[test]
 fn the_getting_started_page_reads_on_its_own() {
     let text = read("docs/src/getting-started.md");
-    assert!(!text.contains("{{#"), "an mdbook directive in getting-started.md");
+    assert!(
+        !text.contains("{{#"),
+        "an mdbook directive in getting-started.md"
+    );
     assert!(text.contains("## A first page, in a minute"));
     assert!(text.contains("hushwatch serve --config config/first-page.toml &"));
 }

@@ -650,3 +650,66 @@ fn every_relay_command_status_and_the_runbooks_print_parses_as_printed() {
         );
     }
 }
+
+/// Issue #44: in relay mode with `clock = "delivered"` the silence is the
+/// app's. Through the binary, with an app refusing every event: the firing
+/// page says the app has not accepted events while hushwatch holds what the
+/// provider sent, names the app's last answer, and links its runbook.
+#[test]
+fn a_relay_silence_page_says_the_app_is_silent_and_what_hushwatch_holds() {
+    let app = RefusableApp::start();
+    app.refuse(true);
+    let text = relay_config(&app)
+        .replacen(
+            "silence_threshold = \"1h\"",
+            "silence_threshold = \"3s\"",
+            1,
+        )
+        .replacen(
+            "give_up_after = \"1h\"",
+            "give_up_after = \"1h\"\nclock = \"delivered\"",
+            1,
+        );
+    let work = Workdir::new(&text);
+    let hw = Sidecar::start(&work.config_path());
+    send_relayed(
+        hw.addr,
+        "identity",
+        "msg_silent_1",
+        "user.deleted",
+        "user_9",
+    );
+    wait_for(
+        std::time::Duration::from_secs(60),
+        "the app refused it",
+        || (relay_of(hw.addr, "identity")["state"] == "failing").then_some(()),
+    );
+    let page = wait_for(
+        std::time::Duration::from_secs(60),
+        "a firing silence page",
+        || {
+            hw.stdout_lines()
+                .iter()
+                .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+                .find(|p| {
+                    p["alert_kind"] == "silence"
+                        && p["status"] == "firing"
+                        && p["stream"] == "identity"
+                })
+        },
+    );
+    let summary = page["summary"].as_str().unwrap();
+    assert!(
+        summary.starts_with("the app has not accepted identity events for 3s of business time, while hushwatch holds 1 received from the provider (1 pending)"),
+        "{summary}"
+    );
+    assert!(summary.contains("; the relay's last error: "), "{summary}");
+    assert!(summary.contains("HTTP 400"), "{summary}");
+    assert!(!summary.contains("identity provider"), "{summary}");
+    assert_eq!(
+        page["runbook_url"],
+        format!("{}#silence", hushwatch::config::DEFAULT_RUNBOOK_BASE_URL)
+    );
+    hw.stop();
+    drop(app);
+}
