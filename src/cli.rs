@@ -67,7 +67,13 @@ pub enum Command {
         #[arg(long, value_name = "SECONDS")]
         timestamp: Option<i64>,
     },
-    /// Print the status overview of a running hushwatch; exit 0 all ok, 1 firing, 2 unreachable.
+    /// Print the status overview of a running hushwatch. Exit 0: all is
+    /// well; 1: a stream is firing, a relay stream is failing, holds events
+    /// it cannot send, has dead letters or a revocation undelivered past
+    /// critical_after, a Svix endpoint is disabled or has lost messages, or
+    /// storage is failing; 2: invalid --config or
+    /// arguments; 3: the server cannot be reached or gives no status
+    /// document within 10 s.
     Status {
         /// Base URL of the server (default: from --config's admin_listen or listen, else http://127.0.0.1:9477)
         #[arg(long, value_name = "URL")]
@@ -100,28 +106,50 @@ pub enum Command {
         #[arg(long, value_name = "NAME")]
         created_by: Option<String>,
     },
-    /// Relay mode: send a window of stored deliveries to the app again, in
-    /// order, under their original webhook-ids (needs [server] admin_token).
+    /// Relay mode: send a window of stored deliveries (--from and --to), or
+    /// every dead letter (--dead-letters), to the app again, in order, under
+    /// their original webhook-ids (needs [server] admin_token).
     Replay {
         #[command(flatten)]
         target: AdminTarget,
         #[arg(long, value_name = "NAME")]
         stream: String,
         /// Start of the window, RFC 3339 (received at or after)
-        #[arg(long, value_name = "TIME")]
-        from: String,
+        #[arg(
+            long,
+            value_name = "TIME",
+            requires = "to",
+            required_unless_present = "dead_letters"
+        )]
+        from: Option<String>,
         /// End of the window, RFC 3339 (received before)
-        #[arg(long, value_name = "TIME")]
-        to: String,
+        #[arg(
+            long,
+            value_name = "TIME",
+            requires = "from",
+            required_unless_present = "dead_letters"
+        )]
+        to: Option<String>,
+        /// Every dead letter of the stream, whenever it arrived (no window)
+        #[arg(long, conflicts_with_all = ["from", "to"])]
+        dead_letters: bool,
         /// Only these event types (repeatable)
         #[arg(long = "type", value_name = "TYPE")]
         types: Vec<String>,
-        /// List what would be sent, send nothing
+        /// Count and list what would be sent; send nothing
         #[arg(long)]
         dry_run: bool,
         /// Who replays (default: $USER)
         #[arg(long, value_name = "NAME")]
         created_by: Option<String>,
+        #[arg(long, value_name = "FORMAT", default_value = "table", value_parser = ["table", "json"])]
+        format: String,
+    },
+    /// Relay mode: the events waiting to be delivered to the app, and what
+    /// to do with one that is stuck (needs [server] admin_token).
+    Forward {
+        #[command(subcommand)]
+        command: ForwardCommand,
     },
     /// The tamper-evident audit log of every accepted event.
     Audit {
@@ -193,6 +221,60 @@ pub enum SilenceCommand {
         /// Why it ends early (recorded in the audit log)
         #[arg(long, value_name = "TEXT")]
         comment: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ForwardCommand {
+    /// The stream's undelivered events, oldest first: type, subject,
+    /// received at, attempts, next attempt and last error.
+    List {
+        #[command(flatten)]
+        target: AdminTarget,
+        #[arg(long, value_name = "NAME")]
+        stream: String,
+        /// Only events in this state (default: all three)
+        #[arg(long, value_name = "STATE", value_parser = ["pending", "held", "dead"])]
+        state: Option<String>,
+        /// Events shown at most, 1 to 500 (default 100); the rest are counted
+        #[arg(long, value_name = "N")]
+        limit: Option<usize>,
+        #[arg(long, value_name = "FORMAT", default_value = "table", value_parser = ["table", "json"])]
+        format: String,
+    },
+    /// Attempt now: one pending event (--id), or every pending event of the
+    /// stream, and wake the forwarder. Held events stay held.
+    Retry {
+        #[command(flatten)]
+        target: AdminTarget,
+        #[arg(long, value_name = "NAME")]
+        stream: String,
+        /// The event's webhook-id (default: every pending event)
+        #[arg(long, value_name = "WEBHOOK_ID")]
+        id: Option<String>,
+        /// Why (recorded in the audit log)
+        #[arg(long, value_name = "TEXT")]
+        comment: Option<String>,
+        /// Who retries (default: $USER)
+        #[arg(long, value_name = "NAME")]
+        created_by: Option<String>,
+    },
+    /// Make one pending or held event a dead letter now, so the events
+    /// waiting behind it go on; replay it later with --dead-letters.
+    Skip {
+        #[command(flatten)]
+        target: AdminTarget,
+        #[arg(long, value_name = "NAME")]
+        stream: String,
+        /// The event's webhook-id
+        #[arg(long, value_name = "WEBHOOK_ID")]
+        id: String,
+        /// Why (recorded in the audit log)
+        #[arg(long, value_name = "TEXT")]
+        comment: String,
+        /// Who skips (default: $USER)
+        #[arg(long, value_name = "NAME")]
+        created_by: Option<String>,
     },
 }
 
@@ -270,20 +352,25 @@ pub fn run(cli: Cli) -> ExitCode {
             stream,
             from,
             to,
+            dead_letters,
             types,
             dry_run,
             created_by,
+            format,
         } => commands::silence::replay(
             &target.target(),
             &commands::silence::ReplayArgs {
                 stream: &stream,
-                from: &from,
-                to: &to,
+                from: from.as_deref(),
+                to: to.as_deref(),
+                dead_letters,
                 types: &types,
                 dry_run,
                 created_by: created_by.as_deref(),
+                json: format == "json",
             },
         ),
+        Command::Forward { command } => run_forward(command),
         Command::Audit {
             command: AuditCommand::Verify { config },
         } => commands::audit::verify(&config),
@@ -314,6 +401,52 @@ pub fn run(cli: Cli) -> ExitCode {
                 format: &format,
                 kind: kind.as_deref(),
             },
+        ),
+    }
+}
+
+fn run_forward(command: ForwardCommand) -> ExitCode {
+    match command {
+        ForwardCommand::List {
+            target,
+            stream,
+            state,
+            limit,
+            format,
+        } => commands::forward::list(
+            &target.target(),
+            &commands::forward::ListArgs {
+                stream: &stream,
+                state: state.as_deref(),
+                limit,
+                json: format == "json",
+            },
+        ),
+        ForwardCommand::Retry {
+            target,
+            stream,
+            id,
+            comment,
+            created_by,
+        } => commands::forward::retry(
+            &target.target(),
+            &stream,
+            id.as_deref(),
+            comment.as_deref(),
+            created_by.as_deref(),
+        ),
+        ForwardCommand::Skip {
+            target,
+            stream,
+            id,
+            comment,
+            created_by,
+        } => commands::forward::skip(
+            &target.target(),
+            &stream,
+            &id,
+            &comment,
+            created_by.as_deref(),
         ),
     }
 }

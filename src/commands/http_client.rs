@@ -21,6 +21,20 @@ pub(super) async fn exchange(
     body: Bytes,
     max_answer: usize,
 ) -> Result<(hyper::StatusCode, Bytes), String> {
+    exchange_within(TIMEOUT, url, method, headers, body, max_answer).await
+}
+
+/// [`exchange`] under another whole-request deadline: a replay of a large
+/// window answers when its last chunk committed, which may take longer
+/// than a status read.
+pub(super) async fn exchange_within(
+    deadline: Duration,
+    url: &str,
+    method: hyper::Method,
+    headers: &[(&str, String)],
+    body: Bytes,
+    max_answer: usize,
+) -> Result<(hyper::StatusCode, Bytes), String> {
     let uri: hyper::Uri = url.parse().map_err(|_| "not a valid URL".to_string())?;
     if uri.scheme_str() != Some("http") {
         return Err("only http:// URLs are supported".to_string());
@@ -49,7 +63,7 @@ pub(super) async fn exchange(
             .to_bytes();
         Ok((status, answer))
     };
-    tokio::time::timeout(TIMEOUT, exchange)
+    tokio::time::timeout(deadline, exchange)
         .await
-        .map_err(|_| format!("no answer within {} s", TIMEOUT.as_secs()))?
+        .map_err(|_| format!("no answer within {} s", deadline.as_secs()))?
 }

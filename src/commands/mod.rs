@@ -5,6 +5,7 @@ pub mod audit;
 pub mod audit_subject;
 pub mod check;
 pub mod explain;
+pub mod forward;
 mod http_client;
 pub mod migrate_store;
 pub mod notify_test;

@@ -1,6 +1,8 @@
 //! `hushwatch silence add|list|expire`, `hushwatch ack` and `hushwatch
 //! replay`: thin clients of the operator routes (`/v1/silences`,
-//! `/v1/streams/NAME/acknowledge`, `/v1/streams/NAME/replay`).
+//! `/v1/streams/NAME/acknowledge`, `/v1/streams/NAME/replay`); the shared
+//! exchange [`request`] also serves `hushwatch forward` (`commands::forward`).
+//! A replay prints a table (`--format json`: the answer as is).
 //! The admin token is read from an environment variable, never an
 //! argument (arguments show in `ps` and shell history).
 //! Every call but a listing carries a fresh random `Idempotency-Key`
@@ -26,7 +28,7 @@ pub struct Target<'a> {
     pub token_env: &'a str,
 }
 
-fn fail(message: impl std::fmt::Display) -> ExitCode {
+pub(super) fn fail(message: impl std::fmt::Display) -> ExitCode {
     eprintln!("hushwatch: {message}");
     ExitCode::from(crate::exit::EXIT_CONFIG)
 }
@@ -40,17 +42,37 @@ pub fn default_author() -> String {
 
 /// Sends one request; prints the answer's JSON (2xx) or its reason.
 fn call(target: &Target<'_>, method: hyper::Method, path: &str, body: Option<Value>) -> ExitCode {
-    let base = match base_url(target.url, target.config) {
-        Ok(b) => b,
-        Err(code) => return code,
-    };
+    match request(target, method, path, body, DEADLINE) {
+        Ok(answer) => {
+            println!("{answer}");
+            ExitCode::SUCCESS
+        }
+        Err(code) => code,
+    }
+}
+
+/// How long a call waits for its whole answer (a replay: [`REPLAY_DEADLINE`]).
+pub(super) const DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
+/// A replay answers when its last chunk committed.
+pub(super) const REPLAY_DEADLINE: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Sends one request: the answer's JSON (2xx), or the exit code after
+/// printing why not (1: the server refused; 2: it could not be asked).
+pub(super) fn request(
+    target: &Target<'_>,
+    method: hyper::Method,
+    path: &str,
+    body: Option<Value>,
+    deadline: std::time::Duration,
+) -> Result<Value, ExitCode> {
+    let base = base_url(target.url, target.config)?;
     let token = match std::env::var(target.token_env) {
         Ok(t) if !t.trim().is_empty() => t.trim().to_string(),
         _ => {
-            return fail(format!(
+            return Err(fail(format!(
                 "set the admin token in ${} (or name another variable with --token-env)",
                 target.token_env
-            ))
+            )))
         }
     };
     let runtime = match tokio::runtime::Builder::new_current_thread()
@@ -58,7 +80,7 @@ fn call(target: &Target<'_>, method: hyper::Method, path: &str, body: Option<Val
         .build()
     {
         Ok(rt) => rt,
-        Err(e) => return fail(format!("cannot start the runtime: {e}")),
+        Err(e) => return Err(fail(format!("cannot start the runtime: {e}"))),
     };
     // One key per invocation: a retry of this same call (by hushwatch or
     // by whoever re-sends it) is then answered once (issue #30).
@@ -67,23 +89,20 @@ fn call(target: &Target<'_>, method: hyper::Method, path: &str, body: Option<Val
     } else {
         match idempotency_key() {
             Some(k) => Some(k),
-            None => return fail("cannot read random bytes for the Idempotency-Key"),
+            None => return Err(fail("cannot read random bytes for the Idempotency-Key")),
         }
     };
     let url = format!("{base}{path}");
-    match runtime.block_on(send(&url, method, &token, key.as_deref(), body)) {
-        Ok((status, answer)) if status.is_success() => {
-            println!("{answer}");
-            ExitCode::SUCCESS
-        }
+    match runtime.block_on(send(&url, method, &token, key.as_deref(), body, deadline)) {
+        Ok((status, answer)) if status.is_success() => Ok(answer),
         Ok((status, answer)) => {
             let reason = answer["error"]
                 .as_str()
                 .map_or(answer.to_string(), str::to_string);
             eprintln!("hushwatch: {url} answered {status}: {reason}");
-            ExitCode::from(crate::exit::EXIT_FAILURE)
+            Err(ExitCode::from(crate::exit::EXIT_FAILURE))
         }
-        Err(e) => fail(format!("{url}: {e}")),
+        Err(e) => Err(fail(format!("{url}: {e}"))),
     }
 }
 
@@ -106,6 +125,7 @@ async fn send(
     token: &str,
     key: Option<&str>,
     body: Option<Value>,
+    deadline: std::time::Duration,
 ) -> Result<(hyper::StatusCode, Value), String> {
     let mut headers = vec![
         ("authorization", format!("Bearer {token}")),
@@ -115,8 +135,15 @@ async fn send(
         headers.push(("idempotency-key", key.to_string()));
     }
     let bytes = body.map(|b| b.to_string()).unwrap_or_default();
-    let (status, answer) =
-        super::http_client::exchange(url, method, &headers, Bytes::from(bytes), MAX_BODY).await?;
+    let (status, answer) = super::http_client::exchange_within(
+        deadline,
+        url,
+        method,
+        &headers,
+        Bytes::from(bytes),
+        MAX_BODY,
+    )
+    .await?;
     let answer = serde_json::from_slice(&answer)
         .unwrap_or_else(|_| json!({ "error": String::from_utf8_lossy(&answer) }));
     Ok((status, answer))
@@ -167,32 +194,54 @@ pub fn expire(
     call(target, hyper::Method::DELETE, &path, None)
 }
 
-/// `hushwatch replay` (relay mode).
+/// `hushwatch replay` (relay mode): a window (`from` and `to`) or every
+/// dead letter (`dead_letters`), exactly one of the two (clap enforces it;
+/// checked again here for callers that are not clap).
 pub struct ReplayArgs<'a> {
     pub stream: &'a str,
-    pub from: &'a str,
-    pub to: &'a str,
+    pub from: Option<&'a str>,
+    pub to: Option<&'a str>,
+    pub dead_letters: bool,
     pub types: &'a [String],
     pub dry_run: bool,
     pub created_by: Option<&'a str>,
+    pub json: bool,
 }
 
 pub fn replay(target: &Target<'_>, args: &ReplayArgs<'_>) -> ExitCode {
     let mut body = json!({
-        "from": args.from,
-        "to": args.to,
         "dry_run": args.dry_run,
         "created_by": args.created_by.map_or_else(default_author, str::to_string),
     });
+    match (args.from, args.to, args.dead_letters) {
+        (Some(from), Some(to), false) => {
+            body["from"] = json!(from);
+            body["to"] = json!(to);
+        }
+        (None, None, true) => body["dead_letters"] = json!(true),
+        _ => return fail("give either --from and --to, or --dead-letters"),
+    }
     if !args.types.is_empty() {
         body["types"] = json!(args.types);
     }
-    call(
+    let path = format!("/v1/streams/{}/replay", url_encode(args.stream));
+    match request(
         target,
         hyper::Method::POST,
-        &format!("/v1/streams/{}/replay", url_encode(args.stream)),
+        &path,
         Some(body),
-    )
+        REPLAY_DEADLINE,
+    ) {
+        Ok(answer) if args.json => {
+            println!("{answer}");
+            ExitCode::SUCCESS
+        }
+        Ok(answer) => {
+            print!("{}", super::forward::replay_table(&answer));
+            ExitCode::SUCCESS
+        }
+        Err(code) => code,
+    }
 }
 
 pub fn ack(target: &Target<'_>, stream: &str, comment: &str, created_by: Option<&str>) -> ExitCode {
@@ -208,6 +257,6 @@ pub fn ack(target: &Target<'_>, stream: &str, comment: &str, created_by: Option<
     )
 }
 
-fn url_encode(text: &str) -> String {
+pub(super) fn url_encode(text: &str) -> String {
     percent_encoding::utf8_percent_encode(text, percent_encoding::NON_ALPHANUMERIC).to_string()
 }

@@ -25,7 +25,7 @@ pub(super) fn read_ingest(r: &mut Reader<'_>, stream_path: &str, stream: &Table)
     };
     let allowed: Vec<&str> = ["webhook_secret", "token"]
         .into_iter()
-        .chain(providers::provider_keys())
+        .chain(providers::provider_keys().iter().copied())
         .collect();
     r.reject_unknown(&path, t, &allowed);
     let provider = providers::read(r, &path, t);

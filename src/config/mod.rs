@@ -158,8 +158,9 @@ pub(crate) fn parse_reporting_keys(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> (Result<Config, ConfigErrors>, Vec<reader::KeyUse>) {
     let mut r = Reader::new(env);
+    r.key_uses = Some(Vec::new());
     let result = parse_with(&mut r, text, base_dir);
-    (result, std::mem::take(&mut r.key_uses))
+    (result, r.key_uses.take().unwrap_or_default())
 }
 
 fn parse_with(r: &mut Reader<'_>, text: &str, base_dir: &Path) -> Result<Config, ConfigErrors> {

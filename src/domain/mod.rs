@@ -14,6 +14,7 @@ pub mod duration;
 pub mod event_filter;
 pub mod fallback;
 pub mod forward;
+pub mod forward_ops;
 pub mod gap_sketch;
 pub mod holidays;
 pub mod ics;

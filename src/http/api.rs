@@ -6,10 +6,12 @@
 //! and writes the audit entries.
 
 use crate::config::{Config, SvixConfig};
+use crate::domain::forward_ops::Verdict;
 use crate::ingest::svix_ops::OpEvent;
 use crate::metrics::Metrics;
 use crate::status::timeline::Timeline;
 use crate::store::ack_codes::{LinkState, LinkUse};
+use crate::store::forward_admin::{ForwardList, RetryOutcome};
 use crate::store::idempotency::{Begun, IdempotencyKey, StoredAnswer};
 use crate::store::silences::{AckOutcome, NewSilence, SilenceRow};
 use crate::store::subscriptions::SubscriptionUpdate;
@@ -53,11 +55,32 @@ impl fmt::Display for Unavailable {
 
 /// What a replay body asks for (the store adds who, when and the pages).
 pub struct ReplayCall {
-    pub from: DateTime<Utc>,
-    pub to: DateTime<Utc>,
+    /// `(from, to)`: the stored deliveries received in it; `None`: every
+    /// dead letter of the stream (`dead_letters: true`).
+    pub window: Option<(DateTime<Utc>, DateTime<Utc>)>,
     pub types: Vec<String>,
     pub dry_run: bool,
     pub by: String,
+}
+
+/// Who asks for a relay action on one stream, and why (audited).
+pub struct ForwardCall {
+    pub stream: String,
+    pub by: String,
+    pub comment: Option<String>,
+}
+
+/// What [`Api::delete_stream`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Deleted {
+    /// Removed; `gave_up` undelivered relay events became dead letters.
+    Deleted {
+        gave_up: u64,
+    },
+    NotFound,
+    /// Not removed: this many relay events are pending or held, and the
+    /// call did not force it.
+    Undelivered(u64),
 }
 
 #[async_trait]
@@ -85,8 +108,15 @@ pub trait Api: Send + Sync {
     ) -> Result<bool, Unavailable>;
     /// Creates the templated stream `name`; idempotent.
     async fn create_stream(&self, name: &str) -> Result<Created, Unavailable>;
-    /// Removes the templated stream `name`; false if there is none.
-    async fn delete_stream(&self, name: &str) -> Result<bool, Unavailable>;
+    /// Removes the templated stream `name`. While relay events of it are
+    /// undelivered (pending or held) it refuses, unless `force`, which
+    /// first makes them dead letters (audited as `by`'s, paged).
+    async fn delete_stream(
+        &self,
+        name: &str,
+        force: bool,
+        by: String,
+    ) -> Result<Deleted, Unavailable>;
 
     /// Where `svix`'s pages for this endpoint go.
     fn svix_apply(
@@ -152,13 +182,36 @@ pub trait Api: Send + Sync {
         comment: String,
     ) -> Result<AckOutcome, Unavailable>;
 
-    /// Relay mode: re-queues (or lists) a forwarding stream's stored
-    /// deliveries of a window, audited; wakes the forwarder.
+    /// Relay mode: re-queues (or counts) a forwarding stream's stored
+    /// deliveries of a window, or its dead letters, in bounded chunks,
+    /// audited; wakes the forwarder. Takes the `Arc` so the replay runs to
+    /// its end (and its audit entry) even if the caller stops waiting.
     async fn replay_stream(
-        &self,
+        self: Arc<Self>,
         stream: String,
         call: ReplayCall,
     ) -> Result<crate::store::forward::ReplayOutcome, Unavailable>;
+    /// Issue #44, `forward list`: a page of the stream's undelivered
+    /// events (subjects readable), and how many there are.
+    async fn list_forwards(
+        &self,
+        stream: String,
+        state: Option<&'static str>,
+        limit: usize,
+    ) -> Result<ForwardList, Unavailable>;
+    /// `forward retry`: one pending event or all of them due now; wakes
+    /// the forwarder.
+    async fn retry_forwards(
+        &self,
+        call: ForwardCall,
+        delivery_id: Option<String>,
+    ) -> Result<RetryOutcome, Unavailable>;
+    /// `forward skip`: the event becomes a dead letter now (paged).
+    async fn skip_forward(
+        &self,
+        call: ForwardCall,
+        delivery_id: String,
+    ) -> Result<Verdict, Unavailable>;
     /// Issue #30 (`http::ack_link`): what an acknowledge-link code (its
     /// SHA-256) opens; changes nothing.
     async fn open_ack_code(&self, code: [u8; 32]) -> Result<LinkState, Unavailable>;

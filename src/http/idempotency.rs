@@ -1,6 +1,8 @@
 //! `Idempotency-Key` on every mutating operator route (issue #30): the one
 //! wrapper `routes` puts around `POST /v1/silences`,
 //! `DELETE /v1/silences/{id}`, `POST /v1/streams/{stream}/acknowledge`,
+//! `POST /v1/streams/{stream}/replay`,
+//! `POST /v1/streams/{stream}/forwards/retry` and `…/skip`,
 //! `PUT`/`DELETE /v1/streams/{stream}` and
 //! `POST /v1/svix/{source}/acknowledge`.
 //!
@@ -86,6 +88,12 @@ pub(super) fn operation(config: &Config, method: &Method, segments: &[&str]) -> 
         }
         (&Method::POST, ["v1", "streams", _, "replay"]) => {
             ("POST /v1/streams/{stream}/replay", admin())
+        }
+        (&Method::POST, ["v1", "streams", _, "forwards", "retry"]) => {
+            ("POST /v1/streams/{stream}/forwards/retry", admin())
+        }
+        (&Method::POST, ["v1", "streams", _, "forwards", "skip"]) => {
+            ("POST /v1/streams/{stream}/forwards/skip", admin())
         }
         (&Method::PUT, ["v1", "streams", _]) => ("PUT /v1/streams/{stream}", admin()),
         (&Method::DELETE, ["v1", "streams", _]) => ("DELETE /v1/streams/{stream}", admin()),

@@ -18,6 +18,7 @@
 mod ack_link;
 pub mod api;
 mod body;
+mod forward_admin;
 mod guard;
 mod idempotency;
 mod ingest;

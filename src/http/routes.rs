@@ -66,6 +66,7 @@ fn is_admin(segments: &[&str]) -> bool {
             | ["v1", "svix", _, "acknowledge"]
             | ["v1", "streams", _]
     ) || super::silences::is_route(segments)
+        || super::forward_admin::is_route(segments)
 }
 
 async fn route(
@@ -85,8 +86,9 @@ async fn route(
     // Issue #30: every mutating operator route runs under its
     // Idempotency-Key, through this one wrapper.
     if let Some(op) = super::idempotency::operation(&app.config(), req.method(), &segments) {
+        let arc = Arc::clone(&shared);
         return super::idempotency::guard(app, op, req, body_deadline, |req| {
-            operator(app, &segments, req, body_deadline)
+            operator(arc, &segments, req, body_deadline)
         })
         .await;
     }
@@ -95,6 +97,12 @@ async fn route(
     }
     if super::silences::is_route(&segments) {
         if let Some(reply) = super::silences::route(app, &segments, req).await {
+            return reply;
+        }
+        return reply::error(StatusCode::NOT_FOUND, "no such route");
+    }
+    if super::forward_admin::is_route(&segments) {
+        if let Some(reply) = super::forward_admin::route(app, &segments, req).await {
             return reply;
         }
         return reply::error(StatusCode::NOT_FOUND, "no such route");
@@ -143,11 +151,12 @@ async fn route(
 /// The mutating operator routes (`idempotency::operation` names the same
 /// ones), behind `idempotency::guard`.
 async fn operator(
-    app: &dyn Api,
+    shared: Arc<dyn Api>,
     segments: &[&str],
     req: super::idempotency::OpRequest,
     body_deadline: Instant,
 ) -> Reply {
+    let app: &dyn Api = &*shared;
     match (req.method(), segments) {
         (&Method::POST, ["v1", "silences"]) => {
             super::silences::create(app, req, body_deadline).await
@@ -157,7 +166,13 @@ async fn operator(
             super::silences::acknowledge(app, stream, req, body_deadline).await
         }
         (&Method::POST, ["v1", "streams", stream, "replay"]) => {
-            super::silences::replay(app, stream, req, body_deadline).await
+            super::forward_admin::replay(Arc::clone(&shared), stream, req, body_deadline).await
+        }
+        (&Method::POST, ["v1", "streams", stream, "forwards", "retry"]) => {
+            super::forward_admin::retry(app, stream, req, body_deadline).await
+        }
+        (&Method::POST, ["v1", "streams", stream, "forwards", "skip"]) => {
+            super::forward_admin::skip(app, stream, req, body_deadline).await
         }
         (&Method::PUT | &Method::DELETE, ["v1", "streams", stream]) => {
             super::streams_admin::handle(app, stream, req).await

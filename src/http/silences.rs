@@ -4,7 +4,7 @@
 //! the body is read); without that key the routes answer 404. Decisions
 //! about pages are taken by the store (see `store::silences`).
 
-use super::api::{Api, ReplayCall};
+use super::api::Api;
 use super::body;
 use super::guard::{bearer_matches, body_failure, configured_or_templated};
 use super::idempotency::{OpBody, OpRequest};
@@ -39,26 +39,26 @@ const MAX_TEXT: usize = 1024;
 const MAX_LIST: usize = 64;
 
 /// A refused request: kept small (not a whole `Reply`) until it is sent.
-struct Refusal(StatusCode, String);
+pub(super) struct Refusal(pub(super) StatusCode, pub(super) String);
 
 impl Refusal {
-    fn reply(self) -> Reply {
+    pub(super) fn reply(self) -> Reply {
         reply::error(self.0, &self.1)
     }
 }
 
-fn bad(message: &str) -> Refusal {
+pub(super) fn bad(message: &str) -> Refusal {
     Refusal(StatusCode::BAD_REQUEST, message.to_string())
 }
 
-fn unavailable() -> Reply {
+pub(super) fn unavailable() -> Reply {
     reply::error(
         StatusCode::SERVICE_UNAVAILABLE,
         "state storage unavailable; retry later",
     )
 }
 
-fn rfc(t: DateTime<Utc>) -> String {
+pub(super) fn rfc(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
@@ -78,7 +78,7 @@ pub fn silence_json(s: &SilenceRow, now: DateTime<Utc>) -> Value {
 }
 
 /// Checks the admin token; `Err` is the reply to send.
-fn authorize(app: &dyn Api, parts: &hyper::http::request::Parts) -> Result<(), Refusal> {
+pub(super) fn authorize(app: &dyn Api, parts: &hyper::http::request::Parts) -> Result<(), Refusal> {
     let config = app.config();
     let Some(token) = &config.templates.admin_token else {
         return Err(Refusal(
@@ -90,7 +90,7 @@ fn authorize(app: &dyn Api, parts: &hyper::http::request::Parts) -> Result<(), R
         .map_err(|reason| Refusal(StatusCode::UNAUTHORIZED, reason.to_string()))
 }
 
-async fn json_body(
+pub(super) async fn json_body(
     parts: &hyper::http::request::Parts,
     body: OpBody,
     deadline: Instant,
@@ -113,7 +113,7 @@ fn no_nul(key: &str, s: &str) -> Result<(), Refusal> {
     Ok(())
 }
 
-fn text_field(v: &Value, key: &str) -> Result<String, Refusal> {
+pub(super) fn text_field(v: &Value, key: &str) -> Result<String, Refusal> {
     if let Some(Value::String(s)) = v.get(key) {
         no_nul(key, s)?;
     }
@@ -125,7 +125,7 @@ fn text_field(v: &Value, key: &str) -> Result<String, Refusal> {
     }
 }
 
-fn string_list(v: &Value, key: &str) -> Result<Option<Vec<String>>, Refusal> {
+pub(super) fn string_list(v: &Value, key: &str) -> Result<Option<Vec<String>>, Refusal> {
     let Some(value) = v.get(key) else {
         return Ok(None);
     };
@@ -146,7 +146,7 @@ fn string_list(v: &Value, key: &str) -> Result<Option<Vec<String>>, Refusal> {
     }
 }
 
-fn time_field(v: &Value, key: &str) -> Result<Option<DateTime<Utc>>, Refusal> {
+pub(super) fn time_field(v: &Value, key: &str) -> Result<Option<DateTime<Utc>>, Refusal> {
     match v.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => DateTime::parse_from_rfc3339(s)
@@ -270,7 +270,10 @@ pub async fn list(app: &dyn Api, req: Request<Incoming>) -> Reply {
 }
 
 /// A query parameter of at most `MAX_TEXT` bytes; `Err` when it is longer.
-fn query_text(parts: &hyper::http::request::Parts, key: &str) -> Result<Option<String>, Refusal> {
+pub(super) fn query_text(
+    parts: &hyper::http::request::Parts,
+    key: &str,
+) -> Result<Option<String>, Refusal> {
     let value = parts.uri.query().and_then(|q| {
         url::form_urlencoded::parse(q.as_bytes())
             .find(|(name, _)| name == key)
@@ -351,105 +354,11 @@ pub(super) async fn acknowledge(
     }
 }
 
-/// Event types named in one replay at most.
-const MAX_REPLAY_TYPES: usize = 64;
-
-/// `POST /v1/streams/{stream}/replay` (relay mode, issue #29): re-queues
-/// the stored deliveries of a window, or lists them (`dry_run`).
-pub(super) async fn replay(
-    app: &dyn Api,
-    stream: &str,
-    req: OpRequest,
-    deadline: Instant,
-) -> Reply {
-    let (parts, body) = req.into_parts();
-    if let Err(r) = authorize(app, &parts) {
-        return r.reply();
-    }
-    let config = app.config();
-    match config.streams.get(stream) {
-        None => return reply::error(StatusCode::NOT_FOUND, "no such stream"),
-        Some(s) if s.forward.is_none() => return reply::error(
-            StatusCode::NOT_FOUND,
-            "the stream does not forward (no [streams.NAME.forward]): nothing is stored to replay",
-        ),
-        Some(_) => {}
-    }
-    let v = match json_body(&parts, body, deadline).await {
-        Ok(v) => v,
-        Err(r) => return r.reply(),
-    };
-    let request = match parse_replay(&v) {
-        Ok(r) => r,
-        Err(r) => return r.reply(),
-    };
-    let (from, to, dry_run) = (request.from, request.to, request.dry_run);
-    match app.replay_stream(stream.to_string(), request).await {
-        Ok(outcome) => reply::json(
-            StatusCode::OK,
-            &json!({
-                "stream": stream,
-                "from": rfc(from),
-                "to": rfc(to),
-                "dry_run": dry_run,
-                "requeued": outcome.count,
-                "already_pending": outcome.already_pending,
-                "deliveries": outcome.items.iter().map(|i| json!({
-                    "id": i.delivery_id,
-                    "type": i.event_type,
-                    "received_at": rfc(i.received_at),
-                    "state": i.state,
-                })).collect::<Vec<_>>(),
-            }),
-        ),
-        Err(_) => unavailable(),
-    }
-}
-
-fn parse_replay(v: &Value) -> Result<ReplayCall, Refusal> {
-    if !v.is_object() {
-        return Err(bad("body must be a JSON object"));
-    }
-    for key in v.as_object().into_iter().flat_map(|o| o.keys()) {
-        if !["from", "to", "types", "dry_run", "created_by"].contains(&key.as_str()) {
-            return Err(bad(&format!(
-                "unknown field \"{}\" (from, to, types, dry_run, created_by)",
-                key.chars().take(64).collect::<String>()
-            )));
-        }
-    }
-    let from = time_field(v, "from")?.ok_or_else(|| bad("\"from\" is required (RFC 3339)"))?;
-    let to = time_field(v, "to")?.ok_or_else(|| bad("\"to\" is required (RFC 3339)"))?;
-    if from >= to {
-        return Err(bad("\"from\" must be before \"to\""));
-    }
-    let types = string_list(v, "types")?.unwrap_or_default();
-    if types.len() > MAX_REPLAY_TYPES {
-        return Err(bad("\"types\" names too many types"));
-    }
-    let dry_run = match v.get("dry_run") {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(b)) => *b,
-        Some(_) => return Err(bad("\"dry_run\" must be true or false")),
-    };
-    let by = match v.get("created_by") {
-        None | Some(Value::Null) => "api".to_string(),
-        Some(_) => text_field(v, "created_by")?,
-    };
-    Ok(ReplayCall {
-        from,
-        to,
-        types,
-        dry_run,
-        by,
-    })
-}
-
 /// True for the routes of this module (for `Routes::Admin`).
 pub fn is_route(segments: &[&str]) -> bool {
     matches!(
         segments,
-        ["v1", "silences"] | ["v1", "silences", _] | ["v1", "streams", _, "acknowledge" | "replay"]
+        ["v1", "silences"] | ["v1", "silences", _] | ["v1", "streams", _, "acknowledge"]
     )
 }
 
@@ -461,61 +370,9 @@ pub async fn route(app: &dyn Api, segments: &[&str], req: Request<Incoming>) -> 
         (Method::GET, ["v1", "silences"]) => list(app, req).await,
         (_, ["v1", "silences"]) => reply::error(StatusCode::METHOD_NOT_ALLOWED, "use GET or POST"),
         (_, ["v1", "silences", _]) => reply::error(StatusCode::METHOD_NOT_ALLOWED, "use DELETE"),
-        (_, ["v1", "streams", _, "acknowledge" | "replay"]) => {
+        (_, ["v1", "streams", _, "acknowledge"]) => {
             reply::error(StatusCode::METHOD_NOT_ALLOWED, "use POST")
         }
         _ => return None,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_replay;
-    use serde_json::json;
-
-    #[test]
-    fn a_replay_body_is_typed_bounded_and_named_field_by_field() {
-        let ok = parse_replay(&json!({
-            "from": "2026-12-01T00:00:00Z", "to": "2026-12-02T00:00:00Z",
-            "types": ["user.deleted"], "dry_run": true
-        }))
-        .ok()
-        .unwrap();
-        assert!(ok.dry_run);
-        assert_eq!(ok.types, ["user.deleted"]);
-        assert_eq!(ok.by, "api");
-        for (body, want) in [
-            (json!([]), "JSON object"),
-            (
-                json!({"to": "2026-12-02T00:00:00Z"}),
-                "\"from\" is required",
-            ),
-            (
-                json!({"from": "yesterday", "to": "2026-12-02T00:00:00Z"}),
-                "\"from\" must be an RFC 3339",
-            ),
-            (
-                json!({"from": "2026-12-02T00:00:00Z", "to": "2026-12-01T00:00:00Z"}),
-                "before",
-            ),
-            (
-                json!({"from": "2026-12-01T00:00:00Z", "to": "2026-12-02T00:00:00Z", "dry_run": "yes"}),
-                "dry_run",
-            ),
-            (
-                json!({"from": "2026-12-01T00:00:00Z", "to": "2026-12-02T00:00:00Z", "types": ["a\u{0}"]}),
-                "NUL",
-            ),
-            (
-                json!({"from": "2026-12-01T00:00:00Z", "to": "2026-12-02T00:00:00Z", "window": 1}),
-                "unknown field \"window\"",
-            ),
-        ] {
-            let Err(refusal) = parse_replay(&body) else {
-                panic!("{body} was accepted");
-            };
-            assert!(refusal.1.contains(want), "{body}: {}", refusal.1);
-            assert_eq!(refusal.0, hyper::StatusCode::BAD_REQUEST);
-        }
-    }
 }

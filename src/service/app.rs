@@ -67,6 +67,10 @@ impl App {
         store: Store,
         clock: Arc<dyn Clock>,
     ) -> Result<App, StoreError> {
+        // Templated streams are added before the config is shared, so it is
+        // never deep-copied (a copy at 10,000 streams is megabytes, made
+        // while the parse's garbage is still scattered over the heap).
+        let config = with_templated(&store, config).await?;
         let core = Arc::new(Core::new(config, store, clock));
         let app = App {
             streams: Mutex::new(BTreeMap::new()),
@@ -80,8 +84,6 @@ impl App {
             watchdog: Watchdog::new(Arc::clone(&core)),
             core,
         };
-        let config = app.with_templated(app.config()).await?;
-        app.set_config(config);
         app.watch_configured().await?;
         app.load_learned().await?;
         app.metrics.reload_successful.set(1);
@@ -144,7 +146,7 @@ impl App {
     /// kept (they live in the store, keyed by name).
     pub async fn reload(&self, config: Config) -> Result<(), StoreError> {
         let _set = self.stream_set.lock().await;
-        let config = self.with_templated(Arc::new(config)).await?;
+        let config = with_templated(&self.store, config).await?;
         self.set_config(config);
         self.watch_configured().await?;
         self.load_learned().await?;
@@ -159,24 +161,6 @@ impl App {
         // gained or lost `[forward]` changes how it waits.
         self.forward_wake.notify_one();
         Ok(())
-    }
-
-    /// `config` plus the persisted templated streams its patterns cover
-    /// (those no pattern covers any more stay stored but unwatched).
-    async fn with_templated(&self, config: Arc<Config>) -> Result<Config, StoreError> {
-        let mut config = Arc::unwrap_or_clone(config);
-        if config.templates.is_empty() {
-            return Ok(config);
-        }
-        for name in self.store.templated_streams().await? {
-            if config.streams.contains_key(&name) {
-                continue;
-            }
-            if let Some(stream) = config.templates.stream(&name) {
-                config.streams.insert(name, stream);
-            }
-        }
-        Ok(config)
     }
 
     /// Creates the templated stream `name` (persisted, so a restart keeps
@@ -925,6 +909,23 @@ fn summary(stream: &StreamConfig, effective: &Effective, eval: &Evaluation) -> S
             format_duration(effective.threshold)
         ),
     }
+}
+
+/// `config` plus the persisted templated streams its patterns cover
+/// (those no pattern covers any more stay stored but unwatched).
+async fn with_templated(store: &Store, mut config: Config) -> Result<Config, StoreError> {
+    if config.templates.is_empty() {
+        return Ok(config);
+    }
+    for name in store.templated_streams().await? {
+        if config.streams.contains_key(&name) {
+            continue;
+        }
+        if let Some(stream) = config.templates.stream(&name) {
+            config.streams.insert(name, stream);
+        }
+    }
+    Ok(config)
 }
 
 #[cfg(test)]

@@ -5,12 +5,16 @@
 
 use super::app::App;
 use super::core::STORE_TIMEOUT;
+use crate::config::forward::DEFAULT_DEAD_LETTER_RETAIN;
 use crate::config::{Config, SvixConfig};
-use crate::http::api::{Api, Created, Unavailable};
+use crate::domain::forward_ops::{ReplayScope, Verdict, REPLAY_CHUNK};
+use crate::http::api::{Api, Created, Deleted, ForwardCall, ReplayCall, Unavailable};
 use crate::ingest::svix_ops::OpEvent;
 use crate::metrics::Metrics;
 use crate::status::timeline::Timeline;
 use crate::store::ack_codes::{LinkState, LinkUse};
+use crate::store::forward::{ReplayOutcome, ReplayRequest};
+use crate::store::forward_admin::{replay_in_chunks, ForwardList, OperatorAction, RetryOutcome};
 use crate::store::idempotency::{Begun, IdempotencyKey, StoredAnswer};
 use crate::store::nul::{nul_safe, nul_safe_event, nul_safe_op, nul_safe_update};
 use crate::store::silences::{AckOutcome, NewSilence, SilenceRow};
@@ -33,6 +37,32 @@ use tokio::sync::watch;
 const METRICS_STORE_BUDGET: Duration = Duration::from_secs(3);
 
 impl App {
+    /// Who acts on `stream`'s relay rows, with what the pages and dead
+    /// letters the action may make need from its config (a stream no
+    /// longer configured keeps the defaults, as its rows do).
+    fn operator_action(&self, stream: &str, by: String, comment: Option<String>) -> OperatorAction {
+        let config = self.config();
+        let configured = match config.streams.get(stream) {
+            Some(s) => Some(std::borrow::Cow::Borrowed(s)),
+            None => config.templates.stream(stream).map(std::borrow::Cow::Owned),
+        };
+        OperatorAction {
+            stream: stream.to_string(),
+            by,
+            comment,
+            now: self.store().now(),
+            audit: config.audit.enabled,
+            notifiers: configured
+                .as_ref()
+                .map(|s| s.notify.clone())
+                .unwrap_or_default(),
+            dead_letter_retain: configured
+                .as_ref()
+                .and_then(|s| s.forward.as_ref())
+                .map_or(DEFAULT_DEAD_LETTER_RETAIN, |f| f.dead_letter_retain),
+        }
+    }
+
     /// A read route's wait for the store, bounded like a write's
     /// (`STORE_TIMEOUT`): past it the route answers 503 rather than hold the
     /// connection. Counted as a read timeout, not a storage error (that
@@ -131,8 +161,42 @@ impl Api for App {
         self.timed(App::create_stream(self, name)).await
     }
 
-    async fn delete_stream(&self, name: &str) -> Result<bool, Unavailable> {
-        self.timed(App::delete_stream(self, name)).await
+    async fn delete_stream(
+        &self,
+        name: &str,
+        force: bool,
+        by: String,
+    ) -> Result<Deleted, Unavailable> {
+        // Issue #44: a stream deleted while relay events are undelivered
+        // would leave them unsent and unpaged; refused, or with `force`
+        // they become dead letters first (audited, paged, replayable).
+        let undelivered = self
+            .guarded(self.store().undelivered_forwards(name.to_string()))
+            .await?;
+        let mut gave_up = 0;
+        if undelivered > 0 {
+            if !force {
+                return Ok(Deleted::Undelivered(undelivered));
+            }
+            let action = self.operator_action(name, by, None);
+            // A chunk per transaction; bounded, so events still arriving
+            // cannot keep the loop going (they stay pending and visible).
+            let chunk = REPLAY_CHUNK as u64;
+            for _ in 0..=undelivered.div_ceil(chunk) {
+                let n = self
+                    .guarded(self.store().give_up_forwards(action.clone(), chunk as i64))
+                    .await?;
+                gave_up += n;
+                if n == 0 {
+                    break;
+                }
+            }
+            self.outbox_wake.notify_one();
+        }
+        Ok(match self.timed(App::delete_stream(self, name)).await? {
+            true => Deleted::Deleted { gave_up },
+            false => Deleted::NotFound,
+        })
     }
 
     fn svix_apply(
@@ -265,33 +329,111 @@ impl Api for App {
     }
 
     async fn replay_stream(
-        &self,
+        self: Arc<Self>,
         stream: String,
-        call: crate::http::api::ReplayCall,
-    ) -> Result<crate::store::forward::ReplayOutcome, Unavailable> {
+        call: ReplayCall,
+    ) -> Result<ReplayOutcome, Unavailable> {
         let config = self.config();
         let notifiers = config
             .streams
             .get(&stream)
             .map(|s| s.notify.clone())
             .unwrap_or_default();
-        let request = crate::store::forward::ReplayRequest {
+        let now = self.store().now();
+        let (scope, (from, to)) = match call.window {
+            Some(window) => (ReplayScope::Window, window),
+            None => (ReplayScope::DeadLetters, (now, now)),
+        };
+        let request = ReplayRequest {
             stream,
-            from: call.from,
-            to: call.to,
+            from,
+            to,
             types: call.types,
             dry_run: call.dry_run,
             by: call.by,
-            now: self.store().now(),
+            now,
             audit: config.audit.enabled,
             notifiers,
         };
-        let outcome = self.guarded(self.store().replay_forwards(request)).await?;
+        // Each chunk is one transaction under the store timeout; the
+        // whole replay runs as its own task, so a caller that hangs up
+        // does not stop it between chunks, before its audit entry.
+        let app = Arc::clone(&self);
+        let replay = tokio::spawn(async move {
+            replay_in_chunks(request, scope, REPLAY_CHUNK, |chunk| {
+                let app = Arc::clone(&app);
+                async move { app.guarded(app.store().replay_forwards_chunk(chunk)).await }
+            })
+            .await
+        });
+        let outcome = replay.await.map_err(|e| {
+            Unavailable::Store(StoreError::Sql(format!("the replay stopped: {e}")))
+        })??;
         if !call.dry_run {
             self.forward_wake.notify_one();
             self.outbox_wake.notify_one();
         }
         Ok(outcome)
+    }
+
+    async fn list_forwards(
+        &self,
+        stream: String,
+        state: Option<&'static str>,
+        limit: usize,
+    ) -> Result<ForwardList, Unavailable> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let mut list = self
+            .guarded(
+                self.store()
+                    .list_forwards(stream, state.map(str::to_string), limit),
+            )
+            .await?;
+        // Subjects are stored veiled under `[store] encryption_key`; the
+        // operator reads them as a page would (`store::veil`).
+        let config = self.config();
+        let veil = config.store.sealer.veil();
+        for row in &mut list.rows {
+            if let Some(subject) = &mut row.subject {
+                *subject = veil.reveal(subject).into_owned();
+            }
+            if let Some(error) = &mut row.last_error {
+                *error = veil.reveal(error).into_owned();
+            }
+        }
+        Ok(list)
+    }
+
+    async fn retry_forwards(
+        &self,
+        call: ForwardCall,
+        delivery_id: Option<String>,
+    ) -> Result<RetryOutcome, Unavailable> {
+        let action = self.operator_action(&call.stream, call.by, call.comment);
+        let outcome = self
+            .guarded(self.store().retry_forwards(action, delivery_id))
+            .await?;
+        if matches!(outcome, RetryOutcome::Retried { .. }) {
+            self.forward_wake.notify_one();
+        }
+        Ok(outcome)
+    }
+
+    async fn skip_forward(
+        &self,
+        call: ForwardCall,
+        delivery_id: String,
+    ) -> Result<Verdict, Unavailable> {
+        let action = self.operator_action(&call.stream, call.by, call.comment);
+        let verdict = self
+            .guarded(self.store().skip_forward(action, delivery_id))
+            .await?;
+        if verdict == Verdict::Go {
+            // What waited behind it may go now, and its page is queued.
+            self.forward_wake.notify_one();
+            self.outbox_wake.notify_one();
+        }
+        Ok(verdict)
     }
 
     async fn open_ack_code(&self, code: [u8; 32]) -> Result<LinkState, Unavailable> {

@@ -203,10 +203,31 @@ macro_rules! operations {
             /// `clock = "delivered"`) the clock move, in one transaction.
             fn settle_forward(settle: ForwardSettle) -> ForwardSettled
                 = crate::store::forward::settle(&settle);
-            /// Re-queues (or, dry run, lists) the stored deliveries of a window,
-            /// audited.
-            fn replay_forwards(request: ReplayRequest) -> ReplayOutcome
-                = crate::store::forward::replay(&request);
+            /// One transaction of a replay (`store::forward_admin`): re-queues
+            /// (or, dry run, counts) at most `chunk.rows` stored deliveries of
+            /// its scope after its cursor; the last chunk audits the total.
+            /// `Store::replay_forwards` runs a whole replay.
+            fn replay_forwards_chunk(chunk: ReplayChunk) -> ReplayStep
+                = crate::store::forward_admin::replay_chunk(&chunk);
+            /// Issue #44, `forward list`: the oldest `limit` undelivered rows of
+            /// a stream (of one state, if given) and how many there are.
+            fn list_forwards(stream: String, state: Option<String>, limit: i64) -> ForwardList
+                = crate::store::forward_admin::list(&stream, state.as_deref(), limit);
+            /// `forward retry`: one pending event, or every one of the stream,
+            /// due now (held ones stay held), audited.
+            fn retry_forwards(action: OperatorAction, delivery_id: Option<String>) -> RetryOutcome
+                = crate::store::forward_admin::retry(&action, delivery_id.as_deref());
+            /// `forward skip`: a pending or held event becomes a dead letter now,
+            /// audited and paged as any dead letter.
+            fn skip_forward(action: OperatorAction, delivery_id: String) -> Verdict
+                = crate::store::forward_admin::skip(&action, &delivery_id);
+            /// Pending and held rows of a stream (what deleting it leaves unsent).
+            fn undelivered_forwards(stream: String) -> u64
+                = crate::store::forward_admin::undelivered(&stream);
+            /// Up to `limit` pending or held rows of a stream deleted with force
+            /// become dead letters, audited and paged; how many.
+            fn give_up_forwards(action: OperatorAction, limit: i64) -> u64
+                = crate::store::forward_admin::give_up(&action, limit);
             /// Each forwarding stream's pending, dead letters and failure run.
             fn forward_status() -> Vec<ForwardStatus> = crate::store::forward::status();
             /// Deletes bodies past their retention; `notifiers` per stream pages
@@ -393,8 +414,10 @@ pub(super) use operations;
 /// The types [`operations`] names, for the engines that expand it.
 pub(super) mod prelude {
     pub(in crate::store) use super::super::forward::{
-        ForwardClaim, ForwardSettle, ForwardSettled, ForwardStatus, ReplayOutcome, ReplayRequest,
-        StoredFate,
+        ForwardClaim, ForwardSettle, ForwardSettled, ForwardStatus, StoredFate,
+    };
+    pub(in crate::store) use super::super::forward_admin::{
+        ForwardList, OperatorAction, ReplayChunk, ReplayStep, RetryOutcome,
     };
     #[cfg(test)]
     pub(in crate::store) use super::super::reconcile::StaleGrant;
@@ -413,6 +436,7 @@ pub(super) mod prelude {
         TemplatedOutcome, Transition, TransitionOutcome,
     };
     pub(in crate::store) use crate::audit::checkpoint::Checkpoint;
+    pub(in crate::store) use crate::domain::forward_ops::Verdict;
     pub(in crate::store) use chrono::{DateTime, TimeDelta, Utc};
     pub(in crate::store) use std::collections::BTreeMap;
 }

@@ -1642,3 +1642,7 @@ mod forward;
 
 /// Acknowledge-link codes (`store::ack_codes`, issue #30).
 mod ack_codes;
+
+/// The operator's relay actions and the chunked replay
+/// (`store::forward_admin`, issue #44).
+mod forward_admin;

@@ -26,7 +26,7 @@ use super::stored_time;
 use super::{audit, core, outbox};
 use super::{AlertState, NewEvent, StoreError, StreamRow, Transition};
 use crate::domain::alert_kind::AlertKind;
-use crate::domain::forward::{self as decide, Head, Oldest, ReplayItem, Run, RunPage};
+use crate::domain::forward::{self as decide, Head, Oldest, Run, RunPage};
 pub use crate::domain::forward::{
     ForwardAttempt, ForwardPolicy, ForwardStatus, ReplayOutcome, ReplayRequest, StoredFate,
     NO_FORWARD,
@@ -294,14 +294,6 @@ pub(super) mod sql {
     pub const COUNT_STATE: &str = "SELECT count(*) FROM forwards WHERE stream = $1 AND state = $2";
     pub const OLDEST_STATE: &str = "SELECT delivery_id, event_type, subject, received_at
          FROM forwards WHERE stream = $1 AND state = $2 ORDER BY id LIMIT 1";
-    pub const WINDOW: &str = "SELECT id, delivery_id, event_type, received_at, state
-         FROM forwards WHERE stream = $1 AND received_at >= $2 AND received_at < $3
-         ORDER BY id";
-    pub const REQUEUE: &str = "UPDATE forwards
-         SET state = 'pending', next_attempt_at = $2, give_up_from = $2, attempts = 0,
-             last_error = NULL,
-             last_status = NULL, settled_at = NULL, prune_at = NULL, replays = replays + 1
-         WHERE id = $1 AND state <> 'pending'";
     /// Open rows only: delivered ones (kept for replay) are not counted.
     pub const SUMMARY: &str = "SELECT stream, state, count(*), min(received_at)
          FROM forwards WHERE state <> 'delivered' GROUP BY stream, state ORDER BY stream";
@@ -569,7 +561,7 @@ async fn oldest_state<D: Db>(
 }
 
 /// Fires or resolves the stream's dead-letter alert when its count says so.
-async fn dead_letter_check<D: Db>(
+pub(super) async fn dead_letter_check<D: Db>(
     db: &D,
     stream: &str,
     at: DateTime<Utc>,
@@ -685,41 +677,6 @@ pub(super) async fn settle<D: Db>(db: &D, s: &ForwardSettle) -> Result<ForwardSe
         moved,
         dead: plan.state == "dead",
     })
-}
-
-pub(super) async fn replay<D: Db>(db: &D, r: &ReplayRequest) -> Result<ReplayOutcome, StoreError> {
-    audit::lock_head(db, r.audit && !r.dry_run).await?;
-    let rows: Vec<(i64, String, String, i64, String)> = db
-        .rows(
-            &D::locked(sql::WINDOW),
-            &[&r.stream, &millis(r.from), &millis(r.to)],
-        )
-        .await?;
-    let window = rows
-        .into_iter()
-        .map(|(id, delivery_id, event_type, at, state)| {
-            Ok((
-                id,
-                ReplayItem {
-                    delivery_id,
-                    event_type,
-                    received_at: stored_time(at)?,
-                    state,
-                },
-            ))
-        })
-        .collect::<Result<Vec<_>, StoreError>>()?;
-    let (chosen, pending) = decide::replay_selection(window, &r.types);
-    if !r.dry_run {
-        for (id, _) in &chosen {
-            db.exec(sql::REQUEUE, &[id, &millis(r.now)]).await?;
-        }
-        if r.audit {
-            audit::append_audit(db, &replay_entry(r, chosen.len() as u64)).await?;
-        }
-        dead_letter_check(db, &r.stream, r.now, &r.notifiers).await?;
-    }
-    Ok(decide::replay_outcome(chosen, pending))
 }
 
 pub(super) async fn status<D: Db>(db: &D) -> Result<Vec<ForwardStatus>, StoreError> {

@@ -23,6 +23,7 @@ pub mod backend;
 mod core;
 mod db;
 pub mod forward;
+pub mod forward_admin;
 pub mod gaps;
 pub mod idempotency;
 pub mod ladder;

@@ -623,10 +623,8 @@ fn every_command_the_runbooks_print_parses_as_printed() {
 }
 
 /// The relay commands the runbooks, `/v1/status` (`relay.command`) and the
-/// relay's silence page print. They run once `hushwatch forward` and
-/// `replay --dead-letters` are in the binary (branch wave4-ops).
+/// relay's silence page print (`hushwatch forward`, `replay --dead-letters`).
 #[test]
-#[ignore = "needs hushwatch forward list|retry and replay --dead-letters (wave4-ops); un-ignore on merge"]
 fn every_relay_command_status_and_the_runbooks_print_parses_as_printed() {
     let url = format!("http://{}", hanging_up());
     let mut commands: Vec<String> = runbook_commands()

@@ -1,0 +1,249 @@
+//! The operator's decisions about relay rows (issue #44): which rows
+//! `forward list` shows, what `forward retry` and `forward skip` may do to
+//! a row in a given state, how a replay walks its rows in bounded chunks,
+//! and the audit lines these actions leave. The store
+//! (`store::forward_admin`) reads and writes the rows; every choice about
+//! them is one of these functions, so SQLite and PostgreSQL cannot
+//! disagree.
+//!
+//! Row states are `pending` (queued), `held` (hushwatch itself cannot send
+//! it until its cause is fixed), `delivered` and `dead` (a dead letter).
+
+use chrono::{DateTime, SecondsFormat, Utc};
+
+/// Rows one `forward list` answer shows at most; the rest are counted.
+pub const LIST_MAX: usize = 500;
+/// Rows a `forward list` shows when no limit is given.
+pub const LIST_DEFAULT: usize = 100;
+
+/// Rows one replay transaction looks at, at most: small enough that
+/// SQLite's single writer is back for ingest within milliseconds, large
+/// enough that a million-row window takes a few hundred transactions.
+pub const REPLAY_CHUNK: usize = 2000;
+
+/// The states `forward list --state` takes; none means every undelivered
+/// row (pending, held and dead).
+pub const LISTED_STATES: [&str; 3] = ["pending", "held", "dead"];
+
+/// `--state`/`?state=` checked: `Ok(None)` for every undelivered state.
+pub fn list_state(text: Option<&str>) -> Result<Option<&'static str>, String> {
+    match text {
+        None | Some("") => Ok(None),
+        Some(s) => LISTED_STATES
+            .iter()
+            .find(|known| **known == s)
+            .map(|known| Some(*known))
+            .ok_or_else(|| {
+                format!(
+                    "state must be one of {} (not {:?})",
+                    LISTED_STATES.join(", "),
+                    s.chars().take(32).collect::<String>()
+                )
+            }),
+    }
+}
+
+/// `?limit=` checked: 1 to [`LIST_MAX`], [`LIST_DEFAULT`] when absent.
+pub fn list_limit(text: Option<&str>) -> Result<usize, String> {
+    let Some(text) = text else {
+        return Ok(LIST_DEFAULT);
+    };
+    match text.parse::<usize>() {
+        Ok(n) if (1..=LIST_MAX).contains(&n) => Ok(n),
+        _ => Err(format!("limit must be a whole number from 1 to {LIST_MAX}")),
+    }
+}
+
+/// What an operator action may do to one row, by the row's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Do it.
+    Go,
+    /// No row with that webhook-id in that stream: 404.
+    Unknown,
+    /// The app already accepted it: 409.
+    Delivered,
+    /// It is a dead letter already: 409 (replay it instead).
+    Dead,
+    /// hushwatch cannot send it until its cause is fixed: 409 for a retry.
+    Held,
+}
+
+/// `forward skip`: a pending or held row becomes a dead letter now.
+pub fn skip_verdict(state: Option<&str>) -> Verdict {
+    match state {
+        None => Verdict::Unknown,
+        Some("pending" | "held") => Verdict::Go,
+        Some("dead") => Verdict::Dead,
+        Some(_) => Verdict::Delivered,
+    }
+}
+
+/// `forward retry --id`: only a pending row can be tried now. A held row
+/// stays held: what holds it (a missing key, a missing `[forward]`) is not
+/// fixed by trying again, and it is released when the cause is gone.
+pub fn retry_verdict(state: Option<&str>) -> Verdict {
+    match state {
+        None => Verdict::Unknown,
+        Some("pending") => Verdict::Go,
+        Some("held") => Verdict::Held,
+        Some("dead") => Verdict::Dead,
+        Some(_) => Verdict::Delivered,
+    }
+}
+
+/// Which rows a replay re-queues.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplayScope {
+    /// Delivered and dead rows received in the request's window.
+    Window,
+    /// Every dead letter of the stream, whenever it arrived.
+    DeadLetters,
+}
+
+/// Where a replay stopped: the (received at in epoch ms, row id) of the
+/// last row it looked at. The window scope walks rows in (received_at, id)
+/// order, the dead-letter scope in id order (its received at is unused).
+pub type Cursor = (i64, i64);
+
+/// The cursor before the first row of a window starting at `from_ms`.
+pub fn first_cursor(from_ms: i64) -> Cursor {
+    (from_ms, i64::MIN)
+}
+
+/// The rows a chunk covers end at the row `REPLAY_CHUNK - 1` places after
+/// the cursor; none there means the chunk reaches the end of the scope and
+/// is the last (the one that writes the audit entry).
+pub fn chunk_end(found: Option<Cursor>, scope_end_ms: i64) -> (Cursor, bool) {
+    match found {
+        Some(end) => (end, false),
+        None => ((scope_end_ms, i64::MAX), true),
+    }
+}
+
+fn rfc(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+fn because(comment: Option<&str>) -> String {
+    comment
+        .filter(|c| !c.is_empty())
+        .map(|c| format!(": {c}"))
+        .unwrap_or_default()
+}
+
+/// The audit entry type of a `forward skip`.
+pub fn skip_summary(by: &str, delivery_id: &str, comment: &str) -> String {
+    format!(
+        "forward skip by {by}: {delivery_id} is a dead letter{}",
+        because(Some(comment))
+    )
+}
+
+/// The `last_error` a skipped row keeps (shown by `forward list`).
+pub fn skipped_error(by: &str, at: DateTime<Utc>, comment: &str) -> String {
+    format!("skipped by {by} at {}{}", rfc(at), because(Some(comment)))
+}
+
+/// The audit entry type of a `forward retry`: which event (or all) and how
+/// many were made due now.
+pub fn retry_summary(
+    by: &str,
+    delivery_id: Option<&str>,
+    due: u64,
+    comment: Option<&str>,
+) -> String {
+    let what = delivery_id.map_or_else(|| "every pending event".to_string(), str::to_string);
+    format!(
+        "forward retry by {by}: {what} ({due} due now){}",
+        because(comment)
+    )
+}
+
+/// The audit entry type of a replay of every dead letter.
+pub fn dead_letters_replay_summary(by: &str, count: u64, types: &[String]) -> String {
+    let types = if types.is_empty() {
+        String::new()
+    } else {
+        format!(" types={}", types.join(","))
+    };
+    format!("replay of dead letters by {by}: {count}{types}")
+}
+
+/// The audit entry type when deleting a stream gives up its undelivered
+/// events (`DELETE /v1/streams/NAME?force=true`).
+pub fn given_up_summary(by: &str, count: u64) -> String {
+    format!("stream deleted by {by} with force: {count} undelivered event(s) are dead letters")
+}
+
+/// The `last_error` of a row given up because its stream was deleted.
+pub fn given_up_error(by: &str, at: DateTime<Utc>) -> String {
+    format!("its stream was deleted by {by} at {} with force", rfc(at))
+}
+
+/// The 409 of a `DELETE` that would drop undelivered events.
+pub fn undelivered_refusal(stream: &str, count: u64) -> String {
+    format!(
+        "stream {stream} has {count} undelivered relay event(s) (pending or held); \
+         deleting it would leave them unsent. Deliver or skip them first \
+         (hushwatch forward list --stream {stream}), or delete with ?force=true \
+         to make them dead letters (audited and paged)"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn list_filters_are_typed_and_bounded() {
+        assert_eq!(list_state(None), Ok(None));
+        assert_eq!(list_state(Some("held")), Ok(Some("held")));
+        assert!(
+            list_state(Some("delivered")).is_err(),
+            "delivered rows are not listed"
+        );
+        assert_eq!(list_limit(None), Ok(LIST_DEFAULT));
+        assert_eq!(list_limit(Some("500")), Ok(500));
+        for bad in ["0", "501", "-1", "ten", ""] {
+            assert!(list_limit(Some(bad)).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn skip_and_retry_answer_by_state() {
+        assert_eq!(skip_verdict(None), Verdict::Unknown);
+        assert_eq!(skip_verdict(Some("pending")), Verdict::Go);
+        assert_eq!(skip_verdict(Some("held")), Verdict::Go);
+        assert_eq!(skip_verdict(Some("delivered")), Verdict::Delivered);
+        assert_eq!(skip_verdict(Some("dead")), Verdict::Dead);
+        assert_eq!(retry_verdict(Some("pending")), Verdict::Go);
+        assert_eq!(retry_verdict(Some("held")), Verdict::Held);
+        assert_eq!(retry_verdict(Some("dead")), Verdict::Dead);
+        assert_eq!(retry_verdict(None), Verdict::Unknown);
+    }
+
+    #[test]
+    fn a_chunk_without_an_end_row_is_the_last() {
+        assert_eq!(chunk_end(Some((5, 9)), 100), ((5, 9), false));
+        assert_eq!(chunk_end(None, 100), ((100, i64::MAX), true));
+        assert_eq!(first_cursor(7), (7, i64::MIN));
+    }
+
+    #[test]
+    fn audit_lines_say_who_what_and_why() {
+        assert_eq!(
+            skip_summary("ana", "msg_1", "poison event"),
+            "forward skip by ana: msg_1 is a dead letter: poison event"
+        );
+        assert_eq!(
+            retry_summary("ana", None, 3, None),
+            "forward retry by ana: every pending event (3 due now)"
+        );
+        assert_eq!(
+            dead_letters_replay_summary("ana", 2, &["user.deleted".into()]),
+            "replay of dead letters by ana: 2 types=user.deleted"
+        );
+        assert!(undelivered_refusal("acme", 4).contains("4 undelivered"));
+    }
+}

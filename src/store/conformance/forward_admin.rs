@@ -1,0 +1,532 @@
+//! Conformance cases for the operator's relay actions and the chunked
+//! replay (`store::forward_admin`, issue #44), on every backend.
+
+use std::sync::Arc;
+
+use chrono::TimeDelta;
+
+use super::super::forward::{
+    ForwardAttempt, ForwardBody, ForwardPolicy, ForwardSettle, ReplayRequest,
+};
+use super::super::forward_admin::{replay_in_chunks, OperatorAction, ReplayChunk, RetryOutcome};
+use super::super::seal::Sealed;
+use super::super::testdb::{at, event, TestDb};
+use super::super::{AlertState, NewEvent, Store};
+use crate::clock::{Clock, ManualClock};
+use crate::domain::forward::Ladder;
+use crate::domain::forward_ops::{first_cursor, ReplayScope, Verdict};
+
+backend_matrix!(
+    a_replay_in_small_chunks_requeues_the_window_once_and_audits_once,
+    a_dry_run_counts_without_requeueing_and_caps_the_listing,
+    replaying_dead_letters_needs_no_window,
+    list_retry_and_skip_act_on_one_event_and_say_why_not,
+    deleting_with_force_gives_every_undelivered_event_up,
+);
+
+fn forwarded(stream: &str, id: &str, ty: &str, ms: i64, ordered: bool) -> NewEvent {
+    let mut e = event(stream, Some(id), ty, ms);
+    e.channel = "webhook";
+    e.subject_ids = vec![("user_id".into(), format!("user_{id}"))];
+    e.forward = Some(ForwardBody {
+        sealed: Sealed {
+            key_id: None,
+            bytes: format!("{{\"id\":\"{id}\"}}").into_bytes(),
+        },
+        ordered,
+        moves_clock: false,
+    });
+    e
+}
+
+fn policy() -> ForwardPolicy {
+    ForwardPolicy {
+        ladder: Ladder {
+            retry: vec![TimeDelta::seconds(10); 3],
+            give_up_after: TimeDelta::hours(1),
+            alert_after: vec![100],
+        },
+        ordered: false,
+        retain: TimeDelta::hours(2),
+        dead_letter_retain: TimeDelta::days(1),
+        notifiers: vec!["ops".into()],
+        audit: true,
+    }
+}
+
+/// Claims and settles every due row of `stream` with `attempt`.
+async fn settle_all(store: &Store, clock: &ManualClock, attempt: ForwardAttempt) -> usize {
+    let mut n = 0;
+    loop {
+        let (claims, _) = store
+            .claim_forwards("r1".into(), clock.now(), TimeDelta::seconds(60), 500)
+            .await
+            .unwrap();
+        if claims.is_empty() {
+            return n;
+        }
+        n += claims.len();
+        for claim in claims {
+            store
+                .settle_forward(ForwardSettle {
+                    claim,
+                    attempt: attempt.clone(),
+                    at: clock.now(),
+                    policy: policy(),
+                })
+                .await
+                .unwrap();
+        }
+        if matches!(attempt, ForwardAttempt::Failed { .. }) {
+            return n;
+        }
+    }
+}
+
+fn delivered() -> ForwardAttempt {
+    ForwardAttempt::Delivered { status: 200 }
+}
+
+fn request(stream: &str, from: i64, to: i64, dry_run: bool, now: i64) -> ReplayRequest {
+    ReplayRequest {
+        stream: stream.into(),
+        from: at(from),
+        to: at(to),
+        types: Vec::new(),
+        dry_run,
+        by: "ana".into(),
+        now: at(now),
+        audit: true,
+        notifiers: vec!["ops".into()],
+    }
+}
+
+async fn in_chunks(
+    store: &Store,
+    r: ReplayRequest,
+    scope: ReplayScope,
+    rows: usize,
+) -> (crate::domain::forward::ReplayOutcome, usize) {
+    let mut chunks = 0;
+    let out = replay_in_chunks(r, scope, rows, |c: ReplayChunk| {
+        chunks += 1;
+        store.replay_forwards_chunk(c)
+    })
+    .await
+    .unwrap();
+    (out, chunks)
+}
+
+async fn head(store: &Store) -> i64 {
+    store.audit_summary().await.unwrap().head_seq
+}
+
+fn action(stream: &str, now: i64, comment: Option<&str>) -> OperatorAction {
+    OperatorAction {
+        stream: stream.into(),
+        by: "ana".into(),
+        comment: comment.map(str::to_string),
+        now: at(now),
+        audit: true,
+        notifiers: vec!["ops".into()],
+        dead_letter_retain: TimeDelta::days(1),
+    }
+}
+
+async fn dead_letter_pages(store: &Store) -> Vec<AlertState> {
+    store
+        .pending_outbox()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.alert_kind == "forward_dead_letter")
+        .map(|r| r.state)
+        .collect()
+}
+
+async fn a_replay_in_small_chunks_requeues_the_window_once_and_audits_once(db: TestDb) {
+    let clock = Arc::new(ManualClock::new(at(1_000_100)));
+    let store = db.open_with_clock(clock.clone()).await;
+    // Seven delivered events, two of them sharing one instant (the keyset
+    // must not lose or repeat rows that tie on received_at), one outside
+    // the window, one still pending.
+    let mut events: Vec<NewEvent> = [0, 1, 1, 2, 3, 4, 5]
+        .iter()
+        .enumerate()
+        .map(|(i, ms)| {
+            let ty = if i % 2 == 0 {
+                "user.deleted"
+            } else {
+                "user.updated"
+            };
+            forwarded("clerk", &format!("d{i}"), ty, 1_000_000 + ms, false)
+        })
+        .collect();
+    events.push(forwarded("clerk", "late", "user.deleted", 1_000_050, false));
+    store.record_events(events).await.unwrap();
+    assert_eq!(settle_all(&store, &clock, delivered()).await, 8);
+    store
+        .record_events(vec![forwarded(
+            "clerk",
+            "p",
+            "user.deleted",
+            1_000_006,
+            false,
+        )])
+        .await
+        .unwrap();
+
+    let before = head(&store).await;
+    let r = request("clerk", 1_000_000, 1_000_010, false, 1_000_200);
+    let (out, chunks) = in_chunks(&store, r.clone(), ReplayScope::Window, 2).await;
+    assert_eq!((out.count, out.already_pending), (7, 1));
+    assert!(chunks >= 4, "8 rows in chunks of 2: {chunks} chunks");
+    let listed: Vec<&str> = out.items.iter().map(|i| i.delivery_id.as_str()).collect();
+    assert_eq!(
+        listed,
+        ["d0", "d1", "d2", "d3", "d4", "d5", "d6"],
+        "in arrival order, each once"
+    );
+    assert!(out.items.iter().all(|i| i.state == "delivered"));
+    assert_eq!(
+        head(&store).await,
+        before + 1,
+        "one audit entry for the whole replay"
+    );
+
+    // Re-queued: all of them are due again, under their ids.
+    clock.set(at(1_000_200));
+    let (claims, _) = store
+        .claim_forwards("r1".into(), clock.now(), TimeDelta::seconds(60), 1000)
+        .await
+        .unwrap();
+    let mut ids: Vec<String> = claims.iter().map(|c| c.delivery_id.clone()).collect();
+    ids.sort();
+    assert_eq!(ids, ["d0", "d1", "d2", "d3", "d4", "d5", "d6", "p"]);
+    assert!(claims.iter().all(|c| c.attempts == 0));
+
+    // Again, with the window's events pending: nothing is re-queued twice.
+    let (again, _) = in_chunks(&store, r.clone(), ReplayScope::Window, 3).await;
+    assert_eq!((again.count, again.already_pending), (0, 8));
+
+    // A type filter: only that type is counted and re-queued.
+    for claim in claims {
+        store
+            .settle_forward(ForwardSettle {
+                claim,
+                attempt: delivered(),
+                at: clock.now(),
+                policy: policy(),
+            })
+            .await
+            .unwrap();
+    }
+    let mut typed = request("clerk", 1_000_000, 1_000_010, false, 1_000_300);
+    typed.types = vec!["user.updated".into(), "user.suspended".into()];
+    let (out, _) = in_chunks(&store, typed, ReplayScope::Window, 2).await;
+    assert_eq!(out.count, 3);
+    assert!(out.items.iter().all(|i| i.event_type == "user.updated"));
+    // Through `Store` as the service uses it: one call, the same answer.
+    let whole = store
+        .replay_forwards(request("clerk", 1_000_000, 1_000_010, true, 1_000_300))
+        .await
+        .unwrap();
+    assert_eq!((whole.count, whole.already_pending), (5, 3));
+    store.close().await.unwrap();
+}
+
+async fn a_dry_run_counts_without_requeueing_and_caps_the_listing(db: TestDb) {
+    let clock = Arc::new(ManualClock::new(at(2_000_000)));
+    let store = db.open_with_clock(clock.clone()).await;
+    let n = crate::domain::forward::REPLAY_LISTED + 5;
+    let events: Vec<NewEvent> = (0..n)
+        .map(|i| {
+            forwarded(
+                "clerk",
+                &format!("e{i}"),
+                "user.deleted",
+                1_000_000 + i as i64,
+                false,
+            )
+        })
+        .collect();
+    store.record_events(events).await.unwrap();
+    assert_eq!(settle_all(&store, &clock, delivered()).await, n);
+    let before = head(&store).await;
+    let r = request("clerk", 1_000_000, 2_000_000, true, 2_000_000);
+    let (out, chunks) = in_chunks(&store, r, ReplayScope::Window, 400).await;
+    assert_eq!(out.count, n as u64, "the exact count");
+    assert_eq!(
+        out.items.len(),
+        crate::domain::forward::REPLAY_LISTED,
+        "the listing is capped"
+    );
+    assert!(chunks >= 3);
+    assert_eq!(head(&store).await, before, "a dry run is not audited");
+    let (claims, _) = store
+        .claim_forwards("r1".into(), clock.now(), TimeDelta::seconds(60), 10)
+        .await
+        .unwrap();
+    assert!(claims.is_empty(), "a dry run re-queues nothing");
+    // The first chunk alone lists only what it looked at.
+    let first = store
+        .replay_forwards_chunk(ReplayChunk {
+            request: request("clerk", 1_000_000, 2_000_000, true, 2_000_000),
+            scope: ReplayScope::Window,
+            after: first_cursor(1_000_000),
+            rows: 10,
+            list: 1000,
+            requeued_before: 0,
+        })
+        .await
+        .unwrap();
+    assert_eq!((first.requeued, first.items.len()), (10, 10));
+    assert_eq!(first.next, Some((1_000_009, first.next.unwrap().1)));
+    store.close().await.unwrap();
+}
+
+async fn replaying_dead_letters_needs_no_window(db: TestDb) {
+    let clock = Arc::new(ManualClock::new(at(1_000_000)));
+    let store = db.open_with_clock(clock.clone()).await;
+    store
+        .record_events(vec![
+            forwarded("clerk", "a", "user.deleted", 1_000_000, false),
+            forwarded("clerk", "b", "user.deleted", 1_000_001, false),
+            forwarded("clerk", "c", "user.updated", 1_000_002, false),
+            forwarded("other", "o", "user.deleted", 1_000_003, false),
+        ])
+        .await
+        .unwrap();
+    for id in ["a", "b", "o"] {
+        assert_eq!(
+            store
+                .skip_forward(
+                    action(
+                        if id == "o" { "other" } else { "clerk" },
+                        1_000_010,
+                        Some("test")
+                    ),
+                    id.into()
+                )
+                .await
+                .unwrap(),
+            Verdict::Go
+        );
+    }
+    assert_eq!(
+        dead_letter_pages(&store).await,
+        [AlertState::Firing, AlertState::Firing]
+    );
+    let before = head(&store).await;
+    let r = request("clerk", 1_000_020, 1_000_020, false, 1_000_020);
+    let (out, chunks) = in_chunks(&store, r, ReplayScope::DeadLetters, 1).await;
+    assert_eq!(out.count, 2, "only clerk's dead letters");
+    assert!(chunks >= 2);
+    assert_eq!(head(&store).await, before + 1);
+    let status = store.forward_status().await.unwrap();
+    let clerk = status.iter().find(|s| s.stream == "clerk").unwrap();
+    assert_eq!((clerk.dead_letters, clerk.pending), (0, 3));
+    let other = status.iter().find(|s| s.stream == "other").unwrap();
+    assert_eq!(other.dead_letters, 1, "another stream's dead letters stay");
+    assert_eq!(
+        dead_letter_pages(&store).await.last(),
+        Some(&AlertState::Ok),
+        "no dead letters left: the alert resolves"
+    );
+    store.close().await.unwrap();
+}
+
+async fn list_retry_and_skip_act_on_one_event_and_say_why_not(db: TestDb) {
+    let clock = Arc::new(ManualClock::new(at(1_000_000)));
+    let store = db.open_with_clock(clock.clone()).await;
+    store
+        .record_events(vec![
+            forwarded("clerk", "a", "user.deleted", 1_000_000, true),
+            forwarded("clerk", "b", "user.deleted", 1_000_001, true),
+            forwarded("clerk", "c", "user.updated", 1_000_002, true),
+        ])
+        .await
+        .unwrap();
+    // The head fails: it and everything behind it wait 10 s.
+    let failed = ForwardAttempt::Failed {
+        error: "answered HTTP 400".into(),
+        status: Some(400),
+    };
+    assert_eq!(settle_all(&store, &clock, failed).await, 1);
+    let page = store.list_forwards("clerk".into(), None, 2).await.unwrap();
+    assert_eq!(page.total, 3, "the count of every open row");
+    assert_eq!(page.rows.len(), 2, "the page is capped");
+    let a = &page.rows[0];
+    assert_eq!(
+        (a.delivery_id.as_str(), a.state.as_str(), a.attempts),
+        ("a", "pending", 1)
+    );
+    assert_eq!(a.last_error.as_deref(), Some("answered HTTP 400"));
+    assert_eq!(a.last_status, Some(400));
+    assert_eq!(a.next_attempt_at, Some(at(1_000_000 + 10_000)));
+    assert_eq!(a.subject.as_deref(), Some("user_a"));
+    assert!(store
+        .list_forwards("clerk".into(), Some("dead".into()), 10)
+        .await
+        .unwrap()
+        .rows
+        .is_empty());
+
+    // Retry: due now, audited.
+    let before = head(&store).await;
+    let retried = store
+        .retry_forwards(action("clerk", 1_000_001, None), Some("a".into()))
+        .await
+        .unwrap();
+    assert_eq!(
+        retried,
+        RetryOutcome::Retried {
+            pending: 1,
+            held: 0
+        }
+    );
+    assert_eq!(head(&store).await, before + 1);
+    let (claims, _) = store
+        .claim_forwards("r1".into(), at(1_000_001), TimeDelta::seconds(60), 10)
+        .await
+        .unwrap();
+    assert_eq!(claims.len(), 1, "the head is due at once");
+    assert_eq!(claims[0].delivery_id, "a");
+    assert_eq!(
+        store
+            .retry_forwards(action("clerk", 1_000_001, None), Some("nope".into()))
+            .await
+            .unwrap(),
+        RetryOutcome::Refused(Verdict::Unknown)
+    );
+    assert_eq!(
+        store
+            .retry_forwards(action("clerk", 1_000_001, None), None)
+            .await
+            .unwrap(),
+        RetryOutcome::Retried {
+            pending: 3,
+            held: 0
+        }
+    );
+
+    // Skip the head (in flight: its claim is fenced), so b goes on.
+    let before = head(&store).await;
+    assert_eq!(
+        store
+            .skip_forward(action("clerk", 1_000_002, Some("poison event")), "a".into())
+            .await
+            .unwrap(),
+        Verdict::Go
+    );
+    assert_eq!(head(&store).await, before + 1, "audited");
+    let late = store
+        .settle_forward(ForwardSettle {
+            claim: claims[0].clone(),
+            attempt: delivered(),
+            at: at(1_000_003),
+            policy: policy(),
+        })
+        .await
+        .unwrap();
+    assert!(
+        !late.settled,
+        "the skipped event's attempt in flight settles nothing"
+    );
+    let (claims, _) = store
+        .claim_forwards("r1".into(), at(1_000_003), TimeDelta::seconds(60), 10)
+        .await
+        .unwrap();
+    assert_eq!(claims[0].delivery_id, "b", "what waited behind it goes on");
+    assert_eq!(dead_letter_pages(&store).await, [AlertState::Firing]);
+    let dead = store
+        .list_forwards("clerk".into(), Some("dead".into()), 10)
+        .await
+        .unwrap();
+    assert_eq!(dead.total, 1);
+    let error = dead.rows[0].last_error.clone().unwrap();
+    assert!(
+        error.contains("skipped by ana") && error.contains("poison event"),
+        "{error}"
+    );
+    assert_eq!(dead.rows[0].next_attempt_at, None);
+
+    assert_eq!(
+        store
+            .skip_forward(action("clerk", 1_000_004, Some("x")), "a".into())
+            .await
+            .unwrap(),
+        Verdict::Dead
+    );
+    assert_eq!(
+        store
+            .skip_forward(action("clerk", 1_000_004, Some("x")), "zz".into())
+            .await
+            .unwrap(),
+        Verdict::Unknown
+    );
+    store
+        .settle_forward(ForwardSettle {
+            claim: claims[0].clone(),
+            attempt: delivered(),
+            at: at(1_000_004),
+            policy: policy(),
+        })
+        .await
+        .unwrap();
+    let before = head(&store).await;
+    assert_eq!(
+        store
+            .skip_forward(action("clerk", 1_000_005, Some("x")), "b".into())
+            .await
+            .unwrap(),
+        Verdict::Delivered
+    );
+    assert_eq!(head(&store).await, before, "a refusal changes nothing");
+    store.close().await.unwrap();
+}
+
+async fn deleting_with_force_gives_every_undelivered_event_up(db: TestDb) {
+    let clock = Arc::new(ManualClock::new(at(1_000_000)));
+    let store = db.open_with_clock(clock.clone()).await;
+    let events: Vec<NewEvent> = (0..5)
+        .map(|i| {
+            forwarded(
+                "acme",
+                &format!("e{i}"),
+                "user.deleted",
+                1_000_000 + i,
+                true,
+            )
+        })
+        .collect();
+    store.record_events(events).await.unwrap();
+    assert_eq!(store.undelivered_forwards("acme".into()).await.unwrap(), 5);
+    assert_eq!(store.undelivered_forwards("other".into()).await.unwrap(), 0);
+    let before = head(&store).await;
+    let mut total = 0;
+    loop {
+        let n = store
+            .give_up_forwards(action("acme", 1_000_010, None), 2)
+            .await
+            .unwrap();
+        if n == 0 {
+            break;
+        }
+        assert!(n <= 2, "at most the limit per call");
+        total += n;
+    }
+    assert_eq!(total, 5);
+    assert_eq!(store.undelivered_forwards("acme".into()).await.unwrap(), 0);
+    assert_eq!(
+        head(&store).await,
+        before + 3,
+        "each call that gave events up is audited"
+    );
+    assert_eq!(
+        dead_letter_pages(&store).await,
+        [AlertState::Firing],
+        "paged once"
+    );
+    store.close().await.unwrap();
+}
