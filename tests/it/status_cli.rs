@@ -536,6 +536,26 @@ fn a_relay_that_pages_is_in_v1_status_and_status_exits_1() {
                     out.contains("(`hushwatch replay --stream billing --dead-letters`)\n"),
                     "{out}"
                 );
+                // Each command runs as printed against this server (only
+                // `--url` added: where the admin API listens).
+                for relay in [&identity, &billing] {
+                    let command = relay["command"].as_str().unwrap();
+                    let line = format!(
+                        "{} --url {url}",
+                        command.replacen("hushwatch", env!("CARGO_BIN_EXE_hushwatch"), 1)
+                    );
+                    let done = std::process::Command::new("bash")
+                        .args(["-c", &line])
+                        .env("HUSHWATCH_ADMIN_TOKEN", "relay-admin-1")
+                        .output()
+                        .unwrap();
+                    assert!(
+                        done.status.success(),
+                        "{command}: {}{}",
+                        String::from_utf8_lossy(&done.stdout),
+                        String::from_utf8_lossy(&done.stderr)
+                    );
+                }
             }
         }
     });
