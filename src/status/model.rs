@@ -26,6 +26,12 @@ pub struct StatusDoc {
     /// only when there are some.
     #[serde(default)]
     pub operator: Option<Operator>,
+    /// The watchdog's verdict (storage failing, a page failed for good, a
+    /// reload failed, no leader): each reason also pages.
+    #[serde(default)]
+    pub degraded: bool,
+    #[serde(default)]
+    pub degraded_reasons: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -372,6 +378,14 @@ impl StreamStatus {
         self.state == "firing"
     }
 
+    /// The stream's reconciliation report is overdue (it pages
+    /// `reconciliation_missing`), or its state cannot be read.
+    pub fn reconciliation_missing(&self) -> bool {
+        self.reconciliation
+            .as_ref()
+            .is_some_and(|r| r.missing_since.is_some() || r.error.is_some())
+    }
+
     /// The stream relays and its relay is not OK (`status::relay`).
     pub fn relay_alerting(&self) -> bool {
         self.relay.as_ref().is_some_and(|r| !r.ok())
@@ -571,13 +585,19 @@ pub struct Checkpoint {
 }
 
 impl StatusDoc {
-    /// What `hushwatch status` exits with: 0 all ok, 1 something firing
-    /// (a silent stream, a relay that is not OK, a disabled or exhausted
-    /// Svix endpoint) or storage failing.
+    /// What `hushwatch status` exits with: 0 all ok, 1 something that
+    /// pages (a silent stream, a relay that is not OK, a reconciliation
+    /// report overdue, a disabled or exhausted Svix endpoint, hushwatch
+    /// degraded) or storage failing.
     pub fn all_ok(&self) -> bool {
         self.storage_ok
             && !self.streams.iter().any(StreamStatus::firing)
             && !self.streams.iter().any(StreamStatus::relay_alerting)
+            && !self
+                .streams
+                .iter()
+                .any(StreamStatus::reconciliation_missing)
+            && !self.degraded
             && !self
                 .svix
                 .as_ref()

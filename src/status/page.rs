@@ -184,9 +184,10 @@ fn summary(h: &mut String, doc: &StatusDoc, firing: usize) {
             "FIRING: {} \u{2014} {firing} of {total} streams silent too long",
             names.join(", ")
         ));
-    } else if !doc.streams.iter().any(StreamStatus::relay_alerting) {
+    } else if doc.all_ok() {
         parts.push(format!("OK: all {total} streams within their thresholds"));
     }
+    // Otherwise each part below says what is not OK.
     // A relay that pages is not OK (issue #44): named here, what to run
     // just below (`how_to_fix_relays`).
     let relays: Vec<String> = doc
@@ -206,8 +207,27 @@ fn summary(h: &mut String, doc: &StatusDoc, firing: usize) {
             names.join(", ")
         ));
     }
+    let overdue: Vec<&str> = doc
+        .streams
+        .iter()
+        .filter(|s| s.reconciliation_missing())
+        .map(|s| s.name.as_str())
+        .take(BANNER_NAMES)
+        .collect();
+    if !overdue.is_empty() {
+        parts.push(format!(
+            "reconciliation report overdue: {}",
+            overdue.join(", ")
+        ));
+    }
     if svix_alerts > 0 {
         parts.push(format!("{svix_alerts} Svix endpoint(s) need attention"));
+    }
+    if doc.degraded {
+        parts.push(format!(
+            "hushwatch degraded: {}",
+            doc.degraded_reasons.join("; ")
+        ));
     }
     if !doc.storage_ok {
         parts.push("storage is failing: events are refused".to_string());

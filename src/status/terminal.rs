@@ -117,6 +117,25 @@ pub fn render(doc: &StatusDoc, colour: bool) -> String {
             paint("storage is failing: events are refused", RED, colour)
         );
     }
+    if doc.degraded {
+        let reasons = clean(&doc.degraded_reasons.join("; "));
+        let _ = writeln!(
+            out,
+            "{}",
+            paint(&format!("hushwatch degraded: {reasons}"), RED, colour)
+        );
+    }
+    for s in doc.streams.iter().filter(|s| s.reconciliation_missing()) {
+        let _ = writeln!(
+            out,
+            "{}",
+            paint(
+                &format!("{}: reconciliation report overdue", clean(&s.name)),
+                RED,
+                colour
+            )
+        );
+    }
     let header = [
         "STREAM",
         "STATE",
@@ -392,6 +411,32 @@ mod tests {
         assert!(out.contains("identity  OK, RELAY DEAD LETTERS  "), "{out}");
         assert!(
             out.contains("\n  relay gave up events (dead letters): 2 dead letter(s) (`hushwatch replay --stream identity --dead-letters`)\n"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn a_degraded_sidecar_and_an_overdue_reconciliation_are_not_ok() {
+        let mut doc = firing_doc(serde_json::json!({
+            "state": "ok", "firing_since": null,
+            "reconciliation": {"every_seconds": 3600, "grace_seconds": 600, "state": "missing",
+                               "missing_since": "2026-11-30T08:00:00Z"}
+        }));
+        assert!(!doc.all_ok(), "an overdue report pages");
+        let out = render(&doc, false);
+        assert!(
+            out.contains("\nidentity: reconciliation report overdue\n"),
+            "{out}"
+        );
+        doc.streams[0].reconciliation = None;
+        assert!(doc.all_ok());
+        doc.degraded = true;
+        doc.degraded_reasons = vec!["the last config reload failed".into()];
+        assert!(!doc.all_ok(), "degraded pages");
+        let out = render(&doc, false);
+        assert!(out.starts_with("hushwatch NOT OK"), "{out}");
+        assert!(
+            out.contains("\nhushwatch degraded: the last config reload failed\n"),
             "{out}"
         );
     }

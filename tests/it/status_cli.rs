@@ -536,6 +536,26 @@ fn a_relay_that_pages_is_in_v1_status_and_status_exits_1() {
                     out.contains("(`hushwatch replay --stream billing --dead-letters`)\n"),
                     "{out}"
                 );
+                // Each command runs as printed against this server (only
+                // `--url` added: where the admin API listens).
+                for relay in [&identity, &billing] {
+                    let command = relay["command"].as_str().unwrap();
+                    let line = format!(
+                        "{} --url {url}",
+                        command.replacen("hushwatch", env!("CARGO_BIN_EXE_hushwatch"), 1)
+                    );
+                    let done = std::process::Command::new("bash")
+                        .args(["-c", &line])
+                        .env("HUSHWATCH_ADMIN_TOKEN", "relay-admin-1")
+                        .output()
+                        .unwrap();
+                    assert!(
+                        done.status.success(),
+                        "{command}: {}{}",
+                        String::from_utf8_lossy(&done.stdout),
+                        String::from_utf8_lossy(&done.stderr)
+                    );
+                }
             }
         }
     });
@@ -623,10 +643,8 @@ fn every_command_the_runbooks_print_parses_as_printed() {
 }
 
 /// The relay commands the runbooks, `/v1/status` (`relay.command`) and the
-/// relay's silence page print. They run once `hushwatch forward` and
-/// `replay --dead-letters` are in the binary (branch wave4-ops).
+/// relay's silence page print (`hushwatch forward`, `replay --dead-letters`).
 #[test]
-#[ignore = "needs hushwatch forward list|retry and replay --dead-letters (wave4-ops); un-ignore on merge"]
 fn every_relay_command_status_and_the_runbooks_print_parses_as_printed() {
     let url = format!("http://{}", hanging_up());
     let mut commands: Vec<String> = runbook_commands()
@@ -649,4 +667,67 @@ fn every_relay_command_status_and_the_runbooks_print_parses_as_printed() {
             "{command}: exit {code}, not parsed as printed: {err}"
         );
     }
+}
+
+/// Issue #44: in relay mode with `clock = "delivered"` the silence is the
+/// app's. Through the binary, with an app refusing every event: the firing
+/// page says the app has not accepted events while hushwatch holds what the
+/// provider sent, names the app's last answer, and links its runbook.
+#[test]
+fn a_relay_silence_page_says_the_app_is_silent_and_what_hushwatch_holds() {
+    let app = RefusableApp::start();
+    app.refuse(true);
+    let text = relay_config(&app)
+        .replacen(
+            "silence_threshold = \"1h\"",
+            "silence_threshold = \"3s\"",
+            1,
+        )
+        .replacen(
+            "give_up_after = \"1h\"",
+            "give_up_after = \"1h\"\nclock = \"delivered\"",
+            1,
+        );
+    let work = Workdir::new(&text);
+    let hw = Sidecar::start(&work.config_path());
+    send_relayed(
+        hw.addr,
+        "identity",
+        "msg_silent_1",
+        "user.deleted",
+        "user_9",
+    );
+    wait_for(
+        std::time::Duration::from_secs(60),
+        "the app refused it",
+        || (relay_of(hw.addr, "identity")["state"] == "failing").then_some(()),
+    );
+    let page = wait_for(
+        std::time::Duration::from_secs(60),
+        "a firing silence page",
+        || {
+            hw.stdout_lines()
+                .iter()
+                .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+                .find(|p| {
+                    p["alert_kind"] == "silence"
+                        && p["status"] == "firing"
+                        && p["stream"] == "identity"
+                })
+        },
+    );
+    let summary = page["summary"].as_str().unwrap();
+    assert!(
+        summary.starts_with("the app has not accepted identity events for 3s of business time, while hushwatch holds 1 received from the provider (1 pending)"),
+        "{summary}"
+    );
+    assert!(summary.contains("; the relay's last error: "), "{summary}");
+    assert!(summary.contains("HTTP 400"), "{summary}");
+    assert!(!summary.contains("identity provider"), "{summary}");
+    assert_eq!(
+        page["runbook_url"],
+        format!("{}#silence", hushwatch::config::DEFAULT_RUNBOOK_BASE_URL)
+    );
+    hw.stop();
+    drop(app);
 }
