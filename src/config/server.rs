@@ -31,11 +31,15 @@ pub struct ServerConfig {
     pub runbook_base_url: RunbookUrl,
 }
 
-/// Where the book's runbook page is published when `[server]
-/// runbook_base_url` does not say (docs/src/operating/runbooks.md). A
-/// deployment that hosts the book itself (or its own runbooks) sets the
-/// key; the shipped alert rules carry this same address.
-pub const DEFAULT_RUNBOOK_BASE_URL: &str = "https://hushwatch.dev/operating/runbooks.html";
+/// The runbook address pages carry when `[server] runbook_base_url` does
+/// not say (docs/src/operating/runbooks.md). The project publishes no book
+/// at an address of its own, and a link to a domain nobody here controls
+/// could be registered by anyone and sent to on-call in every page, so the
+/// default is under the reserved `.invalid` name (RFC 2606): it never
+/// resolves, and the anchor still names the section. A deployment sets the
+/// key to where it hosts the book (or its own runbooks); the shipped alert
+/// rules carry this same placeholder until the chart's values override it.
+pub const DEFAULT_RUNBOOK_BASE_URL: &str = "https://runbooks.hushwatch.invalid/operating/runbooks.html";
 
 /// `[server] runbook_base_url`, parsed: an absolute `http(s)` URL without
 /// credentials, query or fragment (each page adds `#` and its kind).

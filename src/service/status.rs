@@ -19,16 +19,14 @@ pub const TIMELINE_ARRIVALS: i64 = 500;
 /// bounds the page's size and the store work behind one request.
 pub const TIMELINE_STREAMS: usize = 100;
 
-/// How long a revocation may wait undelivered before the relay reads as
-/// `overdue`, when the stream does not say (`[streams.X.forward]
-/// critical_after`, default 1h).
-pub const DEFAULT_CRITICAL_AFTER: TimeDelta = TimeDelta::hours(1);
-
-/// The stream's `critical_after`. Read through this one place: until
-/// `[forward] critical_after` is part of `ForwardConfig`, every stream
-/// uses the documented default.
-fn critical_after(_forward: Option<&ForwardConfig>) -> TimeDelta {
-    DEFAULT_CRITICAL_AFTER
+/// The stream's `critical_after` (`[streams.X.forward] critical_after`):
+/// how long a revocation may wait undelivered before the relay reads as
+/// `overdue`; a stream that no longer forwards keeps the default, as its
+/// rows do.
+fn critical_after(forward: Option<&ForwardConfig>) -> TimeDelta {
+    forward.map_or(crate::config::forward::DEFAULT_CRITICAL_AFTER, |f| {
+        f.critical_after
+    })
 }
 
 impl App {
