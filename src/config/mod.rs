@@ -5,6 +5,7 @@
 mod adaptive;
 mod audit;
 mod calendars;
+pub mod crosscheck;
 pub(crate) mod env;
 pub mod forward;
 mod ingest;
