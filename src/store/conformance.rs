@@ -1642,3 +1642,7 @@ mod forward;
 
 /// Acknowledge-link codes (`store::ack_codes`, issue #30).
 mod ack_codes;
+
+/// The cross-check's cursor, snapshots, pending changes and findings
+/// (`store::crosscheck`, issue #45).
+mod crosscheck;

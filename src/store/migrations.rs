@@ -157,6 +157,8 @@ pub(crate) const STEPS: &[Step] = &[
     },
     // Issue #30: acknowledge-link codes (SHA-256 only).
     Step::both("0021_ack_codes", super::ack_codes::MIGRATION),
+    // Issue #45: the cross-check's cursor, snapshots, pending changes and findings.
+    Step::both("0022_crosscheck", super::crosscheck::MIGRATION),
 ];
 
 /// Frozen: what SQLite's positional `user_version` N stood for (the first
