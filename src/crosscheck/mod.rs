@@ -18,6 +18,8 @@
 //! would read as "everything was removed".
 
 pub mod clerk;
+#[cfg(test)]
+pub(crate) mod fake;
 pub mod http;
 pub mod workos;
 
