@@ -158,6 +158,12 @@ pub(super) fn read(
         Vec::new()
     };
 
+    // Until `service::start` schedules `service::crosscheck::poll_once`
+    // (issue #45's remaining part), a configured cross-check must not look
+    // like a running one. Remove this notice with that wiring.
+    r.warnings.push(format!(
+        "{key_path}: this build validates the table but does not poll the provider yet; nothing is cross-checked"
+    ));
     Some(CrosscheckConfig {
         provider: provider?,
         api_url,
