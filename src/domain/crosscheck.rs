@@ -486,7 +486,7 @@ pub fn page_text(provider: Provider, stream: &str, findings: &[Finding]) -> Stri
     }
     if findings.len() > PAGE_NAMES_AT_MOST {
         text.push_str(&format!(
-            "… and {} more (hushwatch crosscheck --config CONFIG --stream {stream} --dry-run lists them).\n",
+            "… and {} more.\n",
             findings.len() - PAGE_NAMES_AT_MOST
         ));
     }

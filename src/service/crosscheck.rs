@@ -86,6 +86,11 @@ impl From<StoreError> for PollFailure {
     }
 }
 
+/// The provider source for a stream's `[crosscheck]` table.
+pub fn source(config: &CrosscheckConfig) -> Source {
+    crate::crosscheck::source(config)
+}
+
 /// Runs one poll of `stream` now. A provider failure is recorded on the
 /// stream's row (failures in a row, last error) before it is returned.
 pub async fn poll_once(
