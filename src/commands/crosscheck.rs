@@ -76,6 +76,7 @@ pub fn run(config_path: &Path, stream: &str, format: &str) -> ExitCode {
                 &crosscheck,
                 &source,
                 &config.audit.classifier,
+                config.store.sealer.veil(),
                 watch_started_at,
                 clock.as_ref(),
             )

@@ -31,6 +31,7 @@ use crate::domain::crosscheck::{
     join_event_log, Change, Direction, Finding, LoggedEvent, Pending, Received, Verdict,
 };
 use crate::store::crosscheck::PollEnd;
+use crate::store::veil::Veil;
 use crate::store::{Store, StoreError};
 use chrono::{DateTime, TimeDelta, Utc};
 use std::collections::HashSet;
@@ -93,12 +94,16 @@ pub fn source(config: &CrosscheckConfig) -> Source {
 
 /// Runs one poll of `stream` now. A provider failure is recorded on the
 /// stream's row (failures in a row, last error) before it is returned.
+// Each argument is a distinct piece the scheduled task and the CLI each
+// hold already; a struct bundling them would only be rebuilt per call.
+#[allow(clippy::too_many_arguments)]
 pub async fn poll_once(
     store: &Store,
     stream: &str,
     config: &CrosscheckConfig,
     source: &Source,
     classifier: &Classifier,
+    veil: &Veil,
     watch_started_at: DateTime<Utc>,
     clock: &dyn Clock,
 ) -> Result<PollReport, PollFailure> {
@@ -123,6 +128,7 @@ pub async fn poll_once(
                 stream,
                 config,
                 listing.as_ref(),
+                veil,
                 clock,
                 started.clone(),
             )
@@ -243,6 +249,7 @@ async fn poll_state(
     stream: &str,
     config: &CrosscheckConfig,
     listing: &dyn StateListing,
+    veil: &Veil,
     clock: &dyn Clock,
     started: Option<crate::store::crosscheck::CrosscheckRow>,
 ) -> Result<PollReport, PollFailure> {
@@ -319,7 +326,7 @@ async fn poll_state(
         let listed_now = store
             .crosscheck_snapshot_has(stream.to_owned(), generation, p.change.entry().clone())
             .await?;
-        let received = explaining(store, stream, &p, config.grace).await?;
+        let received = explaining(store, stream, &p, config.grace, veil).await?;
         match p.decide(now, config.grace, listed_now, &received) {
             Verdict::Settled => {}
             Verdict::Wait => keep.push(p),
@@ -352,17 +359,23 @@ async fn poll_state(
 }
 
 /// The webhooks the stream received in the change's window about its user
-/// or organization, read from the audit log (`subject_entries`).
+/// or organization, read from the audit log (`subject_entries`). With
+/// `[store] encryption_key` the log names subjects by veiled tokens
+/// (`store::veil`): every stored form is looked up, and the ids read back
+/// are revealed before the domain compares them with the listing's.
 async fn explaining(
     store: &Store,
     stream: &str,
     p: &Pending,
     grace: TimeDelta,
+    veil: &Veil,
 ) -> Result<Vec<Received>, StoreError> {
     let (from, _) = p.window(grace);
     let entry = p.change.entry();
-    let mut subjects = vec![entry.user().to_owned()];
-    subjects.extend(entry.organization().map(str::to_owned));
+    let mut subjects = veil.forms(entry.user());
+    if let Some(org) = entry.organization() {
+        subjects.extend(veil.forms(org));
+    }
     let mut out = Vec::new();
     for subject in subjects {
         let found = store
@@ -373,7 +386,7 @@ async fn explaining(
                 e.subject_ids
                     .iter()
                     .find(|(k, _)| k == kind)
-                    .map(|(_, v)| v.clone())
+                    .map(|(_, v)| veil.reveal(v).into_owned())
             };
             out.push(Received {
                 user: id_of("user_id"),
@@ -496,6 +509,7 @@ mod tests {
     }
 
     struct Rig {
+        veil: Veil,
         store: Store,
         clock: Arc<ManualClock>,
         source: Source,
@@ -512,6 +526,7 @@ mod tests {
                 &self.config,
                 &self.source,
                 &Classifier::default(),
+                &self.veil,
                 t0() - TimeDelta::days(60),
                 self.clock.as_ref(),
             )
@@ -531,6 +546,7 @@ mod tests {
         let config = config(provider, &url);
         let source = crate::crosscheck::source(&config);
         Rig {
+            veil: Veil::default(),
             store,
             clock,
             source,
@@ -642,6 +658,43 @@ mod tests {
             2
         );
         assert!(r.api.requests() >= 8);
+    }
+
+    #[tokio::test]
+    async fn with_an_encryption_key_a_webhook_stored_under_veiled_ids_still_explains_a_removal() {
+        let state = Arc::new(Mutex::new(ClerkState {
+            users: names(&["user_1"]),
+            memberships: pairs(&[("org_9", "user_1")]),
+            status: None,
+        }));
+        let mut r = rig(Provider::Clerk, clerk_api(state.clone())).await;
+        // 32 bytes of base64, as `[store] encryption_key` takes it.
+        let sealer = crate::store::seal::Sealer::new(vec![crate::store::seal::SealKey::parse(
+            "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=",
+        )
+        .unwrap()]);
+        r.veil = sealer.veil().clone();
+        r.poll().await.unwrap();
+        state.lock().unwrap().memberships.clear();
+        r.clock.advance(TimeDelta::minutes(5));
+        // What `App` stores for such a webhook: veiled subject ids.
+        let mut e = event(
+            "identity",
+            Some("msg_1"),
+            "organizationMembership.deleted",
+            r.clock.now().timestamp_millis(),
+        );
+        e.channel = "webhook";
+        e.subject_ids = vec![
+            ("user_id".into(), r.veil.hide("user_1")),
+            ("organization_id".into(), r.veil.hide("org_9")),
+        ];
+        r.store.record_events(vec![e]).await.unwrap();
+        r.clock.advance(TimeDelta::minutes(10));
+        let second = r.poll().await.unwrap();
+        assert_eq!(second.pending, 0, "explained at once: {second:?}");
+        r.clock.advance(TimeDelta::minutes(15));
+        assert!(r.poll().await.unwrap().findings.is_empty());
     }
 
     #[tokio::test]
