@@ -175,6 +175,34 @@ pub(super) fn read(
     })
 }
 
+/// Clerk's changes are explained by the webhooks the audit log recorded
+/// (`service::crosscheck` reads `subject_entries`): with `[audit] enabled =
+/// false` nothing could explain a change, and every one would be reported
+/// as missed.
+pub(super) fn check_audit(r: &mut Reader<'_>, config: &super::Config) {
+    if config.audit.enabled {
+        return;
+    }
+    let streams = config.streams.iter().map(|(n, s)| ("streams", n, s));
+    let templates = config
+        .templates
+        .templates
+        .iter()
+        .map(|(n, s)| ("templates", n, s));
+    for (section, name, stream) in streams.chain(templates) {
+        if stream
+            .crosscheck
+            .as_ref()
+            .is_some_and(|c| c.provider == Provider::Clerk)
+        {
+            r.error(
+                &format!("{section}.{name}.crosscheck.provider"),
+                "provider = \"clerk\" explains each change by the webhooks the audit log recorded: remove [audit] enabled = false",
+            );
+        }
+    }
+}
+
 /// WorkOS checks event ids against the ids its webhooks carried, so the
 /// stream must receive WorkOS webhooks; Clerk's deliveries are Standard
 /// Webhooks (Svix).
@@ -393,6 +421,21 @@ kind = "log"
                 "{table}: want {want:?}, got {errs:?}"
             );
         }
+    }
+
+    #[test]
+    fn clerk_needs_the_audit_log_that_explains_its_changes() {
+        let text = format!(
+            "[audit]\nenabled = false\n{}",
+            config(CLERK_INGEST, "provider = \"clerk\"\napi_key = \"k\"", "")
+        );
+        let errs = errors(&text);
+        assert!(
+            errs.iter().any(|e| e.starts_with(
+                "streams.identity.crosscheck.provider: provider = \"clerk\" explains"
+            )),
+            "{errs:?}"
+        );
     }
 
     #[test]

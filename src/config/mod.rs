@@ -230,6 +230,7 @@ fn parse_with(r: &mut Reader<'_>, text: &str, base_dir: &Path) -> Result<Config,
         notifiers: declared("notifiers"),
     };
     check_references(r, &mut config, &declared);
+    crosscheck::check_audit(r, &config);
     let forwards = config
         .streams
         .values()
