@@ -46,6 +46,16 @@ pub enum Command {
         #[arg(long, value_name = "NAME")]
         notifier: String,
     },
+    /// Cross-check one stream with its provider's API now: one poll, its findings printed.
+    Crosscheck {
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+        #[arg(long, value_name = "NAME")]
+        stream: String,
+        /// text (a table) or json
+        #[arg(long, value_name = "FORMAT", default_value = "text")]
+        format: String,
+    },
     /// Run the sidecar.
     Serve {
         #[arg(long, value_name = "FILE")]
@@ -326,6 +336,11 @@ pub fn run(cli: Cli) -> ExitCode {
             now,
         } => commands::explain::run(&config, &stream, &last_event, now.as_deref()),
         Command::NotifyTest { config, notifier } => commands::notify_test::run(&config, &notifier),
+        Command::Crosscheck {
+            config,
+            stream,
+            format,
+        } => commands::crosscheck::run(&config, &stream, &format),
         Command::Serve { config } => commands::serve::run(&config),
         Command::Sign {
             secret_env,

@@ -8,6 +8,7 @@
 //! - `clock`: the one source of "now" (`SystemClock`; `ManualClock` in tests).
 //! - `commands`: one module per subcommand: load config, call the service or store, print, exit code.
 //! - `config`: reads and validates the TOML file into a `Config` (every error with its key path).
+//! - `crosscheck`: the identity providers' own APIs (Clerk's listings, WorkOS's event log), read bounded and parsed typed for the cross-check.
 //! - `domain`: pure calendars, business time, silence evaluation, alert states and kinds.
 //! - `exit`: the process exit codes `commands` and `service` share.
 //! - `heap`: hands freed heap back to the OS after start-up and reload (the one `unsafe`).
@@ -24,6 +25,7 @@ pub mod cli;
 pub mod clock;
 pub mod commands;
 pub mod config;
+pub mod crosscheck;
 pub mod domain;
 pub mod exit;
 pub mod heap;

@@ -4,6 +4,7 @@
 pub mod audit;
 pub mod audit_subject;
 pub mod check;
+pub mod crosscheck;
 pub mod explain;
 pub mod forward;
 mod http_client;

@@ -5,6 +5,7 @@
 mod adaptive;
 mod audit;
 mod calendars;
+pub mod crosscheck;
 pub(crate) mod env;
 pub mod forward;
 mod ingest;
@@ -239,6 +240,7 @@ fn parse_with(r: &mut Reader<'_>, text: &str, base_dir: &Path) -> Result<Config,
         notifiers: declared("notifiers"),
     };
     check_references(r, &mut config, &declared);
+    crosscheck::check_audit(r, &config);
     let forwards = config
         .streams
         .values()

@@ -29,6 +29,8 @@ pub struct StreamConfig {
     pub adaptive: Option<crate::domain::adaptive::AdaptivePolicy>,
     /// `[streams.NAME.forward]`: relay mode (forward each delivery to the app).
     pub forward: Option<super::forward::ForwardConfig>,
+    /// `[streams.NAME.crosscheck]`: ask the provider's API what no webhook said.
+    pub crosscheck: Option<super::crosscheck::CrosscheckConfig>,
 }
 
 /// One `escalate = [{ after = "2h", notify = [...] }]` step.
@@ -100,6 +102,7 @@ pub(crate) fn read_stream(
             "reconcile",
             "adaptive",
             "forward",
+            "crosscheck",
         ],
     );
     let calendar = r.req_string(path, t, "calendar");
@@ -132,6 +135,8 @@ pub(crate) fn read_stream(
     let reconcile = super::reconcile::read(r, path, t);
     let adaptive = super::adaptive::read(r, path, t);
     let forward = super::forward::read(r, path, t, &ingest.provider);
+    let crosscheck =
+        super::crosscheck::read(r, path, t, &ingest.provider, t.contains_key("forward"));
     // Placeholders keep the stream in the map after a field error, so its
     // references are still checked; any error discards the whole config.
     Some(StreamConfig {
@@ -150,5 +155,6 @@ pub(crate) fn read_stream(
         reconcile,
         adaptive,
         forward,
+        crosscheck,
     })
 }

@@ -10,6 +10,7 @@ pub mod adaptive;
 pub mod alert;
 pub mod alert_kind;
 pub mod calendar;
+pub mod crosscheck;
 pub mod duration;
 pub mod event_filter;
 pub mod fallback;

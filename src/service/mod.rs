@@ -5,6 +5,7 @@
 pub mod adaptive;
 pub mod app;
 mod core;
+pub mod crosscheck;
 pub mod delivery;
 mod fallback;
 mod feed;

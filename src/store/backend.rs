@@ -412,6 +412,36 @@ macro_rules! operations {
             /// Deletes the expired codes and those of ended episodes; how many went.
             fn prune_ack_codes() -> usize
                 = |clock_now| crate::store::ack_codes::prune(clock_now);
+            /// Issue #45 (`store::crosscheck`): a stream's cross-check bookkeeping.
+            fn crosscheck_state(stream: String) -> Option<super::crosscheck::CrosscheckRow>
+                = crate::store::crosscheck::state(&stream);
+            /// Adds one page of a provider listing to snapshot `generation`.
+            fn crosscheck_put_snapshot(stream: String, generation: i64, entries: Vec<(crate::domain::crosscheck::Entry, Option<String>)>) -> ()
+                = crate::store::crosscheck::put_snapshot(&stream, generation, &entries);
+            /// The changes between two snapshot generations (at most `limit` each way).
+            fn crosscheck_snapshot_changes(stream: String, previous: i64, current: i64, limit: i64) -> Vec<(crate::domain::crosscheck::Change, Option<String>)>
+                = crate::store::crosscheck::snapshot_changes(&stream, previous, current, limit);
+            /// Whether snapshot `generation` lists `entry`.
+            fn crosscheck_snapshot_has(stream: String, generation: i64, entry: crate::domain::crosscheck::Entry) -> bool
+                = crate::store::crosscheck::snapshot_has(&stream, generation, &entry);
+            /// The unexplained changes waiting for a later poll.
+            fn crosscheck_pending(stream: String) -> Vec<crate::domain::crosscheck::Pending>
+                = crate::store::crosscheck::pending(&stream);
+            /// Which of `ids` the stream received (webhook or healed).
+            fn crosscheck_received(stream: String, ids: Vec<String>) -> Vec<bool>
+                = crate::store::crosscheck::received(&stream, &ids);
+            /// Stores findings once per key; returns the keys that were new.
+            fn crosscheck_record_findings(stream: String, findings: Vec<crate::domain::crosscheck::Finding>, at: DateTime<Utc>) -> Vec<String>
+                = crate::store::crosscheck::record_findings(&stream, &findings, at);
+            /// A stream's findings, newest first.
+            fn crosscheck_findings(stream: String, open_only: bool, limit: i64) -> Vec<super::crosscheck::StoredFinding>
+                = crate::store::crosscheck::findings(&stream, open_only, limit);
+            /// Marks an open finding healed or acknowledged.
+            fn crosscheck_settle_finding(stream: String, key: String, healed: bool) -> bool
+                = crate::store::crosscheck::settle_finding(&stream, &key, healed);
+            /// Commits a poll's end if no other poll committed since `started`.
+            fn crosscheck_finish_poll(stream: String, started: Option<super::crosscheck::CrosscheckRow>, end: super::crosscheck::PollEnd) -> bool
+                = crate::store::crosscheck::finish_poll(&stream, started.as_ref(), &end);
         }
     };
 }

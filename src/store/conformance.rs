@@ -1646,3 +1646,7 @@ mod ack_codes;
 /// The operator's relay actions and the chunked replay
 /// (`store::forward_admin`, issue #44).
 mod forward_admin;
+
+/// The cross-check's cursor, snapshots, pending changes and findings
+/// (`store::crosscheck`, issue #45).
+mod crosscheck;

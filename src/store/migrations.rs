@@ -164,6 +164,8 @@ pub(crate) const STEPS: &[Step] = &[
         sqlite: Some(super::forward::SUBJECTS_HELD_SQLITE),
         postgres: Some(super::forward::SUBJECTS_HELD_PG),
     },
+    // Issue #45: the cross-check's cursor, snapshots, pending changes and findings.
+    Step::both("0023_crosscheck", super::crosscheck::MIGRATION),
 ];
 
 /// Frozen: what SQLite's positional `user_version` N stood for (the first

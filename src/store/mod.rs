@@ -21,6 +21,7 @@ pub(crate) use arrivals::moved_streams;
 pub mod audit;
 pub mod backend;
 mod core;
+pub mod crosscheck;
 mod db;
 pub mod forward;
 pub mod forward_admin;

@@ -14,6 +14,7 @@ mod architecture;
 mod audit;
 mod cli;
 mod crash;
+mod crosscheck;
 mod differential;
 mod doc_names;
 mod fuzz_seeds;

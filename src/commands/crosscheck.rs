@@ -1,0 +1,185 @@
+//! `hushwatch crosscheck --config F --stream X [--format text|json]`: one
+//! cross-check poll of the stream now (issue #45, docs/src/crosscheck.md),
+//! through the same `service::crosscheck::poll_once` a scheduled poll will
+//! run: the cursor, snapshot and findings it stores are the stream's own,
+//! so a finding printed here is not reported again. Prints the findings
+//! (text table or one JSON document); exit 0 when the poll found nothing,
+//! 1 when it found something or failed, 2 on a config error.
+//!
+//! Not yet: `--dry-run` (a Clerk listing is diffed in the store, so a poll
+//! that stores nothing needs a scratch generation the store can drop).
+
+use crate::clock::{Clock, SystemClock};
+use crate::domain::crosscheck::{Finding, When};
+use crate::exit::{EXIT_CONFIG, EXIT_FAILURE};
+use crate::service::crosscheck::{poll_once, PollFailure, PollReport};
+use crate::service::STATE_FILE;
+use crate::store::Store;
+use chrono::SecondsFormat;
+use serde_json::json;
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+pub fn run(config_path: &Path, stream: &str, format: &str) -> ExitCode {
+    let json = match format {
+        "text" => false,
+        "json" => true,
+        other => {
+            eprintln!("--format: {other:?} is not text or json");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    let config = match super::load_or_exit(config_path) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let Some(settings) = config.streams.get(stream) else {
+        eprintln!(
+            "--stream: {stream:?} is not a stream of {}",
+            config_path.display()
+        );
+        return ExitCode::from(EXIT_CONFIG);
+    };
+    let Some(crosscheck) = settings.crosscheck.clone() else {
+        eprintln!("streams.{stream}: has no [streams.{stream}.crosscheck] table");
+        return ExitCode::from(EXIT_CONFIG);
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("cannot start the runtime: {e}");
+            return ExitCode::from(EXIT_FAILURE);
+        }
+    };
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let outcome = runtime.block_on(async {
+        let path = config.server.data_dir.join(STATE_FILE);
+        let store = Store::open_configured(&config.store, path, clock.clone())
+            .await
+            .map_err(|e| format!("cannot open the store: {e}"))?;
+        let result = async {
+            let rows = store
+                .watch_streams(vec![stream.to_owned()], clock.now())
+                .await
+                .map_err(|e| format!("storage: {e}"))?;
+            let watch_started_at = rows
+                .first()
+                .map_or_else(|| clock.now(), |r| r.watch_started_at);
+            let source = crate::service::crosscheck::source(&crosscheck);
+            poll_once(
+                &store,
+                stream,
+                &crosscheck,
+                &source,
+                &config.audit.classifier,
+                config.store.sealer.veil(),
+                watch_started_at,
+                clock.as_ref(),
+            )
+            .await
+            .map_err(|e| match e {
+                PollFailure::Provider(e) => {
+                    format!("the {} API: {e}", crosscheck.provider.title())
+                }
+                PollFailure::Store(e) => format!("storage: {e}"),
+            })
+        }
+        .await;
+        let _ = store.close().await;
+        result
+    });
+    match outcome {
+        Err(reason) => {
+            eprintln!("crosscheck of stream {stream} failed: {reason}");
+            ExitCode::from(EXIT_FAILURE)
+        }
+        Ok(report) => {
+            if json {
+                println!("{}", json_report(stream, &report));
+            } else {
+                print!("{}", text_report(stream, &report));
+            }
+            if report.findings.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(EXIT_FAILURE)
+            }
+        }
+    }
+}
+
+fn when(f: &Finding) -> (Option<String>, Option<String>) {
+    let t = |d: chrono::DateTime<chrono::Utc>| d.to_rfc3339_opts(SecondsFormat::Secs, true);
+    match f.when {
+        When::At(at) => (Some(t(at)), None),
+        When::Between(a, b) => (Some(t(a)), Some(t(b))),
+    }
+}
+
+fn json_report(stream: &str, report: &PollReport) -> serde_json::Value {
+    let findings: Vec<serde_json::Value> = report
+        .findings
+        .iter()
+        .map(|f| {
+            let (from, until) = when(f);
+            json!({
+                "key": f.key,
+                "new": report.new_keys.contains(&f.key),
+                "direction": f.direction.as_str(),
+                "event_type": f.event_type,
+                "subject": f.subject,
+                "organization": f.organization,
+                "provider_id": f.provider_id,
+                "at": if until.is_none() { from.clone() } else { None },
+                "from": if until.is_some() { from } else { None },
+                "until": until,
+            })
+        })
+        .collect();
+    json!({
+        "stream": stream,
+        "baseline": report.baseline,
+        "pending": report.pending,
+        "committed": report.committed,
+        "findings": findings,
+    })
+}
+
+fn text_report(stream: &str, report: &PollReport) -> String {
+    let mut out = String::new();
+    if report.baseline {
+        out.push_str(&format!(
+            "stream {stream}: first listing stored as the baseline; the next poll compares with it\n"
+        ));
+        return out;
+    }
+    out.push_str(&format!(
+        "stream {stream}: {} finding(s), {} new; {} change(s) waiting for the next poll\n",
+        report.findings.len(),
+        report.new_keys.len(),
+        report.pending
+    ));
+    if report.findings.is_empty() {
+        return out;
+    }
+    out.push_str("DIRECTION  EVENT TYPE                      SUBJECT                         ORGANIZATION         WHEN\n");
+    for f in &report.findings {
+        let (from, until) = when(f);
+        let at = match until {
+            Some(until) => format!("{} .. {until}", from.unwrap_or_default()),
+            None => from.unwrap_or_default(),
+        };
+        out.push_str(&format!(
+            "{:<10} {:<31} {:<31} {:<20} {at}\n",
+            f.direction.as_str(),
+            f.event_type,
+            f.subject,
+            f.organization.as_deref().unwrap_or("-"),
+        ));
+    }
+    out
+}

@@ -1,0 +1,480 @@
+//! `[streams.X.crosscheck]` (also in `[templates.NAME]`): ask the identity
+//! provider's own API what it did, and page what no webhook told us
+//! (docs/src/crosscheck.md). `check` reads this with the parsers the poller
+//! uses: the URL through `notifiers::http_target` (the client's own URI
+//! check), durations through the one duration parser, the provider through
+//! `domain::crosscheck::Provider::parse`.
+//!
+//! `api_key` is a Bearer secret: it is held as a `SecretString`, and no
+//! error or warning here ever quotes it.
+
+use super::providers::ProviderConfig;
+use super::reader::{join, Reader};
+use super::secret::SecretString;
+use crate::domain::crosscheck::Provider;
+use chrono::TimeDelta;
+use toml::Table;
+
+#[derive(Debug, Clone)]
+pub struct CrosscheckConfig {
+    pub provider: Provider,
+    /// The API root without a trailing `/` (`https://api.clerk.com/v1`);
+    /// request paths are appended to it. Never carries userinfo.
+    pub api_url: String,
+    /// Sent as `Authorization: Bearer …`; never logged or shown.
+    pub api_key: SecretString,
+    /// Wall-clock time between two polls.
+    pub every: TimeDelta,
+    /// How late a webhook may still arrive before a change counts as missed.
+    pub grace: TimeDelta,
+    /// Relay streams only: deliver what was missed to the app.
+    pub heal: bool,
+    /// WorkOS only: the event types checked (never empty for WorkOS; empty
+    /// for Clerk, whose changes are read from state listings).
+    pub types: Vec<String>,
+}
+
+/// The keys of the table (listed once: `reject_unknown` and the docs test).
+pub const KEYS: &[&str] = &[
+    "provider", "api_url", "api_key", "every", "grace", "heal", "types",
+];
+
+/// `every` when unset. Clerk's listing of 100,000 members costs ~400
+/// requests, so a poll every 15 minutes stays far below its rate limit.
+pub const DEFAULT_EVERY: TimeDelta = TimeDelta::minutes(15);
+/// `grace` when unset: webhooks are retried for a few minutes at first.
+pub const DEFAULT_GRACE: TimeDelta = TimeDelta::minutes(10);
+/// Shortest `every`: one request a second is still a gentle client.
+pub const MIN_EVERY: TimeDelta = TimeDelta::seconds(1);
+
+/// Reads the stream's `crosscheck` table (absent: no cross-check).
+/// `provider` is the stream's ingest provider; `forwards` whether the
+/// stream has a `[forward]` table (relay mode), which `heal` needs.
+pub(super) fn read(
+    r: &mut Reader<'_>,
+    path: &str,
+    t: &Table,
+    ingest: &ProviderConfig,
+    forwards: bool,
+) -> Option<CrosscheckConfig> {
+    let value = t.get("crosscheck")?;
+    let key_path = join(path, "crosscheck");
+    let table = r.table(&key_path, value)?;
+    r.reject_unknown(&key_path, table, KEYS);
+
+    let provider = match r.req_string(&key_path, table, "provider") {
+        Some(name) => match Provider::parse(&name) {
+            Some(p) => Some(p),
+            None => {
+                r.error(
+                    &join(&key_path, "provider"),
+                    format!(
+                        "unknown provider {name:?} (known: {})",
+                        Provider::ALL.map(Provider::name).join(", ")
+                    ),
+                );
+                None
+            }
+        },
+        None => None,
+    };
+    if let Some(p) = provider {
+        check_ingest(r, &key_path, p, ingest);
+    }
+
+    let api_url = match r.opt_string(&key_path, table, "api_url") {
+        Some(text) => match api_url(&text) {
+            Ok(url) => url,
+            Err(reason) => {
+                r.error(&join(&key_path, "api_url"), reason);
+                String::new()
+            }
+        },
+        None => provider.map_or_else(String::new, |p| p.default_api_url().to_owned()),
+    };
+
+    let api_key = match r.req_string(&key_path, table, "api_key") {
+        Some(key) => {
+            let key_field = join(&key_path, "api_key");
+            let key = r.trim_secret(&key_field, key);
+            if let Err(reason) = api_key(&key) {
+                r.error(&key_field, reason);
+            }
+            key
+        }
+        None => String::new(),
+    };
+
+    let every = r
+        .opt_duration(&key_path, table, "every")
+        .unwrap_or(DEFAULT_EVERY);
+    if every < MIN_EVERY {
+        r.error(&join(&key_path, "every"), "must be at least 1s");
+    }
+    let grace = r
+        .opt_duration(&key_path, table, "grace")
+        .unwrap_or(DEFAULT_GRACE);
+    if grace < TimeDelta::zero() {
+        r.error(&join(&key_path, "grace"), "must not be negative");
+    }
+
+    let heal = r.opt_bool(&key_path, table, "heal").unwrap_or(false);
+    if heal && !forwards {
+        r.error(
+            &join(&key_path, "heal"),
+            "needs relay mode: heal delivers what was missed to the app, so add [forward] or set heal = false",
+        );
+    }
+
+    let types = if table.contains_key("types") {
+        let listed = r.string_list(&key_path, table, "types", false);
+        if provider == Some(Provider::Clerk) {
+            r.error(
+                &join(&key_path, "types"),
+                "applies to provider = \"workos\" only (Clerk is checked by listing users and memberships)",
+            );
+        }
+        for (i, ty) in listed.iter().enumerate() {
+            if ty.trim().is_empty() || ty.len() > 128 {
+                r.error(
+                    &format!("{key_path}.types[{i}]"),
+                    "must be an event type name (1 to 128 characters)",
+                );
+            }
+        }
+        if listed.is_empty() {
+            r.error(
+                &join(&key_path, "types"),
+                "needs at least one event type (remove it for the default list)",
+            );
+        }
+        listed
+    } else if provider == Some(Provider::Workos) {
+        crate::domain::crosscheck::WORKOS_DEFAULT_TYPES
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect()
+    } else {
+        Vec::new()
+    };
+
+    // Until `service::start` schedules `service::crosscheck::poll_once`
+    // (issue #45's remaining part), a configured cross-check must not look
+    // like a running one. Remove this notice with that wiring.
+    r.warnings.push(format!(
+        "{key_path}: this build validates the table but does not poll the provider yet; nothing is cross-checked"
+    ));
+    Some(CrosscheckConfig {
+        provider: provider?,
+        api_url,
+        api_key: SecretString::new(api_key),
+        every,
+        grace,
+        heal,
+        types,
+    })
+}
+
+/// Clerk's changes are explained by the webhooks the audit log recorded
+/// (`service::crosscheck` reads `subject_entries`): with `[audit] enabled =
+/// false` nothing could explain a change, and every one would be reported
+/// as missed.
+pub(super) fn check_audit(r: &mut Reader<'_>, config: &super::Config) {
+    if config.audit.enabled {
+        return;
+    }
+    let streams = config.streams.iter().map(|(n, s)| ("streams", n, s));
+    let templates = config
+        .templates
+        .templates
+        .iter()
+        .map(|(n, s)| ("templates", n, s));
+    for (section, name, stream) in streams.chain(templates) {
+        if stream
+            .crosscheck
+            .as_ref()
+            .is_some_and(|c| c.provider == Provider::Clerk)
+        {
+            r.error(
+                &format!("{section}.{name}.crosscheck.provider"),
+                "provider = \"clerk\" explains each change by the webhooks the audit log recorded: remove [audit] enabled = false",
+            );
+        }
+    }
+}
+
+/// WorkOS checks event ids against the ids its webhooks carried, so the
+/// stream must receive WorkOS webhooks; Clerk's deliveries are Standard
+/// Webhooks (Svix).
+fn check_ingest(r: &mut Reader<'_>, key_path: &str, provider: Provider, ingest: &ProviderConfig) {
+    let wanted = match provider {
+        Provider::Clerk => "standard",
+        Provider::Workos => "workos",
+    };
+    if ingest.name() != wanted {
+        let reason = match provider {
+            Provider::Clerk => format!(
+                "provider = \"clerk\" needs a Standard Webhooks stream (Clerk sends through Svix), but ingest.provider = {:?}",
+                ingest.name()
+            ),
+            Provider::Workos => format!(
+                "provider = \"workos\" needs ingest.provider = \"workos\" (the event ids are joined with its webhooks), found {:?}",
+                ingest.name()
+            ),
+        };
+        r.error(&join(key_path, "provider"), reason);
+    }
+}
+
+/// The API root the poller sends to: http(s), a host, no userinfo (the key
+/// goes in a header), no query or fragment (paths are appended). Used by
+/// `check` and by the poller, so both accept the same URLs.
+pub fn api_url(text: &str) -> Result<String, String> {
+    let target = super::notifiers::http_target(text)?;
+    if target.basic_auth.is_some() {
+        return Err(
+            "must not carry a user name or password (api_key is sent as a Bearer token)".into(),
+        );
+    }
+    let url = url::Url::parse(&target.url).map_err(|e| format!("is not a valid URL ({e})"))?;
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err("must not have a query or fragment: request paths are appended to it".into());
+    }
+    Ok(url.as_str().trim_end_matches('/').to_owned())
+}
+
+/// A Bearer key: not empty, and only characters an HTTP header value may
+/// carry (a stray newline would otherwise end the header). The reason
+/// never quotes the key.
+pub fn api_key(key: &str) -> Result<(), String> {
+    if key.is_empty() {
+        return Err(
+            "is empty: set the provider's secret API key (e.g. \"${CLERK_SECRET_KEY}\")".into(),
+        );
+    }
+    if !key.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err("must be printable ASCII without spaces (it is sent in an HTTP header)".into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::{parse, Config};
+    use crate::domain::crosscheck::Provider;
+    use chrono::TimeDelta;
+    use std::path::Path;
+
+    const KEY: &str = "sk_test_Zm9vYmFyYmF6cXV4";
+
+    fn env(name: &str) -> Option<String> {
+        match name {
+            "CLERK_WEBHOOK_SECRET" => Some("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into()),
+            "CLERK_SECRET_KEY" => Some(format!("{KEY}\n")),
+            "EMPTY" => Some(String::new()),
+            _ => None,
+        }
+    }
+
+    /// One stream (`ingest` and `extra` tables appended) and a notifier.
+    fn config(ingest: &str, crosscheck: &str, extra: &str) -> String {
+        format!(
+            r#"
+[streams.identity]
+calendar = "always"
+silence_threshold = "6h"
+notify = ["oncall"]
+[streams.identity.ingest]
+{ingest}
+[streams.identity.crosscheck]
+{crosscheck}
+{extra}
+[notifiers.oncall]
+kind = "log"
+"#
+        )
+    }
+
+    const CLERK_INGEST: &str = r#"webhook_secret = "${CLERK_WEBHOOK_SECRET}""#;
+    const WORKOS_INGEST: &str = "provider = \"workos\"\nwebhook_secret = \"plain-workos-secret\"";
+
+    fn ok(text: &str) -> Config {
+        parse(text, Path::new("/etc/hw"), &env).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn errors(text: &str) -> Vec<String> {
+        match parse(text, Path::new("/etc/hw"), &env) {
+            Ok(_) => panic!("expected errors"),
+            Err(e) => e.0.iter().map(ToString::to_string).collect(),
+        }
+    }
+
+    #[test]
+    fn clerk_defaults_and_a_key_from_the_environment() {
+        let c = ok(&config(
+            CLERK_INGEST,
+            "provider = \"clerk\"\napi_key = \"${CLERK_SECRET_KEY}\"",
+            "",
+        ));
+        let x = c.streams["identity"].crosscheck.as_ref().unwrap();
+        assert_eq!(x.provider, Provider::Clerk);
+        assert_eq!(x.api_url, "https://api.clerk.com/v1");
+        // The trailing newline of a pasted key is dropped, with a notice
+        // that never quotes the key.
+        assert_eq!(x.api_key.expose(), KEY);
+        assert!(c.warnings.iter().any(|w| w.contains("crosscheck.api_key")));
+        assert!(c.warnings.iter().all(|w| !w.contains(KEY)));
+        assert_eq!(x.every, TimeDelta::minutes(15));
+        assert_eq!(x.grace, TimeDelta::minutes(10));
+        assert!(!x.heal);
+        assert!(x.types.is_empty());
+        assert!(!format!("{c:?}").contains(KEY), "Debug redacts the key");
+    }
+
+    #[test]
+    fn workos_reads_every_key_and_defaults_its_types() {
+        let c = ok(&config(
+            WORKOS_INGEST,
+            "provider = \"workos\"\napi_key = \"sk_x\"\napi_url = \"http://127.0.0.1:8080/\"\nevery = \"1s\"\ngrace = \"0s\"",
+            "",
+        ));
+        let x = c.streams["identity"].crosscheck.as_ref().unwrap();
+        assert_eq!(x.provider, Provider::Workos);
+        assert_eq!(x.api_url, "http://127.0.0.1:8080");
+        assert_eq!(x.every, TimeDelta::seconds(1));
+        assert_eq!(x.grace, TimeDelta::zero());
+        assert!(x.types.iter().any(|t| t == "dsync.user.deleted"));
+        let c = ok(&config(
+            WORKOS_INGEST,
+            "provider = \"workos\"\napi_key = \"sk_x\"\ntypes = [\"dsync.user.deleted\"]",
+            "",
+        ));
+        assert_eq!(
+            c.streams["identity"].crosscheck.as_ref().unwrap().types,
+            ["dsync.user.deleted"]
+        );
+    }
+
+    #[test]
+    fn check_refuses_what_the_poller_could_not_use_with_the_key_path() {
+        let p = "streams.identity.crosscheck";
+        for (ingest, table, want) in [
+            (
+                CLERK_INGEST,
+                "provider = \"clerk\"\napi_key = \"k\"\napi_url = \"ftp://api.clerk.com\"",
+                format!("{p}.api_url: must start with http:// or https://"),
+            ),
+            (
+                CLERK_INGEST,
+                "provider = \"clerk\"\napi_key = \"k\"\napi_url = \"https://user:pw@api.clerk.com/v1\"",
+                format!("{p}.api_url: must not carry a user name or password"),
+            ),
+            (
+                CLERK_INGEST,
+                "provider = \"clerk\"\napi_key = \"${EMPTY}\"",
+                format!("{p}.api_key: is empty"),
+            ),
+            (
+                CLERK_INGEST,
+                "provider = \"clerk\"",
+                format!("{p}.api_key: "),
+            ),
+            (
+                CLERK_INGEST,
+                "provider = \"clerk\"\napi_key = \"k\"\nheal = true",
+                format!("{p}.heal: needs relay mode"),
+            ),
+            (
+                CLERK_INGEST,
+                "provider = \"clerk\"\napi_key = \"k\"\nevery = \"500ms\"",
+                format!("{p}.every: must be at least 1s"),
+            ),
+            (
+                CLERK_INGEST,
+                "provider = \"clerk\"\napi_key = \"k\"\ntypes = [\"user.deleted\"]",
+                format!("{p}.types: applies to provider = \"workos\" only"),
+            ),
+            (
+                CLERK_INGEST,
+                "provider = \"workos\"\napi_key = \"k\"",
+                format!("{p}.provider: provider = \"workos\" needs ingest.provider = \"workos\""),
+            ),
+            (
+                WORKOS_INGEST,
+                "provider = \"clerk\"\napi_key = \"k\"",
+                format!("{p}.provider: provider = \"clerk\" needs a Standard Webhooks stream"),
+            ),
+            (
+                CLERK_INGEST,
+                "provider = \"okta\"\napi_key = \"k\"",
+                format!("{p}.provider: unknown provider \"okta\" (known: clerk, workos)"),
+            ),
+            (
+                CLERK_INGEST,
+                "provider = \"clerk\"\napi_key = \"k\"\nintervl = \"1m\"",
+                format!("{p}.intervl: unknown key"),
+            ),
+        ] {
+            let errs = errors(&config(ingest, table, ""));
+            assert!(
+                errs.iter().any(|e| e.starts_with(&want)),
+                "{table}: want {want:?}, got {errs:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn clerk_needs_the_audit_log_that_explains_its_changes() {
+        let text = format!(
+            "[audit]\nenabled = false\n{}",
+            config(CLERK_INGEST, "provider = \"clerk\"\napi_key = \"k\"", "")
+        );
+        let errs = errors(&text);
+        assert!(
+            errs.iter().any(|e| e.starts_with(
+                "streams.identity.crosscheck.provider: provider = \"clerk\" explains"
+            )),
+            "{errs:?}"
+        );
+    }
+
+    #[test]
+    fn a_key_with_a_space_or_newline_inside_is_refused_without_being_quoted() {
+        let errs = errors(&config(
+            CLERK_INGEST,
+            "provider = \"clerk\"\napi_key = \"sk_live_abc\\r\\nX-Evil: 1\"",
+            "",
+        ));
+        assert!(
+            errs.iter()
+                .any(|e| e
+                    .starts_with("streams.identity.crosscheck.api_key: must be printable ASCII")),
+            "{errs:?}"
+        );
+        assert!(errs.iter().all(|e| !e.contains("sk_live_abc")), "{errs:?}");
+    }
+
+    #[test]
+    fn heal_is_accepted_on_a_relay_stream_and_templates_take_the_table() {
+        let forward = "[streams.identity.forward]\nurl = \"http://127.0.0.1:3000/hook\"\nsecret = \"${CLERK_WEBHOOK_SECRET}\"";
+        let c = ok(&config(
+            CLERK_INGEST,
+            "provider = \"clerk\"\napi_key = \"k\"\nheal = true",
+            forward,
+        ));
+        assert!(c.streams["identity"].crosscheck.as_ref().unwrap().heal);
+
+        let text = format!(
+            "{}\n[templates.tenant]\ncalendar = \"always\"\nsilence_threshold = \"6h\"\nnotify = [\"oncall\"]\n\
+             [templates.tenant.ingest]\n{CLERK_INGEST}\n[templates.tenant.crosscheck]\nprovider = \"clerk\"\napi_key = \"\"\n\
+             [streams.\"tenant-*\"]\ntemplate = \"tenant\"\n",
+            config(CLERK_INGEST, "provider = \"clerk\"\napi_key = \"k\"", "")
+        );
+        let errs = errors(&text);
+        assert!(
+            errs.iter()
+                .any(|e| e.starts_with("templates.tenant.crosscheck.api_key: is empty")),
+            "{errs:?}"
+        );
+    }
+}

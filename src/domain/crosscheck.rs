@@ -1,0 +1,741 @@
+//! Cross-checking a stream against its identity provider's own API: the
+//! rules only, over values the poller read (`crosscheck`, the adapter) and
+//! the store kept. No I/O and no clock: every instant is an argument.
+//!
+//! Two ways to ask a provider what it did (reference: provider-apis):
+//! - **Event log join** (WorkOS): an event of a checked type in the
+//!   provider's log whose id never arrived on the stream, `grace` after it
+//!   was logged, is missed ([`join_event_log`]).
+//! - **State diff** (Clerk): two listings an interval apart show what
+//!   changed; a change no webhook explains, and that still holds on a later
+//!   poll (listings lag), is missed ([`diff_sorted`], [`Pending::decide`]).
+//!
+//! A [`Finding`] has a stable [`Finding::key`] built only from what the
+//! provider and the store said (never from this process's clock), so every
+//! replica and every restart derive the same key and the store pages it
+//! once.
+
+use chrono::{DateTime, TimeDelta, Utc};
+use std::cmp::Ordering;
+
+/// A provider whose API the cross-check can read. Each one's requests and
+/// answers live in its adapter (`crosscheck::clerk`, `crosscheck::workos`);
+/// what follows from them is decided here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Provider {
+    Clerk,
+    Workos,
+}
+
+impl Provider {
+    pub const ALL: [Provider; 2] = [Provider::Clerk, Provider::Workos];
+
+    /// The config value (`provider = "clerk"`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Provider::Clerk => "clerk",
+            Provider::Workos => "workos",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Provider> {
+        Provider::ALL.into_iter().find(|p| p.name() == text)
+    }
+
+    /// How pages name it.
+    pub fn title(self) -> &'static str {
+        match self {
+            Provider::Clerk => "Clerk",
+            Provider::Workos => "WorkOS",
+        }
+    }
+
+    /// `api_url` when unset: Clerk's Backend API root (its OpenAPI
+    /// `servers` entry, clerk/openapi-specs bapi/2025-11-10.yml) and
+    /// WorkOS's API host (workos.com/docs/reference).
+    pub fn default_api_url(self) -> &'static str {
+        match self {
+            Provider::Clerk => "https://api.clerk.com/v1",
+            Provider::Workos => "https://api.workos.com",
+        }
+    }
+}
+
+/// WorkOS event types checked when `types` is unset: the revocation and
+/// grant types of WorkOS's catalogue (workos.com/docs/events; the same
+/// types `audit::classify` files as grant or revoke for WorkOS).
+pub const WORKOS_DEFAULT_TYPES: &[&str] = &[
+    "dsync.user.deleted",
+    "dsync.group.user_removed",
+    "dsync.group.deleted",
+    "dsync.deleted",
+    "organization_membership.deleted",
+    "connection.deactivated",
+    "connection.deleted",
+    "dsync.user.created",
+    "dsync.group.user_added",
+    "dsync.activated",
+    "organization_membership.created",
+    "connection.activated",
+];
+
+/// Which way a missed change moved access: the `direction` label of
+/// `hushwatch_crosscheck_missed_total` and the page's severity (a missed
+/// revocation is critical).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Direction {
+    Revoke,
+    Grant,
+    Other,
+}
+
+impl Direction {
+    pub const ALL: [Direction; 3] = [Direction::Revoke, Direction::Grant, Direction::Other];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Direction::Revoke => "revoke",
+            Direction::Grant => "grant",
+            Direction::Other => "other",
+        }
+    }
+}
+
+/// One thing the provider did that no webhook told the stream about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// Stable identity (see the module comment): `workos:<event id>`, or
+    /// for Clerk the change and the poll that first saw it.
+    pub key: String,
+    pub direction: Direction,
+    /// The webhook type that should have arrived
+    /// (`organizationMembership.deleted`, `dsync.user.deleted`).
+    pub event_type: String,
+    /// The user (or, when the provider names none, the object) concerned.
+    pub subject: String,
+    /// Clerk memberships: the organization.
+    pub organization: Option<String>,
+    /// The provider's own id: the WorkOS event id, the Clerk membership id.
+    pub provider_id: Option<String>,
+    /// When the provider did it: exactly (an event log), or between two
+    /// polls (a state diff).
+    pub when: When,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum When {
+    At(DateTime<Utc>),
+    Between(DateTime<Utc>, DateTime<Utc>),
+}
+
+// ---------------------------------------------------------------- WorkOS
+
+/// One entry of the provider's event log, as the adapter parsed it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoggedEvent {
+    pub id: String,
+    pub event_type: String,
+    pub created_at: DateTime<Utc>,
+    /// The user the event is about, or else the object (from the payload).
+    pub subject: Option<String>,
+}
+
+/// What one pass over a page of the event log decided.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct JoinOutcome {
+    pub findings: Vec<Finding>,
+    /// The id of the last event decided: the cursor to keep. Events after
+    /// it are read again on the next poll.
+    pub decided_through: Option<String>,
+    /// An event still inside its grace was reached: stop reading the log
+    /// (it is ordered by creation time), and read it again next poll.
+    pub reached_undecided: bool,
+}
+
+/// Joins one page of the event log (oldest first, as `order=asc` returns
+/// it) with the ids the stream received. An event is decided once its
+/// `grace` has passed: received (`received(id)`) or not of a checked type
+/// → nothing; otherwise a finding. The first event still within its grace
+/// stops the join, so the cursor never passes an event that was not
+/// decided; an event logged in the future of `now` (clock skew) waits too.
+pub fn join_event_log(
+    page: &[LoggedEvent],
+    types: &[String],
+    grace: TimeDelta,
+    now: DateTime<Utc>,
+    received: &dyn Fn(&str) -> bool,
+    direction_of: &dyn Fn(&str) -> Direction,
+) -> JoinOutcome {
+    let mut out = JoinOutcome::default();
+    for event in page {
+        if event.created_at + grace > now {
+            out.reached_undecided = true;
+            break;
+        }
+        if types.contains(&event.event_type) && !received(&event.id) {
+            out.findings.push(Finding {
+                key: format!("workos:{}", event.id),
+                direction: direction_of(&event.event_type),
+                event_type: event.event_type.clone(),
+                subject: event.subject.clone().unwrap_or_else(|| event.id.clone()),
+                organization: None,
+                provider_id: Some(event.id.clone()),
+                when: When::At(event.created_at),
+            });
+        }
+        out.decided_through = Some(event.id.clone());
+    }
+    out
+}
+
+// ----------------------------------------------------------------- Clerk
+
+/// One entry of a Clerk listing, ordered so that a snapshot can be kept and
+/// compared as a sorted sequence (memberships of a user sort beside their
+/// user only by accident; the order is by kind, then ids).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Entry {
+    User { user: String },
+    Membership { organization: String, user: String },
+}
+
+impl Entry {
+    pub fn user(&self) -> &str {
+        match self {
+            Entry::User { user } | Entry::Membership { user, .. } => user,
+        }
+    }
+
+    pub fn organization(&self) -> Option<&str> {
+        match self {
+            Entry::User { .. } => None,
+            Entry::Membership { organization, .. } => Some(organization),
+        }
+    }
+}
+
+/// A change between two snapshots.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Change {
+    Removed(Entry),
+    Added(Entry),
+}
+
+impl Change {
+    pub fn entry(&self) -> &Entry {
+        match self {
+            Change::Removed(e) | Change::Added(e) => e,
+        }
+    }
+
+    pub fn direction(&self) -> Direction {
+        match self {
+            Change::Removed(_) => Direction::Revoke,
+            Change::Added(_) => Direction::Grant,
+        }
+    }
+
+    /// The Clerk webhook that reports this change (Clerk's webhook catalogue,
+    /// clerk/openapi-specs webhooks/2025-04-15.yml).
+    pub fn event_type(&self) -> &'static str {
+        match self {
+            Change::Removed(Entry::User { .. }) => "user.deleted",
+            Change::Removed(Entry::Membership { .. }) => "organizationMembership.deleted",
+            Change::Added(Entry::User { .. }) => "user.created",
+            Change::Added(Entry::Membership { .. }) => "organizationMembership.created",
+        }
+    }
+
+    /// Whether a received webhook of `event_type` about `user` (and
+    /// `organization`) explains this change: the change's own event, or
+    /// for a removal, the deletion of the user or of the organization.
+    pub fn explained_by(&self, event_type: &str, user: Option<&str>, org: Option<&str>) -> bool {
+        let entry = self.entry();
+        let same_user = user == Some(entry.user());
+        let same_org = org.is_some() && org == entry.organization();
+        match (self, event_type) {
+            (Change::Removed(_), "user.deleted") => same_user,
+            (Change::Removed(Entry::Membership { .. }), "organization.deleted") => same_org,
+            (Change::Removed(Entry::Membership { .. }), "organizationMembership.deleted")
+            | (Change::Added(Entry::Membership { .. }), "organizationMembership.created") => {
+                same_user && same_org
+            }
+            (Change::Added(Entry::User { .. }), "user.created") => same_user,
+            _ => false,
+        }
+    }
+}
+
+/// Compares two snapshots given as ascending, duplicate-free sequences, in
+/// one merge pass: memory is the changes, never a third copy of either
+/// snapshot, so the store can stream both from disk. Out-of-order input is
+/// a caller bug the debug build catches; duplicates are skipped.
+pub fn diff_sorted<I, J>(previous: I, current: J) -> Vec<Change>
+where
+    I: IntoIterator<Item = Entry>,
+    J: IntoIterator<Item = Entry>,
+{
+    let mut changes = Vec::new();
+    let mut prev = previous.into_iter().peekable();
+    let mut cur = current.into_iter().peekable();
+    loop {
+        let order = match (prev.peek(), cur.peek()) {
+            (None, None) => break,
+            (Some(_), None) => Ordering::Less,
+            (None, Some(_)) => Ordering::Greater,
+            (Some(p), Some(c)) => p.cmp(c),
+        };
+        match order {
+            Ordering::Less => {
+                let gone = prev.next().expect("peeked");
+                skip_equal(&mut prev, &gone);
+                changes.push(Change::Removed(gone));
+            }
+            Ordering::Greater => {
+                let new = cur.next().expect("peeked");
+                skip_equal(&mut cur, &new);
+                changes.push(Change::Added(new));
+            }
+            Ordering::Equal => {
+                let same = prev.next().expect("peeked");
+                cur.next();
+                skip_equal(&mut prev, &same);
+                skip_equal(&mut cur, &same);
+            }
+        }
+    }
+    changes
+}
+
+fn skip_equal<I: Iterator<Item = Entry>>(it: &mut std::iter::Peekable<I>, last: &Entry) {
+    while let Some(next) = it.peek() {
+        debug_assert!(next >= last, "snapshot not sorted: {next:?} after {last:?}");
+        if next != last {
+            break;
+        }
+        it.next();
+    }
+}
+
+/// A received webhook that may explain a change: what the store's delivery
+/// rows say (type, subject user, organization, arrival).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Received {
+    pub event_type: String,
+    pub user: Option<String>,
+    pub organization: Option<String>,
+    pub received_at: DateTime<Utc>,
+}
+
+/// An unexplained change waiting to be confirmed: seen by the poll at
+/// `seen_at`, whose previous poll was `since`. It becomes a finding on a
+/// later poll once `grace` after `seen_at` has passed, if no webhook
+/// received in (`since` − grace, `seen_at` + grace] explains it and the
+/// listing still shows it (a lagging listing that comes back is no change).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pending {
+    pub change: Change,
+    pub since: DateTime<Utc>,
+    pub seen_at: DateTime<Utc>,
+    /// The Clerk membership id, from the snapshot that had it.
+    pub provider_id: Option<String>,
+}
+
+/// What becomes of a pending change at a poll.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// A webhook explains it, or the listing shows the old state again.
+    Settled,
+    /// Not decidable yet: keep it pending.
+    Wait,
+    Missed(Finding),
+}
+
+impl Pending {
+    /// The webhooks that may explain it arrived in this window.
+    pub fn window(&self, grace: TimeDelta) -> (DateTime<Utc>, DateTime<Utc>) {
+        (self.since - grace, self.seen_at + grace)
+    }
+
+    pub fn explained(&self, grace: TimeDelta, received: &[Received]) -> bool {
+        let (from, until) = self.window(grace);
+        received.iter().any(|r| {
+            r.received_at > from
+                && r.received_at <= until
+                && self.change.explained_by(
+                    &r.event_type,
+                    r.user.as_deref(),
+                    r.organization.as_deref(),
+                )
+        })
+    }
+
+    /// Decides at a poll at `now` whose listing shows the entry
+    /// (`listed_now`) or not.
+    pub fn decide(
+        &self,
+        now: DateTime<Utc>,
+        grace: TimeDelta,
+        listed_now: bool,
+        received: &[Received],
+    ) -> Verdict {
+        let reverted = match self.change {
+            Change::Removed(_) => listed_now,
+            Change::Added(_) => !listed_now,
+        };
+        if reverted || self.explained(grace, received) {
+            return Verdict::Settled;
+        }
+        if now <= self.seen_at || now < self.seen_at + grace {
+            return Verdict::Wait;
+        }
+        let entry = self.change.entry();
+        Verdict::Missed(Finding {
+            key: self.key(),
+            direction: self.change.direction(),
+            event_type: self.change.event_type().to_owned(),
+            subject: entry.user().to_owned(),
+            organization: entry.organization().map(str::to_owned),
+            provider_id: self.provider_id.clone(),
+            when: When::Between(self.since, self.seen_at),
+        })
+    }
+
+    /// Stable across replicas: the change and the stored poll that saw it.
+    pub fn key(&self) -> String {
+        let (verb, entry) = match &self.change {
+            Change::Removed(e) => ("removed", e),
+            Change::Added(e) => ("added", e),
+        };
+        let seen = self.seen_at.timestamp_millis();
+        match entry {
+            Entry::User { user } => format!("clerk:{verb}:user:{user}@{seen}"),
+            Entry::Membership { organization, user } => {
+                format!("clerk:{verb}:membership:{organization}/{user}@{seen}")
+            }
+        }
+    }
+}
+
+// ----------------------------------------------------------------- pages
+
+/// How many findings a page names; the rest are counted.
+pub const PAGE_NAMES_AT_MOST: usize = 20;
+
+/// A missed revocation is critical; anything else missed is a warning.
+pub fn page_is_critical(findings: &[Finding]) -> bool {
+    findings.iter().any(|f| f.direction == Direction::Revoke)
+}
+
+/// One finding in words, e.g. "Clerk no longer lists user_123 in org_9
+/// (gone between 10:30 and 10:45 UTC); no webhook saying so reached
+/// hushwatch, so the app was probably never told."
+pub fn describe(provider: Provider, f: &Finding) -> String {
+    let name = provider.title();
+    let when = match f.when {
+        When::At(at) => format!("at {}", at.format("%Y-%m-%d %H:%M:%S UTC")),
+        When::Between(a, b) => format!(
+            "between {} and {}",
+            a.format("%Y-%m-%d %H:%M UTC"),
+            b.format("%H:%M UTC")
+        ),
+    };
+    let what = match (f.direction, f.organization.as_deref(), provider) {
+        (Direction::Revoke, Some(org), Provider::Clerk) => format!(
+            "{name} no longer lists {} in {org} (gone {when})",
+            f.subject
+        ),
+        (Direction::Revoke, None, Provider::Clerk) => {
+            format!("{name} no longer lists user {} (gone {when})", f.subject)
+        }
+        (Direction::Grant, Some(org), Provider::Clerk) => {
+            format!("{name} now lists {} in {org} (added {when})", f.subject)
+        }
+        (_, _, Provider::Clerk) => {
+            format!("{name} now lists user {} (added {when})", f.subject)
+        }
+        (_, _, Provider::Workos) => format!(
+            "{name} logged {} {} for {} {when}",
+            f.event_type,
+            f.provider_id.as_deref().unwrap_or("(no id)"),
+            f.subject
+        ),
+    };
+    format!(
+        "{what}; no {} webhook saying so reached hushwatch, so the app was probably never told.",
+        f.event_type
+    )
+}
+
+/// The body of a `provider_missed` page: the findings of one poll, up to
+/// [`PAGE_NAMES_AT_MOST`] named, the total, and what to do.
+pub fn page_text(provider: Provider, stream: &str, findings: &[Finding]) -> String {
+    let mut text = format!(
+        "{} {} on stream {stream} that no webhook reported:\n",
+        findings.len(),
+        if findings.len() == 1 {
+            "change"
+        } else {
+            "changes"
+        }
+    );
+    for f in findings.iter().take(PAGE_NAMES_AT_MOST) {
+        text.push_str("- ");
+        text.push_str(&describe(provider, f));
+        text.push('\n');
+    }
+    if findings.len() > PAGE_NAMES_AT_MOST {
+        text.push_str(&format!(
+            "… and {} more.\n",
+            findings.len() - PAGE_NAMES_AT_MOST
+        ));
+    }
+    text.push_str(&format!(
+        "What to do: make sure the app removed (or granted) this access, e.g. by running its reconciliation; then find why {}'s webhook did not arrive (its dashboard shows failed deliveries).",
+        provider.title()
+    ));
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(min: i64) -> DateTime<Utc> {
+        DateTime::from_timestamp(1_800_000_000 + min * 60, 0).unwrap()
+    }
+
+    fn m(org: &str, user: &str) -> Entry {
+        Entry::Membership {
+            organization: org.into(),
+            user: user.into(),
+        }
+    }
+
+    fn u(user: &str) -> Entry {
+        Entry::User { user: user.into() }
+    }
+
+    fn sorted(mut v: Vec<Entry>) -> Vec<Entry> {
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn provider_names_round_trip() {
+        for p in Provider::ALL {
+            assert_eq!(Provider::parse(p.name()), Some(p));
+        }
+        assert_eq!(Provider::parse("okta"), None);
+    }
+
+    #[test]
+    fn the_diff_finds_removals_and_additions_in_one_pass() {
+        let prev = sorted(vec![u("a"), u("b"), m("o1", "a"), m("o1", "b")]);
+        let cur = sorted(vec![
+            u("a"),
+            u("c"),
+            m("o1", "a"),
+            m("o2", "c"),
+            m("o2", "c"),
+        ]);
+        let changes = diff_sorted(prev, cur);
+        assert_eq!(
+            changes,
+            vec![
+                Change::Removed(u("b")),
+                Change::Added(u("c")),
+                Change::Removed(m("o1", "b")),
+                Change::Added(m("o2", "c")),
+            ]
+        );
+        assert!(diff_sorted(Vec::new(), Vec::new()).is_empty());
+    }
+
+    fn received(ty: &str, user: &str, org: Option<&str>, at: DateTime<Utc>) -> Received {
+        Received {
+            event_type: ty.into(),
+            user: Some(user.into()),
+            organization: org.map(Into::into),
+            received_at: at,
+        }
+    }
+
+    fn pending(change: Change) -> Pending {
+        Pending {
+            change,
+            since: t(0),
+            seen_at: t(15),
+            provider_id: Some("orgmem_1".into()),
+        }
+    }
+
+    #[test]
+    fn a_removal_is_explained_by_its_own_webhook_or_the_deletion_of_user_or_org() {
+        let p = pending(Change::Removed(m("org_9", "user_123")));
+        let grace = TimeDelta::minutes(10);
+        for (ty, user, org) in [
+            ("organizationMembership.deleted", "user_123", Some("org_9")),
+            ("user.deleted", "user_123", None),
+            ("organization.deleted", "someone", Some("org_9")),
+        ] {
+            let r = [received(ty, user, org, t(5))];
+            assert_eq!(p.decide(t(30), grace, false, &r), Verdict::Settled, "{ty}");
+        }
+        // Another org's membership, another user, or a grant: no.
+        for (ty, user, org) in [
+            ("organizationMembership.deleted", "user_123", Some("org_8")),
+            ("organizationMembership.deleted", "user_124", Some("org_9")),
+            ("organizationMembership.created", "user_123", Some("org_9")),
+        ] {
+            let r = [received(ty, user, org, t(5))];
+            assert!(
+                matches!(p.decide(t(30), grace, false, &r), Verdict::Missed(_)),
+                "{ty} {user} {org:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_explaining_window_is_previous_poll_minus_grace_to_seen_plus_grace() {
+        let p = pending(Change::Removed(m("org_9", "user_123")));
+        let grace = TimeDelta::minutes(10);
+        let at = |when| {
+            [received(
+                "organizationMembership.deleted",
+                "user_123",
+                Some("org_9"),
+                when,
+            )]
+        };
+        // since = 0, seen = 15: window (-10, 25].
+        assert_eq!(p.decide(t(40), grace, false, &at(t(-9))), Verdict::Settled);
+        assert_eq!(p.decide(t(40), grace, false, &at(t(25))), Verdict::Settled);
+        assert!(matches!(
+            p.decide(t(40), grace, false, &at(t(-10))),
+            Verdict::Missed(_)
+        ));
+        assert!(matches!(
+            p.decide(t(40), grace, false, &at(t(26))),
+            Verdict::Missed(_)
+        ));
+    }
+
+    #[test]
+    fn an_unexplained_removal_waits_for_grace_and_a_later_poll_and_a_lagging_listing_settles() {
+        let p = pending(Change::Removed(m("org_9", "user_123")));
+        let grace = TimeDelta::minutes(10);
+        // The poll that saw it, and one still within grace: wait.
+        assert_eq!(p.decide(t(15), grace, false, &[]), Verdict::Wait);
+        assert_eq!(p.decide(t(24), grace, false, &[]), Verdict::Wait);
+        // Listed again: the earlier listing lagged.
+        assert_eq!(p.decide(t(30), grace, true, &[]), Verdict::Settled);
+        let Verdict::Missed(f) = p.decide(t(30), grace, false, &[]) else {
+            panic!("missed");
+        };
+        assert_eq!(f.direction, Direction::Revoke);
+        assert_eq!(f.event_type, "organizationMembership.deleted");
+        assert_eq!(f.subject, "user_123");
+        assert_eq!(f.organization.as_deref(), Some("org_9"));
+        assert_eq!(f.when, When::Between(t(0), t(15)));
+        // The key depends only on stored facts: the same on every replica.
+        assert_eq!(
+            f.key,
+            pending(Change::Removed(m("org_9", "user_123"))).key()
+        );
+        assert_eq!(
+            f.key,
+            format!(
+                "clerk:removed:membership:org_9/user_123@{}",
+                t(15).timestamp_millis()
+            )
+        );
+    }
+
+    #[test]
+    fn an_unexplained_new_user_is_a_missed_grant_unless_user_created_arrived() {
+        let p = pending(Change::Added(u("user_7")));
+        let grace = TimeDelta::minutes(10);
+        let Verdict::Missed(f) = p.decide(t(30), grace, true, &[]) else {
+            panic!("missed grant");
+        };
+        assert_eq!(f.direction, Direction::Grant);
+        assert_eq!(f.event_type, "user.created");
+        let r = [received("user.created", "user_7", None, t(14))];
+        assert_eq!(p.decide(t(30), grace, true, &r), Verdict::Settled);
+        // Gone again before it was confirmed: nothing to report.
+        assert_eq!(p.decide(t(30), grace, false, &[]), Verdict::Settled);
+    }
+
+    fn logged(id: &str, ty: &str, at: DateTime<Utc>) -> LoggedEvent {
+        LoggedEvent {
+            id: id.into(),
+            event_type: ty.into(),
+            created_at: at,
+            subject: Some("directory_user_1".into()),
+        }
+    }
+
+    #[test]
+    fn the_workos_join_pages_checked_types_never_received_and_stops_at_the_grace_edge() {
+        let page = [
+            logged("event_1", "dsync.user.deleted", t(0)),
+            logged("event_2", "dsync.user.deleted", t(1)),
+            logged("event_3", "dsync.user.updated", t(2)),
+            logged("event_4", "dsync.group.user_added", t(3)),
+            logged("event_5", "dsync.user.deleted", t(20)),
+            logged("event_6", "dsync.user.deleted", t(21)),
+        ];
+        let types: Vec<String> = WORKOS_DEFAULT_TYPES.iter().map(|s| (*s).into()).collect();
+        let direction = |ty: &str| {
+            if ty.ends_with("deleted") {
+                Direction::Revoke
+            } else {
+                Direction::Grant
+            }
+        };
+        let out = join_event_log(
+            &page,
+            &types,
+            TimeDelta::minutes(10),
+            t(25),
+            &|id| id == "event_1",
+            &direction,
+        );
+        let keys: Vec<&str> = out.findings.iter().map(|f| f.key.as_str()).collect();
+        assert_eq!(keys, ["workos:event_2", "workos:event_4"]);
+        assert_eq!(out.findings[0].direction, Direction::Revoke);
+        assert_eq!(out.findings[1].direction, Direction::Grant);
+        assert_eq!(out.findings[0].when, When::At(t(1)));
+        assert_eq!(out.decided_through.as_deref(), Some("event_4"));
+        assert!(out.reached_undecided);
+    }
+
+    #[test]
+    fn a_page_names_twenty_counts_the_rest_and_is_critical_only_for_revocations() {
+        let f = |i: usize, direction| Finding {
+            key: format!("k{i}"),
+            direction,
+            event_type: "organizationMembership.deleted".into(),
+            subject: format!("user_{i}"),
+            organization: Some("org_9".into()),
+            provider_id: None,
+            when: When::Between(t(0), t(15)),
+        };
+        let many: Vec<Finding> = (0..25).map(|i| f(i, Direction::Revoke)).collect();
+        let text = page_text(Provider::Clerk, "identity", &many);
+        assert!(text.starts_with("25 changes on stream identity"), "{text}");
+        assert!(text.contains("user_19 in org_9"));
+        assert!(!text.contains("user_20 in org_9"));
+        assert!(text.contains("and 5 more"));
+        assert!(text.contains("What to do"));
+        assert!(page_is_critical(&many));
+        assert!(!page_is_critical(&[f(1, Direction::Grant)]));
+        let one = describe(Provider::Clerk, &many[0]);
+        assert_eq!(
+            one,
+            "Clerk no longer lists user_0 in org_9 (gone between 2027-01-15 08:00 UTC and 08:15 UTC); \
+             no organizationMembership.deleted webhook saying so reached hushwatch, so the app was probably never told."
+        );
+    }
+}

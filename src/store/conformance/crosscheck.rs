@@ -1,0 +1,282 @@
+//! Conformance cases for the cross-check's state (`store::crosscheck`,
+//! issue #45), on every backend.
+
+use super::super::crosscheck::{CrosscheckRow, PollEnd};
+use super::super::testdb::{at, event, TestDb};
+use crate::domain::crosscheck::{Change, Direction, Entry, Finding, Pending, When};
+
+backend_matrix!(
+    snapshots_are_compared_by_the_database_and_only_the_complete_generation_is_kept,
+    a_poll_commits_once_and_a_concurrent_one_is_refused,
+    findings_are_stored_once_across_handles_and_settle_once,
+    the_join_sees_ids_received_on_the_webhook_channel_only_of_its_stream,
+);
+
+fn user(u: &str) -> Entry {
+    Entry::User { user: u.into() }
+}
+
+fn member(o: &str, u: &str) -> Entry {
+    Entry::Membership {
+        organization: o.into(),
+        user: u.into(),
+    }
+}
+
+async fn snapshots_are_compared_by_the_database_and_only_the_complete_generation_is_kept(
+    db: TestDb,
+) {
+    let store = db.open().await;
+    let s = "identity".to_string();
+    store
+        .crosscheck_put_snapshot(
+            s.clone(),
+            1,
+            vec![
+                (user("u1"), None),
+                (member("org_9", "u1"), Some("orgmem_1".into())),
+                (member("org_9", "u2\0"), Some("orgmem_2".into())),
+            ],
+        )
+        .await
+        .unwrap();
+    // Pages of the next listing; an entry listed twice is kept once.
+    store
+        .crosscheck_put_snapshot(s.clone(), 2, vec![(user("u1"), None), (user("u3"), None)])
+        .await
+        .unwrap();
+    store
+        .crosscheck_put_snapshot(
+            s.clone(),
+            2,
+            vec![
+                (member("org_9", "u1"), Some("orgmem_1".into())),
+                (user("u3"), None),
+            ],
+        )
+        .await
+        .unwrap();
+    let mut changes = store
+        .crosscheck_snapshot_changes(s.clone(), 1, 2, 1000)
+        .await
+        .unwrap();
+    changes.sort();
+    assert_eq!(
+        changes,
+        vec![
+            (
+                Change::Removed(member("org_9", "u2\0")),
+                Some("orgmem_2".into())
+            ),
+            (Change::Added(user("u3")), None),
+        ]
+    );
+    assert!(store
+        .crosscheck_snapshot_has(s.clone(), 2, user("u3"))
+        .await
+        .unwrap());
+    assert!(!store
+        .crosscheck_snapshot_has(s.clone(), 2, member("org_9", "u2\0"))
+        .await
+        .unwrap());
+    // Committing generation 2 drops generation 1.
+    let pending = vec![Pending {
+        change: Change::Removed(member("org_9", "u2\0")),
+        since: at(1_000),
+        seen_at: at(2_000),
+        provider_id: Some("orgmem_2".into()),
+    }];
+    assert!(store
+        .crosscheck_finish_poll(
+            s.clone(),
+            None,
+            PollEnd::Success {
+                at: at(2_000),
+                log_cursor: None,
+                generation: 2,
+                pending: pending.clone(),
+            },
+        )
+        .await
+        .unwrap());
+    assert!(!store
+        .crosscheck_snapshot_has(s.clone(), 1, user("u1"))
+        .await
+        .unwrap());
+    assert_eq!(store.crosscheck_pending(s.clone()).await.unwrap(), pending);
+    let row = store.crosscheck_state(s.clone()).await.unwrap().unwrap();
+    assert_eq!(row.generation, 2);
+    assert_eq!(row.last_success_at, Some(at(2_000)));
+    // A failed listing's partial generation is deleted, the complete one kept.
+    store
+        .crosscheck_put_snapshot(s.clone(), 3, vec![(user("u9"), None)])
+        .await
+        .unwrap();
+    assert!(store
+        .crosscheck_finish_poll(
+            s.clone(),
+            Some(row.clone()),
+            PollEnd::Failure {
+                error: "GET /users answered HTTP 503".into()
+            },
+        )
+        .await
+        .unwrap());
+    assert!(!store
+        .crosscheck_snapshot_has(s.clone(), 3, user("u9"))
+        .await
+        .unwrap());
+    assert!(store
+        .crosscheck_snapshot_has(s.clone(), 2, user("u3"))
+        .await
+        .unwrap());
+    store.close().await.unwrap();
+}
+
+async fn a_poll_commits_once_and_a_concurrent_one_is_refused(db: TestDb) {
+    let first = db.open().await;
+    let second = db.open_second(&first).await;
+    let s = "workos".to_string();
+    assert_eq!(first.crosscheck_state(s.clone()).await.unwrap(), None);
+    let success = |cursor: &str| PollEnd::Success {
+        at: at(5_000),
+        log_cursor: Some(cursor.into()),
+        generation: 0,
+        pending: Vec::new(),
+    };
+    // Both read "no row", both polled; the first to commit wins.
+    assert!(first
+        .crosscheck_finish_poll(s.clone(), None, success("event_2"))
+        .await
+        .unwrap());
+    assert!(!second
+        .crosscheck_finish_poll(s.clone(), None, success("event_1"))
+        .await
+        .unwrap());
+    let row = second.crosscheck_state(s.clone()).await.unwrap().unwrap();
+    assert_eq!(row.log_cursor.as_deref(), Some("event_2"));
+    // Failures count in a row and a success clears them.
+    for n in 1..=3 {
+        let before = first.crosscheck_state(s.clone()).await.unwrap();
+        assert!(first
+            .crosscheck_finish_poll(
+                s.clone(),
+                before,
+                PollEnd::Failure {
+                    error: "the API refused the key (HTTP 401)".into()
+                },
+            )
+            .await
+            .unwrap());
+        let row = first.crosscheck_state(s.clone()).await.unwrap().unwrap();
+        assert_eq!(row.failures, n);
+        assert_eq!(row.last_success_at, Some(at(5_000)));
+    }
+    let before = first.crosscheck_state(s.clone()).await.unwrap();
+    assert!(first
+        .crosscheck_finish_poll(s.clone(), before, success("event_3"))
+        .await
+        .unwrap());
+    let row = first.crosscheck_state(s.clone()).await.unwrap().unwrap();
+    assert_eq!(
+        (
+            row.failures,
+            row.last_error.as_deref(),
+            row.log_cursor.as_deref()
+        ),
+        (0, None, Some("event_3"))
+    );
+    first.close().await.unwrap();
+    second.close().await.unwrap();
+}
+
+fn finding(key: &str, direction: Direction) -> Finding {
+    Finding {
+        key: key.into(),
+        direction,
+        event_type: "dsync.user.deleted".into(),
+        subject: "directory_user_1".into(),
+        organization: None,
+        provider_id: Some(key.trim_start_matches("workos:").into()),
+        when: When::At(at(1_000)),
+    }
+}
+
+async fn findings_are_stored_once_across_handles_and_settle_once(db: TestDb) {
+    let first = db.open().await;
+    let second = db.open_second(&first).await;
+    let s = "workos".to_string();
+    let a = finding("workos:event_1", Direction::Revoke);
+    let b = finding("workos:event_2", Direction::Grant);
+    let new = first
+        .crosscheck_record_findings(s.clone(), vec![a.clone()], at(2_000))
+        .await
+        .unwrap();
+    assert_eq!(new, ["workos:event_1"]);
+    // Another replica (or a restart) deciding the same finding: not new.
+    let new = second
+        .crosscheck_record_findings(s.clone(), vec![a.clone(), b.clone()], at(3_000))
+        .await
+        .unwrap();
+    assert_eq!(new, ["workos:event_2"]);
+    let all = first
+        .crosscheck_findings(s.clone(), false, 10)
+        .await
+        .unwrap();
+    assert_eq!(all.len(), 2);
+    assert_eq!(all[0].finding, b);
+    assert_eq!(all[1].finding, a);
+    assert_eq!(all[1].found_at, at(2_000));
+    assert!(first
+        .crosscheck_finish_poll(s.clone(), None, PollEnd::Failure { error: "x".into() })
+        .await
+        .unwrap());
+    assert!(first
+        .crosscheck_settle_finding(s.clone(), a.key.clone(), true)
+        .await
+        .unwrap());
+    assert!(!second
+        .crosscheck_settle_finding(s.clone(), a.key.clone(), false)
+        .await
+        .unwrap());
+    assert!(second
+        .crosscheck_settle_finding(s.clone(), b.key.clone(), false)
+        .await
+        .unwrap());
+    assert!(first
+        .crosscheck_findings(s.clone(), true, 10)
+        .await
+        .unwrap()
+        .is_empty());
+    let row: CrosscheckRow = first.crosscheck_state(s.clone()).await.unwrap().unwrap();
+    assert_eq!(row.healed, 1);
+    first.close().await.unwrap();
+    second.close().await.unwrap();
+}
+
+async fn the_join_sees_ids_received_on_the_webhook_channel_only_of_its_stream(db: TestDb) {
+    let store = db.open().await;
+    let mut webhook = event("workos", Some("event_1"), "dsync.user.deleted", 1_000);
+    webhook.channel = "webhook";
+    let mut elsewhere = event("other", Some("event_2"), "dsync.user.deleted", 1_000);
+    elsewhere.channel = "webhook";
+    let report = event("workos", Some("event_3"), "dsync.user.deleted", 1_000);
+    store
+        .record_events(vec![webhook, elsewhere, report])
+        .await
+        .unwrap();
+    let seen = store
+        .crosscheck_received(
+            "workos".into(),
+            vec![
+                "event_1".into(),
+                "event_2".into(),
+                "event_3".into(),
+                "event_4".into(),
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!(seen, [true, false, false, false]);
+    store.close().await.unwrap();
+}

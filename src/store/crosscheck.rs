@@ -1,0 +1,542 @@
+//! The cross-check's durable state (issue #45): per stream the poll
+//! bookkeeping (WorkOS's log cursor, the generation of Clerk's complete
+//! snapshot, last success and error, failures in a row), Clerk's snapshots
+//! as rows, the unexplained changes waiting for a later poll, and every
+//! finding once.
+//!
+//! - **Snapshots** are written page by page into a new generation
+//!   ([`put_snapshot`]) and compared with the previous complete one in SQL
+//!   ([`snapshot_changes`]), so neither listing is ever held in memory; a
+//!   poll that fails half-way leaves a generation no state row points at,
+//!   which the next [`finish_poll`] deletes.
+//! - **Findings** are inserted once per (stream, key) ([`record_findings`]
+//!   answers which were new): the key is derived from stored facts only
+//!   (`domain::crosscheck`), so a restart or a second replica deciding the
+//!   same change gets "not new" and pages nothing twice.
+//! - [`finish_poll`] is a compare-and-set on the generation and cursor the
+//!   poll started from: of two replicas that polled at once, one commits.
+//!
+//! Provider text is stored as JSON (`serde_json` escapes NUL and control
+//! characters, which PostgreSQL's TEXT refuses).
+
+use chrono::{DateTime, Utc};
+
+use super::db::Db;
+use super::ops::{delivery_hash, millis};
+use super::StoreError;
+use crate::domain::crosscheck::{Change, Direction, Entry, Finding, Pending, When};
+
+/// Migration step (SQLite and PostgreSQL alike: only portable types).
+pub(crate) const MIGRATION: &str = "CREATE TABLE crosscheck_state (
+        stream          TEXT PRIMARY KEY NOT NULL,
+        log_cursor      TEXT,
+        generation      BIGINT NOT NULL DEFAULT 0,
+        last_poll_at    BIGINT,
+        last_success_at BIGINT,
+        last_error      TEXT,
+        failures        BIGINT NOT NULL DEFAULT 0,
+        healed          BIGINT NOT NULL DEFAULT 0
+    );
+    CREATE TABLE crosscheck_snapshot (
+        stream      TEXT NOT NULL,
+        generation  BIGINT NOT NULL,
+        entry       TEXT NOT NULL,
+        provider_id TEXT,
+        PRIMARY KEY (stream, generation, entry)
+    );
+    CREATE TABLE crosscheck_pending (
+        stream      TEXT NOT NULL,
+        change      TEXT NOT NULL,
+        since       BIGINT NOT NULL,
+        seen_at     BIGINT NOT NULL,
+        provider_id TEXT,
+        PRIMARY KEY (stream, change)
+    );
+    CREATE TABLE crosscheck_findings (
+        stream   TEXT NOT NULL,
+        key      TEXT NOT NULL,
+        finding  TEXT NOT NULL,
+        found_at BIGINT NOT NULL,
+        state    TEXT NOT NULL DEFAULT 'open' CHECK (state IN ('open', 'healed', 'acknowledged')),
+        PRIMARY KEY (stream, key)
+    );";
+
+/// A stream's cross-check bookkeeping (absent before its first poll).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CrosscheckRow {
+    /// WorkOS: the id of the last event decided.
+    pub log_cursor: Option<String>,
+    /// Clerk: the complete snapshot's generation (0: none yet, the next
+    /// listing is the baseline).
+    pub generation: i64,
+    /// When the last complete poll finished (Clerk: its snapshot's time).
+    pub last_poll_at: Option<DateTime<Utc>>,
+    pub last_success_at: Option<DateTime<Utc>>,
+    /// The last failure's text (never the key), cleared by a success.
+    pub last_error: Option<String>,
+    /// Failed polls in a row.
+    pub failures: i64,
+    pub healed: i64,
+}
+
+/// The end of one poll, committed at once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PollEnd {
+    Success {
+        at: DateTime<Utc>,
+        /// The new cursor (WorkOS), or the current one unchanged.
+        log_cursor: Option<String>,
+        /// The snapshot generation now complete (Clerk), or the current one.
+        generation: i64,
+        /// Replaces the stored pending changes (Clerk).
+        pending: Vec<Pending>,
+    },
+    Failure {
+        error: String,
+    },
+}
+
+/// One finding as stored, with its state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredFinding {
+    pub finding: Finding,
+    pub found_at: DateTime<Utc>,
+    /// `open`, `healed` or `acknowledged`.
+    pub state: String,
+}
+
+// ------------------------------------------------------------ encodings
+
+fn entry_json(e: &Entry) -> String {
+    let v = match e {
+        Entry::User { user } => serde_json::json!(["user", user]),
+        Entry::Membership { organization, user } => {
+            serde_json::json!(["membership", organization, user])
+        }
+    };
+    v.to_string()
+}
+
+fn entry_of(text: &str) -> Result<Entry, StoreError> {
+    let bad = || StoreError::Sql(format!("unreadable crosscheck entry {text:?}"));
+    let v: Vec<String> = serde_json::from_str(text).map_err(|_| bad())?;
+    match v.as_slice() {
+        [kind, user] if kind == "user" => Ok(Entry::User { user: user.clone() }),
+        [kind, organization, user] if kind == "membership" => Ok(Entry::Membership {
+            organization: organization.clone(),
+            user: user.clone(),
+        }),
+        _ => Err(bad()),
+    }
+}
+
+fn change_json(c: &Change) -> String {
+    let (verb, e) = match c {
+        Change::Removed(e) => ("removed", e),
+        Change::Added(e) => ("added", e),
+    };
+    serde_json::json!([verb, entry_json(e)]).to_string()
+}
+
+fn change_of(text: &str) -> Result<Change, StoreError> {
+    let bad = || StoreError::Sql(format!("unreadable crosscheck change {text:?}"));
+    let v: (String, String) = serde_json::from_str(text).map_err(|_| bad())?;
+    let entry = entry_of(&v.1)?;
+    match v.0.as_str() {
+        "removed" => Ok(Change::Removed(entry)),
+        "added" => Ok(Change::Added(entry)),
+        _ => Err(bad()),
+    }
+}
+
+fn finding_json(f: &Finding) -> String {
+    let (at, from, until) = match f.when {
+        When::At(t) => (Some(millis(t)), None, None),
+        When::Between(a, b) => (None, Some(millis(a)), Some(millis(b))),
+    };
+    serde_json::json!({
+        "direction": f.direction.as_str(),
+        "event_type": f.event_type,
+        "subject": f.subject,
+        "organization": f.organization,
+        "provider_id": f.provider_id,
+        "at": at,
+        "from": from,
+        "until": until,
+    })
+    .to_string()
+}
+
+fn finding_of(key: String, text: &str) -> Result<Finding, StoreError> {
+    #[derive(serde::Deserialize)]
+    struct Stored {
+        direction: String,
+        event_type: String,
+        subject: String,
+        organization: Option<String>,
+        provider_id: Option<String>,
+        at: Option<i64>,
+        from: Option<i64>,
+        until: Option<i64>,
+    }
+    let bad = || StoreError::Sql(format!("unreadable crosscheck finding {key:?}"));
+    let s: Stored = serde_json::from_str(text).map_err(|_| bad())?;
+    let direction = Direction::ALL
+        .into_iter()
+        .find(|d| d.as_str() == s.direction)
+        .ok_or_else(bad)?;
+    let when = match (s.at, s.from, s.until) {
+        (Some(at), _, _) => When::At(super::stored_time(at)?),
+        (None, Some(a), Some(b)) => When::Between(super::stored_time(a)?, super::stored_time(b)?),
+        _ => return Err(bad()),
+    };
+    Ok(Finding {
+        key,
+        direction,
+        event_type: s.event_type,
+        subject: s.subject,
+        organization: s.organization,
+        provider_id: s.provider_id,
+        when,
+    })
+}
+
+// ----------------------------------------------------------- operations
+
+type StateCols = (
+    Option<String>,
+    i64,
+    Option<i64>,
+    Option<i64>,
+    Option<String>,
+    i64,
+    i64,
+);
+
+pub(super) async fn state<D: Db>(
+    db: &D,
+    stream: &str,
+) -> Result<Option<CrosscheckRow>, StoreError> {
+    let row: Option<StateCols> = db
+        .opt(
+            "SELECT log_cursor, generation, last_poll_at, last_success_at, last_error, failures, healed
+             FROM crosscheck_state WHERE stream = $1",
+            &[&stream],
+        )
+        .await?;
+    row.map(
+        |(log_cursor, generation, last_poll, last_success, last_error, failures, healed)| {
+            Ok(CrosscheckRow {
+                log_cursor,
+                generation,
+                last_poll_at: last_poll.map(super::stored_time).transpose()?,
+                last_success_at: last_success.map(super::stored_time).transpose()?,
+                last_error,
+                failures,
+                healed,
+            })
+        },
+    )
+    .transpose()
+}
+
+/// Adds one page of a listing to `generation` (a repeated entry is kept
+/// once: a listing that pages by offset may show an entry twice).
+pub(super) async fn put_snapshot<D: Db>(
+    db: &D,
+    stream: &str,
+    generation: i64,
+    entries: &[(Entry, Option<String>)],
+) -> Result<(), StoreError> {
+    for (entry, provider_id) in entries {
+        db.exec(
+            "INSERT INTO crosscheck_snapshot (stream, generation, entry, provider_id)
+             VALUES ($1, $2, $3, $4)
+             ON CONFLICT (stream, generation, entry) DO NOTHING",
+            &[&stream, &generation, &entry_json(entry), provider_id],
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// The changes from generation `previous` to `current`, with the provider
+/// id the snapshot that had the entry kept (removals: the previous one).
+/// Computed by the database: only the changes come back.
+pub(super) async fn snapshot_changes<D: Db>(
+    db: &D,
+    stream: &str,
+    previous: i64,
+    current: i64,
+    limit: i64,
+) -> Result<Vec<(Change, Option<String>)>, StoreError> {
+    const ONLY_IN: &str = "SELECT a.entry, a.provider_id FROM crosscheck_snapshot a
+         WHERE a.stream = $1 AND a.generation = $2
+           AND NOT EXISTS (SELECT 1 FROM crosscheck_snapshot b
+                           WHERE b.stream = $1 AND b.generation = $3 AND b.entry = a.entry)
+         ORDER BY a.entry LIMIT $4";
+    let mut out = Vec::new();
+    let removed: Vec<(String, Option<String>)> = db
+        .rows(ONLY_IN, &[&stream, &previous, &current, &limit])
+        .await?;
+    for (entry, id) in removed {
+        out.push((Change::Removed(entry_of(&entry)?), id));
+    }
+    let added: Vec<(String, Option<String>)> = db
+        .rows(ONLY_IN, &[&stream, &current, &previous, &limit])
+        .await?;
+    for (entry, id) in added {
+        out.push((Change::Added(entry_of(&entry)?), id));
+    }
+    Ok(out)
+}
+
+/// Whether `generation` lists `entry`.
+pub(super) async fn snapshot_has<D: Db>(
+    db: &D,
+    stream: &str,
+    generation: i64,
+    entry: &Entry,
+) -> Result<bool, StoreError> {
+    let found: Option<(i32,)> = db
+        .opt(
+            "SELECT 1 FROM crosscheck_snapshot WHERE stream = $1 AND generation = $2 AND entry = $3",
+            &[&stream, &generation, &entry_json(entry)],
+        )
+        .await?;
+    Ok(found.is_some())
+}
+
+/// The stored pending changes of a stream.
+pub(super) async fn pending<D: Db>(db: &D, stream: &str) -> Result<Vec<Pending>, StoreError> {
+    let rows: Vec<(String, i64, i64, Option<String>)> = db
+        .rows(
+            "SELECT change, since, seen_at, provider_id FROM crosscheck_pending
+             WHERE stream = $1 ORDER BY change",
+            &[&stream],
+        )
+        .await?;
+    rows.into_iter()
+        .map(|(change, since, seen_at, provider_id)| {
+            Ok(Pending {
+                change: change_of(&change)?,
+                since: super::stored_time(since)?,
+                seen_at: super::stored_time(seen_at)?,
+                provider_id,
+            })
+        })
+        .collect()
+}
+
+/// Which of `ids` the stream received as webhooks (or recorded as healed),
+/// in the order asked: the WorkOS join.
+pub(super) async fn received<D: Db>(
+    db: &D,
+    stream: &str,
+    ids: &[String],
+) -> Result<Vec<bool>, StoreError> {
+    let mut out = Vec::with_capacity(ids.len());
+    for id in ids {
+        let mut seen = false;
+        for channel in ["webhook", "crosscheck"] {
+            let found: Option<(i32,)> = db
+                .opt(
+                    "SELECT 1 FROM seen_deliveries WHERE hash = $1",
+                    &[&delivery_hash(channel, stream, id)],
+                )
+                .await?;
+            if found.is_some() {
+                seen = true;
+                break;
+            }
+        }
+        out.push(seen);
+    }
+    Ok(out)
+}
+
+/// Stores each finding not stored yet; returns the keys that were new (in
+/// the order given). Only those are paged.
+pub(super) async fn record_findings<D: Db>(
+    db: &D,
+    stream: &str,
+    findings: &[Finding],
+    at: DateTime<Utc>,
+) -> Result<Vec<String>, StoreError> {
+    let mut new = Vec::new();
+    for f in findings {
+        let inserted = db
+            .exec(
+                "INSERT INTO crosscheck_findings (stream, key, finding, found_at)
+                 VALUES ($1, $2, $3, $4) ON CONFLICT (stream, key) DO NOTHING",
+                &[&stream, &f.key, &finding_json(f), &millis(at)],
+            )
+            .await?;
+        if inserted == 1 {
+            new.push(f.key.clone());
+        }
+    }
+    Ok(new)
+}
+
+/// A stream's findings, newest first, at most `limit`; with `open_only`
+/// only those neither healed nor acknowledged.
+pub(super) async fn findings<D: Db>(
+    db: &D,
+    stream: &str,
+    open_only: bool,
+    limit: i64,
+) -> Result<Vec<StoredFinding>, StoreError> {
+    let rows: Vec<(String, String, i64, String)> = db
+        .rows(
+            "SELECT key, finding, found_at, state FROM crosscheck_findings
+             WHERE stream = $1 AND ($2 = FALSE OR state = 'open')
+             ORDER BY found_at DESC, key LIMIT $3",
+            &[&stream, &open_only, &limit],
+        )
+        .await?;
+    rows.into_iter()
+        .map(|(key, text, found_at, state)| {
+            Ok(StoredFinding {
+                finding: finding_of(key, &text)?,
+                found_at: super::stored_time(found_at)?,
+                state,
+            })
+        })
+        .collect()
+}
+
+/// Marks an open finding healed or acknowledged; false when it was not
+/// open (unknown, or settled already). Healing counts in `healed`.
+pub(super) async fn settle_finding<D: Db>(
+    db: &D,
+    stream: &str,
+    key: &str,
+    healed: bool,
+) -> Result<bool, StoreError> {
+    let state = if healed { "healed" } else { "acknowledged" };
+    let n = db
+        .exec(
+            "UPDATE crosscheck_findings SET state = $3
+             WHERE stream = $1 AND key = $2 AND state = 'open'",
+            &[&stream, &key, &state],
+        )
+        .await?;
+    if n == 1 && healed {
+        db.exec(
+            "UPDATE crosscheck_state SET healed = healed + 1 WHERE stream = $1",
+            &[&stream],
+        )
+        .await?;
+    }
+    Ok(n == 1)
+}
+
+/// Commits the end of a poll that started from `started` (the row as it
+/// read it; `None`: no row yet). A success sets cursor, generation and
+/// pending changes and deletes every other snapshot generation; a failure
+/// counts one more in a row. Returns false, changing nothing, when another
+/// poll committed since `started` (its answer stands).
+pub(super) async fn finish_poll<D: Db>(
+    db: &D,
+    stream: &str,
+    started: Option<&CrosscheckRow>,
+    end: &PollEnd,
+) -> Result<bool, StoreError> {
+    db.exec(
+        "INSERT INTO crosscheck_state (stream) VALUES ($1) ON CONFLICT (stream) DO NOTHING",
+        &[&stream],
+    )
+    .await?;
+    let current = state(db, stream).await?.unwrap_or_default();
+    let started = started.cloned().unwrap_or_default();
+    if current.generation != started.generation || current.log_cursor != started.log_cursor {
+        return Ok(false);
+    }
+    match end {
+        PollEnd::Success {
+            at,
+            log_cursor,
+            generation,
+            pending,
+        } => {
+            db.exec(
+                "UPDATE crosscheck_state SET log_cursor = $2, generation = $3, last_poll_at = $4,
+                        last_success_at = $4, last_error = NULL, failures = 0
+                 WHERE stream = $1",
+                &[&stream, log_cursor, generation, &millis(*at)],
+            )
+            .await?;
+            db.exec(
+                "DELETE FROM crosscheck_snapshot WHERE stream = $1 AND generation <> $2",
+                &[&stream, generation],
+            )
+            .await?;
+            db.exec(
+                "DELETE FROM crosscheck_pending WHERE stream = $1",
+                &[&stream],
+            )
+            .await?;
+            for p in pending {
+                db.exec(
+                    "INSERT INTO crosscheck_pending (stream, change, since, seen_at, provider_id)
+                     VALUES ($1, $2, $3, $4, $5) ON CONFLICT (stream, change) DO NOTHING",
+                    &[
+                        &stream,
+                        &change_json(&p.change),
+                        &millis(p.since),
+                        &millis(p.seen_at),
+                        &p.provider_id,
+                    ],
+                )
+                .await?;
+            }
+        }
+        PollEnd::Failure { error } => {
+            db.exec(
+                "UPDATE crosscheck_state SET last_error = $2, failures = failures + 1
+                 WHERE stream = $1",
+                &[&stream, error],
+            )
+            .await?;
+            // A failed listing's partial generation is never read again.
+            db.exec(
+                "DELETE FROM crosscheck_snapshot WHERE stream = $1 AND generation > $2",
+                &[&stream, &current.generation],
+            )
+            .await?;
+        }
+    }
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_changes_and_findings_round_trip_through_their_stored_text() {
+        let m = Entry::Membership {
+            organization: "org_\"9\0".into(),
+            user: "user\n1".into(),
+        };
+        assert_eq!(entry_of(&entry_json(&m)).unwrap(), m);
+        assert!(!entry_json(&m).contains('\0'));
+        let c = Change::Removed(m.clone());
+        assert_eq!(change_of(&change_json(&c)).unwrap(), c);
+        let f = Finding {
+            key: "k".into(),
+            direction: Direction::Revoke,
+            event_type: "organizationMembership.deleted".into(),
+            subject: "user\n1".into(),
+            organization: Some("org_9".into()),
+            provider_id: None,
+            when: When::Between(
+                DateTime::from_timestamp_millis(1_000).unwrap(),
+                DateTime::from_timestamp_millis(2_000).unwrap(),
+            ),
+        };
+        assert_eq!(finding_of("k".into(), &finding_json(&f)).unwrap(), f);
+        assert!(entry_of("[\"group\",\"x\"]").is_err());
+    }
+}
