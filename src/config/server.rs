@@ -39,7 +39,8 @@ pub struct ServerConfig {
 /// resolves, and the anchor still names the section. A deployment sets the
 /// key to where it hosts the book (or its own runbooks); the shipped alert
 /// rules carry this same placeholder until the chart's values override it.
-pub const DEFAULT_RUNBOOK_BASE_URL: &str = "https://runbooks.hushwatch.invalid/operating/runbooks.html";
+pub const DEFAULT_RUNBOOK_BASE_URL: &str =
+    "https://runbooks.hushwatch.invalid/operating/runbooks.html";
 
 /// `[server] runbook_base_url`, parsed: an absolute `http(s)` URL without
 /// credentials, query or fragment (each page adds `#` and its kind).

@@ -168,7 +168,7 @@ fn full_disk_answers_503_and_recovers() {
     let data = work.path().join("data");
     std::fs::create_dir_all(&data).unwrap();
     let mount = std::process::Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
+        .args(["-t", "tmpfs", "-o", "size=2m", "tmpfs"])
         .arg(&data)
         .status()
         .unwrap();

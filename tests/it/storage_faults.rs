@@ -575,11 +575,15 @@ fn an_event_committed_after_its_sender_hung_up_is_counted_and_shown() {
         body.len()
     )
     .unwrap();
-    // The request is in the store's queue: the handler awaits the commit.
+    // The server has read every byte of the request: its handler goes on to
+    // the store, which waits for the lock. (No `/metrics` scrape here: each
+    // waits up to 3 s for the locked store, and the report's own wait is
+    // bounded by the 10 s store timeout.)
+    let client = sender.local_addr().unwrap();
     wait_for(
         Duration::from_secs(30),
-        "the report to wait for the store",
-        || (metric(s.addr, "hushwatch_store_queue_depth") >= 1.0).then_some(()),
+        "the server to read the whole report",
+        || server_has_read_all(s.addr, client).then_some(()),
     );
     drop(sender);
     // A round trip on another connection: the server has seen the hang-up.
@@ -598,4 +602,36 @@ fn an_event_committed_after_its_sender_hung_up_is_counted_and_shown() {
     assert_eq!(retry.status, 200);
     assert_eq!(retry.json()["status"], "duplicate", "{}", retry.body);
     assert!(s.stop().success());
+}
+
+/// Whether the kernel holds no unread bytes of the connection from `client`
+/// to `server` on the server's side, and none unsent on the client's
+/// (`/proc/net/tcp`, IPv4 loopback): what the client wrote, the server read.
+fn server_has_read_all(server: SocketAddr, client: SocketAddr) -> bool {
+    fn hex(a: SocketAddr) -> String {
+        match a {
+            SocketAddr::V4(v4) => format!(
+                "{:08X}:{:04X}",
+                u32::from_le_bytes(v4.ip().octets()),
+                v4.port()
+            ),
+            SocketAddr::V6(_) => unreachable!("the tests listen on 127.0.0.1"),
+        }
+    }
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    let queues = |local: &str, remote: &str| {
+        table.lines().skip(1).find_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            (f.get(1) == Some(&local) && f.get(2) == Some(&remote)).then(|| {
+                let (tx, rx) = f[4].split_once(':').unwrap();
+                (
+                    u64::from_str_radix(tx, 16).unwrap(),
+                    u64::from_str_radix(rx, 16).unwrap(),
+                )
+            })
+        })
+    };
+    let (server, client) = (hex(server), hex(client));
+    matches!(queues(&server, &client), Some((_, 0)))
+        && matches!(queues(&client, &server), Some((0, _)))
 }
