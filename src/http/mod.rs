@@ -105,6 +105,11 @@ pub async fn serve(
         let _ = stream.set_nodelay(true);
         let app = Arc::clone(&app);
         let readiness = Arc::clone(&readiness);
+        // Shared with each request's task (`routes::handle`), which may
+        // outlive the connection: a client that hangs up mid-request still
+        // counts against `MAX_CONNECTIONS` until its request has ended.
+        let permit = Arc::new(permit);
+        let held = Arc::clone(&permit);
         let conn = http1::Builder::new()
             .timer(TokioTimer::new())
             .header_read_timeout(HEADER_TIMEOUT)
@@ -118,9 +123,10 @@ pub async fn serve(
                 service_fn(move |req| {
                     let app = Arc::clone(&app);
                     let readiness = Arc::clone(&readiness);
+                    let held = Arc::clone(&held);
                     async move {
                         Ok::<_, std::convert::Infallible>(
-                            routes::handle(app, routes, readiness, req).await,
+                            routes::handle(app, routes, readiness, req, held).await,
                         )
                     }
                 }),

@@ -19,14 +19,17 @@ use tokio::time::Instant;
 /// without being counted in `hushwatch_events_total` or shown in
 /// `/v1/status` (issue #44; the Svix server's 3 s request timeout did
 /// this). Every route is bounded in time (body deadline, store timeout),
-/// so an abandoned task ends on its own.
-pub async fn handle(
+/// so an abandoned task ends on its own; it holds its connection's slot
+/// (`held`) until then, so hanging up frees no room for more work.
+pub async fn handle<Slot: Send + Sync + 'static>(
     app: Arc<dyn Api>,
     routes: Routes,
     readiness: Arc<Readiness>,
     req: Request<Incoming>,
+    held: Arc<Slot>,
 ) -> Reply {
     let task = tokio::spawn(async move {
+        let _held = held;
         let body_deadline = Instant::now() + app.config().server.body_timeout;
         let had_body = has_body(&req);
         let mut response = route(app, routes, &readiness, req, body_deadline).await;
