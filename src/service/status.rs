@@ -153,7 +153,7 @@ impl App {
         };
         for s in streams {
             let name = s["name"].as_str().unwrap_or_default().to_owned();
-            let forward = config.streams.get(&name).and_then(|c| c.forward.as_ref());
+            let forward = config.streams.get(&name).and_then(|c| c.forward.as_deref());
             let stored = match &rows {
                 Ok(rows) => rows.iter().find(|r| r.stream == name).cloned(),
                 Err(_) => None,
