@@ -56,26 +56,7 @@ impl Default for RunbookUrl {
 
 impl RunbookUrl {
     pub fn parse(text: &str) -> Result<RunbookUrl, String> {
-        if text.len() > PUBLIC_URL_MAX {
-            return Err(format!("must be at most {PUBLIC_URL_MAX} bytes"));
-        }
-        let url = url::Url::parse(text).map_err(|e| {
-            format!("is not an absolute URL ({e}); use e.g. \"{DEFAULT_RUNBOOK_BASE_URL}\"")
-        })?;
-        if !matches!(url.scheme(), "http" | "https") {
-            return Err("must be an http:// or https:// URL".to_string());
-        }
-        if url.host_str().is_none_or(str::is_empty) {
-            return Err("has no host".to_string());
-        }
-        if !url.username().is_empty() || url.password().is_some() {
-            return Err("must not carry a user name or password".to_string());
-        }
-        if url.query().is_some() || url.fragment().is_some() {
-            return Err(
-                "must not have a query or fragment: links are RUNBOOK_BASE_URL#KIND".to_string(),
-            );
-        }
+        let url = link_base(text, DEFAULT_RUNBOOK_BASE_URL, "RUNBOOK_BASE_URL#KIND")?;
         Ok(RunbookUrl(url.as_str().to_string()))
     }
 
@@ -97,6 +78,34 @@ pub const ACK_LINK_TTL: TimeDelta = TimeDelta::hours(24);
 /// receiver's field (a Slack button's `url` takes 3,000 characters).
 pub const PUBLIC_URL_MAX: usize = 1024;
 
+/// The base of links that pages carry (`public_url`, `runbook_base_url`):
+/// an absolute `http(s)` URL with a host, at most [`PUBLIC_URL_MAX`]
+/// bytes, without credentials (a password would travel in every page),
+/// query or fragment (each link appends its own `shape`). The value is
+/// never quoted back in an error: it might carry a password.
+fn link_base(text: &str, example: &str, shape: &str) -> Result<url::Url, String> {
+    if text.len() > PUBLIC_URL_MAX {
+        return Err(format!("must be at most {PUBLIC_URL_MAX} bytes"));
+    }
+    let url = url::Url::parse(text)
+        .map_err(|e| format!("is not an absolute URL ({e}); use e.g. \"{example}\""))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err("must be an http:// or https:// URL".to_string());
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err("has no host".to_string());
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err("must not carry a user name or password".to_string());
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(format!(
+            "must not have a query or fragment: links are {shape}"
+        ));
+    }
+    Ok(url)
+}
+
 /// `[server] public_url`, parsed: an absolute `http(s)` URL without
 /// credentials, query or fragment, kept without its trailing `/`. `check`
 /// and the links in pages use this one parser ([`PublicUrl::parse`]) and
@@ -106,28 +115,7 @@ pub struct PublicUrl(String);
 
 impl PublicUrl {
     pub fn parse(text: &str) -> Result<PublicUrl, String> {
-        if text.len() > PUBLIC_URL_MAX {
-            return Err(format!("must be at most {PUBLIC_URL_MAX} bytes"));
-        }
-        // The value is not quoted back: it might carry a password.
-        let url = url::Url::parse(text).map_err(|e| {
-            format!("is not an absolute URL ({e}); use e.g. \"https://hushwatch.example.com\"")
-        })?;
-        if !matches!(url.scheme(), "http" | "https") {
-            return Err("must be an http:// or https:// URL".to_string());
-        }
-        if url.host_str().is_none_or(str::is_empty) {
-            return Err("has no host".to_string());
-        }
-        if !url.username().is_empty() || url.password().is_some() {
-            // A password would travel in every page.
-            return Err("must not carry a user name or password".to_string());
-        }
-        if url.query().is_some() || url.fragment().is_some() {
-            return Err(
-                "must not have a query or fragment: links are PUBLIC_URL/ack/CODE".to_string(),
-            );
-        }
+        let url = link_base(text, "https://hushwatch.example.com", "PUBLIC_URL/ack/CODE")?;
         Ok(PublicUrl(url.as_str().trim_end_matches('/').to_string()))
     }
 
