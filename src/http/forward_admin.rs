@@ -20,8 +20,8 @@ use super::guard::configured_or_templated;
 use super::idempotency::OpRequest;
 use super::reply::{self, Reply};
 use super::silences::{
-    authorize, bad, json_body, query_text, rfc, string_list, text_field, time_field, unavailable,
-    Refusal,
+    authorize, authorized_json, bad, json_body, query_text, rfc, string_list, text_field,
+    time_field, unavailable, Refusal,
 };
 use crate::domain::forward_ops::{self as decide, Verdict};
 use crate::store::forward_admin::RetryOutcome;
@@ -206,13 +206,9 @@ fn refused(stream: &str, id: &str, verdict: Verdict) -> Reply {
 
 /// `POST /v1/streams/{stream}/forwards/retry`.
 pub(super) async fn retry(app: &dyn Api, stream: &str, req: OpRequest, deadline: Instant) -> Reply {
-    let (parts, body) = req.into_parts();
-    if let Err(r) = authorize(app, &parts) {
-        return r.reply();
-    }
-    let v = match json_body(&parts, body, deadline).await {
+    let v = match authorized_json(app, req, deadline).await {
         Ok(v) => v,
-        Err(r) => return r.reply(),
+        Err(reply) => return reply,
     };
     let (call, id) = match parse_action(stream, &v, false) {
         Ok(a) => a,
@@ -239,13 +235,9 @@ pub(super) async fn retry(app: &dyn Api, stream: &str, req: OpRequest, deadline:
 
 /// `POST /v1/streams/{stream}/forwards/skip`.
 pub(super) async fn skip(app: &dyn Api, stream: &str, req: OpRequest, deadline: Instant) -> Reply {
-    let (parts, body) = req.into_parts();
-    if let Err(r) = authorize(app, &parts) {
-        return r.reply();
-    }
-    let v = match json_body(&parts, body, deadline).await {
+    let v = match authorized_json(app, req, deadline).await {
         Ok(v) => v,
-        Err(r) => return r.reply(),
+        Err(reply) => return reply,
     };
     let (call, id) = match parse_action(stream, &v, true) {
         Ok((call, Some(id))) => (call, id),

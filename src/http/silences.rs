@@ -90,6 +90,21 @@ pub(super) fn authorize(app: &dyn Api, parts: &hyper::http::request::Parts) -> R
         .map_err(|reason| Refusal(StatusCode::UNAUTHORIZED, reason.to_string()))
 }
 
+/// The admin token, then the JSON body (in that order: no body byte is
+/// read for a request without the token), for routes that need nothing
+/// else from the head; `Err` is the reply to send.
+pub(super) async fn authorized_json(
+    app: &dyn Api,
+    req: OpRequest,
+    deadline: Instant,
+) -> Result<Value, Reply> {
+    let (parts, body) = req.into_parts();
+    authorize(app, &parts).map_err(Refusal::reply)?;
+    json_body(&parts, body, deadline)
+        .await
+        .map_err(Refusal::reply)
+}
+
 pub(super) async fn json_body(
     parts: &hyper::http::request::Parts,
     body: OpBody,
@@ -216,13 +231,9 @@ fn parse_silence(app: &dyn Api, v: &Value, now: DateTime<Utc>) -> Result<NewSile
 
 /// `POST /v1/silences`.
 pub(super) async fn create(app: &dyn Api, req: OpRequest, deadline: Instant) -> Reply {
-    let (parts, body) = req.into_parts();
-    if let Err(r) = authorize(app, &parts) {
-        return r.reply();
-    }
-    let v = match json_body(&parts, body, deadline).await {
+    let v = match authorized_json(app, req, deadline).await {
         Ok(v) => v,
-        Err(r) => return r.reply(),
+        Err(reply) => return reply,
     };
     let silence = match parse_silence(app, &v, app.now()) {
         Ok(s) => s,
