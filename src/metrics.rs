@@ -99,6 +99,9 @@ pub struct Metrics {
     pub watchdog: WatchdogMetrics,
     /// Relay mode (issue #29): `hushwatch_forward_*`, by configured stream.
     pub forward: ForwardMetrics,
+    /// `hushwatch_crosscheck_healed_total{stream}` (issue #45): findings
+    /// healed, each once (`service::crosscheck_heal`).
+    pub crosscheck_healed: IntCounterVec,
     /// The streams `hushwatch_stream_silenced` and
     /// `hushwatch_silence_acknowledged` show as 1 (every other stream
     /// shows 0); set at scrape time by `service::silences`.
@@ -366,6 +369,12 @@ impl Metrics {
             stream_flags: Mutex::new(StreamFlags::default()),
             watchdog: WatchdogMetrics::new(&r),
             forward: ForwardMetrics::new(&r),
+            crosscheck_healed: counter_vec(
+                &r,
+                "hushwatch_crosscheck_healed_total",
+                "Cross-check findings healed: the missed event delivered to the app (relay streams with heal = true).",
+                &["stream"],
+            ),
             events: Mutex::new(HashMap::new()),
             templated_streams_refused,
             reload_successful,

@@ -61,7 +61,7 @@ pub fn run(config_path: &Path, stream: &str, format: &str) -> ExitCode {
         let store = Store::open_configured(&config.store, path, clock.clone())
             .await
             .map_err(|e| format!("cannot open the store: {e}"))?;
-        let result = async {
+        let polled = async {
             let rows = store
                 .watch_streams(vec![stream.to_owned()], clock.now())
                 .await
@@ -89,19 +89,40 @@ pub fn run(config_path: &Path, stream: &str, format: &str) -> ExitCode {
             })
         }
         .await;
-        let _ = store.close().await;
-        result
+        let report = match polled {
+            Ok(report) if crosscheck.heal && !report.findings.is_empty() => report,
+            other => {
+                let _ = store.close().await;
+                return other.map(|r| (r, Vec::new()));
+            }
+        };
+        // `heal = true`: what was missed goes to the app through the relay's
+        // queue, recorded through the same ingest path as a webhook; the
+        // serving process forwards it.
+        let app = crate::service::app::App::new(config.clone(), store, clock.clone())
+            .await
+            .map_err(|e| format!("storage: {e}"))?;
+        let healed = crate::service::crosscheck_heal::heal(&app, stream, &heal_items(&report))
+            .await
+            .map_err(|e| format!("storage (heal): {e}"));
+        let _ = app.store().close().await;
+        Ok((report, healed?))
     });
     match outcome {
         Err(reason) => {
             eprintln!("crosscheck of stream {stream} failed: {reason}");
             ExitCode::from(EXIT_FAILURE)
         }
-        Ok(report) => {
+        Ok((report, healed)) => {
             if json {
-                println!("{}", json_report(stream, &report));
+                let mut out = json_report(stream, &report);
+                out["healed"] = json!(healed);
+                println!("{out}");
             } else {
                 print!("{}", text_report(stream, &report));
+                for key in &healed {
+                    println!("healed {key}: the missed event goes to the app");
+                }
             }
             if report.findings.is_empty() {
                 ExitCode::SUCCESS
@@ -110,6 +131,22 @@ pub fn run(config_path: &Path, stream: &str, format: &str) -> ExitCode {
             }
         }
     }
+}
+
+/// Each finding with its logged body (WorkOS), as `heal` takes them.
+fn heal_items(report: &PollReport) -> Vec<crate::service::crosscheck_heal::HealItem> {
+    report
+        .findings
+        .iter()
+        .map(|f| crate::service::crosscheck_heal::HealItem {
+            finding: f.clone(),
+            body: report
+                .bodies
+                .iter()
+                .find(|(k, _)| *k == f.key)
+                .map(|(_, b)| b.clone()),
+        })
+        .collect()
 }
 
 fn when(f: &Finding) -> (Option<String>, Option<String>) {

@@ -1,15 +1,18 @@
 //! `[streams.X.forward]` (also in `[templates.NAME]`): relay mode. The
 //! stream's identity provider sends to hushwatch alone; hushwatch stores
-//! each verified delivery and forwards it to the app at `url`, signed per
-//! Standard Webhooks with `secret`, retrying on `retry` until
+//! each verified delivery and forwards it to the app at `url`, signed with
+//! `secret` in the provider's own scheme (Standard Webhooks for Clerk and
+//! Svix, `WorkOS-Signature` for WorkOS), retrying on `retry` until
 //! `give_up_after`. `check` reads this with the very parsers the forwarder
 //! uses: URLs through `notifiers::http_target`, secrets through
-//! `SecretKey::parse`, durations through the one duration parser.
+//! `SecretKey::parse` or `WorkosKey::parse`, durations through the one
+//! duration parser.
 
 use super::providers::ProviderConfig;
 use super::reader::{join, Reader};
 use super::secret::SecretString;
 use crate::domain::forward::{Ladder, Order};
+use crate::ingest::providers::workos::WorkosKey;
 use crate::ingest::signature::SecretKey;
 use chrono::TimeDelta;
 use toml::{Table, Value};
@@ -32,13 +35,56 @@ impl ForwardClock {
     }
 }
 
+/// The forward secrets, in the scheme the app already verifies for its
+/// provider, so an app that verified the provider's own deliveries swaps
+/// only its secret.
+#[derive(Debug, Clone)]
+pub enum ForwardKeys {
+    /// `webhook-signature` / `svix-signature` (`whsec_…` secrets).
+    Standard(Vec<SecretKey>),
+    /// `WorkOS-Signature` (plain-string secrets, as WorkOS issues them).
+    Workos(Vec<WorkosKey>),
+}
+
+impl ForwardKeys {
+    pub fn len(&self) -> usize {
+        match self {
+            ForwardKeys::Standard(k) => k.len(),
+            ForwardKeys::Workos(k) => k.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Which signing scheme a stream's provider uses for relay mode, or why it
+/// cannot relay.
+fn scheme(provider: &ProviderConfig) -> Result<Scheme, &'static str> {
+    match provider.name() {
+        "standard" => Ok(Scheme::Standard),
+        "workos" => Ok(Scheme::Workos),
+        // Okta, Auth0, Google and Entra batch several events in one request
+        // or sign nothing the app could verify again.
+        _ => Err("relay mode forwards Standard Webhooks deliveries (Clerk, Svix) and WorkOS deliveries: remove forward, or use ingest.provider = \"workos\" or the default provider"),
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Scheme {
+    Standard,
+    Workos,
+}
+
 #[derive(Debug, Clone)]
 pub struct ForwardConfig {
     /// The app's webhook handler. May embed a token: never logged.
     pub url: SecretString,
     /// Every configured secret signs (space-separated `v1,` entries, as
-    /// Svix does during a rotation), so the app may verify with either.
-    pub secrets: Vec<SecretKey>,
+    /// Svix does during a rotation, or one `v1=` each in `WorkOS-Signature`),
+    /// so the app may verify with either.
+    pub secrets: ForwardKeys,
     pub timeout: std::time::Duration,
     pub ladder: Ladder,
     /// `ordered`: which events wait for which (default per subject).
@@ -90,12 +136,10 @@ pub(super) fn read(
     let key_path = join(path, "forward");
     let table = r.table(&key_path, value)?;
     r.reject_unknown(&key_path, table, KEYS);
-    if !matches!(provider, ProviderConfig::Standard) {
-        r.error(
-            &key_path,
-            "relay mode forwards Standard Webhooks deliveries (Clerk, Svix): remove ingest.provider or forward",
-        );
-    }
+    let scheme = scheme(provider).unwrap_or_else(|reason| {
+        r.error(&key_path, reason);
+        Scheme::Standard
+    });
     let url = match r.req_string(&key_path, table, "url") {
         Some(url) => {
             if let Err(reason) = super::notifiers::http_target(&url) {
@@ -105,7 +149,8 @@ pub(super) fn read(
         }
         None => String::new(),
     };
-    let mut secrets = Vec::new();
+    let mut standard = Vec::new();
+    let mut workos = Vec::new();
     for (i, secret) in r
         .string_list(&key_path, table, "secret", true)
         .into_iter()
@@ -122,16 +167,38 @@ pub(super) fn read(
             ));
             continue;
         }
-        match SecretKey::parse(&secret) {
-            Ok(key) => secrets.push(key),
-            // The error text never echoes the secret itself.
-            Err(e) => r.error(&secret_path, e.to_string()),
+        // The error text never echoes the secret itself.
+        match scheme {
+            Scheme::Standard => match SecretKey::parse(&secret) {
+                Ok(key) => standard.push(key),
+                Err(e) => r.error(&secret_path, e.to_string()),
+            },
+            Scheme::Workos => match WorkosKey::parse(&secret) {
+                Ok(key) => workos.push(key),
+                Err(e) => r.error(&secret_path, e),
+            },
         }
     }
+    // WorkOS's SDKs read exactly one `v1=` (the Python SDK splits the
+    // header on ", " into two parts), so a second signature would make
+    // every forward fail verification.
+    if scheme == Scheme::Workos && workos.len() > 1 {
+        r.error(
+            &join(&key_path, "secret"),
+            "takes one secret on a WorkOS stream: WorkOS's SDKs verify a single v1= signature",
+        );
+    }
+    let secrets = match scheme {
+        Scheme::Standard => ForwardKeys::Standard(standard),
+        Scheme::Workos => ForwardKeys::Workos(workos),
+    };
     if secrets.is_empty() && !table.contains_key("secret") {
         r.error(
             &join(&key_path, "secret"),
-            "is required: the app verifies every forward with it (whsec_…)",
+            match scheme {
+                Scheme::Standard => "is required: the app verifies every forward with it (whsec_…)",
+                Scheme::Workos => "is required: the app verifies every forward with it (the WorkOS-Signature secret, a plain string)",
+            },
         );
     }
     let timeout = r

@@ -81,28 +81,18 @@ pub async fn webhook(
     // Relay mode: the verified body is stored (sealed) with the event and
     // forwarded to the app. With `clock = "delivered"` the app's 2xx moves
     // the clock, not this arrival.
-    let forward = match &stream.forward {
-        None => None,
-        Some(f) => match config.store.sealer.seal(&stream.name, &delivery_id, &body) {
-            Ok(sealed) => Some(ForwardBody {
-                sealed,
-                order: f.order,
-                revocation: config.audit.classifier.revokes(&event_type),
-                moves_clock: feeds_clock && f.clock == ForwardClock::Delivered,
-            }),
-            Err(reason) => {
-                tracing::error!(stream = %stream.name, %reason, "relay body could not be sealed; answered 503");
-                return reply::error(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "event could not be stored; retry later",
-                );
-            }
-        },
+    let forward = match relay_body(
+        &config,
+        stream,
+        &delivery_id,
+        &event_type,
+        feeds_clock,
+        &body,
+    ) {
+        Ok(f) => f,
+        Err(refused) => return *refused,
     };
-    let clock_on_arrival = stream
-        .forward
-        .as_ref()
-        .is_none_or(|f| f.clock == ForwardClock::Received);
+    let clock_on_arrival = clock_on_arrival(stream);
     let event = NewEvent {
         stream: stream.name.clone(),
         delivery_id: Some(delivery_id),
@@ -119,6 +109,48 @@ pub async fn webhook(
         forward,
     };
     store(app, stream, vec![event]).await
+}
+
+/// Relay mode: what the ingest transaction stores to forward a verified
+/// body, sealed under the stream and delivery id (`None` when the stream
+/// does not relay). A body that cannot be sealed is answered 503, so the
+/// sender retries rather than the event be accepted and never forwarded.
+pub(super) fn relay_body(
+    config: &crate::config::Config,
+    stream: &StreamConfig,
+    delivery_id: &str,
+    event_type: &str,
+    feeds_clock: bool,
+    body: &[u8],
+) -> Result<Option<ForwardBody>, Box<Reply>> {
+    let Some(f) = &stream.forward else {
+        return Ok(None);
+    };
+    match config.store.sealer.seal(&stream.name, delivery_id, body) {
+        Ok(sealed) => Ok(Some(ForwardBody {
+            sealed,
+            order: f.order,
+            revocation: config.audit.classifier.revokes(event_type),
+            moves_clock: feeds_clock && f.clock == ForwardClock::Delivered,
+            origin: None,
+        })),
+        Err(reason) => {
+            tracing::error!(stream = %stream.name, %reason, "relay body could not be sealed; answered 503");
+            Err(Box::new(reply::error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "event could not be stored; retry later",
+            )))
+        }
+    }
+}
+
+/// Whether an arrival moves the stream's clock itself: yes unless the
+/// stream relays with `clock = "delivered"` (then the app's 2xx does).
+pub(super) fn clock_on_arrival(stream: &StreamConfig) -> bool {
+    stream
+        .forward
+        .as_ref()
+        .is_none_or(|f| f.clock == ForwardClock::Received)
 }
 
 pub async fn app_report(

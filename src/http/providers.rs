@@ -120,15 +120,31 @@ pub async fn webhook(
         }
     });
     let digest: [u8; 32] = Sha256::digest(&body).into();
-    let audit = app.config().audit.enabled;
+    let config = app.config();
+    let audit = config.audit.enabled;
     let signature_verified = intake.signature_verified();
-    let events: Vec<NewEvent> = delivery
-        .events
-        .into_iter()
-        .map(|e| NewEvent {
+    let mut events = Vec::with_capacity(delivery.events.len());
+    for e in delivery.events {
+        let feeds_clock = e.feeds_clock && stream.event_filter.feeds_clock(&e.event_type);
+        // Relay mode (`check` allows it only for WorkOS, one event per
+        // request): the verified body is that event's, stored and
+        // forwarded as on the Standard Webhooks route.
+        let forward = match super::ingest::relay_body(
+            &config,
+            stream,
+            e.delivery_id.as_deref().unwrap_or_default(),
+            &e.event_type,
+            feeds_clock,
+            &body,
+        ) {
+            Ok(f) => f,
+            Err(refused) => return *refused,
+        };
+        let clock_on_arrival = super::ingest::clock_on_arrival(stream);
+        events.push(NewEvent {
             stream: stream.name.clone(),
             delivery_id: e.delivery_id,
-            feeds_clock: e.feeds_clock && stream.event_filter.feeds_clock(&e.event_type),
+            feeds_clock: feeds_clock && clock_on_arrival,
             event_type: clip(e.event_type),
             event_time: e.event_time,
             received_at: now,
@@ -138,9 +154,9 @@ pub async fn webhook(
             subject_ids: e.subject_ids,
             audit,
             access: None,
-            forward: None,
-        })
-        .collect();
+            forward,
+        });
+    }
     store_delivery(app, stream, events, update).await
 }
 

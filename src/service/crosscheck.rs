@@ -62,6 +62,10 @@ pub struct PollReport {
     pub pending: usize,
     /// False when another poll committed first (its answer stands).
     pub committed: bool,
+    /// WorkOS: each finding's logged event as the provider sent it (by
+    /// finding key), what a heal forwards. Bounded by the findings, each
+    /// by the API client's body cap.
+    pub bodies: Vec<(String, Vec<u8>)>,
 }
 
 #[derive(Debug)]
@@ -176,6 +180,7 @@ async fn poll_log(
         None => LogPosition::Since(watch_started_at.max(now - lookback)),
     };
     let mut findings = Vec::new();
+    let mut bodies = Vec::new();
     let mut ended = false;
     for _ in 0..MAX_PAGES {
         let page = log.page(&position).await.map_err(PollFailure::Provider)?;
@@ -189,7 +194,8 @@ async fn poll_log(
             .filter(|(_, s)| **s)
             .map(|(id, _)| id.as_str())
             .collect();
-        let logged: Vec<LoggedEvent> = page.events.into_iter().map(|e| e.event).collect();
+        let (logged, mut page_bodies): (Vec<LoggedEvent>, Vec<Vec<u8>>) =
+            page.events.into_iter().map(|e| (e.event, e.body)).unzip();
         let out = join_event_log(
             &logged,
             &config.types,
@@ -198,6 +204,14 @@ async fn poll_log(
             &|id| received.contains(id),
             &|ty| direction(classifier, ty),
         );
+        for f in &out.findings {
+            if let Some(i) = logged
+                .iter()
+                .position(|e| f.provider_id.as_deref() == Some(&e.id))
+            {
+                bodies.push((f.key.clone(), std::mem::take(&mut page_bodies[i])));
+            }
+        }
         findings.extend(out.findings);
         if let Some(decided) = out.decided_through {
             cursor = Some(decided);
@@ -241,6 +255,7 @@ async fn poll_log(
         baseline: false,
         pending: 0,
         committed,
+        bodies,
     })
 }
 
@@ -355,6 +370,7 @@ async fn poll_state(
         baseline: false,
         pending,
         committed,
+        bodies: Vec::new(),
     })
 }
 

@@ -37,9 +37,10 @@
 //!   `forward_revocation_overdue` page, once per episode.
 
 use super::app::App;
-use crate::config::forward::ForwardConfig;
+use crate::config::forward::{ForwardConfig, ForwardKeys};
 use crate::config::Config;
 use crate::domain::forward::Hold;
+use crate::ingest::providers::workos::sign as workos_sign;
 use crate::ingest::signature::sign;
 use crate::notify::http::Client;
 use crate::notify::Outcome;
@@ -297,28 +298,49 @@ fn lease(config: &Config) -> TimeDelta {
         .unwrap_or(TimeDelta::minutes(3))
 }
 
-/// The headers of one attempt: Standard Webhooks, the same under Svix's
-/// names, and the original times.
+/// The headers of one attempt: the signature in the provider's scheme
+/// (Standard Webhooks and the same under Svix's names, or WorkOS's), the
+/// original times, and what made the event when the provider did not.
 pub fn headers(
     f: &ForwardConfig,
     claim: &ForwardClaim,
     now: DateTime<Utc>,
     body: &[u8],
 ) -> Vec<(&'static str, String)> {
-    let ts = now.timestamp();
-    let signature = f
-        .secrets
-        .iter()
-        .map(|k| sign(k, &claim.delivery_id, ts, body))
-        .collect::<Vec<_>>()
-        .join(" ");
-    let mut h = vec![
-        ("webhook-id", claim.delivery_id.clone()),
-        ("webhook-timestamp", ts.to_string()),
-        ("webhook-signature", signature.clone()),
-        ("svix-id", claim.delivery_id.clone()),
-        ("svix-timestamp", ts.to_string()),
-        ("svix-signature", signature),
+    let mut h = match &f.secrets {
+        ForwardKeys::Standard(keys) => {
+            let ts = now.timestamp();
+            let signature = keys
+                .iter()
+                .map(|k| sign(k, &claim.delivery_id, ts, body))
+                .collect::<Vec<_>>()
+                .join(" ");
+            vec![
+                ("webhook-id", claim.delivery_id.clone()),
+                ("webhook-timestamp", ts.to_string()),
+                ("webhook-signature", signature.clone()),
+                ("svix-id", claim.delivery_id.clone()),
+                ("svix-timestamp", ts.to_string()),
+                ("svix-signature", signature),
+            ]
+        }
+        // `WorkOS-Signature: t=<unix ms>, v1=<hex HMAC-SHA256 of "<t>.<body>">`
+        // keyed with the secret string as given, as WorkOS signs its own
+        // deliveries (https://workos.com/docs/sso/webhooks, "Process the
+        // request"; workos-python `webhooks/_verification.py` 10.8.0). The SDKs accept 180 s of age, so a
+        // retry is signed afresh like every other; `check` allows one
+        // secret, as the SDKs read one `v1=`.
+        ForwardKeys::Workos(keys) => keys
+            .first()
+            .map(|k| {
+                vec![(
+                    "workos-signature",
+                    workos_sign(k, now.timestamp_millis(), body),
+                )]
+            })
+            .unwrap_or_default(),
+    };
+    h.extend([
         (
             "hushwatch-received-at",
             claim
@@ -326,7 +348,10 @@ pub fn headers(
                 .to_rfc3339_opts(SecondsFormat::Millis, true),
         ),
         ("hushwatch-attempt", claim.attempts.to_string()),
-    ];
+    ]);
+    if let Some(origin) = &claim.origin {
+        h.push(("hushwatch-origin", origin.clone()));
+    }
     if let Some(t) = claim.event_time {
         h.push((
             "hushwatch-event-time",

@@ -147,6 +147,10 @@ macro_rules! issue_44_tail {
     };
 }
 
+/// Issue #45: what made a row when the provider did not send it (heal's
+/// revocations built from a cross-check finding carry `crosscheck`).
+pub(super) const ORIGIN: &str = "ALTER TABLE forwards ADD COLUMN origin TEXT;";
+
 pub(super) const SUBJECTS_HELD_SQLITE: &str = concat!(
     "CREATE TABLE forwards_v2 (
         id              INTEGER PRIMARY KEY,
@@ -223,6 +227,10 @@ pub struct ForwardBody {
     /// `clock = "delivered"` and the event type feeds the clock: the app's
     /// 2xx moves the stream's clock (the arrival did not).
     pub moves_clock: bool,
+    /// What made this event when the provider did not send it
+    /// (`crosscheck`: a revocation built from a cross-check finding); sent
+    /// to the app as `Hushwatch-Origin`. `None` for a provider's delivery.
+    pub origin: Option<String>,
 }
 
 /// A row handed to one replica until `lease_until`.
@@ -246,6 +254,8 @@ pub struct ForwardClaim {
     pub legacy_aad: bool,
     /// Stored before any `encryption_key` was configured.
     pub before_any_key: bool,
+    /// [`ForwardBody::origin`].
+    pub origin: Option<String>,
 }
 
 impl ForwardClaim {
@@ -439,8 +449,8 @@ pub(super) fn clock_event(c: &ForwardClaim, at: DateTime<Utc>) -> NewEvent {
 pub(super) mod sql {
     pub const INSERT: &str = "INSERT INTO forwards (stream, queue, delivery_id, event_type,
              subject, event_time, received_at, moves_clock, key_id, body, next_attempt_at,
-             give_up_from, order_key, organization, revocation)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $7, $7, $5, $11, $12)";
+             give_up_from, order_key, organization, revocation, origin)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $7, $7, $5, $11, $12, $13)";
     /// Registers an ordered stream's queue (its failure run row) at ingest,
     /// so a claim finds every queue without scanning the rows.
     pub const QUEUE: &str =
@@ -483,7 +493,7 @@ pub(super) mod sql {
          WHERE id = $1 AND state = 'pending' AND next_attempt_at <= $4
            AND (lease_until IS NULL OR lease_until <= $4)
          RETURNING claim_token, stream, delivery_id, event_type, subject, event_time,
-                   received_at, attempts, key_id, body, give_up_from, aad_v1";
+                   received_at, attempts, key_id, body, give_up_from, aad_v1, origin";
     pub const SETTLE: &str = "UPDATE forwards
          SET attempts = attempts - $9, claimed_by = NULL, lease_until = NULL,
              state = $3, next_attempt_at = $4, last_error = $5, last_status = $6,
@@ -589,6 +599,7 @@ pub(super) type ClaimColumns = (
     Vec<u8>,
     i64,
     bool,
+    Option<String>,
 );
 
 pub(super) fn claim_of(id: i64, c: ClaimColumns, plain_until: Option<i64>) -> ForwardClaim {
@@ -611,6 +622,7 @@ pub(super) fn claim_of(id: i64, c: ClaimColumns, plain_until: Option<i64>) -> Fo
         },
         legacy_aad: c.11,
         before_any_key: plain_until.is_some_and(|last| id <= last),
+        origin: c.12,
     }
 }
 
@@ -732,6 +744,7 @@ pub(super) async fn insert<D: Db>(db: &D, event: &NewEvent) -> Result<(), StoreE
             &f.sealed.bytes,
             &organization,
             &f.revocation,
+            &f.origin,
         ],
     )
     .await?;

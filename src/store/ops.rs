@@ -75,6 +75,7 @@ pub(super) fn alert_id_for(salt: &str, stream: &str, started_at: DateTime<Utc>) 
 /// never empty and never contains NUL); channel and stream hold no NUL
 /// either, so the fields cannot run into each other.
 pub(super) fn delivery_hash(channel: &str, stream: &str, id: &str) -> String {
+    let channel = dedup_channel(channel);
     let digest = Sha256::new()
         .chain_update(b"\0dedup-v2\0")
         .chain_update(channel)
@@ -84,6 +85,18 @@ pub(super) fn delivery_hash(channel: &str, stream: &str, id: &str) -> String {
         .chain_update(id)
         .finalize();
     to_hex(&digest)
+}
+
+/// The channel whose ids an event's id is deduplicated among. A heal
+/// (`crosscheck`) delivers what the provider's own webhook would have, under
+/// its id: it shares the `webhook` channel's ids, so the webhook arriving
+/// late, or the heal repeated, is a duplicate and reaches the app once.
+pub(super) fn dedup_channel(channel: &str) -> &str {
+    if channel == "crosscheck" {
+        "webhook"
+    } else {
+        channel
+    }
 }
 
 /// The key before v6: stream and id only, shared by all channels. Rows the

@@ -62,6 +62,7 @@ fn forwarded_as(
         order,
         revocation: true,
         moves_clock,
+        origin: None,
     });
     e
 }

@@ -40,6 +40,7 @@ fn forwarded(stream: &str, id: &str, ty: &str, ms: i64, ordered: bool) -> NewEve
         },
         revocation: ty.ends_with(".deleted"),
         moves_clock: false,
+        origin: None,
     });
     e
 }

@@ -1,0 +1,546 @@
+//! Heal (issue #45, `[streams.X.crosscheck] heal = true`, relay streams
+//! only): what a cross-check found missed is delivered to the app through
+//! the relay, so the app learns what the provider never told it.
+//!
+//! - **WorkOS**: the logged event is the webhook that never arrived. It is
+//!   recorded as received on the stream under its own id, channel
+//!   `crosscheck` (audit chain, revocation index, silence clock: the same
+//!   ingest path as a webhook), and forwarded with the stored body bytes.
+//!   Its id shares the webhook channel's dedup ids (`store::ops::
+//!   dedup_channel`), so the real webhook arriving late, a second heal or a
+//!   second replica's heal is a duplicate: the app sees the event once.
+//! - **Clerk** keeps no event log, so a revocation is built from the
+//!   finding ([`clerk_body`]): `organizationMembership.deleted` with the
+//!   membership as `data`, or `user.deleted`. It carries a `webhook-id`
+//!   derived from the stream and finding key ([`clerk_delivery_id`]), the
+//!   same on every retry and replica, and reaches the app with
+//!   `Hushwatch-Origin: crosscheck`. It never moves the silence clock (the
+//!   provider sent nothing). A made-up event is only ever a revocation: a
+//!   missed grant stays a page for a person.
+//!
+//! Each heal is one ingest commit (audit entry, forward row) followed by
+//! marking the finding `healed`; a crash between the two heals again under
+//! the same id, which the store answers as a duplicate, so the app sees
+//! one event and the finding is marked on the retry.
+
+use super::app::App;
+use crate::config::forward::{ForwardClock, ForwardConfig};
+use crate::config::StreamConfig;
+use crate::domain::crosscheck::{Direction, Finding, Provider, When};
+use crate::ingest::providers::workos;
+use crate::store::forward::ForwardBody;
+use crate::store::{NewEvent, StoreError};
+use chrono::{DateTime, Utc};
+use sha2::{Digest, Sha256};
+
+/// The channel a healed event is recorded under (audit log, `audit
+/// subject`), and the `Hushwatch-Origin` of an event hushwatch built.
+pub const CHANNEL: &str = "crosscheck";
+
+/// One finding to heal, with the logged event's body when the provider
+/// keeps a log (WorkOS); `None` for Clerk.
+#[derive(Debug, Clone)]
+pub struct HealItem {
+    pub finding: Finding,
+    pub body: Option<Vec<u8>>,
+}
+
+/// Heals `items` on `stream` when its `[crosscheck]` has `heal = true` and
+/// it relays; returns the keys marked healed by this call. A finding that
+/// cannot be healed (a Clerk grant, a WorkOS finding without its body, a
+/// body that does not parse as the event named) is skipped and logged: it
+/// stays open, so its page stays until a person acknowledges it. A storage
+/// error stops the heal; what was healed before it stays healed.
+pub async fn heal(app: &App, stream: &str, items: &[HealItem]) -> Result<Vec<String>, StoreError> {
+    let config = app.config();
+    let Some(settings) = config.streams.get(stream) else {
+        return Ok(Vec::new());
+    };
+    let (Some(forward), Some(crosscheck)) = (&settings.forward, &settings.crosscheck) else {
+        return Ok(Vec::new());
+    };
+    if !crosscheck.heal {
+        return Ok(Vec::new());
+    }
+    let mut healed = Vec::new();
+    for item in items {
+        let event = match healing_event(
+            &config,
+            settings,
+            forward,
+            crosscheck.provider,
+            item,
+            app.clock.now(),
+        ) {
+            Ok(e) => e,
+            Err(reason) => {
+                tracing::warn!(stream = %stream, finding = %item.finding.key, reason, "crosscheck: finding not healed; it stays open");
+                continue;
+            }
+        };
+        // Accepted or a duplicate (healed before a crash, or the webhook
+        // came after all): either way the app has it, or will, once.
+        app.ingest(vec![event]).await?;
+        if app
+            .store
+            .crosscheck_settle_finding(stream.to_owned(), item.finding.key.clone(), true)
+            .await?
+        {
+            app.metrics
+                .crosscheck_healed
+                .with_label_values(&[stream])
+                .inc();
+            tracing::info!(stream = %stream, finding = %item.finding.key, event_type = %item.finding.event_type, "crosscheck: healed; the missed event goes to the app");
+            healed.push(item.finding.key.clone());
+        }
+    }
+    Ok(healed)
+}
+
+/// The event that heals `item`, or why it cannot be healed.
+fn healing_event(
+    config: &crate::config::Config,
+    stream: &StreamConfig,
+    forward: &ForwardConfig,
+    provider: Provider,
+    item: &HealItem,
+    now: DateTime<Utc>,
+) -> Result<NewEvent, &'static str> {
+    let f = &item.finding;
+    let veil = config.store.sealer.veil();
+    let (delivery_id, event_type, event_time, subject_ids, body, feeds_clock, origin) =
+        match provider {
+            Provider::Workos => {
+                let body = item
+                    .body
+                    .as_ref()
+                    .ok_or("the logged event's body is not at hand")?;
+                let parsed = workos::parse(body)
+                    .map_err(|_| "the logged event does not read as a WorkOS event")?;
+                let event = parsed
+                    .events
+                    .into_iter()
+                    .next()
+                    .ok_or("the logged event is empty")?;
+                let id = event.delivery_id.clone().unwrap_or_default();
+                if f.provider_id.as_deref() != Some(id.as_str()) {
+                    return Err("the logged event's id is not the finding's");
+                }
+                let feeds = stream.event_filter.feeds_clock(&event.event_type);
+                (
+                    id,
+                    event.event_type,
+                    event.event_time,
+                    event.subject_ids,
+                    body.clone(),
+                    feeds,
+                    None,
+                )
+            }
+            Provider::Clerk => {
+                if f.direction != Direction::Revoke {
+                    return Err("a missed grant is never made up; it stays a page");
+                }
+                let user = veil.reveal(&f.subject).into_owned();
+                let organization = f
+                    .organization
+                    .as_deref()
+                    .map(|o| veil.reveal(o).into_owned());
+                let body = clerk_body(f, &user, organization.as_deref())
+                    .ok_or("only a removed membership or user is healed")?;
+                let mut ids = vec![("user_id".to_owned(), user)];
+                if let Some(org) = organization {
+                    ids.push(("organization_id".to_owned(), org));
+                }
+                (
+                    clerk_delivery_id(&stream.name, &f.key),
+                    f.event_type.clone(),
+                    Some(latest(f.when)),
+                    ids,
+                    body,
+                    // The provider sent nothing: the stream's silence is
+                    // still the provider's.
+                    false,
+                    Some(CHANNEL.to_owned()),
+                )
+            }
+        };
+    let sealed = config
+        .store
+        .sealer
+        .seal(&stream.name, &delivery_id, &body)
+        .map_err(|_| "the body could not be sealed")?;
+    let clock_on_arrival = forward.clock == ForwardClock::Received;
+    Ok(NewEvent {
+        stream: stream.name.clone(),
+        delivery_id: Some(delivery_id),
+        feeds_clock: feeds_clock && clock_on_arrival,
+        event_type: event_type.clone(),
+        event_time,
+        received_at: now,
+        body_sha256: Some(Sha256::digest(&body).into()),
+        channel: CHANNEL,
+        signature_verified: false,
+        subject_ids,
+        audit: config.audit.enabled,
+        access: None,
+        forward: Some(ForwardBody {
+            sealed,
+            order: forward.order,
+            revocation: config.audit.classifier.revokes(&event_type),
+            moves_clock: feeds_clock && forward.clock == ForwardClock::Delivered,
+            origin,
+        }),
+    })
+}
+
+/// The latest instant the change can have happened.
+fn latest(when: When) -> DateTime<Utc> {
+    match when {
+        When::At(t) | When::Between(_, t) => t,
+    }
+}
+
+/// The `webhook-id` of the revocation built for a Clerk finding: derived
+/// from the stream and the finding's key only, so every retry, restart and
+/// replica sends the same id and the app's dedup holds.
+pub fn clerk_delivery_id(stream: &str, key: &str) -> String {
+    let digest = Sha256::new()
+        .chain_update(b"hushwatch-heal\0")
+        .chain_update(stream)
+        .chain_update([0u8])
+        .chain_update(key)
+        .finalize();
+    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+    format!("msg_crosscheck_{hex}")
+}
+
+/// A Clerk webhook body for a removal the listing showed: the shape of
+/// Clerk's `organizationMembership.deleted` (`data`: an
+/// `OrganizationMembership`) and `user.deleted` (`data`: a
+/// `DeletedObject`), clerk/openapi-specs webhooks/2025-04-15.yml. Only what
+/// the listing told is filled in: the membership id, its organization and
+/// user; role, permissions, metadata and `instance_id` are not known to
+/// hushwatch and are left out rather than made up (the app tells this
+/// event apart by `Hushwatch-Origin`). `timestamp` is Unix milliseconds,
+/// as Clerk sends it, at the poll that saw the removal.
+pub fn clerk_body(f: &Finding, user: &str, organization: Option<&str>) -> Option<Vec<u8>> {
+    let data = match (f.event_type.as_str(), organization) {
+        ("organizationMembership.deleted", Some(org)) => {
+            let mut m = serde_json::json!({
+                "object": "organization_membership",
+                "organization": {"object": "organization", "id": org},
+                "public_user_data": {"user_id": user},
+            });
+            if let Some(id) = &f.provider_id {
+                m["id"] = serde_json::Value::from(id.as_str());
+            }
+            m
+        }
+        ("user.deleted", None) => {
+            serde_json::json!({"object": "user", "id": user, "deleted": true})
+        }
+        _ => return None,
+    };
+    let body = serde_json::json!({
+        "object": "event",
+        "type": f.event_type,
+        "timestamp": latest(f.when).timestamp_millis(),
+        "data": data,
+    });
+    Some(body.to_string().into_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn finding(event_type: &str, org: Option<&str>, direction: Direction) -> Finding {
+        let t = DateTime::from_timestamp(1_800_000_000, 0).unwrap();
+        Finding {
+            key: "clerk:removed:membership:org_9:user_2:1".into(),
+            direction,
+            event_type: event_type.into(),
+            subject: "user_2".into(),
+            organization: org.map(str::to_owned),
+            provider_id: org.map(|_| "orgmem_2".to_owned()),
+            when: When::Between(t, t + chrono::TimeDelta::minutes(15)),
+        }
+    }
+
+    #[test]
+    fn a_clerk_membership_removal_becomes_an_organization_membership_deleted_in_clerk_s_shape() {
+        let f = finding(
+            "organizationMembership.deleted",
+            Some("org_9"),
+            Direction::Revoke,
+        );
+        let body: serde_json::Value =
+            serde_json::from_slice(&clerk_body(&f, "user_2", Some("org_9")).unwrap()).unwrap();
+        assert_eq!(body["type"], "organizationMembership.deleted");
+        assert_eq!(body["object"], "event");
+        assert_eq!(body["timestamp"], 1_800_000_900_000_i64);
+        assert_eq!(body["data"]["object"], "organization_membership");
+        assert_eq!(body["data"]["id"], "orgmem_2");
+        assert_eq!(body["data"]["organization"]["id"], "org_9");
+        assert_eq!(body["data"]["public_user_data"]["user_id"], "user_2");
+        // What hushwatch reads of it is what it would read of Clerk's own.
+        let facts = crate::ingest::payload::webhook_facts(body.to_string().as_bytes()).unwrap();
+        assert_eq!(
+            facts.event_type.as_deref(),
+            Some("organizationMembership.deleted")
+        );
+    }
+
+    #[test]
+    fn a_deleted_user_becomes_user_deleted_and_nothing_else_is_made_up() {
+        let f = finding("user.deleted", None, Direction::Revoke);
+        let body: serde_json::Value =
+            serde_json::from_slice(&clerk_body(&f, "user_2", None).unwrap()).unwrap();
+        assert_eq!(
+            body["data"],
+            serde_json::json!({"object": "user", "id": "user_2", "deleted": true})
+        );
+        assert!(clerk_body(
+            &finding(
+                "organizationMembership.created",
+                Some("org_9"),
+                Direction::Grant
+            ),
+            "user_2",
+            Some("org_9")
+        )
+        .is_none());
+        assert!(clerk_body(
+            &finding("user.created", None, Direction::Grant),
+            "user_2",
+            None
+        )
+        .is_none());
+    }
+
+    #[test]
+    fn the_webhook_id_is_stable_per_stream_and_finding() {
+        let a = clerk_delivery_id("identity", "clerk:x");
+        assert_eq!(a, clerk_delivery_id("identity", "clerk:x"));
+        assert_ne!(a, clerk_delivery_id("identity", "clerk:y"));
+        assert_ne!(a, clerk_delivery_id("other", "clerk:x"));
+        assert!(
+            a.starts_with("msg_crosscheck_") && a.len() == 15 + 32,
+            "{a}"
+        );
+    }
+
+    // ------------------------------------------------- through a real App
+
+    use crate::clock::ManualClock;
+    use crate::store::testdb::TestDb;
+    use std::sync::Arc;
+
+    const APP_SECRET: &str = "whsec_+zPUtq55XAYZ3Ur7mJIL5Mb+uBY8OctQ";
+
+    fn config(provider: &str) -> crate::config::Config {
+        let (ingest, forward_secret) = match provider {
+            "clerk" => (
+                "webhook_secret = \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"".to_owned(),
+                APP_SECRET,
+            ),
+            _ => (
+                "provider = \"workos\"\nwebhook_secret = \"workos_provider_secret\"".to_owned(),
+                "app_workos_secret",
+            ),
+        };
+        let text = format!(
+            "[streams.identity]\ncalendar = \"always\"\nsilence_threshold = \"6h\"\n\
+             [streams.identity.ingest]\n{ingest}\n\
+             [streams.identity.forward]\nurl = \"http://127.0.0.1:9/hook\"\nsecret = \"{forward_secret}\"\n\
+             [streams.identity.crosscheck]\nprovider = \"{provider}\"\napi_key = \"k\"\nheal = true\n"
+        );
+        crate::config::parse(&text, std::path::Path::new("."), &|_| None).unwrap()
+    }
+
+    async fn app(provider: &str) -> (App, TestDb) {
+        let db = TestDb::sqlite();
+        let clock = Arc::new(ManualClock::new(
+            DateTime::from_timestamp(1_800_001_000, 0).unwrap(),
+        ));
+        let store = db.open_with_clock(clock.clone()).await;
+        let app = App::new(config(provider), store, clock).await.unwrap();
+        (app, db)
+    }
+
+    async fn claims(app: &App) -> Vec<crate::store::forward::ForwardClaim> {
+        let (claims, _) = app
+            .store()
+            .claim_forwards(
+                "test".into(),
+                app.store().now(),
+                chrono::TimeDelta::minutes(1),
+                10,
+            )
+            .await
+            .unwrap();
+        claims
+    }
+
+    #[tokio::test]
+    async fn a_clerk_revocation_is_queued_once_with_its_origin_and_the_finding_is_healed_once() {
+        let (app, _db) = app("clerk").await;
+        // The stream's cross-check row, as a poll leaves it.
+        app.store()
+            .crosscheck_finish_poll(
+                "identity".into(),
+                None,
+                crate::store::crosscheck::PollEnd::Failure {
+                    error: "a poll".into(),
+                },
+            )
+            .await
+            .unwrap();
+        let f = finding(
+            "organizationMembership.deleted",
+            Some("org_9"),
+            Direction::Revoke,
+        );
+        let grant = Finding {
+            key: "clerk:grant".into(),
+            ..finding(
+                "organizationMembership.created",
+                Some("org_9"),
+                Direction::Grant,
+            )
+        };
+        app.store()
+            .crosscheck_record_findings(
+                "identity".into(),
+                vec![f.clone(), grant.clone()],
+                app.store().now(),
+            )
+            .await
+            .unwrap();
+        let items = [
+            HealItem {
+                finding: f.clone(),
+                body: None,
+            },
+            HealItem {
+                finding: grant.clone(),
+                body: None,
+            },
+        ];
+        assert_eq!(
+            heal(&app, "identity", &items).await.unwrap(),
+            std::slice::from_ref(&f.key)
+        );
+        // Again (a crash before the settle, a second replica): the same id
+        // is a duplicate, nothing more is queued or counted.
+        assert!(heal(&app, "identity", &items).await.unwrap().is_empty());
+        let queued = claims(&app).await;
+        assert_eq!(queued.len(), 1, "{queued:?}");
+        let c = &queued[0];
+        assert_eq!(c.delivery_id, clerk_delivery_id("identity", &f.key));
+        assert_eq!(c.event_type, "organizationMembership.deleted");
+        assert_eq!(c.origin.as_deref(), Some("crosscheck"));
+        let open = app
+            .store()
+            .crosscheck_findings("identity".into(), true, 10)
+            .await
+            .unwrap();
+        assert_eq!(open.len(), 1, "the grant stays open (paged, never made up)");
+        assert_eq!(open[0].finding.key, grant.key);
+        let row = app
+            .store()
+            .crosscheck_state("identity".into())
+            .await
+            .unwrap();
+        assert_eq!(row.map(|r| r.healed), Some(1));
+        assert_eq!(
+            app.metrics
+                .crosscheck_healed
+                .with_label_values(&["identity"])
+                .get(),
+            1
+        );
+        // The heal is in the audit log under the subject, beside webhooks.
+        let entries = app
+            .store()
+            .subject_entries("user_2".into(), None, 10)
+            .await
+            .unwrap();
+        assert!(
+            entries
+                .iter()
+                .any(|e| e.channel == "crosscheck"
+                    && e.event_type == "organizationMembership.deleted"),
+            "{entries:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_workos_event_is_recorded_and_queued_under_its_own_id_and_its_late_webhook_is_a_duplicate(
+    ) {
+        let (app, _db) = app("workos").await;
+        let body = br#"{"object":"event","id":"event_01MISSED","event":"dsync.user.deleted","data":{"object":"directory_user","id":"directory_user_1","user_id":"user_7","state":"inactive"},"created_at":"2027-01-15T08:00:00.000Z"}"#;
+        let t = DateTime::from_timestamp(1_800_000_000, 0).unwrap();
+        let f = Finding {
+            key: "workos:event_01MISSED".into(),
+            direction: Direction::Revoke,
+            event_type: "dsync.user.deleted".into(),
+            subject: "user_7".into(),
+            organization: None,
+            provider_id: Some("event_01MISSED".into()),
+            when: When::At(t),
+        };
+        app.store()
+            .crosscheck_record_findings("identity".into(), vec![f.clone()], t)
+            .await
+            .unwrap();
+        let item = HealItem {
+            finding: f.clone(),
+            body: Some(body.to_vec()),
+        };
+        // Without its body, or with another event's, nothing is healed.
+        let bodiless = HealItem {
+            finding: f.clone(),
+            body: None,
+        };
+        assert!(heal(&app, "identity", &[bodiless])
+            .await
+            .unwrap()
+            .is_empty());
+        let other = HealItem {
+            finding: Finding {
+                provider_id: Some("event_other".into()),
+                ..f.clone()
+            },
+            body: Some(body.to_vec()),
+        };
+        assert!(heal(&app, "identity", &[other]).await.unwrap().is_empty());
+        assert_eq!(
+            heal(&app, "identity", &[item]).await.unwrap(),
+            std::slice::from_ref(&f.key)
+        );
+        let queued = claims(&app).await;
+        assert_eq!(queued.len(), 1);
+        assert_eq!(queued[0].delivery_id, "event_01MISSED");
+        assert_eq!(queued[0].origin, None, "the provider's own event");
+        assert_eq!(queued[0].body.bytes, body.to_vec());
+        // The webhook WorkOS retries later is the same event: a duplicate.
+        let mut late = crate::store::testdb::event(
+            "identity",
+            Some("event_01MISSED"),
+            "dsync.user.deleted",
+            t.timestamp_millis(),
+        );
+        late.channel = "webhook";
+        let outcomes = app.ingest(vec![late]).await.unwrap();
+        assert_eq!(outcomes, [crate::store::EventOutcome::Duplicate]);
+        assert_eq!(
+            app.store()
+                .crosscheck_received("identity".into(), vec!["event_01MISSED".into()])
+                .await
+                .unwrap(),
+            [true]
+        );
+    }
+}
