@@ -451,4 +451,46 @@ mod tests {
             assert!(e.iter().any(|e| e.starts_with(want)), "{want}: {e:?}");
         }
     }
+
+    fn workos(forward: &str, provider: &str) -> String {
+        format!(
+            "[streams.workos]\ncalendar = \"always\"\nsilence_threshold = \"6h\"\n\
+             [streams.workos.ingest]\nprovider = \"{provider}\"\nwebhook_secret = \"wk_provider\"\n\
+             [streams.workos.forward]\n{forward}\n"
+        )
+    }
+
+    #[test]
+    fn a_workos_stream_relays_with_one_plain_string_secret_and_other_providers_do_not_relay() {
+        let c = parse_str(&workos(
+            "url = \"http://127.0.0.1:3000/webhooks/workos\"\nsecret = \"app_secret_not_base64!\"",
+            "workos",
+        ))
+        .unwrap();
+        let f = c.streams["workos"].forward.as_ref().unwrap();
+        assert!(matches!(&f.secrets, super::ForwardKeys::Workos(k) if k.len() == 1));
+        let e = errors(&workos(
+            "url = \"http://app\"\nsecret = [\"one\", \"two\"]",
+            "workos",
+        ));
+        assert!(
+            e.iter()
+                .any(|e| e.starts_with("streams.workos.forward.secret: takes one secret")),
+            "{e:?}"
+        );
+        let e = errors(&workos("url = \"http://app\"", "workos"));
+        assert!(
+            e.iter().any(
+                |e| e.starts_with("streams.workos.forward.secret: is required")
+                    && e.contains("WorkOS-Signature")
+            ),
+            "{e:?}"
+        );
+        let e = errors(&workos("url = \"http://app\"\nsecret = \"s\"", "okta"));
+        assert!(
+            e.iter()
+                .any(|e| e.starts_with("streams.workos.forward: relay mode forwards")),
+            "{e:?}"
+        );
+    }
 }

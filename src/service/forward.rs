@@ -582,4 +582,43 @@ mod tests {
         // Nothing forwards and nothing is pending: sleep until woken.
         assert!(!should_poll(false, false));
     }
+
+    #[test]
+    fn a_workos_stream_s_forward_carries_a_workos_signature_the_provider_s_verifier_accepts() {
+        let text = "[streams.w]\ncalendar = \"always\"\nsilence_threshold = \"6h\"\n\
+            [streams.w.ingest]\nprovider = \"workos\"\nwebhook_secret = \"wk_provider\"\n\
+            [streams.w.forward]\nurl = \"http://127.0.0.1:3000/hook\"\nsecret = \"app_plain_secret\"\n";
+        let config = crate::config::parse(text, std::path::Path::new("."), &|_| None).unwrap();
+        let f = config.streams["w"].forward.as_ref().unwrap();
+        let now = DateTime::from_timestamp_millis(1_800_000_000_123).unwrap();
+        let claim = ForwardClaim {
+            id: 1,
+            token: 1,
+            stream: "w".into(),
+            delivery_id: "event_1".into(),
+            event_type: "dsync.user.deleted".into(),
+            subject: None,
+            event_time: None,
+            received_at: now,
+            give_up_from: now,
+            attempts: 1,
+            body: crate::store::seal::Sealed {
+                key_id: None,
+                bytes: Vec::new(),
+            },
+            legacy_aad: false,
+            before_any_key: false,
+            origin: Some("crosscheck".into()),
+        };
+        let body = br#"{"id":"event_1","event":"dsync.user.deleted","data":{},"created_at":"2027-01-15T08:00:00.000Z"}"#;
+        let h = headers(f, &claim, now, body);
+        let get = |name: &str| h.iter().find(|(n, _)| *n == name).map(|(_, v)| v.as_str());
+        let signature = get("workos-signature").unwrap();
+        assert!(signature.starts_with("t=1800000000123, v1="), "{signature}");
+        let header = crate::ingest::providers::workos::check_header(Some(signature), now).unwrap();
+        let key = crate::ingest::providers::workos::WorkosKey::parse("app_plain_secret").unwrap();
+        crate::ingest::providers::workos::verify(&header, &[key], body).unwrap();
+        assert_eq!(get("webhook-signature"), None, "one scheme per stream");
+        assert_eq!(get("hushwatch-origin"), Some("crosscheck"));
+    }
 }

@@ -12,7 +12,7 @@ use super::super::forward::{
 };
 use super::super::seal::Sealed;
 use super::super::testdb::{at, event, TestDb};
-use super::super::{NewEvent, Store};
+use super::super::{EventOutcome, NewEvent, Store};
 use crate::clock::{Clock, ManualClock};
 use crate::domain::forward::{Hold, Ladder};
 
@@ -28,6 +28,7 @@ backend_matrix!(
     a_row_stored_before_any_key_is_marked_and_a_later_one_is_not,
     thousands_of_subject_queues_are_claimed_longest_waiting_first,
     a_failing_run_whose_events_were_set_aside_resolves_without_a_delivery,
+    a_healed_event_keeps_its_origin_and_shares_the_webhook_channel_s_ids,
 );
 
 /// `true`: one queue per stream (as before the modes); `false`: none.
@@ -897,5 +898,48 @@ async fn a_failing_run_whose_events_were_set_aside_resolves_without_a_delivery(d
         store.escalate_forwards(esc(&clock)).await.unwrap(),
         None,
         "once"
+    );
+}
+
+/// Issue #45 (heal): a row hushwatch built carries its origin to the claim
+/// (`Hushwatch-Origin`), and an event healed on channel `crosscheck` is the
+/// same delivery as its webhook: whichever comes second is a duplicate and
+/// queues nothing.
+async fn a_healed_event_keeps_its_origin_and_shares_the_webhook_channel_s_ids(db: TestDb) {
+    let clock = Arc::new(ManualClock::new(at(1_000_010)));
+    let store = db.open_with_clock(clock.clone()).await;
+    let mut healed = forwarded("clerk", "msg_healed", 1_000_000, false, false);
+    healed.channel = "crosscheck";
+    if let Some(f) = healed.forward.as_mut() {
+        f.origin = Some("crosscheck".into());
+    }
+    let webhook = forwarded("clerk", "msg_healed", 1_000_001, false, false);
+    let plain = forwarded("clerk", "msg_plain", 1_000_002, false, false);
+    let outcomes = store
+        .record_events(vec![healed.clone(), webhook, plain])
+        .await
+        .unwrap();
+    assert_eq!(
+        outcomes,
+        [
+            EventOutcome::Accepted,
+            EventOutcome::Duplicate,
+            EventOutcome::Accepted
+        ]
+    );
+    // Healed again (a crash before the finding was marked): still one row.
+    assert_eq!(
+        store.record_events(vec![healed]).await.unwrap(),
+        [EventOutcome::Duplicate]
+    );
+    let mut claims = claim(&store, "r1", &clock).await;
+    claims.sort_by(|a, b| a.delivery_id.cmp(&b.delivery_id));
+    let got: Vec<(&str, Option<&str>)> = claims
+        .iter()
+        .map(|c| (c.delivery_id.as_str(), c.origin.as_deref()))
+        .collect();
+    assert_eq!(
+        got,
+        [("msg_healed", Some("crosscheck")), ("msg_plain", None)]
     );
 }
