@@ -15,6 +15,7 @@ mod audit;
 mod cli;
 mod crash;
 mod crosscheck;
+mod crosscheck_heal;
 mod differential;
 mod doc_names;
 mod fuzz_seeds;

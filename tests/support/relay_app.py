@@ -15,7 +15,8 @@ sockets). Routes:
                           contains any of these strings is answered 400
                           (a poison event), whatever the mode
   GET  /deliveries        every verified delivery, in arrival order:
-                          [{"id", "body", "attempt", "answered"}]
+                          [{"id", "body", "attempt", "answered", "origin"}]
+                          (`origin`: the Hushwatch-Origin header, if any)
 """
 
 import json
@@ -94,6 +95,7 @@ class Handler(BaseHTTPRequestHandler):
                 "attempt": headers.get("hushwatch-attempt"),
                 "received_at": headers.get("hushwatch-received-at"),
                 "event_time": headers.get("hushwatch-event-time"),
+                "origin": headers.get("hushwatch-origin"),
                 "answered": mode == "up",
             }
             # A hanging app did receive the event (its result is unknown to
