@@ -142,6 +142,7 @@ pub async fn poll_once(
                 started,
                 PollEnd::Failure {
                     error: e.to_string(),
+                    refused: matches!(e, PollError::Refused { .. }),
                 },
             )
             .await?;
