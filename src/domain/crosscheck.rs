@@ -580,20 +580,20 @@ pub fn page_text(
     total: usize,
 ) -> String {
     let findings = named;
+    // One line: notifiers show a page's text as one paragraph.
     let mut text = format!(
-        "{} {} on stream {stream} that no webhook reported:\n",
+        "{} {} on stream {stream} that no webhook reported:",
         total,
         if total == 1 { "change" } else { "changes" }
     );
-    for f in findings.iter().take(PAGE_NAMES_AT_MOST) {
-        text.push_str("- ");
-        text.push_str(&describe(provider, f));
-        text.push('\n');
+    for (i, f) in findings.iter().take(PAGE_NAMES_AT_MOST).enumerate() {
+        text.push_str(&format!(" ({}) {}", i + 1, describe(provider, f)));
     }
     let shown = findings.len().min(PAGE_NAMES_AT_MOST);
     if total > shown {
-        text.push_str(&format!("… and {} more.\n", total - shown));
+        text.push_str(&format!(" … and {} more.", total - shown));
     }
+    text.push(' ');
     text.push_str(&format!(
         "What to do: make sure the app removed (or granted) this access, e.g. by running its reconciliation; then find why {}'s webhook did not arrive (its dashboard shows failed deliveries). To ask {} again now: `hushwatch crosscheck --config {} --stream {}`.",
         provider.title(),

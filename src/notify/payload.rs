@@ -173,7 +173,7 @@ pub const ACK_LINK_NOTE: &str = "opens a confirmation page; works until the aler
 
 /// The label in front of [`operator_hint`] in text pages.
 pub(super) fn hint_label(page: &Page) -> &'static str {
-    if page.is_silence() {
+    if page.is_silence() || page.alert_kind == AlertKind::ProviderMissed.as_str() {
         "To acknowledge"
     } else {
         "To silence"

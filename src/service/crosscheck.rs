@@ -492,6 +492,10 @@ async fn tick(app: &Arc<App>, slots: &mut HashMap<String, Slot>) {
         }
         keep
     });
+    for s in config.streams.values().filter(|s| s.crosscheck.is_some()) {
+        // Zeros from the start on every replica, not gaps.
+        app.metrics.crosscheck.declare(&s.name);
+    }
     let now = app.clock.now();
     let due: Vec<String> = config
         .streams
@@ -544,7 +548,6 @@ pub async fn poll_and_page(app: &App, stream: &str) {
     let Some(cc) = settings.crosscheck.as_deref() else {
         return;
     };
-    app.metrics.crosscheck.declare(stream);
     let watch_started_at = app
         .stream_rows()
         .into_iter()

@@ -712,6 +712,27 @@ fn a_sidecar_killed_and_restarted_pages_each_finding_once_and_loses_none() {
     );
     assert_eq!(all[1], second);
     drop(server);
+
+    // The command the page prints runs as printed.
+    let printed = all[0]
+        .2
+        .split('`')
+        .find(|part| part.starts_with("hushwatch crosscheck "))
+        .unwrap_or_else(|| panic!("no command in {}", all[0].2))
+        .to_owned();
+    let out = std::process::Command::new("bash")
+        .args([
+            "-c",
+            &printed.replacen("hushwatch", env!("CARGO_BIN_EXE_hushwatch"), 1),
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        matches!(out.status.code(), Some(0 | 1)) && !err.contains("Usage:"),
+        "{printed}: {:?} {err}",
+        out.status
+    );
 }
 
 #[test]
