@@ -140,11 +140,7 @@ fn heal_items(report: &PollReport) -> Vec<crate::service::crosscheck_heal::HealI
         .iter()
         .map(|f| crate::service::crosscheck_heal::HealItem {
             finding: f.clone(),
-            body: report
-                .bodies
-                .iter()
-                .find(|(k, _)| *k == f.key)
-                .map(|(_, b)| b.clone()),
+            body: report.bodies.get(&f.key).cloned(),
         })
         .collect()
 }

@@ -19,23 +19,31 @@
 //! so a replica killed between the two leaves findings that the next poll
 //! decides again under the same keys: recorded as not new, paged once.
 //!
-//! Not yet here (see the issue): the timer task that runs this every
-//! `every` under the leader lease, the `provider_missed` and
-//! `crosscheck_failing` pages, metrics, `/v1/status`, the CLI and heal.
+//! [`run`] is the scheduled task `serve` starts: every `every`, on the
+//! housekeeping leader only, one [`poll_once`] per stream under a
+//! whole-poll deadline, then the pages the stored state calls for
+//! (`provider_missed` for findings no page named yet, `crosscheck_failing`
+//! from `domain::crosscheck::poll_health`) and the metrics.
 
+use super::app::App;
 use crate::audit::classify::{Access, Classifier};
 use crate::clock::Clock;
 use crate::config::crosscheck::CrosscheckConfig;
+use crate::config::Config;
 use crate::crosscheck::{EventLog, LogPosition, PollError, Source, StateListing, MAX_PAGES};
+use crate::domain::crosscheck::poll_health;
 use crate::domain::crosscheck::{
     join_event_log, Change, Direction, Finding, LoggedEvent, Pending, Received, Verdict,
 };
-use crate::store::crosscheck::PollEnd;
+use crate::store::crosscheck::{PageTarget, PollEnd};
 use crate::store::veil::Veil;
 use crate::store::{Store, StoreError};
 use chrono::{DateTime, TimeDelta, Utc};
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
 
 /// The first WorkOS poll reads back at most this far: received delivery
 /// ids are kept 7 days (`prune_seen`), so an older event could not be
@@ -62,10 +70,10 @@ pub struct PollReport {
     pub pending: usize,
     /// False when another poll committed first (its answer stands).
     pub committed: bool,
-    /// WorkOS: each finding's logged event as the provider sent it (by
-    /// finding key), what a heal forwards. Bounded by the findings, each
-    /// by the API client's body cap.
-    pub bodies: Vec<(String, Vec<u8>)>,
+    /// WorkOS: the logged event body (`LogEntry::body`, byte for byte what
+    /// its webhook carries) of each finding of this poll, by finding key,
+    /// so a heal can deliver it. Only findings' bodies are kept.
+    pub bodies: BTreeMap<String, Vec<u8>>,
 }
 
 #[derive(Debug)]
@@ -146,6 +154,7 @@ pub async fn poll_once(
                 started,
                 PollEnd::Failure {
                     error: e.to_string(),
+                    refused: matches!(e, PollError::Refused { .. }),
                 },
             )
             .await?;
@@ -180,7 +189,7 @@ async fn poll_log(
         None => LogPosition::Since(watch_started_at.max(now - lookback)),
     };
     let mut findings = Vec::new();
-    let mut bodies = Vec::new();
+    let mut bodies = BTreeMap::new();
     let mut ended = false;
     for _ in 0..MAX_PAGES {
         let page = log.page(&position).await.map_err(PollFailure::Provider)?;
@@ -194,8 +203,15 @@ async fn poll_log(
             .filter(|(_, s)| **s)
             .map(|(id, _)| id.as_str())
             .collect();
-        let (logged, mut page_bodies): (Vec<LoggedEvent>, Vec<Vec<u8>>) =
-            page.events.into_iter().map(|e| (e.event, e.body)).unzip();
+        let mut page_bodies: HashMap<String, Vec<u8>> = HashMap::new();
+        let logged: Vec<LoggedEvent> = page
+            .events
+            .into_iter()
+            .map(|e| {
+                page_bodies.insert(e.event.id.clone(), e.body);
+                e.event
+            })
+            .collect();
         let out = join_event_log(
             &logged,
             &config.types,
@@ -205,11 +221,8 @@ async fn poll_log(
             &|ty| direction(classifier, ty),
         );
         for f in &out.findings {
-            if let Some(i) = logged
-                .iter()
-                .position(|e| f.provider_id.as_deref() == Some(&e.id))
-            {
-                bodies.push((f.key.clone(), std::mem::take(&mut page_bodies[i])));
+            if let Some(body) = f.provider_id.as_ref().and_then(|id| page_bodies.remove(id)) {
+                bodies.insert(f.key.clone(), body);
             }
         }
         findings.extend(out.findings);
@@ -370,7 +383,7 @@ async fn poll_state(
         baseline: false,
         pending,
         committed,
-        bodies: Vec::new(),
+        bodies: BTreeMap::new(),
     })
 }
 
@@ -413,6 +426,321 @@ async fn explaining(
         }
     }
     Ok(out)
+}
+
+// ------------------------------------------------------------ the task
+
+/// How often the scheduler looks at the configured streams: a reload
+/// (SIGHUP) is picked up within this, and a poll starts at most this late.
+const TICK: Duration = Duration::from_secs(1);
+/// The whole-poll deadline: `every`, but at least this (a Clerk listing of
+/// 100,000 members is ~400 requests) ...
+const MIN_POLL_DEADLINE: TimeDelta = TimeDelta::minutes(2);
+/// ... and at most this, whatever `every` is.
+const MAX_POLL_DEADLINE: TimeDelta = TimeDelta::minutes(30);
+
+/// How long one poll of a stream polled every `every` may take in all.
+pub fn poll_deadline(every: TimeDelta) -> Duration {
+    every
+        .clamp(MIN_POLL_DEADLINE, MAX_POLL_DEADLINE)
+        .to_std()
+        .unwrap_or(Duration::from_secs(120))
+}
+
+/// One stream's scheduling state in this process.
+#[derive(Default)]
+struct Slot {
+    /// When the next poll is due (`None`: at once).
+    due: Option<DateTime<Utc>>,
+    running: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// Runs every `[crosscheck]` stream's poll every `every` until shutdown,
+/// on the housekeeping leader only (`replicas::housekeeping_term`), so
+/// replicas sharing a PostgreSQL store poll each stream once. Each poll is
+/// its own task with a deadline: a slow or hostile API delays nothing else,
+/// and a poll that panics is logged, never taken further. The config is
+/// read afresh every tick, so a reload adds, changes or stops a stream's
+/// polls without restarting anything.
+pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
+    let mut slots: HashMap<String, Slot> = HashMap::new();
+    loop {
+        tick(&app, &mut slots).await;
+        tokio::select! {
+            _ = tokio::time::sleep(TICK) => {}
+            _ = shutdown.changed() => break,
+        }
+    }
+    for slot in slots.into_values() {
+        if let Some(task) = slot.running {
+            task.abort();
+        }
+    }
+}
+
+async fn tick(app: &Arc<App>, slots: &mut HashMap<String, Slot>) {
+    let config = app.config();
+    slots.retain(|name, slot| {
+        let keep = config
+            .streams
+            .get(name)
+            .is_some_and(|s| s.crosscheck.is_some());
+        if !keep {
+            if let Some(task) = slot.running.take() {
+                task.abort();
+            }
+        }
+        keep
+    });
+    for s in config.streams.values().filter(|s| s.crosscheck.is_some()) {
+        // Zeros from the start on every replica, not gaps.
+        app.metrics.crosscheck.declare(&s.name);
+    }
+    let now = app.clock.now();
+    let due: Vec<String> = config
+        .streams
+        .values()
+        .filter(|s| s.crosscheck.is_some())
+        .filter(|s| {
+            let slot = slots.get(&s.name);
+            let idle = slot
+                .and_then(|s| s.running.as_ref())
+                .is_none_or(|t| t.is_finished());
+            idle && slot.and_then(|s| s.due).is_none_or(|d| d <= now)
+        })
+        .map(|s| s.name.clone())
+        .collect();
+    if due.is_empty() || super::replicas::housekeeping_term(app).await.is_none() {
+        return;
+    }
+    for name in due {
+        let Some(every) = config
+            .streams
+            .get(&name)
+            .and_then(|s| s.crosscheck.as_ref())
+            .map(|c| c.every)
+        else {
+            continue;
+        };
+        let slot = slots.entry(name.clone()).or_default();
+        if let Some(task) = slot.running.take() {
+            if let Err(e) = task.await {
+                if e.is_panic() {
+                    tracing::error!(stream = %name, "a cross-check poll panicked; the next one runs on schedule");
+                }
+            }
+        }
+        slot.due = Some(now + every);
+        let app = Arc::clone(app);
+        slot.running = Some(tokio::spawn(async move {
+            poll_and_page(&app, &name).await;
+        }));
+    }
+}
+
+/// One scheduled poll of `stream`, then its pages and metrics. Errors are
+/// logged (never the key: no error text here can carry it).
+pub async fn poll_and_page(app: &App, stream: &str) {
+    let config = app.config();
+    let Some(settings) = config.streams.get(stream) else {
+        return;
+    };
+    let Some(cc) = settings.crosscheck.as_deref() else {
+        return;
+    };
+    let watch_started_at = app
+        .stream_rows()
+        .into_iter()
+        .find(|r| r.name == stream)
+        .map_or_else(|| app.clock.now(), |r| r.watch_started_at);
+    let source = source(cc);
+    let deadline = poll_deadline(cc.every);
+    let polled = tokio::time::timeout(
+        deadline,
+        poll_once(
+            &app.store,
+            stream,
+            cc,
+            &source,
+            &config.audit.classifier,
+            config.store.sealer.veil(),
+            watch_started_at,
+            &*app.clock,
+        ),
+    )
+    .await;
+    let outcome = match &polled {
+        Ok(Ok(report)) => {
+            tracing::debug!(
+                stream,
+                findings = report.findings.len(),
+                new = report.new_keys.len(),
+                "cross-check poll done"
+            );
+            Some("ok")
+        }
+        Ok(Err(PollFailure::Provider(e))) => {
+            tracing::warn!(stream, provider = cc.provider.name(), error = %e, "cross-check poll failed");
+            Some(e.outcome())
+        }
+        Ok(Err(PollFailure::Store(e))) => {
+            tracing::error!(stream, error = %e, "cross-check poll: storage error; nothing of it was committed");
+            None
+        }
+        Err(_) => {
+            let error = format!(
+                "the poll did not finish within {}",
+                crate::domain::duration::format_duration(
+                    TimeDelta::from_std(deadline).unwrap_or_default()
+                )
+            );
+            tracing::warn!(stream, provider = cc.provider.name(), error = %error, "cross-check poll failed");
+            if let Err(e) = record_timeout(app, stream, error).await {
+                tracing::error!(stream, error = %e, "cross-check poll: storage error recording its deadline");
+            }
+            Some("error")
+        }
+    };
+    if let Some(outcome) = outcome {
+        app.metrics
+            .crosscheck
+            .polls
+            .with_label_values(&[stream, outcome])
+            .inc();
+    }
+    if let Ok(Ok(report)) = &polled {
+        let new: HashSet<&str> = report.new_keys.iter().map(String::as_str).collect();
+        for f in report
+            .findings
+            .iter()
+            .filter(|f| new.contains(f.key.as_str()))
+        {
+            app.metrics
+                .crosscheck
+                .missed
+                .with_label_values(&[stream, f.direction.as_str()])
+                .inc();
+        }
+    }
+    if cc.heal {
+        if let Err(e) = heal_after_poll(app, stream, cc, polled.as_ref().ok()).await {
+            tracing::error!(stream, error = %e, "cross-check heal: storage error; the findings stay open and are healed after the next poll");
+        }
+    }
+    if let Err(e) = page(app, &config, stream, cc, watch_started_at).await {
+        tracing::error!(stream, error = %e, "cross-check pages: storage error; tried again after the next poll");
+    }
+}
+
+/// `heal = true`: delivers this poll's findings to the app
+/// (`crosscheck_heal`). WorkOS findings go with the logged bodies this poll
+/// read; Clerk's are built from the stored findings, so every open one is
+/// healed, also one a crash or a storage error left unhealed after an
+/// earlier poll.
+async fn heal_after_poll(
+    app: &App,
+    stream: &str,
+    cc: &CrosscheckConfig,
+    polled: Option<&Result<PollReport, PollFailure>>,
+) -> Result<(), StoreError> {
+    use super::crosscheck_heal::{heal, HealItem};
+    let items: Vec<HealItem> = match cc.provider {
+        crate::domain::crosscheck::Provider::Workos => match polled {
+            Some(Ok(report)) => report
+                .findings
+                .iter()
+                .map(|f| HealItem {
+                    finding: f.clone(),
+                    body: report.bodies.get(&f.key).cloned(),
+                })
+                .collect(),
+            _ => Vec::new(),
+        },
+        crate::domain::crosscheck::Provider::Clerk => app
+            .store
+            .crosscheck_findings(stream.to_owned(), true, HEAL_AT_MOST)
+            .await?
+            .into_iter()
+            .filter(|s| s.finding.direction == Direction::Revoke)
+            .map(|s| HealItem {
+                finding: s.finding,
+                body: None,
+            })
+            .collect(),
+    };
+    if !items.is_empty() {
+        heal(app, stream, &items).await?;
+    }
+    Ok(())
+}
+
+/// Open findings one poll heals at most (Clerk); the rest follow on the
+/// next polls.
+const HEAL_AT_MOST: i64 = 1_000;
+
+/// A poll cut off by its deadline counts as a failed poll.
+async fn record_timeout(app: &App, stream: &str, error: String) -> Result<(), StoreError> {
+    let row = app.store.crosscheck_state(stream.to_owned()).await?;
+    app.store
+        .crosscheck_finish_poll(
+            stream.to_owned(),
+            row,
+            PollEnd::Failure {
+                error,
+                refused: false,
+            },
+        )
+        .await?;
+    Ok(())
+}
+
+/// Pages what the stored state says, whoever stored it: the findings no
+/// page named yet (this poll's, or ones a killed poll or the CLI left) and
+/// the `crosscheck_failing` alert from [`poll_health`]; resolves pages
+/// whose findings are all settled. Also sets the last-success gauge.
+async fn page(
+    app: &App,
+    config: &Config,
+    stream: &str,
+    cc: &CrosscheckConfig,
+    watch_started_at: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    let settings = config.streams.get(stream);
+    let target = PageTarget {
+        stream: stream.to_owned(),
+        provider: cc.provider,
+        config_path: super::forward::config_path(config),
+        notifiers: settings.map(|s| s.notify.clone()).unwrap_or_default(),
+    };
+    let now = app.clock.now();
+    let row = app
+        .store
+        .crosscheck_state(stream.to_owned())
+        .await?
+        .unwrap_or_default();
+    if let Some(at) = row.last_success_at {
+        app.metrics
+            .crosscheck
+            .last_success
+            .with_label_values(&[stream])
+            .set(at.timestamp_millis() as f64 / 1000.0);
+    }
+    let health = poll_health(&row.facts(), cc.provider, cc.every, watch_started_at, now);
+    let mut queued = app
+        .store
+        .crosscheck_set_failing(target.clone(), health, now)
+        .await?;
+    let (_, total) = app.store.crosscheck_page_missed(target, now).await?;
+    queued |= total > 0;
+    queued |= app
+        .store
+        .crosscheck_resolve_settled(stream.to_owned(), now)
+        .await?
+        > 0;
+    if queued {
+        app.outbox_wake.notify_one();
+    }
+    Ok(())
 }
 
 #[cfg(test)]

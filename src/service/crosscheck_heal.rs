@@ -87,7 +87,8 @@ pub async fn heal(app: &App, stream: &str, items: &[HealItem]) -> Result<Vec<Str
             .await?
         {
             app.metrics
-                .crosscheck_healed
+                .crosscheck
+                .healed
                 .with_label_values(&[stream])
                 .inc();
             tracing::info!(stream = %stream, finding = %item.finding.key, event_type = %item.finding.event_type, "crosscheck: healed; the missed event goes to the app");
@@ -456,7 +457,8 @@ mod tests {
         assert_eq!(row.map(|r| r.healed), Some(1));
         assert_eq!(
             app.metrics
-                .crosscheck_healed
+                .crosscheck
+                .healed
                 .with_label_values(&["identity"])
                 .get(),
             1

@@ -166,6 +166,8 @@ pub(crate) const STEPS: &[Step] = &[
     },
     // Issue #45: the cross-check's cursor, snapshots, pending changes and findings.
     Step::both("0023_crosscheck", super::crosscheck::MIGRATION),
+    // Issue #45: the cross-check's pages (refused key, paged findings).
+    Step::both("0024_crosscheck_pages", super::crosscheck::PAGES_MIGRATION),
     // Issue #45 (heal): the origin of a relay row hushwatch built itself.
     Step::both("0025_forward_origin", super::forward::ORIGIN),
 ];
