@@ -394,6 +394,7 @@ mod tests {
                 None,
                 crate::store::crosscheck::PollEnd::Failure {
                     error: "a poll".into(),
+                    refused: false,
                 },
             )
             .await
