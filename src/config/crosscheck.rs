@@ -158,12 +158,6 @@ pub(super) fn read(
         Vec::new()
     };
 
-    // Until `service::start` schedules `service::crosscheck::poll_once`
-    // (issue #45's remaining part), a configured cross-check must not look
-    // like a running one. Remove this notice with that wiring.
-    r.warnings.push(format!(
-        "{key_path}: this build validates the table but does not poll the provider yet; nothing is cross-checked"
-    ));
     Some(CrosscheckConfig {
         provider: provider?,
         api_url,
@@ -463,6 +457,25 @@ kind = "log"
             forward,
         ));
         assert!(c.streams["identity"].crosscheck.as_ref().unwrap().heal);
+        // A WorkOS stream relays too (one plain-string forward secret), so
+        // it may heal; without `[forward]` it may not.
+        let forward = "[streams.identity.forward]\nurl = \"http://127.0.0.1:3000/hook\"\nsecret = \"app-plain-secret\"";
+        let c = ok(&config(
+            WORKOS_INGEST,
+            "provider = \"workos\"\napi_key = \"k\"\nheal = true",
+            forward,
+        ));
+        assert!(c.streams["identity"].crosscheck.as_ref().unwrap().heal);
+        let errs = errors(&config(
+            WORKOS_INGEST,
+            "provider = \"workos\"\napi_key = \"k\"\nheal = true",
+            "",
+        ));
+        assert!(
+            errs.iter()
+                .any(|e| e.starts_with("streams.identity.crosscheck.heal: needs relay mode")),
+            "{errs:?}"
+        );
 
         let text = format!(
             "{}\n[templates.tenant]\ncalendar = \"always\"\nsilence_threshold = \"6h\"\nnotify = [\"oncall\"]\n\
