@@ -50,7 +50,9 @@ pub struct HealItem {
 /// cannot be healed (a Clerk grant, a WorkOS finding without its body, a
 /// body that does not parse as the event named) is skipped and logged: it
 /// stays open, so its page stays until a person acknowledges it. A storage
-/// error stops the heal; what was healed before it stays healed.
+/// error stops the heal; what was healed before it stays healed, and the
+/// rest stays open (Clerk's are healed after the next poll; a WorkOS
+/// finding, whose body only its poll read, stays paged until acknowledged).
 pub async fn heal(app: &App, stream: &str, items: &[HealItem]) -> Result<Vec<String>, StoreError> {
     let config = app.config();
     let Some(settings) = config.streams.get(stream) else {
@@ -74,12 +76,15 @@ pub async fn heal(app: &App, stream: &str, items: &[HealItem]) -> Result<Vec<Str
         ) {
             Ok(e) => e,
             Err(reason) => {
-                tracing::warn!(stream = %stream, finding = %item.finding.key, reason, "crosscheck: finding not healed; it stays open");
+                // The finding's key names its subject; the log names the
+                // event type and the provider's id only.
+                tracing::warn!(stream = %stream, event_type = %item.finding.event_type, provider_id = ?item.finding.provider_id, reason, "crosscheck: finding not healed; it stays open");
                 continue;
             }
         };
         // Accepted or a duplicate (healed before a crash, or the webhook
         // came after all): either way the app has it, or will, once.
+        let delivery_id = event.delivery_id.clone().unwrap_or_default();
         app.ingest(vec![event]).await?;
         if app
             .store
@@ -91,7 +96,7 @@ pub async fn heal(app: &App, stream: &str, items: &[HealItem]) -> Result<Vec<Str
                 .healed
                 .with_label_values(&[stream])
                 .inc();
-            tracing::info!(stream = %stream, finding = %item.finding.key, event_type = %item.finding.event_type, "crosscheck: healed; the missed event goes to the app");
+            tracing::info!(stream = %stream, delivery_id = %delivery_id, event_type = %item.finding.event_type, "crosscheck: healed; the missed event goes to the app");
             healed.push(item.finding.key.clone());
         }
     }
