@@ -227,6 +227,14 @@ fn query(target: &str, key: &str) -> Option<String> {
         .map(|(_, v)| v.into_owned())
 }
 
+/// An opaque membership id, as Clerk's are (`orgmem_…`), stable per pair.
+fn membership_id(org: &str, user: &str) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (org, user).hash(&mut h);
+    format!("orgmem_{:016x}", h.finish())
+}
+
 fn respond(target: &str, s: &mut ApiState) -> (u16, String) {
     s.requests += 1;
     if let Some(status) = s.status {
@@ -264,7 +272,7 @@ fn respond(target: &str, s: &mut ApiState) -> (u16, String) {
             .take(limit)
             .map(|(org, user)| {
                 serde_json::json!({
-                    "object": "organization_membership", "id": format!("orgmem_{org}_{user}"),
+                    "object": "organization_membership", "id": membership_id(org, user),
                     "role": "org:member", "permissions": [], "public_metadata": {},
                     "created_at": 1, "updated_at": 1,
                     "organization": {"object": "organization", "id": org},
@@ -406,6 +414,35 @@ fn clerk_webhook(addr: SocketAddr, msg_id: &str, body: serde_json::Value) {
 
 #[test]
 fn serve_pages_what_clerk_changed_without_a_webhook_once_and_acknowledging_resolves_it() {
+    clerk_scenario("");
+}
+
+/// The same with `[store] encryption_key`: the webhooks' subject ids and
+/// the snapshot's are stored veiled and still compare, the page reads in
+/// plaintext, and no subject id of the provider's is stored in plaintext.
+#[test]
+fn with_an_encryption_key_the_same_changes_are_paged_in_plaintext_and_stored_veiled() {
+    let work = clerk_scenario(
+        "\n[store]\nencryption_key = \"MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=\"\n",
+    );
+    let db = work.path().join("data/hushwatch.sqlite3");
+    for sql in [
+        "SELECT entry FROM crosscheck_snapshot",
+        "SELECT key || finding FROM crosscheck_findings",
+        "SELECT change FROM crosscheck_pending",
+    ] {
+        for row in crate::common::sqlite_rows(&db, sql) {
+            for id in ["user_1", "user_2", "user_3", "user_4", "org_9"] {
+                assert!(!row.contains(id), "{id} in plaintext: {row}");
+            }
+        }
+    }
+    assert!(!crate::common::sqlite_rows(&db, "SELECT finding FROM crosscheck_findings").is_empty());
+}
+
+/// Runs the Clerk scenario with `extra` appended to the config; returns
+/// the work directory (the sidecar stopped).
+fn clerk_scenario(extra: &str) -> Workdir {
     let api = ProviderApi::start(ApiState {
         users: strings(&["user_1", "user_2", "user_3", "user_4", "user_5"]),
         memberships: pairs(&[
@@ -416,7 +453,7 @@ fn serve_pages_what_clerk_changed_without_a_webhook_once_and_acknowledging_resol
         ..ApiState::default()
     });
     let hook = Receiver::start(vec![]);
-    let work = Workdir::new(&clerk_config(&api, &hook));
+    let work = Workdir::new(&(clerk_config(&api, &hook) + extra));
     let server = Sidecar::start(&work.config_path());
     // The baseline.
     wait_polls(&server, "ok", 1.0);
@@ -507,6 +544,8 @@ fn serve_pages_what_clerk_changed_without_a_webhook_once_and_acknowledging_resol
         "resolves with the severity it fired with"
     );
     assert!(!server.stderr_text().contains(KEY));
+    server.stop();
+    work
 }
 
 #[test]
