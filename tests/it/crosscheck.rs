@@ -157,6 +157,8 @@ struct ApiState {
     /// Answer every request with this status instead (401: refused key).
     status: Option<u16>,
     requests: usize,
+    /// The `Authorization` header of the last request.
+    last_auth: Option<String>,
 }
 
 /// A local API speaking Clerk's `GET /v1/users` (a bare array of `User`,
@@ -203,14 +205,24 @@ fn answer(conn: TcpStream, state: &Mutex<ApiState>) {
     if reader.read_line(&mut line).unwrap_or(0) == 0 {
         return;
     }
+    let mut auth = None;
     loop {
         let mut h = String::new();
         if reader.read_line(&mut h).unwrap_or(0) == 0 || h.trim_end().is_empty() {
             break;
         }
+        if let Some((name, value)) = h.trim_end().split_once(':') {
+            if name.eq_ignore_ascii_case("authorization") {
+                auth = Some(value.trim().to_owned());
+            }
+        }
     }
     let target = line.split_whitespace().nth(1).unwrap_or("").to_owned();
-    let (status, body) = respond(&target, &mut state.lock().unwrap());
+    let (status, body) = {
+        let mut s = state.lock().unwrap();
+        s.last_auth = auth;
+        respond(&target, &mut s)
+    };
     let mut conn = conn;
     let _ = write!(
         conn,
@@ -846,4 +858,39 @@ fn three_replicas_on_postgresql_poll_each_stream_once_and_page_each_finding_once
     );
     drop(replicas);
     drop(db);
+}
+
+#[test]
+fn a_reload_that_adds_a_crosscheck_starts_its_polls_and_one_with_a_new_key_uses_it() {
+    let api = ProviderApi::start(ApiState {
+        users: strings(&["user_1"]),
+        memberships: pairs(&[("org_9", "user_1")]),
+        status: Some(401),
+        ..ApiState::default()
+    });
+    let hook = Receiver::start(vec![]);
+    let full = clerk_config(&api, &hook);
+    let start = full.find("[streams.identity.crosscheck]").unwrap();
+    let end = full.find("[notifiers.hook]").unwrap();
+    let without = format!("{}{}", &full[..start], &full[end..]);
+    let work = Workdir::new(&without);
+    let server = Sidecar::start(&work.config_path());
+    assert_eq!(polls_or_zero(server.addr, "refused"), 0.0);
+
+    work.write_config(&full);
+    server.signal("HUP");
+    wait_polls(&server, "refused", 1.0);
+    wait_pages_of(&hook, "crosscheck_failing", "firing", 1);
+
+    // A new key in the config, reloaded: the next poll sends it.
+    let rotated = full.replace(KEY, "sk_test_it_crosscheck_rotated");
+    api.with(|s| s.status = None);
+    work.write_config(&rotated);
+    server.signal("HUP");
+    wait_pages_of(&hook, "crosscheck_failing", "resolved", 1);
+    assert_eq!(
+        api.with(|s| s.last_auth.clone()).as_deref(),
+        Some("Bearer sk_test_it_crosscheck_rotated")
+    );
+    drop(server);
 }
