@@ -1282,6 +1282,12 @@ mod tests {
         assert_eq!(first.findings[0].direction, Direction::Revoke);
         assert_eq!(first.findings[0].subject, "directory_user_event_2");
         assert_eq!(first.new_keys, ["workos:event_2"]);
+        // The logged body of each finding, for a heal; no other event's.
+        assert_eq!(first.bodies.keys().collect::<Vec<_>>(), ["workos:event_2"]);
+        let body: serde_json::Value =
+            serde_json::from_slice(&first.bodies["workos:event_2"]).unwrap();
+        assert_eq!(body["id"], "event_2");
+        assert_eq!(body["event"], "dsync.user.deleted");
         // event_3 is within its grace: the cursor stops before it.
         let row = r
             .store
