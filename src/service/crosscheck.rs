@@ -33,7 +33,7 @@ use crate::config::Config;
 use crate::crosscheck::{EventLog, LogPosition, PollError, Source, StateListing, MAX_PAGES};
 use crate::domain::crosscheck::poll_health;
 use crate::domain::crosscheck::{
-    join_event_log, Change, Direction, Finding, LoggedEvent, Pending, Received, Verdict,
+    join_event_log, Change, Direction, Entry, Finding, LoggedEvent, Pending, Received, Verdict,
 };
 use crate::store::crosscheck::{PageTarget, PollEnd};
 use crate::store::veil::Veil;
@@ -128,6 +128,7 @@ pub async fn poll_once(
                 config,
                 log.as_ref(),
                 classifier,
+                veil,
                 watch_started_at,
                 clock,
                 started.clone(),
@@ -177,6 +178,7 @@ async fn poll_log(
     config: &CrosscheckConfig,
     log: &dyn EventLog,
     classifier: &Classifier,
+    veil: &Veil,
     watch_started_at: DateTime<Utc>,
     clock: &dyn Clock,
     started: Option<crate::store::crosscheck::CrosscheckRow>,
@@ -246,8 +248,11 @@ async fn poll_log(
             "GET /events: more than {MAX_PAGES} pages in one poll (an endless cursor?)"
         ))));
     }
+    // Stored under `[store] encryption_key` like every subject id; the
+    // report keeps the plaintext for its callers.
+    let stored: Vec<Finding> = findings.iter().map(|f| veiled(veil, f)).collect();
     let new_keys = store
-        .crosscheck_record_findings(stream.to_owned(), findings.clone(), now)
+        .crosscheck_record_findings(stream.to_owned(), stored, now)
         .await?;
     let generation = started.as_ref().map_or(0, |r| r.generation);
     let committed = store
@@ -287,7 +292,10 @@ async fn poll_state(
     let mut listed = 0usize;
     while let Some(page) = run.next_page().await.map_err(PollFailure::Provider)? {
         listed += page.len();
-        let rows = page.into_iter().map(|l| (l.entry, l.provider_id)).collect();
+        let rows = page
+            .into_iter()
+            .map(|l| (veil_entry(veil, &l.entry), l.provider_id))
+            .collect();
         store
             .crosscheck_put_snapshot(stream.to_owned(), generation, rows)
             .await?;
@@ -317,6 +325,7 @@ async fn poll_state(
     let changes = store
         .crosscheck_snapshot_changes(stream.to_owned(), previous, generation, MAX_CHANGES)
         .await?;
+    let changes = without_rekeyed(veil, changes);
     let removed = changes
         .iter()
         .filter(|(c, _)| matches!(c, Change::Removed(_)))
@@ -361,9 +370,12 @@ async fn poll_state(
             Verdict::Missed(f) => findings.push(f),
         }
     }
+    // Decided over the stored forms (veiled ids and keys built from them);
+    // the report reads in plaintext, keys as stored.
     let new_keys = store
         .crosscheck_record_findings(stream.to_owned(), findings.clone(), now)
         .await?;
+    let findings = findings.iter().map(|f| revealed(veil, f)).collect();
     let pending = keep.len();
     let committed = store
         .crosscheck_finish_poll(
@@ -387,11 +399,86 @@ async fn poll_state(
     })
 }
 
+/// An entry as the snapshot stores it: ids veiled under `[store]
+/// encryption_key` (the same value unchanged without one).
+fn veil_entry(veil: &Veil, e: &Entry) -> Entry {
+    match e {
+        Entry::User { user } => Entry::User {
+            user: veil.hide(user),
+        },
+        Entry::Membership { organization, user } => Entry::Membership {
+            organization: veil.hide(organization),
+            user: veil.hide(user),
+        },
+    }
+}
+
+/// Drops each removal whose entry comes back as an addition under another
+/// token of the same ids: after a key rotation the previous snapshot's
+/// tokens are the old key's, and nothing changed at the provider.
+fn without_rekeyed(
+    veil: &Veil,
+    changes: Vec<(Change, Option<String>)>,
+) -> Vec<(Change, Option<String>)> {
+    if !veil.is_on() {
+        return changes;
+    }
+    let plain = |e: &Entry| match e {
+        Entry::User { user } => (None, veil.reveal(user).into_owned()),
+        Entry::Membership { organization, user } => (
+            Some(veil.reveal(organization).into_owned()),
+            veil.reveal(user).into_owned(),
+        ),
+    };
+    let added: HashSet<(Option<String>, String)> = changes
+        .iter()
+        .filter(|(c, _)| matches!(c, Change::Added(_)))
+        .map(|(c, _)| plain(c.entry()))
+        .collect();
+    let removed: HashSet<(Option<String>, String)> = changes
+        .iter()
+        .filter(|(c, _)| matches!(c, Change::Removed(_)))
+        .map(|(c, _)| plain(c.entry()))
+        .collect();
+    changes
+        .into_iter()
+        .filter(|(c, _)| {
+            let other = match c {
+                Change::Removed(_) => &added,
+                Change::Added(_) => &removed,
+            };
+            !other.contains(&plain(c.entry()))
+        })
+        .collect()
+}
+
+/// A finding as stored: its subject and organization veiled.
+fn veiled(veil: &Veil, f: &Finding) -> Finding {
+    Finding {
+        subject: veil.hide(&f.subject),
+        organization: f.organization.as_deref().map(|o| veil.hide(o)),
+        ..f.clone()
+    }
+}
+
+/// A stored finding as a person reads it (its key stays as stored).
+pub fn revealed(veil: &Veil, f: &Finding) -> Finding {
+    Finding {
+        subject: veil.reveal(&f.subject).into_owned(),
+        organization: f
+            .organization
+            .as_deref()
+            .map(|o| veil.reveal(o).into_owned()),
+        ..f.clone()
+    }
+}
+
 /// The webhooks the stream received in the change's window about its user
 /// or organization, read from the audit log (`subject_entries`). With
-/// `[store] encryption_key` the log names subjects by veiled tokens
-/// (`store::veil`): every stored form is looked up, and the ids read back
-/// are revealed before the domain compares them with the listing's.
+/// `[store] encryption_key` the log and the snapshot name subjects by
+/// veiled tokens (`store::veil`): every stored form of the plaintext is
+/// looked up, and the ids read back are put in the snapshot's form (the
+/// token under the newest key) before the domain compares them.
 async fn explaining(
     store: &Store,
     stream: &str,
@@ -401,9 +488,9 @@ async fn explaining(
 ) -> Result<Vec<Received>, StoreError> {
     let (from, _) = p.window(grace);
     let entry = p.change.entry();
-    let mut subjects = veil.forms(entry.user());
+    let mut subjects = veil.forms(&veil.reveal(entry.user()));
     if let Some(org) = entry.organization() {
-        subjects.extend(veil.forms(org));
+        subjects.extend(veil.forms(&veil.reveal(org)));
     }
     let mut out = Vec::new();
     for subject in subjects {
@@ -415,7 +502,7 @@ async fn explaining(
                 e.subject_ids
                     .iter()
                     .find(|(k, _)| k == kind)
-                    .map(|(_, v)| veil.reveal(v).into_owned())
+                    .map(|(_, v)| veil.hide(&veil.reveal(v)))
             };
             out.push(Received {
                 user: id_of("user_id"),
@@ -1041,6 +1128,92 @@ mod tests {
         assert!(r.poll().await.unwrap().findings.is_empty());
     }
 
+    fn sealer(keys: &[&str]) -> crate::store::seal::Sealer {
+        crate::store::seal::Sealer::new(
+            keys.iter()
+                .map(|k| crate::store::seal::SealKey::parse(k).unwrap())
+                .collect(),
+        )
+    }
+
+    const KEY_A: &str = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=";
+    const KEY_B: &str = "ZmVkY2JhOTg3NjU0MzIxMGZlZGNiYTk4NzY1NDMyMTA=";
+
+    #[tokio::test]
+    async fn with_an_encryption_key_snapshots_and_findings_are_stored_veiled_and_reported_in_plaintext(
+    ) {
+        let state = Arc::new(Mutex::new(ClerkState {
+            users: names(&["user_1", "user_2"]),
+            memberships: pairs(&[("org_9", "user_1"), ("org_9", "user_2")]),
+            status: None,
+        }));
+        let mut r = rig(Provider::Clerk, clerk_api(state.clone())).await;
+        r.veil = sealer(&[KEY_A]).veil().clone();
+        r.poll().await.unwrap();
+        // A rotation (the new key first, the old one kept) changes every
+        // token of the next snapshot, and nothing at the provider.
+        r.veil = sealer(&[KEY_B, KEY_A]).veil().clone();
+        r.clock.advance(TimeDelta::minutes(15));
+        let rotated = r.poll().await.unwrap();
+        assert_eq!(rotated.pending, 0, "a new key is no change: {rotated:?}");
+        // user_2 leaves org_9 without a webhook.
+        state.lock().unwrap().memberships = pairs(&[("org_9", "user_1")]);
+        r.clock.advance(TimeDelta::minutes(15));
+        assert_eq!(r.poll().await.unwrap().pending, 1);
+        r.clock.advance(TimeDelta::minutes(15));
+        let found = r.poll().await.unwrap();
+        assert_eq!(found.findings.len(), 1, "{found:?}");
+        assert_eq!(found.findings[0].subject, "user_2");
+        assert_eq!(found.findings[0].organization.as_deref(), Some("org_9"));
+        assert_eq!(found.new_keys, [found.findings[0].key.clone()]);
+        let stored = r
+            .store
+            .crosscheck_findings("identity".into(), false, 10)
+            .await
+            .unwrap();
+        // (The fake's membership ids embed the user; Clerk's are opaque.)
+        let f = &stored[0].finding;
+        let text = format!("{} {} {:?}", f.key, f.subject, f.organization);
+        assert!(
+            !text.contains("user_2") && !text.contains("org_9"),
+            "{text}"
+        );
+        assert_eq!(r.veil.reveal(&stored[0].finding.subject), "user_2");
+        assert!(!stored[0].finding.key.contains("user_2"));
+        assert!(!r
+            .store
+            .crosscheck_snapshot_has(
+                "identity".into(),
+                r.store
+                    .crosscheck_state("identity".into())
+                    .await
+                    .unwrap()
+                    .unwrap()
+                    .generation,
+                Entry::User {
+                    user: "user_1".into()
+                },
+            )
+            .await
+            .unwrap());
+        assert!(r
+            .store
+            .crosscheck_snapshot_has(
+                "identity".into(),
+                r.store
+                    .crosscheck_state("identity".into())
+                    .await
+                    .unwrap()
+                    .unwrap()
+                    .generation,
+                Entry::User {
+                    user: r.veil.hide("user_1")
+                },
+            )
+            .await
+            .unwrap());
+    }
+
     #[tokio::test]
     async fn clerk_refusing_the_key_or_answering_an_empty_listing_fails_the_poll_without_findings()
     {
@@ -1160,6 +1333,12 @@ mod tests {
         assert_eq!(first.findings[0].direction, Direction::Revoke);
         assert_eq!(first.findings[0].subject, "directory_user_event_2");
         assert_eq!(first.new_keys, ["workos:event_2"]);
+        // The logged body of each finding, for a heal; no other event's.
+        assert_eq!(first.bodies.keys().collect::<Vec<_>>(), ["workos:event_2"]);
+        let body: serde_json::Value =
+            serde_json::from_slice(&first.bodies["workos:event_2"]).unwrap();
+        assert_eq!(body["id"], "event_2");
+        assert_eq!(body["event"], "dsync.user.deleted");
         // event_3 is within its grace: the cursor stops before it.
         let row = r
             .store

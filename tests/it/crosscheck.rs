@@ -157,6 +157,8 @@ struct ApiState {
     /// Answer every request with this status instead (401: refused key).
     status: Option<u16>,
     requests: usize,
+    /// The `Authorization` header of the last request.
+    last_auth: Option<String>,
 }
 
 /// A local API speaking Clerk's `GET /v1/users` (a bare array of `User`,
@@ -203,14 +205,24 @@ fn answer(conn: TcpStream, state: &Mutex<ApiState>) {
     if reader.read_line(&mut line).unwrap_or(0) == 0 {
         return;
     }
+    let mut auth = None;
     loop {
         let mut h = String::new();
         if reader.read_line(&mut h).unwrap_or(0) == 0 || h.trim_end().is_empty() {
             break;
         }
+        if let Some((name, value)) = h.trim_end().split_once(':') {
+            if name.eq_ignore_ascii_case("authorization") {
+                auth = Some(value.trim().to_owned());
+            }
+        }
     }
     let target = line.split_whitespace().nth(1).unwrap_or("").to_owned();
-    let (status, body) = respond(&target, &mut state.lock().unwrap());
+    let (status, body) = {
+        let mut s = state.lock().unwrap();
+        s.last_auth = auth;
+        respond(&target, &mut s)
+    };
     let mut conn = conn;
     let _ = write!(
         conn,
@@ -225,6 +237,14 @@ fn query(target: &str, key: &str) -> Option<String> {
     url::form_urlencoded::parse(q.as_bytes())
         .find(|(k, _)| k == key)
         .map(|(_, v)| v.into_owned())
+}
+
+/// An opaque membership id, as Clerk's are (`orgmem_…`), stable per pair.
+fn membership_id(org: &str, user: &str) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (org, user).hash(&mut h);
+    format!("orgmem_{:016x}", h.finish())
 }
 
 fn respond(target: &str, s: &mut ApiState) -> (u16, String) {
@@ -264,7 +284,7 @@ fn respond(target: &str, s: &mut ApiState) -> (u16, String) {
             .take(limit)
             .map(|(org, user)| {
                 serde_json::json!({
-                    "object": "organization_membership", "id": format!("orgmem_{org}_{user}"),
+                    "object": "organization_membership", "id": membership_id(org, user),
                     "role": "org:member", "permissions": [], "public_metadata": {},
                     "created_at": 1, "updated_at": 1,
                     "organization": {"object": "organization", "id": org},
@@ -406,6 +426,35 @@ fn clerk_webhook(addr: SocketAddr, msg_id: &str, body: serde_json::Value) {
 
 #[test]
 fn serve_pages_what_clerk_changed_without_a_webhook_once_and_acknowledging_resolves_it() {
+    clerk_scenario("");
+}
+
+/// The same with `[store] encryption_key`: the webhooks' subject ids and
+/// the snapshot's are stored veiled and still compare, the page reads in
+/// plaintext, and no subject id of the provider's is stored in plaintext.
+#[test]
+fn with_an_encryption_key_the_same_changes_are_paged_in_plaintext_and_stored_veiled() {
+    let work = clerk_scenario(
+        "\n[store]\nencryption_key = \"MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=\"\n",
+    );
+    let db = work.path().join("data/hushwatch.sqlite3");
+    for sql in [
+        "SELECT entry FROM crosscheck_snapshot",
+        "SELECT key || finding FROM crosscheck_findings",
+        "SELECT change FROM crosscheck_pending",
+    ] {
+        for row in crate::common::sqlite_rows(&db, sql) {
+            for id in ["user_1", "user_2", "user_3", "user_4", "org_9"] {
+                assert!(!row.contains(id), "{id} in plaintext: {row}");
+            }
+        }
+    }
+    assert!(!crate::common::sqlite_rows(&db, "SELECT finding FROM crosscheck_findings").is_empty());
+}
+
+/// Runs the Clerk scenario with `extra` appended to the config; returns
+/// the work directory (the sidecar stopped).
+fn clerk_scenario(extra: &str) -> Workdir {
     let api = ProviderApi::start(ApiState {
         users: strings(&["user_1", "user_2", "user_3", "user_4", "user_5"]),
         memberships: pairs(&[
@@ -416,7 +465,7 @@ fn serve_pages_what_clerk_changed_without_a_webhook_once_and_acknowledging_resol
         ..ApiState::default()
     });
     let hook = Receiver::start(vec![]);
-    let work = Workdir::new(&clerk_config(&api, &hook));
+    let work = Workdir::new(&(clerk_config(&api, &hook) + extra));
     let server = Sidecar::start(&work.config_path());
     // The baseline.
     wait_polls(&server, "ok", 1.0);
@@ -507,6 +556,8 @@ fn serve_pages_what_clerk_changed_without_a_webhook_once_and_acknowledging_resol
         "resolves with the severity it fired with"
     );
     assert!(!server.stderr_text().contains(KEY));
+    server.stop();
+    work
 }
 
 #[test]
@@ -807,4 +858,39 @@ fn three_replicas_on_postgresql_poll_each_stream_once_and_page_each_finding_once
     );
     drop(replicas);
     drop(db);
+}
+
+#[test]
+fn a_reload_that_adds_a_crosscheck_starts_its_polls_and_one_with_a_new_key_uses_it() {
+    let api = ProviderApi::start(ApiState {
+        users: strings(&["user_1"]),
+        memberships: pairs(&[("org_9", "user_1")]),
+        status: Some(401),
+        ..ApiState::default()
+    });
+    let hook = Receiver::start(vec![]);
+    let full = clerk_config(&api, &hook);
+    let start = full.find("[streams.identity.crosscheck]").unwrap();
+    let end = full.find("[notifiers.hook]").unwrap();
+    let without = format!("{}{}", &full[..start], &full[end..]);
+    let work = Workdir::new(&without);
+    let server = Sidecar::start(&work.config_path());
+    assert_eq!(polls_or_zero(server.addr, "refused"), 0.0);
+
+    work.write_config(&full);
+    server.signal("HUP");
+    wait_polls(&server, "refused", 1.0);
+    wait_pages_of(&hook, "crosscheck_failing", "firing", 1);
+
+    // A new key in the config, reloaded: the next poll sends it.
+    let rotated = full.replace(KEY, "sk_test_it_crosscheck_rotated");
+    api.with(|s| s.status = None);
+    work.write_config(&rotated);
+    server.signal("HUP");
+    wait_pages_of(&hook, "crosscheck_failing", "resolved", 1);
+    assert_eq!(
+        api.with(|s| s.last_auth.clone()).as_deref(),
+        Some("Bearer sk_test_it_crosscheck_rotated")
+    );
+    drop(server);
 }
