@@ -346,6 +346,10 @@ mod tests {
     const APP_SECRET: &str = "whsec_+zPUtq55XAYZ3Ur7mJIL5Mb+uBY8OctQ";
 
     fn config(provider: &str) -> crate::config::Config {
+        config_with(provider, "")
+    }
+
+    fn config_with(provider: &str, extra: &str) -> crate::config::Config {
         let (ingest, forward_secret) = match provider {
             "clerk" => (
                 "webhook_secret = \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"".to_owned(),
@@ -360,18 +364,22 @@ mod tests {
             "[streams.identity]\ncalendar = \"always\"\nsilence_threshold = \"6h\"\n\
              [streams.identity.ingest]\n{ingest}\n\
              [streams.identity.forward]\nurl = \"http://127.0.0.1:9/hook\"\nsecret = \"{forward_secret}\"\n\
-             [streams.identity.crosscheck]\nprovider = \"{provider}\"\napi_key = \"k\"\nheal = true\n"
+             [streams.identity.crosscheck]\nprovider = \"{provider}\"\napi_key = \"k\"\nheal = true\n{extra}"
         );
         crate::config::parse(&text, std::path::Path::new("."), &|_| None).unwrap()
     }
 
     async fn app(provider: &str) -> (App, TestDb) {
+        app_with(config(provider)).await
+    }
+
+    async fn app_with(config: crate::config::Config) -> (App, TestDb) {
         let db = TestDb::sqlite();
         let clock = Arc::new(ManualClock::new(
             DateTime::from_timestamp(1_800_001_000, 0).unwrap(),
         ));
         let store = db.open_with_clock(clock.clone()).await;
-        let app = App::new(config(provider), store, clock).await.unwrap();
+        let app = App::new(config, store, clock).await.unwrap();
         (app, db)
     }
 
@@ -550,5 +558,47 @@ mod tests {
                 .unwrap(),
             [true]
         );
+    }
+
+    #[tokio::test]
+    async fn with_an_encryption_key_a_finding_stored_under_veiled_ids_heals_with_the_plain_ids() {
+        let (app, _db) = app_with(config_with(
+            "clerk",
+            "[store]\nencryption_key = \"MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=\"\n",
+        ))
+        .await;
+        let config = app.config();
+        let veil = config.store.sealer.veil();
+        let mut f = finding(
+            "organizationMembership.deleted",
+            Some("org_9"),
+            Direction::Revoke,
+        );
+        // As the poll stores it under a key: subject and organization veiled.
+        f.subject = veil.hide("user_2");
+        f.organization = Some(veil.hide("org_9"));
+        f.key = format!(
+            "clerk:removed:membership:{}/{}@1",
+            veil.hide("org_9"),
+            f.subject
+        );
+        app.store()
+            .crosscheck_record_findings("identity".into(), vec![f.clone()], app.store().now())
+            .await
+            .unwrap();
+        let item = HealItem {
+            finding: f.clone(),
+            body: None,
+        };
+        assert_eq!(heal(&app, "identity", &[item]).await.unwrap().len(), 1);
+        let queued = claims(&app).await;
+        let body = config
+            .store
+            .sealer
+            .open(queued[0].row(), &queued[0].body)
+            .unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(body["data"]["public_user_data"]["user_id"], "user_2");
+        assert_eq!(body["data"]["organization"]["id"], "org_9");
     }
 }
