@@ -55,6 +55,10 @@ pub enum Command {
         /// text (a table) or json
         #[arg(long, value_name = "FORMAT", default_value = "text")]
         format: String,
+        /// Poll and print the findings, but store and page nothing (no cursor
+        /// moved, no snapshot kept, no finding recorded)
+        #[arg(long)]
+        dry_run: bool,
     },
     /// Run the sidecar.
     Serve {
@@ -340,7 +344,8 @@ pub fn run(cli: Cli) -> ExitCode {
             config,
             stream,
             format,
-        } => commands::crosscheck::run(&config, &stream, &format),
+            dry_run,
+        } => commands::crosscheck::run(&config, &stream, &format, dry_run),
         Command::Serve { config } => commands::serve::run(&config),
         Command::Sign {
             secret_env,

@@ -107,6 +107,78 @@ pub async fn poll_once(
     watch_started_at: DateTime<Utc>,
     clock: &dyn Clock,
 ) -> Result<PollReport, PollFailure> {
+    poll(
+        store,
+        stream,
+        config,
+        source,
+        classifier,
+        veil,
+        watch_started_at,
+        clock,
+        Mode::Commit,
+    )
+    .await
+}
+
+/// `hushwatch crosscheck --dry-run`: the same poll, decided the same way,
+/// that stores and pages nothing: no cursor moved, no generation advanced,
+/// no finding, failure or pending change recorded. Clerk's listing is
+/// written into a scratch generation (negative, so no poll's generation
+/// is ever it) that is deleted before this returns. `new_keys` names the
+/// findings no poll has stored yet; `committed` is false.
+#[allow(clippy::too_many_arguments)]
+pub async fn poll_dry_run(
+    store: &Store,
+    stream: &str,
+    config: &CrosscheckConfig,
+    source: &Source,
+    classifier: &Classifier,
+    veil: &Veil,
+    watch_started_at: DateTime<Utc>,
+    clock: &dyn Clock,
+) -> Result<PollReport, PollFailure> {
+    let scratch = -clock.now().timestamp_millis().max(1);
+    let result = poll(
+        store,
+        stream,
+        config,
+        source,
+        classifier,
+        veil,
+        watch_started_at,
+        clock,
+        Mode::DryRun { scratch },
+    )
+    .await;
+    if matches!(source, Source::State(_)) {
+        store
+            .crosscheck_drop_generation(stream.to_owned(), scratch)
+            .await?;
+    }
+    result
+}
+
+/// Whether a poll commits its end (`poll_once`) or only reports it
+/// (`poll_dry_run`, into snapshot generation `scratch`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Commit,
+    DryRun { scratch: i64 },
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn poll(
+    store: &Store,
+    stream: &str,
+    config: &CrosscheckConfig,
+    source: &Source,
+    classifier: &Classifier,
+    veil: &Veil,
+    watch_started_at: DateTime<Utc>,
+    clock: &dyn Clock,
+    mode: Mode,
+) -> Result<PollReport, PollFailure> {
     let started = store.crosscheck_state(stream.to_owned()).await?;
     let result = match source {
         Source::EventLog(log) => {
@@ -119,6 +191,7 @@ pub async fn poll_once(
                 watch_started_at,
                 clock,
                 started.clone(),
+                mode,
             )
             .await
         }
@@ -131,10 +204,14 @@ pub async fn poll_once(
                 veil,
                 clock,
                 started.clone(),
+                mode,
             )
             .await
         }
     };
+    if mode != Mode::Commit {
+        return result;
+    }
     if let Err(PollFailure::Provider(e)) = &result {
         store
             .crosscheck_finish_poll(
@@ -167,6 +244,7 @@ async fn poll_log(
     watch_started_at: DateTime<Utc>,
     clock: &dyn Clock,
     started: Option<crate::store::crosscheck::CrosscheckRow>,
+    mode: Mode,
 ) -> Result<PollReport, PollFailure> {
     let now = clock.now();
     let mut cursor = started.as_ref().and_then(|r| r.log_cursor.clone());
@@ -219,6 +297,9 @@ async fn poll_log(
             "GET /events: more than {MAX_PAGES} pages in one poll (an endless cursor?)"
         ))));
     }
+    if mode != Mode::Commit {
+        return dry_report(store, stream, findings, false, 0).await;
+    }
     let new_keys = store
         .crosscheck_record_findings(stream.to_owned(), findings.clone(), now)
         .await?;
@@ -252,9 +333,13 @@ async fn poll_state(
     veil: &Veil,
     clock: &dyn Clock,
     started: Option<crate::store::crosscheck::CrosscheckRow>,
+    mode: Mode,
 ) -> Result<PollReport, PollFailure> {
     let previous = started.as_ref().map_or(0, |r| r.generation);
-    let generation = previous + 1;
+    let generation = match mode {
+        Mode::Commit => previous + 1,
+        Mode::DryRun { scratch } => scratch,
+    };
     let mut run = listing.start();
     let mut listed = 0usize;
     while let Some(page) = run.next_page().await.map_err(PollFailure::Provider)? {
@@ -268,6 +353,9 @@ async fn poll_state(
     let since = started.as_ref().and_then(|r| r.last_poll_at);
     let (Some(since), true) = (since, previous > 0) else {
         // The baseline: nothing to compare with, nothing paged.
+        if mode != Mode::Commit {
+            return dry_report(store, stream, Vec::new(), true, 0).await;
+        }
         let committed = store
             .crosscheck_finish_poll(
                 stream.to_owned(),
@@ -333,6 +421,9 @@ async fn poll_state(
             Verdict::Missed(f) => findings.push(f),
         }
     }
+    if mode != Mode::Commit {
+        return dry_report(store, stream, findings, false, keep.len()).await;
+    }
     let new_keys = store
         .crosscheck_record_findings(stream.to_owned(), findings.clone(), now)
         .await?;
@@ -355,6 +446,33 @@ async fn poll_state(
         baseline: false,
         pending,
         committed,
+    })
+}
+
+/// A dry run's report: the findings no poll stored yet are its new ones.
+async fn dry_report(
+    store: &Store,
+    stream: &str,
+    findings: Vec<Finding>,
+    baseline: bool,
+    pending: usize,
+) -> Result<PollReport, PollFailure> {
+    let keys: Vec<String> = findings.iter().map(|f| f.key.clone()).collect();
+    let known = store
+        .crosscheck_known_findings(stream.to_owned(), keys.clone())
+        .await?;
+    let new_keys = keys
+        .into_iter()
+        .zip(known)
+        .filter(|(_, k)| !k)
+        .map(|(key, _)| key)
+        .collect();
+    Ok(PollReport {
+        findings,
+        new_keys,
+        baseline,
+        pending,
+        committed: false,
     })
 }
 

@@ -167,7 +167,7 @@ fn finding_json(f: &Finding) -> String {
     .to_string()
 }
 
-fn finding_of(key: String, text: &str) -> Result<Finding, StoreError> {
+pub(super) fn finding_of(key: String, text: &str) -> Result<Finding, StoreError> {
     #[derive(serde::Deserialize)]
     struct Stored {
         direction: String,
