@@ -417,6 +417,107 @@ impl Pending {
     }
 }
 
+// ---------------------------------------------------------------- health
+
+/// Failed polls in a row after which `crosscheck_failing` pages (a single
+/// failure is usually a provider hiccup the next poll gets past).
+pub const FAILURES_BEFORE_PAGE: i64 = 3;
+/// `crosscheck_failing` pages when the last success (or the watch start,
+/// when no poll ever succeeded) is older than this many `every`.
+pub const STALE_AFTER_POLLS: i32 = 3;
+
+/// What the store says about a stream's recent polls (its
+/// `crosscheck_state` row; the default when no poll ended yet).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PollFacts {
+    pub last_success_at: Option<DateTime<Utc>>,
+    /// Failed polls since the last success.
+    pub failures: i64,
+    /// The last failure's text (never the key).
+    pub last_error: Option<String>,
+    /// The last poll failed because the provider refused the key
+    /// (401/403).
+    pub last_refused: bool,
+}
+
+/// Whether the cross-check itself works: the `crosscheck_failing` page,
+/// `/v1/status` and `hushwatch status` all read this one answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PollHealth {
+    Ok,
+    Failing {
+        /// A refused key pages critical at once: no later poll can succeed
+        /// until someone changes the key, and until then nothing is checked.
+        critical: bool,
+        reason: String,
+    },
+}
+
+impl PollHealth {
+    pub fn is_failing(&self) -> bool {
+        matches!(self, PollHealth::Failing { .. })
+    }
+}
+
+/// Decides [`PollHealth`] from the stored facts at `now`. `watch_started_at`
+/// stands in for the last success when none ever happened, so a poll that
+/// never succeeds (or never runs) still pages once `3 × every` has passed.
+pub fn poll_health(
+    facts: &PollFacts,
+    provider: Provider,
+    every: TimeDelta,
+    watch_started_at: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> PollHealth {
+    let error = || {
+        facts
+            .last_error
+            .clone()
+            .unwrap_or_else(|| "no poll has finished".to_owned())
+    };
+    if facts.failures > 0 && facts.last_refused {
+        return PollHealth::Failing {
+            critical: true,
+            reason: format!("the {} API refused the key: {}", provider.title(), error()),
+        };
+    }
+    if facts.failures >= FAILURES_BEFORE_PAGE {
+        return PollHealth::Failing {
+            critical: false,
+            reason: format!(
+                "{} polls of the {} API failed in a row; the last: {}",
+                facts.failures,
+                provider.title(),
+                error()
+            ),
+        };
+    }
+    let since = facts.last_success_at.unwrap_or(watch_started_at);
+    let stale_after = every * STALE_AFTER_POLLS;
+    if now - since > stale_after {
+        let last = match facts.last_success_at {
+            Some(at) => format!(
+                "the last success was at {}",
+                at.format("%Y-%m-%d %H:%M:%S UTC")
+            ),
+            None => "no poll has succeeded since the watch started".to_owned(),
+        };
+        let tail = match &facts.last_error {
+            Some(e) if facts.failures > 0 => format!("; the last error: {e}"),
+            _ => String::new(),
+        };
+        return PollHealth::Failing {
+            critical: false,
+            reason: format!(
+                "no successful poll of the {} API for more than {} ({last}){tail}",
+                provider.title(),
+                crate::domain::duration::format_duration(stale_after)
+            ),
+        };
+    }
+    PollHealth::Ok
+}
+
 // ----------------------------------------------------------------- pages
 
 /// How many findings a page names; the rest are counted.
@@ -519,6 +620,69 @@ mod tests {
     fn sorted(mut v: Vec<Entry>) -> Vec<Entry> {
         v.sort();
         v
+    }
+
+    #[test]
+    fn poll_health_is_critical_at_once_for_a_refused_key_and_a_warning_after_three_failures_or_three_intervals(
+    ) {
+        let every = TimeDelta::minutes(15);
+        let start = t(0);
+        let health = |f: &PollFacts, now| poll_health(f, Provider::Clerk, every, start, now);
+        // Never polled: ok until 3 × every after the watch started.
+        assert_eq!(health(&PollFacts::default(), t(45)), PollHealth::Ok);
+        let PollHealth::Failing { critical, reason } = health(&PollFacts::default(), t(46)) else {
+            panic!("never succeeded for 46 minutes");
+        };
+        assert!(!critical);
+        assert!(reason.contains("no poll has succeeded"), "{reason}");
+
+        let ok = PollFacts {
+            last_success_at: Some(t(30)),
+            ..PollFacts::default()
+        };
+        assert_eq!(health(&ok, t(75)), PollHealth::Ok);
+        assert!(health(&ok, t(76)).is_failing());
+
+        let refused = PollFacts {
+            last_success_at: Some(t(30)),
+            failures: 1,
+            last_error: Some("the API refused the key (HTTP 401)".into()),
+            last_refused: true,
+        };
+        let PollHealth::Failing { critical, reason } = health(&refused, t(31)) else {
+            panic!("refused");
+        };
+        assert!(critical);
+        assert!(
+            reason.starts_with("the Clerk API refused the key"),
+            "{reason}"
+        );
+
+        let flaky = PollFacts {
+            last_success_at: Some(t(30)),
+            failures: 2,
+            last_error: Some("HTTP 502".into()),
+            last_refused: false,
+        };
+        assert_eq!(health(&flaky, t(40)), PollHealth::Ok);
+        let three = PollFacts {
+            failures: 3,
+            ..flaky.clone()
+        };
+        let PollHealth::Failing { critical, reason } = health(&three, t(40)) else {
+            panic!("three in a row");
+        };
+        assert!(!critical);
+        assert!(
+            reason.contains("3 polls") && reason.contains("HTTP 502"),
+            "{reason}"
+        );
+        // A success clears the failures (the store's row): ok again.
+        let healed = PollFacts {
+            last_success_at: Some(t(50)),
+            ..PollFacts::default()
+        };
+        assert_eq!(health(&healed, t(51)), PollHealth::Ok);
     }
 
     #[test]

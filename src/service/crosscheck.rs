@@ -219,6 +219,7 @@ async fn poll(
                 started,
                 PollEnd::Failure {
                     error: e.to_string(),
+                    refused: matches!(e, PollError::Refused { .. }),
                 },
             )
             .await?;

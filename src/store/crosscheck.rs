@@ -61,6 +61,23 @@ pub(crate) const MIGRATION: &str = "CREATE TABLE crosscheck_state (
         PRIMARY KEY (stream, key)
     );";
 
+/// Migration step `0024_crosscheck_pages`: whether the last failure was a
+/// refused key (`crosscheck_failing` is critical at once then), which
+/// `crosscheck_failing` page is out, and which `provider_missed` page named
+/// each finding (a page resolves once all of its findings are settled).
+pub(crate) const PAGES_MIGRATION: &str =
+    "ALTER TABLE crosscheck_state ADD COLUMN last_refused BOOLEAN NOT NULL DEFAULT FALSE;
+    ALTER TABLE crosscheck_state ADD COLUMN failing_paged TEXT;
+    ALTER TABLE crosscheck_findings ADD COLUMN page_key TEXT;
+    CREATE TABLE crosscheck_pages (
+        stream    TEXT NOT NULL,
+        page_key  TEXT NOT NULL,
+        severity  TEXT NOT NULL,
+        notifiers TEXT NOT NULL,
+        resolved  BOOLEAN NOT NULL DEFAULT FALSE,
+        PRIMARY KEY (stream, page_key)
+    );";
+
 /// A stream's cross-check bookkeeping (absent before its first poll).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct CrosscheckRow {
@@ -77,6 +94,20 @@ pub struct CrosscheckRow {
     /// Failed polls in a row.
     pub failures: i64,
     pub healed: i64,
+    /// The last failure was the provider refusing the key (401/403).
+    pub last_refused: bool,
+}
+
+impl CrosscheckRow {
+    /// What `domain::crosscheck::poll_health` decides from.
+    pub fn facts(&self) -> crate::domain::crosscheck::PollFacts {
+        crate::domain::crosscheck::PollFacts {
+            last_success_at: self.last_success_at,
+            failures: self.failures,
+            last_error: self.last_error.clone(),
+            last_refused: self.last_refused,
+        }
+    }
 }
 
 /// The end of one poll, committed at once.
@@ -93,6 +124,8 @@ pub enum PollEnd {
     },
     Failure {
         error: String,
+        /// The provider refused the key (401/403).
+        refused: bool,
     },
 }
 
@@ -211,6 +244,7 @@ type StateCols = (
     Option<String>,
     i64,
     i64,
+    bool,
 );
 
 pub(super) async fn state<D: Db>(
@@ -219,13 +253,23 @@ pub(super) async fn state<D: Db>(
 ) -> Result<Option<CrosscheckRow>, StoreError> {
     let row: Option<StateCols> = db
         .opt(
-            "SELECT log_cursor, generation, last_poll_at, last_success_at, last_error, failures, healed
+            "SELECT log_cursor, generation, last_poll_at, last_success_at, last_error, failures, healed,
+                    last_refused
              FROM crosscheck_state WHERE stream = $1",
             &[&stream],
         )
         .await?;
     row.map(
-        |(log_cursor, generation, last_poll, last_success, last_error, failures, healed)| {
+        |(
+            log_cursor,
+            generation,
+            last_poll,
+            last_success,
+            last_error,
+            failures,
+            healed,
+            last_refused,
+        )| {
             Ok(CrosscheckRow {
                 log_cursor,
                 generation,
@@ -234,6 +278,7 @@ pub(super) async fn state<D: Db>(
                 last_error,
                 failures,
                 healed,
+                last_refused,
             })
         },
     )
@@ -462,7 +507,8 @@ pub(super) async fn finish_poll<D: Db>(
         } => {
             db.exec(
                 "UPDATE crosscheck_state SET log_cursor = $2, generation = $3, last_poll_at = $4,
-                        last_success_at = $4, last_error = NULL, failures = 0
+                        last_success_at = $4, last_error = NULL, failures = 0,
+                        last_refused = FALSE
                  WHERE stream = $1",
                 &[&stream, log_cursor, generation, &millis(*at)],
             )
@@ -492,11 +538,12 @@ pub(super) async fn finish_poll<D: Db>(
                 .await?;
             }
         }
-        PollEnd::Failure { error } => {
+        PollEnd::Failure { error, refused } => {
             db.exec(
-                "UPDATE crosscheck_state SET last_error = $2, failures = failures + 1
+                "UPDATE crosscheck_state SET last_error = $2, failures = failures + 1,
+                        last_refused = $3
                  WHERE stream = $1",
-                &[&stream, error],
+                &[&stream, error, refused],
             )
             .await?;
             // A failed listing's partial generation is never read again.

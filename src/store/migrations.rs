@@ -166,6 +166,8 @@ pub(crate) const STEPS: &[Step] = &[
     },
     // Issue #45: the cross-check's cursor, snapshots, pending changes and findings.
     Step::both("0023_crosscheck", super::crosscheck::MIGRATION),
+    // Issue #45: the cross-check's pages (refused key, paged findings).
+    Step::both("0024_crosscheck_pages", super::crosscheck::PAGES_MIGRATION),
 ];
 
 /// Frozen: what SQLite's positional `user_version` N stood for (the first

@@ -117,7 +117,8 @@ async fn snapshots_are_compared_by_the_database_and_only_the_complete_generation
             s.clone(),
             Some(row.clone()),
             PollEnd::Failure {
-                error: "GET /users answered HTTP 503".into()
+                error: "GET /users answered HTTP 503".into(),
+                refused: false,
             },
         )
         .await
@@ -163,13 +164,15 @@ async fn a_poll_commits_once_and_a_concurrent_one_is_refused(db: TestDb) {
                 s.clone(),
                 before,
                 PollEnd::Failure {
-                    error: "the API refused the key (HTTP 401)".into()
+                    error: "the API refused the key (HTTP 401)".into(),
+                    refused: true,
                 },
             )
             .await
             .unwrap());
         let row = first.crosscheck_state(s.clone()).await.unwrap().unwrap();
         assert_eq!(row.failures, n);
+        assert!(row.last_refused);
         assert_eq!(row.last_success_at, Some(at(5_000)));
     }
     let before = first.crosscheck_state(s.clone()).await.unwrap();
@@ -186,6 +189,7 @@ async fn a_poll_commits_once_and_a_concurrent_one_is_refused(db: TestDb) {
         ),
         (0, None, Some("event_3"))
     );
+    assert!(!row.last_refused, "a success clears it");
     first.close().await.unwrap();
     second.close().await.unwrap();
 }
@@ -228,7 +232,14 @@ async fn findings_are_stored_once_across_handles_and_settle_once(db: TestDb) {
     assert_eq!(all[1].finding, a);
     assert_eq!(all[1].found_at, at(2_000));
     assert!(first
-        .crosscheck_finish_poll(s.clone(), None, PollEnd::Failure { error: "x".into() })
+        .crosscheck_finish_poll(
+            s.clone(),
+            None,
+            PollEnd::Failure {
+                error: "x".into(),
+                refused: false
+            }
+        )
         .await
         .unwrap());
     assert!(first
