@@ -39,6 +39,7 @@ type StateCols = (
     Option<String>,
     i64,
     i64,
+    bool,
 );
 
 /// Every stream with a `crosscheck_state` row or a stored finding, by
@@ -49,7 +50,8 @@ type StateCols = (
 pub(super) async fn overview<D: Db>(db: &D) -> Result<Vec<CrosscheckOverview>, StoreError> {
     let rows: Vec<StateCols> = db
         .rows(
-            "SELECT stream, log_cursor, generation, last_poll_at, last_success_at, last_error, failures, healed
+            "SELECT stream, log_cursor, generation, last_poll_at, last_success_at, last_error, failures, healed,
+                    last_refused
              FROM crosscheck_state ORDER BY stream",
             &[],
         )
@@ -66,8 +68,17 @@ pub(super) async fn overview<D: Db>(db: &D) -> Result<Vec<CrosscheckOverview>, S
         )
         .await?;
     let mut out: Vec<CrosscheckOverview> = Vec::with_capacity(rows.len());
-    for (stream, log_cursor, generation, last_poll, last_success, last_error, failures, healed) in
-        rows
+    for (
+        stream,
+        log_cursor,
+        generation,
+        last_poll,
+        last_success,
+        last_error,
+        failures,
+        healed,
+        last_refused,
+    ) in rows
     {
         out.push(CrosscheckOverview {
             stream,
@@ -79,6 +90,7 @@ pub(super) async fn overview<D: Db>(db: &D) -> Result<Vec<CrosscheckOverview>, S
                 last_error,
                 failures,
                 healed,
+                last_refused,
             },
             ..CrosscheckOverview::default()
         });
