@@ -15,6 +15,7 @@ mod audit;
 mod cli;
 mod crash;
 mod crosscheck;
+mod crosscheck_view;
 mod differential;
 mod doc_names;
 mod fuzz_seeds;
