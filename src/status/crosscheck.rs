@@ -208,7 +208,7 @@ impl CrosscheckStatus {
         let p = title(&self.provider);
         match self.state.as_str() {
             "failing" if self.reason.as_deref().is_some_and(|r| r.contains("refused the key")) => Some(format!(
-                "give [crosscheck] api_key a {p} key with the read scopes docs/src/crosscheck.md lists, then reload"
+                "give [crosscheck] api_key a {p} key that may read what the docs page \"Cross-check with the provider\" lists, then reload"
             )),
             "failing" => Some(format!(
                 "run one poll by hand to see {p}'s answer; nothing is checked until a poll succeeds"

@@ -1617,7 +1617,9 @@ mod tests {
         );
         assert!(html.contains("id=\"how-to-crosscheck\""), "{html}");
         assert!(
-            html.contains("give [crosscheck] api_key a WorkOS key with the read scopes"),
+            html.contains(
+                "give [crosscheck] api_key a WorkOS key that may read what the docs page"
+            ),
             "{html}"
         );
         assert!(html.contains("CROSS-CHECK FINDINGS</span>"), "{html}");

@@ -41,6 +41,34 @@ fn memberships(pairs: &[(&str, &str)]) -> Answer {
     )
 }
 
+/// A Clerk-checked `identity` stream after three polls through the
+/// binary: the baseline, the one that saw user_2 leave org_9 with no
+/// webhook, and the one that decided it missed. The API then answers the
+/// same listing `more` times, for polls still to come.
+pub fn a_missed_revocation(more: usize) -> (Receiver, Workdir) {
+    let everyone = ["user_1", "user_2"];
+    let mut script = vec![
+        users(&everyone),
+        memberships(&[("org_9", "user_1"), ("org_9", "user_2")]),
+    ];
+    for _ in 0..2 + more {
+        script.push(users(&everyone));
+        script.push(memberships(&[("org_9", "user_1")]));
+    }
+    let api = Receiver::start(script);
+    let extra = format!(
+        "[streams.identity.crosscheck]\nprovider = \"clerk\"\napi_url = \"{}\"\napi_key = \"{KEY}\"\ngrace = \"0s\"\n",
+        api.url("/v1")
+    );
+    let work = Workdir::new(&config(&[], &extra, ""));
+    for expected in [0, 0, 1] {
+        let (code, out, err) =
+            run_cli(&["crosscheck", "--stream", "identity"], &work.config_path());
+        assert_eq!(code, expected, "{out}{err}");
+    }
+    (api, work)
+}
+
 fn json(out: &str) -> serde_json::Value {
     serde_json::from_str(out).unwrap_or_else(|e| panic!("{e}: {out}"))
 }
