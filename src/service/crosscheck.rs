@@ -326,6 +326,7 @@ async fn poll_log(
     })
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn poll_state(
     store: &Store,
     stream: &str,
