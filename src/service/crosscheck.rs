@@ -990,4 +990,97 @@ mod tests {
             self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
         }
     }
+
+    impl Rig {
+        async fn dry_run(&self) -> Result<PollReport, PollFailure> {
+            poll_dry_run(
+                &self.store,
+                "identity",
+                &self.config,
+                &self.source,
+                &Classifier::default(),
+                &self.veil,
+                t0() - TimeDelta::days(60),
+                self.clock.as_ref(),
+            )
+            .await
+        }
+    }
+
+    #[tokio::test]
+    async fn a_dry_run_decides_like_a_poll_and_moves_no_cursor_records_no_finding_nor_failure() {
+        let t = |m: i64| t0() + TimeDelta::minutes(m);
+        let log = Arc::new(Mutex::new(vec![(
+            "event_2".to_owned(),
+            "dsync.user.deleted".to_owned(),
+            t(1),
+        )]));
+        let r = rig(Provider::Workos, workos_api(log)).await;
+        r.clock.set(t(30));
+        for _ in 0..2 {
+            let dry = r.dry_run().await.unwrap();
+            assert_eq!(dry.new_keys, ["workos:event_2"], "{dry:?}");
+            assert!(!dry.committed);
+        }
+        assert_eq!(
+            r.store.crosscheck_state("identity".into()).await.unwrap(),
+            None
+        );
+        let real = r.poll().await.unwrap();
+        assert_eq!(
+            real.new_keys,
+            ["workos:event_2"],
+            "the dry runs recorded nothing"
+        );
+        let again = r.dry_run().await.unwrap();
+        assert!(
+            again.findings.is_empty(),
+            "the cursor moved past it: {again:?}"
+        );
+
+        // Clerk: the dry run lists into a scratch generation it drops, and
+        // a refused key is not counted as a failure.
+        let state = Arc::new(Mutex::new(ClerkState {
+            users: names(&["user_1"]),
+            memberships: pairs(&[("org_9", "user_1")]),
+            status: None,
+        }));
+        let r = rig(Provider::Clerk, clerk_api(state.clone())).await;
+        assert!(r.dry_run().await.unwrap().baseline);
+        assert_eq!(
+            r.store.crosscheck_state("identity".into()).await.unwrap(),
+            None
+        );
+        r.poll().await.unwrap();
+        let before = r.store.crosscheck_state("identity".into()).await.unwrap();
+        state.lock().unwrap().memberships.clear();
+        r.clock.advance(TimeDelta::minutes(15));
+        let dry = r.dry_run().await.unwrap();
+        assert_eq!((dry.pending, dry.committed), (1, false), "{dry:?}");
+        state.lock().unwrap().status = Some(401);
+        assert!(r.dry_run().await.is_err());
+        assert_eq!(
+            r.store.crosscheck_state("identity".into()).await.unwrap(),
+            before
+        );
+        assert!(r
+            .store
+            .crosscheck_pending("identity".into())
+            .await
+            .unwrap()
+            .is_empty());
+        let gen = before.unwrap().generation;
+        assert!(r
+            .store
+            .crosscheck_snapshot_has(
+                "identity".into(),
+                gen,
+                crate::domain::crosscheck::Entry::Membership {
+                    organization: "org_9".into(),
+                    user: "user_1".into()
+                }
+            )
+            .await
+            .unwrap());
+    }
 }
