@@ -539,6 +539,8 @@ pub fn poll_deadline(every: TimeDelta) -> Duration {
 struct Slot {
     /// When the next poll is due (`None`: at once).
     due: Option<DateTime<Utc>>,
+    /// The `every` `due` was planned with.
+    every: Option<TimeDelta>,
     running: Option<tokio::task::JoinHandle<()>>,
 }
 
@@ -584,6 +586,20 @@ async fn tick(app: &Arc<App>, slots: &mut HashMap<String, Slot>) {
         app.metrics.crosscheck.declare(&s.name);
     }
     let now = app.clock.now();
+    for (name, slot) in slots.iter_mut() {
+        // A reload that shortened `every` brings the next poll forward.
+        let every = config
+            .streams
+            .get(name)
+            .and_then(|s| s.crosscheck.as_ref())
+            .map(|c| c.every);
+        if let (Some(new), Some(old), Some(due)) = (every, slot.every, slot.due) {
+            if new < old {
+                slot.due = Some(due - old + new);
+                slot.every = Some(new);
+            }
+        }
+    }
     let due: Vec<String> = config
         .streams
         .values()
@@ -618,6 +634,7 @@ async fn tick(app: &Arc<App>, slots: &mut HashMap<String, Slot>) {
             }
         }
         slot.due = Some(now + every);
+        slot.every = Some(every);
         let app = Arc::clone(app);
         slot.running = Some(tokio::spawn(async move {
             poll_and_page(&app, &name).await;
