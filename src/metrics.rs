@@ -99,6 +99,8 @@ pub struct Metrics {
     pub watchdog: WatchdogMetrics,
     /// Relay mode (issue #29): `hushwatch_forward_*`, by configured stream.
     pub forward: ForwardMetrics,
+    /// The cross-check's series (issue #45), by configured stream.
+    pub crosscheck: CrosscheckMetrics,
     /// The streams `hushwatch_stream_silenced` and
     /// `hushwatch_silence_acknowledged` show as 1 (every other stream
     /// shows 0); set at scrape time by `service::silences`.
@@ -366,6 +368,7 @@ impl Metrics {
             stream_flags: Mutex::new(StreamFlags::default()),
             watchdog: WatchdogMetrics::new(&r),
             forward: ForwardMetrics::new(&r),
+            crosscheck: CrosscheckMetrics::new(&r),
             events: Mutex::new(HashMap::new()),
             templated_streams_refused,
             reload_successful,
@@ -933,6 +936,80 @@ impl WatchdogMetrics {
 
 /// Outcomes of one forward attempt (`hushwatch_forward_attempts_total`).
 pub const FORWARD_OUTCOMES: [&str; 4] = ["delivered", "failed", "dead_letter", "held"];
+
+/// The cross-check's series (issue #45). Labels are configured stream
+/// names and the fixed `outcome`/`direction` values only.
+pub struct CrosscheckMetrics {
+    /// `hushwatch_crosscheck_last_success_timestamp_seconds{stream}`.
+    pub last_success: GaugeVec,
+    /// `hushwatch_crosscheck_polls_total{stream,outcome}`: `ok`, `refused`,
+    /// `rate_limited` or `error` (`crate::crosscheck::PollError::outcome`).
+    pub polls: IntCounterVec,
+    /// `hushwatch_crosscheck_missed_total{stream,direction}`: findings
+    /// paged, by `domain::crosscheck::Direction`.
+    pub missed: IntCounterVec,
+    /// `hushwatch_crosscheck_healed_total{stream}`: findings healed.
+    pub healed: IntCounterVec,
+}
+
+impl CrosscheckMetrics {
+    /// The `outcome` values of `hushwatch_crosscheck_polls_total`.
+    pub const OUTCOMES: [&'static str; 4] = ["ok", "refused", "rate_limited", "error"];
+
+    fn new(r: &Registry) -> CrosscheckMetrics {
+        let last_success = {
+            let name = "hushwatch_crosscheck_last_success_timestamp_seconds";
+            let g = GaugeVec::new(
+                Opts::new(
+                    name,
+                    "When the last cross-check poll of the provider's API succeeded.",
+                ),
+                &["stream"],
+            )
+            .unwrap_or_else(|e| unreachable_metric(name, e));
+            register(r, name, Box::new(g.clone()));
+            g
+        };
+        CrosscheckMetrics {
+            last_success,
+            polls: counter_vec(
+                r,
+                "hushwatch_crosscheck_polls_total",
+                "Cross-check polls of the provider's API, by outcome.",
+                &["stream", "outcome"],
+            ),
+            missed: counter_vec(
+                r,
+                "hushwatch_crosscheck_missed_total",
+                "Changes the provider's API showed that no webhook reported, by direction.",
+                &["stream", "direction"],
+            ),
+            healed: counter_vec(
+                r,
+                "hushwatch_crosscheck_healed_total",
+                "Cross-check findings healed (delivered to the app by hushwatch).",
+                &["stream"],
+            ),
+        }
+    }
+
+    /// Creates a cross-checked stream's series at zero, so rules and
+    /// dashboards see them before the first poll.
+    pub fn declare(&self, stream: &str) {
+        for outcome in Self::OUTCOMES {
+            self.polls.with_label_values(&[stream, outcome]);
+        }
+        for d in crate::domain::crosscheck::Direction::ALL {
+            self.missed.with_label_values(&[stream, d.as_str()]);
+        }
+        self.healed.with_label_values(&[stream]);
+    }
+
+    /// Counts `n` findings of `stream` healed (`service::crosscheck_heal`).
+    pub fn count_healed(&self, stream: &str, n: u64) {
+        self.healed.with_label_values(&[stream]).inc_by(n);
+    }
+}
 
 /// Relay mode's series. Labels are configured stream names only (the
 /// stream of a stored delivery is always one hushwatch accepted for).

@@ -32,6 +32,12 @@ pub enum AlertKind {
     /// Relay mode: a revocation not delivered to the app within the
     /// stream's `critical_after`.
     ForwardRevocationOverdue,
+    /// Cross-check: the provider's own API shows changes no webhook
+    /// reported (`service::crosscheck`).
+    ProviderMissed,
+    /// Cross-check: the provider's API cannot be read
+    /// (`domain::crosscheck::poll_health`).
+    CrosscheckFailing,
     /// A fallback-ladder page: hushwatch cannot deliver to a notifier
     /// (`service::fallback`, queued by `store::ops::fallback_alert`).
     Fallback,
@@ -42,7 +48,7 @@ pub enum AlertKind {
 
 impl AlertKind {
     /// Every kind, in the order docs/src/reference/alerts.md lists them.
-    pub const ALL: [AlertKind; 16] = [
+    pub const ALL: [AlertKind; 18] = [
         AlertKind::Silence,
         AlertKind::SvixEndpointDisabled,
         AlertKind::SvixMessagesExhausted,
@@ -57,6 +63,8 @@ impl AlertKind {
         AlertKind::ForwardDeadLetter,
         AlertKind::ForwardHeld,
         AlertKind::ForwardRevocationOverdue,
+        AlertKind::ProviderMissed,
+        AlertKind::CrosscheckFailing,
         AlertKind::Fallback,
         AlertKind::Storage,
     ];
@@ -81,6 +89,8 @@ impl AlertKind {
             AlertKind::ForwardDeadLetter => "forward_dead_letter",
             AlertKind::ForwardHeld => "forward_held",
             AlertKind::ForwardRevocationOverdue => "forward_revocation_overdue",
+            AlertKind::ProviderMissed => "provider_missed",
+            AlertKind::CrosscheckFailing => "crosscheck_failing",
             AlertKind::Fallback => "hushwatch_fallback",
             AlertKind::Storage => "hushwatch_storage",
         }
@@ -115,6 +125,11 @@ impl AlertKind {
             AlertKind::ForwardDeadLetter => "IdentityForwardDeadLetters",
             AlertKind::ForwardHeld => "IdentityForwardHeld",
             AlertKind::ForwardRevocationOverdue => "IdentityForwardRevocationOverdue",
+            // The rules watch the same things: findings counted in
+            // `hushwatch_crosscheck_missed_total`, and a last success
+            // older than three polls.
+            AlertKind::ProviderMissed => "HushwatchProviderMissed",
+            AlertKind::CrosscheckFailing => "HushwatchCrosscheckStale",
             // The rule watches the same thing: pages through a notifier
             // failing (it groups by the `notifier` label, which the
             // fallback page carries too).
@@ -145,6 +160,8 @@ impl AlertKind {
             | AlertKind::StaleGrant
             | AlertKind::ForwardFailing
             | AlertKind::ForwardDeadLetter
+            | AlertKind::ProviderMissed
+            | AlertKind::CrosscheckFailing
             | AlertKind::Fallback
             | AlertKind::Storage => true,
         }
@@ -171,6 +188,8 @@ impl AlertKind {
             | AlertKind::ForwardDeadLetter
             | AlertKind::ForwardHeld
             | AlertKind::ForwardRevocationOverdue
+            | AlertKind::ProviderMissed
+            | AlertKind::CrosscheckFailing
             | AlertKind::Storage => None,
         }
     }
@@ -207,17 +226,19 @@ impl AlertKind {
             | AlertKind::ForwardFailing
             | AlertKind::ForwardDeadLetter
             | AlertKind::ForwardHeld
-            | AlertKind::ForwardRevocationOverdue => true,
+            | AlertKind::ForwardRevocationOverdue
+            | AlertKind::ProviderMissed
+            | AlertKind::CrosscheckFailing => true,
         }
     }
 }
 
 /// The kinds an operator silence may name, in [`AlertKind::ALL`] order
 /// (`domain::mute::PAGE_KINDS`).
-pub const SILENCEABLE: [&str; 14] = silenceable();
+pub const SILENCEABLE: [&str; 16] = silenceable();
 
-const fn silenceable() -> [&'static str; 14] {
-    let mut out = [""; 14];
+const fn silenceable() -> [&'static str; 16] {
+    let mut out = [""; 16];
     let (mut i, mut n) = (0, 0);
     while i < AlertKind::ALL.len() {
         if AlertKind::ALL[i].silenceable() {

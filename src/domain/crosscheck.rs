@@ -568,34 +568,52 @@ pub fn describe(provider: Provider, f: &Finding) -> String {
     )
 }
 
-/// The body of a `provider_missed` page: the findings of one poll, up to
-/// [`PAGE_NAMES_AT_MOST`] named, the total, and what to do.
-pub fn page_text(provider: Provider, stream: &str, findings: &[Finding]) -> String {
+/// The body of a `provider_missed` page: up to [`PAGE_NAMES_AT_MOST`] of
+/// its findings named (`named`; more are ignored), `total` counted, and
+/// what to do. `config_path`
+/// is the sidecar's config file, so the printed command runs as printed.
+pub fn page_text(
+    provider: Provider,
+    stream: &str,
+    config_path: &str,
+    named: &[Finding],
+    total: usize,
+) -> String {
+    let findings = named;
+    // One line: notifiers show a page's text as one paragraph.
     let mut text = format!(
-        "{} {} on stream {stream} that no webhook reported:\n",
-        findings.len(),
-        if findings.len() == 1 {
-            "change"
-        } else {
-            "changes"
-        }
+        "{} {} on stream {stream} that no webhook reported:",
+        total,
+        if total == 1 { "change" } else { "changes" }
     );
-    for f in findings.iter().take(PAGE_NAMES_AT_MOST) {
-        text.push_str("- ");
-        text.push_str(&describe(provider, f));
-        text.push('\n');
+    for (i, f) in findings.iter().take(PAGE_NAMES_AT_MOST).enumerate() {
+        text.push_str(&format!(" ({}) {}", i + 1, describe(provider, f)));
     }
-    if findings.len() > PAGE_NAMES_AT_MOST {
-        text.push_str(&format!(
-            "… and {} more.\n",
-            findings.len() - PAGE_NAMES_AT_MOST
-        ));
+    let shown = findings.len().min(PAGE_NAMES_AT_MOST);
+    if total > shown {
+        text.push_str(&format!(" … and {} more.", total - shown));
     }
+    text.push(' ');
     text.push_str(&format!(
-        "What to do: make sure the app removed (or granted) this access, e.g. by running its reconciliation; then find why {}'s webhook did not arrive (its dashboard shows failed deliveries).",
-        provider.title()
+        "What to do: make sure the app removed (or granted) this access, e.g. by running its reconciliation; then find why {}'s webhook did not arrive (its dashboard shows failed deliveries). To ask {} again now: `hushwatch crosscheck --config {} --stream {}`.",
+        provider.title(),
+        provider.title(),
+        crate::domain::forward::shell_word(config_path),
+        crate::domain::forward::shell_word(stream),
     ));
     text
+}
+
+/// The body of a `crosscheck_failing` page: why, and what to do.
+pub fn failing_text(provider: Provider, stream: &str, config_path: &str, reason: &str) -> String {
+    format!(
+        "The cross-check of stream {stream} cannot read the {} API: {reason}. Until it can, nothing compares what {} did with the webhooks that arrived. What to do: check the api_key in [streams.{stream}.crosscheck] (its value and scopes) and {}'s status page; then poll once by hand: `hushwatch crosscheck --config {} --stream {}`. This resolves on the next successful poll.",
+        provider.title(),
+        provider.title(),
+        provider.title(),
+        crate::domain::forward::shell_word(config_path),
+        crate::domain::forward::shell_word(stream),
+    )
 }
 
 #[cfg(test)]
@@ -887,12 +905,24 @@ mod tests {
             when: When::Between(t(0), t(15)),
         };
         let many: Vec<Finding> = (0..25).map(|i| f(i, Direction::Revoke)).collect();
-        let text = page_text(Provider::Clerk, "identity", &many);
+        let text = page_text(
+            Provider::Clerk,
+            "identity",
+            "/etc/hushwatch/hushwatch.toml",
+            &many,
+            25,
+        );
         assert!(text.starts_with("25 changes on stream identity"), "{text}");
         assert!(text.contains("user_19 in org_9"));
         assert!(!text.contains("user_20 in org_9"));
         assert!(text.contains("and 5 more"));
         assert!(text.contains("What to do"));
+        assert!(
+            text.contains(
+                "`hushwatch crosscheck --config /etc/hushwatch/hushwatch.toml --stream identity`"
+            ),
+            "{text}"
+        );
         assert!(page_is_critical(&many));
         assert!(!page_is_critical(&[f(1, Direction::Grant)]));
         let one = describe(Provider::Clerk, &many[0]);

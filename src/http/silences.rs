@@ -357,6 +357,10 @@ pub(super) async fn acknowledge(
             StatusCode::OK,
             &json!({ "acknowledged": stream, "episode_started_at": rfc(started) }),
         ),
+        Ok(AckOutcome::Findings(n)) => reply::json(
+            StatusCode::OK,
+            &json!({ "acknowledged": stream, "crosscheck_findings": n }),
+        ),
         Ok(AckOutcome::NotFiring) => reply::error(
             StatusCode::CONFLICT,
             "the stream is not firing; there is nothing to acknowledge",

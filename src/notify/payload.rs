@@ -120,7 +120,14 @@ pub fn operator_hint(page: &Page) -> Option<String> {
         return None;
     }
     let where_ = "add --url of the admin listener, token in $HUSHWATCH_ADMIN_TOKEN";
-    Some(if page.is_silence() {
+    Some(if page.alert_kind == AlertKind::ProviderMissed.as_str() {
+        // Acknowledging the stream marks the page's findings handled,
+        // which resolves it (issue #45).
+        format!(
+            "hushwatch ack --stream {s} --comment \"...\"  (marks the findings handled and resolves this page; {where_})",
+            s = page.stream
+        )
+    } else if page.is_silence() {
         format!(
             "hushwatch ack --stream {s} --comment \"...\"  (or: hushwatch silence add --stream {s} --for 2h --comment \"...\"; {where_})",
             s = page.stream
@@ -166,7 +173,7 @@ pub const ACK_LINK_NOTE: &str = "opens a confirmation page; works until the aler
 
 /// The label in front of [`operator_hint`] in text pages.
 pub(super) fn hint_label(page: &Page) -> &'static str {
-    if page.is_silence() {
+    if page.is_silence() || page.alert_kind == AlertKind::ProviderMissed.as_str() {
         "To acknowledge"
     } else {
         "To silence"

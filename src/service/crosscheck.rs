@@ -19,23 +19,31 @@
 //! so a replica killed between the two leaves findings that the next poll
 //! decides again under the same keys: recorded as not new, paged once.
 //!
-//! Not yet here (see the issue): the timer task that runs this every
-//! `every` under the leader lease, the `provider_missed` and
-//! `crosscheck_failing` pages, metrics, `/v1/status`, the CLI and heal.
+//! [`run`] is the scheduled task `serve` starts: every `every`, on the
+//! housekeeping leader only, one [`poll_once`] per stream under a
+//! whole-poll deadline, then the pages the stored state calls for
+//! (`provider_missed` for findings no page named yet, `crosscheck_failing`
+//! from `domain::crosscheck::poll_health`) and the metrics.
 
+use super::app::App;
 use crate::audit::classify::{Access, Classifier};
 use crate::clock::Clock;
 use crate::config::crosscheck::CrosscheckConfig;
+use crate::config::Config;
 use crate::crosscheck::{EventLog, LogPosition, PollError, Source, StateListing, MAX_PAGES};
+use crate::domain::crosscheck::poll_health;
 use crate::domain::crosscheck::{
-    join_event_log, Change, Direction, Finding, LoggedEvent, Pending, Received, Verdict,
+    join_event_log, Change, Direction, Entry, Finding, LoggedEvent, Pending, Received, Verdict,
 };
-use crate::store::crosscheck::PollEnd;
+use crate::store::crosscheck::{PageTarget, PollEnd};
 use crate::store::veil::Veil;
 use crate::store::{Store, StoreError};
 use chrono::{DateTime, TimeDelta, Utc};
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
 
 /// The first WorkOS poll reads back at most this far: received delivery
 /// ids are kept 7 days (`prune_seen`), so an older event could not be
@@ -62,6 +70,10 @@ pub struct PollReport {
     pub pending: usize,
     /// False when another poll committed first (its answer stands).
     pub committed: bool,
+    /// WorkOS: the logged event body (`LogEntry::body`, byte for byte what
+    /// its webhook carries) of each finding of this poll, by finding key,
+    /// so a heal can deliver it. Only findings' bodies are kept.
+    pub bodies: BTreeMap<String, Vec<u8>>,
 }
 
 #[derive(Debug)]
@@ -188,6 +200,7 @@ async fn poll(
                 config,
                 log.as_ref(),
                 classifier,
+                veil,
                 watch_started_at,
                 clock,
                 started.clone(),
@@ -242,6 +255,7 @@ async fn poll_log(
     config: &CrosscheckConfig,
     log: &dyn EventLog,
     classifier: &Classifier,
+    veil: &Veil,
     watch_started_at: DateTime<Utc>,
     clock: &dyn Clock,
     started: Option<crate::store::crosscheck::CrosscheckRow>,
@@ -255,6 +269,7 @@ async fn poll_log(
         None => LogPosition::Since(watch_started_at.max(now - lookback)),
     };
     let mut findings = Vec::new();
+    let mut bodies = BTreeMap::new();
     let mut ended = false;
     for _ in 0..MAX_PAGES {
         let page = log.page(&position).await.map_err(PollFailure::Provider)?;
@@ -268,7 +283,15 @@ async fn poll_log(
             .filter(|(_, s)| **s)
             .map(|(id, _)| id.as_str())
             .collect();
-        let logged: Vec<LoggedEvent> = page.events.into_iter().map(|e| e.event).collect();
+        let mut page_bodies: HashMap<String, Vec<u8>> = HashMap::new();
+        let logged: Vec<LoggedEvent> = page
+            .events
+            .into_iter()
+            .map(|e| {
+                page_bodies.insert(e.event.id.clone(), e.body);
+                e.event
+            })
+            .collect();
         let out = join_event_log(
             &logged,
             &config.types,
@@ -277,6 +300,11 @@ async fn poll_log(
             &|id| received.contains(id),
             &|ty| direction(classifier, ty),
         );
+        for f in &out.findings {
+            if let Some(body) = f.provider_id.as_ref().and_then(|id| page_bodies.remove(id)) {
+                bodies.insert(f.key.clone(), body);
+            }
+        }
         findings.extend(out.findings);
         if let Some(decided) = out.decided_through {
             cursor = Some(decided);
@@ -301,8 +329,11 @@ async fn poll_log(
     if mode != Mode::Commit {
         return dry_report(store, stream, findings, false, 0).await;
     }
+    // Stored under `[store] encryption_key` like every subject id; the
+    // report keeps the plaintext for its callers.
+    let stored: Vec<Finding> = findings.iter().map(|f| veiled(veil, f)).collect();
     let new_keys = store
-        .crosscheck_record_findings(stream.to_owned(), findings.clone(), now)
+        .crosscheck_record_findings(stream.to_owned(), stored, now)
         .await?;
     let generation = started.as_ref().map_or(0, |r| r.generation);
     let committed = store
@@ -323,6 +354,7 @@ async fn poll_log(
         baseline: false,
         pending: 0,
         committed,
+        bodies,
     })
 }
 
@@ -346,7 +378,10 @@ async fn poll_state(
     let mut listed = 0usize;
     while let Some(page) = run.next_page().await.map_err(PollFailure::Provider)? {
         listed += page.len();
-        let rows = page.into_iter().map(|l| (l.entry, l.provider_id)).collect();
+        let rows = page
+            .into_iter()
+            .map(|l| (veil_entry(veil, &l.entry), l.provider_id))
+            .collect();
         store
             .crosscheck_put_snapshot(stream.to_owned(), generation, rows)
             .await?;
@@ -379,6 +414,7 @@ async fn poll_state(
     let changes = store
         .crosscheck_snapshot_changes(stream.to_owned(), previous, generation, MAX_CHANGES)
         .await?;
+    let changes = without_rekeyed(veil, changes);
     let removed = changes
         .iter()
         .filter(|(c, _)| matches!(c, Change::Removed(_)))
@@ -423,12 +459,16 @@ async fn poll_state(
             Verdict::Missed(f) => findings.push(f),
         }
     }
+    // Decided over the stored forms (veiled ids and keys built from them);
+    // the report reads in plaintext, keys as stored.
     if mode != Mode::Commit {
+        let findings = findings.iter().map(|f| revealed(veil, f)).collect();
         return dry_report(store, stream, findings, false, keep.len()).await;
     }
     let new_keys = store
         .crosscheck_record_findings(stream.to_owned(), findings.clone(), now)
         .await?;
+    let findings = findings.iter().map(|f| revealed(veil, f)).collect();
     let pending = keep.len();
     let committed = store
         .crosscheck_finish_poll(
@@ -448,6 +488,7 @@ async fn poll_state(
         baseline: false,
         pending,
         committed,
+        bodies: BTreeMap::new(),
     })
 }
 
@@ -475,14 +516,90 @@ async fn dry_report(
         baseline,
         pending,
         committed: false,
+        bodies: BTreeMap::new(),
     })
+}
+
+/// An entry as the snapshot stores it: ids veiled under `[store]
+/// encryption_key` (the same value unchanged without one).
+fn veil_entry(veil: &Veil, e: &Entry) -> Entry {
+    match e {
+        Entry::User { user } => Entry::User {
+            user: veil.hide(user),
+        },
+        Entry::Membership { organization, user } => Entry::Membership {
+            organization: veil.hide(organization),
+            user: veil.hide(user),
+        },
+    }
+}
+
+/// Drops each removal whose entry comes back as an addition under another
+/// token of the same ids: after a key rotation the previous snapshot's
+/// tokens are the old key's, and nothing changed at the provider.
+fn without_rekeyed(
+    veil: &Veil,
+    changes: Vec<(Change, Option<String>)>,
+) -> Vec<(Change, Option<String>)> {
+    if !veil.is_on() {
+        return changes;
+    }
+    let plain = |e: &Entry| match e {
+        Entry::User { user } => (None, veil.reveal(user).into_owned()),
+        Entry::Membership { organization, user } => (
+            Some(veil.reveal(organization).into_owned()),
+            veil.reveal(user).into_owned(),
+        ),
+    };
+    let added: HashSet<(Option<String>, String)> = changes
+        .iter()
+        .filter(|(c, _)| matches!(c, Change::Added(_)))
+        .map(|(c, _)| plain(c.entry()))
+        .collect();
+    let removed: HashSet<(Option<String>, String)> = changes
+        .iter()
+        .filter(|(c, _)| matches!(c, Change::Removed(_)))
+        .map(|(c, _)| plain(c.entry()))
+        .collect();
+    changes
+        .into_iter()
+        .filter(|(c, _)| {
+            let other = match c {
+                Change::Removed(_) => &added,
+                Change::Added(_) => &removed,
+            };
+            !other.contains(&plain(c.entry()))
+        })
+        .collect()
+}
+
+/// A finding as stored: its subject and organization veiled.
+fn veiled(veil: &Veil, f: &Finding) -> Finding {
+    Finding {
+        subject: veil.hide(&f.subject),
+        organization: f.organization.as_deref().map(|o| veil.hide(o)),
+        ..f.clone()
+    }
+}
+
+/// A stored finding as a person reads it (its key stays as stored).
+pub fn revealed(veil: &Veil, f: &Finding) -> Finding {
+    Finding {
+        subject: veil.reveal(&f.subject).into_owned(),
+        organization: f
+            .organization
+            .as_deref()
+            .map(|o| veil.reveal(o).into_owned()),
+        ..f.clone()
+    }
 }
 
 /// The webhooks the stream received in the change's window about its user
 /// or organization, read from the audit log (`subject_entries`). With
-/// `[store] encryption_key` the log names subjects by veiled tokens
-/// (`store::veil`): every stored form is looked up, and the ids read back
-/// are revealed before the domain compares them with the listing's.
+/// `[store] encryption_key` the log and the snapshot name subjects by
+/// veiled tokens (`store::veil`): every stored form of the plaintext is
+/// looked up, and the ids read back are put in the snapshot's form (the
+/// token under the newest key) before the domain compares them.
 async fn explaining(
     store: &Store,
     stream: &str,
@@ -492,9 +609,9 @@ async fn explaining(
 ) -> Result<Vec<Received>, StoreError> {
     let (from, _) = p.window(grace);
     let entry = p.change.entry();
-    let mut subjects = veil.forms(entry.user());
+    let mut subjects = veil.forms(&veil.reveal(entry.user()));
     if let Some(org) = entry.organization() {
-        subjects.extend(veil.forms(org));
+        subjects.extend(veil.forms(&veil.reveal(org)));
     }
     let mut out = Vec::new();
     for subject in subjects {
@@ -506,7 +623,7 @@ async fn explaining(
                 e.subject_ids
                     .iter()
                     .find(|(k, _)| k == kind)
-                    .map(|(_, v)| veil.reveal(v).into_owned())
+                    .map(|(_, v)| veil.hide(&veil.reveal(v)))
             };
             out.push(Received {
                 user: id_of("user_id"),
@@ -517,6 +634,287 @@ async fn explaining(
         }
     }
     Ok(out)
+}
+
+// ------------------------------------------------------------ the task
+
+/// How often the scheduler looks at the configured streams: a reload
+/// (SIGHUP) is picked up within this, and a poll starts at most this late.
+const TICK: Duration = Duration::from_secs(1);
+/// The whole-poll deadline: `every`, but at least this (a Clerk listing of
+/// 100,000 members is ~400 requests) ...
+const MIN_POLL_DEADLINE: TimeDelta = TimeDelta::minutes(2);
+/// ... and at most this, whatever `every` is.
+const MAX_POLL_DEADLINE: TimeDelta = TimeDelta::minutes(30);
+
+/// How long one poll of a stream polled every `every` may take in all.
+pub fn poll_deadline(every: TimeDelta) -> Duration {
+    every
+        .clamp(MIN_POLL_DEADLINE, MAX_POLL_DEADLINE)
+        .to_std()
+        .unwrap_or(Duration::from_secs(120))
+}
+
+/// One stream's scheduling state in this process.
+#[derive(Default)]
+struct Slot {
+    /// When the next poll is due (`None`: at once).
+    due: Option<DateTime<Utc>>,
+    /// The `every` `due` was planned with.
+    every: Option<TimeDelta>,
+    running: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// Runs every `[crosscheck]` stream's poll every `every` until shutdown,
+/// on the housekeeping leader only (`replicas::housekeeping_term`), so
+/// replicas sharing a PostgreSQL store poll each stream once. Each poll is
+/// its own task with a deadline: a slow or hostile API delays nothing else,
+/// and a poll that panics is logged, never taken further. The config is
+/// read afresh every tick, so a reload adds, changes or stops a stream's
+/// polls without restarting anything.
+pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
+    let mut slots: HashMap<String, Slot> = HashMap::new();
+    loop {
+        tick(&app, &mut slots).await;
+        tokio::select! {
+            _ = tokio::time::sleep(TICK) => {}
+            _ = shutdown.changed() => break,
+        }
+    }
+    for slot in slots.into_values() {
+        if let Some(task) = slot.running {
+            task.abort();
+        }
+    }
+}
+
+async fn tick(app: &Arc<App>, slots: &mut HashMap<String, Slot>) {
+    let config = app.config();
+    slots.retain(|name, slot| {
+        let keep = config
+            .streams
+            .get(name)
+            .is_some_and(|s| s.crosscheck.is_some());
+        if !keep {
+            if let Some(task) = slot.running.take() {
+                task.abort();
+            }
+        }
+        keep
+    });
+    for s in config.streams.values().filter(|s| s.crosscheck.is_some()) {
+        // Zeros from the start on every replica, not gaps.
+        app.metrics.crosscheck.declare(&s.name);
+    }
+    let now = app.clock.now();
+    for (name, slot) in slots.iter_mut() {
+        // A reload that shortened `every` brings the next poll forward.
+        let every = config
+            .streams
+            .get(name)
+            .and_then(|s| s.crosscheck.as_ref())
+            .map(|c| c.every);
+        if let (Some(new), Some(old), Some(due)) = (every, slot.every, slot.due) {
+            if new < old {
+                slot.due = Some(due - old + new);
+                slot.every = Some(new);
+            }
+        }
+    }
+    let due: Vec<String> = config
+        .streams
+        .values()
+        .filter(|s| s.crosscheck.is_some())
+        .filter(|s| {
+            let slot = slots.get(&s.name);
+            let idle = slot
+                .and_then(|s| s.running.as_ref())
+                .is_none_or(|t| t.is_finished());
+            idle && slot.and_then(|s| s.due).is_none_or(|d| d <= now)
+        })
+        .map(|s| s.name.clone())
+        .collect();
+    if due.is_empty() || super::replicas::housekeeping_term(app).await.is_none() {
+        return;
+    }
+    for name in due {
+        let Some(every) = config
+            .streams
+            .get(&name)
+            .and_then(|s| s.crosscheck.as_ref())
+            .map(|c| c.every)
+        else {
+            continue;
+        };
+        let slot = slots.entry(name.clone()).or_default();
+        if let Some(task) = slot.running.take() {
+            if let Err(e) = task.await {
+                if e.is_panic() {
+                    tracing::error!(stream = %name, "a cross-check poll panicked; the next one runs on schedule");
+                }
+            }
+        }
+        slot.due = Some(now + every);
+        slot.every = Some(every);
+        let app = Arc::clone(app);
+        slot.running = Some(tokio::spawn(async move {
+            poll_and_page(&app, &name).await;
+        }));
+    }
+}
+
+/// One scheduled poll of `stream`, then its pages and metrics. Errors are
+/// logged (never the key: no error text here can carry it).
+pub async fn poll_and_page(app: &App, stream: &str) {
+    let config = app.config();
+    let Some(settings) = config.streams.get(stream) else {
+        return;
+    };
+    let Some(cc) = settings.crosscheck.as_deref() else {
+        return;
+    };
+    let watch_started_at = app
+        .stream_rows()
+        .into_iter()
+        .find(|r| r.name == stream)
+        .map_or_else(|| app.clock.now(), |r| r.watch_started_at);
+    let source = source(cc);
+    let deadline = poll_deadline(cc.every);
+    let polled = tokio::time::timeout(
+        deadline,
+        poll_once(
+            &app.store,
+            stream,
+            cc,
+            &source,
+            &config.audit.classifier,
+            config.store.sealer.veil(),
+            watch_started_at,
+            &*app.clock,
+        ),
+    )
+    .await;
+    let outcome = match &polled {
+        Ok(Ok(report)) => {
+            tracing::debug!(
+                stream,
+                findings = report.findings.len(),
+                new = report.new_keys.len(),
+                "cross-check poll done"
+            );
+            Some("ok")
+        }
+        Ok(Err(PollFailure::Provider(e))) => {
+            tracing::warn!(stream, provider = cc.provider.name(), error = %e, "cross-check poll failed");
+            Some(e.outcome())
+        }
+        Ok(Err(PollFailure::Store(e))) => {
+            tracing::error!(stream, error = %e, "cross-check poll: storage error; nothing of it was committed");
+            None
+        }
+        Err(_) => {
+            let error = format!(
+                "the poll did not finish within {}",
+                crate::domain::duration::format_duration(
+                    TimeDelta::from_std(deadline).unwrap_or_default()
+                )
+            );
+            tracing::warn!(stream, provider = cc.provider.name(), error = %error, "cross-check poll failed");
+            if let Err(e) = record_timeout(app, stream, error).await {
+                tracing::error!(stream, error = %e, "cross-check poll: storage error recording its deadline");
+            }
+            Some("error")
+        }
+    };
+    if let Some(outcome) = outcome {
+        app.metrics
+            .crosscheck
+            .polls
+            .with_label_values(&[stream, outcome])
+            .inc();
+    }
+    if let Ok(Ok(report)) = &polled {
+        let new: HashSet<&str> = report.new_keys.iter().map(String::as_str).collect();
+        for f in report
+            .findings
+            .iter()
+            .filter(|f| new.contains(f.key.as_str()))
+        {
+            app.metrics
+                .crosscheck
+                .missed
+                .with_label_values(&[stream, f.direction.as_str()])
+                .inc();
+        }
+    }
+    if let Err(e) = page(app, &config, stream, cc, watch_started_at).await {
+        tracing::error!(stream, error = %e, "cross-check pages: storage error; tried again after the next poll");
+    }
+}
+
+/// A poll cut off by its deadline counts as a failed poll.
+async fn record_timeout(app: &App, stream: &str, error: String) -> Result<(), StoreError> {
+    let row = app.store.crosscheck_state(stream.to_owned()).await?;
+    app.store
+        .crosscheck_finish_poll(
+            stream.to_owned(),
+            row,
+            PollEnd::Failure {
+                error,
+                refused: false,
+            },
+        )
+        .await?;
+    Ok(())
+}
+
+/// Pages what the stored state says, whoever stored it: the findings no
+/// page named yet (this poll's, or ones a killed poll or the CLI left) and
+/// the `crosscheck_failing` alert from [`poll_health`]; resolves pages
+/// whose findings are all settled. Also sets the last-success gauge.
+async fn page(
+    app: &App,
+    config: &Config,
+    stream: &str,
+    cc: &CrosscheckConfig,
+    watch_started_at: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    let settings = config.streams.get(stream);
+    let target = PageTarget {
+        stream: stream.to_owned(),
+        provider: cc.provider,
+        config_path: super::forward::config_path(config),
+        notifiers: settings.map(|s| s.notify.clone()).unwrap_or_default(),
+    };
+    let now = app.clock.now();
+    let row = app
+        .store
+        .crosscheck_state(stream.to_owned())
+        .await?
+        .unwrap_or_default();
+    if let Some(at) = row.last_success_at {
+        app.metrics
+            .crosscheck
+            .last_success
+            .with_label_values(&[stream])
+            .set(at.timestamp_millis() as f64 / 1000.0);
+    }
+    let health = poll_health(&row.facts(), cc.provider, cc.every, watch_started_at, now);
+    let mut queued = app
+        .store
+        .crosscheck_set_failing(target.clone(), health, now)
+        .await?;
+    let (_, total) = app.store.crosscheck_page_missed(target, now).await?;
+    queued |= total > 0;
+    queued |= app
+        .store
+        .crosscheck_resolve_settled(stream.to_owned(), now)
+        .await?
+        > 0;
+    if queued {
+        app.outbox_wake.notify_one();
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -817,6 +1215,92 @@ mod tests {
         assert!(r.poll().await.unwrap().findings.is_empty());
     }
 
+    fn sealer(keys: &[&str]) -> crate::store::seal::Sealer {
+        crate::store::seal::Sealer::new(
+            keys.iter()
+                .map(|k| crate::store::seal::SealKey::parse(k).unwrap())
+                .collect(),
+        )
+    }
+
+    const KEY_A: &str = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=";
+    const KEY_B: &str = "ZmVkY2JhOTg3NjU0MzIxMGZlZGNiYTk4NzY1NDMyMTA=";
+
+    #[tokio::test]
+    async fn with_an_encryption_key_snapshots_and_findings_are_stored_veiled_and_reported_in_plaintext(
+    ) {
+        let state = Arc::new(Mutex::new(ClerkState {
+            users: names(&["user_1", "user_2"]),
+            memberships: pairs(&[("org_9", "user_1"), ("org_9", "user_2")]),
+            status: None,
+        }));
+        let mut r = rig(Provider::Clerk, clerk_api(state.clone())).await;
+        r.veil = sealer(&[KEY_A]).veil().clone();
+        r.poll().await.unwrap();
+        // A rotation (the new key first, the old one kept) changes every
+        // token of the next snapshot, and nothing at the provider.
+        r.veil = sealer(&[KEY_B, KEY_A]).veil().clone();
+        r.clock.advance(TimeDelta::minutes(15));
+        let rotated = r.poll().await.unwrap();
+        assert_eq!(rotated.pending, 0, "a new key is no change: {rotated:?}");
+        // user_2 leaves org_9 without a webhook.
+        state.lock().unwrap().memberships = pairs(&[("org_9", "user_1")]);
+        r.clock.advance(TimeDelta::minutes(15));
+        assert_eq!(r.poll().await.unwrap().pending, 1);
+        r.clock.advance(TimeDelta::minutes(15));
+        let found = r.poll().await.unwrap();
+        assert_eq!(found.findings.len(), 1, "{found:?}");
+        assert_eq!(found.findings[0].subject, "user_2");
+        assert_eq!(found.findings[0].organization.as_deref(), Some("org_9"));
+        assert_eq!(found.new_keys, [found.findings[0].key.clone()]);
+        let stored = r
+            .store
+            .crosscheck_findings("identity".into(), false, 10)
+            .await
+            .unwrap();
+        // (The fake's membership ids embed the user; Clerk's are opaque.)
+        let f = &stored[0].finding;
+        let text = format!("{} {} {:?}", f.key, f.subject, f.organization);
+        assert!(
+            !text.contains("user_2") && !text.contains("org_9"),
+            "{text}"
+        );
+        assert_eq!(r.veil.reveal(&stored[0].finding.subject), "user_2");
+        assert!(!stored[0].finding.key.contains("user_2"));
+        assert!(!r
+            .store
+            .crosscheck_snapshot_has(
+                "identity".into(),
+                r.store
+                    .crosscheck_state("identity".into())
+                    .await
+                    .unwrap()
+                    .unwrap()
+                    .generation,
+                Entry::User {
+                    user: "user_1".into()
+                },
+            )
+            .await
+            .unwrap());
+        assert!(r
+            .store
+            .crosscheck_snapshot_has(
+                "identity".into(),
+                r.store
+                    .crosscheck_state("identity".into())
+                    .await
+                    .unwrap()
+                    .unwrap()
+                    .generation,
+                Entry::User {
+                    user: r.veil.hide("user_1")
+                },
+            )
+            .await
+            .unwrap());
+    }
+
     #[tokio::test]
     async fn clerk_refusing_the_key_or_answering_an_empty_listing_fails_the_poll_without_findings()
     {
@@ -936,6 +1420,12 @@ mod tests {
         assert_eq!(first.findings[0].direction, Direction::Revoke);
         assert_eq!(first.findings[0].subject, "directory_user_event_2");
         assert_eq!(first.new_keys, ["workos:event_2"]);
+        // The logged body of each finding, for a heal; no other event's.
+        assert_eq!(first.bodies.keys().collect::<Vec<_>>(), ["workos:event_2"]);
+        let body: serde_json::Value =
+            serde_json::from_slice(&first.bodies["workos:event_2"]).unwrap();
+        assert_eq!(body["id"], "event_2");
+        assert_eq!(body["event"], "dsync.user.deleted");
         // event_3 is within its grace: the cursor stops before it.
         let row = r
             .store

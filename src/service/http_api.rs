@@ -325,8 +325,21 @@ impl Api for App {
         comment: String,
     ) -> Result<AckOutcome, Unavailable> {
         let audit = self.config().audit.enabled;
-        self.guarded(self.store().acknowledge(stream, created_by, comment, audit))
-            .await
+        // Acknowledging the stream also acknowledges the findings of its
+        // `provider_missed` pages (issue #45), which resolves those pages.
+        let findings = self
+            .guarded(self.store().crosscheck_acknowledge(stream.clone()))
+            .await?;
+        if findings > 0 {
+            self.outbox_wake.notify_one();
+        }
+        let outcome = self
+            .guarded(self.store().acknowledge(stream, created_by, comment, audit))
+            .await?;
+        Ok(match outcome {
+            AckOutcome::NotFiring if findings > 0 => AckOutcome::Findings(findings),
+            other => other,
+        })
     }
 
     async fn replay_stream(

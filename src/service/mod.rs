@@ -115,6 +115,7 @@ pub async fn start(
         tokio::spawn(watchdog::run(Arc::clone(&app), rx.clone())),
         tokio::spawn(reconcile::run(Arc::clone(&app), rx.clone())),
         tokio::spawn(adaptive::run(Arc::clone(&app), rx.clone())),
+        tokio::spawn(crosscheck::run(Arc::clone(&app), rx.clone())),
     ];
     tasks.extend(replicas::spawn(&app, &replicas, &rx));
     if let Some(admin) = admin {

@@ -438,7 +438,23 @@ macro_rules! operations {
                 = crate::store::crosscheck::findings(&stream, open_only, limit);
             /// Marks an open finding healed or acknowledged.
             fn crosscheck_settle_finding(stream: String, key: String, healed: bool) -> bool
-                = crate::store::crosscheck::settle_finding(&stream, &key, healed);
+                = |clock_now| crate::store::crosscheck::settle_finding(&stream, &key, healed, clock_now);
+            /// Issue #45: one `provider_missed` page naming every finding of the
+            /// stream no page named yet; the named findings and the total.
+            fn crosscheck_page_missed(target: super::crosscheck::PageTarget, now: DateTime<Utc>) -> (Vec<crate::domain::crosscheck::Finding>, usize)
+                = crate::store::crosscheck::page_missed(&target, now);
+            /// Issue #45: acknowledges the open findings of the stream's
+            /// `provider_missed` pages and resolves them; how many findings.
+            fn crosscheck_acknowledge(stream: String) -> usize
+                = |clock_now| crate::store::crosscheck::acknowledge_paged(&stream, clock_now);
+            /// Issue #45: resolves the `provider_missed` pages whose findings
+            /// are all settled; how many.
+            fn crosscheck_resolve_settled(stream: String, now: DateTime<Utc>) -> usize
+                = crate::store::crosscheck::resolve_settled(&stream, now);
+            /// Issue #45: moves the `crosscheck_failing` alert to `health`;
+            /// whether a page was queued.
+            fn crosscheck_set_failing(target: super::crosscheck::PageTarget, health: crate::domain::crosscheck::PollHealth, now: DateTime<Utc>) -> bool
+                = crate::store::crosscheck::set_failing(&target, &health, now);
             /// Commits a poll's end if no other poll committed since `started`.
             fn crosscheck_finish_poll(stream: String, started: Option<super::crosscheck::CrosscheckRow>, end: super::crosscheck::PollEnd) -> bool
                 = crate::store::crosscheck::finish_poll(&stream, started.as_ref(), &end);

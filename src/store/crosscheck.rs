@@ -15,6 +15,15 @@
 //!   same change gets "not new" and pages nothing twice.
 //! - [`finish_poll`] is a compare-and-set on the generation and cursor the
 //!   poll started from: of two replicas that polled at once, one commits.
+//! - **Pages** (`0024_crosscheck_pages`): [`page_missed`] claims every
+//!   finding no page named yet (`page_key`, set where still NULL, so a
+//!   finding goes to one page whoever claims at once) and queues one
+//!   `provider_missed` page for them; [`resolve_settled`] resolves a page
+//!   once none of its findings is open, to the notifiers it fired to
+//!   (`crosscheck_pages`); [`set_failing`] moves the `crosscheck_failing`
+//!   alert (`failing_paged`) to what `domain::crosscheck::poll_health`
+//!   decided. A finding recorded by a poll killed before it paged is
+//!   claimed by the next one: none is lost, none paged twice.
 //!
 //! Provider text is stored as JSON (`serde_json` escapes NUL and control
 //! characters, which PostgreSQL's TEXT refuses).
@@ -22,8 +31,8 @@
 use chrono::{DateTime, Utc};
 
 use super::db::Db;
-use super::ops::{delivery_hash, millis};
-use super::StoreError;
+use super::ops::{delivery_hash, millis, KeyedAlert};
+use super::{outbox, AlertState, StoreError, Transition};
 use crate::domain::crosscheck::{Change, Direction, Entry, Finding, Pending, When};
 
 /// Migration step (SQLite and PostgreSQL alike: only portable types).
@@ -69,6 +78,7 @@ pub(crate) const PAGES_MIGRATION: &str =
     "ALTER TABLE crosscheck_state ADD COLUMN last_refused BOOLEAN NOT NULL DEFAULT FALSE;
     ALTER TABLE crosscheck_state ADD COLUMN failing_paged TEXT;
     ALTER TABLE crosscheck_findings ADD COLUMN page_key TEXT;
+    ALTER TABLE crosscheck_findings ADD COLUMN direction TEXT;
     CREATE TABLE crosscheck_pages (
         stream    TEXT NOT NULL,
         page_key  TEXT NOT NULL,
@@ -412,9 +422,15 @@ pub(super) async fn record_findings<D: Db>(
     for f in findings {
         let inserted = db
             .exec(
-                "INSERT INTO crosscheck_findings (stream, key, finding, found_at)
-                 VALUES ($1, $2, $3, $4) ON CONFLICT (stream, key) DO NOTHING",
-                &[&stream, &f.key, &finding_json(f), &millis(at)],
+                "INSERT INTO crosscheck_findings (stream, key, finding, found_at, direction)
+                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT (stream, key) DO NOTHING",
+                &[
+                    &stream,
+                    &f.key,
+                    &finding_json(f),
+                    &millis(at),
+                    &f.direction.as_str(),
+                ],
             )
             .await?;
         if inserted == 1 {
@@ -452,12 +468,15 @@ pub(super) async fn findings<D: Db>(
 }
 
 /// Marks an open finding healed or acknowledged; false when it was not
-/// open (unknown, or settled already). Healing counts in `healed`.
+/// open (unknown, or settled already). Healing counts in `healed`. The
+/// `provider_missed` page that named it resolves in the same transaction
+/// once none of its findings is open ([`resolve_settled`]).
 pub(super) async fn settle_finding<D: Db>(
     db: &D,
     stream: &str,
     key: &str,
     healed: bool,
+    now: DateTime<Utc>,
 ) -> Result<bool, StoreError> {
     let state = if healed { "healed" } else { "acknowledged" };
     let n = db
@@ -474,7 +493,273 @@ pub(super) async fn settle_finding<D: Db>(
         )
         .await?;
     }
+    if n == 1 {
+        resolve_settled(db, stream, now).await?;
+    }
     Ok(n == 1)
+}
+
+// ------------------------------------------------------------------ pages
+
+/// Who a stream's cross-check pages go to, and what they name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageTarget {
+    pub stream: String,
+    pub provider: crate::domain::crosscheck::Provider,
+    /// The sidecar's config file, for the commands pages print.
+    pub config_path: String,
+    pub notifiers: Vec<String>,
+}
+
+const MISSED_KIND: &str = crate::domain::alert_kind::AlertKind::ProviderMissed.as_str();
+const FAILING_KIND: &str = crate::domain::alert_kind::AlertKind::CrosscheckFailing.as_str();
+
+fn missed_alert<'a>(key: &'a str, severity: &'a str, stream: &'a str) -> KeyedAlert<'a> {
+    KeyedAlert {
+        kind: MISSED_KIND,
+        family: "crosscheck-missed",
+        key,
+        severity,
+        source: "crosscheck",
+        endpoint_id: stream,
+    }
+}
+
+fn failing_alert<'a>(stream: &'a str, severity: &'a str) -> KeyedAlert<'a> {
+    KeyedAlert {
+        kind: FAILING_KIND,
+        family: "crosscheck-failing",
+        key: stream,
+        severity,
+        source: "crosscheck",
+        endpoint_id: stream,
+    }
+}
+
+fn transition(
+    stream: &str,
+    firing: bool,
+    at: DateTime<Utc>,
+    reason: String,
+    notifiers: Vec<String>,
+) -> Transition {
+    Transition {
+        stream: stream.to_owned(),
+        to: AlertState::from_firing(firing),
+        at,
+        reason,
+        notifiers,
+    }
+}
+
+/// Pages every recorded finding of the stream that no page named yet (the
+/// ones this poll recorded, and any a killed poll or the CLI left), as one
+/// `provider_missed` page: critical when one of them is a missed
+/// revocation. The findings are claimed first (`page_key` set where it is
+/// still NULL), so of two callers at once each finding goes to one page.
+/// Returns the findings the page named (at most `PAGE_NAMES_AT_MOST`) and
+/// how many it counted; `(vec![], 0)` when there was nothing to page.
+pub(super) async fn page_missed<D: Db>(
+    db: &D,
+    target: &PageTarget,
+    now: DateTime<Utc>,
+) -> Result<(Vec<Finding>, usize), StoreError> {
+    use crate::domain::crosscheck::{page_text, PAGE_NAMES_AT_MOST};
+    let stream = target.stream.as_str();
+    // A page key not used yet for the stream (two pages in one millisecond
+    // take the next one).
+    let mut at = millis(now);
+    let page_key = loop {
+        let key = format!("{at:013}");
+        let used: Option<(String,)> = db
+            .opt(
+                "SELECT page_key FROM crosscheck_pages WHERE stream = $1 AND page_key = $2",
+                &[&stream, &key],
+            )
+            .await?;
+        if used.is_none() {
+            break key;
+        }
+        at += 1;
+    };
+    let claimed = db
+        .exec(
+            "UPDATE crosscheck_findings SET page_key = $2
+             WHERE stream = $1 AND page_key IS NULL AND state = 'open'",
+            &[&stream, &page_key],
+        )
+        .await?;
+    if claimed == 0 {
+        return Ok((Vec::new(), 0));
+    }
+    let total = super::ops::count(claimed);
+    let revocations: Option<(String,)> = db
+        .opt(
+            "SELECT key FROM crosscheck_findings
+             WHERE stream = $1 AND page_key = $2 AND direction = 'revoke' LIMIT 1",
+            &[&stream, &page_key],
+        )
+        .await?;
+    let severity = if revocations.is_some() {
+        "critical"
+    } else {
+        "warning"
+    };
+    let limit = PAGE_NAMES_AT_MOST as i64;
+    // Revocations first: the page names what matters most when it has to
+    // leave some out.
+    let rows: Vec<(String, String)> = db
+        .rows(
+            "SELECT key, finding FROM crosscheck_findings WHERE stream = $1 AND page_key = $2
+             ORDER BY CASE WHEN direction = 'revoke' THEN 0 ELSE 1 END, found_at, key LIMIT $3",
+            &[&stream, &page_key, &limit],
+        )
+        .await?;
+    let named = rows
+        .into_iter()
+        .map(|(key, text)| finding_of(key, &text))
+        .collect::<Result<Vec<_>, _>>()?;
+    let notifiers = serde_json::to_string(&target.notifiers)
+        .map_err(|e| StoreError::Sql(format!("notifiers: {e}")))?;
+    db.exec(
+        "INSERT INTO crosscheck_pages (stream, page_key, severity, notifiers) VALUES ($1, $2, $3, $4)",
+        &[&stream, &page_key, &severity, &notifiers],
+    )
+    .await?;
+    let text = page_text(target.provider, stream, &target.config_path, &named, total);
+    let t = transition(stream, true, now, text, target.notifiers.clone());
+    let key = format!("{stream}/{page_key}");
+    outbox::queue_keyed_pages(db, &t, now, &missed_alert(&key, severity, stream)).await?;
+    Ok((named, total))
+}
+
+/// Resolves each `provider_missed` page of the stream none of whose
+/// findings is still open (all healed or acknowledged), to the notifiers
+/// it fired to. Returns how many resolved.
+pub(super) async fn resolve_settled<D: Db>(
+    db: &D,
+    stream: &str,
+    now: DateTime<Utc>,
+) -> Result<usize, StoreError> {
+    let done: Vec<(String, String, String)> = db
+        .rows(
+            "SELECT p.page_key, p.severity, p.notifiers FROM crosscheck_pages p
+             WHERE p.stream = $1 AND p.resolved = FALSE
+               AND NOT EXISTS (SELECT 1 FROM crosscheck_findings f
+                               WHERE f.stream = p.stream AND f.page_key = p.page_key
+                                 AND f.state = 'open')
+             ORDER BY p.page_key",
+            &[&stream],
+        )
+        .await?;
+    let mut resolved = 0;
+    for (page_key, severity, notifiers) in done {
+        let flipped = db
+            .exec(
+                "UPDATE crosscheck_pages SET resolved = TRUE
+                 WHERE stream = $1 AND page_key = $2 AND resolved = FALSE",
+                &[&stream, &page_key],
+            )
+            .await?;
+        if flipped == 0 {
+            continue;
+        }
+        let notifiers: Vec<String> = serde_json::from_str(&notifiers)
+            .map_err(|_| StoreError::Sql(format!("unreadable crosscheck page {page_key:?}")))?;
+        let t = transition(
+            stream,
+            false,
+            now,
+            format!(
+                "every change this page named on stream {stream} is now healed or acknowledged"
+            ),
+            notifiers,
+        );
+        let key = format!("{stream}/{page_key}");
+        outbox::queue_keyed_pages(db, &t, now, &missed_alert(&key, &severity, stream)).await?;
+        resolved += 1;
+    }
+    Ok(resolved)
+}
+
+/// Acknowledges every open finding a page named on the stream (what
+/// acknowledging the stream does to its `provider_missed` pages), and
+/// resolves those pages. Returns how many findings it settled.
+pub(super) async fn acknowledge_paged<D: Db>(
+    db: &D,
+    stream: &str,
+    now: DateTime<Utc>,
+) -> Result<usize, StoreError> {
+    let n = db
+        .exec(
+            "UPDATE crosscheck_findings SET state = 'acknowledged'
+             WHERE stream = $1 AND state = 'open' AND page_key IS NOT NULL",
+            &[&stream],
+        )
+        .await?;
+    if n > 0 {
+        resolve_settled(db, stream, now).await?;
+    }
+    Ok(super::ops::count(n))
+}
+
+/// Moves the stream's `crosscheck_failing` alert to what `health` says
+/// (firing with its severity, or resolved), queuing its page when it
+/// moves: once when it starts, again only when its severity changes, and a
+/// resolve when the poll works again. Returns whether a page was queued.
+pub(super) async fn set_failing<D: Db>(
+    db: &D,
+    target: &PageTarget,
+    health: &crate::domain::crosscheck::PollHealth,
+    now: DateTime<Utc>,
+) -> Result<bool, StoreError> {
+    use crate::domain::crosscheck::{failing_text, PollHealth};
+    let stream = target.stream.as_str();
+    db.exec(
+        "INSERT INTO crosscheck_state (stream) VALUES ($1) ON CONFLICT (stream) DO NOTHING",
+        &[&stream],
+    )
+    .await?;
+    let row: Option<(Option<String>,)> = db
+        .opt(
+            &D::locked("SELECT failing_paged FROM crosscheck_state WHERE stream = $1"),
+            &[&stream],
+        )
+        .await?;
+    let paged = row.and_then(|(p,)| p);
+    let (want, reason) = match health {
+        PollHealth::Ok => (None, String::new()),
+        PollHealth::Failing { critical, reason } => (
+            Some(if *critical { "critical" } else { "warning" }),
+            reason.clone(),
+        ),
+    };
+    if want == paged.as_deref() {
+        return Ok(false);
+    }
+    db.exec(
+        "UPDATE crosscheck_state SET failing_paged = $2 WHERE stream = $1",
+        &[&stream, &want],
+    )
+    .await?;
+    let (firing, severity, text) = match want {
+        Some(severity) => (
+            true,
+            severity,
+            failing_text(target.provider, stream, &target.config_path, &reason),
+        ),
+        None => (
+            false,
+            paged.as_deref().unwrap_or("warning"),
+            format!(
+                "the cross-check of stream {stream} reads the {} API again",
+                target.provider.title()
+            ),
+        ),
+    };
+    let t = transition(stream, firing, now, text, target.notifiers.clone());
+    outbox::queue_keyed_pages(db, &t, now, &failing_alert(stream, severity)).await?;
+    Ok(true)
 }
 
 /// Commits the end of a poll that started from `started` (the row as it

@@ -91,6 +91,9 @@ pub enum AckOutcome {
     Acknowledged(DateTime<Utc>),
     /// The stream is not firing: there is nothing to acknowledge.
     NotFiring,
+    /// The stream's silence alert is not firing, but this many findings of
+    /// its `provider_missed` pages were acknowledged (issue #45).
+    Findings(usize),
 }
 
 pub(super) fn list(text: &str) -> Vec<String> {
@@ -690,6 +693,8 @@ mod tests {
         all.push(crate::domain::alert_kind::AlertKind::ForwardDeadLetter.as_str());
         all.push(crate::domain::alert_kind::AlertKind::ForwardHeld.as_str());
         all.push(crate::domain::alert_kind::AlertKind::ForwardRevocationOverdue.as_str());
+        all.push(crate::domain::alert_kind::AlertKind::ProviderMissed.as_str());
+        all.push(crate::domain::alert_kind::AlertKind::CrosscheckFailing.as_str());
         all.sort_unstable();
         let mut listed = PAGE_KINDS.to_vec();
         listed.sort_unstable();

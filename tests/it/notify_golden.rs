@@ -376,6 +376,23 @@ fn page_of(kind: AlertKind) -> Page {
             Some("forward"),
             Some("identity"),
         ),
+        // The texts `domain::crosscheck` words these pages with.
+        AlertKind::ProviderMissed => (
+            crosscheck_missed_text().leak(),
+            Some("crosscheck"),
+            Some("identity"),
+        ),
+        AlertKind::CrosscheckFailing => (
+            hushwatch::domain::crosscheck::failing_text(
+                hushwatch::domain::crosscheck::Provider::Clerk,
+                "identity",
+                "/etc/hushwatch/hushwatch.toml",
+                "the Clerk API refused the key: the API refused the key (HTTP 401)",
+            )
+            .leak(),
+            Some("crosscheck"),
+            Some("identity"),
+        ),
         AlertKind::Fallback => (
             "hushwatch cannot deliver to pd: HTTP 503, 3 pages waiting since 2026-12-07T01:00:00Z (5 failed attempts in a row)",
             Some("fallback"),
@@ -396,6 +413,27 @@ fn page_of(kind: AlertKind) -> Page {
         endpoint_id: endpoint.map(Into::into),
         ..base
     }
+}
+
+/// A `provider_missed` page naming one missed Clerk revocation.
+fn crosscheck_missed_text() -> String {
+    use hushwatch::domain::crosscheck::{page_text, Direction, Finding, Provider, When};
+    let finding = Finding {
+        key: "clerk:removed:membership:org_9/user_2@1796605200000".into(),
+        direction: Direction::Revoke,
+        event_type: "organizationMembership.deleted".into(),
+        subject: "user_2".into(),
+        organization: Some("org_9".into()),
+        provider_id: Some("orgmem_2".into()),
+        when: When::Between(t(SENT_AT) - chrono::TimeDelta::minutes(15), t(SENT_AT)),
+    };
+    page_text(
+        Provider::Clerk,
+        "identity",
+        "/etc/hushwatch/hushwatch.toml",
+        &[finding],
+        1,
+    )
 }
 
 /// What each notifier shows for a page, in one text (a golden file per

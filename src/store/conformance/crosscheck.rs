@@ -1,15 +1,18 @@
 //! Conformance cases for the cross-check's state (`store::crosscheck`,
 //! issue #45), on every backend.
 
-use super::super::crosscheck::{CrosscheckRow, PollEnd};
+use super::super::crosscheck::{CrosscheckRow, PageTarget, PollEnd};
 use super::super::testdb::{at, event, TestDb};
 use crate::domain::crosscheck::{Change, Direction, Entry, Finding, Pending, When};
+use crate::domain::crosscheck::{PollHealth, Provider};
 
 backend_matrix!(
     snapshots_are_compared_by_the_database_and_only_the_complete_generation_is_kept,
     a_poll_commits_once_and_a_concurrent_one_is_refused,
     findings_are_stored_once_across_handles_and_settle_once,
     the_join_sees_ids_received_on_the_webhook_channel_only_of_its_stream,
+    findings_are_paged_once_across_handles_and_their_page_resolves_when_all_are_settled,
+    the_failing_alert_pages_when_it_starts_or_changes_severity_and_resolves_once,
 );
 
 fn user(u: &str) -> Entry {
@@ -290,4 +293,180 @@ async fn the_join_sees_ids_received_on_the_webhook_channel_only_of_its_stream(db
         .unwrap();
     assert_eq!(seen, [true, false, false, false]);
     store.close().await.unwrap();
+}
+
+fn target(stream: &str) -> PageTarget {
+    PageTarget {
+        stream: stream.into(),
+        provider: Provider::Workos,
+        config_path: "/etc/hushwatch/hushwatch.toml".into(),
+        notifiers: vec!["hook".into(), "pd".into()],
+    }
+}
+
+/// The outbox rows of `kind`: (state, severity, reason).
+async fn pages_of(store: &super::super::Store, kind: &str) -> Vec<(String, String, String)> {
+    store
+        .pending_outbox()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.alert_kind == kind)
+        .map(|r| {
+            let state = match r.state {
+                super::super::AlertState::Firing => "firing",
+                super::super::AlertState::Ok => "resolved",
+            };
+            (state.to_owned(), r.severity, r.reason)
+        })
+        .collect()
+}
+
+async fn findings_are_paged_once_across_handles_and_their_page_resolves_when_all_are_settled(
+    db: TestDb,
+) {
+    let first = db.open().await;
+    let second = db.open_second(&first).await;
+    let s = "workos".to_string();
+    // Pages belong to a watched stream.
+    first.watch_streams(vec![s.clone()], at(0)).await.unwrap();
+    let (named, total) = first
+        .crosscheck_page_missed(target(&s), at(1_000))
+        .await
+        .unwrap();
+    assert!(
+        named.is_empty() && total == 0,
+        "nothing recorded, nothing paged"
+    );
+    let grant = finding("workos:event_1", Direction::Grant);
+    let revoke = finding("workos:event_2", Direction::Revoke);
+    first
+        .crosscheck_record_findings(s.clone(), vec![grant.clone(), revoke.clone()], at(2_000))
+        .await
+        .unwrap();
+    // One page for both, to each notifier; critical for the revocation,
+    // which it names first.
+    let (named, total) = second
+        .crosscheck_page_missed(target(&s), at(3_000))
+        .await
+        .unwrap();
+    assert_eq!(total, 2);
+    assert_eq!(named, vec![revoke.clone(), grant.clone()]);
+    let pages = pages_of(&first, "provider_missed").await;
+    assert_eq!(pages.len(), 2, "{pages:?}");
+    assert!(pages.iter().all(|p| p.0 == "firing" && p.1 == "critical"));
+    assert!(
+        pages[0].2.starts_with("2 changes on stream workos"),
+        "{}",
+        pages[0].2
+    );
+    // Another replica, or a later poll, pages nothing twice.
+    let (_, total) = first
+        .crosscheck_page_missed(target(&s), at(4_000))
+        .await
+        .unwrap();
+    assert_eq!(total, 0);
+    // A finding recorded later gets a page of its own, a warning.
+    let later = finding("workos:event_3", Direction::Other);
+    second
+        .crosscheck_record_findings(s.clone(), vec![later.clone()], at(5_000))
+        .await
+        .unwrap();
+    let (named, total) = second
+        .crosscheck_page_missed(target(&s), at(5_000))
+        .await
+        .unwrap();
+    assert_eq!((named, total), (vec![later.clone()], 1));
+    assert_eq!(pages_of(&first, "provider_missed").await.len(), 4);
+    assert!(pages_of(&first, "provider_missed").await[2].1 == "warning");
+
+    // The first page resolves once both of its findings are settled: one
+    // healed, one acknowledged with the stream.
+    assert!(first
+        .crosscheck_settle_finding(s.clone(), revoke.key.clone(), true)
+        .await
+        .unwrap());
+    assert_eq!(
+        first
+            .crosscheck_resolve_settled(s.clone(), at(6_000))
+            .await
+            .unwrap(),
+        0,
+        "event_1 is still open"
+    );
+    assert_eq!(second.crosscheck_acknowledge(s.clone()).await.unwrap(), 2);
+    let pages = pages_of(&first, "provider_missed").await;
+    let resolved: Vec<_> = pages.iter().filter(|p| p.0 == "resolved").collect();
+    assert_eq!(
+        resolved.len(),
+        4,
+        "both pages, to both notifiers: {pages:?}"
+    );
+    assert!(resolved.iter().filter(|p| p.1 == "critical").count() == 2);
+    assert_eq!(
+        first
+            .crosscheck_resolve_settled(s.clone(), at(7_000))
+            .await
+            .unwrap(),
+        0,
+        "resolved once"
+    );
+    assert_eq!(first.crosscheck_acknowledge(s.clone()).await.unwrap(), 0);
+    first.close().await.unwrap();
+    second.close().await.unwrap();
+}
+
+async fn the_failing_alert_pages_when_it_starts_or_changes_severity_and_resolves_once(db: TestDb) {
+    let first = db.open().await;
+    let second = db.open_second(&first).await;
+    let s = "workos".to_string();
+    first.watch_streams(vec![s.clone()], at(0)).await.unwrap();
+    let warning = PollHealth::Failing {
+        critical: false,
+        reason: "3 polls of the WorkOS API failed in a row; the last: HTTP 502".into(),
+    };
+    let critical = PollHealth::Failing {
+        critical: true,
+        reason: "the WorkOS API refused the key: the API refused the key (HTTP 401)".into(),
+    };
+    assert!(!first
+        .crosscheck_set_failing(target(&s), PollHealth::Ok, at(1_000))
+        .await
+        .unwrap());
+    assert!(first
+        .crosscheck_set_failing(target(&s), warning.clone(), at(2_000))
+        .await
+        .unwrap());
+    assert!(!second
+        .crosscheck_set_failing(target(&s), warning.clone(), at(3_000))
+        .await
+        .unwrap());
+    assert!(second
+        .crosscheck_set_failing(target(&s), critical, at(4_000))
+        .await
+        .unwrap());
+    assert!(first
+        .crosscheck_set_failing(target(&s), PollHealth::Ok, at(5_000))
+        .await
+        .unwrap());
+    assert!(!second
+        .crosscheck_set_failing(target(&s), PollHealth::Ok, at(6_000))
+        .await
+        .unwrap());
+    let pages = pages_of(&first, "crosscheck_failing").await;
+    let seen: Vec<(&str, &str)> = pages.iter().map(|p| (p.0.as_str(), p.1.as_str())).collect();
+    assert_eq!(
+        seen,
+        [
+            ("firing", "warning"),
+            ("firing", "warning"),
+            ("firing", "critical"),
+            ("firing", "critical"),
+            ("resolved", "critical"),
+            ("resolved", "critical"),
+        ]
+    );
+    assert!(pages[0].2.contains("HTTP 502") && pages[0].2.contains("What to do"));
+    first.close().await.unwrap();
+    second.close().await.unwrap();
 }
