@@ -214,7 +214,7 @@ impl CrosscheckStatus {
                 "run one poll by hand to see {p}'s answer; nothing is checked until a poll succeeds"
             )),
             "findings" => Some(
-                "the app was probably never told: check each subject with the provider and the app, then heal or acknowledge the finding"
+                "the app was probably never told: check each subject with the provider and the app; once the app is right, acknowledge the stream (hushwatch ack) to mark the findings handled"
                     .to_string(),
             ),
             "unreadable" => Some("check the store (hushwatch_store_* metrics, the log)".to_string()),
