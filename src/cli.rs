@@ -55,6 +55,10 @@ pub enum Command {
         /// text (a table) or json
         #[arg(long, value_name = "FORMAT", default_value = "text")]
         format: String,
+        /// Poll and print the findings, but store and page nothing (no cursor
+        /// moved, no snapshot kept, no finding recorded)
+        #[arg(long)]
+        dry_run: bool,
     },
     /// Run the sidecar.
     Serve {
@@ -80,8 +84,9 @@ pub enum Command {
     /// Print the status overview of a running hushwatch. Exit 0: all is
     /// well; 1: a stream is firing, a relay stream is failing, holds events
     /// it cannot send, has dead letters or a revocation undelivered past
-    /// critical_after, a Svix endpoint is disabled or has lost messages, or
-    /// storage is failing; 2: invalid --config or
+    /// critical_after, a cross-check is failing or has open findings, a
+    /// Svix endpoint is disabled or has lost messages, or storage is
+    /// failing; 2: invalid --config or
     /// arguments; 3: the server cannot be reached or gives no status
     /// document within 10 s.
     Status {
@@ -340,7 +345,8 @@ pub fn run(cli: Cli) -> ExitCode {
             config,
             stream,
             format,
-        } => commands::crosscheck::run(&config, &stream, &format),
+            dry_run,
+        } => commands::crosscheck::run(&config, &stream, &format, dry_run),
         Command::Serve { config } => commands::serve::run(&config),
         Command::Sign {
             secret_env,
@@ -530,6 +536,10 @@ mod tests {
         // | command | 0 | 1 | 2 | 3 |
         assert!(cells[2].starts_with("all is well") && help.contains("Exit 0: all is well"));
         assert!(cells[3].contains("a stream is firing") && help.contains("1: a stream is firing"));
+        assert!(
+            cells[3].contains("a cross-check is not `ok`")
+                && help.contains("a cross-check is failing or has open findings")
+        );
         assert!(cells[4].starts_with("invalid `--config`") && help.contains("2: invalid --config"));
         assert!(
             cells[5].starts_with("the server cannot be reached")

@@ -1,18 +1,17 @@
-//! `hushwatch crosscheck --config F --stream X [--format text|json]`: one
-//! cross-check poll of the stream now (issue #45, docs/src/crosscheck.md),
-//! through the same `service::crosscheck::poll_once` a scheduled poll will
-//! run: the cursor, snapshot and findings it stores are the stream's own,
-//! so a finding printed here is not reported again. Prints the findings
-//! (text table or one JSON document); exit 0 when the poll found nothing,
-//! 1 when it found something or failed, 2 on a config error.
-//!
-//! Not yet: `--dry-run` (a Clerk listing is diffed in the store, so a poll
-//! that stores nothing needs a scratch generation the store can drop).
+//! `hushwatch crosscheck --config F --stream X [--format text|json]
+//! [--dry-run]`: one cross-check poll of the stream now (issue #45,
+//! docs/src/crosscheck.md), through the same `service::crosscheck::poll_once`
+//! a scheduled poll runs: the cursor, snapshot and findings it stores are
+//! the stream's own, so a finding printed here is not reported again.
+//! `--dry-run` runs the same poll through `poll_dry_run`, which stores and
+//! pages nothing. Prints the findings (text table or one JSON document);
+//! exit 0 when the poll found nothing, 1 when it found something or failed,
+//! 2 on a config error.
 
 use crate::clock::{Clock, SystemClock};
 use crate::domain::crosscheck::{Finding, When};
 use crate::exit::{EXIT_CONFIG, EXIT_FAILURE};
-use crate::service::crosscheck::{poll_once, PollFailure, PollReport};
+use crate::service::crosscheck::{poll_dry_run, poll_once, PollFailure, PollReport};
 use crate::service::STATE_FILE;
 use crate::store::Store;
 use chrono::SecondsFormat;
@@ -21,7 +20,7 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-pub fn run(config_path: &Path, stream: &str, format: &str) -> ExitCode {
+pub fn run(config_path: &Path, stream: &str, format: &str, dry_run: bool) -> ExitCode {
     let json = match format {
         "text" => false,
         "json" => true,
@@ -61,27 +60,46 @@ pub fn run(config_path: &Path, stream: &str, format: &str) -> ExitCode {
         let store = Store::open_configured(&config.store, path, clock.clone())
             .await
             .map_err(|e| format!("cannot open the store: {e}"))?;
-        let polled = async {
-            let rows = store
-                .watch_streams(vec![stream.to_owned()], clock.now())
-                .await
-                .map_err(|e| format!("storage: {e}"))?;
+        let result = async {
+            // A dry run only reads: a stream not watched yet is not
+            // inserted, and its watch would start now.
+            let rows = if dry_run {
+                store.streams().await.map(|all| {
+                    all.into_iter()
+                        .filter(|r| r.name == stream)
+                        .collect::<Vec<_>>()
+                })
+            } else {
+                store
+                    .watch_streams(vec![stream.to_owned()], clock.now())
+                    .await
+            }
+            .map_err(|e| format!("storage: {e}"))?;
             let watch_started_at = rows
                 .first()
                 .map_or_else(|| clock.now(), |r| r.watch_started_at);
             let source = crate::service::crosscheck::source(&crosscheck);
-            poll_once(
-                &store,
-                stream,
-                &crosscheck,
-                &source,
-                &config.audit.classifier,
-                config.store.sealer.veil(),
-                watch_started_at,
-                clock.as_ref(),
-            )
-            .await
-            .map_err(|e| match e {
+            macro_rules! poll {
+                ($f:ident) => {
+                    $f(
+                        &store,
+                        stream,
+                        &crosscheck,
+                        &source,
+                        &config.audit.classifier,
+                        config.store.sealer.veil(),
+                        watch_started_at,
+                        clock.as_ref(),
+                    )
+                    .await
+                };
+            }
+            let report = if dry_run {
+                poll!(poll_dry_run)
+            } else {
+                poll!(poll_once)
+            };
+            report.map_err(|e| match e {
                 PollFailure::Provider(e) => {
                     format!("the {} API: {e}", crosscheck.provider.title())
                 }
@@ -89,8 +107,8 @@ pub fn run(config_path: &Path, stream: &str, format: &str) -> ExitCode {
             })
         }
         .await;
-        let report = match polled {
-            Ok(report) if crosscheck.heal && !report.findings.is_empty() => report,
+        let report = match result {
+            Ok(report) if crosscheck.heal && !dry_run && !report.findings.is_empty() => report,
             other => {
                 let _ = store.close().await;
                 return other.map(|r| (r, Vec::new()));
@@ -98,7 +116,7 @@ pub fn run(config_path: &Path, stream: &str, format: &str) -> ExitCode {
         };
         // `heal = true`: what was missed goes to the app through the relay's
         // queue, recorded through the same ingest path as a webhook; the
-        // serving process forwards it.
+        // serving process forwards it. A dry run heals nothing.
         let app = crate::service::app::App::new(config.clone(), store, clock.clone())
             .await
             .map_err(|e| format!("storage: {e}"))?;
@@ -115,11 +133,11 @@ pub fn run(config_path: &Path, stream: &str, format: &str) -> ExitCode {
         }
         Ok((report, healed)) => {
             if json {
-                let mut out = json_report(stream, &report);
+                let mut out = json_report(stream, &report, dry_run);
                 out["healed"] = json!(healed);
                 println!("{out}");
             } else {
-                print!("{}", text_report(stream, &report));
+                print!("{}", text_report(stream, &report, dry_run));
                 for key in &healed {
                     println!("healed {key}: the missed event goes to the app");
                 }
@@ -130,6 +148,14 @@ pub fn run(config_path: &Path, stream: &str, format: &str) -> ExitCode {
                 ExitCode::from(EXIT_FAILURE)
             }
         }
+    }
+}
+
+fn when(f: &Finding) -> (Option<String>, Option<String>) {
+    let t = |d: chrono::DateTime<chrono::Utc>| d.to_rfc3339_opts(SecondsFormat::Secs, true);
+    match f.when {
+        When::At(at) => (Some(t(at)), None),
+        When::Between(a, b) => (Some(t(a)), Some(t(b))),
     }
 }
 
@@ -145,15 +171,7 @@ fn heal_items(report: &PollReport) -> Vec<crate::service::crosscheck_heal::HealI
         .collect()
 }
 
-fn when(f: &Finding) -> (Option<String>, Option<String>) {
-    let t = |d: chrono::DateTime<chrono::Utc>| d.to_rfc3339_opts(SecondsFormat::Secs, true);
-    match f.when {
-        When::At(at) => (Some(t(at)), None),
-        When::Between(a, b) => (Some(t(a)), Some(t(b))),
-    }
-}
-
-fn json_report(stream: &str, report: &PollReport) -> serde_json::Value {
+fn json_report(stream: &str, report: &PollReport, dry_run: bool) -> serde_json::Value {
     let findings: Vec<serde_json::Value> = report
         .findings
         .iter()
@@ -175,6 +193,7 @@ fn json_report(stream: &str, report: &PollReport) -> serde_json::Value {
         .collect();
     json!({
         "stream": stream,
+        "dry_run": dry_run,
         "baseline": report.baseline,
         "pending": report.pending,
         "committed": report.committed,
@@ -182,8 +201,17 @@ fn json_report(stream: &str, report: &PollReport) -> serde_json::Value {
     })
 }
 
-fn text_report(stream: &str, report: &PollReport) -> String {
+fn text_report(stream: &str, report: &PollReport, dry_run: bool) -> String {
     let mut out = String::new();
+    if dry_run {
+        out.push_str("dry run: nothing was stored and nothing was paged\n");
+    }
+    if report.baseline && dry_run {
+        out.push_str(&format!(
+            "stream {stream}: no baseline stored yet; a poll without --dry-run stores this listing as the baseline\n"
+        ));
+        return out;
+    }
     if report.baseline {
         out.push_str(&format!(
             "stream {stream}: first listing stored as the baseline; the next poll compares with it\n"

@@ -1,6 +1,6 @@
 //! `hushwatch status`: fetches `/v1/status` and prints the overview as a
-//! terminal table. Exit 0: all ok; 1: something firing (or storage
-//! failing); 2: bad `--config` or arguments (as for every command); 3: the
+//! terminal table. Exit 0: all ok; 1: something that pages (a stream
+//! firing, a relay or cross-check not ok, storage failing: `StatusDoc::all_ok`); 2: bad `--config` or arguments (as for every command); 3: the
 //! server could not be reached or answered nonsense. A monitor of the
 //! monitor (cron) must tell "my config is wrong" from "hushwatch is down".
 

@@ -119,6 +119,78 @@ pub async fn poll_once(
     watch_started_at: DateTime<Utc>,
     clock: &dyn Clock,
 ) -> Result<PollReport, PollFailure> {
+    poll(
+        store,
+        stream,
+        config,
+        source,
+        classifier,
+        veil,
+        watch_started_at,
+        clock,
+        Mode::Commit,
+    )
+    .await
+}
+
+/// `hushwatch crosscheck --dry-run`: the same poll, decided the same way,
+/// that stores and pages nothing: no cursor moved, no generation advanced,
+/// no finding, failure or pending change recorded. Clerk's listing is
+/// written into a scratch generation (negative, so no poll's generation
+/// is ever it) that is deleted before this returns. `new_keys` names the
+/// findings no poll has stored yet; `committed` is false.
+#[allow(clippy::too_many_arguments)]
+pub async fn poll_dry_run(
+    store: &Store,
+    stream: &str,
+    config: &CrosscheckConfig,
+    source: &Source,
+    classifier: &Classifier,
+    veil: &Veil,
+    watch_started_at: DateTime<Utc>,
+    clock: &dyn Clock,
+) -> Result<PollReport, PollFailure> {
+    let scratch = -clock.now().timestamp_millis().max(1);
+    let result = poll(
+        store,
+        stream,
+        config,
+        source,
+        classifier,
+        veil,
+        watch_started_at,
+        clock,
+        Mode::DryRun { scratch },
+    )
+    .await;
+    if matches!(source, Source::State(_)) {
+        store
+            .crosscheck_drop_generation(stream.to_owned(), scratch)
+            .await?;
+    }
+    result
+}
+
+/// Whether a poll commits its end (`poll_once`) or only reports it
+/// (`poll_dry_run`, into snapshot generation `scratch`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Commit,
+    DryRun { scratch: i64 },
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn poll(
+    store: &Store,
+    stream: &str,
+    config: &CrosscheckConfig,
+    source: &Source,
+    classifier: &Classifier,
+    veil: &Veil,
+    watch_started_at: DateTime<Utc>,
+    clock: &dyn Clock,
+    mode: Mode,
+) -> Result<PollReport, PollFailure> {
     let started = store.crosscheck_state(stream.to_owned()).await?;
     let result = match source {
         Source::EventLog(log) => {
@@ -132,6 +204,7 @@ pub async fn poll_once(
                 watch_started_at,
                 clock,
                 started.clone(),
+                mode,
             )
             .await
         }
@@ -144,10 +217,14 @@ pub async fn poll_once(
                 veil,
                 clock,
                 started.clone(),
+                mode,
             )
             .await
         }
     };
+    if mode != Mode::Commit {
+        return result;
+    }
     if let Err(PollFailure::Provider(e)) = &result {
         store
             .crosscheck_finish_poll(
@@ -182,6 +259,7 @@ async fn poll_log(
     watch_started_at: DateTime<Utc>,
     clock: &dyn Clock,
     started: Option<crate::store::crosscheck::CrosscheckRow>,
+    mode: Mode,
 ) -> Result<PollReport, PollFailure> {
     let now = clock.now();
     let mut cursor = started.as_ref().and_then(|r| r.log_cursor.clone());
@@ -248,6 +326,9 @@ async fn poll_log(
             "GET /events: more than {MAX_PAGES} pages in one poll (an endless cursor?)"
         ))));
     }
+    if mode != Mode::Commit {
+        return dry_report(store, stream, findings, false, 0).await;
+    }
     // Stored under `[store] encryption_key` like every subject id; the
     // report keeps the plaintext for its callers.
     let stored: Vec<Finding> = findings.iter().map(|f| veiled(veil, f)).collect();
@@ -277,6 +358,7 @@ async fn poll_log(
     })
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn poll_state(
     store: &Store,
     stream: &str,
@@ -285,9 +367,13 @@ async fn poll_state(
     veil: &Veil,
     clock: &dyn Clock,
     started: Option<crate::store::crosscheck::CrosscheckRow>,
+    mode: Mode,
 ) -> Result<PollReport, PollFailure> {
     let previous = started.as_ref().map_or(0, |r| r.generation);
-    let generation = previous + 1;
+    let generation = match mode {
+        Mode::Commit => previous + 1,
+        Mode::DryRun { scratch } => scratch,
+    };
     let mut run = listing.start();
     let mut listed = 0usize;
     while let Some(page) = run.next_page().await.map_err(PollFailure::Provider)? {
@@ -304,6 +390,9 @@ async fn poll_state(
     let since = started.as_ref().and_then(|r| r.last_poll_at);
     let (Some(since), true) = (since, previous > 0) else {
         // The baseline: nothing to compare with, nothing paged.
+        if mode != Mode::Commit {
+            return dry_report(store, stream, Vec::new(), true, 0).await;
+        }
         let committed = store
             .crosscheck_finish_poll(
                 stream.to_owned(),
@@ -372,6 +461,10 @@ async fn poll_state(
     }
     // Decided over the stored forms (veiled ids and keys built from them);
     // the report reads in plaintext, keys as stored.
+    if mode != Mode::Commit {
+        let findings = findings.iter().map(|f| revealed(veil, f)).collect();
+        return dry_report(store, stream, findings, false, keep.len()).await;
+    }
     let new_keys = store
         .crosscheck_record_findings(stream.to_owned(), findings.clone(), now)
         .await?;
@@ -395,6 +488,34 @@ async fn poll_state(
         baseline: false,
         pending,
         committed,
+        bodies: BTreeMap::new(),
+    })
+}
+
+/// A dry run's report: the findings no poll stored yet are its new ones.
+async fn dry_report(
+    store: &Store,
+    stream: &str,
+    findings: Vec<Finding>,
+    baseline: bool,
+    pending: usize,
+) -> Result<PollReport, PollFailure> {
+    let keys: Vec<String> = findings.iter().map(|f| f.key.clone()).collect();
+    let known = store
+        .crosscheck_known_findings(stream.to_owned(), keys.clone())
+        .await?;
+    let new_keys = keys
+        .into_iter()
+        .zip(known)
+        .filter(|(_, k)| !k)
+        .map(|(key, _)| key)
+        .collect();
+    Ok(PollReport {
+        findings,
+        new_keys,
+        baseline,
+        pending,
+        committed: false,
         bodies: BTreeMap::new(),
     })
 }
@@ -539,6 +660,8 @@ pub fn poll_deadline(every: TimeDelta) -> Duration {
 struct Slot {
     /// When the next poll is due (`None`: at once).
     due: Option<DateTime<Utc>>,
+    /// The `every` `due` was planned with.
+    every: Option<TimeDelta>,
     running: Option<tokio::task::JoinHandle<()>>,
 }
 
@@ -584,6 +707,20 @@ async fn tick(app: &Arc<App>, slots: &mut HashMap<String, Slot>) {
         app.metrics.crosscheck.declare(&s.name);
     }
     let now = app.clock.now();
+    for (name, slot) in slots.iter_mut() {
+        // A reload that shortened `every` brings the next poll forward.
+        let every = config
+            .streams
+            .get(name)
+            .and_then(|s| s.crosscheck.as_ref())
+            .map(|c| c.every);
+        if let (Some(new), Some(old), Some(due)) = (every, slot.every, slot.due) {
+            if new < old {
+                slot.due = Some(due - old + new);
+                slot.every = Some(new);
+            }
+        }
+    }
     let due: Vec<String> = config
         .streams
         .values()
@@ -618,6 +755,7 @@ async fn tick(app: &Arc<App>, slots: &mut HashMap<String, Slot>) {
             }
         }
         slot.due = Some(now + every);
+        slot.every = Some(every);
         let app = Arc::clone(app);
         slot.running = Some(tokio::spawn(async move {
             poll_and_page(&app, &name).await;
@@ -1392,5 +1530,98 @@ mod tests {
         fn next(&self) -> usize {
             self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
         }
+    }
+
+    impl Rig {
+        async fn dry_run(&self) -> Result<PollReport, PollFailure> {
+            poll_dry_run(
+                &self.store,
+                "identity",
+                &self.config,
+                &self.source,
+                &Classifier::default(),
+                &self.veil,
+                t0() - TimeDelta::days(60),
+                self.clock.as_ref(),
+            )
+            .await
+        }
+    }
+
+    #[tokio::test]
+    async fn a_dry_run_decides_like_a_poll_and_moves_no_cursor_records_no_finding_nor_failure() {
+        let t = |m: i64| t0() + TimeDelta::minutes(m);
+        let log = Arc::new(Mutex::new(vec![(
+            "event_2".to_owned(),
+            "dsync.user.deleted".to_owned(),
+            t(1),
+        )]));
+        let r = rig(Provider::Workos, workos_api(log)).await;
+        r.clock.set(t(30));
+        for _ in 0..2 {
+            let dry = r.dry_run().await.unwrap();
+            assert_eq!(dry.new_keys, ["workos:event_2"], "{dry:?}");
+            assert!(!dry.committed);
+        }
+        assert_eq!(
+            r.store.crosscheck_state("identity".into()).await.unwrap(),
+            None
+        );
+        let real = r.poll().await.unwrap();
+        assert_eq!(
+            real.new_keys,
+            ["workos:event_2"],
+            "the dry runs recorded nothing"
+        );
+        let again = r.dry_run().await.unwrap();
+        assert!(
+            again.findings.is_empty(),
+            "the cursor moved past it: {again:?}"
+        );
+
+        // Clerk: the dry run lists into a scratch generation it drops, and
+        // a refused key is not counted as a failure.
+        let state = Arc::new(Mutex::new(ClerkState {
+            users: names(&["user_1"]),
+            memberships: pairs(&[("org_9", "user_1")]),
+            status: None,
+        }));
+        let r = rig(Provider::Clerk, clerk_api(state.clone())).await;
+        assert!(r.dry_run().await.unwrap().baseline);
+        assert_eq!(
+            r.store.crosscheck_state("identity".into()).await.unwrap(),
+            None
+        );
+        r.poll().await.unwrap();
+        let before = r.store.crosscheck_state("identity".into()).await.unwrap();
+        state.lock().unwrap().memberships.clear();
+        r.clock.advance(TimeDelta::minutes(15));
+        let dry = r.dry_run().await.unwrap();
+        assert_eq!((dry.pending, dry.committed), (1, false), "{dry:?}");
+        state.lock().unwrap().status = Some(401);
+        assert!(r.dry_run().await.is_err());
+        assert_eq!(
+            r.store.crosscheck_state("identity".into()).await.unwrap(),
+            before
+        );
+        assert!(r
+            .store
+            .crosscheck_pending("identity".into())
+            .await
+            .unwrap()
+            .is_empty());
+        let gen = before.unwrap().generation;
+        assert!(r
+            .store
+            .crosscheck_snapshot_has(
+                "identity".into(),
+                gen,
+                crate::domain::crosscheck::Entry::Membership {
+                    organization: "org_9".into(),
+                    user: "user_1".into()
+                }
+            )
+            .await
+            .unwrap());
     }
 }

@@ -18,6 +18,9 @@ pub const TIMELINE_ARRIVALS: i64 = 500;
 /// Streams that get a timeline on one page (the rest are listed without):
 /// bounds the page's size and the store work behind one request.
 pub const TIMELINE_STREAMS: usize = 100;
+/// Streams whose `crosscheck` block names its newest open findings (the
+/// rest count them): bounds the store reads behind one request.
+pub const CROSSCHECK_EXAMPLE_STREAMS: usize = 20;
 
 /// The stream's `critical_after` (`[streams.X.forward] critical_after`):
 /// how long a revocation may wait undelivered before the relay reads as
@@ -41,6 +44,7 @@ impl App {
         doc["audit"] = self.audit_status().await;
         self.add_reconciliation_status(&mut doc).await;
         self.add_forward_status(&mut doc).await;
+        self.add_crosscheck_status(&mut doc).await;
         let reasons = self.watchdog().reasons();
         doc["degraded"] = json!(!reasons.is_empty());
         doc["degraded_reasons"] = json!(reasons);
@@ -196,6 +200,111 @@ impl App {
                 block["clock"] = json!(f.clock.as_str());
             }
             s["forward"] = block;
+        }
+    }
+
+    /// Puts a `crosscheck` block (issue #45, `status::crosscheck`) into the
+    /// entry of each stream with `[streams.X.crosscheck]`: whether its poll
+    /// is failing (`domain::crosscheck::poll_health`, the rule the
+    /// `crosscheck_failing` page uses) and its open findings, the newest
+    /// named for the first [`CROSSCHECK_EXAMPLE_STREAMS`] streams that have
+    /// some. Two reads for all streams, plus one per stream named; an
+    /// unreadable store makes every such block `unreadable` (not OK).
+    async fn add_crosscheck_status(&self, doc: &mut Value) {
+        use crate::status::crosscheck::{self as view, Facts, Failing};
+        let config = self.config();
+        if !config.streams.values().any(|s| s.crosscheck.is_some()) {
+            return;
+        }
+        let now = self.clock.now();
+        let overview = self.store.crosscheck_overview().await;
+        if let Err(e) = &overview {
+            tracing::error!(error = %e, "status: cross-check state unreadable");
+        }
+        let veil = config.store.sealer.veil();
+        let config_path = super::forward::config_path(&config);
+        let watch_started: BTreeMap<String, DateTime<Utc>> = self
+            .lock_streams()
+            .values()
+            .map(|w| (w.row.name.clone(), w.row.watch_started_at))
+            .collect();
+        let Some(streams) = doc["streams"].as_array_mut() else {
+            return;
+        };
+        let mut named = 0usize;
+        for s in streams {
+            let name = s["name"].as_str().unwrap_or_default().to_owned();
+            let Some(cc) = config
+                .streams
+                .get(&name)
+                .and_then(|c| c.crosscheck.as_deref())
+            else {
+                continue;
+            };
+            let overview = match &overview {
+                Ok(all) => all.iter().find(|o| o.stream == name).cloned(),
+                Err(_) => {
+                    s["crosscheck"] = json!(view::unreadable(cc.provider));
+                    continue;
+                }
+            };
+            let o = overview.unwrap_or_default();
+            let watch_started_at = watch_started.get(&name).copied().unwrap_or(now);
+            let failing = match crate::domain::crosscheck::poll_health(
+                &o.row.facts(),
+                cc.provider,
+                cc.every,
+                watch_started_at,
+                now,
+            ) {
+                crate::domain::crosscheck::PollHealth::Ok => None,
+                crate::domain::crosscheck::PollHealth::Failing { critical, reason } => {
+                    Some(Failing { critical, reason })
+                }
+            };
+            let mut examples = Vec::new();
+            if o.open() > 0 && named < CROSSCHECK_EXAMPLE_STREAMS {
+                named += 1;
+                match self
+                    .store
+                    .crosscheck_findings(name.clone(), true, view::EXAMPLES as i64)
+                    .await
+                {
+                    Ok(found) => {
+                        for f in found {
+                            // With `[store] encryption_key` the store may
+                            // name subjects by veiled tokens: shown as ids.
+                            let mut finding = f.finding.clone();
+                            finding.subject = veil.reveal(&finding.subject).into_owned();
+                            finding.organization = finding
+                                .organization
+                                .as_deref()
+                                .map(|x| veil.reveal(x).into_owned());
+                            examples.push(view::finding(&finding, f.found_at, &f.state));
+                        }
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "status: cross-check findings unreadable");
+                    }
+                }
+            }
+            let facts = Facts {
+                provider: cc.provider,
+                last_poll_at: o.row.last_poll_at,
+                last_success_at: o.row.last_success_at,
+                last_error: o.row.last_error.clone(),
+                failures: o.row.failures,
+                healed: o.row.healed,
+                open_revoke: o.open_revoke,
+                open_grant: o.open_grant,
+                open_other: o.open_other,
+                failing,
+                every: cc.every,
+                watch_started_at,
+                examples,
+                config_path: &config_path,
+            };
+            s["crosscheck"] = json!(view::assess(&name, &facts, now));
         }
     }
 

@@ -2,6 +2,7 @@
 //! reads it: the HTML page at `GET /` and `hushwatch status` in a terminal.
 //! Everything here is pure: document and timelines in, text out.
 
+pub mod crosscheck;
 pub mod format;
 pub mod model;
 pub mod page;

@@ -186,6 +186,92 @@ pub struct StreamStatus {
     /// why, and the command that acts on it (`status::relay`).
     #[serde(default)]
     pub relay: Option<RelayStatus>,
+    /// Only for a stream with `[streams.X.crosscheck]` (issue #45): the
+    /// poll's health and the open findings (`status::crosscheck`).
+    #[serde(default)]
+    pub crosscheck: Option<CrosscheckStatus>,
+}
+
+/// Instants in the `/v1/status` document's one format: RFC 3339 in UTC
+/// with milliseconds (`2026-12-04T10:45:00.000Z`).
+mod millis {
+    use chrono::{DateTime, SecondsFormat, Utc};
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(t: &Option<DateTime<Utc>>, s: S) -> Result<S::Ok, S::Error> {
+        match t {
+            Some(t) => s.serialize_str(&t.to_rfc3339_opts(SecondsFormat::Millis, true)),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<DateTime<Utc>>, D::Error> {
+        Option::<DateTime<Utc>>::deserialize(d)
+    }
+}
+
+/// A stream's `crosscheck` block: `state` is the worst of `problems`
+/// (`status::crosscheck::STATES`); anything but `ok` makes the stream not
+/// OK on the page, in the banner and in `hushwatch status`'s exit code.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CrosscheckStatus {
+    /// `clerk` or `workos`.
+    pub provider: String,
+    pub state: String,
+    pub problems: Vec<String>,
+    /// A refused key or an open missed revocation: what pages critical.
+    pub critical: bool,
+    /// Why the poll reads as failing (the `crosscheck_failing` page's words).
+    pub reason: Option<String>,
+    #[serde(with = "millis")]
+    pub last_success: Option<DateTime<Utc>>,
+    /// The last failure's text (never the key), cleared by a success.
+    pub last_error: Option<String>,
+    /// When the next poll is due (now when one is overdue).
+    #[serde(with = "millis")]
+    pub next_poll: Option<DateTime<Utc>>,
+    /// When the last complete poll finished.
+    #[serde(with = "millis")]
+    pub last_poll: Option<DateTime<Utc>>,
+    /// Failed polls in a row.
+    pub failures: u64,
+    /// Findings neither healed nor acknowledged.
+    pub open_findings: u64,
+    pub open_revocations: u64,
+    pub open_grants: u64,
+    pub open_other: u64,
+    /// Findings healed so far (`heal = true`).
+    pub healed: u64,
+    /// The newest open findings, at most `status::crosscheck::EXAMPLES`.
+    pub findings: Vec<CrosscheckFinding>,
+    /// What to run about the worst problem, exactly as printed.
+    pub command: Option<String>,
+}
+
+/// One finding in a `crosscheck` block.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CrosscheckFinding {
+    pub key: String,
+    /// `revoke`, `grant` or `other`.
+    pub direction: String,
+    pub event_type: String,
+    pub subject: String,
+    pub organization: Option<String>,
+    pub provider_id: Option<String>,
+    /// WorkOS: when the provider logged it.
+    #[serde(with = "millis")]
+    pub at: Option<DateTime<Utc>>,
+    /// Clerk: the listings it changed between.
+    #[serde(with = "millis")]
+    pub from: Option<DateTime<Utc>>,
+    #[serde(with = "millis")]
+    pub until: Option<DateTime<Utc>>,
+    #[serde(with = "millis")]
+    pub found_at: Option<DateTime<Utc>>,
+    /// `open`, `healed` or `acknowledged`.
+    pub state: String,
 }
 
 /// A stream's `relay` block: `state` is the worst of `problems`
@@ -384,6 +470,12 @@ impl StreamStatus {
         self.reconciliation
             .as_ref()
             .is_some_and(|r| r.missing_since.is_some() || r.error.is_some())
+    }
+
+    /// The stream is cross-checked and the cross-check is not OK: its poll
+    /// is failing or findings are open (`status::crosscheck`).
+    pub fn crosscheck_alerting(&self) -> bool {
+        self.crosscheck.as_ref().is_some_and(|c| !c.ok())
     }
 
     /// The stream relays and its relay is not OK (`status::relay`).
@@ -586,13 +678,15 @@ pub struct Checkpoint {
 
 impl StatusDoc {
     /// What `hushwatch status` exits with: 0 all ok, 1 something that
-    /// pages (a silent stream, a relay that is not OK, a reconciliation
+    /// pages (a silent stream, a relay that is not OK, a cross-check that
+    /// is failing or has open findings, a reconciliation
     /// report overdue, a disabled or exhausted Svix endpoint, hushwatch
     /// degraded) or storage failing.
     pub fn all_ok(&self) -> bool {
         self.storage_ok
             && !self.streams.iter().any(StreamStatus::firing)
             && !self.streams.iter().any(StreamStatus::relay_alerting)
+            && !self.streams.iter().any(StreamStatus::crosscheck_alerting)
             && !self
                 .streams
                 .iter()

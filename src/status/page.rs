@@ -103,11 +103,25 @@ pub fn render(doc: &StatusDoc, timelines: &BTreeMap<String, Timeline>) -> String
     let now = doc.now;
     let firing = doc.streams.iter().filter(|s| s.firing()).count();
     let relays = doc.streams.iter().filter(|s| s.relay_alerting()).count();
-    let title = match (firing, relays) {
-        (0, 0) => "OK · hushwatch".to_string(),
-        (f, 0) => format!("{f} FIRING · hushwatch"),
-        (0, r) => format!("{r} RELAY NOT OK · hushwatch"),
-        (f, r) => format!("{f} FIRING, {r} RELAY NOT OK · hushwatch"),
+    let crosschecks = doc
+        .streams
+        .iter()
+        .filter(|s| s.crosscheck_alerting())
+        .count();
+    let mut heads = Vec::new();
+    if firing > 0 {
+        heads.push(format!("{firing} FIRING"));
+    }
+    if relays > 0 {
+        heads.push(format!("{relays} RELAY NOT OK"));
+    }
+    if crosschecks > 0 {
+        heads.push(format!("{crosschecks} CROSS-CHECK NOT OK"));
+    }
+    let title = if heads.is_empty() {
+        "OK · hushwatch".to_string()
+    } else {
+        format!("{} · hushwatch", heads.join(", "))
     };
     let mut h = String::with_capacity(16 * 1024);
     let _ = write!(
@@ -207,6 +221,25 @@ fn summary(h: &mut String, doc: &StatusDoc, firing: usize) {
             names.join(", ")
         ));
     }
+    // A cross-check that is failing or found what no webhook said (issue
+    // #45): named here, what to do just below (`how_to_fix_crosschecks`).
+    let crosschecks: Vec<String> = doc
+        .streams
+        .iter()
+        .filter_map(|s| Some((s, s.crosscheck.as_ref().filter(|c| !c.ok())?)))
+        .map(|(s, c)| format!("{} ({})", s.name, c.state_words()))
+        .collect();
+    if !crosschecks.is_empty() {
+        let n = crosschecks.len();
+        let mut names: Vec<String> = crosschecks.into_iter().take(BANNER_NAMES).collect();
+        if n > BANNER_NAMES {
+            names.push(format!("and {} more", n - BANNER_NAMES));
+        }
+        parts.push(format!(
+            "CROSS-CHECK NOT OK: {} \u{2014} the provider changed access no webhook told us about, or cannot be asked",
+            names.join(", ")
+        ));
+    }
     let overdue: Vec<&str> = doc
         .streams
         .iter()
@@ -240,7 +273,41 @@ fn summary(h: &mut String, doc: &StatusDoc, firing: usize) {
         esc(&parts.join(" · "))
     );
     how_to_fix_relays(h, doc);
+    how_to_fix_crosschecks(h, doc);
     how_to_acknowledge(h, doc);
+}
+
+/// What to do for each cross-check that is not OK (the first few), right
+/// under the banner: in words, and the command `/v1/status` gives.
+fn how_to_fix_crosschecks(h: &mut String, doc: &StatusDoc) {
+    let bad: Vec<_> = doc
+        .streams
+        .iter()
+        .filter_map(|s| Some((s, s.crosscheck.as_ref().filter(|c| !c.ok())?)))
+        .take(BANNER_NAMES)
+        .collect();
+    if bad.is_empty() {
+        return;
+    }
+    h.push_str("<div class=\"howto\" id=\"how-to-crosscheck\"><ul>");
+    for (s, c) in bad {
+        let _ = write!(
+            h,
+            "<li><strong>{}</strong>: {}{}{}</li>",
+            esc(&s.name),
+            esc(&c.state_words()),
+            c.what_to_do()
+                .map_or_else(String::new, |w| format!(": {}", esc(&w))),
+            c.command.as_deref().map_or_else(String::new, |cmd| format!(
+                "; run <code class=\"long\">{}</code>",
+                esc(cmd)
+            )),
+        );
+    }
+    h.push_str(
+        "</ul><p class=\"note\">What each state means: the runbook's <code>provider_missed</code> and \
+         <code>crosscheck_failing</code> sections.</p></div>",
+    );
 }
 
 /// What to run for each relay that is not OK (the first few), right under
@@ -392,6 +459,13 @@ fn stream_row(h: &mut String, s: &StreamStatus, now: DateTime<Utc>) {
             esc(&r.state.replace('_', " ").to_uppercase())
         );
     }
+    if let Some(c) = s.crosscheck.as_ref().filter(|c| !c.ok()) {
+        let _ = write!(
+            h,
+            " <span class=\"badge firing\">CROSS-CHECK {}</span>",
+            esc(&c.state.replace('_', " ").to_uppercase())
+        );
+    }
     // Who is on it: badges in words, then the facts (issue #27).
     if s.ack().is_some() {
         h.push_str(" <span class=\"badge acked\">ACKNOWLEDGED</span>");
@@ -499,6 +573,17 @@ fn stream_row(h: &mut String, s: &StreamStatus, now: DateTime<Utc>) {
             id_of(&s.name),
             esc(&r.state),
             relay_line_html(&r.line(tz, now)),
+        );
+    }
+    // The cross-check's line, the same way (issue #45).
+    if let Some(c) = &s.crosscheck {
+        let _ = write!(
+            h,
+            "<tr class=\"relayline{}\" id=\"crosscheck-{}\" data-crosscheck=\"{}\"><td colspan=\"6\" data-label=\"Cross-check\">{}</td></tr>",
+            if c.ok() { "" } else { " bad" },
+            id_of(&s.name),
+            esc(&c.state),
+            relay_line_html(&c.line(tz, now)),
         );
     }
 }
@@ -1498,5 +1583,64 @@ mod tests {
         let csp = content_security_policy();
         assert!(csp.starts_with("default-src 'none'; style-src 'sha256-"));
         assert!(!csp.contains("unsafe"));
+    }
+
+    #[test]
+    fn a_cross_check_that_found_missed_revocations_or_is_failing_turns_the_banner_and_says_what_to_do(
+    ) {
+        let findings = serde_json::json!({"crosscheck": {
+            "provider": "clerk", "state": "findings", "problems": ["findings"], "critical": true,
+            "last_poll": "2026-11-30T00:10:00Z", "open_findings": 2, "open_revocations": 2,
+            "findings": [{"direction": "revoke", "subject": "user_<b>2", "organization": "org_9"},
+                         {"direction": "revoke", "subject": "user_7", "organization": "org_9"}],
+            "command": "hushwatch audit subject --config /etc/hushwatch/hushwatch.toml --format text 'user_<b>2'"
+        }});
+        let failing = serde_json::json!({"name": "workforce", "crosscheck": {
+            "provider": "workos", "state": "failing", "problems": ["failing"], "critical": true,
+            "reason": "the WorkOS API refused the key: HTTP 401",
+            "last_success": "2026-11-29T23:00:00Z",
+            "command": "hushwatch crosscheck --config /etc/hushwatch/hushwatch.toml --stream workforce --dry-run"
+        }});
+        let d = doc(serde_json::json!({
+            "now": "2026-11-30T00:13:00Z",
+            "streams": [stream(findings), stream(failing), stream(serde_json::json!({"name": "plain"}))]
+        }));
+        assert!(!d.all_ok());
+        let html = render(&d, &BTreeMap::new());
+        assert!(
+            html.contains("<title>2 CROSS-CHECK NOT OK · hushwatch</title>"),
+            "{html}"
+        );
+        assert!(
+            html.contains("CROSS-CHECK NOT OK: identity (2 missed revocations (Clerk)), workforce (cross-check with WorkOS failing)"),
+            "{html}"
+        );
+        assert!(html.contains("id=\"how-to-crosscheck\""), "{html}");
+        assert!(
+            html.contains(
+                "give [crosscheck] api_key a WorkOS key that may read what the docs page"
+            ),
+            "{html}"
+        );
+        assert!(html.contains("CROSS-CHECK FINDINGS</span>"), "{html}");
+        assert!(
+            html.contains("cross-check: 2 missed revocations (Clerk): user_&lt;b&gt;2 in org_9, user_7 in org_9; last poll 09:10 \
+             (<code class=\"long\">hushwatch audit subject --config /etc/hushwatch/hushwatch.toml --format text &#39;user_&lt;b&gt;2&#39;</code>)"),
+            "{html}"
+        );
+        assert!(
+            html.contains(
+                "cross-check failing: the WorkOS API refused the key: HTTP 401; last success 08:00"
+            ),
+            "{html}"
+        );
+        assert!(!html.contains("user_<b>"), "escaped");
+
+        let ok = serde_json::json!({"crosscheck": {"provider": "clerk", "state": "ok"}});
+        let d = doc(serde_json::json!({"now": "2026-11-30T00:13:00Z", "streams": [stream(ok)]}));
+        assert!(d.all_ok());
+        let html = render(&d, &BTreeMap::new());
+        assert!(!html.contains("how-to-crosscheck"));
+        assert!(html.contains("data-crosscheck=\"ok\""), "{html}");
     }
 }

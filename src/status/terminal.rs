@@ -73,6 +73,9 @@ fn state_cell(s: &StreamStatus, now: DateTime<Utc>) -> String {
             r.state.replace('_', " ").to_uppercase()
         );
     }
+    if let Some(c) = s.crosscheck.as_ref().filter(|c| !c.ok()) {
+        state = format!("{state}, CROSS-CHECK {}", c.state.to_uppercase());
+    }
     if facts.is_empty() {
         state.to_string()
     } else {
@@ -91,9 +94,14 @@ pub fn render(doc: &StatusDoc, colour: bool) -> String {
     let firing = doc.streams.iter().filter(|s| s.firing()).count();
     let acked = doc.streams.iter().filter(|s| s.ack().is_some()).count();
     let relays = doc.streams.iter().filter(|s| s.relay_alerting()).count();
+    let crosschecks = doc
+        .streams
+        .iter()
+        .filter(|s| s.crosscheck_alerting())
+        .count();
     let _ = writeln!(
         out,
-        "hushwatch {headline}: {firing} of {} stream(s) firing{}{}, as of {}",
+        "hushwatch {headline}: {firing} of {} stream(s) firing{}{}{}, as of {}",
         doc.streams.len(),
         if acked > 0 {
             format!(" ({acked} acknowledged)")
@@ -102,6 +110,11 @@ pub fn render(doc: &StatusDoc, colour: bool) -> String {
         },
         if relays > 0 {
             format!(", {relays} relay(s) not OK")
+        } else {
+            String::new()
+        },
+        if crosschecks > 0 {
+            format!(", {crosschecks} cross-check(s) not OK")
         } else {
             String::new()
         },
@@ -193,7 +206,7 @@ pub fn render(doc: &StatusDoc, colour: bool) -> String {
     };
     let _ = writeln!(out, "{}", line(&header.map(String::from), None));
     for (s, r) in doc.streams.iter().zip(&rows) {
-        let c = if s.firing() || s.relay_alerting() {
+        let c = if s.firing() || s.relay_alerting() || s.crosscheck_alerting() {
             RED
         } else {
             GREEN
@@ -214,6 +227,13 @@ pub fn render(doc: &StatusDoc, colour: bool) -> String {
             let words = clean(&f.words(|t| crate::status::format::zoned_and_utc(t, s.tz(), now)));
             let c = if f.alerting() { RED } else { GREEN };
             let _ = writeln!(out, "  {}", paint(&words, c, colour));
+        }
+        if let Some(x) = &s.crosscheck {
+            let c = if x.ok() { GREEN } else { RED };
+            let _ = writeln!(out, "  {}", paint(&clean(&x.line(s.tz(), now)), c, colour));
+            if let Some(todo) = x.what_to_do() {
+                let _ = writeln!(out, "    {}", clean(&todo));
+            }
         }
     }
     if let Some(svix) = &doc.svix {
@@ -449,5 +469,45 @@ mod tests {
         )
         .unwrap();
         assert!(render(&doc, false).contains("silences and acknowledgements unreadable"));
+    }
+
+    #[test]
+    fn a_cross_check_with_open_findings_or_failing_makes_the_whole_status_not_ok() {
+        let block = serde_json::json!({"crosscheck": {
+            "provider": "clerk", "state": "findings", "problems": ["findings"], "critical": true,
+            "last_poll": "2026-11-30T08:00:00Z", "last_success": "2026-11-30T08:00:00Z",
+            "open_findings": 2, "open_revocations": 2,
+            "findings": [{"direction": "revoke", "subject": "user_2\u{1b}[2J", "organization": "org_9"},
+                         {"direction": "revoke", "subject": "user_7", "organization": "org_9"}],
+            "command": "hushwatch audit subject --config /etc/hushwatch/hushwatch.toml --format text user_2"
+        }});
+        let mut doc = firing_doc(block);
+        doc.streams[0].state = "ok".into();
+        assert!(!doc.all_ok(), "open findings page, so status exits 1");
+        let out = render(&doc, false);
+        assert!(
+            out.starts_with(
+                "hushwatch NOT OK: 0 of 1 stream(s) firing, 1 cross-check(s) not OK, as of"
+            ),
+            "{out}"
+        );
+        assert!(
+            out.contains("identity  OK, CROSS-CHECK FINDINGS  "),
+            "{out}"
+        );
+        assert!(
+            out.contains("\n  cross-check: 2 missed revocations (Clerk): user_2[2J in org_9, user_7 in org_9; last poll 17:00 (`hushwatch audit subject --config /etc/hushwatch/hushwatch.toml --format text user_2`)\n"),
+            "{out}"
+        );
+        assert!(!out.contains('\u{1b}'), "{out}");
+
+        let ok = serde_json::json!({"crosscheck": {"provider": "workos", "state": "ok",
+            "last_poll": "2026-11-30T08:00:00Z", "next_poll": "2026-11-30T08:15:00Z"}});
+        let mut doc = firing_doc(ok);
+        doc.streams[0].state = "ok".into();
+        assert!(doc.all_ok());
+        assert!(render(&doc, false).contains(
+            "\n  cross-check with WorkOS: nothing missed, last poll 17:00, next 17:15\n"
+        ));
     }
 }

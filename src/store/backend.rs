@@ -458,6 +458,19 @@ macro_rules! operations {
             /// Commits a poll's end if no other poll committed since `started`.
             fn crosscheck_finish_poll(stream: String, started: Option<super::crosscheck::CrosscheckRow>, end: super::crosscheck::PollEnd) -> bool
                 = crate::store::crosscheck::finish_poll(&stream, started.as_ref(), &end);
+            /// Every stream's cross-check row with its open findings counted
+            /// (`store::crosscheck_view`): `/v1/status`, the page, `hushwatch status`.
+            fn crosscheck_overview() -> Vec<super::crosscheck_view::CrosscheckOverview>
+                = crate::store::crosscheck_view::overview();
+            /// The findings about one subject (any of its stored `forms`), oldest first.
+            fn crosscheck_subject_findings(forms: Vec<String>, limit: usize) -> Vec<(String, super::crosscheck::StoredFinding)>
+                = crate::store::crosscheck_view::subject_findings(&forms, limit);
+            /// Which of `keys` the stream has stored as findings (a dry run's "new").
+            fn crosscheck_known_findings(stream: String, keys: Vec<String>) -> Vec<bool>
+                = crate::store::crosscheck_view::known_findings(&stream, &keys);
+            /// Deletes a snapshot generation the stream's state does not point at.
+            fn crosscheck_drop_generation(stream: String, generation: i64) -> u64
+                = crate::store::crosscheck_view::drop_generation(&stream, generation);
         }
     };
 }

@@ -1650,3 +1650,7 @@ mod forward_admin;
 /// The cross-check's cursor, snapshots, pending changes and findings
 /// (`store::crosscheck`, issue #45).
 mod crosscheck;
+
+/// The cross-check's read views for status, audit and dry runs
+/// (`store::crosscheck_view`, issue #45).
+mod crosscheck_view;

@@ -15,6 +15,15 @@
 //!   same change gets "not new" and pages nothing twice.
 //! - [`finish_poll`] is a compare-and-set on the generation and cursor the
 //!   poll started from: of two replicas that polled at once, one commits.
+//! - **Pages** (`0024_crosscheck_pages`): [`page_missed`] claims every
+//!   finding no page named yet (`page_key`, set where still NULL, so a
+//!   finding goes to one page whoever claims at once) and queues one
+//!   `provider_missed` page for them; [`resolve_settled`] resolves a page
+//!   once none of its findings is open, to the notifiers it fired to
+//!   (`crosscheck_pages`); [`set_failing`] moves the `crosscheck_failing`
+//!   alert (`failing_paged`) to what `domain::crosscheck::poll_health`
+//!   decided. A finding recorded by a poll killed before it paged is
+//!   claimed by the next one: none is lost, none paged twice.
 //!
 //! Provider text is stored as JSON (`serde_json` escapes NUL and control
 //! characters, which PostgreSQL's TEXT refuses).
@@ -201,7 +210,7 @@ fn finding_json(f: &Finding) -> String {
     .to_string()
 }
 
-fn finding_of(key: String, text: &str) -> Result<Finding, StoreError> {
+pub(super) fn finding_of(key: String, text: &str) -> Result<Finding, StoreError> {
     #[derive(serde::Deserialize)]
     struct Stored {
         direction: String,

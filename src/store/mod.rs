@@ -22,6 +22,7 @@ pub mod audit;
 pub mod backend;
 mod core;
 pub mod crosscheck;
+pub mod crosscheck_view;
 mod db;
 pub mod forward;
 pub mod forward_admin;

@@ -894,3 +894,29 @@ fn a_reload_that_adds_a_crosscheck_starts_its_polls_and_one_with_a_new_key_uses_
     );
     drop(server);
 }
+
+#[test]
+fn a_broken_api_pages_a_warning_after_three_failed_polls_and_it_resolves_on_success() {
+    let api = ProviderApi::start(ApiState {
+        users: strings(&["user_1"]),
+        memberships: pairs(&[("org_9", "user_1")]),
+        status: Some(503),
+        ..ApiState::default()
+    });
+    let hook = Receiver::start(vec![]);
+    let work = Workdir::new(&clerk_config(&api, &hook));
+    let server = Sidecar::start(&work.config_path());
+    let firing = wait_pages_of(&hook, "crosscheck_failing", "firing", 1);
+    assert!(polls_or_zero(server.addr, "error") >= 3.0);
+    let (_, severity, summary) = &firing[0];
+    assert_eq!(severity, "warning");
+    assert!(
+        summary.contains("3 polls of the Clerk API failed in a row"),
+        "{summary}"
+    );
+    assert!(summary.contains("503"), "{summary}");
+    api.with(|s| s.status = None);
+    let resolved = wait_pages_of(&hook, "crosscheck_failing", "resolved", 1);
+    assert_eq!(resolved[0].1, "warning");
+    assert_eq!(pages_of(&hook, "crosscheck_failing").len(), 2);
+}

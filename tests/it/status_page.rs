@@ -265,6 +265,7 @@ f.addEventListener('load', () => {
   const relays = [...d.querySelectorAll('tr.relayline')]
     .map(tr => ({ id: tr.id, text: tr.innerText, bottom: bottom(tr) }));
   const fix = d.getElementById('how-to-relay');
+  const cc = d.getElementById('how-to-crosscheck');
   document.body.setAttribute('data-probe', JSON.stringify({
     scrollWidth: root.scrollWidth, clientWidth: root.clientWidth,
     summary: d.getElementById('summary').innerText,
@@ -272,6 +273,7 @@ f.addEventListener('load', () => {
     rows, broken, clipped, hiddenNewest, diamonds, relays,
     summaryBottom: bottom(d.getElementById('summary')),
     relayHowto: fix ? { text: fix.innerText, bottom: bottom(fix) } : null,
+    crosscheckHowto: cc ? { text: cc.innerText, bottom: bottom(cc) } : null,
   }));
 });
 "#;
@@ -884,4 +886,108 @@ fn each_relay_state_shows_on_the_first_screen_at_1280_by_800() {
         }
     });
     hw.stop();
+}
+
+/// Issue #45: a cross-check that found a missed revocation, then whose key
+/// the provider refuses, shows on the first screen. Driven through the
+/// binary (`hushwatch crosscheck` against a local Clerk API) into open
+/// findings, then failing; in each state the page at 1280×800 is
+/// screenshot and measured: the banner's words, what to do under it, and
+/// the stream's cross-check line within the first 800 px.
+#[test]
+fn a_cross_check_with_findings_then_failing_shows_on_the_first_screen_at_1280_by_800() {
+    let Some(path) = chromium() else { return };
+    let (api, work) = crate::crosscheck_view::a_missed_revocation(0);
+    let running = InProcess::start(&work, chrono::Utc::now());
+    let browser = Browser {
+        path: path.clone(),
+        base: format!("http://{}/", running.addr),
+        addr: running.addr,
+    };
+    let look = |state: &str| {
+        let name = format!("crosscheck-{state}");
+        let shot = output_dir().join(format!("{name}-1280x800.png"));
+        let _ = std::fs::remove_file(&shot);
+        run_chromium(
+            &path,
+            &[
+                "--window-size=1280,800".to_string(),
+                format!("--screenshot={}", shot.display()),
+            ],
+            &browser.base,
+        );
+        assert!(
+            shot.exists(),
+            "screenshot {} was not written",
+            shot.display()
+        );
+        let probe = browser.probe(&name, 1280);
+        let line = probe["relays"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["id"] == "crosscheck-identity")
+            .unwrap_or_else(|| panic!("no cross-check line: {probe}"))
+            .clone();
+        assert!(
+            line["bottom"].as_i64().unwrap() <= 800,
+            "{name}: below the first screen: {probe}"
+        );
+        let howto = probe["crosscheckHowto"].clone();
+        assert!(howto["bottom"].as_i64().unwrap() <= 800, "{name}: {probe}");
+        (
+            probe,
+            line["text"].as_str().unwrap().to_owned(),
+            howto["text"].as_str().unwrap().to_owned(),
+        )
+    };
+
+    let (probe, line, howto) = look("findings");
+    assert!(
+        probe["summary"]
+            .as_str()
+            .unwrap()
+            .contains("CROSS-CHECK NOT OK: identity (1 missed revocation (Clerk))"),
+        "{probe}"
+    );
+    assert!(
+        line.starts_with("cross-check: 1 missed revocation (Clerk): user_2 in org_9; last poll "),
+        "{line}"
+    );
+    assert!(line.contains("hushwatch audit subject --config "), "{line}");
+    assert!(howto.contains("the app was probably never told"), "{howto}");
+    let page = get(running.addr, "/").body;
+    assert!(stream_row(&page, "identity").contains(">CROSS-CHECK FINDINGS</span>"));
+
+    // Clerk now refuses the key: one failed poll is critical at once.
+    api.push(vec![
+        crate::support::Answer::StatusBody(
+            401,
+            r#"{"errors":[{"message":"Invalid authentication"}]}"#.into()
+        );
+        4
+    ]);
+    let (code, out, err) =
+        crate::support::run_cli(&["crosscheck", "--stream", "identity"], &work.config_path());
+    assert_eq!(code, 1, "{out}{err}");
+    let (probe, line, howto) = look("failing");
+    assert!(
+        probe["summary"]
+            .as_str()
+            .unwrap()
+            .contains("identity (cross-check with Clerk failing)"),
+        "{probe}"
+    );
+    assert!(
+        line.starts_with("cross-check failing: the Clerk API refused the key"),
+        "{line}"
+    );
+    assert!(line.contains("also 1 missed revocation open"), "{line}");
+    assert!(line.ends_with("--stream identity --dry-run)"), "{line}");
+    assert!(
+        howto.contains("give [crosscheck] api_key a Clerk key"),
+        "{howto}"
+    );
+    assert!(!page.contains("sk_test_"), "the key never reaches the page");
+    running.stop();
 }
