@@ -21,19 +21,20 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
-const APP_SECRET: &str = "whsec_+zPUtq55XAYZ3Ur7mJIL5Mb+uBY8OctQ";
-const ADMIN: &str = "relay-ops-admin-1";
+pub(crate) const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+pub(crate) const APP_SECRET: &str = "whsec_+zPUtq55XAYZ3Ur7mJIL5Mb+uBY8OctQ";
+pub(crate) const ADMIN: &str = "relay-ops-admin-1";
 const LIMIT: Duration = Duration::from_secs(90);
 
-/// The app: verifies every delivery, answers as told.
-struct App {
+/// The app: verifies every delivery, answers as told (also the app of
+/// `page_commands`).
+pub(crate) struct App {
     _proc: Proc,
     addr: SocketAddr,
 }
 
 impl App {
-    fn start() -> App {
+    pub(crate) fn start() -> App {
         let child = Command::new("python3")
             .arg(concat!(
                 env!("CARGO_MANIFEST_DIR"),
@@ -52,11 +53,11 @@ impl App {
         }
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://{}/webhooks", self.addr)
     }
 
-    fn mode(&self, mode: &str) {
+    pub(crate) fn mode(&self, mode: &str) {
         let body = json!({ "mode": mode }).to_string();
         let reply = request(
             self.addr,
@@ -69,7 +70,7 @@ impl App {
     }
 
     /// Webhook-ids the app accepted (2xx).
-    fn accepted(&self) -> BTreeSet<String> {
+    pub(crate) fn accepted(&self) -> BTreeSet<String> {
         get(self.addr, "/deliveries")
             .json()
             .as_array()
@@ -80,7 +81,7 @@ impl App {
             .collect()
     }
 
-    fn wait_accepted(&self, ids: &[&str], what: &str) {
+    pub(crate) fn wait_accepted(&self, ids: &[&str], what: &str) {
         wait_for(Duration::from_secs(30), what, || {
             let got = self.accepted();
             ids.iter().all(|id| got.contains(*id)).then_some(())
@@ -88,7 +89,7 @@ impl App {
     }
 }
 
-fn clerk_event(kind: &str, user: &str) -> String {
+pub(crate) fn clerk_event(kind: &str, user: &str) -> String {
     json!({
         "type": kind,
         "object": "event",
@@ -98,7 +99,7 @@ fn clerk_event(kind: &str, user: &str) -> String {
     .to_string()
 }
 
-fn send(addr: SocketAddr, stream: &str, id: &str, body: &str) {
+pub(crate) fn send(addr: SocketAddr, stream: &str, id: &str, body: &str) {
     let status = post_signed_webhook(
         addr,
         stream,
