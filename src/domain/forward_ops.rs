@@ -194,9 +194,61 @@ pub fn undelivered_refusal(stream: &str, count: u64) -> String {
     )
 }
 
+/// The prefix of a stream's held-page marks in `forward_marks` (one per
+/// held row a page of the current episode covered; the separator ends it,
+/// so stream `a` never matches the marks of stream `ab`).
+pub fn held_mark(stream: &str) -> String {
+    format!(
+        "held_paged:{stream}{}",
+        crate::domain::forward::QUEUE_SEPARATOR
+    )
+}
+
+/// What a held check does while the held alert fires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeldNews {
+    /// Every held row was covered by a page.
+    Nothing,
+    /// An episode paged before rows were marked: mark what is held now
+    /// without a page (which of them it named is not known, and naming
+    /// them again would page twice for the same events).
+    Record,
+    /// Rows were held since the last page: a follow-up names them.
+    Page,
+}
+
+/// From whether the episode has marks and how many held rows have none.
+pub fn held_news(marked: bool, unmarked: u64) -> HeldNews {
+    match (marked, unmarked) {
+        (_, 0) => HeldNews::Nothing,
+        (false, _) => HeldNews::Record,
+        (true, _) => HeldNews::Page,
+    }
+}
+
+/// The follow-up of a firing held page: `new_events` is the held page's
+/// text for the events held since (`domain::forward::held_summary`).
+pub fn held_follow_up_summary(stream: &str, held: u64, new_events: &str) -> String {
+    format!(
+        "more events of stream {stream} were held since the last page ({held} held in all). {new_events}"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_held_page_is_followed_up_only_for_rows_held_after_it() {
+        assert_eq!(held_news(true, 0), HeldNews::Nothing);
+        assert_eq!(held_news(false, 0), HeldNews::Nothing);
+        assert_eq!(held_news(true, 2), HeldNews::Page);
+        assert_eq!(held_news(false, 2), HeldNews::Record);
+        assert_eq!(held_mark("org:acme"), "held_paged:org:acme\u{1f}");
+        assert!(held_follow_up_summary("identity", 3, "1 event(s) …").starts_with(
+            "more events of stream identity were held since the last page (3 held in all). 1 event(s)"
+        ));
+    }
 
     #[test]
     fn list_filters_are_typed_and_bounded() {

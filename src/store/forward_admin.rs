@@ -105,8 +105,16 @@ pub struct ReplayStep {
     pub next: Option<Cursor>,
 }
 
+/// Schema step `0026_forward_webhook_id_index`: a row by its webhook-id
+/// (`forward skip|retry --id`, a reconciliation's fate) is an index seek
+/// instead of a walk over every row of the stream, delivered ones kept for
+/// replay included. `id` last, so "the newest row of that id" is read off
+/// the index.
+pub(super) const WEBHOOK_ID_INDEX: &str =
+    "CREATE INDEX forwards_webhook_id ON forwards (stream, delivery_id, id);";
+
 /// Statements; `$N` on both engines.
-mod sql {
+pub(super) mod sql {
     // SQLite uses a partial index only when the query repeats its WHERE
     // term: every read of open rows says `state <> 'delivered'`
     // (`forwards_open`), so none of them walks the delivered rows kept for

@@ -166,6 +166,11 @@ pub(crate) const STEPS: &[Step] = &[
     },
     // Issue #45: the cross-check's cursor, snapshots, pending changes and findings.
     Step::both("0023_crosscheck", super::crosscheck::MIGRATION),
+    // Issue #44: `forward skip|retry --id` finds its row by webhook-id.
+    Step::both(
+        "0026_forward_webhook_id_index",
+        super::forward_admin::WEBHOOK_ID_INDEX,
+    ),
 ];
 
 /// Frozen: what SQLite's positional `user_version` N stood for (the first
