@@ -173,6 +173,14 @@ pub fn dead_letters_replay_summary(by: &str, count: u64, types: &[String]) -> St
     format!("replay of dead letters by {by}: {count}{types}")
 }
 
+/// The audit entry type of one chunk of a longer replay, from the
+/// replay's own entry type for that chunk's count (the last chunk's entry
+/// gives the total): what a replay cut off midway had re-queued is in the
+/// log.
+pub fn replay_part_summary(chunk_summary: &str, so_far: u64) -> String {
+    format!("{chunk_summary} (one chunk of a longer replay; {so_far} re-queued so far)")
+}
+
 /// The audit entry type when deleting a stream gives up its undelivered
 /// events (`DELETE /v1/streams/NAME?force=true`).
 pub fn given_up_summary(by: &str, count: u64) -> String {
@@ -237,6 +245,14 @@ pub fn held_follow_up_summary(stream: &str, held: u64, new_events: &str) -> Stri
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_replay_chunk_says_it_is_one_part_and_how_many_so_far() {
+        assert_eq!(
+            replay_part_summary("replay of dead letters by ana: 500", 1000),
+            "replay of dead letters by ana: 500 (one chunk of a longer replay; 1000 re-queued so far)"
+        );
+    }
 
     #[test]
     fn a_held_page_is_followed_up_only_for_rows_held_after_it() {
