@@ -294,19 +294,20 @@ fn every_command_a_relay_page_prints_runs_as_printed() {
         "msg_pc_3",
         &clerk_event("user.deleted", "user_pc3"),
     );
-    wait_for(LIMIT, "msg_pc_3 tried once", || {
+    // Every waiting event's attempt settled (its next try an hour out), so
+    // none is in flight when the stream stops forwarding.
+    wait_for(LIMIT, "msg_pc_3 tried once, nothing in flight", || {
         let l = json_list(&on.config, "pending");
-        ids(&l)
-            .iter()
-            .any(|i| i == "msg_pc_3")
-            .then_some(())
-            .filter(|_| {
-                l["events"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .all(|e| e["attempts"].as_u64() >= Some(1))
-            })
+        let soon = chrono::Utc::now() + chrono::TimeDelta::minutes(30);
+        let settled = |e: &Value| {
+            e["last_status"] == 502
+                && e["next_attempt_at"]
+                    .as_str()
+                    .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+                    .is_some_and(|t| t > soon)
+        };
+        let events = l["events"].as_array().unwrap();
+        (ids(&l).iter().any(|i| i == "msg_pc_3") && events.iter().all(settled)).then_some(())
     });
     on.reload(false);
     let held = on.page("forward_held", "firing");
@@ -322,13 +323,17 @@ fn every_command_a_relay_page_prints_runs_as_printed() {
         run_ok(c);
     }
     hints.push(held["how_to_ack"].as_str().unwrap().to_owned());
-    // Whatever the page did not name yet (held after it fired) is set
-    // aside the same way, so that the replay below sends all three.
-    for id in ids(&json_list(&on.config, "held")) {
-        run_ok(&format!(
-            "hushwatch forward skip --config {config} --stream identity --id {id} --comment \"test\""
-        ));
-    }
+    // Whatever the page did not name (held after it fired, as an attempt
+    // in flight at the reload settles) is set aside the same way, so that
+    // the replay below sends all three.
+    wait_for(LIMIT, "all three events dead letters", || {
+        for id in ids(&json_list(&on.config, "held")) {
+            run_ok(&format!(
+                "hushwatch forward skip --config {config} --stream identity --id {id} --comment \"test\""
+            ));
+        }
+        (json_list(&on.config, "dead")["total"] == 3).then_some(())
+    });
 
     // Forwarding again and the app fixed: the dead-letter page's replay
     // delivers every event under its own id.
