@@ -173,6 +173,14 @@ pub fn dead_letters_replay_summary(by: &str, count: u64, types: &[String]) -> St
     format!("replay of dead letters by {by}: {count}{types}")
 }
 
+/// The audit entry type of one chunk of a longer replay, from the
+/// replay's own entry type for that chunk's count (the last chunk's entry
+/// gives the total): what a replay cut off midway had re-queued is in the
+/// log.
+pub fn replay_part_summary(chunk_summary: &str, so_far: u64) -> String {
+    format!("{chunk_summary} (one chunk of a longer replay; {so_far} re-queued so far)")
+}
+
 /// The audit entry type when deleting a stream gives up its undelivered
 /// events (`DELETE /v1/streams/NAME?force=true`).
 pub fn given_up_summary(by: &str, count: u64) -> String {
@@ -194,9 +202,69 @@ pub fn undelivered_refusal(stream: &str, count: u64) -> String {
     )
 }
 
+/// The prefix of a stream's held-page marks in `forward_marks` (one per
+/// held row a page of the current episode covered; the separator ends it,
+/// so stream `a` never matches the marks of stream `ab`).
+pub fn held_mark(stream: &str) -> String {
+    format!(
+        "held_paged:{stream}{}",
+        crate::domain::forward::QUEUE_SEPARATOR
+    )
+}
+
+/// What a held check does while the held alert fires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeldNews {
+    /// Every held row was covered by a page.
+    Nothing,
+    /// An episode paged before rows were marked: mark what is held now
+    /// without a page (which of them it named is not known, and naming
+    /// them again would page twice for the same events).
+    Record,
+    /// Rows were held since the last page: a follow-up names them.
+    Page,
+}
+
+/// From whether the episode has marks and how many held rows have none.
+pub fn held_news(marked: bool, unmarked: u64) -> HeldNews {
+    match (marked, unmarked) {
+        (_, 0) => HeldNews::Nothing,
+        (false, _) => HeldNews::Record,
+        (true, _) => HeldNews::Page,
+    }
+}
+
+/// The follow-up of a firing held page: `new_events` is the held page's
+/// text for the events held since (`domain::forward::held_summary`).
+pub fn held_follow_up_summary(stream: &str, held: u64, new_events: &str) -> String {
+    format!(
+        "more events of stream {stream} were held since the last page ({held} held in all). {new_events}"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_replay_chunk_says_it_is_one_part_and_how_many_so_far() {
+        assert_eq!(
+            replay_part_summary("replay of dead letters by ana: 500", 1000),
+            "replay of dead letters by ana: 500 (one chunk of a longer replay; 1000 re-queued so far)"
+        );
+    }
+
+    #[test]
+    fn a_held_page_is_followed_up_only_for_rows_held_after_it() {
+        assert_eq!(held_news(true, 0), HeldNews::Nothing);
+        assert_eq!(held_news(false, 0), HeldNews::Nothing);
+        assert_eq!(held_news(true, 2), HeldNews::Page);
+        assert_eq!(held_news(false, 2), HeldNews::Record);
+        assert_eq!(held_mark("org:acme"), "held_paged:org:acme\u{1f}");
+        assert!(held_follow_up_summary("identity", 3, "1 event(s) …").starts_with(
+            "more events of stream identity were held since the last page (3 held in all). 1 event(s)"
+        ));
+    }
 
     #[test]
     fn list_filters_are_typed_and_bounded() {

@@ -251,7 +251,7 @@ pub fn body(page: &Page) -> String {
             "What to check:\n\
              - The relay: `hushwatch status` (or GET /v1/status) shows what waits for the app, its last answer and the next attempt.\n\
              - The app's webhook handler: its logs for the deliveries hushwatch sent (header webhook-id), and that it verifies with the current secret.\n\
-             - Once the app is fixed: `hushwatch forward retry --stream {}` sends what waits now.",
+             - Once the app is fixed: `hushwatch forward retry --stream {}` sends what waits now (add --url of the admin listener, token in $HUSHWATCH_ADMIN_TOKEN).",
             page.stream
         );
         b.push('\n');

@@ -205,18 +205,31 @@ impl App {
         Ok(created)
     }
 
-    /// Removes the templated stream `name`; false if there is none. Its
+    /// Removes the templated stream `name` (`action.stream`) unless relay
+    /// events of it are undelivered and `force` is not given, decided in
+    /// the store's transaction (`store::forward_admin::remove_stream`). Its
     /// series leave `/metrics` and the timer forgets it.
-    pub async fn delete_stream(&self, name: &str) -> Result<bool, StoreError> {
+    pub async fn delete_stream(
+        &self,
+        action: crate::store::forward_admin::OperatorAction,
+        force: bool,
+    ) -> Result<crate::store::forward_admin::StreamRemoval, StoreError> {
+        use crate::store::forward_admin::StreamRemoval;
+        let name = action.stream.clone();
+        let name = name.as_str();
         let _set = self.stream_set.lock().await;
         let config = self.config();
         if config.templates.stream(name).is_none() {
-            return Ok(false);
+            return Ok(StreamRemoval::NotFound);
         }
-        let result = self.store.remove_templated_stream(name.to_string()).await;
+        let result = self
+            .store
+            .remove_templated_stream_settled(action, force)
+            .await;
         self.note_storage(&result);
-        if !result? {
-            return Ok(false);
+        let removal = result?;
+        if !matches!(removal, StreamRemoval::Removed { .. }) {
+            return Ok(removal);
         }
         let mut next = Arc::unwrap_or_clone(config);
         next.streams.remove(name);
@@ -225,7 +238,7 @@ impl App {
         self.lock_schedule().set(name, None);
         self.metrics.forget_stream(name);
         tracing::info!(stream = %name, "templated stream deleted");
-        Ok(true)
+        Ok(removal)
     }
 
     async fn watch_configured(&self) -> Result<(), StoreError> {

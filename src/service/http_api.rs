@@ -14,7 +14,9 @@ use crate::metrics::Metrics;
 use crate::status::timeline::Timeline;
 use crate::store::ack_codes::{LinkState, LinkUse};
 use crate::store::forward::{ReplayOutcome, ReplayRequest};
-use crate::store::forward_admin::{replay_in_chunks, ForwardList, OperatorAction, RetryOutcome};
+use crate::store::forward_admin::{
+    replay_in_chunks, ForwardList, OperatorAction, RetryOutcome, StreamRemoval,
+};
 use crate::store::idempotency::{Begun, IdempotencyKey, StoredAnswer};
 use crate::store::nul::{nul_safe, nul_safe_event, nul_safe_op, nul_safe_update};
 use crate::store::silences::{AckOutcome, NewSilence, SilenceRow};
@@ -179,7 +181,7 @@ impl Api for App {
             if !force {
                 return Ok(Deleted::Undelivered(undelivered));
             }
-            let action = self.operator_action(name, by, None);
+            let action = self.operator_action(name, by.clone(), None);
             // A chunk per transaction; bounded, so events still arriving
             // cannot keep the loop going (they stay pending and visible).
             let chunk = REPLAY_CHUNK as u64;
@@ -192,11 +194,20 @@ impl Api for App {
                     break;
                 }
             }
+        }
+        // The count and the removal in one transaction: what arrived since
+        // the count above is refused, or (force) given up with it.
+        let action = self.operator_action(name, by, None);
+        let removal = self.timed(App::delete_stream(self, action, force)).await?;
+        if gave_up > 0 || matches!(removal, StreamRemoval::Removed { gave_up: 1.. }) {
             self.outbox_wake.notify_one();
         }
-        Ok(match self.timed(App::delete_stream(self, name)).await? {
-            true => Deleted::Deleted { gave_up },
-            false => Deleted::NotFound,
+        Ok(match removal {
+            StreamRemoval::Removed { gave_up: more } => Deleted::Deleted {
+                gave_up: gave_up + more,
+            },
+            StreamRemoval::NotFound => Deleted::NotFound,
+            StreamRemoval::Undelivered(n) => Deleted::Undelivered(n),
         })
     }
 

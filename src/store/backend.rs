@@ -228,6 +228,11 @@ macro_rules! operations {
             /// become dead letters, audited and paged; how many.
             fn give_up_forwards(action: OperatorAction, limit: i64) -> u64
                 = crate::store::forward_admin::give_up(&action, limit);
+            /// Removes a templated stream in one transaction with the count of
+            /// its undelivered events (refused without `force`; with it they
+            /// become dead letters in the same transaction).
+            fn remove_templated_stream_settled(action: OperatorAction, force: bool) -> StreamRemoval
+                = crate::store::forward_admin::remove_stream(&action, force);
             /// Each forwarding stream's pending, dead letters and failure run.
             fn forward_status() -> Vec<ForwardStatus> = crate::store::forward::status();
             /// Deletes bodies past their retention; `notifiers` per stream pages
@@ -483,7 +488,7 @@ pub(super) mod prelude {
         ForwardStatus, StoredFate,
     };
     pub(in crate::store) use super::super::forward_admin::{
-        ForwardList, OperatorAction, ReplayChunk, ReplayStep, RetryOutcome,
+        ForwardList, OperatorAction, ReplayChunk, ReplayStep, RetryOutcome, StreamRemoval,
     };
     #[cfg(test)]
     pub(in crate::store) use super::super::reconcile::StaleGrant;

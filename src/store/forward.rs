@@ -45,6 +45,7 @@ use crate::domain::forward::{self as decide, Commands, Head, HeldEvent, Oldest, 
 pub use crate::domain::forward::{
     ForwardAttempt, ForwardPolicy, ForwardStatus, Order, ReplayOutcome, ReplayRequest, StoredFate,
 };
+use crate::domain::forward_ops as ops;
 use crate::domain::svix::Severity;
 
 /// The schema step, written once: the engines differ only in the id
@@ -512,20 +513,28 @@ pub(super) mod sql {
              last_delivered_at = excluded.last_delivered_at,
              last_status = excluded.last_status, dead_paged = excluded.dead_paged,
              held_paged = excluded.held_paged, revocation_paged = excluded.revocation_paged";
-    pub const COUNT_STATE: &str = "SELECT count(*) FROM forwards WHERE stream = $1 AND state = $2";
+    // SQLite uses a partial index only when the query repeats its WHERE
+    // term: the reads of open rows by state say `state <> 'delivered'`
+    // (`forwards_open`), so none of them walks the delivered rows kept for
+    // replay (`store::forward_admin::sql` does the same).
+    pub const COUNT_STATE: &str = "SELECT count(*) FROM forwards
+         WHERE stream = $1 AND state <> 'delivered' AND state = $2";
     pub const OLDEST_STATE: &str = "SELECT delivery_id, event_type, subject, organization,
              received_at
-         FROM forwards WHERE stream = $1 AND state = $2 ORDER BY id LIMIT 1";
+         FROM forwards WHERE stream = $1 AND state <> 'delivered' AND state = $2
+         ORDER BY id LIMIT 1";
     /// Queues whose head failed (a subject, the stream, or an unordered
     /// row on its own), `$2` left out: what a delivery must see gone
     /// before the failing run ends, and what the page counts as blocked.
     pub const BLOCKED: &str = "SELECT count(DISTINCT coalesce(queue, delivery_id)) FROM forwards
-         WHERE stream = $1 AND state = 'pending' AND last_error IS NOT NULL AND id <> $2";
+         WHERE stream = $1 AND state <> 'delivered' AND state = 'pending'
+           AND last_error IS NOT NULL AND id <> $2";
     pub const STUCK_REVOCATIONS: &str = "SELECT count(*) FROM forwards
-         WHERE stream = $1 AND revocation AND state IN ('held', 'dead')";
+         WHERE stream = $1 AND state <> 'delivered' AND revocation AND state IN ('held', 'dead')";
     pub const HELD_NAMED: &str = "SELECT delivery_id, event_type, subject, organization,
              received_at, held_reason, key_id
-         FROM forwards WHERE stream = $1 AND state = 'held' ORDER BY id LIMIT $2";
+         FROM forwards WHERE stream = $1 AND state <> 'delivered' AND state = 'held'
+         ORDER BY id LIMIT $2";
     /// The oldest revocation not yet delivered (pending, held or dead).
     pub const OLDEST_REVOCATION: &str = "SELECT delivery_id, event_type, subject, organization,
              received_at
@@ -534,6 +543,29 @@ pub(super) mod sql {
     pub const REVOCATIONS: &str = "SELECT stream, min(received_at) FROM forwards
          WHERE revocation AND state <> 'delivered' GROUP BY stream";
     pub const SET_HELD_PAGED: &str = "UPDATE forward_runs SET held_paged = $2 WHERE stream = $1";
+    /// The held page's marks (`forward_marks`): one per held row a page of
+    /// the current episode covered, named `$2` (the stream's prefix,
+    /// `domain::forward_ops::held_mark`) and the row id, so a follow-up
+    /// names exactly the rows held since, in whatever order they were held.
+    pub const MARK_HELD: &str = "INSERT INTO forward_marks (name, value)
+         SELECT CAST($2 AS TEXT) || CAST(id AS TEXT), id FROM forwards
+         WHERE stream = $1 AND state <> 'delivered' AND state = 'held'
+         ON CONFLICT (name) DO NOTHING";
+    pub const HELD_MARKS: &str = "SELECT count(*) FROM forward_marks
+         WHERE substr(name, 1, length(CAST($1 AS TEXT))) = CAST($1 AS TEXT)";
+    pub const UNMARK_HELD: &str = "DELETE FROM forward_marks
+         WHERE substr(name, 1, length(CAST($1 AS TEXT))) = CAST($1 AS TEXT)";
+    pub const UNMARKED_HELD: &str = "SELECT count(*) FROM forwards f
+         WHERE f.stream = $1 AND f.state <> 'delivered' AND f.state = 'held'
+           AND NOT EXISTS (SELECT 1 FROM forward_marks m
+                           WHERE m.name = CAST($2 AS TEXT) || CAST(f.id AS TEXT))";
+    pub const UNMARKED_HELD_NAMED: &str = "SELECT f.delivery_id, f.event_type, f.subject,
+             f.organization, f.received_at, f.held_reason, f.key_id
+         FROM forwards f
+         WHERE f.stream = $1 AND f.state <> 'delivered' AND f.state = 'held'
+           AND NOT EXISTS (SELECT 1 FROM forward_marks m
+                           WHERE m.name = CAST($2 AS TEXT) || CAST(f.id AS TEXT))
+         ORDER BY f.id LIMIT $3";
     pub const SET_REVOCATION_PAGED: &str =
         "UPDATE forward_runs SET revocation_paged = $2 WHERE stream = $1";
     /// `ordered` as configured now, applied to the rows still waiting.
@@ -549,18 +581,22 @@ pub(super) mod sql {
     /// Held rows whose cause is gone go back to pending, due now.
     pub const RELEASE_NO_FORWARD: &str = "UPDATE forwards
          SET state = 'pending', held_reason = NULL, last_error = NULL, next_attempt_at = $2
-         WHERE stream = $1 AND state = 'held' AND held_reason = 'no_forward'";
+         WHERE stream = $1 AND state <> 'delivered' AND state = 'held'
+           AND held_reason = 'no_forward'";
     pub const RELEASE_KEY: &str = "UPDATE forwards
          SET state = 'pending', held_reason = NULL, last_error = NULL, next_attempt_at = $2
-         WHERE stream = $1 AND state = 'held' AND held_reason = 'unknown_key' AND key_id = $3";
+         WHERE stream = $1 AND state <> 'delivered' AND state = 'held'
+           AND held_reason = 'unknown_key' AND key_id = $3";
     /// Streams with rows waiting, to hold those of streams that no longer
     /// forward.
     pub const PENDING_STREAMS: &str =
-        "SELECT DISTINCT stream FROM forwards WHERE state = 'pending' ORDER BY stream";
+        "SELECT DISTINCT stream FROM forwards WHERE state <> 'delivered' AND state = 'pending'
+         ORDER BY stream";
     /// A row in flight keeps its lease: its settle decides.
     pub const HOLD_NO_FORWARD: &str = "UPDATE forwards
          SET state = 'held', held_reason = 'no_forward'
-         WHERE stream = $1 AND state = 'pending' AND (lease_until IS NULL OR lease_until <= $2)";
+         WHERE stream = $1 AND state <> 'delivered' AND state = 'pending'
+           AND (lease_until IS NULL OR lease_until <= $2)";
     /// Open rows only: delivered ones (kept for replay) are not counted.
     pub const SUMMARY: &str = "SELECT stream, state, count(*), min(received_at)
          FROM forwards WHERE state <> 'delivered' GROUP BY stream, state ORDER BY stream";
@@ -883,7 +919,20 @@ async fn blocked<D: Db>(db: &D, stream: &str, except: i64) -> Result<u64, StoreE
     Ok(u64::try_from(n).unwrap_or(0))
 }
 
-/// Fires or resolves the stream's held alert when its count says so.
+fn held_events(rows: Vec<HeldColumns>) -> Result<Vec<HeldEvent>, StoreError> {
+    let mut named = Vec::with_capacity(rows.len());
+    for (id, ty, subject, org, received, reason, key_id) in rows {
+        named.push(HeldEvent {
+            event: oldest_of((id, ty, subject, org, received))?,
+            hold: decide::hold_of(reason.as_deref().unwrap_or_default(), key_id.as_deref()),
+        });
+    }
+    Ok(named)
+}
+
+/// Fires or resolves the stream's held alert when its count says so; while
+/// it fires, events held after its page are named in a follow-up page
+/// (each row a page covered is marked, so no event is paged twice).
 pub(super) async fn held_check<D: Db>(
     db: &D,
     stream: &str,
@@ -893,20 +942,19 @@ pub(super) async fn held_check<D: Db>(
 ) -> Result<(), StoreError> {
     let paged = run(db, stream).await?.held_paged;
     let held = count_state(db, stream, "held").await?;
+    let cmd = Commands::new(config_path, stream);
+    let mark = ops::held_mark(stream);
     let Some(firing) = decide::held_change(held, paged) else {
+        if paged && held > 0 {
+            held_follow_up(db, stream, held, at, notifiers, &cmd).await?;
+        }
         return Ok(());
     };
     let rows: Vec<HeldColumns> = db
         .rows(sql::HELD_NAMED, &[&stream, &(decide::HELD_NAMED as i64)])
         .await?;
-    let mut named = Vec::with_capacity(rows.len());
-    for (id, ty, subject, org, received, reason, key_id) in rows {
-        named.push(HeldEvent {
-            event: oldest_of((id, ty, subject, org, received))?,
-            hold: decide::hold_of(reason.as_deref().unwrap_or_default(), key_id.as_deref()),
-        });
-    }
-    let reason = decide::held_summary(stream, held, &named, &Commands::new(config_path, stream));
+    let named = held_events(rows)?;
+    let reason = decide::held_summary(stream, held, &named, &cmd);
     outbox::queue_keyed_pages(
         db,
         &page(stream, firing, at, reason, notifiers),
@@ -917,6 +965,54 @@ pub(super) async fn held_check<D: Db>(
     // The run row exists for every stream with rows (`sql::QUEUE`).
     db.exec(sql::QUEUE, &[&stream]).await?;
     db.exec(sql::SET_HELD_PAGED, &[&stream, &firing]).await?;
+    db.exec(sql::UNMARK_HELD, &[&mark]).await?;
+    if firing {
+        db.exec(sql::MARK_HELD, &[&stream, &mark]).await?;
+    }
+    Ok(())
+}
+
+/// The follow-up of a firing held page: the events held since it.
+async fn held_follow_up<D: Db>(
+    db: &D,
+    stream: &str,
+    held: u64,
+    at: DateTime<Utc>,
+    notifiers: &[String],
+    cmd: &Commands,
+) -> Result<(), StoreError> {
+    let mark = ops::held_mark(stream);
+    let (marks,): (i64,) = db.one(sql::HELD_MARKS, &[&mark]).await?;
+    let (unmarked,): (i64,) = db.one(sql::UNMARKED_HELD, &[&stream, &mark]).await?;
+    let new = u64::try_from(unmarked).unwrap_or(0);
+    match ops::held_news(marks > 0, new) {
+        ops::HeldNews::Nothing => return Ok(()),
+        ops::HeldNews::Record => {
+            db.exec(sql::MARK_HELD, &[&stream, &mark]).await?;
+            return Ok(());
+        }
+        ops::HeldNews::Page => {}
+    }
+    let rows: Vec<HeldColumns> = db
+        .rows(
+            sql::UNMARKED_HELD_NAMED,
+            &[&stream, &mark, &(decide::HELD_NAMED as i64)],
+        )
+        .await?;
+    let named = held_events(rows)?;
+    let reason = ops::held_follow_up_summary(
+        stream,
+        held,
+        &decide::held_summary(stream, new, &named, cmd),
+    );
+    outbox::queue_keyed_pages(
+        db,
+        &page(stream, true, at, reason, notifiers),
+        at,
+        &held_alert(stream),
+    )
+    .await?;
+    db.exec(sql::MARK_HELD, &[&stream, &mark]).await?;
     Ok(())
 }
 

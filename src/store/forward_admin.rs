@@ -92,7 +92,8 @@ pub struct ReplayChunk {
     pub rows: usize,
     /// Items still wanted in the listing.
     pub list: usize,
-    /// Re-queued by the chunks before (the last chunk audits the total).
+    /// Re-queued by the chunks before (each chunk audits what it
+    /// re-queued, the last one the total).
     pub requeued_before: u64,
 }
 
@@ -105,8 +106,16 @@ pub struct ReplayStep {
     pub next: Option<Cursor>,
 }
 
+/// Schema step `0026_forward_webhook_id_index`: a row by its webhook-id
+/// (`forward skip|retry --id`, a reconciliation's fate) is an index seek
+/// instead of a walk over every row of the stream, delivered ones kept for
+/// replay included. `id` last, so "the newest row of that id" is read off
+/// the index.
+pub(super) const WEBHOOK_ID_INDEX: &str =
+    "CREATE INDEX forwards_webhook_id ON forwards (stream, delivery_id, id);";
+
 /// Statements; `$N` on both engines.
-mod sql {
+pub(super) mod sql {
     // SQLite uses a partial index only when the query repeats its WHERE
     // term: every read of open rows says `state <> 'delivered'`
     // (`forwards_open`), so none of them walks the delivered rows kept for
@@ -401,6 +410,49 @@ pub(super) async fn give_up<D: Db>(
     Ok(n)
 }
 
+/// What removing a templated stream did, decided in the transaction that
+/// removes it: the count a `DELETE` answers 409 with is the count of that
+/// transaction, and an event stored before it is never left behind
+/// undelivered by a stream that is gone (on SQLite the single writer
+/// orders it before or after; on PostgreSQL one committed while this
+/// transaction runs is not seen, and waits pending under the removed
+/// stream, visible in status, until a start or reload holds and pages it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamRemoval {
+    /// Removed; `gave_up` undelivered events became dead letters with it.
+    Removed {
+        gave_up: u64,
+    },
+    NotFound,
+    /// Not removed: this many are undelivered and `force` was not given.
+    Undelivered(u64),
+}
+
+/// Removes the templated stream `a.stream` in one transaction with the
+/// count of its undelivered events; with `force` those become dead letters
+/// (audited, paged) in the same transaction. The service gives most of
+/// them up first in bounded chunks, so this one has at most the few that
+/// arrived meanwhile.
+pub(super) async fn remove_stream<D: Db>(
+    db: &D,
+    a: &OperatorAction,
+    force: bool,
+) -> Result<StreamRemoval, StoreError> {
+    let n = undelivered(db, &a.stream).await?;
+    if n > 0 && !force {
+        return Ok(StreamRemoval::Undelivered(n));
+    }
+    if !super::core::remove_templated_stream(db, &a.stream).await? {
+        return Ok(StreamRemoval::NotFound);
+    }
+    let gave_up = if n > 0 {
+        give_up(db, a, i64::try_from(n).unwrap_or(i64::MAX)).await?
+    } else {
+        0
+    };
+    Ok(StreamRemoval::Removed { gave_up })
+}
+
 /// The statement parts of a chunk's scope: its row predicate (`$1`…),
 /// how many parameters that takes, and its order.
 fn scope_sql(scope: ReplayScope) -> (&'static str, usize, &'static str) {
@@ -447,9 +499,6 @@ pub(super) async fn replay_chunk<D: Db>(db: &D, c: &ReplayChunk) -> Result<Repla
     let (end, last) = decide::chunk_end(found, to - 1);
     let write = !r.dry_run;
     let now = millis(r.now);
-    // The head before any row (the ingest order), and only by the chunk
-    // that appends the audit entry.
-    audit::lock_head(db, write && last && r.audit).await?;
 
     let (range, fixed, order) = scope_sql(c.scope);
     let mut args: Vec<&dyn Arg> = match c.scope {
@@ -502,6 +551,12 @@ pub(super) async fn replay_chunk<D: Db>(db: &D, c: &ReplayChunk) -> Result<Repla
     }
 
     let mut requeued = count(replayable);
+    // Each chunk that re-queues rows is audited in its own transaction, so
+    // a replay cut off midway (a crash, the store timeout) leaves no
+    // re-queued event unaudited. The audit head is locked before any row
+    // is written (the ingest order: head, then rows; the reads above lock
+    // nothing).
+    audit::lock_head(db, write && r.audit && (last || replayable > 0)).await?;
     if write {
         if replayable > 0 {
             args.push(&now);
@@ -517,6 +572,15 @@ pub(super) async fn replay_chunk<D: Db>(db: &D, c: &ReplayChunk) -> Result<Repla
                     &args,
                 )
                 .await?;
+        }
+        if !last && requeued > 0 && r.audit {
+            let mut entry = super::forward::replay_entry(r, requeued);
+            if c.scope == ReplayScope::DeadLetters {
+                entry.event_type = decide::dead_letters_replay_summary(&r.by, requeued, &r.types);
+            }
+            entry.event_type =
+                decide::replay_part_summary(&entry.event_type, c.requeued_before + requeued);
+            audit::append_audit(db, &entry).await?;
         }
         if last {
             let total = c.requeued_before + requeued;

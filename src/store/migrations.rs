@@ -170,6 +170,11 @@ pub(crate) const STEPS: &[Step] = &[
     Step::both("0024_crosscheck_pages", super::crosscheck::PAGES_MIGRATION),
     // Issue #45 (heal): the origin of a relay row hushwatch built itself.
     Step::both("0025_forward_origin", super::forward::ORIGIN),
+    // Issue #44: `forward skip|retry --id` finds its row by webhook-id.
+    Step::both(
+        "0026_forward_webhook_id_index",
+        super::forward_admin::WEBHOOK_ID_INDEX,
+    ),
 ];
 
 /// Frozen: what SQLite's positional `user_version` N stood for (the first

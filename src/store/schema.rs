@@ -513,6 +513,79 @@ mod tests {
                 |r| r.get(0),
             )
             .unwrap();
-        assert_eq!(indexes, 6);
+        assert_eq!(indexes, 7, "the six of 0022 and 0026's webhook-id index");
+    }
+
+    /// SQLite's plan of `sql`, one detail line each.
+    fn plan(conn: &Connection, sql: &str) -> String {
+        let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+        // The plan is chosen when the statement is prepared; the values
+        // bound do not change it.
+        let nulls = vec![rusqlite::types::Null; stmt.parameter_count()];
+        let lines: Vec<String> = stmt
+            .query_map(rusqlite::params_from_iter(nulls), |r| r.get(3))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        lines.join("\n")
+    }
+
+    /// Issue #44's webhook-id index on a file from just before it: the
+    /// rows stay, the index is built, and a lookup by webhook-id seeks it;
+    /// the reads of open rows by state stay on the partial `forwards_open`
+    /// (they repeat its `state <> 'delivered'`), off the delivered rows.
+    #[test]
+    fn a_file_from_before_the_webhook_id_index_gets_it_and_lookups_use_their_indexes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("hushwatch.sqlite3");
+        {
+            let mut conn = Connection::open(&path).unwrap();
+            register_functions(&conn).unwrap();
+            adopt(&mut conn).unwrap();
+            for step in migrations::STEPS
+                .iter()
+                .take_while(|s| s.name != "0026_forward_webhook_id_index")
+            {
+                apply_step(&mut conn, step).unwrap();
+            }
+            conn.execute_batch(
+                "INSERT INTO forwards (stream, queue, delivery_id, event_type, received_at,
+                     give_up_from, moves_clock, body, next_attempt_at, state)
+                 VALUES ('clerk', 'clerk', 'msg_1', 'user.deleted', 1, 1, 0, X'7b7d', 1, 'delivered'),
+                        ('clerk', 'clerk', 'msg_2', 'user.deleted', 2, 2, 0, X'7b7d', 2, 'pending');",
+            )
+            .unwrap();
+        }
+        let conn = open(&path).unwrap();
+        assert!(names(&conn).contains(&"0026_forward_webhook_id_index".to_string()));
+        let (n, pending): (i64, String) = conn
+            .query_row(
+                "SELECT count(*), max(CASE WHEN state = 'pending' THEN delivery_id END) FROM forwards",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!((n, pending.as_str()), (2, "msg_2"));
+        use crate::store::forward::sql as fwd;
+        use crate::store::forward_admin::sql as admin;
+        for (what, sql) in [("FIND_ANY", admin::FIND_ANY), ("FATE", fwd::FATE)] {
+            let p = plan(&conn, sql);
+            assert!(p.contains("INDEX forwards_webhook_id"), "{what}: {p}");
+        }
+        for (what, sql) in [
+            ("COUNT_STATE", fwd::COUNT_STATE),
+            ("OLDEST_STATE", fwd::OLDEST_STATE),
+            ("HELD_NAMED", fwd::HELD_NAMED),
+            ("admin COUNT_STATE", admin::COUNT_STATE),
+        ] {
+            let p = plan(&conn, sql);
+            assert!(p.contains("INDEX forwards_open"), "{what}: {p}");
+        }
+        // Either partial index of open rows serves it.
+        let p = plan(&conn, fwd::STUCK_REVOCATIONS);
+        assert!(
+            p.contains("INDEX forwards_open") || p.contains("INDEX forwards_revocations"),
+            "STUCK_REVOCATIONS: {p}"
+        );
     }
 }

@@ -35,6 +35,7 @@ mod notify_pagerduty_slack;
 mod notify_queues;
 mod notify_reminders;
 mod notify_webhook;
+mod page_commands;
 mod providers;
 mod readme;
 mod reconcile;

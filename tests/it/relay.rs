@@ -1860,11 +1860,26 @@ fn a_row_relabelled_to_plaintext_in_sqlite_is_held_not_forwarded() {
 
     app.mode("up");
     let hw = Sidecar::start(&work.config_path());
-    let held = wait_for(LIMIT, "the held page", || {
-        pages(&hw, "forward_held")
+    // Not `wait_for`: when the page does not come (2 of 3 runs of the
+    // relay suite on a loaded machine, issue #44 leftovers), the failure
+    // says what the relay and the log showed.
+    let deadline = Instant::now() + LIMIT;
+    let held = loop {
+        if let Some(p) = pages(&hw, "forward_held")
             .into_iter()
             .find(|p| p["status"] == "firing")
-    });
+        {
+            break p;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no held page within {LIMIT:?}; relay: {}\npages: {:?}\nlog:\n{}",
+            forward(hw.addr),
+            hw.stdout_lines(),
+            hw.stderr_text()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
     assert!(
         held["summary"]
             .as_str()

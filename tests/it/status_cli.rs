@@ -731,3 +731,133 @@ fn a_relay_silence_page_says_the_app_is_silent_and_what_hushwatch_holds() {
     hw.stop();
     drop(app);
 }
+
+// ------------------------------- held and overdue relays (issue #44)
+
+/// `identity` relays with a one-second `critical_after` (its refused
+/// revocation is overdue at once); `billing` relays while `billing_forwards`
+/// and has no `[forward]` otherwise (what it stored is then held). Ladders
+/// are an hour long: nothing is retried while the test looks.
+fn held_overdue_config(app: &RefusableApp, billing_forwards: bool) -> String {
+    let forward = |name: &str, extra: &str| {
+        format!(
+            "[streams.{name}.forward]\nurl = \"http://{}/webhooks\"\nsecret = \"{APP_SECRET}\"\ntimeout = \"2s\"\nretry = [\"1h\"]\n{extra}",
+            app.addr
+        )
+    };
+    let stream = |name: &str| {
+        format!(
+            "\n[streams.{name}]\ncalendar = \"always\"\nsilence_threshold = \"1h\"\nnotify = [\"stdout\"]\n[streams.{name}.ingest]\nwebhook_secret = \"{RELAY_SECRET}\"\n"
+        )
+    };
+    format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\ndata_dir = \"data\"\nadmin_token = \"relay-admin-1\"\n{}{}{}{}\n[notifiers.stdout]\nkind = \"log\"\n",
+        stream("identity"),
+        forward("identity", "critical_after = \"1s\"\n"),
+        stream("billing"),
+        if billing_forwards {
+            forward("billing", "")
+        } else {
+            String::new()
+        },
+    )
+}
+
+/// Drives the relay through the binary into the two states the failing
+/// and dead-letter driver above does not reach: `identity` with a
+/// revocation the app refused, undelivered past `critical_after`
+/// (`overdue`), and `billing` holding the event it stored before its
+/// `[forward]` was removed and the config reloaded (`held`). Calls
+/// `look("overdue-and-held", hushwatch)`; returns the running sidecar.
+pub fn through_held_and_overdue_relay_states(mut look: impl FnMut(&str, &Sidecar)) -> Sidecar {
+    let limit = std::time::Duration::from_secs(60);
+    let app = RefusableApp::start();
+    app.refuse(true);
+    let work = Workdir::new(&held_overdue_config(&app, true));
+    let hw = Sidecar::start(&work.config_path());
+    send_relayed(hw.addr, "identity", "msg_late_1", "user.deleted", "user_5");
+    send_relayed(hw.addr, "billing", "msg_held_1", "user.created", "user_6");
+    wait_for(limit, "both refused once", || {
+        ["identity", "billing"]
+            .iter()
+            .all(|s| relay_of(hw.addr, s)["consecutive_failures"].as_u64() >= Some(1))
+            .then_some(())
+    });
+    work.write_config(&held_overdue_config(&app, false));
+    hw.signal("HUP");
+    wait_for(limit, "identity overdue, billing held", || {
+        let (i, b) = (relay_of(hw.addr, "identity"), relay_of(hw.addr, "billing"));
+        (i["state"] == "overdue" && b["state"] == "held").then_some(())
+    });
+    look("overdue-and-held", &hw);
+    std::mem::forget(app);
+    hw
+}
+
+#[test]
+fn a_held_or_overdue_relay_is_in_v1_status_and_status_exits_1() {
+    let hw = through_held_and_overdue_relay_states(|_, hw| {
+        let url = format!("http://{}", hw.addr);
+        let (code, out, err) = status_cli(&url);
+        assert_eq!(code, 1, "held and overdue relays are not OK: {out}{err}");
+        assert!(
+            out.starts_with("hushwatch NOT OK: 0 of 2 stream(s) firing, 2 relay(s) not OK"),
+            "{out}"
+        );
+        let identity = relay_of(hw.addr, "identity");
+        assert_eq!(identity["state"], "overdue", "{identity}");
+        assert_eq!(
+            identity["problems"],
+            serde_json::json!(["overdue", "failing"]),
+            "{identity}"
+        );
+        assert!(identity["oldest_revocation_at"].is_string(), "{identity}");
+        assert_eq!(identity["critical_after_seconds"], 1);
+        assert_eq!(
+            identity["command"],
+            "hushwatch forward retry --stream identity"
+        );
+        let billing = relay_of(hw.addr, "billing");
+        assert_eq!(billing["state"], "held", "{billing}");
+        assert_eq!(
+            billing["problems"],
+            serde_json::json!(["held"]),
+            "{billing}"
+        );
+        assert_eq!(billing["held"], 1, "{billing}");
+        assert_eq!(billing["pending"], 0, "{billing}");
+        assert_eq!(
+            billing["command"],
+            "hushwatch forward list --stream billing --state held"
+        );
+        assert!(
+            out.contains("identity  OK, REVOCATION UNDELIVERED TOO LONG  ")
+                || out.contains("identity  OK, RELAY "),
+            "{out}"
+        );
+        assert!(
+            out.contains(
+                "\n  revocation undelivered too long: 1 pending, oldest user.deleted user_5 since "
+            ),
+            "{out}"
+        );
+        assert!(out.contains(" undelivered for "), "{out}");
+        assert!(
+            out.contains("\n  relay holds events it cannot send: 1 held (hushwatch cannot send them) (`hushwatch forward list --stream billing --state held`)\n"),
+            "{out}"
+        );
+        // Each command runs as printed (with `--url`: where the admin API
+        // listens) and shows what it is about.
+        for (relay, shows) in [(&identity, "due now"), (&billing, "msg_held_1")] {
+            let command = relay["command"].as_str().unwrap();
+            let (code, out, err) = cli(&[])
+                .args(&command.split(' ').skip(1).collect::<Vec<_>>())
+                .args(&["--url", &url])
+                .env("HUSHWATCH_ADMIN_TOKEN", "relay-admin-1")
+                .run();
+            assert_eq!(code, 0, "{command}: {out}{err}");
+            assert!(out.contains(shows), "{command}: {out}");
+        }
+    });
+    hw.stop();
+}

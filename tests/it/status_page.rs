@@ -991,3 +991,90 @@ fn a_cross_check_with_findings_then_failing_shows_on_the_first_screen_at_1280_by
     assert!(!page.contains("sk_test_"), "the key never reaches the page");
     running.stop();
 }
+
+/// Issue #44: a relay holding events it cannot send, and one with a
+/// revocation undelivered past `critical_after`, show on the first screen
+/// too (driven through the binary by `status_cli`'s driver): the banner is
+/// not green and names both, the command to run is under it, and each
+/// relay line is within the first 800 px.
+#[test]
+fn held_and_overdue_relays_show_on_the_first_screen_at_1280_by_800() {
+    let Some(path) = chromium() else { return };
+    let hw = crate::status_cli::through_held_and_overdue_relay_states(|state, hw| {
+        let browser = Browser {
+            path: path.clone(),
+            base: format!("http://{}/", hw.addr),
+            addr: hw.addr,
+        };
+        let name = format!("relay-{state}");
+        let shot = output_dir().join(format!("{name}-1280x800.png"));
+        let _ = std::fs::remove_file(&shot);
+        run_chromium(
+            &path,
+            &[
+                "--window-size=1280,800".to_string(),
+                format!("--screenshot={}", shot.display()),
+            ],
+            &browser.base,
+        );
+        assert!(
+            shot.exists(),
+            "screenshot {} was not written",
+            shot.display()
+        );
+        let probe = browser.probe(&name, 1280);
+        let summary = probe["summary"].as_str().unwrap();
+        let relays = probe["relays"].as_array().unwrap();
+        assert_eq!(relays.len(), 2, "{probe}");
+        for r in relays {
+            assert!(
+                r["bottom"].as_i64().unwrap() <= 800,
+                "{name}: relay line below the first screen: {probe}"
+            );
+        }
+        let line = |id: &str| {
+            relays
+                .iter()
+                .find(|r| r["id"] == id)
+                .and_then(|r| r["text"].as_str())
+                .unwrap_or_else(|| panic!("no {id}: {probe}"))
+                .to_string()
+        };
+        let page = get(hw.addr, "/").body;
+        assert!(
+            page.contains("<p class=\"summary bad\""),
+            "the banner is not green"
+        );
+        for want in [
+            "billing (relay holds events it cannot send)",
+            "identity (revocation undelivered too long)",
+        ] {
+            assert!(summary.contains(want), "{want}: {probe}");
+        }
+        let howto = &probe["relayHowto"];
+        assert!(howto["bottom"].as_i64().unwrap() <= 800, "{probe}");
+        let text = howto["text"].as_str().unwrap();
+        assert!(
+            text.contains("hushwatch forward list --stream billing --state held"),
+            "{text}"
+        );
+        assert!(
+            text.contains("hushwatch forward retry --stream identity"),
+            "{text}"
+        );
+        let billing = line("relay-billing");
+        assert!(
+            billing.starts_with("relay holds events it cannot send: 1 held"),
+            "{billing}"
+        );
+        let identity = line("relay-identity");
+        assert!(
+            identity.starts_with(
+                "revocation undelivered too long: 1 pending, oldest user.deleted user_5"
+            ),
+            "{identity}"
+        );
+        assert!(identity.contains(" undelivered for "), "{identity}");
+    });
+    hw.stop();
+}

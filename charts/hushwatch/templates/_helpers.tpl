@@ -98,6 +98,13 @@ on its own.
 {{- $_ := set $store "url" "${HUSHWATCH_STORE_URL}" -}}
 {{- $_ := set $config "store" $store -}}
 {{- end -}}
+{{- if .runbookBaseUrl -}}
+{{- $server := get $config "server" | default dict -}}
+{{- if not (hasKey $server "runbook_base_url") -}}
+{{- $_ := set $server "runbook_base_url" .runbookBaseUrl -}}
+{{- end -}}
+{{- $_ := set $config "server" $server -}}
+{{- end -}}
 {{- if .adminPort -}}
 {{- $server := get $config "server" | default dict -}}
 {{- if not (hasKey $server "admin_listen") -}}

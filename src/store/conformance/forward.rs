@@ -29,6 +29,7 @@ backend_matrix!(
     thousands_of_subject_queues_are_claimed_longest_waiting_first,
     a_failing_run_whose_events_were_set_aside_resolves_without_a_delivery,
     a_healed_event_keeps_its_origin_and_shares_the_webhook_channel_s_ids,
+    a_held_page_is_followed_up_naming_only_the_events_held_after_it,
 );
 
 /// `true`: one queue per stream (as before the modes); `false`: none.
@@ -942,4 +943,121 @@ async fn a_healed_event_keeps_its_origin_and_shares_the_webhook_channel_s_ids(db
         got,
         [("msg_healed", Some("crosscheck")), ("msg_plain", None)]
     );
+}
+
+/// The firing held pages queued so far, oldest first.
+async fn held_pages(store: &Store) -> Vec<String> {
+    store
+        .pending_outbox()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.alert_kind == "forward_held" && r.state == super::super::AlertState::Firing)
+        .map(|r| r.reason)
+        .collect()
+}
+
+/// Issue #44: events held later in the same episode are named by a
+/// follow-up page (in whatever order they are held), and no event is
+/// paged twice; a new episode names everything again.
+async fn a_held_page_is_followed_up_naming_only_the_events_held_after_it(db: TestDb) {
+    let clock = Arc::new(ManualClock::new(at(1_000_010)));
+    let store = db.open_with_clock(clock.clone()).await;
+    let sealed_old = |id: &str, ms: i64| {
+        let mut e = forwarded_as(
+            "clerk",
+            id,
+            ms,
+            Order::Subject,
+            false,
+            &format!("user_{id}"),
+        );
+        if let Some(f) = e.forward.as_mut() {
+            f.sealed.key_id = Some("0ld0ld".into());
+        }
+        e
+    };
+    store
+        .record_events(vec![
+            sealed_old("ha", 1_000_000),
+            sealed_old("hb", 1_000_001),
+            sealed_old("hc", 1_000_002),
+        ])
+        .await
+        .unwrap();
+    let p = ForwardPolicy {
+        order: Order::Subject,
+        ..policy(&[1])
+    };
+    let mut c = claim(&store, "r1", &clock).await;
+    c.sort_by(|x, y| x.delivery_id.cmp(&y.delivery_id));
+    assert_eq!(ids(&c), ["ha", "hb", "hc"]);
+    let hold = |claim: &ForwardClaim| {
+        settle(
+            claim.clone(),
+            ForwardAttempt::Held(Hold::UnknownKey("0ld0ld".into())),
+            &clock,
+            &p,
+        )
+    };
+    store.settle_forward(hold(&c[0])).await.unwrap();
+    assert_eq!(held_pages(&store).await.len(), 1);
+    // Held out of id order: hc, then hb; each is named once, by its own page.
+    store.settle_forward(hold(&c[2])).await.unwrap();
+    store.settle_forward(hold(&c[1])).await.unwrap();
+    let pages = held_pages(&store).await;
+    assert_eq!(pages.len(), 3, "{pages:#?}");
+    assert!(pages[0].contains("delivery ha"), "{}", pages[0]);
+    for (page, new, old) in [
+        (&pages[1], "hc", ["ha", "hb"]),
+        (&pages[2], "hb", ["ha", "hc"]),
+    ] {
+        assert!(
+            page.starts_with("more events of stream clerk were held since the last page"),
+            "{page}"
+        );
+        assert!(page.contains(&format!("delivery {new}")), "{page}");
+        assert!(
+            page.contains(&format!("--id {new} ")),
+            "the follow-up's skip command: {page}"
+        );
+        for o in old {
+            assert!(
+                !page.contains(&format!("delivery {o}")),
+                "{o} paged twice: {page}"
+            );
+        }
+    }
+    assert!(pages[2].contains("(3 held in all)"), "{}", pages[2]);
+    // A reload that releases nothing sends nothing new.
+    store
+        .align_forwards(alignment(&clock, &[("clerk", Some(Order::Subject))], &[]))
+        .await
+        .unwrap();
+    assert_eq!(held_pages(&store).await.len(), 3);
+    // The key back: all released, the alert resolves; held again later, a
+    // new episode's page names them all.
+    let back = store
+        .align_forwards(alignment(
+            &clock,
+            &[("clerk", Some(Order::Subject))],
+            &["0ld0ld"],
+        ))
+        .await
+        .unwrap();
+    assert_eq!(back.released, 3);
+    let mut again = claim(&store, "r1", &clock).await;
+    again.sort_by(|x, y| x.delivery_id.cmp(&y.delivery_id));
+    assert_eq!(ids(&again), ["ha", "hb", "hc"]);
+    for c in &again {
+        store.settle_forward(hold(c)).await.unwrap();
+    }
+    let pages = held_pages(&store).await;
+    assert_eq!(pages.len(), 6, "a new page and two follow-ups: {pages:#?}");
+    assert!(
+        pages[3].contains("delivery ha") && !pages[3].starts_with("more events"),
+        "{}",
+        pages[3]
+    );
+    assert!(pages[4].contains("delivery hb") && pages[5].contains("delivery hc"));
 }

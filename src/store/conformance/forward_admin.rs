@@ -17,7 +17,9 @@ use crate::domain::forward::Ladder;
 use crate::domain::forward_ops::{first_cursor, ReplayScope, Verdict};
 
 backend_matrix!(
-    a_replay_in_small_chunks_requeues_the_window_once_and_audits_once,
+    a_replay_in_small_chunks_requeues_the_window_once_and_audits_each_chunk,
+    a_replay_cut_off_midway_has_audited_every_chunk_it_requeued,
+    removing_a_stream_counts_and_removes_in_one_transaction,
     a_dry_run_counts_without_requeueing_and_caps_the_listing,
     replaying_dead_letters_needs_no_window,
     list_retry_and_skip_act_on_one_event_and_say_why_not,
@@ -154,7 +156,7 @@ async fn dead_letter_pages(store: &Store) -> Vec<AlertState> {
         .collect()
 }
 
-async fn a_replay_in_small_chunks_requeues_the_window_once_and_audits_once(db: TestDb) {
+async fn a_replay_in_small_chunks_requeues_the_window_once_and_audits_each_chunk(db: TestDb) {
     let clock = Arc::new(ManualClock::new(at(1_000_100)));
     let store = db.open_with_clock(clock.clone()).await;
     // Seven delivered events, two of them sharing one instant (the keyset
@@ -188,7 +190,24 @@ async fn a_replay_in_small_chunks_requeues_the_window_once_and_audits_once(db: T
 
     let before = head(&store).await;
     let r = request("clerk", 1_000_000, 1_000_010, false, 1_000_200);
-    let (out, chunks) = in_chunks(&store, r.clone(), ReplayScope::Window, 2).await;
+    // Chunks that re-queued rows and were not the last (that one audits
+    // the total).
+    let partial = std::cell::Cell::new(0_i64);
+    let mut chunks = 0;
+    let out = replay_in_chunks(r.clone(), ReplayScope::Window, 2, |c: ReplayChunk| {
+        chunks += 1;
+        let (store, partial) = (&store, &partial);
+        async move {
+            let step = store.replay_forwards_chunk(c).await?;
+            if step.requeued > 0 && step.next.is_some() {
+                partial.set(partial.get() + 1);
+            }
+            Ok::<_, crate::store::StoreError>(step)
+        }
+    })
+    .await
+    .unwrap();
+    let audited = partial.get() + 1;
     assert_eq!((out.count, out.already_pending), (7, 1));
     assert!(chunks >= 4, "8 rows in chunks of 2: {chunks} chunks");
     let listed: Vec<&str> = out.items.iter().map(|i| i.delivery_id.as_str()).collect();
@@ -198,11 +217,11 @@ async fn a_replay_in_small_chunks_requeues_the_window_once_and_audits_once(db: T
         "in arrival order, each once"
     );
     assert!(out.items.iter().all(|i| i.state == "delivered"));
-    assert_eq!(
-        head(&store).await,
-        before + 1,
-        "one audit entry for the whole replay"
-    );
+    // Each chunk that re-queued rows is audited as it commits, the last
+    // one with the total: more than one entry, none for a chunk that
+    // re-queued nothing.
+    assert_eq!(head(&store).await, before + audited, "{audited} entries");
+    assert!(audited >= 4, "d0..d6 in chunks of two rows: {audited}");
 
     // Re-queued: all of them are due again, under their ids.
     clock.set(at(1_000_200));
@@ -332,7 +351,11 @@ async fn replaying_dead_letters_needs_no_window(db: TestDb) {
     let (out, chunks) = in_chunks(&store, r, ReplayScope::DeadLetters, 1).await;
     assert_eq!(out.count, 2, "only clerk's dead letters");
     assert!(chunks >= 2);
-    assert_eq!(head(&store).await, before + 1);
+    assert_eq!(
+        head(&store).await,
+        before + 3,
+        "each one-row chunk that re-queued a dead letter, then the total"
+    );
     let status = store.forward_status().await.unwrap();
     let clerk = status.iter().find(|s| s.stream == "clerk").unwrap();
     assert_eq!((clerk.dead_letters, clerk.pending), (0, 3));
@@ -538,5 +561,100 @@ async fn deleting_with_force_gives_every_undelivered_event_up(db: TestDb) {
         [AlertState::Firing],
         "paged once"
     );
+    store.close().await.unwrap();
+}
+
+/// A replay that stops after its second chunk (a crash, the store
+/// timeout): the two chunks it committed re-queued four events, and the
+/// audit log has an entry for each of them.
+async fn a_replay_cut_off_midway_has_audited_every_chunk_it_requeued(db: TestDb) {
+    let clock = Arc::new(ManualClock::new(at(1_000_100)));
+    let store = db.open_with_clock(clock.clone()).await;
+    let events: Vec<NewEvent> = (0..6)
+        .map(|i| {
+            forwarded(
+                "clerk",
+                &format!("c{i}"),
+                "user.deleted",
+                1_000_000 + i,
+                false,
+            )
+        })
+        .collect();
+    store.record_events(events).await.unwrap();
+    assert_eq!(settle_all(&store, &clock, delivered()).await, 6);
+    let before = head(&store).await;
+    let mut chunks = 0;
+    let cut: Result<_, &str> = replay_in_chunks(
+        request("clerk", 1_000_000, 1_000_010, false, 1_000_200),
+        ReplayScope::Window,
+        2,
+        |c: ReplayChunk| {
+            chunks += 1;
+            let store = &store;
+            let n = chunks;
+            async move {
+                if n > 2 {
+                    return Err("cut off");
+                }
+                Ok(store.replay_forwards_chunk(c).await.unwrap())
+            }
+        },
+    )
+    .await;
+    assert_eq!(cut.err(), Some("cut off"));
+    clock.set(at(1_000_200));
+    let (claims, _) = store
+        .claim_forwards("r1".into(), clock.now(), TimeDelta::seconds(60), 1000)
+        .await
+        .unwrap();
+    assert_eq!(claims.len(), 4, "two chunks of two re-queued");
+    assert_eq!(
+        head(&store).await,
+        before + 2,
+        "each committed chunk is in the audit log"
+    );
+    store.close().await.unwrap();
+}
+
+/// `DELETE` of a templated relaying stream decides on the count of the
+/// transaction that removes it: refused while events are undelivered,
+/// with force they become dead letters together with the removal.
+async fn removing_a_stream_counts_and_removes_in_one_transaction(db: TestDb) {
+    use super::super::forward_admin::StreamRemoval;
+    let clock = Arc::new(ManualClock::new(at(1_000_000)));
+    let store = db.open_with_clock(clock.clone()).await;
+    store
+        .add_templated_stream("org:a".into(), at(1_000_000), 10)
+        .await
+        .unwrap();
+    store
+        .record_events(vec![forwarded(
+            "org:a",
+            "o1",
+            "user.deleted",
+            1_000_001,
+            true,
+        )])
+        .await
+        .unwrap();
+    let remove =
+        |force| store.remove_templated_stream_settled(action("org:a", 1_000_010, None), force);
+    assert_eq!(remove(false).await.unwrap(), StreamRemoval::Undelivered(1));
+    assert_eq!(
+        store.templated_streams().await.unwrap(),
+        ["org:a".to_string()],
+        "refused: the stream stays"
+    );
+    let before = head(&store).await;
+    assert_eq!(
+        remove(true).await.unwrap(),
+        StreamRemoval::Removed { gave_up: 1 }
+    );
+    assert!(store.templated_streams().await.unwrap().is_empty());
+    assert_eq!(store.undelivered_forwards("org:a".into()).await.unwrap(), 0);
+    assert_eq!(head(&store).await, before + 1, "the give-up is audited");
+    assert_eq!(dead_letter_pages(&store).await, [AlertState::Firing]);
+    assert_eq!(remove(true).await.unwrap(), StreamRemoval::NotFound);
     store.close().await.unwrap();
 }

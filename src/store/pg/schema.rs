@@ -438,4 +438,187 @@ mod tests {
         // and it would be recorded).
         assert_eq!(recorded(&client).await, before);
     }
+
+    /// A fresh database brought to just before step `before`, with `rows`
+    /// run on it, then migrated the rest of the way.
+    async fn upgraded_from_before(
+        db: &PgTestDb,
+        before: &str,
+        rows: &str,
+    ) -> deadpool_postgres::Object {
+        let pool = super::super::pool(&db.settings(), 1).unwrap();
+        let mut client = pool.get().await.unwrap();
+        adopt(&mut client).await.unwrap();
+        for step in migrations::STEPS.iter().take_while(|s| s.name != before) {
+            apply_step(&mut client, step).await.unwrap();
+        }
+        client.batch_execute(rows).await.unwrap();
+        migrate(&mut client).await.unwrap();
+        client
+    }
+
+    /// Issue #44's step 0022 on a database with relay rows from before it
+    /// (the SQLite test of the same name in `store::schema` rebuilds the
+    /// table; here it is altered in place): every row kept, held becomes a
+    /// state, the rows are marked as sealed the old way (key id set), with
+    /// their subject as order key and Clerk revocations marked.
+    #[tokio::test]
+    async fn forwards_from_before_issue_44_keep_their_rows_and_are_marked() {
+        let Some(db) = PgTestDb::create().await else {
+            return;
+        };
+        let client = upgraded_from_before(
+            &db,
+            "0022_forward_subjects_held",
+            "INSERT INTO forwards (stream, queue, delivery_id, event_type, subject,
+                 received_at, give_up_from, moves_clock, key_id, body, next_attempt_at)
+             VALUES ('clerk', 'clerk', 'msg_1', 'user.deleted', 'user_1', 1, 1, FALSE,
+                     'abc', '\\x00', 1),
+                    ('clerk', NULL, 'msg_2', 'user.created', NULL, 2, 2, FALSE,
+                     NULL, '\\x7b7d', 2);
+             INSERT INTO forward_runs (stream, failures) VALUES ('clerk', 3);",
+        )
+        .await;
+        type Row = (String, Option<String>, bool, bool, Option<String>);
+        let rows: Vec<Row> = client
+            .query(
+                "SELECT delivery_id, order_key, revocation, aad_v1, queue FROM forwards ORDER BY id",
+                &[],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4)))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                (
+                    "msg_1".into(),
+                    Some("user_1".into()),
+                    true,
+                    true,
+                    Some("clerk".into())
+                ),
+                ("msg_2".into(), None, false, false, None),
+            ]
+        );
+        client
+            .execute(
+                "UPDATE forwards SET state = 'held' WHERE delivery_id = 'msg_1'",
+                &[],
+            )
+            .await
+            .unwrap();
+        let run = client
+            .query_one(
+                "SELECT failures, held_paged, revocation_paged FROM forward_runs WHERE stream = 'clerk'",
+                &[],
+            )
+            .await
+            .unwrap();
+        let (failures, held, revocation): (i64, bool, bool) = (run.get(0), run.get(1), run.get(2));
+        assert_eq!((failures, held, revocation), (3, false, false));
+        let indexes: Vec<String> = client
+            .query(
+                "SELECT indexname FROM pg_indexes
+                 WHERE tablename = 'forwards' AND indexname LIKE 'forwards\\_%' ORDER BY indexname",
+                &[],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        assert_eq!(
+            indexes,
+            [
+                "forwards_open",
+                "forwards_pending",
+                "forwards_pkey",
+                "forwards_prune",
+                "forwards_revocations",
+                "forwards_unordered",
+                "forwards_webhook_id",
+                "forwards_window",
+            ]
+        );
+        let marks: i64 = client
+            .query_one("SELECT count(*) FROM forward_marks", &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(marks, 0);
+    }
+
+    /// PostgreSQL's plan of `sql` (the caller prices sequential scans out,
+    /// so the plan shows which index the statement can use at all: a table
+    /// of two rows would otherwise be scanned whatever its indexes).
+    async fn plan(client: &Client, sql: &str, types: &str, values: &str) -> String {
+        client
+            .batch_execute(&format!("DEALLOCATE ALL; PREPARE q ({types}) AS {sql}"))
+            .await
+            .unwrap();
+        client
+            .query(&format!("EXPLAIN EXECUTE q ({values})"), &[])
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get::<_, String>(0))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// Issue #44's webhook-id index on a database from just before it: the
+    /// rows stay, the index is built, and a lookup by webhook-id can seek
+    /// it; the reads of open rows by state can use the partial
+    /// `forwards_open` (they repeat its `state <> 'delivered'`).
+    #[tokio::test]
+    async fn a_database_from_before_the_webhook_id_index_gets_it_and_lookups_use_their_indexes() {
+        let Some(db) = PgTestDb::create().await else {
+            return;
+        };
+        let client = upgraded_from_before(
+            &db,
+            "0026_forward_webhook_id_index",
+            "INSERT INTO forwards (stream, queue, delivery_id, event_type, received_at,
+                 give_up_from, moves_clock, body, next_attempt_at, state)
+             VALUES ('clerk', 'clerk', 'msg_1', 'user.deleted', 1, 1, FALSE, '\\x7b7d', 1, 'delivered'),
+                    ('clerk', 'clerk', 'msg_2', 'user.deleted', 2, 2, FALSE, '\\x7b7d', 2, 'pending');",
+        )
+        .await;
+        let n: i64 = client
+            .query_one("SELECT count(*) FROM forwards", &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(n, 2);
+        // A generic plan, as a prepared statement gets once it is reused:
+        // the partial index must be usable without knowing `$2`.
+        client
+            .batch_execute("SET enable_seqscan = off; SET plan_cache_mode = force_generic_plan")
+            .await
+            .unwrap();
+        use crate::store::forward::sql as fwd;
+        use crate::store::forward_admin::sql as admin;
+        for (what, sql) in [("FIND_ANY", admin::FIND_ANY), ("FATE", fwd::FATE)] {
+            let p = plan(&client, sql, "text, text", "'clerk', 'msg_2'").await;
+            assert!(p.contains("forwards_webhook_id"), "{what}: {p}");
+        }
+        for (what, sql) in [
+            ("COUNT_STATE", fwd::COUNT_STATE),
+            ("OLDEST_STATE", fwd::OLDEST_STATE),
+            ("admin COUNT_STATE", admin::COUNT_STATE),
+        ] {
+            let p = plan(&client, sql, "text, text", "'clerk', 'pending'").await;
+            assert!(p.contains("forwards_open"), "{what}: {p}");
+        }
+        let p = plan(&client, fwd::HELD_NAMED, "text, bigint", "'clerk', 5").await;
+        assert!(p.contains("forwards_open"), "HELD_NAMED: {p}");
+        let p = plan(&client, fwd::STUCK_REVOCATIONS, "text", "'clerk'").await;
+        assert!(
+            p.contains("forwards_open") || p.contains("forwards_revocations"),
+            "STUCK_REVOCATIONS: {p}"
+        );
+    }
 }
