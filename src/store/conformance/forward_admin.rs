@@ -66,7 +66,12 @@ async fn settle_all(store: &Store, clock: &ManualClock, attempt: ForwardAttempt)
     let mut n = 0;
     loop {
         let (claims, _) = store
-            .claim_forwards("r1".into(), clock.now(), TimeDelta::seconds(60), 500)
+            .claim_forwards(
+                "r1".into(),
+                clock.now(),
+                TimeDelta::seconds(60),
+                crate::store::forward::ClaimRoom::uniform(500),
+            )
             .await
             .unwrap();
         if claims.is_empty() {
@@ -206,7 +211,12 @@ async fn a_replay_in_small_chunks_requeues_the_window_once_and_audits_once(db: T
     // Re-queued: all of them are due again, under their ids.
     clock.set(at(1_000_200));
     let (claims, _) = store
-        .claim_forwards("r1".into(), clock.now(), TimeDelta::seconds(60), 1000)
+        .claim_forwards(
+            "r1".into(),
+            clock.now(),
+            TimeDelta::seconds(60),
+            crate::store::forward::ClaimRoom::uniform(1000),
+        )
         .await
         .unwrap();
     let mut ids: Vec<String> = claims.iter().map(|c| c.delivery_id.clone()).collect();
@@ -273,7 +283,12 @@ async fn a_dry_run_counts_without_requeueing_and_caps_the_listing(db: TestDb) {
     assert!(chunks >= 3);
     assert_eq!(head(&store).await, before, "a dry run is not audited");
     let (claims, _) = store
-        .claim_forwards("r1".into(), clock.now(), TimeDelta::seconds(60), 10)
+        .claim_forwards(
+            "r1".into(),
+            clock.now(),
+            TimeDelta::seconds(60),
+            crate::store::forward::ClaimRoom::uniform(10),
+        )
         .await
         .unwrap();
     assert!(claims.is_empty(), "a dry run re-queues nothing");
@@ -396,7 +411,12 @@ async fn list_retry_and_skip_act_on_one_event_and_say_why_not(db: TestDb) {
     );
     assert_eq!(head(&store).await, before + 1);
     let (claims, _) = store
-        .claim_forwards("r1".into(), at(1_000_001), TimeDelta::seconds(60), 10)
+        .claim_forwards(
+            "r1".into(),
+            at(1_000_001),
+            TimeDelta::seconds(60),
+            crate::store::forward::ClaimRoom::uniform(10),
+        )
         .await
         .unwrap();
     assert_eq!(claims.len(), 1, "the head is due at once");
@@ -443,7 +463,12 @@ async fn list_retry_and_skip_act_on_one_event_and_say_why_not(db: TestDb) {
         "the skipped event's attempt in flight settles nothing"
     );
     let (claims, _) = store
-        .claim_forwards("r1".into(), at(1_000_003), TimeDelta::seconds(60), 10)
+        .claim_forwards(
+            "r1".into(),
+            at(1_000_003),
+            TimeDelta::seconds(60),
+            crate::store::forward::ClaimRoom::uniform(10),
+        )
         .await
         .unwrap();
     assert_eq!(claims[0].delivery_id, "b", "what waited behind it goes on");
