@@ -183,10 +183,12 @@ fn a_stuck_event_is_listed_skipped_and_replayed_and_retry_sends_at_once() {
         send(hw.addr, "identity", id, &clerk_event("user.deleted", user));
     }
     // The head failed once; the ladder puts its next try an hour out, and
-    // the ordered queue holds b and c behind it.
+    // the ordered queue holds b and c behind it. An attempt is counted
+    // when it is claimed, before the app answers: wait for its outcome.
     let first = wait_for(LIMIT, "the head's first failed attempt", || {
         let l = listed(hw.addr, &[]);
-        (l["events"][0]["attempts"].as_u64() >= Some(1)).then_some(l)
+        let head = &l["events"][0];
+        (head["attempts"].as_u64() >= Some(1) && !head["last_status"].is_null()).then_some(l)
     });
     assert_eq!(first["total"], 3, "{first}");
     let head = &first["events"][0];
@@ -334,7 +336,8 @@ fn a_stuck_event_is_listed_skipped_and_replayed_and_retry_sends_at_once() {
     );
     wait_for(LIMIT, "d's first failed attempt", || {
         let l = listed(hw.addr, &["--state", "pending"]);
-        (l["events"][0]["attempts"].as_u64() >= Some(1)).then_some(())
+        let d = &l["events"][0];
+        (d["attempts"].as_u64() >= Some(1) && !d["last_status"].is_null()).then_some(())
     });
     app.mode("up");
     let out = ok(hw.addr, &["forward", "retry", "--stream", "identity"]);
