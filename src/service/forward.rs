@@ -324,10 +324,7 @@ pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
                         let slot = in_flight.take(&claim.stream, claim.body.bytes.len());
                         let app = Arc::clone(&app);
                         let client = Arc::clone(&client);
-                        attempts.spawn(async move {
-                            let _slot = slot;
-                            attempt(&app, &client, claim).await
-                        });
+                        attempts.spawn(async move { attempt(&app, &client, claim, slot).await });
                     }
                 }
                 Err(e) => {
@@ -443,7 +440,12 @@ pub fn headers(
     h
 }
 
-async fn attempt(app: &App, client: &Client, claim: ForwardClaim) {
+/// One delivery and its settle. The stream's slot (its `concurrency`) is
+/// given back once the app has answered, not after the settle: the
+/// settle waits for the store's writer, which under heavy ingest takes
+/// longer than the delivery itself, and counting it would let the writer,
+/// not the app, set how many deliveries are in flight.
+async fn attempt(app: &App, client: &Client, claim: ForwardClaim, slot: Slot) {
     let config = app.config();
     let forward = config
         .streams
@@ -464,6 +466,7 @@ async fn attempt(app: &App, client: &Client, claim: ForwardClaim) {
             send(app, client, &config, f, &claim).await,
         ),
     };
+    drop(slot);
     let outcome = match &result {
         ForwardAttempt::Delivered { .. } => "delivered",
         ForwardAttempt::Failed { .. } => "failed",
