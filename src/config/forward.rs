@@ -94,6 +94,9 @@ pub struct ForwardConfig {
     pub ordered: bool,
     /// A revocation undelivered this long pages critical.
     pub critical_after: TimeDelta,
+    /// Deliveries to the app in flight at once (each ordered queue still
+    /// has at most one).
+    pub concurrency: usize,
     pub clock: ForwardClock,
     /// How long a delivered body is kept (for replay) after its 2xx.
     pub retain: TimeDelta,
@@ -107,6 +110,10 @@ pub const DEFAULT_RETAIN: TimeDelta = TimeDelta::days(7);
 pub const DEFAULT_DEAD_LETTER_RETAIN: TimeDelta = TimeDelta::days(30);
 /// `critical_after` when unset.
 pub const DEFAULT_CRITICAL_AFTER: TimeDelta = TimeDelta::hours(1);
+/// `concurrency` when unset.
+pub const DEFAULT_CONCURRENCY: usize = 16;
+/// Largest `concurrency`: also the relay's in-flight cap across streams.
+pub const MAX_CONCURRENCY: usize = 256;
 
 /// The keys of the table (listed once: `reject_unknown` and the docs test).
 pub const KEYS: &[&str] = &[
@@ -121,6 +128,7 @@ pub const KEYS: &[&str] = &[
     "retain",
     "dead_letter_retain",
     "critical_after",
+    "concurrency",
 ];
 
 /// Longest `timeout`: a claim's lease must outlast the attempt.
@@ -253,6 +261,7 @@ pub(super) fn read(
     if critical_after < TimeDelta::seconds(1) {
         r.error(&join(&key_path, "critical_after"), "must be at least 1s");
     }
+    let concurrency = read_concurrency(r, &key_path, table);
     let clock = match r.opt_string(&key_path, table, "clock").as_deref() {
         None | Some("delivered") => ForwardClock::Delivered,
         Some("received") => ForwardClock::Received,
@@ -288,10 +297,28 @@ pub(super) fn read(
         order,
         ordered: order != Order::None,
         critical_after,
+        concurrency,
         clock,
         retain,
         dead_letter_retain,
     })
+}
+
+/// `concurrency = 1..=256`: an integer, not a string.
+fn read_concurrency(r: &mut Reader<'_>, path: &str, t: &Table) -> usize {
+    match t.get("concurrency") {
+        None => DEFAULT_CONCURRENCY,
+        Some(Value::Integer(n)) if (1..=MAX_CONCURRENCY as i64).contains(n) => {
+            usize::try_from(*n).unwrap_or(DEFAULT_CONCURRENCY)
+        }
+        Some(_) => {
+            r.error(
+                &join(path, "concurrency"),
+                format!("must be an integer from 1 to {MAX_CONCURRENCY}"),
+            );
+            DEFAULT_CONCURRENCY
+        }
+    }
 }
 
 /// `ordered = "subject" | "stream" | "none"`; `true` and `false` keep the
@@ -376,6 +403,7 @@ mod tests {
         assert_eq!(f.order, super::Order::Subject);
         assert!(f.ordered);
         assert_eq!(f.critical_after, chrono::TimeDelta::hours(1));
+        assert_eq!(f.concurrency, 16);
         assert_eq!(f.clock, super::ForwardClock::Delivered);
         assert_eq!(f.retain, chrono::TimeDelta::days(7));
         assert_eq!(f.secrets.len(), 1);
@@ -420,6 +448,25 @@ mod tests {
                 .any(|e| e.starts_with("streams.clerk.forward.secret: is required")),
             "{e:?}"
         );
+    }
+
+    #[test]
+    fn concurrency_is_an_integer_from_1_to_256() {
+        let base = format!("url = \"http://app\"\nsecret = \"{SECRET}\"");
+        for ok in ["1", "256"] {
+            let c = parse_str(&config(&format!("{base}\nconcurrency = {ok}"))).unwrap();
+            let f = c.streams["clerk"].forward.as_ref().unwrap();
+            assert_eq!(f.concurrency.to_string(), ok);
+        }
+        for bad in ["0", "257", "-1", "\"16\"", "1.5"] {
+            let e = errors(&config(&format!("{base}\nconcurrency = {bad}")));
+            assert!(
+                e.iter().any(|e| e.contains(
+                    "streams.clerk.forward.concurrency: must be an integer from 1 to 256"
+                )),
+                "{bad}: {e:?}"
+            );
+        }
     }
 
     #[test]

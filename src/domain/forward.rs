@@ -773,22 +773,84 @@ pub fn dead_letter_reason(
 
 /// The oldest pending row of one ordered queue (instants in epoch
 /// milliseconds, as stored).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Head {
     pub id: i64,
+    pub stream: String,
     pub next_attempt_at: i64,
     pub lease_until: Option<i64>,
 }
 
+/// How many more deliveries a claim may start: in all (the worker's free
+/// slots) and per stream (its `concurrency` less what it has in flight).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimRoom {
+    pub total: usize,
+    /// Streams not named here may start up to `otherwise` (a stream with
+    /// nothing in flight, or one that lost its `[forward]`: its rows are
+    /// claimed only to be held).
+    pub per_stream: std::collections::BTreeMap<String, usize>,
+    pub otherwise: usize,
+}
+
+impl ClaimRoom {
+    /// The same room for every stream.
+    pub fn uniform(n: usize) -> ClaimRoom {
+        ClaimRoom {
+            total: n,
+            per_stream: std::collections::BTreeMap::new(),
+            otherwise: n,
+        }
+    }
+
+    fn of(&self, stream: &str) -> usize {
+        self.per_stream
+            .get(stream)
+            .copied()
+            .unwrap_or(self.otherwise)
+    }
+
+    /// The most rows of any one stream a claim can take (bounds the
+    /// per-stream read of unordered rows).
+    pub fn widest(&self) -> usize {
+        self.per_stream
+            .values()
+            .copied()
+            .chain([self.otherwise])
+            .max()
+            .unwrap_or(0)
+            .min(self.total)
+    }
+
+    /// How many due unordered rows a claim reads: `total`, plus what the
+    /// read may return that `plan_claim` then skips (each stream's rows
+    /// beyond its own room, up to [`ClaimRoom::widest`]), at most 16 ×
+    /// `total` so the read stays bounded with thousands of streams.
+    pub fn unordered_read(&self) -> usize {
+        let widest = self.widest();
+        let skipped: usize = self
+            .per_stream
+            .values()
+            .map(|room| widest.saturating_sub(*room))
+            .sum();
+        self.total
+            .saturating_add(skipped)
+            .min(self.total.saturating_mul(16))
+    }
+}
+
 /// Which rows to try to claim, and when the next one falls due: each
 /// queue's head when it is due and unleased (else its due time counts),
-/// the longest due first, then unordered due rows, `limit` in all.
+/// the longest due first, then unordered due rows (`(id, stream)`,
+/// oldest first), within `room` in all and per stream. A stream at its
+/// `concurrency` is skipped, not waited on, so one slow app never holds
+/// back another stream's deliveries.
 pub fn plan_claim(
     heads: &[Head],
-    unordered: &[i64],
+    unordered: &[(i64, String)],
     unordered_next: Option<i64>,
     now: i64,
-    limit: usize,
+    room: &ClaimRoom,
 ) -> (Vec<i64>, Option<i64>) {
     let mut due = Vec::new();
     let mut next = unordered_next;
@@ -797,17 +859,30 @@ pub fn plan_claim(
             .lease_until
             .map_or(h.next_attempt_at, |l| l.max(h.next_attempt_at));
         if free_at <= now {
-            due.push((h.next_attempt_at, h.id));
+            due.push((h.next_attempt_at, h.id, h.stream.as_str()));
         } else {
             next = Some(next.map_or(free_at, |n| n.min(free_at)));
         }
     }
-    // Longest-waiting first, so with more due queues than `limit` (many
+    // Longest-waiting first, so with more due queues than room (many
     // subjects) none is starved.
     due.sort_unstable();
-    let mut ids: Vec<i64> = due.into_iter().map(|(_, id)| id).collect();
-    ids.extend_from_slice(unordered);
-    ids.truncate(limit);
+    let mut taken: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+    let mut ids = Vec::new();
+    let candidates = due
+        .into_iter()
+        .map(|(_, id, stream)| (id, stream))
+        .chain(unordered.iter().map(|(id, stream)| (*id, stream.as_str())));
+    for (id, stream) in candidates {
+        if ids.len() >= room.total {
+            break;
+        }
+        let n = taken.entry(stream).or_insert(0);
+        if *n < room.of(stream) {
+            *n += 1;
+            ids.push(id);
+        }
+    }
     (ids, next)
 }
 
@@ -1137,24 +1212,19 @@ mod tests {
 
     #[test]
     fn a_claim_takes_due_unleased_heads_then_unordered_rows_and_knows_the_next_due() {
+        let head = |id, next_attempt_at, lease_until| Head {
+            id,
+            stream: "a".into(),
+            next_attempt_at,
+            lease_until,
+        };
         let heads = [
-            Head {
-                id: 1,
-                next_attempt_at: 100,
-                lease_until: None,
-            },
-            Head {
-                id: 5,
-                next_attempt_at: 300,
-                lease_until: None,
-            },
-            Head {
-                id: 7,
-                next_attempt_at: 50,
-                lease_until: Some(250),
-            },
+            head(1, 100, None),
+            head(5, 300, None),
+            head(7, 50, Some(250)),
         ];
-        let (ids, next) = plan_claim(&heads, &[9, 10], Some(400), 200, 10);
+        let unordered = [(9, "a".to_string()), (10, "a".to_string())];
+        let (ids, next) = plan_claim(&heads, &unordered, Some(400), 200, &ClaimRoom::uniform(10));
         assert_eq!(
             ids,
             [1, 9, 10],
@@ -1165,8 +1235,39 @@ mod tests {
             Some(250),
             "the earliest of a lease end and a due time"
         );
-        let (ids, _) = plan_claim(&heads, &[9, 10], None, 200, 2);
+        let (ids, _) = plan_claim(&heads, &unordered, None, 200, &ClaimRoom::uniform(2));
         assert_eq!(ids, [1, 9]);
+    }
+
+    #[test]
+    fn a_stream_at_its_concurrency_is_skipped_and_the_others_go_on() {
+        let heads: Vec<Head> = (1..=4)
+            .map(|id| Head {
+                id,
+                stream: "busy".into(),
+                next_attempt_at: id,
+                lease_until: None,
+            })
+            .collect();
+        let unordered = [
+            (10, "busy".to_string()),
+            (11, "quiet".to_string()),
+            (12, "quiet".to_string()),
+        ];
+        let room = ClaimRoom {
+            total: 10,
+            per_stream: [("busy".to_string(), 2)].into_iter().collect(),
+            otherwise: 16,
+        };
+        let (ids, _) = plan_claim(&heads, &unordered, None, 100, &room);
+        assert_eq!(ids, [1, 2, 11, 12]);
+        assert_eq!(room.widest(), 10, "never more than the total");
+        assert_eq!(room.unordered_read(), 10 + 8);
+        let room = ClaimRoom { total: 3, ..room };
+        assert_eq!(
+            plan_claim(&heads, &unordered, None, 100, &room).0,
+            [1, 2, 11]
+        );
     }
 
     #[test]

@@ -3,9 +3,13 @@
 //!
 //! hyper-util's legacy client with hyper-rustls (webpki roots, ring): the
 //! server side already uses hyper, so this adds only a TLS connector.
-//! Connections are not pooled: pages are rare, and a fresh connection per
-//! attempt means a half-closed pooled socket can never turn a good attempt
-//! into an ambiguous one.
+//! Notifiers' connections are not pooled: pages are rare, and a fresh
+//! connection per attempt means a half-closed pooled socket can never turn
+//! a good attempt into an ambiguous one. The relay's are
+//! ([`Client::keep_alive`]): it sends every event to one app, and a new
+//! TCP (and TLS) connection per event was most of its cost (issue #46).
+//! There an ambiguous attempt is retried under the same `webhook-id`
+//! anyway, and hyper never returns a connection that failed to the pool.
 
 use super::{redact_url, retry, Outcome};
 use bytes::Bytes;
@@ -19,6 +23,13 @@ use std::time::Duration;
 
 /// How much of a response body is read (and at most 200 chars shown).
 const MAX_RESPONSE: usize = 64 * 1024;
+/// How long a 2xx's body may take to read before its connection is
+/// dropped instead of reused.
+const DRAIN_2XX: Duration = Duration::from_secs(1);
+/// An idle pooled connection is closed after this: shorter than the
+/// usual server keep-alive timeouts (60 s and more), so the server seldom
+/// closes one just as it is reused.
+const KEEP_ALIVE_IDLE: Duration = Duration::from_secs(30);
 
 pub struct Client {
     inner: hyper_util::client::legacy::Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
@@ -32,6 +43,16 @@ impl Default for Client {
 
 impl Client {
     pub fn new() -> Client {
+        Client::with_pool(0)
+    }
+
+    /// Keeps up to `max_idle_per_host` idle connections per scheme, host
+    /// and port, each for at most [`KEEP_ALIVE_IDLE`].
+    pub fn keep_alive(max_idle_per_host: usize) -> Client {
+        Client::with_pool(max_idle_per_host)
+    }
+
+    fn with_pool(max_idle_per_host: usize) -> Client {
         let mut http = HttpConnector::new();
         http.enforce_http(false);
         http.set_connect_timeout(Some(Duration::from_secs(10)));
@@ -42,7 +63,9 @@ impl Client {
             .enable_http1()
             .wrap_connector(http);
         let inner = hyper_util::client::legacy::Client::builder(TokioExecutor::new())
-            .pool_max_idle_per_host(0)
+            .pool_max_idle_per_host(max_idle_per_host)
+            .pool_idle_timeout(KEEP_ALIVE_IDLE)
+            .pool_timer(hyper_util::rt::TokioTimer::new())
             .build(https);
         Client { inner }
     }
@@ -144,18 +167,34 @@ impl Client {
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_owned);
             // The status is what counts: a 2xx is delivered whatever its
-            // body does; other bodies are read (bounded) for the error text.
-            let text = if (200..300).contains(&status) {
-                String::new()
+            // body does (read after the deadline, below); other bodies
+            // are read (bounded) for the error text.
+            let (text, unread) = if (200..300).contains(&status) {
+                (String::new(), Some(resp.into_body()))
             } else {
                 match Limited::new(resp.into_body(), MAX_RESPONSE).collect().await {
-                    Ok(b) => String::from_utf8_lossy(&b.to_bytes()).into_owned(),
-                    Err(_) => String::new(),
+                    Ok(b) => (String::from_utf8_lossy(&b.to_bytes()).into_owned(), None),
+                    Err(_) => (String::new(), None),
                 }
             };
-            Ok::<_, hyper_util::client::legacy::Error>((status, retry_after, text))
+            Ok::<_, hyper_util::client::legacy::Error>((status, retry_after, text, unread))
         };
-        match tokio::time::timeout(timeout, exchange).await {
+        let answered = tokio::time::timeout(timeout, exchange).await;
+        let answered = match answered {
+            Ok(Ok((status, retry_after, text, Some(body)))) => {
+                // A 2xx's body is read to its end, briefly and bounded, only
+                // so a keep-alive connection can be reused; a slow or huge
+                // one just closes the connection and never turns the 2xx
+                // into a failure.
+                let drain = Limited::new(body, MAX_RESPONSE).collect();
+                let _ = tokio::time::timeout(DRAIN_2XX, drain).await;
+                Ok(Ok((status, retry_after, text)))
+            }
+            Ok(Ok((status, retry_after, text, None))) => Ok(Ok((status, retry_after, text))),
+            Ok(Err(e)) => Ok(Err(e)),
+            Err(e) => Err(e),
+        };
+        match answered {
             Err(_) => (Outcome::retry(
                 format!(
                     "{shown} did not answer within {}s (it may have received the page; retrying under the same key)",

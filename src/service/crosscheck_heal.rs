@@ -390,7 +390,7 @@ mod tests {
                 "test".into(),
                 app.store().now(),
                 chrono::TimeDelta::minutes(1),
-                10,
+                crate::store::forward::ClaimRoom::uniform(10),
             )
             .await
             .unwrap();

@@ -37,7 +37,7 @@
 //!   `forward_revocation_overdue` page, once per episode.
 
 use super::app::App;
-use crate::config::forward::{ForwardConfig, ForwardKeys};
+use crate::config::forward::{ForwardConfig, ForwardKeys, DEFAULT_CONCURRENCY};
 use crate::config::Config;
 use crate::domain::forward::Hold;
 use crate::ingest::providers::workos::sign as workos_sign;
@@ -45,7 +45,7 @@ use crate::ingest::signature::sign;
 use crate::notify::http::Client;
 use crate::notify::Outcome;
 use crate::store::forward::{
-    ForwardAlignment, ForwardAttempt, ForwardClaim, ForwardEscalation, ForwardPolicy,
+    ClaimRoom, ForwardAlignment, ForwardAttempt, ForwardClaim, ForwardEscalation, ForwardPolicy,
     ForwardSettle, StreamAlignment,
 };
 use crate::store::seal::OpenError;
@@ -55,20 +55,29 @@ use std::sync::Arc;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-/// Attempts in flight at once, across streams (ordered streams have at
-/// most one each): bounds memory and sockets while the app is slow.
-const MAX_IN_FLIGHT: usize = 32;
+/// Attempts in flight at once, across streams: each stream has its own
+/// `concurrency` (at most this), and this bounds sockets while apps are slow.
+const MAX_IN_FLIGHT: usize = crate::config::forward::MAX_CONCURRENCY;
+
+/// Bodies in flight at once, in bytes: no new claim starts past it, so a
+/// stream of 1 MiB events cannot hold 256 MiB (a claim may overshoot it by
+/// what one claim takes).
+const MAX_IN_FLIGHT_BYTES: usize = 32 * 1024 * 1024;
 
 /// How often a worker looks for rows another replica stored, or whose
 /// lease ran out, when nothing woke it (one process: never needed).
 const POLL: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// The least time between two claims. A claim reads every queue's head in
-/// one grouped statement, which grows with the pending rows (about 40 ms
-/// for 200,000 rows in 20,000 subject queues on SQLite); each settle wakes
-/// the worker, so during a large outage this bounds how often that read
-/// runs, at the cost of up to this much latency per claim.
-const CLAIM_SPACING: std::time::Duration = std::time::Duration::from_millis(100);
+/// The gap between two claims is twice the last claim's own time, within
+/// these bounds. A claim reads every queue's head in one grouped statement
+/// that grows with the pending rows (about 40 ms for 200,000 rows in
+/// 20,000 subject queues on SQLite, inside the writer), and each settle
+/// wakes the worker: so claims take at most a third of the writer during
+/// a large backlog, while a small queue is claimed again within a
+/// millisecond or two (a fixed 100 ms gap capped delivery at about ten
+/// claims a second, issue #46).
+const CLAIM_SPACING_MIN: std::time::Duration = std::time::Duration::from_millis(1);
+const CLAIM_SPACING_MAX: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// How often every stream's `critical_after` state is read, overdue or
 /// not: a resolve may wait this long, a fire never does.
@@ -144,8 +153,95 @@ fn alignment(config: &Config, now: DateTime<Utc>) -> ForwardAlignment {
     }
 }
 
+/// What the worker has in flight, per stream and in body bytes. Each
+/// attempt holds a [`Slot`], which gives its share back when the attempt
+/// ends however it ends (settled, failed, or aborted at shutdown).
+#[derive(Default)]
+struct InFlight {
+    counts: std::sync::Mutex<InFlightCounts>,
+}
+
+#[derive(Default)]
+struct InFlightCounts {
+    per_stream: std::collections::HashMap<String, usize>,
+    bytes: usize,
+}
+
+struct Slot {
+    owner: Arc<InFlight>,
+    stream: String,
+    bytes: usize,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut c = self.owner.lock();
+        c.bytes = c.bytes.saturating_sub(self.bytes);
+        if let Some(n) = c.per_stream.get_mut(&self.stream) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                c.per_stream.remove(&self.stream);
+            }
+        }
+    }
+}
+
+impl InFlight {
+    fn lock(&self) -> std::sync::MutexGuard<'_, InFlightCounts> {
+        // The counts stay consistent under a panic elsewhere: each update
+        // is a single step.
+        self.counts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn take(self: &Arc<Self>, stream: &str, bytes: usize) -> Slot {
+        let mut c = self.lock();
+        c.bytes += bytes;
+        *c.per_stream.entry(stream.to_owned()).or_insert(0) += 1;
+        Slot {
+            owner: Arc::clone(self),
+            stream: stream.to_owned(),
+            bytes,
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        self.lock().bytes
+    }
+
+    /// Room for the next claim: `free` in all, and per stream its
+    /// `concurrency` less what it has in flight (a stream without
+    /// `[forward]` the default: its rows are claimed only to be held).
+    fn room(&self, config: &Config, free: usize) -> ClaimRoom {
+        let c = self.lock();
+        let busy = |stream: &str| c.per_stream.get(stream).copied().unwrap_or(0);
+        let mut per_stream: std::collections::BTreeMap<String, usize> = config
+            .streams
+            .values()
+            .filter_map(|s| {
+                let f = s.forward.as_ref()?;
+                Some((s.name.clone(), f.concurrency.saturating_sub(busy(&s.name))))
+            })
+            .collect();
+        for (stream, n) in &c.per_stream {
+            per_stream
+                .entry(stream.clone())
+                .or_insert_with(|| DEFAULT_CONCURRENCY.saturating_sub(*n));
+        }
+        ClaimRoom {
+            total: free,
+            per_stream,
+            otherwise: DEFAULT_CONCURRENCY,
+        }
+    }
+}
+
 pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
-    let client = Arc::new(Client::new());
+    // One keep-alive pool for every app URL (hyper keys it by scheme, host
+    // and port), as large as the most that can be in flight.
+    let client = Arc::new(Client::keep_alive(MAX_IN_FLIGHT));
+    let in_flight = Arc::new(InFlight::default());
     let mut attempts: JoinSet<()> = JoinSet::new();
     let mut refreshed: Option<DateTime<Utc>> = None;
     // When every stream's `critical_after` state was last read (one past
@@ -209,21 +305,27 @@ pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
         let mut next: Option<DateTime<Utc>> = None;
         let mut failed = false;
         let free = MAX_IN_FLIGHT.saturating_sub(attempts.len());
-        if free > 0 {
+        if free > 0 && in_flight.bytes() < MAX_IN_FLIGHT_BYTES {
             claim_gate.as_mut().await;
-            claim_gate.set(tokio::time::sleep(CLAIM_SPACING));
+            let claim_started = std::time::Instant::now();
             let lease = lease(&config);
             match app
                 .store
-                .claim_forwards(replica.clone(), app.store.now(), lease, free as i64)
+                .claim_forwards(
+                    replica.clone(),
+                    app.store.now(),
+                    lease,
+                    in_flight.room(&config, free),
+                )
                 .await
             {
                 Ok((claims, due)) => {
                     next = due;
                     for claim in claims {
+                        let slot = in_flight.take(&claim.stream, claim.body.bytes.len());
                         let app = Arc::clone(&app);
                         let client = Arc::clone(&client);
-                        attempts.spawn(async move { attempt(&app, &client, claim).await });
+                        attempts.spawn(async move { attempt(&app, &client, claim, slot).await });
                     }
                 }
                 Err(e) => {
@@ -231,6 +333,8 @@ pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
                     failed = true;
                 }
             }
+            let spacing = (claim_started.elapsed() * 2).clamp(CLAIM_SPACING_MIN, CLAIM_SPACING_MAX);
+            claim_gate.set(tokio::time::sleep(spacing));
         }
         // At most once a second: a status read scans the open rows.
         let now = app.clock.now();
@@ -361,7 +465,12 @@ pub fn headers(
     h
 }
 
-async fn attempt(app: &App, client: &Client, claim: ForwardClaim) {
+/// One delivery and its settle. The stream's slot (its `concurrency`) is
+/// given back once the app has answered, not after the settle: the
+/// settle waits for the store's writer, which under heavy ingest takes
+/// longer than the delivery itself, and counting it would let the writer,
+/// not the app, set how many deliveries are in flight.
+async fn attempt(app: &App, client: &Client, claim: ForwardClaim, slot: Slot) {
     let config = app.config();
     let forward = config
         .streams
@@ -382,6 +491,7 @@ async fn attempt(app: &App, client: &Client, claim: ForwardClaim) {
             send(app, client, &config, f, &claim).await,
         ),
     };
+    drop(slot);
     let outcome = match &result {
         ForwardAttempt::Delivered { .. } => "delivered",
         ForwardAttempt::Failed { .. } => "failed",

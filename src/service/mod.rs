@@ -300,6 +300,14 @@ async fn serve(config_path: &Path, config: Config) -> Result<(), ServeError> {
     };
     let running = start(config, clock, listener).await?;
     crate::heap::release_free_memory();
+    // The first pass of each per-stream task (evaluation, status, gauges)
+    // runs in the seconds after start and frees what it built; trimming
+    // once more after it keeps that burst from staying resident for the
+    // process's life (issue #46: 10,000 streams).
+    tokio::spawn(async {
+        tokio::time::sleep(crate::heap::STARTUP_SETTLE).await;
+        crate::heap::release_free_memory();
+    });
     // Tests and operators look for this exact line to learn the port.
     tracing::info!(addr = %running.addr, "hushwatch listening on {}", running.addr);
     if let Some(admin) = running.admin_addr {

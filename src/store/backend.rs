@@ -185,16 +185,17 @@ macro_rules! operations {
             /// How many events a stream has stored (rows plus audit entries).
             #[cfg(test)]
             fn event_count(stream: String) -> u64 = crate::store::core::event_count(&stream);
-            /// Relay mode (`store::forward`): claims up to `limit` due forwards
-            /// that head their queue, with a lease and a fencing token; also when
-            /// the next one (of any replica) becomes due.
+            /// Relay mode (`store::forward`): claims due forwards that head
+            /// their queue, within `room` (in all and per stream), with a
+            /// lease and a fencing token; also when the next one (of any
+            /// replica) becomes due.
             fn claim_forwards(
                 replica: String,
                 now: DateTime<Utc>,
                 lease: TimeDelta,
-                limit: i64
+                room: crate::store::forward::ClaimRoom
             ) -> (Vec<ForwardClaim>, Option<DateTime<Utc>>)
-                = crate::store::forward::claim(&replica, now, lease, limit);
+                = crate::store::forward::claim(&replica, now, lease, &room);
             /// Ends every forward lease. Only for one process that owns its
             /// database (SQLite at start): the leases are its dead predecessor's.
             fn release_forward_leases() -> usize = crate::store::forward::release();

@@ -43,7 +43,8 @@ use super::{AlertState, NewEvent, StoreError, StreamRow, Transition};
 use crate::domain::alert_kind::AlertKind;
 use crate::domain::forward::{self as decide, Commands, Head, HeldEvent, Oldest, Run, RunPage};
 pub use crate::domain::forward::{
-    ForwardAttempt, ForwardPolicy, ForwardStatus, Order, ReplayOutcome, ReplayRequest, StoredFate,
+    ClaimRoom, ForwardAttempt, ForwardPolicy, ForwardStatus, Order, ReplayOutcome, ReplayRequest,
+    StoredFate,
 };
 use crate::domain::forward_ops as ops;
 use crate::domain::svix::Severity;
@@ -463,7 +464,8 @@ pub(super) mod sql {
     /// The oldest pending row of every queue, in one grouped read over the
     /// pending index (thousands of subject queues cost one statement, not
     /// one each).
-    pub const HEADS: &str = "SELECT f.id, f.next_attempt_at, f.lease_until FROM forwards f
+    pub const HEADS: &str =
+        "SELECT f.id, f.stream, f.next_attempt_at, f.lease_until FROM forwards f
          JOIN (SELECT min(id) AS id FROM forwards
                WHERE state = 'pending' AND queue IS NOT NULL GROUP BY queue) h
            ON f.id = h.id";
@@ -473,10 +475,17 @@ pub(super) mod sql {
          SELECT 'plain_until', coalesce(max(id), 0) FROM forwards WHERE TRUE
          ON CONFLICT (name) DO NOTHING";
     pub const UNMARK_PLAIN_UNTIL: &str = "DELETE FROM forward_marks WHERE name = 'plain_until'";
-    pub const UNORDERED_DUE: &str = "SELECT id FROM forwards
-         WHERE queue IS NULL AND state = 'pending' AND next_attempt_at <= $1
-           AND (lease_until IS NULL OR lease_until <= $1)
-         ORDER BY next_attempt_at, id LIMIT $2";
+    /// Due unordered rows, oldest first, at most `$2` of any one stream
+    /// (the widest room: a stream at its `concurrency` must not fill the
+    /// claim's `$3` with rows it cannot start, starving the others).
+    pub const UNORDERED_DUE: &str = "SELECT id, stream FROM (
+           SELECT id, stream, next_attempt_at,
+                  row_number() OVER (PARTITION BY stream ORDER BY next_attempt_at, id) AS n
+           FROM forwards
+           WHERE queue IS NULL AND state = 'pending' AND next_attempt_at <= $1
+             AND (lease_until IS NULL OR lease_until <= $1)) due
+         WHERE n <= $2
+         ORDER BY next_attempt_at, id LIMIT $3";
     /// When the next unordered row falls due (rows due but leased are
     /// found again by the worker's poll when their lease ends).
     pub const UNORDERED_NEXT: &str = "SELECT min(next_attempt_at) FROM forwards
@@ -793,27 +802,25 @@ pub(super) async fn claim<D: Db>(
     replica: &str,
     now: DateTime<Utc>,
     lease: TimeDelta,
-    limit: i64,
+    room: &ClaimRoom,
 ) -> Result<(Vec<ForwardClaim>, Option<DateTime<Utc>>), StoreError> {
-    let heads: Vec<(i64, i64, Option<i64>)> = db.rows(sql::HEADS, &[]).await?;
+    let heads: Vec<(i64, String, i64, Option<i64>)> = db.rows(sql::HEADS, &[]).await?;
     let heads: Vec<Head> = heads
         .into_iter()
-        .map(|(id, next_attempt_at, lease_until)| Head {
+        .map(|(id, stream, next_attempt_at, lease_until)| Head {
             id,
+            stream,
             next_attempt_at,
             lease_until,
         })
         .collect();
-    let unordered: Vec<(i64,)> = db.rows(sql::UNORDERED_DUE, &[&millis(now), &limit]).await?;
-    let unordered: Vec<i64> = unordered.into_iter().map(|(id,)| id).collect();
+    let total = i64::try_from(room.unordered_read()).unwrap_or(i64::MAX);
+    let widest = i64::try_from(room.widest()).unwrap_or(i64::MAX);
+    let unordered: Vec<(i64, String)> = db
+        .rows(sql::UNORDERED_DUE, &[&millis(now), &widest, &total])
+        .await?;
     let (unordered_next,): (Option<i64>,) = db.one(sql::UNORDERED_NEXT, &[&millis(now)]).await?;
-    let (ids, next) = decide::plan_claim(
-        &heads,
-        &unordered,
-        unordered_next,
-        millis(now),
-        usize::try_from(limit).unwrap_or(0),
-    );
+    let (ids, next) = decide::plan_claim(&heads, &unordered, unordered_next, millis(now), room);
     let plain_until = if ids.is_empty() {
         None
     } else {

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use chrono::TimeDelta;
 
 use super::super::forward::{
-    ForwardAlignment, ForwardAttempt, ForwardBody, ForwardClaim, ForwardEscalation, ForwardPolicy,
-    ForwardSettle, Order, ReplayRequest, StreamAlignment,
+    ClaimRoom, ForwardAlignment, ForwardAttempt, ForwardBody, ForwardClaim, ForwardEscalation,
+    ForwardPolicy, ForwardSettle, Order, ReplayRequest, StreamAlignment,
 };
 use super::super::seal::Sealed;
 use super::super::testdb::{at, event, TestDb};
@@ -30,6 +30,7 @@ backend_matrix!(
     a_failing_run_whose_events_were_set_aside_resolves_without_a_delivery,
     a_healed_event_keeps_its_origin_and_shares_the_webhook_channel_s_ids,
     a_held_page_is_followed_up_naming_only_the_events_held_after_it,
+    a_stream_at_its_concurrency_leaves_room_for_the_others,
 );
 
 /// `true`: one queue per stream (as before the modes); `false`: none.
@@ -88,7 +89,12 @@ fn policy(alert_after: &[u32]) -> ForwardPolicy {
 
 async fn claim(store: &Store, replica: &str, clock: &ManualClock) -> Vec<ForwardClaim> {
     store
-        .claim_forwards(replica.into(), clock.now(), TimeDelta::seconds(60), 10)
+        .claim_forwards(
+            replica.into(),
+            clock.now(),
+            TimeDelta::seconds(60),
+            ClaimRoom::uniform(10),
+        )
         .await
         .unwrap()
         .0
@@ -831,7 +837,12 @@ async fn thousands_of_subject_queues_are_claimed_longest_waiting_first(db: TestD
     let mut claimed = c.len();
     loop {
         let (more, _) = store
-            .claim_forwards("r1".into(), clock.now(), TimeDelta::seconds(60), 1000)
+            .claim_forwards(
+                "r1".into(),
+                clock.now(),
+                TimeDelta::seconds(60),
+                ClaimRoom::uniform(1000),
+            )
             .await
             .unwrap();
         if more.is_empty() {
@@ -1060,4 +1071,55 @@ async fn a_held_page_is_followed_up_naming_only_the_events_held_after_it(db: Tes
         pages[3]
     );
     assert!(pages[4].contains("delivery hb") && pages[5].contains("delivery hc"));
+}
+
+async fn a_stream_at_its_concurrency_leaves_room_for_the_others(db: TestDb) {
+    let clock = Arc::new(ManualClock::new(at(11_000_000)));
+    let store = db.open_with_clock(clock.clone()).await;
+    // A busy unordered stream stored first (its rows are the oldest), a
+    // per-subject one, and a quiet unordered one.
+    let mut events: Vec<NewEvent> = (0..50)
+        .map(|i| forwarded("busy", &format!("b{i}"), 10_000_000 + i, false, false))
+        .collect();
+    events.extend((0..5).map(|i| {
+        let id = format!("s{i}");
+        forwarded_as("subjects", &id, 10_100_000 + i, Order::Subject, false, &id)
+    }));
+    events
+        .extend((0..5).map(|i| forwarded("quiet", &format!("q{i}"), 10_200_000 + i, false, false)));
+    store.record_events(events).await.unwrap();
+    let room = ClaimRoom {
+        total: 20,
+        per_stream: [("busy".to_string(), 4), ("subjects".to_string(), 3)]
+            .into_iter()
+            .collect(),
+        otherwise: 16,
+    };
+    let (c, _) = store
+        .claim_forwards("r1".into(), clock.now(), TimeDelta::seconds(60), room)
+        .await
+        .unwrap();
+    let of = |prefix: char| {
+        c.iter()
+            .filter(|c| c.delivery_id.starts_with(prefix))
+            .count()
+    };
+    assert_eq!(
+        (of('b'), of('s'), of('q')),
+        (4, 3, 5),
+        "each stream within its room, the quiet one not starved by the busy one's older rows"
+    );
+    // Nothing left of the busy stream's room: only what others may start.
+    let room = ClaimRoom {
+        total: 20,
+        per_stream: [("busy".to_string(), 0), ("subjects".to_string(), 0)]
+            .into_iter()
+            .collect(),
+        otherwise: 16,
+    };
+    let (c, _) = store
+        .claim_forwards("r1".into(), clock.now(), TimeDelta::seconds(60), room)
+        .await
+        .unwrap();
+    assert!(c.is_empty(), "{:?}", ids(&c));
 }

@@ -69,7 +69,12 @@ async fn settle_all(store: &Store, clock: &ManualClock, attempt: ForwardAttempt)
     let mut n = 0;
     loop {
         let (claims, _) = store
-            .claim_forwards("r1".into(), clock.now(), TimeDelta::seconds(60), 500)
+            .claim_forwards(
+                "r1".into(),
+                clock.now(),
+                TimeDelta::seconds(60),
+                crate::store::forward::ClaimRoom::uniform(500),
+            )
             .await
             .unwrap();
         if claims.is_empty() {
@@ -226,7 +231,12 @@ async fn a_replay_in_small_chunks_requeues_the_window_once_and_audits_each_chunk
     // Re-queued: all of them are due again, under their ids.
     clock.set(at(1_000_200));
     let (claims, _) = store
-        .claim_forwards("r1".into(), clock.now(), TimeDelta::seconds(60), 1000)
+        .claim_forwards(
+            "r1".into(),
+            clock.now(),
+            TimeDelta::seconds(60),
+            crate::store::forward::ClaimRoom::uniform(1000),
+        )
         .await
         .unwrap();
     let mut ids: Vec<String> = claims.iter().map(|c| c.delivery_id.clone()).collect();
@@ -293,7 +303,12 @@ async fn a_dry_run_counts_without_requeueing_and_caps_the_listing(db: TestDb) {
     assert!(chunks >= 3);
     assert_eq!(head(&store).await, before, "a dry run is not audited");
     let (claims, _) = store
-        .claim_forwards("r1".into(), clock.now(), TimeDelta::seconds(60), 10)
+        .claim_forwards(
+            "r1".into(),
+            clock.now(),
+            TimeDelta::seconds(60),
+            crate::store::forward::ClaimRoom::uniform(10),
+        )
         .await
         .unwrap();
     assert!(claims.is_empty(), "a dry run re-queues nothing");
@@ -420,7 +435,12 @@ async fn list_retry_and_skip_act_on_one_event_and_say_why_not(db: TestDb) {
     );
     assert_eq!(head(&store).await, before + 1);
     let (claims, _) = store
-        .claim_forwards("r1".into(), at(1_000_001), TimeDelta::seconds(60), 10)
+        .claim_forwards(
+            "r1".into(),
+            at(1_000_001),
+            TimeDelta::seconds(60),
+            crate::store::forward::ClaimRoom::uniform(10),
+        )
         .await
         .unwrap();
     assert_eq!(claims.len(), 1, "the head is due at once");
@@ -467,7 +487,12 @@ async fn list_retry_and_skip_act_on_one_event_and_say_why_not(db: TestDb) {
         "the skipped event's attempt in flight settles nothing"
     );
     let (claims, _) = store
-        .claim_forwards("r1".into(), at(1_000_003), TimeDelta::seconds(60), 10)
+        .claim_forwards(
+            "r1".into(),
+            at(1_000_003),
+            TimeDelta::seconds(60),
+            crate::store::forward::ClaimRoom::uniform(10),
+        )
         .await
         .unwrap();
     assert_eq!(claims[0].delivery_id, "b", "what waited behind it goes on");
@@ -605,7 +630,12 @@ async fn a_replay_cut_off_midway_has_audited_every_chunk_it_requeued(db: TestDb)
     assert_eq!(cut.err(), Some("cut off"));
     clock.set(at(1_000_200));
     let (claims, _) = store
-        .claim_forwards("r1".into(), clock.now(), TimeDelta::seconds(60), 1000)
+        .claim_forwards(
+            "r1".into(),
+            clock.now(),
+            TimeDelta::seconds(60),
+            crate::store::forward::ClaimRoom::uniform(1000),
+        )
         .await
         .unwrap();
     assert_eq!(claims.len(), 4, "two chunks of two re-queued");
