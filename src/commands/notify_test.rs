@@ -93,6 +93,7 @@ pub fn test_page(config: &Config, notifier: &str, now: DateTime<Utc>) -> Page {
         test: true,
         ack_url: None,
         runbook_base: config.server.runbook_base_url.clone(),
+        config_path: config.path_for_commands(),
         relay_delivered: false,
     }
 }

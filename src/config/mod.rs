@@ -267,6 +267,20 @@ fn section_names(root: &Table, section: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
+impl Config {
+    /// The config path a page's commands name (`--config`), quoted for a
+    /// POSIX shell when it needs it: the file this config was loaded from,
+    /// or the packaged default when it was parsed from text.
+    pub fn path_for_commands(&self) -> String {
+        let path = if self.source.is_empty() {
+            crate::domain::forward::DEFAULT_CONFIG_PATH
+        } else {
+            self.source.as_str()
+        };
+        crate::domain::forward::shell_word(path)
+    }
+}
+
 impl ConfigErrors {
     fn with_span(mut self, text: &str, span: Option<std::ops::Range<usize>>) -> ConfigErrors {
         if let (Some(span), Some(first)) = (span, self.0.first_mut()) {

@@ -249,10 +249,11 @@ pub fn body(page: &Page) -> String {
         let _ = writeln!(
             b,
             "What to check:\n\
-             - The relay: `hushwatch status` (or GET /v1/status) shows what waits for the app, its last answer and the next attempt.\n\
+             - The relay: `hushwatch status --config {cfg}` (or GET /v1/status) shows what waits for the app, its last answer and the next attempt.\n\
              - The app's webhook handler: its logs for the deliveries hushwatch sent (header webhook-id), and that it verifies with the current secret.\n\
-             - Once the app is fixed: `hushwatch forward retry --stream {}` sends what waits now (add --url of the admin listener, token in $HUSHWATCH_ADMIN_TOKEN).",
-            page.stream
+             - Once the app is fixed: `hushwatch forward retry --config {cfg} --stream {s}` sends what waits now (token in $HUSHWATCH_ADMIN_TOKEN).",
+            cfg = page.config_path,
+            s = page.stream
         );
         b.push('\n');
     } else if page.firing {

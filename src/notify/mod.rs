@@ -77,6 +77,9 @@ pub struct Page {
     /// `[server] runbook_base_url`: every page links to its kind's section
     /// there (`payload::runbook_url`).
     pub runbook_base: crate::config::RunbookUrl,
+    /// The sidecar's config file, shell-quoted: the operator hint's
+    /// commands name it (`--config`), so they run as printed.
+    pub config_path: String,
     /// A silence page of a relay stream whose clock is the app's 2xx
     /// (`[forward] clock = "delivered"`): what went quiet is the app, not
     /// the identity provider, and the page says what to check accordingly.
@@ -148,6 +151,7 @@ impl Page {
             test: false,
             ack_url: None,
             runbook_base: config.server.runbook_base_url.clone(),
+            config_path: config.path_for_commands(),
             relay_delivered: stream
                 .and_then(|s| s.forward.as_ref())
                 .is_some_and(|f| f.clock == crate::config::forward::ForwardClock::Delivered),

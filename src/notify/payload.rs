@@ -119,22 +119,26 @@ pub fn operator_hint(page: &Page) -> Option<String> {
     if AlertKind::parse(&page.alert_kind).is_some_and(|k| !k.silenceable()) {
         return None;
     }
-    let where_ = "add --url of the admin listener, token in $HUSHWATCH_ADMIN_TOKEN";
+    // `--config` finds the admin listener and its address the way the
+    // sidecar does, so the command runs as printed; the token stays in
+    // the environment.
+    let cfg = &page.config_path;
+    let token = "token in $HUSHWATCH_ADMIN_TOKEN";
     Some(if page.alert_kind == AlertKind::ProviderMissed.as_str() {
         // Acknowledging the stream marks the page's findings handled,
         // which resolves it (issue #45).
         format!(
-            "hushwatch ack --stream {s} --comment \"...\"  (marks the findings handled and resolves this page; {where_})",
+            "hushwatch ack --config {cfg} --stream {s} --comment \"...\"  (marks the findings handled and resolves this page; {token})",
             s = page.stream
         )
     } else if page.is_silence() {
         format!(
-            "hushwatch ack --stream {s} --comment \"...\"  (or: hushwatch silence add --stream {s} --for 2h --comment \"...\"; {where_})",
+            "hushwatch ack --config {cfg} --stream {s} --comment \"...\"  (or: hushwatch silence add --config {cfg} --stream {s} --for 2h --comment \"...\"; {token})",
             s = page.stream
         )
     } else {
         format!(
-            "hushwatch silence add --stream {s} --kind {k} --for 2h --comment \"...\"  ({where_})",
+            "hushwatch silence add --config {cfg} --stream {s} --kind {k} --for 2h --comment \"...\"  ({token})",
             s = page.stream,
             k = page.alert_kind
         )

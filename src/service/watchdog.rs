@@ -338,6 +338,7 @@ fn emergency_page(
         test: false,
         ack_url: None,
         runbook_base: config.server.runbook_base_url.clone(),
+        config_path: config.path_for_commands(),
         relay_delivered: false,
     }
 }

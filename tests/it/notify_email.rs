@@ -176,6 +176,7 @@ fn sample_page(key: &str) -> Page {
         test: false,
         ack_url: None,
         runbook_base: hushwatch::config::RunbookUrl::default(),
+        config_path: "/etc/hushwatch/hushwatch.toml".into(),
         relay_delivered: false,
     }
 }

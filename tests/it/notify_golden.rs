@@ -40,6 +40,7 @@ fn firing() -> Page {
         // resolve, test and other-kind pages built from this one must not.
         ack_url: Some("https://hw.example.com/ack/q7Yw0sXk3nB9vLmP2rT4uA".into()),
         runbook_base: hushwatch::config::RunbookUrl::default(),
+        config_path: "/etc/hushwatch/hushwatch.toml".into(),
         relay_delivered: false,
     }
 }
@@ -731,7 +732,9 @@ fn a_relay_silence_page_points_at_the_app_not_the_provider() {
         "{body}"
     );
     assert!(
-        body.contains("`hushwatch forward retry --stream identity`"),
+        body.contains(
+            "`hushwatch forward retry --config /etc/hushwatch/hushwatch.toml --stream identity`"
+        ),
         "{body}"
     );
     insta::assert_snapshot!("email_relay_delivered", body);

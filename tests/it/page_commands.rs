@@ -17,8 +17,8 @@
 //! Page kinds produced here: `forward_failing`, `forward_dead_letter`,
 //! `forward_held`, `forward_revocation_overdue` and `silence` in relay
 //! mode (`clock = "delivered"`). The operator hint ("To silence: …") of
-//! every firing page is run too; it asks for the admin listener's `--url`
-//! to be added, and is run with it. The other kinds' page texts print no
+//! every firing page is run too, as printed (it names the sidecar's
+//! `--config`, which says where the admin listener is). The other kinds' page texts print no
 //! command of their own (their hint is the same `silence add` for another
 //! `--kind`, run below for every silenceable kind).
 
@@ -128,21 +128,18 @@ fn commands_in(text: &str) -> Vec<String> {
 }
 
 /// The commands of a page's operator hint (`how_to_ack`): "CMD  (or: CMD;
-/// add --url …)" or "CMD  (add --url …)", each with the `--url` the hint
-/// asks for.
-fn hint_commands(hint: &str, addr: SocketAddr) -> Vec<String> {
-    assert!(hint.contains("add --url of the admin listener"), "{hint}");
+/// token …)" or "CMD  (token …)", each naming the sidecar's `--config`.
+fn hint_commands(hint: &str, _addr: SocketAddr) -> Vec<String> {
+    assert!(hint.contains(" --config "), "{hint}");
     let (first, rest) = hint.split_once("  (").expect(hint);
     let mut out = vec![first.to_string()];
     if let Some(second) = rest.strip_prefix("or: ") {
         out.push(second.split_once(';').expect(hint).0.to_string());
     }
-    out.into_iter()
-        .map(|c| {
-            assert!(c.starts_with("hushwatch "), "{c}");
-            format!("{c} --url http://{addr}")
-        })
-        .collect()
+    for c in &out {
+        assert!(c.starts_with("hushwatch "), "{c}");
+    }
+    out
 }
 
 /// Runs `command` exactly as printed, through a shell, from a directory
