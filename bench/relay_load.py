@@ -33,6 +33,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 BINARY, WORK = sys.argv[1], sys.argv[2]
 N = int(sys.argv[3]) if len(sys.argv) > 3 else 20_000
 SENDERS = int(os.environ.get("SENDERS", "8"))
+CONCURRENCY = int(os.environ.get("CONCURRENCY", "16"))
 PROVIDER_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 FORWARD_SECRET = "whsec_dGVzdC1mb3J3YXJkLXNlY3JldC0xMjM0NTY3ODkw"
 STORE_KEY = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
@@ -141,6 +142,7 @@ webhook_secret = "{PROVIDER_SECRET}"
 url = "http://127.0.0.1:{app_port}/webhooks"
 secret = "{FORWARD_SECRET}"
 ordered = "{mode}"
+concurrency = {CONCURRENCY}
 retry = ["1s"]
 alert_after = []
 """)
