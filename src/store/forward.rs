@@ -471,8 +471,14 @@ pub(super) mod sql {
            ON f.id = h.id";
     /// The last row stored before a key was configured.
     pub const PLAIN_UNTIL: &str = "SELECT value FROM forward_marks WHERE name = 'plain_until'";
+    /// Set at the first alignment with a key: the last row stored without
+    /// one. Only unsealed rows count: ingest starts before the forwarder's
+    /// first alignment, so rows already sealed under the key may precede
+    /// the mark, and counting them would let one relabelled to plaintext
+    /// pass as stored before any key (seen as a flaky relay test under
+    /// load).
     pub const MARK_PLAIN_UNTIL: &str = "INSERT INTO forward_marks (name, value)
-         SELECT 'plain_until', coalesce(max(id), 0) FROM forwards WHERE TRUE
+         SELECT 'plain_until', coalesce(max(id), 0) FROM forwards WHERE key_id IS NULL
          ON CONFLICT (name) DO NOTHING";
     pub const UNMARK_PLAIN_UNTIL: &str = "DELETE FROM forward_marks WHERE name = 'plain_until'";
     /// Due unordered rows, oldest first, at most `$2` of any one stream

@@ -784,6 +784,15 @@ async fn a_row_stored_before_any_key_is_marked_and_a_later_one_is_not(db: TestDb
         .record_events(vec![forwarded("clerk", "before", 5_000_000, false, false)])
         .await
         .unwrap();
+    // A row sealed by a process that has the key, stored before that
+    // process's first alignment ran (the forwarder starts after ingest
+    // does): sealed, so not "before any key", or relabelling it to
+    // plaintext later would get its forged body sent.
+    let mut early = forwarded("clerk", "early", 5_000_000, false, false);
+    if let Some(f) = early.forward.as_mut() {
+        f.sealed.key_id = Some("k3y".into());
+    }
+    store.record_events(vec![early]).await.unwrap();
     // A key is configured: what is stored so far was stored without one.
     store
         .align_forwards(alignment(&clock, &[("clerk", Some(Order::None))], &["k3y"]))
@@ -798,7 +807,10 @@ async fn a_row_stored_before_any_key_is_marked_and_a_later_one_is_not(db: TestDb
         .iter()
         .map(|c| (c.delivery_id.as_str(), c.before_any_key))
         .collect();
-    assert_eq!(before, [("before", true), ("after", false)]);
+    assert_eq!(
+        before,
+        [("before", true), ("early", false), ("after", false)]
+    );
     assert!(c.iter().all(|c| !c.legacy_aad));
     // A second start with the key keeps the first mark.
     store.release_forward_leases().await.unwrap();
