@@ -277,7 +277,7 @@ fn every_command_a_relay_page_prints_runs_as_printed() {
     assert!(commands_in(summary).is_empty(), "{silence}");
     let hint = hint_commands(silence["how_to_ack"].as_str().unwrap(), addr);
     assert!(
-        hint[0].starts_with("hushwatch ack --stream identity"),
+        hint[0].starts_with("hushwatch ack --config ") && hint[0].contains(" --stream identity "),
         "{hint:?}"
     );
     run_ok(&hint[0]);
