@@ -1047,7 +1047,14 @@ fn relay_every_subject_path(store: &str) -> (String, String, String, Workdir) {
         "{missed}"
     );
 
-    // Replay over HTTP with an Idempotency-Key: its answer is stored.
+    // Replay over HTTP with an Idempotency-Key: its answer is stored. It
+    // re-sends dead letters: wait until all three are (the dead-letter
+    // page fires at the first; on a loaded machine the others may still
+    // be waiting for their last attempt, and one claimed while the replay
+    // runs is not re-queued by it, then dies after it).
+    wait_for(LIMIT, "all three events dead letters", || {
+        (num(&forward(hw.addr), "dead_letters") >= 3).then_some(())
+    });
     app.mode("up");
     let body = json!({
         "from": (chrono::Utc::now() - chrono::TimeDelta::minutes(5)).to_rfc3339(),
