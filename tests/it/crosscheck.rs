@@ -8,7 +8,8 @@ use crate::support::{config, run_cli, Answer, Receiver};
 
 const KEY: &str = "sk_test_it_crosscheck_never_printed";
 
-fn users(ids: &[&str]) -> Answer {
+/// Clerk `GET /users`: a bare array of user objects.
+pub(crate) fn users(ids: &[&str]) -> Answer {
     let page: Vec<serde_json::Value> = ids
         .iter()
         .map(|id| serde_json::json!({"id": id, "object": "user", "banned": false}))
@@ -16,7 +17,8 @@ fn users(ids: &[&str]) -> Answer {
     Answer::StatusBody(200, serde_json::Value::from(page).to_string())
 }
 
-fn memberships(pairs: &[(&str, &str)]) -> Answer {
+/// Clerk `GET /organization_memberships`: `{"data", "total_count"}`.
+pub(crate) fn memberships(pairs: &[(&str, &str)]) -> Answer {
     let data: Vec<serde_json::Value> = pairs
         .iter()
         .map(|(org, user)| {

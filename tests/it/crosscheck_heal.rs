@@ -19,6 +19,7 @@
 //! app's own record of what it verified, `/v1/status` and `/metrics`.
 
 use crate::common::{get, metric, request, wait_for, Sidecar, Workdir};
+use crate::crosscheck::{memberships, users};
 use crate::support::{run_cli, wait_listening, Answer, Proc, Receiver};
 use hushwatch::ingest::providers::workos::{sign as workos_sign, WorkosKey};
 use serde_json::{json, Value};
@@ -174,34 +175,6 @@ heal = true
 }
 
 // --------------------------------------------------------------------- Clerk
-
-fn users(ids: &[&str]) -> Answer {
-    let page: Vec<Value> = ids
-        .iter()
-        .map(|id| json!({"id": id, "object": "user", "banned": false}))
-        .collect();
-    Answer::StatusBody(200, Value::from(page).to_string())
-}
-
-fn memberships(pairs: &[(&str, &str)]) -> Answer {
-    let data: Vec<Value> = pairs
-        .iter()
-        .map(|(org, user)| {
-            json!({
-                "object": "organization_membership", "id": format!("orgmem_{org}_{user}"),
-                "role": "org:member", "permissions": [], "public_metadata": {},
-                "created_at": 1, "updated_at": 1,
-                "organization": {"object": "organization", "id": org},
-                "public_user_data": {"user_id": user, "first_name": null, "last_name": null,
-                                     "profile_image_url": "", "image_url": "", "has_image": false}
-            })
-        })
-        .collect();
-    Answer::StatusBody(
-        200,
-        json!({"data": data, "total_count": pairs.len()}).to_string(),
-    )
-}
 
 #[test]
 fn clerk_removals_no_webhook_reported_reach_the_app_as_signed_revocations_once_and_a_grant_never() {

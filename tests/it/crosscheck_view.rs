@@ -9,37 +9,10 @@
 //! `hushwatch audit subject` lists the finding beside the webhooks.
 
 use crate::common::{get, InProcess, Workdir};
-use crate::support::{config, run_cli, Answer, Receiver};
+use crate::crosscheck::{memberships, users};
+use crate::support::{config, run_cli, Receiver};
 
 const KEY: &str = "sk_test_it_crosscheck_view_never_printed";
-
-fn users(ids: &[&str]) -> Answer {
-    let page: Vec<serde_json::Value> = ids
-        .iter()
-        .map(|id| serde_json::json!({"id": id, "object": "user", "banned": false}))
-        .collect();
-    Answer::StatusBody(200, serde_json::Value::from(page).to_string())
-}
-
-fn memberships(pairs: &[(&str, &str)]) -> Answer {
-    let data: Vec<serde_json::Value> = pairs
-        .iter()
-        .map(|(org, user)| {
-            serde_json::json!({
-                "object": "organization_membership", "id": format!("orgmem_{org}_{user}"),
-                "role": "org:member", "permissions": [], "public_metadata": {},
-                "created_at": 1, "updated_at": 1,
-                "organization": {"object": "organization", "id": org},
-                "public_user_data": {"user_id": user, "first_name": null, "last_name": null,
-                                     "profile_image_url": "", "image_url": "", "has_image": false}
-            })
-        })
-        .collect();
-    Answer::StatusBody(
-        200,
-        serde_json::json!({"data": data, "total_count": pairs.len()}).to_string(),
-    )
-}
 
 /// A Clerk-checked `identity` stream after three polls through the
 /// binary: the baseline, the one that saw user_2 leave org_9 with no
