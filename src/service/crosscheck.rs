@@ -53,6 +53,10 @@ pub const FIRST_POLL_LOOKBACK: TimeDelta = TimeDelta::days(7);
 /// more than this between two polls fails the poll rather than page a
 /// partial picture.
 pub const MAX_CHANGES: i64 = 100_000;
+/// WorkOS findings one poll collects at most (with their logged bodies,
+/// kept for a heal); the poll ends at the page that reaches it and the
+/// next one goes on from the cursor.
+pub const MAX_LOG_FINDINGS: usize = 1_000;
 /// Audit entries read per subject when explaining a change.
 const EXPLAIN_LOOKUP: i64 = 200;
 
@@ -309,7 +313,10 @@ async fn poll_log(
         if let Some(decided) = out.decided_through {
             cursor = Some(decided);
         }
-        if out.reached_undecided {
+        // A log full of missed events (a stream whose webhooks never
+        // arrived) is read over several polls, from the cursor, rather
+        // than held whole: findings and their bodies stay bounded.
+        if out.reached_undecided || findings.len() >= MAX_LOG_FINDINGS {
             ended = true;
             break;
         }
@@ -1494,6 +1501,43 @@ mod tests {
         r.clock.set(t(55));
         let third = r.poll().await.unwrap();
         assert!(third.findings.is_empty() && third.new_keys.is_empty());
+    }
+
+    #[tokio::test]
+    async fn workos_a_log_full_of_missed_events_is_read_over_several_polls_with_bounded_findings() {
+        let t = |m: i64| t0() + TimeDelta::minutes(m);
+        let n = 2_500;
+        let log: Log = Arc::new(Mutex::new(
+            (0..n)
+                .map(|i| {
+                    (
+                        format!("event_{i:05}"),
+                        "dsync.user.deleted".to_owned(),
+                        t(0),
+                    )
+                })
+                .collect(),
+        ));
+        let r = rig(Provider::Workos, workos_api(log)).await;
+        r.clock.set(t(30));
+        let mut seen = HashSet::new();
+        let mut polls = 0;
+        while seen.len() < n {
+            let report = r.poll().await.unwrap();
+            polls += 1;
+            assert!(
+                report.findings.len() < MAX_LOG_FINDINGS + 100,
+                "one page past the bound at most: {}",
+                report.findings.len()
+            );
+            assert_eq!(report.bodies.len(), report.findings.len());
+            for f in report.findings {
+                assert!(seen.insert(f.key), "a finding decided twice");
+            }
+            assert!(polls <= 3, "{} of {n} after {polls} polls", seen.len());
+        }
+        assert_eq!(polls, 3);
+        assert!(r.poll().await.unwrap().findings.is_empty());
     }
 
     #[tokio::test]
