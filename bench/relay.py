@@ -30,6 +30,7 @@ import time
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from relay_common import listening, pct
 from standardwebhooks.webhooks import Webhook
 
 BINARY, WORK = sys.argv[1], sys.argv[2]
@@ -69,10 +70,6 @@ threading.Thread(target=server.serve_forever, daemon=True).start()
 hook = Webhook(PROVIDER_SECRET)
 
 
-def pct(xs, q):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(q * len(xs)))]
-
 
 def start(ordered, name):
     data = os.path.join(WORK, name)
@@ -108,22 +105,6 @@ alert_after = []
         time.sleep(0.05)
     return p, port, os.path.join(data, "data")
 
-
-def listening(pid):
-    inodes = set()
-    try:
-        for fd in os.listdir(f"/proc/{pid}/fd"):
-            link = os.readlink(f"/proc/{pid}/fd/{fd}")
-            if link.startswith("socket:["):
-                inodes.add(link[8:-1])
-    except FileNotFoundError:
-        return None
-    with open("/proc/net/tcp") as f:
-        for line in f.readlines()[1:]:
-            cols = line.split()
-            if cols[3] == "0A" and cols[9] in inodes:
-                return int(cols[1].split(":")[1], 16)
-    return None
 
 
 def deliver(conn, i):

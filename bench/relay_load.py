@@ -30,6 +30,8 @@ import time
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from relay_common import listening, pct
+
 BINARY, WORK = sys.argv[1], sys.argv[2]
 N = int(sys.argv[3]) if len(sys.argv) > 3 else 20_000
 SENDERS = int(os.environ.get("SENDERS", "8"))
@@ -85,10 +87,6 @@ def app_main(port_out, stop):
     port_out.put(server.server_address[1])
     server.serve_forever()
 
-
-def pct(xs, q):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
 def line(case, **kv):
@@ -156,22 +154,6 @@ alert_after = []
         time.sleep(0.05)
     raise SystemExit("hushwatch did not start listening")
 
-
-def listening(pid):
-    inodes = set()
-    try:
-        for fd in os.listdir(f"/proc/{pid}/fd"):
-            link = os.readlink(f"/proc/{pid}/fd/{fd}")
-            if link.startswith("socket:["):
-                inodes.add(link[8:-1])
-    except FileNotFoundError:
-        return None
-    with open("/proc/net/tcp") as f:
-        for row in f.readlines()[1:]:
-            cols = row.split()
-            if cols[3] == "0A" and cols[9] in inodes:
-                return int(cols[1].split(":")[1], 16)
-    return None
 
 
 def sender(port, prefix, lo, hi, out):
