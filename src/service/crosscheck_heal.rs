@@ -196,6 +196,7 @@ fn healing_event(
             revocation: config.audit.classifier.revokes(&event_type),
             moves_clock: feeds_clock && forward.clock == ForwardClock::Delivered,
             origin,
+            templated: stream.templated,
         }),
     })
 }
