@@ -104,7 +104,9 @@ pub struct CrosscheckRow {
     /// Failed polls in a row.
     pub failures: i64,
     pub healed: i64,
-    /// The last failure was the provider refusing the key (401/403).
+    /// A failure since the last success was the provider refusing the
+    /// key (401/403): sticky until a success, so a 5xx after a refusal
+    /// does not resolve the critical page.
     pub last_refused: bool,
 }
 
@@ -826,7 +828,7 @@ pub(super) async fn finish_poll<D: Db>(
         PollEnd::Failure { error, refused } => {
             db.exec(
                 "UPDATE crosscheck_state SET last_error = $2, failures = failures + 1,
-                        last_refused = $3
+                        last_refused = last_refused OR $3
                  WHERE stream = $1",
                 &[&stream, error, refused],
             )

@@ -178,6 +178,21 @@ async fn a_poll_commits_once_and_a_concurrent_one_is_refused(db: TestDb) {
         assert!(row.last_refused);
         assert_eq!(row.last_success_at, Some(at(5_000)));
     }
+    // A 5xx after the refusals does not clear it: only a success does.
+    let before = first.crosscheck_state(s.clone()).await.unwrap();
+    assert!(first
+        .crosscheck_finish_poll(
+            s.clone(),
+            before,
+            PollEnd::Failure {
+                error: "HTTP 503".into(),
+                refused: false,
+            },
+        )
+        .await
+        .unwrap());
+    let row = first.crosscheck_state(s.clone()).await.unwrap().unwrap();
+    assert!(row.last_refused && row.failures == 4);
     let before = first.crosscheck_state(s.clone()).await.unwrap();
     assert!(first
         .crosscheck_finish_poll(s.clone(), before, success("event_3"))
