@@ -899,7 +899,20 @@ pub(super) async fn heal_after_poll(
 ) -> Result<(), StoreError> {
     use super::crosscheck_heal::{heal, HealItem};
     let items: Vec<HealItem> = match cc.provider {
-        crate::domain::crosscheck::Provider::Workos => {
+        crate::domain::crosscheck::Provider::Clerk => app
+            .store
+            .crosscheck_findings(stream.to_owned(), true, HEAL_AT_MOST)
+            .await?
+            .into_iter()
+            .filter(|s| s.finding.direction == Direction::Revoke)
+            .map(|s| HealItem {
+                finding: s.finding,
+                body: None,
+            })
+            .collect(),
+        // An event log (WorkOS): the logged bodies stored with the
+        // findings.
+        _ => {
             let config = app.config();
             let sealer = &config.store.sealer;
             let mut items = Vec::new();
@@ -923,17 +936,6 @@ pub(super) async fn heal_after_poll(
             }
             items
         }
-        crate::domain::crosscheck::Provider::Clerk => app
-            .store
-            .crosscheck_findings(stream.to_owned(), true, HEAL_AT_MOST)
-            .await?
-            .into_iter()
-            .filter(|s| s.finding.direction == Direction::Revoke)
-            .map(|s| HealItem {
-                finding: s.finding,
-                body: None,
-            })
-            .collect(),
     };
     if !items.is_empty() {
         heal(app, stream, &items).await?;
