@@ -410,7 +410,21 @@ async fn findings_are_paged_once_across_handles_and_their_page_resolves_when_all
         0,
         "event_1 is still open"
     );
-    assert_eq!(second.crosscheck_acknowledge(s.clone()).await.unwrap(), 2);
+    // Acknowledging the stream (not firing) acknowledges both, audited
+    // in the same transaction.
+    let audited = first.audit_summary().await.unwrap().head_seq;
+    assert_eq!(
+        second
+            .acknowledge(s.clone(), "carol".into(), "on it".into(), true)
+            .await
+            .unwrap(),
+        crate::store::silences::AckOutcome::Findings(2)
+    );
+    assert_eq!(
+        first.audit_summary().await.unwrap().head_seq,
+        audited + 1,
+        "the acknowledged findings are in the audit log"
+    );
     let pages = pages_of(&first, "provider_missed").await;
     let resolved: Vec<_> = pages.iter().filter(|p| p.0 == "resolved").collect();
     assert_eq!(
