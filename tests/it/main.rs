@@ -16,6 +16,7 @@ mod cli;
 mod crash;
 mod crosscheck;
 mod crosscheck_heal;
+mod crosscheck_okta;
 mod crosscheck_view;
 mod differential;
 mod doc_names;
