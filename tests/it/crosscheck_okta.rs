@@ -543,6 +543,9 @@ fn serve_pages_an_okta_event_no_hook_brought_once_with_its_subject_across_a_kill
     );
 
     // Killed and restarted: the stored link goes on; nothing is paged again.
+    // (One more poll first: a page is sent at least once, and a kill between
+    // its delivery and the outbox's record of it would send it again.)
+    wait_polls(&server, "ok", 1.0);
     server.kill9();
     let server = Sidecar::start(&work.config_path());
     wait_polls(&server, "ok", 3.0);
