@@ -691,3 +691,83 @@ fn heal_sends_the_app_a_never_hooked_okta_event_once_in_an_event_hook_envelope_w
     assert_eq!(app.delivered().len(), 2, "{:?}", app.delivered());
     assert_key_never_shown(&server, &hook, &api);
 }
+
+#[test]
+fn three_replicas_on_postgresql_poll_okta_once_go_on_from_the_kept_link_and_page_each_finding_once()
+{
+    let _one = crate::common::pg::CLUSTERS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    let Some(db) = crate::common::pg::PgDb::create("crosscheck_okta_replicas") else {
+        return;
+    };
+    let api = OktaApi::start(3);
+    let hook = Receiver::start(vec![]);
+    let config = okta_config(&api, &hook, None)
+        + &format!(
+            "\n[store]\nurl = \"{}\"\npool_size = 3\nleader_lease = \"2s\"\n",
+            db.url
+        );
+    let work = Workdir::new(&config);
+    let mut replicas: Vec<Option<Sidecar>> = (0..3)
+        .map(|_| Some(Sidecar::start(&work.config_path())))
+        .collect();
+    let total_polls = |replicas: &[Option<Sidecar>]| -> f64 {
+        replicas.iter().flatten().map(|r| polls(r.addr, "ok")).sum()
+    };
+    wait_for(LIMIT, "a first poll", || {
+        (total_polls(&replicas) >= 1.0).then_some(())
+    });
+    let first = okta_log_event("uuid-rep-1", "user.lifecycle.deactivate", "00uREP1", None);
+    api.with(|s| s.events.push(first));
+    wait_pages_of(&hook, "provider_missed", "firing", 1);
+
+    let leader = wait_for(LIMIT, "one leader", || {
+        let leading: Vec<usize> = (0..3)
+            .filter(|i| {
+                replicas[*i].as_ref().is_some_and(|r| {
+                    get(r.addr, "/v1/status").json()["replicas"]["is_leader"] == true
+                })
+            })
+            .collect();
+        (leading.len() == 1).then(|| leading[0])
+    });
+    let polling: Vec<usize> = (0..3)
+        .filter(|i| polls(replicas[*i].as_ref().unwrap().addr, "ok") > 0.0)
+        .collect();
+    assert_eq!(polling, [leader], "only the leader polls");
+    // One more poll (the page recorded as sent), then the leader is killed;
+    // another takes over from the stored link and finds the next one.
+    let from = total_polls(&replicas);
+    wait_for(LIMIT, "one more poll", || {
+        (total_polls(&replicas) >= from + 1.0).then_some(())
+    });
+    let second = okta_log_event(
+        "uuid-rep-2",
+        "application.user_membership.remove",
+        "00uREP2",
+        None,
+    );
+    api.with(|s| s.events.push(second));
+    replicas[leader].take().unwrap().kill9();
+    let from = total_polls(&replicas);
+    wait_pages_of(&hook, "provider_missed", "firing", 2);
+    wait_for(LIMIT, "three more polls", || {
+        (total_polls(&replicas) >= from + 3.0).then_some(())
+    });
+    let all = pages_of(&hook, "provider_missed");
+    assert_eq!(all.len(), 2, "each finding paged once: {all:?}");
+    assert!(all[0].2.contains("uuid-rep-1"), "{all:?}");
+    assert!(
+        all[1].2.contains("uuid-rep-2") && !all[1].2.contains("uuid-rep-1"),
+        "{all:?}"
+    );
+    let asked = api.asked();
+    assert_eq!(
+        asked.iter().filter(|a| a.0.contains("since=")).count(),
+        1,
+        "since once across replicas: {asked:?}"
+    );
+    drop(replicas);
+    drop(db);
+}
