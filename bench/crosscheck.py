@@ -32,7 +32,9 @@ the copy of bytes to a socket. Cases, each printed as one line:
               finding: the most a poll can record)
   okta        (MODE=okta, alone) one Okta poll over N log events, 1 % of
               them deactivations no Event Hook brought (findings), the rest
-              sign-ins (read and passed over)
+              sign-ins; this org ignores the `filter` hushwatch sends, so
+              the poll reads all N: the cost without a filter (more than
+              32 types), the most a poll reads
 
 For each: wall time, requests the server answered, the binary's peak RSS
 (/usr/bin/time), and the SQLite file after it.

@@ -184,6 +184,7 @@ pub fn source(config: &CrosscheckConfig) -> Source {
         Provider::Okta => Source::EventLog(Box::new(okta::Okta::new(
             http::ApiClient::with_scheme("SSWS", config.api_key.expose(), REQUEST_TIMEOUT),
             config.api_url.clone(),
+            &config.types,
         ))),
     }
 }

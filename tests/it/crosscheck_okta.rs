@@ -573,6 +573,14 @@ fn serve_pages_an_okta_event_no_hook_brought_once_with_its_subject_across_a_kill
     let since: Vec<_> = asked.iter().filter(|a| a.0.contains("since=")).collect();
     assert_eq!(since.len(), 1, "{asked:?}");
     assert!(since[0].0.contains("sortOrder=ASCENDING") && since[0].0.contains("limit=1000"));
+    // The checked types only (a SCIM filter; this org ignores it, so the
+    // join still skips the sign-in).
+    assert_eq!(
+        query(&since[0].0, "filter").as_deref(),
+        Some(
+            "eventType eq \"user.lifecycle.deactivate\" or eventType eq \"user.lifecycle.suspend\" or eventType eq \"application.user_membership.remove\" or eventType eq \"group.user_membership.remove\" or eventType eq \"user.lifecycle.activate\" or eventType eq \"user.lifecycle.unsuspend\" or eventType eq \"application.user_membership.add\" or eventType eq \"group.user_membership.add\""
+        )
+    );
     assert!(asked.iter().all(|a| !a.0.contains("until=")));
     assert!(
         asked.iter().skip(1).all(|a| a.0.contains("after=")),
