@@ -4,15 +4,17 @@
 # one with 1% of memberships gone (and its --dry-run), and one WorkOS poll
 # over EVENTS events, each through the release binary against a local
 # server answering in the providers' documented shapes, with a floor
-# (fetch and parse only) in the same run. See bench/crosscheck.py.
+# (fetch and parse only) in the same run. MODE=okta runs one Okta System
+# Log poll over EVENTS log events instead. See bench/crosscheck.py.
 #
 #   bench/crosscheck.sh                     # MEMBERS=100000 EVENTS=10000
 #   MEMBERS=10000 bench/crosscheck.sh
+#   MODE=okta bench/crosscheck.sh           # EVENTS=10000
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --locked --bin hushwatch >&2
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); load: $(cut -d' ' -f1-3 /proc/loadavg)"
-python3 bench/crosscheck.py "$PWD/target/release/hushwatch" "$work" "${MEMBERS:-100000}" "${EVENTS:-10000}"
+python3 bench/crosscheck.py "$PWD/target/release/hushwatch" "$work" "${MEMBERS:-100000}" "${EVENTS:-10000}" "${MODE:-all}"
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -1,5 +1,5 @@
 //! The one HTTP exchange the cross-check makes: a `GET` with the stream's
-//! Bearer key, bounded in time (one deadline around the request and the
+//! key (`Bearer`, or Okta's `SSWS` scheme), bounded in time (one deadline around the request and the
 //! whole body, so a slow drip ends like a hang) and in size (the body is
 //! read through `http_body_util::Limited`, so a huge page costs at most
 //! [`MAX_RESPONSE`] of memory), classified into a [`PollError`] when it is
@@ -11,7 +11,7 @@
 use super::PollError;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, Limited};
-use hyper::header::{HeaderValue, ACCEPT, AUTHORIZATION, RETRY_AFTER, USER_AGENT};
+use hyper::header::{HeaderMap, HeaderValue, ACCEPT, AUTHORIZATION, DATE, RETRY_AFTER, USER_AGENT};
 use hyper::{Method, Request};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -29,7 +29,8 @@ pub const MAX_THROTTLED: u32 = 5;
 
 pub struct ApiClient {
     inner: hyper_util::client::legacy::Client<HttpsConnector<HttpConnector>, Empty<Bytes>>,
-    /// `Bearer <key>`, marked sensitive so hyper never prints it.
+    /// `Bearer <key>` (or `SSWS <key>`), marked sensitive so hyper never
+    /// prints it.
     authorization: HeaderValue,
     /// One request, body included.
     timeout: Duration,
@@ -40,6 +41,14 @@ impl ApiClient {
     /// so the header value cannot fail; if it somehow does, every request
     /// fails as refused rather than going out without a key.
     pub fn new(key: &str, timeout: Duration) -> ApiClient {
+        ApiClient::with_scheme("Bearer", key, timeout)
+    }
+
+    /// [`ApiClient::new`] with another `Authorization` scheme: Okta's API
+    /// tokens go as `Authorization: SSWS <token>`
+    /// (developer.okta.com/docs/guides/create-an-api-token/, "Use the API
+    /// token").
+    pub fn with_scheme(scheme: &str, key: &str, timeout: Duration) -> ApiClient {
         let mut http = HttpConnector::new();
         http.enforce_http(false);
         http.set_connect_timeout(Some(timeout));
@@ -49,7 +58,7 @@ impl ApiClient {
             .enable_http1()
             .wrap_connector(http);
         let inner = hyper_util::client::legacy::Client::builder(TokioExecutor::new()).build(https);
-        let mut authorization = HeaderValue::from_str(&format!("Bearer {key}"))
+        let mut authorization = HeaderValue::from_str(&format!("{scheme} {key}"))
             .unwrap_or_else(|_| HeaderValue::from_static(""));
         authorization.set_sensitive(true);
         ApiClient {
@@ -63,6 +72,15 @@ impl ApiClient {
     /// [`MAX_RETRY_AFTER`], at most [`MAX_THROTTLED`] in a row). Returns the
     /// 2xx body; `what` names the request in errors (`GET /users`).
     pub async fn get(&self, url: &str, what: &str) -> Result<Bytes, PollError> {
+        self.get_with_headers(url, what).await.map(|(_, body)| body)
+    }
+
+    /// [`ApiClient::get`], with the answer's headers (Okta's `Link`).
+    pub async fn get_with_headers(
+        &self,
+        url: &str,
+        what: &str,
+    ) -> Result<(HeaderMap, Bytes), PollError> {
         let mut throttled = 0;
         loop {
             match self.get_once(url, what).await {
@@ -79,7 +97,7 @@ impl ApiClient {
         }
     }
 
-    async fn get_once(&self, url: &str, what: &str) -> Result<Bytes, PollError> {
+    async fn get_once(&self, url: &str, what: &str) -> Result<(HeaderMap, Bytes), PollError> {
         if self.authorization.is_empty() {
             return Err(PollError::Refused { status: 0 });
         }
@@ -102,18 +120,14 @@ impl ApiClient {
                 200..=299 => {}
                 401 | 403 => return Err(PollError::Refused { status }),
                 429 => {
-                    let retry_after = resp
-                        .headers()
-                        .get(RETRY_AFTER)
-                        .and_then(|v| v.to_str().ok())
-                        .and_then(|v| v.trim().parse::<u64>().ok())
-                        .map(Duration::from_secs);
+                    let retry_after = retry_after(resp.headers());
                     return Err(PollError::RateLimited { retry_after });
                 }
                 _ => return Err(PollError::Failed(format!("{what} answered HTTP {status}"))),
             }
-            match Limited::new(resp.into_body(), MAX_RESPONSE).collect().await {
-                Ok(body) => Ok(body.to_bytes()),
+            let (parts, body) = resp.into_parts();
+            match Limited::new(body, MAX_RESPONSE).collect().await {
+                Ok(body) => Ok((parts.headers, body.to_bytes())),
                 Err(e) if e.is::<http_body_util::LengthLimitError>() => {
                     Err(PollError::Failed(format!(
                         "{what}: the answer is larger than {} MiB",
@@ -133,6 +147,28 @@ impl ApiClient {
             ))),
         }
     }
+}
+
+/// How long a 429 asks to wait: `Retry-After` in seconds, else Okta's
+/// `X-Rate-Limit-Reset` (the epoch second the limit resets,
+/// developer.okta.com/docs/reference/rl-best-practices/, "Check your rate
+/// limits with Okta's rate limit headers") less the answer's own `Date`,
+/// so the wait is the server's and no local clock is read; a reset already
+/// past is a 1 s wait. `None`: neither header is readable.
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let text = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+    };
+    if let Some(secs) = text(RETRY_AFTER.as_str()).and_then(|v| v.parse::<u64>().ok()) {
+        return Some(Duration::from_secs(secs));
+    }
+    let reset = text("x-rate-limit-reset")?.parse::<i64>().ok()?;
+    let now = chrono::DateTime::parse_from_rfc2822(text(DATE.as_str())?).ok()?;
+    let wait = reset.saturating_sub(now.timestamp()).max(1);
+    Some(Duration::from_secs(u64::try_from(wait).ok()?))
 }
 
 fn connect_error(e: &hyper_util::client::legacy::Error) -> &'static str {
@@ -302,6 +338,42 @@ mod tests {
             }
         );
         assert_eq!(e.outcome(), "rate_limited");
+    }
+
+    #[tokio::test]
+    async fn okta_s_ssws_scheme_and_its_rate_limit_reset_header_are_honoured() {
+        let (url, heads) = serve(vec![ok("[]")]).await;
+        ApiClient::with_scheme("SSWS", KEY, Duration::from_secs(2))
+            .get(&url, "GET /api/v1/logs")
+            .await
+            .unwrap();
+        let head = heads.lock().unwrap()[0].clone();
+        assert!(
+            head.contains(&format!("authorization: SSWS {KEY}\r\n")),
+            "{head}"
+        );
+        // Okta's 429 (developer.okta.com/docs/reference/rl-best-practices/):
+        // no Retry-After, `X-Rate-Limit-Reset` one second after `Date`.
+        let throttle = Reply::Raw(
+            "HTTP/1.1 429 Too Many Requests\r\ndate: Fri, 04 Dec 2026 08:00:00 GMT\r\nx-rate-limit-limit: 20\r\nx-rate-limit-remaining: 0\r\nx-rate-limit-reset: 1796371201\r\ncontent-length: 0\r\n\r\n",
+        );
+        let (url, heads) = serve(vec![throttle, ok("[]")]).await;
+        let started = std::time::Instant::now();
+        client().get(&url, "GET /api/v1/logs").await.unwrap();
+        assert!(started.elapsed() >= Duration::from_secs(1));
+        assert_eq!(heads.lock().unwrap().len(), 2);
+        // A reset an hour away is not waited for: the poll ends rate limited.
+        let long = Reply::Raw(
+            "HTTP/1.1 429 Too Many Requests\r\ndate: Fri, 04 Dec 2026 08:00:00 GMT\r\nx-rate-limit-reset: 1796374800\r\ncontent-length: 0\r\n\r\n",
+        );
+        let (url, _) = serve(vec![long]).await;
+        let e = client().get(&url, "GET /api/v1/logs").await.unwrap_err();
+        assert_eq!(
+            e,
+            PollError::RateLimited {
+                retry_after: Some(Duration::from_secs(3600))
+            }
+        );
     }
 
     #[tokio::test]
