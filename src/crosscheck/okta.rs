@@ -86,7 +86,13 @@ impl Okta {
                     Some((link, uuid)) => (link, Some(uuid.to_owned())),
                     None => (cursor.as_str(), None),
                 };
-                same_origin(&self.api_url, link)?;
+                // Every link is checked before it is stored, so one that
+                // fails here was stored under another api_url.
+                same_origin(&self.api_url, link).map_err(|_| {
+                    PollError::Failed(format!(
+                        "{WHAT}: the position kept from earlier polls is not on api_url (was api_url changed?); it is not followed"
+                    ))
+                })?;
                 Ok((link.to_owned(), through))
             }
         }
