@@ -34,6 +34,8 @@ pub struct ApiClient {
     authorization: HeaderValue,
     /// One request, body included.
     timeout: Duration,
+    /// Largest body read ([`MAX_RESPONSE`] unless [`ApiClient::max_response`]).
+    max_response: usize,
 }
 
 impl ApiClient {
@@ -65,7 +67,15 @@ impl ApiClient {
             inner,
             authorization,
             timeout,
+            max_response: MAX_RESPONSE,
         }
+    }
+
+    /// Reads bodies up to `bytes` instead of [`MAX_RESPONSE`]: Okta's pages
+    /// of 1,000 whole `LogEvent`s (a few KiB each) can pass 4 MiB.
+    pub fn max_response(mut self, bytes: usize) -> ApiClient {
+        self.max_response = bytes;
+        self
     }
 
     /// `GET url`, waiting out 429s (each `Retry-After` up to
@@ -126,12 +136,12 @@ impl ApiClient {
                 _ => return Err(PollError::Failed(format!("{what} answered HTTP {status}"))),
             }
             let (parts, body) = resp.into_parts();
-            match Limited::new(body, MAX_RESPONSE).collect().await {
+            match Limited::new(body, self.max_response).collect().await {
                 Ok(body) => Ok((parts.headers, body.to_bytes())),
                 Err(e) if e.is::<http_body_util::LengthLimitError>() => {
                     Err(PollError::Failed(format!(
                         "{what}: the answer is larger than {} MiB",
-                        MAX_RESPONSE >> 20
+                        self.max_response >> 20
                     )))
                 }
                 Err(_) => Err(PollError::Failed(format!(
@@ -374,6 +384,19 @@ mod tests {
                 retry_after: Some(Duration::from_secs(3600))
             }
         );
+    }
+
+    #[tokio::test]
+    async fn a_client_with_a_larger_cap_reads_past_4_mib_and_stops_at_its_own() {
+        let (url, _) = serve(vec![Reply::Huge(MAX_RESPONSE + 1)]).await;
+        let big = client().max_response(8 * 1024 * 1024);
+        assert_eq!(
+            big.get(&url, "GET /api/v1/logs").await.unwrap().len(),
+            MAX_RESPONSE + 1
+        );
+        let (url, _) = serve(vec![Reply::Huge(8 * 1024 * 1024 + 1)]).await;
+        let e = big.get(&url, "GET /api/v1/logs").await.unwrap_err();
+        assert!(e.to_string().contains("larger than 8 MiB"), "{e}");
     }
 
     #[tokio::test]

@@ -182,7 +182,8 @@ pub fn source(config: &CrosscheckConfig) -> Source {
             config.types.clone(),
         ))),
         Provider::Okta => Source::EventLog(Box::new(okta::Okta::new(
-            http::ApiClient::with_scheme("SSWS", config.api_key.expose(), REQUEST_TIMEOUT),
+            http::ApiClient::with_scheme("SSWS", config.api_key.expose(), REQUEST_TIMEOUT)
+                .max_response(okta::MAX_RESPONSE),
             config.api_url.clone(),
             &config.types,
         ))),

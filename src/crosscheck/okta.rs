@@ -33,6 +33,11 @@ use serde::Deserialize;
 
 /// Events per request: the largest `limit` the System Log API accepts.
 pub const PAGE_SIZE: usize = 1_000;
+/// Largest answer read: a page of [`PAGE_SIZE`] `LogEvent`s with their
+/// request, security and debug contexts runs to a few KiB each, so 4 MiB
+/// (the other providers' cap) could refuse a real page and stall the poll
+/// at it; one page is held at a time.
+pub const MAX_RESPONSE: usize = 16 * 1024 * 1024;
 /// How long Okta returns log events.
 pub const RETENTION: TimeDelta = TimeDelta::days(90);
 /// Requests one poll makes at most (see the constant's comment).
@@ -86,7 +91,13 @@ impl Okta {
                     Some((link, uuid)) => (link, Some(uuid.to_owned())),
                     None => (cursor.as_str(), None),
                 };
-                same_origin(&self.api_url, link)?;
+                // Every link is checked before it is stored, so one that
+                // fails here was stored under another api_url.
+                same_origin(&self.api_url, link).map_err(|_| {
+                    PollError::Failed(format!(
+                        "{WHAT}: the position kept from earlier polls is not on api_url (was api_url changed?); it is not followed"
+                    ))
+                })?;
                 Ok((link.to_owned(), through))
             }
         }
