@@ -436,7 +436,7 @@ fn polls_or_zero(addr: SocketAddr, outcome: &str) -> f64 {
 /// a kill -9, and not yet recorded as sent, is sent again after the
 /// restart under the same `page_key` (the notifier's idempotency key),
 /// which a receiver deduplicates on, as this one does.
-fn pages_of(hook: &Receiver, kind: &str) -> Vec<(String, String, String)> {
+pub(crate) fn pages_of(hook: &Receiver, kind: &str) -> Vec<(String, String, String)> {
     let mut seen = std::collections::HashSet::new();
     hook.delivered_json()
         .into_iter()

@@ -24,6 +24,7 @@
 //! `/metrics` and `/v1/status`.
 
 use crate::common::{get, metric, request, wait_for, Sidecar, Workdir};
+use crate::crosscheck::pages_of;
 use crate::support::{Answer, Received, Receiver};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
@@ -449,21 +450,6 @@ fn wait_polls(server: &Sidecar, outcome: &str, n: f64) {
     wait_for(LIMIT, &format!("{n} more {outcome} polls"), || {
         (polls(server.addr, outcome) >= from + n).then_some(())
     });
-}
-
-/// The pages of `kind` the notifier got: (status, severity, summary).
-fn pages_of(hook: &Receiver, kind: &str) -> Vec<(String, String, String)> {
-    hook.delivered_json()
-        .into_iter()
-        .filter(|p| p["alert"]["kind"] == kind)
-        .map(|p| {
-            (
-                p["status"].as_str().unwrap_or("").to_owned(),
-                p["alert"]["severity"].as_str().unwrap_or("").to_owned(),
-                p["alert"]["summary"].as_str().unwrap_or("").to_owned(),
-            )
-        })
-        .collect()
 }
 
 fn wait_pages_of(
