@@ -10,8 +10,8 @@
 
 use super::PollError;
 use bytes::Bytes;
-use http_body_util::{BodyExt, Empty, Limited};
-use hyper::header::{HeaderValue, ACCEPT, AUTHORIZATION, RETRY_AFTER, USER_AGENT};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::header::{HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER, USER_AGENT};
 use hyper::{Method, Request};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -26,9 +26,44 @@ pub const MAX_RESPONSE: usize = 4 * 1024 * 1024;
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 /// 429s in a row before the poll gives up as `rate_limited`.
 pub const MAX_THROTTLED: u32 = 5;
+/// Largest error body read when a caller asks for one (a Graph or OAuth
+/// error object is a few hundred bytes).
+pub const MAX_ERROR_BODY: usize = 64 * 1024;
+
+/// One request beyond a plain `GET` with the client's key: another
+/// credential (a token obtained at run time), a form body (`POST`), and
+/// the error statuses whose bodies the caller reads itself (Graph's `400
+/// syncStateNotFound`, an OAuth `invalid_client`).
+pub struct Outgoing<'a> {
+    pub url: &'a str,
+    /// `Authorization` value (marked sensitive); `None`: none at all.
+    pub authorization: Option<&'a HeaderValue>,
+    /// `application/x-www-form-urlencoded` body: the request is a `POST`.
+    pub form: Option<String>,
+    /// Statuses answered as [`Answer::Status`] with their body (at most
+    /// [`MAX_ERROR_BODY`]) instead of a [`PollError`].
+    pub read_errors: &'a [u16],
+}
+
+/// What an [`Outgoing`] request answered.
+#[derive(Debug)]
+pub enum Answer {
+    Ok(Bytes),
+    Status { status: u16, body: Bytes },
+}
+
+/// A bearer header value marked sensitive (hyper never prints it); an
+/// empty value when `token` cannot be a header, which every request
+/// refuses to send.
+pub fn bearer(token: &str) -> HeaderValue {
+    let mut value = HeaderValue::from_str(&format!("Bearer {token}"))
+        .unwrap_or_else(|_| HeaderValue::from_static(""));
+    value.set_sensitive(true);
+    value
+}
 
 pub struct ApiClient {
-    inner: hyper_util::client::legacy::Client<HttpsConnector<HttpConnector>, Empty<Bytes>>,
+    inner: hyper_util::client::legacy::Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
     /// `Bearer <key>`, marked sensitive so hyper never prints it.
     authorization: HeaderValue,
     /// One request, body included.
@@ -49,9 +84,7 @@ impl ApiClient {
             .enable_http1()
             .wrap_connector(http);
         let inner = hyper_util::client::legacy::Client::builder(TokioExecutor::new()).build(https);
-        let mut authorization = HeaderValue::from_str(&format!("Bearer {key}"))
-            .unwrap_or_else(|_| HeaderValue::from_static(""));
-        authorization.set_sensitive(true);
+        let authorization = bearer(key);
         ApiClient {
             inner,
             authorization,
@@ -63,9 +96,25 @@ impl ApiClient {
     /// [`MAX_RETRY_AFTER`], at most [`MAX_THROTTLED`] in a row). Returns the
     /// 2xx body; `what` names the request in errors (`GET /users`).
     pub async fn get(&self, url: &str, what: &str) -> Result<Bytes, PollError> {
+        let req = Outgoing {
+            url,
+            authorization: Some(&self.authorization),
+            form: None,
+            read_errors: &[],
+        };
+        match self.send(&req, what).await? {
+            Answer::Ok(body) => Ok(body),
+            Answer::Status { status, .. } => {
+                Err(PollError::Failed(format!("{what} answered HTTP {status}")))
+            }
+        }
+    }
+
+    /// Sends `req`, waiting out 429s as [`ApiClient::get`] does.
+    pub async fn send(&self, req: &Outgoing<'_>, what: &str) -> Result<Answer, PollError> {
         let mut throttled = 0;
         loop {
-            match self.get_once(url, what).await {
+            match self.send_once(req, what).await {
                 Err(PollError::RateLimited { retry_after }) if throttled < MAX_THROTTLED => {
                     throttled += 1;
                     let wait = retry_after.unwrap_or(Duration::from_secs(1));
@@ -79,17 +128,27 @@ impl ApiClient {
         }
     }
 
-    async fn get_once(&self, url: &str, what: &str) -> Result<Bytes, PollError> {
-        if self.authorization.is_empty() {
+    async fn send_once(&self, out: &Outgoing<'_>, what: &str) -> Result<Answer, PollError> {
+        if out.authorization.is_some_and(HeaderValue::is_empty) {
             return Err(PollError::Refused { status: 0 });
         }
-        let req = Request::builder()
-            .method(Method::GET)
-            .uri(url)
+        let mut builder = Request::builder()
+            .method(if out.form.is_some() {
+                Method::POST
+            } else {
+                Method::GET
+            })
+            .uri(out.url)
             .header(USER_AGENT, concat!("hushwatch/", env!("CARGO_PKG_VERSION")))
-            .header(ACCEPT, "application/json")
-            .header(AUTHORIZATION, self.authorization.clone())
-            .body(Empty::new())
+            .header(ACCEPT, "application/json");
+        if let Some(value) = out.authorization {
+            builder = builder.header(AUTHORIZATION, value.clone());
+        }
+        if out.form.is_some() {
+            builder = builder.header(CONTENT_TYPE, "application/x-www-form-urlencoded");
+        }
+        let req = builder
+            .body(Full::new(Bytes::from(out.form.clone().unwrap_or_default())))
             .map_err(|_| PollError::Failed(format!("{what}: not a valid request URL")))?;
         let exchange = async {
             let resp = self
@@ -98,8 +157,9 @@ impl ApiClient {
                 .await
                 .map_err(|e| PollError::Failed(format!("{what}: {}", connect_error(&e))))?;
             let status = resp.status().as_u16();
-            match status {
-                200..=299 => {}
+            let limit = match status {
+                200..=299 => MAX_RESPONSE,
+                s if out.read_errors.contains(&s) => MAX_ERROR_BODY,
                 401 | 403 => return Err(PollError::Refused { status }),
                 429 => {
                     let retry_after = resp
@@ -111,19 +171,30 @@ impl ApiClient {
                     return Err(PollError::RateLimited { retry_after });
                 }
                 _ => return Err(PollError::Failed(format!("{what} answered HTTP {status}"))),
-            }
-            match Limited::new(resp.into_body(), MAX_RESPONSE).collect().await {
-                Ok(body) => Ok(body.to_bytes()),
+            };
+            let body = match Limited::new(resp.into_body(), limit).collect().await {
+                Ok(body) => body.to_bytes(),
                 Err(e) if e.is::<http_body_util::LengthLimitError>() => {
-                    Err(PollError::Failed(format!(
-                        "{what}: the answer is larger than {} MiB",
-                        MAX_RESPONSE >> 20
+                    let size = if limit >= 1 << 20 {
+                        format!("{} MiB", limit >> 20)
+                    } else {
+                        format!("{} KiB", limit >> 10)
+                    };
+                    return Err(PollError::Failed(format!(
+                        "{what}: the answer is larger than {size}"
+                    )));
+                }
+                Err(_) => {
+                    return Err(PollError::Failed(format!(
+                        "{what}: the connection closed in the middle of the answer"
                     )))
                 }
-                Err(_) => Err(PollError::Failed(format!(
-                    "{what}: the connection closed in the middle of the answer"
-                ))),
-            }
+            };
+            Ok(if (200..=299).contains(&status) {
+                Answer::Ok(body)
+            } else {
+                Answer::Status { status, body }
+            })
         };
         match tokio::time::timeout(self.timeout, exchange).await {
             Ok(result) => result,

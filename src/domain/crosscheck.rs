@@ -25,16 +25,18 @@ use std::cmp::Ordering;
 pub enum Provider {
     Clerk,
     Workos,
+    Entra,
 }
 
 impl Provider {
-    pub const ALL: [Provider; 2] = [Provider::Clerk, Provider::Workos];
+    pub const ALL: [Provider; 3] = [Provider::Clerk, Provider::Workos, Provider::Entra];
 
     /// The config value (`provider = "clerk"`).
     pub fn name(self) -> &'static str {
         match self {
             Provider::Clerk => "clerk",
             Provider::Workos => "workos",
+            Provider::Entra => "entra",
         }
     }
 
@@ -47,6 +49,7 @@ impl Provider {
         match self {
             Provider::Clerk => "Clerk",
             Provider::Workos => "WorkOS",
+            Provider::Entra => "Entra ID",
         }
     }
 
@@ -57,6 +60,8 @@ impl Provider {
         match self {
             Provider::Clerk => "https://api.clerk.com/v1",
             Provider::Workos => "https://api.workos.com",
+            // Microsoft Graph's v1.0 root (learn.microsoft.com/graph/use-the-api).
+            Provider::Entra => "https://graph.microsoft.com/v1.0",
         }
     }
 }
@@ -555,6 +560,7 @@ pub fn describe(provider: Provider, f: &Finding) -> String {
         (_, _, Provider::Clerk) => {
             format!("{name} now lists user {} (added {when})", f.subject)
         }
+        (_, _, Provider::Entra) => super::crosscheck_entra::describe_change(f, &when),
         (_, _, Provider::Workos) => format!(
             "{name} logged {} {} for {} {when}",
             f.event_type,
@@ -606,8 +612,12 @@ pub fn page_text(
 
 /// The body of a `crosscheck_failing` page: why, and what to do.
 pub fn failing_text(provider: Provider, stream: &str, config_path: &str, reason: &str) -> String {
+    let credential = match provider {
+        Provider::Entra => "client_id and client_secret",
+        _ => "api_key",
+    };
     format!(
-        "The cross-check of stream {stream} cannot read the {} API: {reason}. Until it can, nothing compares what {} did with the webhooks that arrived. What to do: check the api_key in [streams.{stream}.crosscheck] (its value and scopes) and {}'s status page; then poll once by hand: `hushwatch crosscheck --config {} --stream {}`. This resolves on the next successful poll.",
+        "The cross-check of stream {stream} cannot read the {} API: {reason}. Until it can, nothing compares what {} did with the webhooks that arrived. What to do: check the {credential} in [streams.{stream}.crosscheck] (its value and scopes) and {}'s status page; then poll once by hand: `hushwatch crosscheck --config {} --stream {}`. This resolves on the next successful poll.",
         provider.title(),
         provider.title(),
         provider.title(),
