@@ -41,7 +41,9 @@ use async_trait::async_trait;
 use hyper::header::HeaderValue;
 use serde::de::IgnoredAny;
 use serde::Deserialize;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
 use std::time::Duration;
 use tokio::sync::Mutex;
 use tokio::time::Instant;
@@ -70,8 +72,41 @@ pub struct Entra {
     token_url: String,
     client_id: String,
     client_secret: SecretString,
-    token: Mutex<Option<Token>>,
+    /// Where this sign-in's token is cached ([`token_cache`]).
+    cache_key: [u8; 32],
+    sign_in: Mutex<()>,
     requests: AtomicUsize,
+}
+
+/// Tokens by sign-in: a digest of (token_url, client_id, client_secret),
+/// so a changed secret (a reload) signs in afresh and the digest, not the
+/// secret, is what stays in memory as a key.
+///
+/// Kept for the process, not per [`Entra`]: the scheduler builds a source
+/// for every poll, and a token is good for an hour of them.
+fn token_cache() -> std::sync::MutexGuard<'static, HashMap<[u8; 32], Token>> {
+    static TOKENS: OnceLock<std::sync::Mutex<HashMap<[u8; 32], Token>>> = OnceLock::new();
+    TOKENS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+}
+
+fn cached_token(key: &[u8; 32], now: Instant) -> Option<HeaderValue> {
+    token_cache()
+        .get(key)
+        .filter(|t| now < t.renew_at)
+        .map(|t| t.authorization.clone())
+}
+
+fn cache_key(token_url: &str, client_id: &str, secret: &str) -> [u8; 32] {
+    use sha2::Digest;
+    let mut h = sha2::Sha256::new();
+    for part in [token_url, client_id, secret] {
+        h.update((part.len() as u64).to_be_bytes());
+        h.update(part.as_bytes());
+    }
+    h.finalize().into()
 }
 
 struct Token {
@@ -99,31 +134,31 @@ impl Entra {
         Entra {
             client: ApiClient::new("", timeout),
             api_url: config.api_url.clone(),
+            cache_key: cache_key(&token_url, &client_id, client_secret.expose()),
             token_url,
             client_id,
             client_secret,
-            token: Mutex::new(None),
+            sign_in: Mutex::new(()),
             requests: AtomicUsize::new(0),
         }
     }
 
     /// The cached token, or a new one when none is cached or it is due for
-    /// renewal.
+    /// renewal. One sign-in at a time per feed (`sign_in` lock), so polls
+    /// never race to the token endpoint.
     async fn token(&self) -> Result<HeaderValue, PollError> {
-        let mut cached = self.token.lock().await;
-        if let Some(t) = cached.as_ref() {
-            if Instant::now() < t.renew_at {
-                return Ok(t.authorization.clone());
-            }
+        let _one = self.sign_in.lock().await;
+        if let Some(authorization) = cached_token(&self.cache_key, Instant::now()) {
+            return Ok(authorization);
         }
         let fresh = self.sign_in().await?;
         let authorization = fresh.authorization.clone();
-        *cached = Some(fresh);
+        token_cache().insert(self.cache_key, fresh);
         Ok(authorization)
     }
 
-    async fn forget_token(&self) {
-        *self.token.lock().await = None;
+    fn forget_token(&self) {
+        token_cache().remove(&self.cache_key);
     }
 
     async fn sign_in(&self) -> Result<Token, PollError> {
@@ -180,7 +215,7 @@ impl Entra {
             match answer {
                 Err(PollError::Refused { status: 401 }) if !retried => {
                     retried = true;
-                    self.forget_token().await;
+                    self.forget_token();
                 }
                 other => return other,
             }

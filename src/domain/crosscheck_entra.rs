@@ -182,7 +182,7 @@ pub fn decide(p: &Pending, now: DateTime<Utc>, grace: TimeDelta, notified: &[Not
 pub fn describe_change(f: &Finding, when: &str) -> String {
     match (f.event_type.as_str(), f.organization.as_deref()) {
         ("group.updated", Some(group)) => format!(
-            "Entra ID removed member {} from group {group} (between two delta rounds, {when})",
+            "Entra ID removed member {} from group {group} ({when})",
             f.subject
         ),
         ("user.deleted", _) => format!("Entra ID deleted user {} ({when})", f.subject),
