@@ -999,12 +999,7 @@ async fn page(
             .set(at.timestamp_millis() as f64 / 1000.0);
     }
     let health = poll_health(&row.facts(), cc.provider, cc.every, watch_started_at, now);
-    let health = match cc.provider {
-        crate::domain::crosscheck::Provider::Entra => {
-            super::crosscheck_delta::resync_warning(&row, health)
-        }
-        _ => health,
-    };
+    let health = super::crosscheck_delta::with_resync_warning(cc, &row, health);
     let mut queued = app
         .store
         .crosscheck_set_failing(target.clone(), health, now)

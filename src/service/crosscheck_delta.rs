@@ -122,10 +122,12 @@ pub(super) async fn poll_delta(
         .into_iter()
         .map(|p| rehidden(veil, p))
         .collect();
-    let known: HashSet<Entry> = waiting.iter().map(|p| p.change.entry().clone()).collect();
+    // One pending change per user or membership: a user disabled and then
+    // deleted waits (and is paged) once.
+    let mut known: HashSet<Entry> = waiting.iter().map(|p| p.change.entry().clone()).collect();
     for change in changes {
         let p = hidden(veil, &change).to_pending(since, now);
-        if !known.contains(p.change.entry()) {
+        if known.insert(p.change.entry().clone()) {
             waiting.push(p);
         }
     }
@@ -329,6 +331,19 @@ async fn notifications(
         }
     }
     Ok(out)
+}
+
+/// [`resync_warning`] for an Entra stream; any other's health as it is.
+/// The `crosscheck_failing` page and `/v1/status` both ask this.
+pub(super) fn with_resync_warning(
+    cc: &CrosscheckConfig,
+    row: &CrosscheckRow,
+    health: PollHealth,
+) -> PollHealth {
+    match cc.provider {
+        crate::domain::crosscheck::Provider::Entra => resync_warning(row, health),
+        _ => health,
+    }
 }
 
 /// `crosscheck_failing` as a warning while the last poll was a resync
