@@ -170,7 +170,12 @@ pub(super) fn read(
     }
 
     let heal = r.opt_bool(&key_path, table, "heal").unwrap_or(false);
-    if heal && !forwards {
+    if heal && entra {
+        r.error(
+            &join(&key_path, "heal"),
+            "does not apply to provider = \"entra\" (Entra streams do not relay): set heal = false",
+        );
+    } else if heal && !forwards {
         r.error(
             &join(&key_path, "heal"),
             "needs relay mode: heal delivers what was missed to the app, so add [forward] or set heal = false",
@@ -628,6 +633,11 @@ kind = "log"
                 ENTRA_INGEST,
                 format!("provider = \"entra\"\n{full}\napi_key = \"k\""),
                 format!("{p}.api_key: is not used by provider = \"entra\""),
+            ),
+            (
+                ENTRA_INGEST,
+                format!("provider = \"entra\"\n{full}\nheal = true"),
+                format!("{p}.heal: does not apply to provider = \"entra\""),
             ),
             (
                 ENTRA_INGEST,

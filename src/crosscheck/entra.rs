@@ -426,7 +426,7 @@ fn parse_page(
         }
     };
     let listed = page.value.len();
-    let mut changes = Vec::new();
+    let (mut changes, mut restored) = (Vec::new(), Vec::new());
     for object in page.value {
         check_id(&object.id, what)?;
         match collection {
@@ -435,16 +435,21 @@ fn parse_page(
                     changes.push(DeltaChange::UserDeleted { user: object.id });
                 } else if object.account_enabled == Some(false) {
                     changes.push(DeltaChange::UserDisabled { user: object.id });
+                } else if object.account_enabled == Some(true) {
+                    restored.push(DeltaChange::UserDisabled { user: object.id });
                 }
             }
             _ => {
                 for member in object.members.into_iter().flatten() {
                     check_id(&member.id, what)?;
+                    let change = DeltaChange::MemberRemoved {
+                        group: object.id.clone(),
+                        user: member.id,
+                    };
                     if member.removed.is_some() {
-                        changes.push(DeltaChange::MemberRemoved {
-                            group: object.id.clone(),
-                            user: member.id,
-                        });
+                        changes.push(change);
+                    } else {
+                        restored.push(change);
                     }
                 }
             }
@@ -452,6 +457,7 @@ fn parse_page(
     }
     Ok(DeltaPage {
         changes,
+        restored,
         listed,
         next,
     })
@@ -548,6 +554,13 @@ mod tests {
             ]
         );
         assert!(matches!(page.next, DeltaNext::More(ref l) if l.contains("$skiptoken=")));
+        // Megan can sign in: any pending change about her is undone.
+        assert_eq!(
+            page.restored,
+            [DeltaChange::UserDisabled {
+                user: "87d349ed-44d7-43e1-9a83-5f2406dee5bd".into()
+            }]
+        );
     }
 
     #[test]

@@ -149,6 +149,10 @@ pub struct DeltaPage {
     /// The revocations this page reports (everything else it lists is
     /// read and dropped).
     pub changes: Vec<DeltaChange>,
+    /// The revocations this page shows undone (a user listed as enabled, a
+    /// member listed without `@removed`), each named by the change it
+    /// undoes (`UserDisabled` for a user that can sign in again).
+    pub restored: Vec<DeltaChange>,
     /// Objects the page listed (for the cost figures).
     pub listed: usize,
     pub next: DeltaNext,

@@ -92,6 +92,7 @@ pub(super) async fn poll_delta(
     let since = started.as_ref().and_then(|r| r.last_poll_at).unwrap_or(now);
     let mut after = Cursor::default();
     let mut changes: BTreeSet<DeltaChange> = BTreeSet::new();
+    let mut restored: Vec<DeltaChange> = Vec::new();
     let mut fresh_rounds = 0;
     let mut resynced = false;
     for &collection in feed.collections() {
@@ -101,6 +102,7 @@ pub(super) async fn poll_delta(
         }
         resynced |= round.expired;
         changes.extend(round.changes);
+        restored.extend(round.restored);
         after.links.insert(collection.to_owned(), round.link);
     }
     if resynced {
@@ -122,6 +124,20 @@ pub(super) async fn poll_delta(
         .into_iter()
         .map(|p| rehidden(veil, p))
         .collect();
+    // A change waiting from an earlier poll that this poll shows undone (the
+    // user can sign in again, the member is back) is no revocation the app
+    // missed: it settles, as a Clerk listing that shows an entry again does.
+    let back: HashSet<Entry> = restored
+        .iter()
+        .map(|c| {
+            hidden(veil, c)
+                .to_pending(since, now)
+                .change
+                .entry()
+                .clone()
+        })
+        .collect();
+    waiting.retain(|p| !back.contains(p.change.entry()));
     // One pending change per user or membership: a user disabled and then
     // deleted waits (and is paged) once.
     let mut known: HashSet<Entry> = waiting.iter().map(|p| p.change.entry().clone()).collect();
@@ -199,6 +215,8 @@ struct Round {
     /// Changes reported (none for a fresh round: a full listing is the
     /// baseline, not a change).
     changes: Vec<DeltaChange>,
+    /// Revocations shown undone (none for a fresh round either).
+    restored: Vec<DeltaChange>,
     fresh: bool,
     /// The stored link had expired and the round restarted.
     expired: bool,
@@ -212,7 +230,7 @@ async fn run_round(
     let mut link = stored;
     let mut fresh = link.is_none();
     let mut expired = false;
-    let mut changes = Vec::new();
+    let (mut changes, mut restored) = (Vec::new(), Vec::new());
     for _ in 0..MAX_PAGES {
         let page = match feed
             .page(collection, link.as_deref())
@@ -225,6 +243,7 @@ async fn run_round(
                 fresh = true;
                 expired = true;
                 changes.clear();
+                restored.clear();
                 continue;
             }
             DeltaAnswer::Expired => {
@@ -235,20 +254,25 @@ async fn run_round(
         };
         if !fresh {
             changes.extend(page.changes);
+            restored.extend(page.restored);
         }
         match page.next {
             DeltaNext::Done(delta) => {
                 return Ok(Round {
                     link: delta,
                     changes,
+                    restored,
                     fresh,
                     expired,
                 })
             }
-            DeltaNext::More(next) if !fresh && changes.len() >= MAX_DELTA_CHANGES => {
+            DeltaNext::More(next)
+                if !fresh && changes.len() + restored.len() >= MAX_DELTA_CHANGES =>
+            {
                 return Ok(Round {
                     link: next,
                     changes,
+                    restored,
                     fresh,
                     expired,
                 })
@@ -489,6 +513,8 @@ mod tests {
                         .map(|(_, _, id, member, what)| match *what {
                             "disabled" => serde_json::json!({"id": id, "displayName": "U", "userPrincipalName": "u@contoso.com", "accountEnabled": false}),
                             "deleted" => serde_json::json!({"id": id, "@removed": {"reason": "changed"}}),
+                            "enabled" => serde_json::json!({"id": id, "displayName": "U", "userPrincipalName": "u@contoso.com", "accountEnabled": true}),
+                            "member-added" => serde_json::json!({"id": id, "displayName": "G", "members@delta": [{"@odata.type": "#microsoft.graph.user", "id": member}]}),
                             _ => serde_json::json!({"id": id, "displayName": "G", "members@delta": [{"@odata.type": "#microsoft.graph.user", "id": member, "@removed": {"reason": "deleted"}}]}),
                         })
                         .collect()
@@ -706,6 +732,37 @@ mod tests {
         // One token for every poll: it is cached until shortly before it
         // expires.
         assert_eq!(r.graph.lock().unwrap().tokens, 1);
+    }
+
+    #[tokio::test]
+    async fn a_revocation_undone_before_its_grace_is_not_paged() {
+        let r = rig(directory()).await;
+        r.poll().await.unwrap();
+        r.graph
+            .lock()
+            .unwrap()
+            .change("users", "u2", "", "disabled");
+        r.graph
+            .lock()
+            .unwrap()
+            .change("groups", "g1", "u3", "member-removed");
+        r.clock.advance(TimeDelta::minutes(5));
+        assert_eq!(r.poll().await.unwrap().pending, 2);
+        // Both undone, without a notification, before their grace ran out.
+        r.graph.lock().unwrap().change("users", "u2", "", "enabled");
+        r.graph
+            .lock()
+            .unwrap()
+            .change("groups", "g1", "u3", "member-added");
+        r.clock.advance(TimeDelta::minutes(5));
+        let undone = r.poll().await.unwrap();
+        assert_eq!(
+            (undone.pending, undone.findings.len()),
+            (0, 0),
+            "{undone:?}"
+        );
+        r.clock.advance(TimeDelta::minutes(15));
+        assert!(r.poll().await.unwrap().findings.is_empty());
     }
 
     #[tokio::test]
