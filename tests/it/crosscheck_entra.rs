@@ -750,3 +750,49 @@ fn three_replicas_on_postgresql_poll_entra_once_and_page_each_finding_once() {
     drop(replicas);
     drop(db);
 }
+
+#[test]
+fn a_reauthorization_required_notice_polls_at_once_whatever_every_says() {
+    let graph = Graph::start(directory());
+    let hook = Receiver::start(vec![]);
+    let text = entra_config(&graph, &hook).replace("every = \"1s\"", "every = \"1h\"");
+    let work = Workdir::new(&text);
+    let server = Sidecar::start(&work.config_path());
+    wait_polls(&server, "ok", 1.0);
+    graph.with(|d| d.change("users", "u1", "", "deleted"));
+    // Graph's lifecycle notice (api-reference/v1.0/resources/changenotification.md,
+    // `lifecycleEvent`): notifications may have stopped, so ask Graph now
+    // rather than in an hour.
+    let body = serde_json::json!({"value": [{
+        "subscriptionId": "7f105c7d-2dc5-4530-97cd-4e7ae6534c07",
+        "subscriptionExpirationDateTime": (chrono::Utc::now() + chrono::TimeDelta::days(2)).to_rfc3339(),
+        "lifecycleEvent": "reauthorizationRequired",
+        "clientState": CLIENT_STATE,
+        "tenantId": TENANT,
+    }]});
+    let reply = request(
+        server.addr,
+        "POST",
+        "/v1/streams/identity/webhook",
+        &[("content-type", "application/json")],
+        body.to_string().as_bytes(),
+    );
+    assert!(
+        (200..300).contains(&reply.status),
+        "{} {}",
+        reply.status,
+        reply.body
+    );
+    wait_until("a poll after the notice", || {
+        (polls(server.addr, "ok") >= 2.0).then_some(())
+    });
+    graph.with(|d| {
+        assert!(
+            d.graph_requests
+                .iter()
+                .any(|(p, _)| p.starts_with("/v1.0/users/delta?$deltatoken=")),
+            "{:?}",
+            d.graph_requests
+        );
+    });
+}
