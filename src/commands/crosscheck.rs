@@ -87,7 +87,7 @@ pub fn run(config_path: &Path, stream: &str, format: &str, dry_run: bool) -> Exi
                         &crosscheck,
                         &source,
                         &config.audit.classifier,
-                        config.store.sealer.veil(),
+                        &config.store.sealer,
                         watch_started_at,
                         clock.as_ref(),
                     )

@@ -570,7 +570,7 @@ mod tests {
                 &self.config,
                 &self.source,
                 &crate::audit::classify::Classifier::default(),
-                &Veil::default(),
+                &crate::store::seal::Sealer::default(),
                 t0() - TimeDelta::days(60),
                 self.clock.as_ref(),
             )
@@ -818,7 +818,7 @@ mod tests {
             &config,
             &source,
             &crate::audit::classify::Classifier::default(),
-            &Veil::default(),
+            &crate::store::seal::Sealer::default(),
             t0(),
             r.clock.as_ref(),
         )
