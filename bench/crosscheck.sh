@@ -10,11 +10,21 @@
 #   bench/crosscheck.sh                     # MEMBERS=100000 EVENTS=10000
 #   MEMBERS=10000 bench/crosscheck.sh
 #   MODE=okta bench/crosscheck.sh           # EVENTS=10000
+#
+# `entra` mode (issue #48): one Entra delta baseline over ENTRA_USERS users and
+# ENTRA_GROUPS groups of ENTRA_MEMBERS members, then a delta with 1% changed and the
+# poll that finds them, against a local Graph (bench/crosscheck_entra.py):
+#
+#   bench/crosscheck.sh entra               # ENTRA_USERS=50000 ENTRA_GROUPS=5000 ENTRA_MEMBERS=10
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --locked --bin hushwatch >&2
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); load: $(cut -d' ' -f1-3 /proc/loadavg)"
-python3 bench/crosscheck.py "$PWD/target/release/hushwatch" "$work" "${MEMBERS:-100000}" "${EVENTS:-10000}" "${MODE:-all}"
+if [ "${1:-}" = entra ]; then
+    python3 bench/crosscheck_entra.py "$PWD/target/release/hushwatch" "$work" "${ENTRA_USERS:-50000}" "${ENTRA_GROUPS:-5000}" "${ENTRA_MEMBERS:-10}"
+else
+    python3 bench/crosscheck.py "$PWD/target/release/hushwatch" "$work" "${MEMBERS:-100000}" "${EVENTS:-10000}" "${MODE:-all}"
+fi
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -32,12 +32,40 @@ pub struct CrosscheckConfig {
     /// WorkOS only: the event types checked (never empty for WorkOS; empty
     /// for Clerk, whose changes are read from state listings).
     pub types: Vec<String>,
+    /// Entra only: the app registration that signs in to Microsoft Graph
+    /// (`api_key` is empty then).
+    pub entra: Option<EntraCredentials>,
+}
+
+/// `provider = "entra"`: a client-credentials sign-in (Microsoft identity
+/// platform, learn.microsoft.com/entra/identity-platform/v2-oauth2-client-creds-grant-flow).
+#[derive(Debug, Clone)]
+pub struct EntraCredentials {
+    pub tenant_id: String,
+    pub client_id: String,
+    /// Never logged or shown; sent only in the token request's form body.
+    pub client_secret: SecretString,
+    /// Where tokens come from (no userinfo, no query).
+    pub token_url: String,
 }
 
 /// The keys of the table (listed once: `reject_unknown` and the docs test).
 pub const KEYS: &[&str] = &[
-    "provider", "api_url", "api_key", "every", "grace", "heal", "types",
+    "provider",
+    "api_url",
+    "api_key",
+    "every",
+    "grace",
+    "heal",
+    "types",
+    "tenant_id",
+    "client_id",
+    "client_secret",
+    "token_url",
 ];
+
+/// The keys only `provider = "entra"` takes.
+const ENTRA_KEYS: &[&str] = &["tenant_id", "client_id", "client_secret", "token_url"];
 
 /// `every` when unset. Clerk's listing of 100,000 members costs ~400
 /// requests, so a poll every 15 minutes stays far below its rate limit.
@@ -47,6 +75,9 @@ pub const DEFAULT_GRACE: TimeDelta = TimeDelta::minutes(10);
 /// Okta: an `every` below this may exceed the smallest plan's 20 requests
 /// a minute on `/api/v1/logs` when a poll makes its 10 (a warning).
 pub const OKTA_MIN_QUIET_EVERY: TimeDelta = TimeDelta::seconds(30);
+/// Longest `every` for Entra: a Graph delta link expires 7 days after it
+/// was issued, and a poll a day keeps a few failed polls from losing it.
+pub const ENTRA_MAX_EVERY: TimeDelta = TimeDelta::days(1);
 /// Shortest `every`: one request a second is still a gentle client.
 pub const MIN_EVERY: TimeDelta = TimeDelta::seconds(1);
 
@@ -105,7 +136,20 @@ pub(super) fn read(
         }
     };
 
-    let api_key = match r.req_string(&key_path, table, "api_key") {
+    let entra = provider == Some(Provider::Entra);
+    let listed_key = if entra {
+        r.opt_string(&key_path, table, "api_key")
+    } else {
+        r.req_string(&key_path, table, "api_key")
+    };
+    let api_key = match listed_key {
+        Some(_) if entra => {
+            r.error(
+                &join(&key_path, "api_key"),
+                "is not used by provider = \"entra\": it signs in with client_id and client_secret",
+            );
+            String::new()
+        }
         Some(key) => {
             let key_field = join(&key_path, "api_key");
             let key = r.trim_secret(&key_field, key);
@@ -117,7 +161,7 @@ pub(super) fn read(
         None => String::new(),
     };
 
-    let every = r
+    let mut every = r
         .opt_duration(&key_path, table, "every")
         .unwrap_or(DEFAULT_EVERY);
     if every < MIN_EVERY {
@@ -129,6 +173,13 @@ pub(super) fn read(
             crate::domain::crosscheck::OKTA_MAX_REQUESTS_PER_POLL
         ));
     }
+    if provider == Some(Provider::Entra) && every > ENTRA_MAX_EVERY {
+        r.warnings.push(format!(
+            "{}: Entra is polled at least once a day (a Graph delta link expires after 7 days), so every = 1d",
+            join(&key_path, "every")
+        ));
+        every = ENTRA_MAX_EVERY;
+    }
     let grace = r
         .opt_duration(&key_path, table, "grace")
         .unwrap_or(DEFAULT_GRACE);
@@ -137,7 +188,12 @@ pub(super) fn read(
     }
 
     let heal = r.opt_bool(&key_path, table, "heal").unwrap_or(false);
-    if heal && !forwards {
+    if heal && entra {
+        r.error(
+            &join(&key_path, "heal"),
+            "does not apply to provider = \"entra\" (Entra streams do not relay): set heal = false",
+        );
+    } else if heal && !forwards {
         r.error(
             &join(&key_path, "heal"),
             "needs relay mode: heal delivers what was missed to the app, so add [forward] or set heal = false",
@@ -150,6 +206,12 @@ pub(super) fn read(
             r.error(
                 &join(&key_path, "types"),
                 "applies to provider = \"workos\" only (Clerk is checked by listing users and memberships)",
+            );
+        }
+        if provider == Some(Provider::Entra) {
+            r.error(
+                &join(&key_path, "types"),
+                "applies to provider = \"workos\" only (Entra is checked by delta queries over users and groups)",
             );
         }
         for (i, ty) in listed.iter().enumerate() {
@@ -181,6 +243,20 @@ pub(super) fn read(
         Vec::new()
     };
 
+    let entra = if entra {
+        read_entra(r, &key_path, table)
+    } else {
+        for key in ENTRA_KEYS {
+            if table.contains_key(*key) {
+                r.error(
+                    &join(&key_path, key),
+                    "applies to provider = \"entra\" only",
+                );
+            }
+        }
+        None
+    };
+
     Some(CrosscheckConfig {
         provider: provider?,
         api_url,
@@ -189,7 +265,73 @@ pub(super) fn read(
         grace,
         heal,
         types,
+        entra,
     })
+}
+
+/// The Entra sign-in keys: `tenant_id`, `client_id` and `client_secret`
+/// required, `token_url` defaulting to the tenant's v2.0 token endpoint.
+fn read_entra(r: &mut Reader<'_>, key_path: &str, table: &Table) -> Option<EntraCredentials> {
+    let id = |r: &mut Reader<'_>, key: &str| {
+        let value = r.req_string(key_path, table, key)?;
+        match graph_id(&value) {
+            Ok(()) => Some(value),
+            Err(reason) => {
+                r.error(&join(key_path, key), reason);
+                None
+            }
+        }
+    };
+    let tenant_id = id(r, "tenant_id");
+    let client_id = id(r, "client_id");
+    let client_secret = match r.req_string(key_path, table, "client_secret") {
+        Some(secret) => {
+            let field = join(key_path, "client_secret");
+            let secret = r.trim_secret(&field, secret);
+            if let Err(reason) = api_key(&secret) {
+                r.error(&field, reason.replace("API key", "client secret"));
+            }
+            secret
+        }
+        None => String::new(),
+    };
+    let token_url = match r.opt_string(key_path, table, "token_url") {
+        Some(text) => match api_url(&text) {
+            Ok(url) => Some(url),
+            Err(reason) => {
+                r.error(&join(key_path, "token_url"), reason);
+                None
+            }
+        },
+        None => tenant_id.as_deref().map(default_token_url),
+    };
+    Some(EntraCredentials {
+        token_url: token_url?,
+        tenant_id: tenant_id?,
+        client_id: client_id?,
+        client_secret: SecretString::new(client_secret),
+    })
+}
+
+/// `https://login.microsoftonline.com/<tenant_id>/oauth2/v2.0/token`.
+pub fn default_token_url(tenant_id: &str) -> String {
+    format!("https://login.microsoftonline.com/{tenant_id}/oauth2/v2.0/token")
+}
+
+/// A tenant or application id: a GUID, or for a tenant its domain name
+/// (`contoso.onmicrosoft.com`); either goes into a URL path or a form, so
+/// only letters, digits, `-` and `.`.
+fn graph_id(value: &str) -> Result<(), String> {
+    if value.is_empty() || value.len() > 256 {
+        return Err("must be 1 to 256 characters (a GUID or a domain name)".into());
+    }
+    if !value
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
+    {
+        return Err("must be a GUID or a domain name (letters, digits, '-' and '.')".into());
+    }
+    Ok(())
 }
 
 /// Clerk's changes are explained by the webhooks the audit log recorded
@@ -207,14 +349,15 @@ pub(super) fn check_audit(r: &mut Reader<'_>, config: &super::Config) {
         .iter()
         .map(|(n, s)| ("templates", n, s));
     for (section, name, stream) in streams.chain(templates) {
-        if stream
+        if let Some(p) = stream
             .crosscheck
             .as_ref()
-            .is_some_and(|c| c.provider == Provider::Clerk)
+            .map(|c| c.provider)
+            .filter(|p| matches!(p, Provider::Clerk | Provider::Entra))
         {
             r.error(
                 &format!("{section}.{name}.crosscheck.provider"),
-                "provider = \"clerk\" explains each change by the webhooks the audit log recorded: remove [audit] enabled = false",
+                format!("provider = \"{}\" explains each change by the webhooks the audit log recorded: remove [audit] enabled = false", p.name()),
             );
         }
     }
@@ -228,6 +371,7 @@ fn check_ingest(r: &mut Reader<'_>, key_path: &str, provider: Provider, ingest: 
         Provider::Clerk => "standard",
         Provider::Workos => "workos",
         Provider::Okta => "okta",
+        Provider::Entra => "entra",
     };
     if ingest.name() != wanted {
         let reason = match provider {
@@ -241,6 +385,10 @@ fn check_ingest(r: &mut Reader<'_>, key_path: &str, provider: Provider, ingest: 
             ),
             Provider::Okta => format!(
                 "provider = \"okta\" needs ingest.provider = \"okta\" (each LogEvent's uuid is joined with its Event Hooks), found {:?}",
+                ingest.name()
+            ),
+            Provider::Entra => format!(
+                "provider = \"entra\" needs ingest.provider = \"entra\" (each change is explained by the change notifications it received), found {:?}",
                 ingest.name()
             ),
         };
@@ -500,6 +648,119 @@ kind = "log"
                 "{table}: want {want:?}, got {errs:?}"
             );
         }
+    }
+
+    const ENTRA_INGEST: &str = "provider = \"entra\"\nclient_state = \"graph-client-state\"";
+    const ENTRA_SECRET: &str = "Qx8Q~entra.client.secret_never_shown";
+
+    fn entra_env(name: &str) -> Option<String> {
+        match name {
+            "ENTRA_CLIENT_SECRET" => Some(format!("{ENTRA_SECRET}\n")),
+            other => env(other),
+        }
+    }
+
+    #[test]
+    fn entra_signs_in_with_client_credentials_and_defaults_its_urls() {
+        let text = config(
+            ENTRA_INGEST,
+            "provider = \"entra\"\ntenant_id = \"0b4f4c8e-1c4d-4c3a-9a62-3f1e2d5c6b7a\"\nclient_id = \"6731de76-14a6-49ae-97bc-6eba6914391e\"\nclient_secret = \"${ENTRA_CLIENT_SECRET}\"\nevery = \"3d\"",
+            "",
+        );
+        let c = parse(&text, Path::new("/etc/hw"), &entra_env).unwrap_or_else(|e| panic!("{e}"));
+        let x = c.streams["identity"].crosscheck.as_ref().unwrap();
+        assert_eq!(x.provider, Provider::Entra);
+        assert_eq!(x.api_url, "https://graph.microsoft.com/v1.0");
+        assert!(x.api_key.expose().is_empty());
+        let e = x.entra.as_ref().unwrap();
+        assert_eq!(
+            e.token_url,
+            "https://login.microsoftonline.com/0b4f4c8e-1c4d-4c3a-9a62-3f1e2d5c6b7a/oauth2/v2.0/token"
+        );
+        assert_eq!(e.client_id, "6731de76-14a6-49ae-97bc-6eba6914391e");
+        assert_eq!(e.client_secret.expose(), ENTRA_SECRET);
+        // Polled at least daily whatever `every` says, with a notice.
+        assert_eq!(x.every, TimeDelta::days(1));
+        assert!(c.warnings.iter().any(|w| w.contains("crosscheck.every")));
+        assert!(c.warnings.iter().all(|w| !w.contains(ENTRA_SECRET)));
+        assert!(
+            !format!("{c:?}").contains(ENTRA_SECRET),
+            "Debug redacts the secret"
+        );
+    }
+
+    #[test]
+    fn entra_check_refuses_missing_or_foreign_keys_with_the_key_path() {
+        let p = "streams.identity.crosscheck";
+        let full = "tenant_id = \"t1\"\nclient_id = \"c1\"\nclient_secret = \"s\"";
+        for (ingest, table, want) in [
+            (
+                ENTRA_INGEST,
+                "provider = \"entra\"\nclient_id = \"c1\"\nclient_secret = \"s\"".to_owned(),
+                format!("{p}.tenant_id: is required"),
+            ),
+            (
+                ENTRA_INGEST,
+                "provider = \"entra\"\ntenant_id = \"t1\"\nclient_secret = \"s\"".to_owned(),
+                format!("{p}.client_id: is required"),
+            ),
+            (
+                ENTRA_INGEST,
+                "provider = \"entra\"\ntenant_id = \"t1\"\nclient_id = \"c1\"".to_owned(),
+                format!("{p}.client_secret: is required"),
+            ),
+            (
+                ENTRA_INGEST,
+                "provider = \"entra\"\ntenant_id = \"t1\"\nclient_id = \"c1\"\nclient_secret = \"${EMPTY}\"".to_owned(),
+                format!("{p}.client_secret: is empty"),
+            ),
+            (
+                ENTRA_INGEST,
+                format!("provider = \"entra\"\n{full}\napi_key = \"k\""),
+                format!("{p}.api_key: is not used by provider = \"entra\""),
+            ),
+            (
+                ENTRA_INGEST,
+                format!("provider = \"entra\"\n{full}\nheal = true"),
+                format!("{p}.heal: does not apply to provider = \"entra\""),
+            ),
+            (
+                ENTRA_INGEST,
+                format!("provider = \"entra\"\n{full}\ntoken_url = \"ftp://login.example\""),
+                format!("{p}.token_url: must start with http:// or https://"),
+            ),
+            (
+                ENTRA_INGEST,
+                "provider = \"entra\"\ntenant_id = \"t1/../x\"\nclient_id = \"c1\"\nclient_secret = \"s\"".to_owned(),
+                format!("{p}.tenant_id: must be a GUID or a domain name"),
+            ),
+            (
+                CLERK_INGEST,
+                format!("provider = \"entra\"\n{full}"),
+                format!("{p}.provider: provider = \"entra\" needs ingest.provider = \"entra\""),
+            ),
+            (
+                CLERK_INGEST,
+                "provider = \"clerk\"\napi_key = \"k\"\nclient_id = \"c1\"".to_owned(),
+                format!("{p}.client_id: applies to provider = \"entra\" only"),
+            ),
+        ] {
+            let errs = errors(&config(ingest, &table, ""));
+            assert!(
+                errs.iter().any(|e| e.starts_with(&want)),
+                "{table}: want {want:?}, got {errs:?}"
+            );
+        }
+        let errs = errors(&format!(
+            "[audit]\nenabled = false\n{}",
+            config(ENTRA_INGEST, &format!("provider = \"entra\"\n{full}"), "")
+        ));
+        assert!(
+            errs.iter().any(|e| e.starts_with(
+                "streams.identity.crosscheck.provider: provider = \"entra\" explains"
+            )),
+            "{errs:?}"
+        );
     }
 
     #[test]

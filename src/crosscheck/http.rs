@@ -1,6 +1,7 @@
-//! The one HTTP exchange the cross-check makes: a `GET` with the stream's
-//! key (`Bearer`, or Okta's `SSWS` scheme), bounded in time (one deadline around the request and the
-//! whole body, so a slow drip ends like a hang) and in size (the body is
+//! The HTTP exchanges the cross-check makes: a `GET` with the stream's key
+//! (`Bearer`, or Okta's `SSWS` scheme) or a token obtained at run time, or
+//! a form `POST` for a client-credentials token, each bounded in time (one
+//! deadline around the request and the whole body, so a slow drip ends like a hang) and in size (the body is
 //! read through `http_body_util::Limited`, so a huge page costs at most
 //! [`MAX_RESPONSE`] of memory), classified into a [`PollError`] when it is
 //! not a 2xx.
@@ -10,8 +11,10 @@
 
 use super::PollError;
 use bytes::Bytes;
-use http_body_util::{BodyExt, Empty, Limited};
-use hyper::header::{HeaderMap, HeaderValue, ACCEPT, AUTHORIZATION, DATE, RETRY_AFTER, USER_AGENT};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::header::{
+    HeaderMap, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE, DATE, RETRY_AFTER, USER_AGENT,
+};
 use hyper::{Method, Request};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -26,9 +29,50 @@ pub const MAX_RESPONSE: usize = 4 * 1024 * 1024;
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 /// 429s in a row before the poll gives up as `rate_limited`.
 pub const MAX_THROTTLED: u32 = 5;
+/// Largest error body read when a caller asks for one (a Graph or OAuth
+/// error object is a few hundred bytes).
+pub const MAX_ERROR_BODY: usize = 64 * 1024;
+
+/// One request beyond a plain `GET` with the client's key: another
+/// credential (a token obtained at run time), a form body (`POST`), and
+/// the error statuses whose bodies the caller reads itself (Graph's `400
+/// syncStateNotFound`, an OAuth `invalid_client`).
+pub struct Outgoing<'a> {
+    pub url: &'a str,
+    /// `Authorization` value (marked sensitive); `None`: none at all.
+    pub authorization: Option<&'a HeaderValue>,
+    /// `application/x-www-form-urlencoded` body: the request is a `POST`.
+    pub form: Option<String>,
+    /// Statuses answered as [`Answer::Status`] with their body (at most
+    /// [`MAX_ERROR_BODY`]) instead of a [`PollError`].
+    pub read_errors: &'a [u16],
+}
+
+/// What an [`Outgoing`] request answered.
+#[derive(Debug)]
+pub enum Answer {
+    Ok(Bytes),
+    Status { status: u16, body: Bytes },
+}
+
+/// A bearer header value marked sensitive (hyper never prints it); an
+/// empty value when `token` cannot be a header, which every request
+/// refuses to send.
+pub fn bearer(token: &str) -> HeaderValue {
+    credential("Bearer", token)
+}
+
+/// `<scheme> <key>` as a sensitive header value (empty, and refused by
+/// every request, when it cannot be one).
+fn credential(scheme: &str, key: &str) -> HeaderValue {
+    let mut value = HeaderValue::from_str(&format!("{scheme} {key}"))
+        .unwrap_or_else(|_| HeaderValue::from_static(""));
+    value.set_sensitive(true);
+    value
+}
 
 pub struct ApiClient {
-    inner: hyper_util::client::legacy::Client<HttpsConnector<HttpConnector>, Empty<Bytes>>,
+    inner: hyper_util::client::legacy::Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
     /// `Bearer <key>` (or `SSWS <key>`), marked sensitive so hyper never
     /// prints it.
     authorization: HeaderValue,
@@ -60,9 +104,7 @@ impl ApiClient {
             .enable_http1()
             .wrap_connector(http);
         let inner = hyper_util::client::legacy::Client::builder(TokioExecutor::new()).build(https);
-        let mut authorization = HeaderValue::from_str(&format!("{scheme} {key}"))
-            .unwrap_or_else(|_| HeaderValue::from_static(""));
-        authorization.set_sensitive(true);
+        let authorization = credential(scheme, key);
         ApiClient {
             inner,
             authorization,
@@ -91,9 +133,35 @@ impl ApiClient {
         url: &str,
         what: &str,
     ) -> Result<(HeaderMap, Bytes), PollError> {
+        let req = Outgoing {
+            url,
+            authorization: Some(&self.authorization),
+            form: None,
+            read_errors: &[],
+        };
+        match self.send_with_headers(&req, what).await? {
+            (headers, Answer::Ok(body)) => Ok((headers, body)),
+            (_, Answer::Status { status, .. }) => {
+                Err(PollError::Failed(format!("{what} answered HTTP {status}")))
+            }
+        }
+    }
+
+    /// Sends `req`, waiting out 429s as [`ApiClient::get`] does.
+    pub async fn send(&self, req: &Outgoing<'_>, what: &str) -> Result<Answer, PollError> {
+        self.send_with_headers(req, what)
+            .await
+            .map(|(_, answer)| answer)
+    }
+
+    async fn send_with_headers(
+        &self,
+        req: &Outgoing<'_>,
+        what: &str,
+    ) -> Result<(HeaderMap, Answer), PollError> {
         let mut throttled = 0;
         loop {
-            match self.get_once(url, what).await {
+            match self.send_once(req, what).await {
                 Err(PollError::RateLimited { retry_after }) if throttled < MAX_THROTTLED => {
                     throttled += 1;
                     let wait = retry_after.unwrap_or(Duration::from_secs(1));
@@ -107,17 +175,31 @@ impl ApiClient {
         }
     }
 
-    async fn get_once(&self, url: &str, what: &str) -> Result<(HeaderMap, Bytes), PollError> {
-        if self.authorization.is_empty() {
+    async fn send_once(
+        &self,
+        out: &Outgoing<'_>,
+        what: &str,
+    ) -> Result<(HeaderMap, Answer), PollError> {
+        if out.authorization.is_some_and(HeaderValue::is_empty) {
             return Err(PollError::Refused { status: 0 });
         }
-        let req = Request::builder()
-            .method(Method::GET)
-            .uri(url)
+        let mut builder = Request::builder()
+            .method(if out.form.is_some() {
+                Method::POST
+            } else {
+                Method::GET
+            })
+            .uri(out.url)
             .header(USER_AGENT, concat!("hushwatch/", env!("CARGO_PKG_VERSION")))
-            .header(ACCEPT, "application/json")
-            .header(AUTHORIZATION, self.authorization.clone())
-            .body(Empty::new())
+            .header(ACCEPT, "application/json");
+        if let Some(value) = out.authorization {
+            builder = builder.header(AUTHORIZATION, value.clone());
+        }
+        if out.form.is_some() {
+            builder = builder.header(CONTENT_TYPE, "application/x-www-form-urlencoded");
+        }
+        let req = builder
+            .body(Full::new(Bytes::from(out.form.clone().unwrap_or_default())))
             .map_err(|_| PollError::Failed(format!("{what}: not a valid request URL")))?;
         let exchange = async {
             let resp = self
@@ -126,28 +208,41 @@ impl ApiClient {
                 .await
                 .map_err(|e| PollError::Failed(format!("{what}: {}", connect_error(&e))))?;
             let status = resp.status().as_u16();
-            match status {
-                200..=299 => {}
+            let limit = match status {
+                200..=299 => self.max_response,
+                s if out.read_errors.contains(&s) => MAX_ERROR_BODY,
                 401 | 403 => return Err(PollError::Refused { status }),
                 429 => {
                     let retry_after = retry_after(resp.headers());
                     return Err(PollError::RateLimited { retry_after });
                 }
                 _ => return Err(PollError::Failed(format!("{what} answered HTTP {status}"))),
-            }
+            };
             let (parts, body) = resp.into_parts();
-            match Limited::new(body, self.max_response).collect().await {
-                Ok(body) => Ok((parts.headers, body.to_bytes())),
+            let body = match Limited::new(body, limit).collect().await {
+                Ok(body) => body.to_bytes(),
                 Err(e) if e.is::<http_body_util::LengthLimitError>() => {
-                    Err(PollError::Failed(format!(
-                        "{what}: the answer is larger than {} MiB",
-                        self.max_response >> 20
+                    let size = if limit >= 1 << 20 {
+                        format!("{} MiB", limit >> 20)
+                    } else {
+                        format!("{} KiB", limit >> 10)
+                    };
+                    return Err(PollError::Failed(format!(
+                        "{what}: the answer is larger than {size}"
+                    )));
+                }
+                Err(_) => {
+                    return Err(PollError::Failed(format!(
+                        "{what}: the connection closed in the middle of the answer"
                     )))
                 }
-                Err(_) => Err(PollError::Failed(format!(
-                    "{what}: the connection closed in the middle of the answer"
-                ))),
-            }
+            };
+            let answer = if (200..=299).contains(&status) {
+                Answer::Ok(body)
+            } else {
+                Answer::Status { status, body }
+            };
+            Ok((parts.headers, answer))
         };
         match tokio::time::timeout(self.timeout, exchange).await {
             Ok(result) => result,

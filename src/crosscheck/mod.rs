@@ -3,11 +3,13 @@
 //! listing or a log entry *means* is decided in `domain::crosscheck`, and
 //! the poll task that stores and pages lives in `service`.
 //!
-//! A provider is one of two shapes, each behind one small trait, so a new
-//! provider (Okta's System Log, Auth0's logs, Entra's delta queries) adds a
-//! module here and nothing else in this layer:
+//! A provider is one of three shapes, each behind one small trait, so a new
+//! provider (Okta's System Log, Auth0's logs) adds a module here and
+//! nothing else in this layer:
 //! - [`EventLog`]: pages of logged events after a cursor (WorkOS);
-//! - [`StateListing`]: every entry that exists now, page by page (Clerk).
+//! - [`StateListing`]: every entry that exists now, page by page (Clerk);
+//! - [`DeltaFeed`]: what changed since a stored link, page by page, ending
+//!   with the link to ask next time (Entra's Graph delta queries).
 //!
 //! Every answer is untrusted: read through [`http::ApiClient`] (one
 //! deadline per request, body capped), parsed into typed structs that
@@ -18,6 +20,7 @@
 //! would read as "everything was removed".
 
 pub mod clerk;
+pub mod entra;
 #[cfg(test)]
 pub(crate) mod fake;
 pub mod http;
@@ -26,6 +29,7 @@ pub mod workos;
 
 use crate::config::crosscheck::CrosscheckConfig;
 use crate::domain::crosscheck::{Entry, LoggedEvent, Provider};
+use crate::domain::crosscheck_entra::DeltaChange;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use std::fmt;
@@ -163,10 +167,59 @@ pub trait ListingRun: Send {
     fn requests(&self) -> usize;
 }
 
+/// One page of a delta round.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeltaPage {
+    /// The revocations this page reports (everything else it lists is
+    /// read and dropped).
+    pub changes: Vec<DeltaChange>,
+    /// The revocations this page shows undone (a user listed as enabled, a
+    /// member listed without `@removed`), each named by the change it
+    /// undoes (`UserDisabled` for a user that can sign in again).
+    pub restored: Vec<DeltaChange>,
+    /// Objects the page listed (for the cost figures).
+    pub listed: usize,
+    pub next: DeltaNext,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeltaNext {
+    /// More of this round: ask this link next (`@odata.nextLink`).
+    More(String),
+    /// The round is complete: ask this link next poll (`@odata.deltaLink`).
+    Done(String),
+}
+
+/// What asking a delta link answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeltaAnswer {
+    Page(DeltaPage),
+    /// The provider no longer knows the link's state (Graph's `400
+    /// syncStateNotFound`, 7 days after it was issued): only a fresh round
+    /// from a full listing can go on.
+    Expired,
+}
+
+/// A provider that reports changes since a link it issued. Each of its
+/// collections (`users`, `groups`) is its own round with its own link; a
+/// round is read page by page, so the caller can decide each page and keep
+/// the link before asking for the next.
+#[async_trait]
+pub trait DeltaFeed: Send + Sync {
+    /// The collections tracked, in the order polled.
+    fn collections(&self) -> &'static [&'static str];
+    /// One page of `collection`: a fresh round from a full listing when
+    /// `link` is `None`, else from a link an earlier page answered.
+    async fn page(&self, collection: &str, link: Option<&str>) -> Result<DeltaAnswer, PollError>;
+    /// Requests made so far.
+    fn requests(&self) -> usize;
+}
+
 /// A configured provider, in the shape it is read.
 pub enum Source {
     EventLog(Box<dyn EventLog>),
     State(Box<dyn StateListing>),
+    Delta(Box<dyn DeltaFeed>),
 }
 
 /// The source for a stream's `[crosscheck]` table.
@@ -187,6 +240,7 @@ pub fn source(config: &CrosscheckConfig) -> Source {
             config.api_url.clone(),
             &config.types,
         ))),
+        Provider::Entra => Source::Delta(Box::new(entra::Entra::new(config, REQUEST_TIMEOUT))),
     }
 }
 

@@ -26,10 +26,16 @@ pub enum Provider {
     Clerk,
     Workos,
     Okta,
+    Entra,
 }
 
 impl Provider {
-    pub const ALL: [Provider; 3] = [Provider::Clerk, Provider::Workos, Provider::Okta];
+    pub const ALL: [Provider; 4] = [
+        Provider::Clerk,
+        Provider::Workos,
+        Provider::Okta,
+        Provider::Entra,
+    ];
 
     /// The config value (`provider = "clerk"`).
     pub fn name(self) -> &'static str {
@@ -37,6 +43,7 @@ impl Provider {
             Provider::Clerk => "clerk",
             Provider::Workos => "workos",
             Provider::Okta => "okta",
+            Provider::Entra => "entra",
         }
     }
 
@@ -50,6 +57,7 @@ impl Provider {
             Provider::Clerk => "Clerk",
             Provider::Workos => "WorkOS",
             Provider::Okta => "Okta",
+            Provider::Entra => "Entra ID",
         }
     }
 
@@ -63,6 +71,8 @@ impl Provider {
             // Every Okta org has its own host (`https://YOUR-ORG.okta.com`):
             // there is no default, `api_url` is required.
             Provider::Okta => "",
+            // Microsoft Graph's v1.0 root (learn.microsoft.com/graph/use-the-api).
+            Provider::Entra => "https://graph.microsoft.com/v1.0",
         }
     }
 }
@@ -645,6 +655,7 @@ pub fn describe(provider: Provider, f: &Finding) -> String {
             f.provider_id.as_deref().unwrap_or("(no id)"),
             f.subject
         ),
+        (_, _, Provider::Entra) => super::crosscheck_entra::describe_change(f, &when),
         (_, _, Provider::Workos) => format!(
             "{name} logged {} {} for {} {when}",
             f.event_type,
@@ -696,8 +707,12 @@ pub fn page_text(
 
 /// The body of a `crosscheck_failing` page: why, and what to do.
 pub fn failing_text(provider: Provider, stream: &str, config_path: &str, reason: &str) -> String {
+    let credential = match provider {
+        Provider::Entra => "client_id and client_secret",
+        _ => "api_key",
+    };
     format!(
-        "The cross-check of stream {stream} cannot read the {} API: {reason}. Until it can, nothing compares what {} did with the webhooks that arrived. What to do: check the api_key in [streams.{stream}.crosscheck] (its value and scopes) and {}'s status page; then poll once by hand: `hushwatch crosscheck --config {} --stream {}`. This resolves on the next successful poll.",
+        "The cross-check of stream {stream} cannot read the {} API: {reason}. Until it can, nothing compares what {} did with the webhooks that arrived. What to do: check the {credential} in [streams.{stream}.crosscheck] (its value and scopes) and {}'s status page; then poll once by hand: `hushwatch crosscheck --config {} --stream {}`. This resolves on the next successful poll.",
         provider.title(),
         provider.title(),
         provider.title(),

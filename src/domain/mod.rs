@@ -11,6 +11,7 @@ pub mod alert;
 pub mod alert_kind;
 pub mod calendar;
 pub mod crosscheck;
+pub mod crosscheck_entra;
 pub mod duration;
 pub mod event_filter;
 pub mod fallback;

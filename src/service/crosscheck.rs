@@ -213,6 +213,19 @@ async fn poll(
             )
             .await
         }
+        Source::Delta(feed) => {
+            super::crosscheck_delta::poll_delta(
+                store,
+                stream,
+                config,
+                feed.as_ref(),
+                sealer.veil(),
+                clock.now(),
+                started.clone(),
+                mode == Mode::Commit,
+            )
+            .await
+        }
         Source::State(listing) => {
             poll_state(
                 store,
@@ -711,6 +724,8 @@ struct Slot {
     /// The `every` `due` was planned with.
     every: Option<TimeDelta>,
     running: Option<tokio::task::JoinHandle<()>>,
+    /// Entra: the newest `reauthorizationRequired` notice acted on.
+    reauth_seen: Option<DateTime<Utc>>,
 }
 
 /// Runs every `[crosscheck]` stream's poll every `every` until shutdown,
@@ -766,6 +781,30 @@ async fn tick(app: &Arc<App>, slots: &mut HashMap<String, Slot>) {
             if new < old {
                 slot.due = Some(due - old + new);
                 slot.every = Some(new);
+            }
+        }
+    }
+    // Entra: a `reauthorizationRequired` notice means Graph may have
+    // stopped sending notifications; poll now rather than at `every`.
+    for s in config.streams.values().filter(|s| {
+        s.crosscheck
+            .as_ref()
+            .is_some_and(|c| c.provider == crate::domain::crosscheck::Provider::Entra)
+    }) {
+        let slot = slots.entry(s.name.clone()).or_default();
+        match super::crosscheck_delta::reauthorization_after(&app.store, &s.name, slot.reauth_seen)
+            .await
+        {
+            Ok(Some(at)) => {
+                // (Before the first poll is planned, it is due anyway.)
+                if slot.due.is_some() {
+                    slot.due = Some(now);
+                }
+                slot.reauth_seen = Some(at);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::error!(stream = %s.name, error = %e, "cross-check: storage error reading subscription lifecycle notices");
             }
         }
     }
@@ -917,6 +956,8 @@ pub(super) async fn heal_after_poll(
 ) -> Result<(), StoreError> {
     use super::crosscheck_heal::{heal, HealItem};
     let items: Vec<HealItem> = match cc.provider {
+        // Entra streams do not relay (issue #48): nothing to deliver.
+        crate::domain::crosscheck::Provider::Entra => Vec::new(),
         crate::domain::crosscheck::Provider::Clerk => app
             .store
             .crosscheck_findings(stream.to_owned(), true, HEAL_AT_MOST)
@@ -1013,6 +1054,7 @@ async fn page(
             .set(at.timestamp_millis() as f64 / 1000.0);
     }
     let health = poll_health(&row.facts(), cc.provider, cc.every, watch_started_at, now);
+    let health = super::crosscheck_delta::with_resync_warning(cc, &row, health);
     let mut queued = app
         .store
         .crosscheck_set_failing(target.clone(), health, now)
@@ -1060,6 +1102,7 @@ mod tests {
                 .iter()
                 .map(|s| (*s).to_owned())
                 .collect(),
+            entra: None,
         }
     }
 
@@ -1173,6 +1216,7 @@ mod tests {
         let url = match provider {
             Provider::Clerk => format!("{}/v1", api.base),
             Provider::Workos | Provider::Okta => api.base.clone(),
+            Provider::Entra => format!("{}/v1.0", api.base),
         };
         let config = config(provider, &url);
         let source = crate::crosscheck::source(&config);

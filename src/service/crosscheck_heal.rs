@@ -182,6 +182,7 @@ fn healing_event(
                     Some(CHANNEL.to_owned()),
                 )
             }
+            Provider::Entra => return Err("Entra streams do not relay; a finding stays a page"),
             Provider::Clerk => {
                 if f.direction != Direction::Revoke {
                     return Err("a missed grant is never made up; it stays a page");

@@ -6,6 +6,7 @@ pub mod adaptive;
 pub mod app;
 mod core;
 pub mod crosscheck;
+pub mod crosscheck_delta;
 pub mod crosscheck_heal;
 pub mod delivery;
 mod fallback;

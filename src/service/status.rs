@@ -250,13 +250,15 @@ impl App {
             };
             let o = overview.unwrap_or_default();
             let watch_started_at = watch_started.get(&name).copied().unwrap_or(now);
-            let failing = match crate::domain::crosscheck::poll_health(
+            let health = crate::domain::crosscheck::poll_health(
                 &o.row.facts(),
                 cc.provider,
                 cc.every,
                 watch_started_at,
                 now,
-            ) {
+            );
+            // The rule the page uses, Entra's resync warning included.
+            let failing = match super::crosscheck_delta::with_resync_warning(cc, &o.row, health) {
                 crate::domain::crosscheck::PollHealth::Ok => None,
                 crate::domain::crosscheck::PollHealth::Failing { critical, reason } => {
                     Some(Failing { critical, reason })
