@@ -10,8 +10,10 @@
 
 use super::PollError;
 use bytes::Bytes;
-use http_body_util::{BodyExt, Empty, Limited};
-use hyper::header::{HeaderValue, ACCEPT, AUTHORIZATION, RETRY_AFTER, USER_AGENT};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::header::{
+    HeaderMap, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE, DATE, RETRY_AFTER, USER_AGENT,
+};
 use hyper::{Method, Request};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -28,11 +30,27 @@ pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 pub const MAX_THROTTLED: u32 = 5;
 
 pub struct ApiClient {
-    inner: hyper_util::client::legacy::Client<HttpsConnector<HttpConnector>, Empty<Bytes>>,
+    inner: hyper_util::client::legacy::Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
     /// `Bearer <key>`, marked sensitive so hyper never prints it.
     authorization: HeaderValue,
     /// One request, body included.
     timeout: Duration,
+}
+
+/// A 2xx answer: its body (at most [`MAX_RESPONSE`]) and its headers (for
+/// a `Link` to the next page).
+#[derive(Debug)]
+pub struct Answer {
+    pub body: Bytes,
+    pub headers: HeaderMap,
+}
+
+/// What one request sends besides its URL.
+struct Outgoing<'a> {
+    method: Method,
+    authorization: Option<&'a HeaderValue>,
+    /// An `application/x-www-form-urlencoded` body.
+    form: Option<Bytes>,
 }
 
 impl ApiClient {
@@ -49,12 +67,9 @@ impl ApiClient {
             .enable_http1()
             .wrap_connector(http);
         let inner = hyper_util::client::legacy::Client::builder(TokioExecutor::new()).build(https);
-        let mut authorization = HeaderValue::from_str(&format!("Bearer {key}"))
-            .unwrap_or_else(|_| HeaderValue::from_static(""));
-        authorization.set_sensitive(true);
         ApiClient {
             inner,
-            authorization,
+            authorization: bearer(key).unwrap_or_else(|| HeaderValue::from_static("")),
             timeout,
         }
     }
@@ -63,9 +78,56 @@ impl ApiClient {
     /// [`MAX_RETRY_AFTER`], at most [`MAX_THROTTLED`] in a row). Returns the
     /// 2xx body; `what` names the request in errors (`GET /users`).
     pub async fn get(&self, url: &str, what: &str) -> Result<Bytes, PollError> {
+        let auth = self.authorization.clone();
+        Ok(self.get_with(url, what, &auth).await?.body)
+    }
+
+    /// `GET url` with this `Authorization` value (a token obtained at run
+    /// time, `oauth::ClientCredentials`) instead of the key, keeping the
+    /// answer's headers. 429s are waited out as in [`ApiClient::get`].
+    pub async fn get_with(
+        &self,
+        url: &str,
+        what: &str,
+        authorization: &HeaderValue,
+    ) -> Result<Answer, PollError> {
+        self.throttled(url, what, || Outgoing {
+            method: Method::GET,
+            authorization: Some(authorization),
+            form: None,
+        })
+        .await
+    }
+
+    /// `POST url` with a form body and no `Authorization` (the credentials
+    /// are in the form: an OAuth token request). 429s are waited out too.
+    pub async fn post_form(
+        &self,
+        url: &str,
+        what: &str,
+        form: &[(&str, &str)],
+    ) -> Result<Answer, PollError> {
+        let body: Bytes = url::form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(form)
+            .finish()
+            .into();
+        self.throttled(url, what, || Outgoing {
+            method: Method::POST,
+            authorization: None,
+            form: Some(body.clone()),
+        })
+        .await
+    }
+
+    async fn throttled<'a>(
+        &self,
+        url: &str,
+        what: &str,
+        outgoing: impl Fn() -> Outgoing<'a>,
+    ) -> Result<Answer, PollError> {
         let mut throttled = 0;
         loop {
-            match self.get_once(url, what).await {
+            match self.once(url, what, outgoing()).await {
                 Err(PollError::RateLimited { retry_after }) if throttled < MAX_THROTTLED => {
                     throttled += 1;
                     let wait = retry_after.unwrap_or(Duration::from_secs(1));
@@ -79,17 +141,23 @@ impl ApiClient {
         }
     }
 
-    async fn get_once(&self, url: &str, what: &str) -> Result<Bytes, PollError> {
-        if self.authorization.is_empty() {
-            return Err(PollError::Refused { status: 0 });
-        }
-        let req = Request::builder()
-            .method(Method::GET)
+    async fn once(&self, url: &str, what: &str, out: Outgoing<'_>) -> Result<Answer, PollError> {
+        let mut req = Request::builder()
+            .method(out.method)
             .uri(url)
             .header(USER_AGENT, concat!("hushwatch/", env!("CARGO_PKG_VERSION")))
-            .header(ACCEPT, "application/json")
-            .header(AUTHORIZATION, self.authorization.clone())
-            .body(Empty::new())
+            .header(ACCEPT, "application/json");
+        if let Some(authorization) = out.authorization {
+            if authorization.is_empty() {
+                return Err(PollError::Refused { status: 0 });
+            }
+            req = req.header(AUTHORIZATION, authorization.clone());
+        }
+        if out.form.is_some() {
+            req = req.header(CONTENT_TYPE, "application/x-www-form-urlencoded");
+        }
+        let req = req
+            .body(Full::new(out.form.unwrap_or_default()))
             .map_err(|_| PollError::Failed(format!("{what}: not a valid request URL")))?;
         let exchange = async {
             let resp = self
@@ -102,18 +170,18 @@ impl ApiClient {
                 200..=299 => {}
                 401 | 403 => return Err(PollError::Refused { status }),
                 429 => {
-                    let retry_after = resp
-                        .headers()
-                        .get(RETRY_AFTER)
-                        .and_then(|v| v.to_str().ok())
-                        .and_then(|v| v.trim().parse::<u64>().ok())
-                        .map(Duration::from_secs);
-                    return Err(PollError::RateLimited { retry_after });
+                    return Err(PollError::RateLimited {
+                        retry_after: retry_after(resp.headers()),
+                    });
                 }
                 _ => return Err(PollError::Failed(format!("{what} answered HTTP {status}"))),
             }
-            match Limited::new(resp.into_body(), MAX_RESPONSE).collect().await {
-                Ok(body) => Ok(body.to_bytes()),
+            let (parts, body) = resp.into_parts();
+            match Limited::new(body, MAX_RESPONSE).collect().await {
+                Ok(body) => Ok(Answer {
+                    body: body.to_bytes(),
+                    headers: parts.headers,
+                }),
                 Err(e) if e.is::<http_body_util::LengthLimitError>() => {
                     Err(PollError::Failed(format!(
                         "{what}: the answer is larger than {} MiB",
@@ -133,6 +201,36 @@ impl ApiClient {
             ))),
         }
     }
+}
+
+/// `Bearer <token>` as a sensitive header value, or `None` when the token
+/// cannot be a header value.
+pub fn bearer(token: &str) -> Option<HeaderValue> {
+    let mut value = HeaderValue::from_str(&format!("Bearer {token}")).ok()?;
+    value.set_sensitive(true);
+    Some(value)
+}
+
+/// How long a 429 asks to wait: `Retry-After` in seconds, else
+/// `X-RateLimit-Reset` (Unix seconds, as Auth0 sends it: "a UTC epoch
+/// timestamp indicating when the limit will reset", Auth0's rate limit
+/// policy, auth0.com/docs/troubleshoot/customer-support/operational-policies/rate-limit-policy)
+/// less the answer's own `Date`, so no local clock is read and a skewed
+/// one does not matter.
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let text = |name| {
+        headers
+            .get(name)
+            .and_then(|v: &HeaderValue| v.to_str().ok())
+    };
+    if let Some(secs) = text(RETRY_AFTER).and_then(|v| v.trim().parse::<u64>().ok()) {
+        return Some(Duration::from_secs(secs));
+    }
+    let reset = text(hyper::header::HeaderName::from_static("x-ratelimit-reset"))
+        .and_then(|v| v.trim().parse::<i64>().ok())?;
+    let date = text(DATE).and_then(|v| chrono::DateTime::parse_from_rfc2822(v).ok())?;
+    let secs = reset.saturating_sub(date.timestamp()).max(0);
+    Some(Duration::from_secs(secs as u64))
 }
 
 fn connect_error(e: &hyper_util::client::legacy::Error) -> &'static str {

@@ -17,10 +17,12 @@
 //! the poll with a [`PollError`]; none becomes an empty answer, which
 //! would read as "everything was removed".
 
+pub mod auth0;
 pub mod clerk;
 #[cfg(test)]
 pub(crate) mod fake;
 pub mod http;
+pub mod oauth;
 pub mod workos;
 
 use crate::config::crosscheck::CrosscheckConfig;
@@ -156,6 +158,11 @@ pub fn source(config: &CrosscheckConfig) -> Source {
             client,
             config.api_url.clone(),
             config.types.clone(),
+        ))),
+        Provider::Auth0 => Source::EventLog(Box::new(auth0::Auth0::new(
+            client,
+            config.api_url.clone(),
+            auth0::Auth0::credentials(config),
         ))),
     }
 }

@@ -25,16 +25,18 @@ use std::cmp::Ordering;
 pub enum Provider {
     Clerk,
     Workos,
+    Auth0,
 }
 
 impl Provider {
-    pub const ALL: [Provider; 2] = [Provider::Clerk, Provider::Workos];
+    pub const ALL: [Provider; 3] = [Provider::Clerk, Provider::Workos, Provider::Auth0];
 
     /// The config value (`provider = "clerk"`).
     pub fn name(self) -> &'static str {
         match self {
             Provider::Clerk => "clerk",
             Provider::Workos => "workos",
+            Provider::Auth0 => "auth0",
         }
     }
 
@@ -47,16 +49,19 @@ impl Provider {
         match self {
             Provider::Clerk => "Clerk",
             Provider::Workos => "WorkOS",
+            Provider::Auth0 => "Auth0",
         }
     }
 
     /// `api_url` when unset: Clerk's Backend API root (its OpenAPI
     /// `servers` entry, clerk/openapi-specs bapi/2025-11-10.yml) and
-    /// WorkOS's API host (workos.com/docs/reference).
+    /// WorkOS's API host (workos.com/docs/reference). Auth0 has none: each
+    /// tenant has its own domain, so `api_url` is required (empty here).
     pub fn default_api_url(self) -> &'static str {
         match self {
             Provider::Clerk => "https://api.clerk.com/v1",
             Provider::Workos => "https://api.workos.com",
+            Provider::Auth0 => "",
         }
     }
 }
@@ -166,6 +171,28 @@ pub fn join_event_log(
     received: &dyn Fn(&str) -> bool,
     direction_of: &dyn Fn(&str) -> Direction,
 ) -> JoinOutcome {
+    join_provider_log(
+        Provider::Workos,
+        page,
+        types,
+        grace,
+        now,
+        received,
+        direction_of,
+    )
+}
+
+/// [`join_event_log`] for any event-log provider: the findings' keys are
+/// `<provider>:<id>` (`auth0:<log_id>`), so two providers' ids never meet.
+pub fn join_provider_log(
+    provider: Provider,
+    page: &[LoggedEvent],
+    types: &[String],
+    grace: TimeDelta,
+    now: DateTime<Utc>,
+    received: &dyn Fn(&str) -> bool,
+    direction_of: &dyn Fn(&str) -> Direction,
+) -> JoinOutcome {
     let mut out = JoinOutcome::default();
     for event in page {
         if event.created_at + grace > now {
@@ -174,7 +201,7 @@ pub fn join_event_log(
         }
         if types.contains(&event.event_type) && !received(&event.id) {
             out.findings.push(Finding {
-                key: format!("workos:{}", event.id),
+                key: format!("{}:{}", provider.name(), event.id),
                 direction: direction_of(&event.event_type),
                 event_type: event.event_type.clone(),
                 subject: event.subject.clone().unwrap_or_else(|| event.id.clone()),
@@ -186,6 +213,87 @@ pub fn join_event_log(
         out.decided_through = Some(event.id.clone());
     }
     out
+}
+
+// ----------------------------------------------------------------- Auth0
+
+/// Auth0 log type codes checked when `types` is unset (Auth0, "Log Event
+/// Type Codes", auth0.com/docs/deploy-monitor/logs/log-event-type-codes):
+/// `sdu` "Success User Deletion" (and `du` "Deleted User", its older name),
+/// `limit_wc` "Blocked Account", `sapi` "Success API Operation" (user
+/// deletes, blocks and their undoing through the Management API; see
+/// [`auth0_sapi_direction`]), and the grant counterpart `ss` "Success
+/// Signup".
+pub const AUTH0_DEFAULT_TYPES: &[&str] = &["sdu", "du", "limit_wc", "sapi", "ss"];
+
+/// What a checked Auth0 code means, for the page text.
+pub fn auth0_code_meaning(code: &str) -> &'static str {
+    match code {
+        "sdu" | "du" => "user deleted",
+        "limit_wc" => "account blocked after too many failed logins",
+        "sapi" => "Management API operation",
+        "ss" => "user signed up",
+        _ => "logged event",
+    }
+}
+
+/// Which way an Auth0 log entry of a checked code moved access, when the
+/// code alone tells: `None` for `sapi` (read its request with
+/// [`auth0_sapi_direction`]) and for codes not listed here (the audit
+/// classifier decides those, as for any provider).
+pub fn auth0_direction(code: &str) -> Option<Direction> {
+    match code {
+        "sdu" | "du" | "limit_wc" => Some(Direction::Revoke),
+        "ss" => Some(Direction::Grant),
+        _ => None,
+    }
+}
+
+/// The request a `sapi` entry logged ("Successful API Operation. Only
+/// emitted by the Management API on POST, DELETE, PATCH, and PUT",
+/// auth0.com/docs/tenant-logs/management-success/sapi): its method, its
+/// path (`/api/v2/users/auth0|123`, percent-decoded) and, for a user
+/// update, the `blocked` value it set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SapiRequest {
+    pub method: String,
+    pub path: String,
+    pub blocked: Option<bool>,
+}
+
+/// The access a `sapi` request changed, and the user it changed it for:
+/// `DELETE /api/v2/users/{id}` (a user deleted) and `PATCH` with
+/// `"blocked": true` are revocations; `PATCH` with `"blocked": false` and
+/// `POST /api/v2/users` (the user's id is not in the path then) are
+/// grants; removing a user's roles or organization memberships
+/// (`DELETE /api/v2/users/{id}/roles`, `DELETE
+/// /api/v2/organizations/{org}/members`) revokes. Anything else (a client,
+/// a connection, a user's metadata) is not about a user's access: `None`,
+/// not checked.
+pub fn auth0_sapi_direction(req: &SapiRequest) -> Option<(Direction, Option<String>)> {
+    let method = req.method.to_ascii_uppercase();
+    let path = req.path.split('?').next().unwrap_or_default();
+    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let user = |i: usize| {
+        parts
+            .get(i)
+            .filter(|u| !u.is_empty())
+            .map(|u| (*u).to_owned())
+    };
+    match (method.as_str(), parts.as_slice()) {
+        ("DELETE", ["api", "v2", "users", _]) => Some((Direction::Revoke, user(3))),
+        ("PATCH", ["api", "v2", "users", _]) => match req.blocked {
+            Some(true) => Some((Direction::Revoke, user(3))),
+            Some(false) => Some((Direction::Grant, user(3))),
+            None => None,
+        },
+        ("POST", ["api", "v2", "users"]) => Some((Direction::Grant, None)),
+        ("DELETE", ["api", "v2", "users", _, "roles"]) => Some((Direction::Revoke, user(3))),
+        ("POST", ["api", "v2", "users", _, "roles"]) => Some((Direction::Grant, user(3))),
+        ("DELETE", ["api", "v2", "organizations", _, "members"]) => Some((Direction::Revoke, None)),
+        ("POST", ["api", "v2", "organizations", _, "members"]) => Some((Direction::Grant, None)),
+        _ => None,
+    }
 }
 
 // ----------------------------------------------------------------- Clerk
@@ -558,6 +666,13 @@ pub fn describe(provider: Provider, f: &Finding) -> String {
         (_, _, Provider::Workos) => format!(
             "{name} logged {} {} for {} {when}",
             f.event_type,
+            f.provider_id.as_deref().unwrap_or("(no id)"),
+            f.subject
+        ),
+        (_, _, Provider::Auth0) => format!(
+            "{name} logged {} ({}) {} for user {} {when}",
+            f.event_type,
+            auth0_code_meaning(&f.event_type),
             f.provider_id.as_deref().unwrap_or("(no id)"),
             f.subject
         ),

@@ -9,6 +9,9 @@
 //!   Its id shares the webhook channel's dedup ids (`store::ops::
 //!   dedup_channel`), so the real webhook arriving late, a second heal or a
 //!   second replica's heal is a duplicate: the app sees the event once.
+//! - **Auth0** (issue #48): the same, with the logged entry as the Log
+//!   Stream record `{"log_id", "data": {…}}` under its `log_id` (the Log
+//!   Stream's dedup id), forwarded with `Hushwatch-Origin: crosscheck`.
 //! - **Clerk** keeps no event log, so a revocation is built from the
 //!   finding ([`clerk_body`]): `organizationMembership.deleted` with the
 //!   membership as `data`, or `user.deleted`. It carries a `webhook-id`
@@ -27,7 +30,7 @@ use super::app::App;
 use crate::config::forward::{ForwardClock, ForwardConfig};
 use crate::config::StreamConfig;
 use crate::domain::crosscheck::{Direction, Finding, Provider, When};
-use crate::ingest::providers::workos;
+use crate::ingest::providers::{auth0, workos};
 use crate::store::forward::ForwardBody;
 use crate::store::{NewEvent, StoreError};
 use chrono::{DateTime, Utc};
@@ -141,6 +144,36 @@ fn healing_event(
                     body.clone(),
                     feeds,
                     None,
+                )
+            }
+            Provider::Auth0 => {
+                // The Log Stream record (`{"log_id", "data"}`) the stream
+                // should have received, recorded under its own log_id so
+                // the real record arriving late is a duplicate.
+                let body = item
+                    .body
+                    .as_ref()
+                    .ok_or("the logged event's body is not at hand")?;
+                let parsed = auth0::parse(body)
+                    .map_err(|_| "the logged event does not read as an Auth0 log record")?;
+                let event = parsed
+                    .events
+                    .into_iter()
+                    .next()
+                    .ok_or("the logged event is empty")?;
+                let id = event.delivery_id.clone().unwrap_or_default();
+                if f.provider_id.as_deref() != Some(id.as_str()) {
+                    return Err("the logged event's id is not the finding's");
+                }
+                let feeds = stream.event_filter.feeds_clock(&event.event_type);
+                (
+                    id,
+                    event.event_type,
+                    event.event_time,
+                    event.subject_ids,
+                    body.clone(),
+                    feeds,
+                    Some(CHANNEL.to_owned()),
                 )
             }
             Provider::Clerk => {
