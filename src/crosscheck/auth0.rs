@@ -46,7 +46,7 @@
 use super::http::{bearer, Answer, ApiClient};
 use super::oauth::ClientCredentials;
 use super::{parse_json, url, EventLog, LogEntry, LogPage, LogPosition, PollError};
-use crate::domain::crosscheck::{auth0_sapi_direction, LoggedEvent, SapiRequest};
+use crate::domain::crosscheck::{auth0_sapi_direction, LoggedEvent, SapiRequest, CHECKPOINT_LOST};
 use async_trait::async_trait;
 use chrono::{DateTime, SecondsFormat, TimeDelta, Utc};
 use hyper::header::{HeaderValue, LINK};
@@ -152,7 +152,7 @@ impl Auth0 {
 /// what to do (the `crosscheck_failing` page quotes it).
 pub fn retention_lost(checkpoint: &str) -> String {
     format!(
-        "Auth0 no longer keeps log {checkpoint}, where the last successful poll stopped: the tenant's log retention (1 to 30 days by plan) dropped it, so the logs between it and the oldest one Auth0 still keeps cannot be checked against the Log Stream any more, and hushwatch does not silently start again from later logs. Make sure the app removed every access revoked in that window (run its reconciliation), then clear the checkpoint so the next poll starts from the oldest kept log: hushwatch crosscheck with --restart"
+        "{CHECKPOINT_LOST}Auth0 no longer keeps log {checkpoint}, where the last successful poll stopped (GET /api/v2/logs/{{id}} answered 404): the tenant's log retention (1 to 30 days by plan) dropped it, so the logs between it and the oldest one Auth0 still keeps cannot be checked against the Log Stream any more, and hushwatch does not silently go on from later logs"
     )
 }
 
@@ -505,6 +505,6 @@ mod tests {
         let text = retention_lost("900123");
         assert!(text.contains("no longer keeps log 900123"), "{text}");
         assert!(text.contains("retention"));
-        assert!(text.contains("reconciliation"));
+        assert!(text.starts_with(CHECKPOINT_LOST));
     }
 }

@@ -583,6 +583,17 @@ pub fn poll_health(
             .clone()
             .unwrap_or_else(|| "no poll has finished".to_owned())
     };
+    // No later poll can succeed until someone acts: page at once.
+    if let Some(error) = facts
+        .last_error
+        .as_deref()
+        .filter(|e| facts.failures > 0 && e.starts_with(CHECKPOINT_LOST))
+    {
+        return PollHealth::Failing {
+            critical: true,
+            reason: error.to_owned(),
+        };
+    }
     if facts.failures > 0 && facts.last_refused {
         return PollHealth::Failing {
             critical: true,
@@ -719,8 +730,23 @@ pub fn page_text(
     text
 }
 
+/// How a poll's error starts when the provider no longer keeps the
+/// event-log checkpoint (Auth0's retention dropped it): [`poll_health`]
+/// pages it critical at once and [`failing_text`] says how to go on.
+pub const CHECKPOINT_LOST: &str = "the checkpoint is gone: ";
+
 /// The body of a `crosscheck_failing` page: why, and what to do.
 pub fn failing_text(provider: Provider, stream: &str, config_path: &str, reason: &str) -> String {
+    if reason.starts_with(CHECKPOINT_LOST) {
+        return format!(
+            "The cross-check of stream {stream} cannot go on reading the {} log: {reason}. Until it does, nothing compares what {} did with the events that arrived. What to do: make sure the app removed every access revoked since the last successful poll (run its reconciliation); then start the log again from the oldest entry {} still keeps: `hushwatch crosscheck --config {} --stream {} --restart`. This resolves on the next successful poll.",
+            provider.title(),
+            provider.title(),
+            provider.title(),
+            crate::domain::forward::shell_word(config_path),
+            crate::domain::forward::shell_word(stream),
+        );
+    }
     format!(
         "The cross-check of stream {stream} cannot read the {} API: {reason}. Until it can, nothing compares what {} did with the webhooks that arrived. What to do: check the api_key in [streams.{stream}.crosscheck] (its value and scopes) and {}'s status page; then poll once by hand: `hushwatch crosscheck --config {} --stream {}`. This resolves on the next successful poll.",
         provider.title(),
@@ -816,6 +842,77 @@ mod tests {
             ..PollFacts::default()
         };
         assert_eq!(health(&healed, t(51)), PollHealth::Ok);
+    }
+
+    #[test]
+    fn a_lost_checkpoint_pages_critical_at_once_and_says_how_to_restart() {
+        let every = TimeDelta::minutes(15);
+        let reason = format!("{CHECKPOINT_LOST}Auth0 no longer keeps log 900123");
+        let lost = PollFacts {
+            last_success_at: Some(t(30)),
+            failures: 1,
+            last_error: Some(reason.clone()),
+            last_refused: false,
+        };
+        assert_eq!(
+            poll_health(&lost, Provider::Auth0, every, t(0), t(31)),
+            PollHealth::Failing {
+                critical: true,
+                reason: reason.clone()
+            }
+        );
+        let text = failing_text(Provider::Auth0, "login", "/etc/hw.toml", &reason);
+        assert!(text.contains("no longer keeps log 900123"), "{text}");
+        assert!(
+            text.contains("`hushwatch crosscheck --config /etc/hw.toml --stream login --restart`"),
+            "{text}"
+        );
+        assert!(!text.contains("api_key"), "{text}");
+    }
+
+    #[test]
+    fn auth0_codes_and_sapi_requests_have_their_direction() {
+        assert_eq!(auth0_direction("sdu"), Some(Direction::Revoke));
+        assert_eq!(auth0_direction("limit_wc"), Some(Direction::Revoke));
+        assert_eq!(auth0_direction("ss"), Some(Direction::Grant));
+        assert_eq!(auth0_direction("sapi"), None);
+        let req = |method: &str, path: &str, blocked| SapiRequest {
+            method: method.into(),
+            path: path.into(),
+            blocked,
+        };
+        let u = Some("auth0|u1".to_owned());
+        for (r, want) in [
+            (
+                req("delete", "/api/v2/users/auth0|u1", None),
+                Some((Direction::Revoke, u.clone())),
+            ),
+            (
+                req("patch", "/api/v2/users/auth0|u1", Some(true)),
+                Some((Direction::Revoke, u.clone())),
+            ),
+            (
+                req("PATCH", "/api/v2/users/auth0|u1", Some(false)),
+                Some((Direction::Grant, u.clone())),
+            ),
+            (req("patch", "/api/v2/users/auth0|u1", None), None),
+            (
+                req("post", "/api/v2/users", None),
+                Some((Direction::Grant, None)),
+            ),
+            (
+                req("delete", "/api/v2/users/auth0|u1/roles", None),
+                Some((Direction::Revoke, u.clone())),
+            ),
+            (
+                req("delete", "/api/v2/organizations/org_1/members", None),
+                Some((Direction::Revoke, None)),
+            ),
+            (req("patch", "/api/v2/clients/cli_1", None), None),
+            (req("delete", "/api/v2/connections/con_1", None), None),
+        ] {
+            assert_eq!(auth0_sapi_direction(&r), want, "{r:?}");
+        }
     }
 
     #[test]
