@@ -8,11 +8,17 @@
 #
 #   bench/crosscheck.sh                     # MEMBERS=100000 EVENTS=10000
 #   MEMBERS=10000 bench/crosscheck.sh
+#   bench/crosscheck.sh auth0               # one Auth0 poll over LOGS=10000 logs
+#                                           # (bench/crosscheck_auth0.py)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --locked --bin hushwatch >&2
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); load: $(cut -d' ' -f1-3 /proc/loadavg)"
-python3 bench/crosscheck.py "$PWD/target/release/hushwatch" "$work" "${MEMBERS:-100000}" "${EVENTS:-10000}"
+if [ "${1:-}" = auth0 ]; then
+  python3 bench/crosscheck_auth0.py "$PWD/target/release/hushwatch" "$work" "${LOGS:-10000}"
+else
+  python3 bench/crosscheck.py "$PWD/target/release/hushwatch" "$work" "${MEMBERS:-100000}" "${EVENTS:-10000}"
+fi
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
