@@ -226,8 +226,8 @@ impl EventLog for Auth0 {
 }
 
 /// A log as the API answers it: the fields read are required (`type` is
-/// the log type code); `user_id`, `user_name`, `description` and
-/// `details` are optional (not every type has a user).
+/// the log type code); `user_id` and `details` are optional (not every
+/// type has a user), the rest is kept in the body as it came.
 #[derive(Debug, Deserialize)]
 struct Log {
     log_id: String,
@@ -236,8 +236,6 @@ struct Log {
     kind: String,
     #[serde(default)]
     user_id: Option<serde_json::Value>,
-    #[serde(default)]
-    user_name: Option<serde_json::Value>,
     #[serde(default)]
     details: Option<serde_json::Value>,
 }
@@ -317,9 +315,10 @@ fn id_order(a: &str, b: &str) -> std::cmp::Ordering {
     }
 }
 
-/// The user a log is about, as a page names it: `user_id (user_name)`.
-/// A `sapi` log's `user_id` is the administrator's; the user it acted on
-/// is in its request path.
+/// The user a log is about: its `user_id`, the id the Log Stream's record
+/// files it under (`audit subject`, status, the veil all key on it, so
+/// the `user_name` is not folded in). A `sapi` log's `user_id` is the
+/// administrator's; the user it acted on is in its request path.
 fn subject(log: &Log) -> Option<String> {
     let text = |v: &Option<serde_json::Value>| {
         v.as_ref()
@@ -335,11 +334,7 @@ fn subject(log: &Log) -> Option<String> {
             .and_then(|r| auth0_sapi_direction(&r))
             .and_then(|(_, user)| user);
     }
-    let id = text(&log.user_id)?;
-    Some(match text(&log.user_name) {
-        Some(name) => format!("{id} ({name})"),
-        None => id,
-    })
+    text(&log.user_id)
 }
 
 /// A `sapi` log's `details.request`: its method, percent-decoded path and
@@ -440,10 +435,7 @@ mod tests {
             "90020261201100000000000000000000000000000000000001"
         );
         assert_eq!(logs[0].event.event_type, "sdu");
-        assert_eq!(
-            logs[0].event.subject.as_deref(),
-            Some("auth0|u1 (jane@example.com)")
-        );
+        assert_eq!(logs[0].event.subject.as_deref(), Some("auth0|u1"));
         // A sapi names the user it acted on, not the administrator.
         assert_eq!(logs[1].event.subject.as_deref(), Some("auth0|u2"));
         let record: serde_json::Value = serde_json::from_slice(&logs[0].body).unwrap();

@@ -402,6 +402,44 @@ mod tests {
         assert_eq!(e.outcome(), "rate_limited");
     }
 
+    #[test]
+    fn a_429_waits_for_retry_after_else_for_x_ratelimit_reset_against_the_answer_s_date() {
+        let headers = |pairs: &[(&'static str, &'static str)]| {
+            let mut h = HeaderMap::new();
+            for (k, v) in pairs {
+                h.insert(*k, HeaderValue::from_static(v));
+            }
+            h
+        };
+        assert_eq!(
+            retry_after(&headers(&[
+                ("retry-after", "7"),
+                ("x-ratelimit-reset", "1")
+            ])),
+            Some(Duration::from_secs(7))
+        );
+        // Auth0: a Unix time, read against the server's own Date.
+        assert_eq!(
+            retry_after(&headers(&[
+                ("date", "Fri, 04 Dec 2026 08:00:00 GMT"),
+                ("x-ratelimit-reset", "1796371203"),
+            ])),
+            Some(Duration::from_secs(3))
+        );
+        assert_eq!(
+            retry_after(&headers(&[
+                ("date", "Fri, 04 Dec 2026 08:00:00 GMT"),
+                ("x-ratelimit-reset", "1"),
+            ])),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(
+            retry_after(&headers(&[("x-ratelimit-reset", "1796371203")])),
+            None
+        );
+        assert_eq!(retry_after(&headers(&[])), None);
+    }
+
     #[tokio::test]
     async fn a_huge_answer_stops_at_the_cap_and_a_slow_drip_at_the_deadline() {
         let (url, _) = serve(vec![Reply::Huge(MAX_RESPONSE + 1)]).await;

@@ -1846,7 +1846,7 @@ mod tests {
         assert_eq!(
             found,
             [
-                ("sdu", Direction::Revoke, "auth0|u2 (user2@example.com)"),
+                ("sdu", Direction::Revoke, "auth0|u2"),
                 ("sapi", Direction::Revoke, "auth0|u9"),
             ],
             "{first:?}"
@@ -1861,7 +1861,7 @@ mod tests {
         );
         let text = crate::domain::crosscheck::describe(Provider::Auth0, &first.findings[0]);
         assert!(
-            text.contains("auth0|u2 (user2@example.com)") && text.contains("user deleted"),
+            text.contains("for user auth0|u2") && text.contains("user deleted"),
             "{text}"
         );
         // The `ss` is within its grace: the checkpoint stops before it.

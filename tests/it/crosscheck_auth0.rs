@@ -449,7 +449,7 @@ fn serve_pages_a_log_the_stream_never_delivered_critical_with_its_user_and_not_t
     );
     assert!(
         summary.contains(&format!(
-            "Auth0 logged sdu (user deleted) {} for user auth0|u2 (user2@example.com)",
+            "Auth0 logged sdu (user deleted) {} for user auth0|u2 at ",
             lost["log_id"].as_str().unwrap()
         )),
         "{summary}"
@@ -570,6 +570,9 @@ fn a_checkpoint_the_retention_dropped_pages_critical_saying_so_and_restart_goes_
         "{summary}"
     );
     assert!(summary.contains("retention"), "{summary}");
+    let status = crate::common::stream_status(server.addr, "identity");
+    let command = status["crosscheck"]["command"].as_str().unwrap_or_default();
+    assert!(command.ends_with("--stream identity --restart"), "{status}");
     // Never a silent restart: the checkpoint stays, every poll fails.
     wait_polls(&server, "error", 2.0);
     assert_eq!(polls(server.addr, "ok"), 0.0);
