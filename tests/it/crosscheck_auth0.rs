@@ -634,3 +634,69 @@ fn a_sidecar_killed_and_restarted_pages_each_auth0_finding_once() {
     assert!(second.2.contains("limit_wc (account blocked"), "{second:?}");
     assert_no_secret(&server, &hook, &api);
 }
+
+#[test]
+fn three_replicas_on_postgresql_page_each_auth0_finding_once() {
+    let _one = crate::common::pg::CLUSTERS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    let Some(db) = crate::common::pg::PgDb::create("crosscheck_auth0_replicas") else {
+        return;
+    };
+    let api = Auth0Api::start(86_400);
+    let hook = Receiver::start(vec![]);
+    let config = auth0_config(&api, &hook, &client_credentials())
+        + &format!(
+            "\n[store]\nurl = \"{}\"\npool_size = 3\nleader_lease = \"2s\"\n",
+            db.url
+        );
+    let work = Workdir::new(&config);
+    let mut replicas: Vec<Option<Sidecar>> = (0..3)
+        .map(|_| Some(Sidecar::start(&work.config_path())))
+        .collect();
+    let total_polls = |replicas: &[Option<Sidecar>]| -> f64 {
+        replicas.iter().flatten().map(|r| polls(r.addr, "ok")).sum()
+    };
+    wait_until("a first poll", || {
+        (total_polls(&replicas) >= 1.0).then_some(())
+    });
+    // u1's record reaches one replica; u2's never arrives.
+    let delivered = log(1, "sdu", 1);
+    stream_record(replicas[2].as_ref().unwrap().addr, &delivered);
+    api.with(|t| {
+        t.logs.push(delivered.clone());
+        t.logs.push(log(2, "sdu", 2));
+    });
+    wait_pages_of(&hook, "provider_missed", "firing", 1);
+
+    // The leader is killed; another takes over and finds the next one.
+    let leader = wait_until("one leader", || {
+        let leading: Vec<usize> = (0..3)
+            .filter(|i| {
+                replicas[*i].as_ref().is_some_and(|r| {
+                    get(r.addr, "/v1/status").json()["replicas"]["is_leader"] == true
+                })
+            })
+            .collect();
+        (leading.len() == 1).then(|| leading[0])
+    });
+    api.with(|t| t.logs.push(log(3, "limit_wc", 3)));
+    replicas[leader].take().unwrap().kill9();
+    let from = total_polls(&replicas);
+    wait_pages_of(&hook, "provider_missed", "firing", 2);
+    wait_until("three more polls", || {
+        (total_polls(&replicas) >= from + 3.0).then_some(())
+    });
+    let all = pages_of(&hook, "provider_missed");
+    assert_eq!(all.len(), 2, "each finding paged once: {all:?}");
+    assert!(
+        all[0].2.contains("auth0|u2") && !all[0].2.contains("auth0|u1"),
+        "{all:?}"
+    );
+    assert!(
+        all[1].2.contains("auth0|u3") && !all[1].2.contains("auth0|u2"),
+        "{all:?}"
+    );
+    drop(replicas);
+    drop(db);
+}
