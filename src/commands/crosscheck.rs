@@ -113,7 +113,7 @@ pub fn run(
                         &crosscheck,
                         &source,
                         &config.audit.classifier,
-                        config.store.sealer.veil(),
+                        &config.store.sealer,
                         watch_started_at,
                         clock.as_ref(),
                     )

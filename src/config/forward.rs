@@ -2,11 +2,12 @@
 //! stream's identity provider sends to hushwatch alone; hushwatch stores
 //! each verified delivery and forwards it to the app at `url`, signed with
 //! `secret` in the provider's own scheme (Standard Webhooks for Clerk and
-//! Svix, `WorkOS-Signature` for WorkOS), retrying on `retry` until
-//! `give_up_after`. `check` reads this with the very parsers the forwarder
-//! uses: URLs through `notifiers::http_target`, secrets through
-//! `SecretKey::parse` or `WorkosKey::parse`, durations through the one
-//! duration parser.
+//! Svix, `WorkOS-Signature` for WorkOS, a fixed `Authorization` value for
+//! Okta and Auth0), retrying on `retry` until `give_up_after`. `check`
+//! reads this with the very parsers the forwarder uses: URLs through
+//! `notifiers::http_target`, secrets through `SecretKey::parse`,
+//! `WorkosKey::parse` or `HeaderValue::from_str` (what the HTTP client
+//! sends a header with), durations through the one duration parser.
 
 use super::providers::ProviderConfig;
 use super::reader::{join, Reader};
@@ -44,6 +45,9 @@ pub enum ForwardKeys {
     Standard(Vec<SecretKey>),
     /// `WorkOS-Signature` (plain-string secrets, as WorkOS issues them).
     Workos(Vec<WorkosKey>),
+    /// `Authorization: <secret>` as Okta Event Hooks and Auth0 Log Streams
+    /// send it: a fixed value the app compares, no signature.
+    Authorization(Vec<SecretString>),
 }
 
 impl ForwardKeys {
@@ -51,6 +55,7 @@ impl ForwardKeys {
         match self {
             ForwardKeys::Standard(k) => k.len(),
             ForwardKeys::Workos(k) => k.len(),
+            ForwardKeys::Authorization(k) => k.len(),
         }
     }
 
@@ -65,9 +70,15 @@ fn scheme(provider: &ProviderConfig) -> Result<Scheme, &'static str> {
     match provider.name() {
         "standard" => Ok(Scheme::Standard),
         "workos" => Ok(Scheme::Workos),
-        // Okta, Auth0, Google and Entra batch several events in one request
-        // or sign nothing the app could verify again.
-        _ => Err("relay mode forwards Standard Webhooks deliveries (Clerk, Svix) and WorkOS deliveries: remove forward, or use ingest.provider = \"workos\" or the default provider"),
+        // Okta and Auth0 sign nothing: the app checks the `Authorization`
+        // value it configured with the provider, so hushwatch sends one of
+        // its own. Their batches are forwarded one event per request
+        // (`Provider::relay_bodies`).
+        "okta" | "auth0" => Ok(Scheme::Authorization),
+        // Google and Entra notifications are proved by values of
+        // hushwatch's own subscriptions (Entra's `clientState`, Google's
+        // channel token) that the app has no part in.
+        _ => Err("relay mode forwards Standard Webhooks deliveries (Clerk, Svix), WorkOS, Okta and Auth0 deliveries: remove forward, or use one of those providers"),
     }
 }
 
@@ -75,6 +86,7 @@ fn scheme(provider: &ProviderConfig) -> Result<Scheme, &'static str> {
 enum Scheme {
     Standard,
     Workos,
+    Authorization,
 }
 
 #[derive(Debug, Clone)]
@@ -159,6 +171,7 @@ pub(super) fn read(
     };
     let mut standard = Vec::new();
     let mut workos = Vec::new();
+    let mut authorization = Vec::new();
     for (i, secret) in r
         .string_list(&key_path, table, "secret", true)
         .into_iter()
@@ -185,7 +198,33 @@ pub(super) fn read(
                 Ok(key) => workos.push(key),
                 Err(e) => r.error(&secret_path, e),
             },
+            // The parser the HTTP client builds the header with, so a value
+            // that passed `check` cannot fail every send.
+            Scheme::Authorization => match hyper::header::HeaderValue::from_str(&secret) {
+                Ok(_) => authorization.push(SecretString::new(secret)),
+                Err(_) => r.error(
+                    &secret_path,
+                    "must be a valid HTTP header value (visible ASCII and spaces, no line breaks)",
+                ),
+            },
         }
+    }
+    // Okta and Auth0 send one `Authorization` value; a request carries one.
+    if scheme == Scheme::Authorization && authorization.len() > 1 {
+        r.error(
+            &join(&key_path, "secret"),
+            "takes one secret on an Okta or Auth0 stream: it is sent as the one Authorization header value",
+        );
+    }
+    // Userinfo in `url` becomes `Authorization: Basic …` (see
+    // `notifiers::http_target`), which would collide with the forwarded one.
+    if scheme == Scheme::Authorization
+        && super::notifiers::http_target(&url).is_ok_and(|t| t.basic_auth.is_some())
+    {
+        r.error(
+            &join(&key_path, "url"),
+            "must not carry a user name or password on an Okta or Auth0 stream: the Authorization header carries forward.secret",
+        );
     }
     // WorkOS's SDKs read exactly one `v1=` (the Python SDK splits the
     // header on ", " into two parts), so a second signature would make
@@ -199,6 +238,7 @@ pub(super) fn read(
     let secrets = match scheme {
         Scheme::Standard => ForwardKeys::Standard(standard),
         Scheme::Workos => ForwardKeys::Workos(workos),
+        Scheme::Authorization => ForwardKeys::Authorization(authorization),
     };
     if secrets.is_empty() && !table.contains_key("secret") {
         r.error(
@@ -206,6 +246,7 @@ pub(super) fn read(
             match scheme {
                 Scheme::Standard => "is required: the app verifies every forward with it (whsec_…)",
                 Scheme::Workos => "is required: the app verifies every forward with it (the WorkOS-Signature secret, a plain string)",
+                Scheme::Authorization => "is required: the app checks every forward's Authorization header against it (a plain string)",
             },
         );
     }
@@ -533,11 +574,77 @@ mod tests {
             ),
             "{e:?}"
         );
-        let e = errors(&workos("url = \"http://app\"\nsecret = \"s\"", "okta"));
+        let e = errors(&workos("url = \"http://app\"\nsecret = \"s\"", "google"));
         assert!(
             e.iter()
                 .any(|e| e.starts_with("streams.workos.forward: relay mode forwards")),
             "{e:?}"
         );
+    }
+
+    fn authorization(forward: &str, provider: &str) -> String {
+        format!(
+            "[streams.idp]\ncalendar = \"always\"\nsilence_threshold = \"6h\"\n\
+             [streams.idp.ingest]\nprovider = \"{provider}\"\nauthorization = \"provider-value\"\n\
+             [streams.idp.forward]\n{forward}\n"
+        )
+    }
+
+    #[test]
+    fn okta_and_auth0_streams_relay_with_one_authorization_value() {
+        for provider in ["okta", "auth0"] {
+            let c = parse_str(&authorization(
+                "url = \"http://127.0.0.1:3000/hooks/idp\"\nsecret = \"Bearer app-side value\"",
+                provider,
+            ))
+            .unwrap();
+            let f = c.streams["idp"].forward.as_ref().unwrap();
+            match &f.secrets {
+                super::ForwardKeys::Authorization(k) => {
+                    assert_eq!(k.len(), 1);
+                    assert_eq!(k[0].expose(), "Bearer app-side value");
+                }
+                other => panic!("{provider}: {other:?}"),
+            }
+            let e = errors(&authorization(
+                "url = \"http://app\"\nsecret = [\"one\", \"two\"]",
+                provider,
+            ));
+            assert!(
+                e.iter()
+                    .any(|e| e.starts_with("streams.idp.forward.secret: takes one secret")),
+                "{provider}: {e:?}"
+            );
+            let e = errors(&authorization("url = \"http://app\"", provider));
+            assert!(
+                e.iter()
+                    .any(|e| e.starts_with("streams.idp.forward.secret: is required")
+                        && e.contains("Authorization")),
+                "{provider}: {e:?}"
+            );
+            // A value the HTTP client could not send fails `check`, not
+            // every forward; the error never shows the value.
+            let e = errors(&authorization(
+                "url = \"http://app\"\nsecret = \"line\\u0001nope\"",
+                provider,
+            ));
+            assert!(
+                e.iter().any(|e| e.starts_with(
+                    "streams.idp.forward.secret[0]: must be a valid HTTP header value"
+                )),
+                "{provider}: {e:?}"
+            );
+            assert!(e.iter().all(|e| !e.contains("nope")), "{e:?}");
+            let e = errors(&authorization(
+                "url = \"http://user:pw@app\"\nsecret = \"s\"",
+                provider,
+            ));
+            assert!(
+                e.iter().any(|e| e.starts_with(
+                    "streams.idp.forward.url: must not carry a user name or password"
+                )),
+                "{provider}: {e:?}"
+            );
+        }
     }
 }

@@ -31,6 +31,10 @@ pub struct StreamConfig {
     pub forward: Option<Box<super::forward::ForwardConfig>>,
     /// `[streams.NAME.crosscheck]`: ask the provider's API what no webhook said.
     pub crosscheck: Option<Box<super::crosscheck::CrosscheckConfig>>,
+    /// Made from a `[templates.NAME]` pattern (created by its first
+    /// verified request, removable with `DELETE`), not written out in
+    /// `[streams]`.
+    pub templated: bool,
 }
 
 /// One `escalate = [{ after = "2h", notify = [...] }]` step.
@@ -159,5 +163,6 @@ pub(crate) fn read_stream(
         // held in the config's map; issue #46).
         forward: forward.map(Box::new),
         crosscheck: crosscheck.map(Box::new),
+        templated: false,
     })
 }

@@ -47,6 +47,7 @@ impl Templates {
         })?;
         let mut stream = self.templates.get(&pattern.template)?.clone();
         stream.name = name.to_string();
+        stream.templated = true;
         Some(stream)
     }
 

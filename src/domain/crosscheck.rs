@@ -543,8 +543,8 @@ pub struct PollFacts {
     pub failures: i64,
     /// The last failure's text (never the key).
     pub last_error: Option<String>,
-    /// The last poll failed because the provider refused the key
-    /// (401/403).
+    /// A poll since the last success failed because the provider refused
+    /// the key (401/403); only a success clears it.
     pub last_refused: bool,
 }
 
@@ -597,7 +597,13 @@ pub fn poll_health(
     if facts.failures > 0 && facts.last_refused {
         return PollHealth::Failing {
             critical: true,
-            reason: format!("the {} API refused the key: {}", provider.title(), error()),
+            // Sticky until a success: a 5xx after the refusal says
+            // nothing about whether the key works now.
+            reason: format!(
+                "the {} API refused the key and no poll has succeeded since; the last error: {}",
+                provider.title(),
+                error()
+            ),
         };
     }
     if facts.failures >= FAILURES_BEFORE_PAGE {
@@ -816,6 +822,19 @@ mod tests {
             reason.starts_with("the Clerk API refused the key"),
             "{reason}"
         );
+
+        // A 5xx after the refusal: still critical (the key was never seen
+        // working again).
+        let then_5xx = PollFacts {
+            failures: 2,
+            last_error: Some("HTTP 503".into()),
+            ..refused.clone()
+        };
+        let PollHealth::Failing { critical, reason } = health(&then_5xx, t(32)) else {
+            panic!("still failing");
+        };
+        assert!(critical, "{reason}");
+        assert!(reason.contains("refused the key") && reason.contains("HTTP 503"));
 
         let flaky = PollFacts {
             last_success_at: Some(t(30)),

@@ -280,6 +280,21 @@ impl Note {
     }
 
     /// `started`: the episode's start (ms), as stored.
+    /// `n` open findings of the stream's `provider_missed` pages were
+    /// acknowledged with the stream (issue #45).
+    pub fn findings_acknowledged(stream: &str, n: usize, at: i64, by: &str, comment: &str) -> Note {
+        Note {
+            stream: stream.to_string(),
+            id: format!("ack-findings-{stream}-{at}"),
+            event_type: "hushwatch.crosscheck.acknowledged",
+            subject: vec![
+                ("created_by".into(), by.to_string()),
+                ("comment".into(), comment.to_string()),
+                ("findings".into(), n.to_string()),
+            ],
+        }
+    }
+
     pub fn acknowledged(stream: &str, started: i64, by: &str, comment: &str) -> Note {
         let started_at = DateTime::from_timestamp_millis(started).unwrap_or_default();
         Note {

@@ -133,6 +133,7 @@ pub(super) fn relay_body(
             revocation: config.audit.classifier.revokes(event_type),
             moves_clock: feeds_clock && f.clock == ForwardClock::Delivered,
             origin: None,
+            templated: stream.templated,
         })),
         Err(reason) => {
             tracing::error!(stream = %stream.name, %reason, "relay body could not be sealed; answered 503");

@@ -124,18 +124,32 @@ pub async fn webhook(
     let audit = config.audit.enabled;
     let signature_verified = intake.signature_verified();
     let mut events = Vec::with_capacity(delivery.events.len());
-    for e in delivery.events {
+    // Relay mode (`check` allows it for WorkOS, one event per request, and
+    // for Okta and Auth0, which batch): each event forwards its own body,
+    // split from the batch by its provider, or the verified body as it came.
+    // Should a split ever disagree with the parse, the whole body goes with
+    // each event: sent more than once, never lost.
+    let split = stream
+        .forward
+        .as_ref()
+        .and_then(|_| intake.relay_bodies(&body))
+        .filter(|bodies| {
+            let agrees = bodies.len() == delivery.events.len();
+            if !agrees {
+                tracing::warn!(stream = %stream.name, provider = provider.name(), "relay split disagrees with the parsed batch; each event forwards the whole body");
+            }
+            agrees
+        });
+    for (i, e) in delivery.events.into_iter().enumerate() {
         let feeds_clock = e.feeds_clock && stream.event_filter.feeds_clock(&e.event_type);
-        // Relay mode (`check` allows it only for WorkOS, one event per
-        // request): the verified body is that event's, stored and
-        // forwarded as on the Standard Webhooks route.
+        let own_body = split.as_ref().map_or(&body[..], |bodies| &bodies[i][..]);
         let forward = match super::ingest::relay_body(
             &config,
             stream,
             e.delivery_id.as_deref().unwrap_or_default(),
             &e.event_type,
             feeds_clock,
-            &body,
+            own_body,
         ) {
             Ok(f) => f,
             Err(refused) => return *refused,

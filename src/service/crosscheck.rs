@@ -36,6 +36,7 @@ use crate::domain::crosscheck::{
     join_provider_log, Change, Direction, Entry, Finding, LoggedEvent, Pending, Received, Verdict,
 };
 use crate::store::crosscheck::{PageTarget, PollEnd};
+use crate::store::seal::Sealer;
 use crate::store::veil::Veil;
 use crate::store::{Store, StoreError};
 use chrono::{DateTime, TimeDelta, Utc};
@@ -119,7 +120,7 @@ pub async fn poll_once(
     config: &CrosscheckConfig,
     source: &Source,
     classifier: &Classifier,
-    veil: &Veil,
+    sealer: &Sealer,
     watch_started_at: DateTime<Utc>,
     clock: &dyn Clock,
 ) -> Result<PollReport, PollFailure> {
@@ -129,7 +130,7 @@ pub async fn poll_once(
         config,
         source,
         classifier,
-        veil,
+        sealer,
         watch_started_at,
         clock,
         Mode::Commit,
@@ -150,7 +151,7 @@ pub async fn poll_dry_run(
     config: &CrosscheckConfig,
     source: &Source,
     classifier: &Classifier,
-    veil: &Veil,
+    sealer: &Sealer,
     watch_started_at: DateTime<Utc>,
     clock: &dyn Clock,
 ) -> Result<PollReport, PollFailure> {
@@ -161,7 +162,7 @@ pub async fn poll_dry_run(
         config,
         source,
         classifier,
-        veil,
+        sealer,
         watch_started_at,
         clock,
         Mode::DryRun { scratch },
@@ -190,7 +191,7 @@ async fn poll(
     config: &CrosscheckConfig,
     source: &Source,
     classifier: &Classifier,
-    veil: &Veil,
+    sealer: &Sealer,
     watch_started_at: DateTime<Utc>,
     clock: &dyn Clock,
     mode: Mode,
@@ -204,7 +205,7 @@ async fn poll(
                 config,
                 log.as_ref(),
                 classifier,
-                veil,
+                sealer,
                 watch_started_at,
                 clock,
                 started.clone(),
@@ -218,7 +219,7 @@ async fn poll(
                 stream,
                 config,
                 listing.as_ref(),
-                veil,
+                sealer.veil(),
                 clock,
                 started.clone(),
                 mode,
@@ -302,12 +303,13 @@ async fn poll_log(
     config: &CrosscheckConfig,
     log: &dyn EventLog,
     classifier: &Classifier,
-    veil: &Veil,
+    sealer: &Sealer,
     watch_started_at: DateTime<Utc>,
     clock: &dyn Clock,
     started: Option<crate::store::crosscheck::CrosscheckRow>,
     mode: Mode,
 ) -> Result<PollReport, PollFailure> {
+    let veil = sealer.veil();
     let now = clock.now();
     let mut cursor = started.as_ref().and_then(|r| r.log_cursor.clone());
     let lookback = log.retention().min(FIRST_POLL_LOOKBACK);
@@ -385,10 +387,31 @@ async fn poll_log(
     }
     // Stored under `[store] encryption_key` like every subject id; the
     // report keeps the plaintext for its callers.
-    let stored: Vec<Finding> = findings.iter().map(|f| veiled(veil, f)).collect();
-    let new_keys = store
-        .crosscheck_record_findings(stream.to_owned(), stored, now)
+    // With each its logged body, sealed under the stream and the event's
+    // id (what a heal after a later poll opens it with); a finding whose
+    // body cannot be sealed is stored without one and cannot be healed.
+    let mut logged = Vec::new();
+    let mut unlogged = Vec::new();
+    for f in &findings {
+        let sealed = match (&f.provider_id, bodies.get(&f.key)) {
+            (Some(id), Some(body)) => sealer.seal(stream, id, body).ok(),
+            _ => None,
+        };
+        match sealed {
+            Some(body) => logged.push((veiled(veil, f), body)),
+            None => unlogged.push(veiled(veil, f)),
+        }
+    }
+    let mut new_keys = store
+        .crosscheck_record_logged(stream.to_owned(), logged, now)
         .await?;
+    if !unlogged.is_empty() {
+        new_keys.extend(
+            store
+                .crosscheck_record_findings(stream.to_owned(), unlogged, now)
+                .await?,
+        );
+    }
     let generation = started.as_ref().map_or(0, |r| r.generation);
     let committed = store
         .crosscheck_finish_poll(
@@ -842,7 +865,7 @@ pub async fn poll_and_page(app: &App, stream: &str) {
             cc,
             &source,
             &config.audit.classifier,
-            config.store.sealer.veil(),
+            &config.store.sealer,
             watch_started_at,
             &*app.clock,
         ),
@@ -902,7 +925,7 @@ pub async fn poll_and_page(app: &App, stream: &str) {
         }
     }
     if cc.heal {
-        if let Err(e) = heal_after_poll(app, stream, cc, polled.as_ref().ok()).await {
+        if let Err(e) = heal_after_poll(app, stream, cc).await {
             tracing::error!(stream, error = %e, "cross-check heal: storage error; the findings stay open and are healed after the next poll");
         }
     }
@@ -911,31 +934,18 @@ pub async fn poll_and_page(app: &App, stream: &str) {
     }
 }
 
-/// `heal = true`: delivers this poll's findings to the app
-/// (`crosscheck_heal`). WorkOS findings go with the logged bodies this poll
-/// read; Clerk's are built from the stored findings, so every open one is
-/// healed, also one a crash or a storage error left unhealed after an
-/// earlier poll.
-async fn heal_after_poll(
+/// `heal = true`: delivers every open finding it can to the app
+/// (`crosscheck_heal`), after each poll, so one a crash or a storage error
+/// left unhealed after an earlier poll is healed after the next. WorkOS
+/// findings go with the logged bodies stored beside them; Clerk's are
+/// built from the stored finding.
+pub(super) async fn heal_after_poll(
     app: &App,
     stream: &str,
     cc: &CrosscheckConfig,
-    polled: Option<&Result<PollReport, PollFailure>>,
 ) -> Result<(), StoreError> {
     use super::crosscheck_heal::{heal, HealItem};
     let items: Vec<HealItem> = match cc.provider {
-        crate::domain::crosscheck::Provider::Workos
-        | crate::domain::crosscheck::Provider::Auth0 => match polled {
-            Some(Ok(report)) => report
-                .findings
-                .iter()
-                .map(|f| HealItem {
-                    finding: f.clone(),
-                    body: report.bodies.get(&f.key).cloned(),
-                })
-                .collect(),
-            _ => Vec::new(),
-        },
         crate::domain::crosscheck::Provider::Clerk => app
             .store
             .crosscheck_findings(stream.to_owned(), true, HEAL_AT_MOST)
@@ -947,6 +957,32 @@ async fn heal_after_poll(
                 body: None,
             })
             .collect(),
+        // An event log (WorkOS): the logged bodies stored with the
+        // findings.
+        _ => {
+            let config = app.config();
+            let sealer = &config.store.sealer;
+            let mut items = Vec::new();
+            for (stored, sealed) in app
+                .store
+                .crosscheck_open_logged(stream.to_owned(), HEAL_AT_MOST)
+                .await?
+            {
+                let finding = revealed(sealer.veil(), &stored);
+                let row = crate::store::seal::Row {
+                    stream,
+                    delivery_id: finding.provider_id.as_deref().unwrap_or_default(),
+                    legacy_aad: false,
+                    before_any_key: false,
+                };
+                // A body that no longer opens (its key was removed, the
+                // row was altered) is not sent: the finding stays open
+                // and paged, for a person.
+                let body = sealer.open(row, &sealed).ok();
+                items.push(HealItem { finding, body });
+            }
+            items
+        }
     };
     if !items.is_empty() {
         heal(app, stream, &items).await?;
@@ -1135,7 +1171,7 @@ mod tests {
     }
 
     struct Rig {
-        veil: Veil,
+        sealer: Sealer,
         store: Store,
         clock: Arc<ManualClock>,
         source: Source,
@@ -1152,7 +1188,7 @@ mod tests {
                 &self.config,
                 &self.source,
                 &Classifier::default(),
-                &self.veil,
+                &self.sealer,
                 t0() - TimeDelta::days(60),
                 self.clock.as_ref(),
             )
@@ -1178,7 +1214,7 @@ mod tests {
         }
         let source = crate::crosscheck::source(&config);
         Rig {
-            veil: Veil::default(),
+            sealer: Sealer::new(Vec::new()),
             store,
             clock,
             source,
@@ -1305,7 +1341,7 @@ mod tests {
             "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=",
         )
         .unwrap()]);
-        r.veil = sealer.veil().clone();
+        r.sealer = sealer;
         r.poll().await.unwrap();
         state.lock().unwrap().memberships.clear();
         r.clock.advance(TimeDelta::minutes(5));
@@ -1318,8 +1354,8 @@ mod tests {
         );
         e.channel = "webhook";
         e.subject_ids = vec![
-            ("user_id".into(), r.veil.hide("user_1")),
-            ("organization_id".into(), r.veil.hide("org_9")),
+            ("user_id".into(), r.sealer.veil().hide("user_1")),
+            ("organization_id".into(), r.sealer.veil().hide("org_9")),
         ];
         r.store.record_events(vec![e]).await.unwrap();
         r.clock.advance(TimeDelta::minutes(10));
@@ -1349,11 +1385,11 @@ mod tests {
             status: None,
         }));
         let mut r = rig(Provider::Clerk, clerk_api(state.clone())).await;
-        r.veil = sealer(&[KEY_A]).veil().clone();
+        r.sealer = sealer(&[KEY_A]);
         r.poll().await.unwrap();
         // A rotation (the new key first, the old one kept) changes every
         // token of the next snapshot, and nothing at the provider.
-        r.veil = sealer(&[KEY_B, KEY_A]).veil().clone();
+        r.sealer = sealer(&[KEY_B, KEY_A]);
         r.clock.advance(TimeDelta::minutes(15));
         let rotated = r.poll().await.unwrap();
         assert_eq!(rotated.pending, 0, "a new key is no change: {rotated:?}");
@@ -1379,7 +1415,7 @@ mod tests {
             !text.contains("user_2") && !text.contains("org_9"),
             "{text}"
         );
-        assert_eq!(r.veil.reveal(&stored[0].finding.subject), "user_2");
+        assert_eq!(r.sealer.veil().reveal(&stored[0].finding.subject), "user_2");
         assert!(!stored[0].finding.key.contains("user_2"));
         assert!(!r
             .store
@@ -1408,7 +1444,7 @@ mod tests {
                     .unwrap()
                     .generation,
                 Entry::User {
-                    user: r.veil.hide("user_1")
+                    user: r.sealer.veil().hide("user_1")
                 },
             )
             .await
@@ -1640,7 +1676,7 @@ mod tests {
                 &self.config,
                 &self.source,
                 &Classifier::default(),
-                &self.veil,
+                &self.sealer,
                 t0() - TimeDelta::days(60),
                 self.clock.as_ref(),
             )

@@ -54,8 +54,8 @@ pub struct HealItem {
 /// body that does not parse as the event named) is skipped and logged: it
 /// stays open, so its page stays until a person acknowledges it. A storage
 /// error stops the heal; what was healed before it stays healed, and the
-/// rest stays open (Clerk's are healed after the next poll; a WorkOS
-/// finding, whose body only its poll read, stays paged until acknowledged).
+/// rest stays open and is healed after the next poll (a WorkOS finding
+/// from the logged body stored beside it).
 pub async fn heal(app: &App, stream: &str, items: &[HealItem]) -> Result<Vec<String>, StoreError> {
     let config = app.config();
     let Some(settings) = config.streams.get(stream) else {
@@ -229,6 +229,7 @@ fn healing_event(
             revocation: config.audit.classifier.revokes(&event_type),
             moves_clock: feeds_clock && forward.clock == ForwardClock::Delivered,
             origin,
+            templated: stream.templated,
         }),
     })
 }
@@ -591,6 +592,73 @@ mod tests {
                 .unwrap(),
             [true]
         );
+    }
+
+    /// A WorkOS finding keeps its logged body in the store, so a heal that
+    /// did not happen after its poll (a storage error, a crash) happens
+    /// after the next one; a body that does not open is never sent.
+    #[tokio::test]
+    async fn a_workos_finding_left_unhealed_by_its_poll_is_healed_after_the_next_from_its_stored_body(
+    ) {
+        let (app, _db) = app("workos").await;
+        let config = app.config();
+        let cc = config.streams["identity"]
+            .crosscheck
+            .as_deref()
+            .unwrap()
+            .clone();
+        let t = DateTime::from_timestamp(1_800_000_000, 0).unwrap();
+        let logged = |id: &str| {
+            let body = format!(
+                r#"{{"object":"event","id":"{id}","event":"dsync.user.deleted","data":{{"object":"directory_user","id":"directory_user_1","user_id":"user_7","state":"inactive"}},"created_at":"2027-01-15T08:00:00.000Z"}}"#
+            );
+            let f = Finding {
+                key: format!("workos:{id}"),
+                direction: Direction::Revoke,
+                event_type: "dsync.user.deleted".into(),
+                subject: "user_7".into(),
+                organization: None,
+                provider_id: Some(id.into()),
+                when: When::At(t),
+            };
+            (f, body.into_bytes())
+        };
+        let (good, good_body) = logged("event_01KEPT");
+        let (forged, _) = logged("event_01FORGED");
+        let sealer = &config.store.sealer;
+        let sealed = sealer.seal("identity", "event_01KEPT", &good_body).unwrap();
+        // Another event's body stored under this finding does not heal it.
+        let moved = sealer.seal("identity", "event_01KEPT", &good_body).unwrap();
+        app.store()
+            .crosscheck_record_logged("identity".into(), vec![(good.clone(), sealed)], t)
+            .await
+            .unwrap();
+        app.store()
+            .crosscheck_record_logged("identity".into(), vec![(forged.clone(), moved)], t)
+            .await
+            .unwrap();
+        super::super::crosscheck::heal_after_poll(&app, "identity", &cc)
+            .await
+            .unwrap();
+        let queued = claims(&app).await;
+        assert_eq!(queued.len(), 1);
+        assert_eq!(queued[0].delivery_id, "event_01KEPT");
+        let open = app
+            .store()
+            .crosscheck_findings("identity".into(), true, 10)
+            .await
+            .unwrap();
+        assert_eq!(
+            open.iter()
+                .map(|s| s.finding.key.as_str())
+                .collect::<Vec<_>>(),
+            ["workos:event_01FORGED"],
+            "healed once; the one whose body is not its own stays open"
+        );
+        super::super::crosscheck::heal_after_poll(&app, "identity", &cc)
+            .await
+            .unwrap();
+        assert!(claims(&app).await.is_empty(), "nothing healed twice");
     }
 
     #[tokio::test]

@@ -10,7 +10,9 @@
 //!   delivery id (its dedup still holds), a fresh `webhook-timestamp`, and
 //!   `webhook-signature` with every forward secret (Standard Webhooks),
 //!   the same three under `svix-*` names, and the original times in
-//!   `hushwatch-received-at` / `hushwatch-event-time`. The Standard
+//!   `hushwatch-received-at` / `hushwatch-event-time` (on a WorkOS stream
+//!   `WorkOS-Signature` instead of the three, on an Okta or Auth0 stream
+//!   `Authorization: <forward secret>`). The Standard
 //!   Webhooks and Svix libraries reject timestamps more than 5 minutes
 //!   old, which is why a retry hours later is signed afresh
 //!   (<https://github.com/standard-webhooks/standard-webhooks/blob/main/spec/standard-webhooks.md>).
@@ -443,6 +445,16 @@ pub fn headers(
                 )]
             })
             .unwrap_or_default(),
+        // Okta Event Hooks and Auth0 Log Streams send the `Authorization`
+        // value configured with the hook or stream, unchanged, and sign
+        // nothing (https://developer.okta.com/docs/reference/hooks-best-practices/,
+        // "Secure your hook endpoint"; Auth0 "Custom webhook" log streams,
+        // https://auth0.com/docs/extensions/loggly, "Authorization Token: the
+        // value in the Authorization header"), so the app compares that value.
+        ForwardKeys::Authorization(values) => values
+            .first()
+            .map(|v| vec![("authorization", v.expose().to_owned())])
+            .unwrap_or_default(),
     };
     h.extend([
         (
@@ -730,5 +742,50 @@ mod tests {
         crate::ingest::providers::workos::verify(&header, &[key], body).unwrap();
         assert_eq!(get("webhook-signature"), None, "one scheme per stream");
         assert_eq!(get("hushwatch-origin"), Some("crosscheck"));
+    }
+
+    #[test]
+    fn an_okta_or_auth0_stream_s_forward_carries_the_configured_authorization_value_alone() {
+        for provider in ["okta", "auth0"] {
+            let text = format!(
+                "[streams.i]\ncalendar = \"always\"\nsilence_threshold = \"6h\"\n\
+                [streams.i.ingest]\nprovider = \"{provider}\"\nauthorization = \"from-the-provider\"\n\
+                [streams.i.forward]\nurl = \"http://127.0.0.1:3000/hook\"\nsecret = \"Basic YXBwOnNpZGU=\"\n"
+            );
+            let config = crate::config::parse(&text, std::path::Path::new("."), &|_| None).unwrap();
+            let f = config.streams["i"].forward.as_ref().unwrap();
+            let now = DateTime::from_timestamp_millis(1_800_000_000_123).unwrap();
+            let claim = ForwardClaim {
+                id: 1,
+                token: 1,
+                stream: "i".into(),
+                delivery_id: "uuid-1".into(),
+                event_type: "user.lifecycle.deactivate".into(),
+                subject: None,
+                event_time: None,
+                received_at: now,
+                give_up_from: now,
+                attempts: 2,
+                body: crate::store::seal::Sealed {
+                    key_id: None,
+                    bytes: Vec::new(),
+                },
+                legacy_aad: false,
+                before_any_key: false,
+                origin: None,
+            };
+            let h = headers(f, &claim, now, b"{}");
+            let get = |name: &str| h.iter().find(|(n, _)| *n == name).map(|(_, v)| v.as_str());
+            assert_eq!(
+                get("authorization"),
+                Some("Basic YXBwOnNpZGU="),
+                "{provider}"
+            );
+            assert_eq!(h.iter().filter(|(n, _)| *n == "authorization").count(), 1);
+            for other in ["webhook-signature", "svix-signature", "workos-signature"] {
+                assert_eq!(get(other), None, "{provider}: one scheme per stream");
+            }
+            assert_eq!(get("hushwatch-attempt"), Some("2"));
+        }
     }
 }

@@ -337,20 +337,13 @@ impl Api for App {
     ) -> Result<AckOutcome, Unavailable> {
         let audit = self.config().audit.enabled;
         // Acknowledging the stream also acknowledges the findings of its
-        // `provider_missed` pages (issue #45), which resolves those pages.
-        let findings = self
-            .guarded(self.store().crosscheck_acknowledge(stream.clone()))
-            .await?;
-        if findings > 0 {
-            self.outbox_wake.notify_one();
-        }
+        // `provider_missed` pages (issue #45), in the same audited
+        // transaction; their pages resolve through the outbox.
         let outcome = self
             .guarded(self.store().acknowledge(stream, created_by, comment, audit))
             .await?;
-        Ok(match outcome {
-            AckOutcome::NotFiring if findings > 0 => AckOutcome::Findings(findings),
-            other => other,
-        })
+        self.outbox_wake.notify_one();
+        Ok(outcome)
     }
 
     async fn replay_stream(

@@ -439,6 +439,12 @@ macro_rules! operations {
             /// Stores findings once per key; returns the keys that were new.
             fn crosscheck_record_findings(stream: String, findings: Vec<crate::domain::crosscheck::Finding>, at: DateTime<Utc>) -> Vec<String>
                 = crate::store::crosscheck::record_findings(&stream, &findings, at);
+            /// Stores event-log findings with their sealed logged bodies.
+            fn crosscheck_record_logged(stream: String, findings: Vec<(crate::domain::crosscheck::Finding, crate::store::seal::Sealed)>, at: DateTime<Utc>) -> Vec<String>
+                = crate::store::crosscheck::record_logged(&stream, &findings, at);
+            /// Open findings that keep a logged body, oldest first.
+            fn crosscheck_open_logged(stream: String, limit: i64) -> Vec<(crate::domain::crosscheck::Finding, crate::store::seal::Sealed)>
+                = crate::store::crosscheck::open_logged(&stream, limit);
             /// A stream's findings, newest first.
             fn crosscheck_findings(stream: String, open_only: bool, limit: i64) -> Vec<super::crosscheck::StoredFinding>
                 = crate::store::crosscheck::findings(&stream, open_only, limit);

@@ -32,6 +32,7 @@ use chrono::{DateTime, Utc};
 
 use super::db::Db;
 use super::ops::{delivery_hash, millis, KeyedAlert};
+use super::seal::Sealed;
 use super::{outbox, AlertState, StoreError, Transition};
 use crate::domain::crosscheck::{Change, Direction, Entry, Finding, Pending, When};
 
@@ -88,6 +89,18 @@ pub(crate) const PAGES_MIGRATION: &str =
         PRIMARY KEY (stream, page_key)
     );";
 
+/// Migration step `0027_crosscheck_finding_body`: an event-log finding
+/// keeps the logged event's body (sealed like a relay body, under the
+/// stream and the provider's event id), so a heal that failed after the
+/// poll moved its cursor (a storage error, a crash) is tried again on the
+/// next poll instead of leaving the finding unhealable.
+pub(crate) const BODY_MIGRATION_SQLITE: &str =
+    "ALTER TABLE crosscheck_findings ADD COLUMN body_key TEXT;
+    ALTER TABLE crosscheck_findings ADD COLUMN body BLOB;";
+pub(crate) const BODY_MIGRATION_PG: &str =
+    "ALTER TABLE crosscheck_findings ADD COLUMN body_key TEXT;
+    ALTER TABLE crosscheck_findings ADD COLUMN body BYTEA;";
+
 /// A stream's cross-check bookkeeping (absent before its first poll).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct CrosscheckRow {
@@ -104,7 +117,9 @@ pub struct CrosscheckRow {
     /// Failed polls in a row.
     pub failures: i64,
     pub healed: i64,
-    /// The last failure was the provider refusing the key (401/403).
+    /// A failure since the last success was the provider refusing the
+    /// key (401/403): sticky until a success, so a 5xx after a refusal
+    /// does not resolve the critical page.
     pub last_refused: bool,
 }
 
@@ -444,6 +459,48 @@ pub(super) async fn record_findings<D: Db>(
         }
     }
     Ok(new)
+}
+
+/// [`record_findings`] for an event log: each finding with the logged
+/// event's sealed body, in one transaction, so no finding is stored
+/// without what heals it. A finding stored already keeps its body.
+pub(super) async fn record_logged<D: Db>(
+    db: &D,
+    stream: &str,
+    findings: &[(Finding, Sealed)],
+    at: DateTime<Utc>,
+) -> Result<Vec<String>, StoreError> {
+    let plain: Vec<Finding> = findings.iter().map(|(f, _)| f.clone()).collect();
+    let new = record_findings(db, stream, &plain, at).await?;
+    for (f, body) in findings {
+        db.exec(
+            "UPDATE crosscheck_findings SET body_key = $3, body = $4
+             WHERE stream = $1 AND key = $2 AND body IS NULL",
+            &[&stream, &f.key, &body.key_id, &body.bytes],
+        )
+        .await?;
+    }
+    Ok(new)
+}
+
+/// Open findings that keep a logged body (what a heal after a later poll
+/// delivers), oldest first, at most `limit`.
+pub(super) async fn open_logged<D: Db>(
+    db: &D,
+    stream: &str,
+    limit: i64,
+) -> Result<Vec<(Finding, Sealed)>, StoreError> {
+    let rows: Vec<(String, String, Option<String>, Vec<u8>)> = db
+        .rows(
+            "SELECT key, finding, body_key, body FROM crosscheck_findings
+             WHERE stream = $1 AND state = 'open' AND body IS NOT NULL
+             ORDER BY found_at, key LIMIT $2",
+            &[&stream, &limit],
+        )
+        .await?;
+    rows.into_iter()
+        .map(|(key, text, key_id, bytes)| Ok((finding_of(key, &text)?, Sealed { key_id, bytes })))
+        .collect()
 }
 
 /// A stream's findings, newest first, at most `limit`; with `open_only`
@@ -839,7 +896,7 @@ pub(super) async fn finish_poll<D: Db>(
         PollEnd::Failure { error, refused } => {
             db.exec(
                 "UPDATE crosscheck_state SET last_error = $2, failures = failures + 1,
-                        last_refused = $3
+                        last_refused = last_refused OR $3
                  WHERE stream = $1",
                 &[&stream, error, refused],
             )

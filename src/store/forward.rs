@@ -233,6 +233,10 @@ pub struct ForwardBody {
     /// (`crosscheck`: a revocation built from a cross-check finding); sent
     /// to the app as `Hushwatch-Origin`. `None` for a provider's delivery.
     pub origin: Option<String>,
+    /// The stream is templated: the row is stored only while the stream
+    /// still exists, so a `DELETE` cannot leave it behind (see
+    /// [`insert`]).
+    pub templated: bool,
 }
 
 /// A row handed to one replica until `lease_until`.
@@ -778,6 +782,9 @@ pub(super) async fn insert<D: Db>(db: &D, event: &NewEvent) -> Result<(), StoreE
     let Some(f) = &event.forward else {
         return Ok(());
     };
+    if f.templated {
+        templated_stream_stands(db, &event.stream).await?;
+    }
     let (subject, organization) = decide::subject_of(&event.subject_ids);
     let queue = decide::queue_of(f.order, &event.stream, subject.as_deref());
     db.exec(
@@ -801,6 +808,29 @@ pub(super) async fn insert<D: Db>(db: &D, event: &NewEvent) -> Result<(), StoreE
     .await?;
     db.exec(sql::QUEUE, &[&event.stream]).await?;
     Ok(())
+}
+
+/// Refuses a relay row for a templated stream that a `DELETE` removed
+/// after the request found it. Otherwise the row would wait, undelivered
+/// and unpaged, under a stream no one watches; refused, the sender retries
+/// and its retry creates the stream anew. On PostgreSQL the stream's row
+/// is share-locked to the commit, so `forward_admin::remove_stream`
+/// (which locks it for update first) counts every row stored before it
+/// and none is stored after it; SQLite's one writer orders the two.
+async fn templated_stream_stands<D: Db>(db: &D, stream: &str) -> Result<(), StoreError> {
+    let lock = if D::POSTGRES { " FOR SHARE" } else { "" };
+    let found: Option<(String,)> = db
+        .opt(
+            &format!("SELECT name FROM templated_streams WHERE name = $1{lock}"),
+            &[&stream],
+        )
+        .await?;
+    match found {
+        Some(_) => Ok(()),
+        None => Err(StoreError::Sql(format!(
+            "templated stream {stream} was deleted while this event was being stored; the sender's retry creates it again"
+        ))),
+    }
 }
 
 pub(super) async fn claim<D: Db>(

@@ -414,9 +414,8 @@ pub(super) async fn give_up<D: Db>(
 /// removes it: the count a `DELETE` answers 409 with is the count of that
 /// transaction, and an event stored before it is never left behind
 /// undelivered by a stream that is gone (on SQLite the single writer
-/// orders it before or after; on PostgreSQL one committed while this
-/// transaction runs is not seen, and waits pending under the removed
-/// stream, visible in status, until a start or reload holds and pages it).
+/// orders it before or after; on PostgreSQL the stream's row lock does:
+/// see `forward::templated_stream_stands`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StreamRemoval {
     /// Removed; `gave_up` undelivered events became dead letters with it.
@@ -438,6 +437,18 @@ pub(super) async fn remove_stream<D: Db>(
     a: &OperatorAction,
     force: bool,
 ) -> Result<StreamRemoval, StoreError> {
+    if D::POSTGRES {
+        // Waits for every ingest transaction storing a relay row for this
+        // stream (each share-locks this row, `forward::insert`) so the
+        // count below sees their rows, and makes later ones find the
+        // stream gone.
+        let _: Option<(String,)> = db
+            .opt(
+                "SELECT name FROM templated_streams WHERE name = $1 FOR UPDATE",
+                &[&a.stream],
+            )
+            .await?;
+    }
     let n = undelivered(db, &a.stream).await?;
     if n > 0 && !force {
         return Ok(StreamRemoval::Undelivered(n));

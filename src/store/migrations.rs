@@ -175,6 +175,12 @@ pub(crate) const STEPS: &[Step] = &[
         "0026_forward_webhook_id_index",
         super::forward_admin::WEBHOOK_ID_INDEX,
     ),
+    // Issue #45 (heal): an event-log finding keeps the logged body.
+    Step {
+        name: "0027_crosscheck_finding_body",
+        sqlite: Some(super::crosscheck::BODY_MIGRATION_SQLITE),
+        postgres: Some(super::crosscheck::BODY_MIGRATION_PG),
+    },
 ];
 
 /// Frozen: what SQLite's positional `user_version` N stood for (the first

@@ -571,7 +571,9 @@ pub(super) async fn expire<D: Db>(
     Ok(true)
 }
 
-/// Acknowledges the stream's current firing episode ([`firing_episode`]).
+/// Acknowledges the stream's current firing episode ([`firing_episode`])
+/// and, in the same transaction, the open findings its `provider_missed`
+/// pages named (which resolves those pages); each part audited.
 pub(super) async fn acknowledge<D: Db>(
     db: &D,
     stream: &str,
@@ -581,8 +583,18 @@ pub(super) async fn acknowledge<D: Db>(
     audit: bool,
 ) -> Result<AckOutcome, StoreError> {
     audit::lock_head(db, audit).await?;
+    let findings = super::crosscheck::acknowledge_paged(db, stream, now).await?;
+    if findings > 0 {
+        let at = millis(now);
+        let note = Note::findings_acknowledged(stream, findings, at, created_by, comment);
+        audit_note(db, audit, note, now).await?;
+    }
     let Some(started) = firing_episode(stream_state(db, stream).await?) else {
-        return Ok(AckOutcome::NotFiring);
+        return Ok(if findings > 0 {
+            AckOutcome::Findings(findings)
+        } else {
+            AckOutcome::NotFiring
+        });
     };
     let new = db
         .exec(

@@ -131,6 +131,49 @@ fn a_refused_key_fails_the_poll_without_printing_the_key() {
     assert!(!format!("{out}{err}").contains(KEY));
 }
 
+/// Clerk throttles with `429` and `Retry-After` (clerk.com/docs, "Rate
+/// limits": "the response will include a Retry-After header"). A short one
+/// is waited out within the poll; one longer than the poll may wait fails
+/// it as rate limited, at once, without printing the key.
+#[test]
+fn a_throttled_poll_waits_out_a_short_retry_after_and_fails_fast_on_a_long_one() {
+    let throttled = |secs: &str| Answer::StatusWith(429, vec![("retry-after", secs.to_owned())]);
+    let api = Receiver::start(vec![
+        throttled("1"),
+        users(&["user_1"]),
+        memberships(&[("org_9", "user_1")]),
+    ]);
+    let extra = format!(
+        "[streams.identity.crosscheck]\nprovider = \"clerk\"\napi_url = \"{}\"\napi_key = \"{KEY}\"\n",
+        api.url("/v1")
+    );
+    let work = Workdir::new(&config(&[], &extra, ""));
+    let (code, out, err) = run_cli(&["crosscheck", "--stream", "identity"], &work.config_path());
+    assert_eq!(code, 0, "{out}{err}");
+    let requests = api.received();
+    assert!(requests.len() >= 3, "{requests:?}");
+    assert_eq!(requests[0].answered, Some(429));
+    assert_eq!(
+        requests[0].path, requests[1].path,
+        "the same page, asked again"
+    );
+
+    let api = Receiver::start(vec![throttled("3600")]);
+    let extra = format!(
+        "[streams.identity.crosscheck]\nprovider = \"clerk\"\napi_url = \"{}\"\napi_key = \"{KEY}\"\n",
+        api.url("/v1")
+    );
+    let work = Workdir::new(&config(&[], &extra, ""));
+    let (code, out, err) = run_cli(&["crosscheck", "--stream", "identity"], &work.config_path());
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        err.contains("rate limited (429, Retry-After 3600s)"),
+        "{err}"
+    );
+    assert_eq!(api.received().len(), 1, "not asked again within the poll");
+    assert!(!format!("{out}{err}").contains(KEY));
+}
+
 // ------------------------------------------------------ scheduled polls
 //
 // `hushwatch serve` polling on its own every second against local APIs
@@ -161,6 +204,8 @@ struct ApiState {
     requests: usize,
     /// The `Authorization` header of the last request.
     last_auth: Option<String>,
+    /// With `status` 429: the `Retry-After` seconds sent with it.
+    retry_after: Option<u64>,
 }
 
 /// A local API speaking Clerk's `GET /v1/users` (a bare array of `User`,
@@ -220,15 +265,17 @@ fn answer(conn: TcpStream, state: &Mutex<ApiState>) {
         }
     }
     let target = line.split_whitespace().nth(1).unwrap_or("").to_owned();
-    let (status, body) = {
+    let (status, body, retry_after) = {
         let mut s = state.lock().unwrap();
         s.last_auth = auth;
-        respond(&target, &mut s)
+        let (status, body) = respond(&target, &mut s);
+        (status, body, s.retry_after.filter(|_| status == 429))
     };
+    let extra = retry_after.map_or_else(String::new, |r| format!("Retry-After: {r}\r\n"));
     let mut conn = conn;
     let _ = write!(
         conn,
-        "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{extra}Connection: close\r\n\r\n{body}",
         body.len()
     );
     let _ = conn.flush();
@@ -858,6 +905,22 @@ fn three_replicas_on_postgresql_poll_each_stream_once_and_page_each_finding_once
         all[1].2.contains("user_2 in org_9") && !all[1].2.contains("user_1"),
         "{all:?}"
     );
+    // Every replica, leader or not, shows the same cross-check from the
+    // shared store: both findings open, the poll itself fine.
+    for r in replicas.iter().flatten() {
+        let status = get(r.addr, "/v1/status").json();
+        let block = status["streams"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == "identity")
+            .map(|s| s["crosscheck"].clone())
+            .unwrap();
+        assert_eq!(block["state"], "findings", "{block}");
+        assert_eq!(block["open_findings"], 2, "{block}");
+        assert_eq!(block["open_revocations"], 2, "{block}");
+        assert!(block["last_success"].is_string(), "{block}");
+    }
     drop(replicas);
     drop(db);
 }
@@ -921,4 +984,50 @@ fn a_broken_api_pages_a_warning_after_three_failed_polls_and_it_resolves_on_succ
     let resolved = wait_pages_of(&hook, "crosscheck_failing", "resolved", 1);
     assert_eq!(resolved[0].1, "warning");
     assert_eq!(pages_of(&hook, "crosscheck_failing").len(), 2);
+}
+
+/// Throttled for longer than a poll may wait (`429`, `Retry-After: 3600`):
+/// each poll counts as `rate_limited` in `/metrics`, `/v1/status` names the
+/// throttling, and three in a row page `crosscheck_failing` (a warning)
+/// until a poll succeeds.
+#[test]
+fn serve_counts_throttled_polls_as_rate_limited_and_pages_until_one_succeeds() {
+    let api = ProviderApi::start(ApiState {
+        users: strings(&["user_1"]),
+        memberships: pairs(&[("org_9", "user_1")]),
+        status: Some(429),
+        retry_after: Some(3600),
+        ..ApiState::default()
+    });
+    let hook = Receiver::start(vec![]);
+    let work = Workdir::new(&clerk_config(&api, &hook));
+    let server = Sidecar::start(&work.config_path());
+    let firing = wait_pages_of(&hook, "crosscheck_failing", "firing", 1);
+    assert!(polls_or_zero(server.addr, "rate_limited") >= 3.0);
+    assert_eq!(polls_or_zero(server.addr, "error"), 0.0);
+    let (_, severity, summary) = &firing[0];
+    assert_eq!(severity, "warning");
+    assert!(
+        summary.contains("rate limited (429, Retry-After 3600s)"),
+        "{summary}"
+    );
+    let status = get(server.addr, "/v1/status").json();
+    let block = status["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "identity")
+        .map(|s| s["crosscheck"].clone())
+        .unwrap();
+    assert_eq!(block["state"], "failing", "{block}");
+    assert!(
+        block["last_error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("rate limited"),
+        "{block}"
+    );
+    api.with(|s| s.status = None);
+    wait_pages_of(&hook, "crosscheck_failing", "resolved", 1);
+    assert!(wait_polls(&server, "ok", 1.0) >= 1.0);
 }

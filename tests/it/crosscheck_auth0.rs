@@ -700,3 +700,77 @@ fn three_replicas_on_postgresql_page_each_auth0_finding_once() {
     drop(replicas);
     drop(db);
 }
+
+/// The app's Authorization value: what the relay sends as Auth0's Log
+/// Stream would send its configured token.
+const APP_AUTH: &str = "Bearer app-side-log-stream-token-it";
+
+#[test]
+fn heal_sends_the_app_the_log_stream_record_never_streamed_with_the_forward_authorization_once() {
+    let api = Auth0Api::start(86_400);
+    let hook = Receiver::start(vec![]);
+    let app = Receiver::start(vec![]);
+    let config = auth0_config(
+        &api,
+        &hook,
+        &format!("{}\nheal = true", client_credentials()),
+    ) + &format!(
+        "\n[streams.identity.forward]\nurl = \"{}\"\nsecret = \"{APP_AUTH}\"\ntimeout = \"2s\"\nretry = [\"1s\"]\n",
+        app.url("/auth0")
+    );
+    let work = Workdir::new(&config);
+    let server = Sidecar::start(&work.config_path());
+    wait_polls(&server, "ok", 1.0);
+
+    // u1's record arrives on the Log Stream and is relayed; u2's never does.
+    let delivered = log(1, "sdu", 1);
+    let lost = log(2, "sdu", 2);
+    stream_record(server.addr, &delivered);
+    api.with(|t| {
+        t.logs.push(delivered.clone());
+        t.logs.push(lost.clone());
+    });
+    let got = wait_until("the relayed and the healed record", || {
+        let got = app.delivered();
+        (got.len() >= 2).then_some(got)
+    });
+    for d in &got {
+        assert_eq!(d.header("authorization"), Some(APP_AUTH), "{d:?}");
+    }
+    let by_id = |id: &serde_json::Value| -> Vec<crate::support::Received> {
+        got.iter()
+            .filter(|d| d.json()["log_id"] == *id)
+            .cloned()
+            .collect()
+    };
+    let relayed = by_id(&delivered["log_id"]);
+    assert_eq!(relayed.len(), 1, "{got:?}");
+    assert_eq!(relayed[0].header("hushwatch-origin"), None);
+    let healed = by_id(&lost["log_id"]);
+    assert_eq!(healed.len(), 1, "{got:?}");
+    assert_eq!(
+        healed[0].json(),
+        serde_json::json!({"log_id": lost["log_id"], "data": lost}),
+        "the Log Stream record of the logged entry"
+    );
+    assert_eq!(healed[0].header("hushwatch-origin"), Some("crosscheck"));
+    wait_until("the heal counted", || {
+        (crate::common::metric(
+            server.addr,
+            "hushwatch_crosscheck_healed_total{stream=\"identity\"}",
+        ) >= 1.0)
+            .then_some(())
+    });
+
+    // The Log Stream catches up after all: a duplicate, never sent again.
+    stream_record(server.addr, &lost);
+    wait_polls(&server, "ok", 3.0);
+    let log_ids: Vec<serde_json::Value> = app
+        .delivered()
+        .iter()
+        .map(|d| d.json()["log_id"].clone())
+        .collect();
+    assert_eq!(log_ids.len(), 2, "{log_ids:?}");
+    assert_no_secret(&server, &hook, &api);
+    assert!(!server.stderr_text().contains(APP_AUTH));
+}

@@ -17,6 +17,7 @@ mod crash;
 mod crosscheck;
 mod crosscheck_auth0;
 mod crosscheck_heal;
+mod crosscheck_okta;
 mod crosscheck_view;
 mod differential;
 mod doc_names;

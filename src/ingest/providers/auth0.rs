@@ -67,6 +67,32 @@ pub fn parse(body: &[u8]) -> Result<Delivery, Rejection> {
     })
 }
 
+/// Relay mode: one request body per record, in [`parse`]'s order, in the format the body
+/// came in (a JSON array of one, or one JSON Lines line), each record byte for byte, so
+/// each forwarded record is its own queue entry under its own `log_id` and the app never
+/// receives a batch once per record. `None` (forward the body as it came) for one record,
+/// or a body [`parse`] would refuse.
+pub fn relay_bodies(body: &[u8]) -> Option<Vec<Vec<u8>>> {
+    let text = std::str::from_utf8(body).ok()?;
+    let bodies: Vec<Vec<u8>> = if text.trim_start().starts_with('[') {
+        let records: Vec<Box<serde_json::value::RawValue>> = serde_json::from_str(text).ok()?;
+        records
+            .iter()
+            .map(|r| format!("[{}]", r.get()).into_bytes())
+            .collect()
+    } else if serde_json::from_str::<Record>(text).is_ok_and(|r| r.is_object) {
+        return None;
+    } else {
+        // The lines `parse` reads, each as a JSON Lines body of one line.
+        text.lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(|l| format!("{l}\n").into_bytes())
+            .collect()
+    };
+    (bodies.len() > 1 && bodies.len() <= MAX_BATCH).then_some(bodies)
+}
+
 fn event(record: Option<&Record>) -> ProviderEvent {
     let Some(record) = record else {
         return unknown_record(None, Vec::new());
@@ -126,6 +152,10 @@ impl super::Provider for Auth0 {
 
     fn parse(&self, _head: &dyn super::RequestHead, body: &[u8]) -> Result<Delivery, Rejection> {
         parse(body)
+    }
+
+    fn relay_bodies(&self, body: &[u8]) -> Option<Vec<Vec<u8>>> {
+        relay_bodies(body)
     }
 }
 
@@ -202,5 +232,26 @@ mod tests {
         assert!(parse(many.as_bytes()).is_err());
         let lines = vec![LOGIN; MAX_BATCH + 1].join("\n");
         assert!(parse(lines.as_bytes()).is_err());
+    }
+
+    #[test]
+    fn relay_splits_a_batch_into_one_body_per_record_in_the_format_it_came() {
+        let array = format!("[{DELETED}, {LOGIN}]");
+        let lines = format!("{DELETED}\n\n{LOGIN}\n");
+        for body in [array, lines] {
+            let bodies = relay_bodies(body.as_bytes()).unwrap();
+            let batch = parse(body.as_bytes()).unwrap();
+            assert_eq!(bodies.len(), batch.events.len());
+            for (one, event) in bodies.iter().zip(&batch.events) {
+                let single = parse(one).unwrap();
+                assert_eq!(single.events, vec![event.clone()]);
+                assert!(std::str::from_utf8(one)
+                    .unwrap()
+                    .contains(&*event.delivery_id.clone().unwrap()));
+            }
+        }
+        assert_eq!(relay_bodies(DELETED.as_bytes()), None);
+        assert_eq!(relay_bodies(format!("[{DELETED}]").as_bytes()), None);
+        assert_eq!(relay_bodies(b"[{\"log_id\":"), None);
     }
 }

@@ -146,6 +146,14 @@ pub trait Provider: Send + Sync {
     fn signature_verified(&self) -> bool {
         false
     }
+
+    /// Relay mode: the body forwarded for each event of a parsed delivery, one per event in
+    /// [`Provider::parse`]'s order, for providers that batch (Okta, Auth0), so a batch is
+    /// not sent to the app once per event in it. `None`: every event forwards the body as
+    /// it came (one event per request, or a batch of one).
+    fn relay_bodies(&self, _body: &[u8]) -> Option<Vec<Vec<u8>>> {
+        None
+    }
 }
 
 /// Longest delivery id or event type we keep; real ones are well under this.

@@ -85,6 +85,36 @@ pub fn parse(body: &[u8]) -> Result<Delivery, Rejection> {
     })
 }
 
+/// Relay mode: one request body per element of `data.events`, in the order [`parse`]
+/// returns them, so each forwarded event is its own queue entry under its own `uuid`
+/// (ordered per subject, retried and replayed alone) and the app never receives a batch
+/// once per event it holds. Each body is the delivery's own envelope (every top-level
+/// field and every other `data` field byte for byte) with `data.events` holding just that
+/// LogEvent byte for byte; an app that reads Okta's batches reads a batch of one. `None`
+/// (forward the body as it came) for a batch of one, or a body [`parse`] would refuse.
+pub fn relay_bodies(body: &[u8]) -> Option<Vec<Vec<u8>>> {
+    type Fields = std::collections::BTreeMap<String, Box<serde_json::value::RawValue>>;
+    let mut top: Fields = serde_json::from_slice(body).ok()?;
+    let mut data: Fields = serde_json::from_str(top.get("data")?.get()).ok()?;
+    let events: Vec<Box<serde_json::value::RawValue>> =
+        serde_json::from_str(data.get("events")?.get()).ok()?;
+    if events.len() <= 1 || events.len() > MAX_BATCH {
+        return None;
+    }
+    let mut bodies = Vec::with_capacity(events.len());
+    for event in events {
+        let one = serde_json::value::RawValue::from_string(format!("[{}]", event.get())).ok()?;
+        data.insert("events".to_owned(), one);
+        let data_text = serde_json::to_string(&data).ok()?;
+        top.insert(
+            "data".to_owned(),
+            serde_json::value::RawValue::from_string(data_text).ok()?,
+        );
+        bodies.push(serde_json::to_vec(&top).ok()?);
+    }
+    Some(bodies)
+}
+
 fn log_event(event: &LogEvent) -> ProviderEvent {
     let mut subject_ids = Vec::new();
     for target in &event.target.items {
@@ -158,6 +188,10 @@ impl super::Provider for Okta {
 
     fn parse(&self, _head: &dyn super::RequestHead, body: &[u8]) -> Result<Delivery, Rejection> {
         parse(body)
+    }
+
+    fn relay_bodies(&self, body: &[u8]) -> Option<Vec<Vec<u8>>> {
+        relay_bodies(body)
     }
 }
 
@@ -279,5 +313,38 @@ mod tests {
             ]
         );
         assert_eq!(delivery.events[0].subject_ids[0].1, "00u1");
+    }
+
+    #[test]
+    fn relay_splits_a_batch_into_one_envelope_per_log_event_keeping_every_byte_of_it() {
+        let bodies = relay_bodies(BATCH.as_bytes()).unwrap();
+        assert_eq!(bodies.len(), 2);
+        for (body, uuid) in bodies.iter().zip(["…0001", "…0002"]) {
+            let uuid = uuid.replace('…', "7d4f4bd2-0000-11ef-8000-00000000");
+            let delivery = parse(body).unwrap();
+            assert_eq!(delivery.events.len(), 1);
+            assert_eq!(delivery.events[0].delivery_id.as_deref(), Some(&*uuid));
+            let v: serde_json::Value = serde_json::from_slice(body).unwrap();
+            assert_eq!(v["eventType"], "com.okta.event_hook");
+            assert_eq!(v["eventId"], "b5a188b9-5ece-4636-b041-482ffda96311");
+            assert_eq!(
+                v["source"],
+                "https://example.okta.com/api/v1/eventHooks/whoabcdefg"
+            );
+        }
+        // The LogEvent's own bytes (spacing included) are kept.
+        let first = std::str::from_utf8(&bodies[0]).unwrap();
+        assert!(
+            first.contains(r#""outcome": {"result": "SUCCESS"}"#),
+            "{first}"
+        );
+        // One event per element, unreadable ones included, as `parse` counts them.
+        let odd = r#"{"data":{"events":[{"uuid":"u1","eventType":"x"},7,{"eventType":"y"}]}}"#;
+        assert_eq!(relay_bodies(odd.as_bytes()).unwrap().len(), 3);
+        // A batch of one, or a body `parse` refuses, is forwarded as it came.
+        let one = r#"{"eventId":"e","data":{"events":[{"uuid":"u1","eventType":"x"}]}}"#;
+        assert_eq!(relay_bodies(one.as_bytes()), None);
+        assert_eq!(relay_bodies(b"[1,2]"), None);
+        assert_eq!(relay_bodies(br#"{"data":{"events":{}}}"#), None);
     }
 }

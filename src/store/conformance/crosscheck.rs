@@ -13,6 +13,7 @@ backend_matrix!(
     the_join_sees_ids_received_on_the_webhook_channel_only_of_its_stream,
     findings_are_paged_once_across_handles_and_their_page_resolves_when_all_are_settled,
     the_failing_alert_pages_when_it_starts_or_changes_severity_and_resolves_once,
+    a_logged_finding_keeps_its_first_body_until_it_is_settled,
 );
 
 fn user(u: &str) -> Entry {
@@ -178,6 +179,21 @@ async fn a_poll_commits_once_and_a_concurrent_one_is_refused(db: TestDb) {
         assert!(row.last_refused);
         assert_eq!(row.last_success_at, Some(at(5_000)));
     }
+    // A 5xx after the refusals does not clear it: only a success does.
+    let before = first.crosscheck_state(s.clone()).await.unwrap();
+    assert!(first
+        .crosscheck_finish_poll(
+            s.clone(),
+            before,
+            PollEnd::Failure {
+                error: "HTTP 503".into(),
+                refused: false,
+            },
+        )
+        .await
+        .unwrap());
+    let row = first.crosscheck_state(s.clone()).await.unwrap().unwrap();
+    assert!(row.last_refused && row.failures == 4);
     let before = first.crosscheck_state(s.clone()).await.unwrap();
     assert!(first
         .crosscheck_finish_poll(s.clone(), before, success("event_3"))
@@ -409,7 +425,21 @@ async fn findings_are_paged_once_across_handles_and_their_page_resolves_when_all
         0,
         "event_1 is still open"
     );
-    assert_eq!(second.crosscheck_acknowledge(s.clone()).await.unwrap(), 2);
+    // Acknowledging the stream (not firing) acknowledges both, audited
+    // in the same transaction.
+    let audited = first.audit_summary().await.unwrap().head_seq;
+    assert_eq!(
+        second
+            .acknowledge(s.clone(), "carol".into(), "on it".into(), true)
+            .await
+            .unwrap(),
+        crate::store::silences::AckOutcome::Findings(2)
+    );
+    assert_eq!(
+        first.audit_summary().await.unwrap().head_seq,
+        audited + 1,
+        "the acknowledged findings are in the audit log"
+    );
     let pages = pages_of(&first, "provider_missed").await;
     let resolved: Vec<_> = pages.iter().filter(|p| p.0 == "resolved").collect();
     assert_eq!(
@@ -484,4 +514,56 @@ async fn the_failing_alert_pages_when_it_starts_or_changes_severity_and_resolves
     assert!(pages[0].2.contains("HTTP 502") && pages[0].2.contains("What to do"));
     first.close().await.unwrap();
     second.close().await.unwrap();
+}
+
+/// An event-log finding is stored with its sealed body in one call; a
+/// second recording keeps the first body; a settled finding is no longer
+/// offered for a heal.
+async fn a_logged_finding_keeps_its_first_body_until_it_is_settled(db: TestDb) {
+    use super::super::seal::Sealed;
+    let store = db.open().await;
+    let s = "workos".to_string();
+    let body = |b: &[u8], key: Option<&str>| Sealed {
+        key_id: key.map(str::to_owned),
+        bytes: b.to_vec(),
+    };
+    let a = finding("workos:event_1", Direction::Revoke);
+    let b = finding("workos:event_2", Direction::Grant);
+    let new = store
+        .crosscheck_record_logged(
+            s.clone(),
+            vec![
+                (a.clone(), body(b"first \x00\xff", Some("k1"))),
+                (b.clone(), body(b"{}", None)),
+            ],
+            at(2_000),
+        )
+        .await
+        .unwrap();
+    assert_eq!(new, ["workos:event_1", "workos:event_2"]);
+    let again = store
+        .crosscheck_record_logged(
+            s.clone(),
+            vec![(a.clone(), body(b"second", None))],
+            at(3_000),
+        )
+        .await
+        .unwrap();
+    assert!(again.is_empty());
+    let open = store.crosscheck_open_logged(s.clone(), 10).await.unwrap();
+    assert_eq!(
+        open,
+        [
+            (a.clone(), body(b"first \x00\xff", Some("k1"))),
+            (b.clone(), body(b"{}", None))
+        ]
+    );
+    assert!(store
+        .crosscheck_settle_finding(s.clone(), a.key.clone(), true)
+        .await
+        .unwrap());
+    let open = store.crosscheck_open_logged(s.clone(), 10).await.unwrap();
+    assert_eq!(open, [(b.clone(), body(b"{}", None))]);
+    assert_eq!(store.crosscheck_open_logged(s, 0).await.unwrap(), []);
+    store.close().await.unwrap();
 }

@@ -66,6 +66,7 @@ fn forwarded_as(
         revocation: true,
         moves_clock,
         origin: None,
+        templated: false,
     });
     e
 }

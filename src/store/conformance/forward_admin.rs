@@ -24,6 +24,7 @@ backend_matrix!(
     replaying_dead_letters_needs_no_window,
     list_retry_and_skip_act_on_one_event_and_say_why_not,
     deleting_with_force_gives_every_undelivered_event_up,
+    a_relay_event_for_a_deleted_templated_stream_is_refused_not_left_behind,
 );
 
 fn forwarded(stream: &str, id: &str, ty: &str, ms: i64, ordered: bool) -> NewEvent {
@@ -43,6 +44,7 @@ fn forwarded(stream: &str, id: &str, ty: &str, ms: i64, ordered: bool) -> NewEve
         revocation: ty.ends_with(".deleted"),
         moves_clock: false,
         origin: None,
+        templated: false,
     });
     e
 }
@@ -585,6 +587,54 @@ async fn deleting_with_force_gives_every_undelivered_event_up(db: TestDb) {
         dead_letter_pages(&store).await,
         [AlertState::Firing],
         "paged once"
+    );
+    store.close().await.unwrap();
+}
+
+/// A relay event of a templated stream is stored while the stream stands
+/// and refused (the sender retries) once a `DELETE` removed it, so no
+/// row waits under a stream that is gone.
+async fn a_relay_event_for_a_deleted_templated_stream_is_refused_not_left_behind(db: TestDb) {
+    use super::super::forward_admin::StreamRemoval;
+    let clock = Arc::new(ManualClock::new(at(1_000_000)));
+    let store = db.open_with_clock(clock.clone()).await;
+    let templated = |id: &str| {
+        let mut e = forwarded("tenant-a", id, "user.deleted", 1_000_000, false);
+        e.forward.as_mut().unwrap().templated = true;
+        e
+    };
+    store
+        .add_templated_stream("tenant-a".into(), at(1_000_000), 10)
+        .await
+        .unwrap();
+    store.record_events(vec![templated("t1")]).await.unwrap();
+    assert_eq!(
+        store
+            .remove_templated_stream_settled(action("tenant-a", 1_000_010, None), false)
+            .await
+            .unwrap(),
+        StreamRemoval::Undelivered(1)
+    );
+    store
+        .remove_templated_stream_settled(action("tenant-a", 1_000_010, None), true)
+        .await
+        .unwrap();
+    assert!(
+        store.record_events(vec![templated("t2")]).await.is_err(),
+        "refused: the stream is gone"
+    );
+    assert_eq!(
+        store.undelivered_forwards("tenant-a".into()).await.unwrap(),
+        0
+    );
+    store
+        .add_templated_stream("tenant-a".into(), at(1_000_020), 10)
+        .await
+        .unwrap();
+    store.record_events(vec![templated("t2")]).await.unwrap();
+    assert_eq!(
+        store.undelivered_forwards("tenant-a".into()).await.unwrap(),
+        1
     );
     store.close().await.unwrap();
 }
