@@ -13,11 +13,13 @@
 //!   next request; when there is nothing newer the answer is `[]` and the
 //!   `next` URL is the one just asked. An empty page ends the poll.
 //! - **The first poll** has no checkpoint. It finds the first log at or
-//!   after the watch start by search criteria (`q=date:[<start> TO *]`,
-//!   `sort=date:1`, `per_page=1`, Auth0's "Log Search Query Syntax",
+//!   after the watch start by search criteria (`q=date:[<day> TO *]`,
+//!   `sort=date:1`, `per_page`, `page`; `date` is searched by day, Auth0's
+//!   "Log Search Query Syntax",
 //!   auth0.com/docs/deploy-monitor/logs/log-search-query-syntax), then goes
-//!   on by checkpoint from it. A search older than the tenant's retention
-//!   simply starts at the oldest log kept.
+//!   on by checkpoint from it, leaving out that poll's logs dated before
+//!   the watch start. A search older than the tenant's retention simply
+//!   starts at the oldest log kept.
 //! - A log is `{"log_id", "date", "type", "user_id", "user_name",
 //!   "description", "details", …}` (the tenant log schemas,
 //!   auth0.com/docs/tenant-logs); `log_id`, `date` and `type` are required
@@ -48,7 +50,7 @@ use super::oauth::ClientCredentials;
 use super::{parse_json, url, EventLog, LogEntry, LogPage, LogPosition, PollError};
 use crate::domain::crosscheck::{auth0_sapi_direction, LoggedEvent, SapiRequest, CHECKPOINT_LOST};
 use async_trait::async_trait;
-use chrono::{DateTime, SecondsFormat, TimeDelta, Utc};
+use chrono::{DateTime, TimeDelta, Utc};
 use hyper::header::{HeaderValue, LINK};
 use serde::Deserialize;
 use std::sync::Mutex;
@@ -59,6 +61,9 @@ pub const PAGE_SIZE: usize = 100;
 /// first poll never reads further back (the engine's own look-back is
 /// shorter still).
 pub const RETENTION: TimeDelta = TimeDelta::days(30);
+/// Search pages the first poll reads at most: Auth0 pages through 1,000
+/// search results ("you may paginate only through 1,000 search results").
+const SEARCH_PAGES: usize = 10;
 /// Longest `log_id` accepted (Auth0's are 56 digits).
 const MAX_ID_LEN: usize = 256;
 
@@ -78,6 +83,9 @@ pub struct Auth0 {
     /// a position equal to it continues the poll; any other `After` is a
     /// stored checkpoint, checked to still exist first.
     continuing: Mutex<Option<String>>,
+    /// The first poll's start (the watch start): logs dated before it are
+    /// left out of that poll's pages.
+    not_before: Mutex<Option<DateTime<Utc>>>,
 }
 
 impl Auth0 {
@@ -87,7 +95,51 @@ impl Auth0 {
             api_url,
             credentials,
             continuing: Mutex::new(None),
+            not_before: Mutex::new(None),
         }
+    }
+
+    /// The first poll's first page: the first log dated at or after `at`,
+    /// found by search. Auth0 searches `date` by day ("Log Search Query
+    /// Syntax": `date` is "YYYY-MM-DD"), so this reads that day's logs in
+    /// date order, 100 a request, up to the search's 1,000 results, and
+    /// returns the first one at or after `at` (joined, and the checkpoint
+    /// to go on from). With none yet, nothing; with a day busier than
+    /// 1,000 logs before `at`, the poll goes on by checkpoint from the last
+    /// one read, leaving out what is dated before `at`.
+    async fn first_log_since(&self, at: DateTime<Utc>) -> Result<LogPage, PollError> {
+        const WHAT: &str = "GET /api/v2/logs (search)";
+        let mut last_read = None;
+        for page in 0..SEARCH_PAGES {
+            let query = vec![
+                ("q", format!("date:[{} TO *]", at.format("%Y-%m-%d"))),
+                ("sort", "date:1".into()),
+                ("per_page", PAGE_SIZE.to_string()),
+                ("page", page.to_string()),
+                ("include_totals", "false".into()),
+            ];
+            let target = url(&self.api_url, "/api/v2/logs", &query)?;
+            let answer = self.get(&target, WHAT).await?;
+            let logs = parse_logs_by_date(&answer.body, WHAT)?;
+            let full = logs.len() == PAGE_SIZE;
+            if let Some(first) = logs.iter().find(|e| e.event.created_at >= at) {
+                let next = Some(first.event.id.clone());
+                return Ok(LogPage {
+                    events: vec![first.clone()],
+                    next,
+                });
+            }
+            if let Some(last) = logs.last() {
+                last_read = Some(last.event.id.clone());
+            }
+            if !full {
+                break;
+            }
+        }
+        Ok(LogPage {
+            events: Vec::new(),
+            next: last_read,
+        })
     }
 
     /// Builds the credentials from a stream's config: `api_key` when set,
@@ -161,27 +213,10 @@ impl EventLog for Auth0 {
     async fn page(&self, from: &LogPosition) -> Result<LogPage, PollError> {
         let page = match from {
             LogPosition::Since(at) => {
-                const WHAT: &str = "GET /api/v2/logs (search)";
-                let query = vec![
-                    (
-                        "q",
-                        format!(
-                            "date:[{} TO *]",
-                            at.to_rfc3339_opts(SecondsFormat::Millis, true)
-                        ),
-                    ),
-                    ("sort", "date:1".into()),
-                    ("per_page", "1".into()),
-                    ("page", "0".into()),
-                    ("include_totals", "false".into()),
-                ];
-                let target = url(&self.api_url, "/api/v2/logs", &query)?;
-                let answer = self.get(&target, WHAT).await?;
-                let events = parse_logs(&answer.body, WHAT, 1)?;
-                // The first log found is the checkpoint the poll goes on
-                // from, and is itself joined.
-                let next = events.last().map(|e| e.event.id.clone());
-                LogPage { events, next }
+                if let Ok(mut n) = self.not_before.lock() {
+                    *n = Some(*at);
+                }
+                self.first_log_since(*at).await?
             }
             LogPosition::After(id) => {
                 const WHAT: &str = "GET /api/v2/logs";
@@ -195,13 +230,22 @@ impl EventLog for Auth0 {
                     &[("from", id.clone()), ("take", PAGE_SIZE.to_string())],
                 )?;
                 let answer = self.get(&target, WHAT).await?;
-                let events = parse_logs(&answer.body, WHAT, PAGE_SIZE)?;
-                if events.is_empty() {
+                let mut events = parse_logs(&answer.body, WHAT, PAGE_SIZE)?;
+                let next_raw = events.last().map(|e| e.event.id.clone());
+                // The first poll goes on from a checkpoint found by day:
+                // logs of that poll dated before the watch start are not
+                // the stream's to have received.
+                let not_before = self.not_before.lock().map(|n| *n).unwrap_or(None);
+                if let Some(at) = not_before {
+                    events.retain(|e| e.event.created_at >= at);
+                }
+                if next_raw.is_none() {
                     // `[]` with `next` at the same place: nothing newer yet.
                     LogPage { events, next: None }
                 } else {
                     let next = next_from(answer.headers.get(LINK), WHAT)?
-                        .unwrap_or_else(|| events.last().expect("non-empty").event.id.clone());
+                        .or(next_raw)
+                        .expect("non-empty");
                     if next == *id {
                         return Err(PollError::Failed(format!(
                             "{WHAT}: the Link next did not move past from={id} although the page had logs"
@@ -240,9 +284,33 @@ struct Log {
     details: Option<serde_json::Value>,
 }
 
+/// A search answer (`sort=date:1`): the same logs, in date order rather
+/// than `log_id` order.
+fn parse_logs_by_date(body: &[u8], what: &str) -> Result<Vec<LogEntry>, PollError> {
+    let logs = parse_logs_ordered(body, what, PAGE_SIZE, false)?;
+    if logs
+        .windows(2)
+        .any(|w| w[1].event.created_at < w[0].event.created_at)
+    {
+        return Err(PollError::Failed(format!(
+            "{what}: logs out of date order (asked for sort=date:1)"
+        )));
+    }
+    Ok(logs)
+}
+
 /// Reads one answer: a bare array of logs, at most `cap` of them, in
 /// ascending `log_id` order.
 fn parse_logs(body: &[u8], what: &str, cap: usize) -> Result<Vec<LogEntry>, PollError> {
+    parse_logs_ordered(body, what, cap, true)
+}
+
+fn parse_logs_ordered(
+    body: &[u8],
+    what: &str,
+    cap: usize,
+    by_id: bool,
+) -> Result<Vec<LogEntry>, PollError> {
     let list: Vec<serde_json::Value> = parse_json(body, what)?;
     if list.len() > cap {
         return Err(PollError::Failed(format!(
@@ -277,9 +345,10 @@ fn parse_logs(body: &[u8], what: &str, cap: usize) -> Result<Vec<LogEntry>, Poll
             .with_timezone(&Utc);
         // Ordered by log_id: an answer out of order could move the
         // checkpoint past logs never read.
-        if previous
-            .as_deref()
-            .is_some_and(|p| id_order(p, &log.log_id) != std::cmp::Ordering::Less)
+        if by_id
+            && previous
+                .as_deref()
+                .is_some_and(|p| id_order(p, &log.log_id) != std::cmp::Ordering::Less)
         {
             return Err(PollError::Failed(format!(
                 "{what}: logs out of log_id order"
@@ -490,6 +559,56 @@ mod tests {
         assert_eq!(next_from(Some(&other), "x").unwrap(), None);
         let bad = HeaderValue::from_static("<https://acme.auth0.com/api/v2/logs>; rel=\"next\"");
         assert!(next_from(Some(&bad), "x").is_err());
+    }
+
+    /// The first poll: the search by day (Auth0's "Log Search Query
+    /// Syntax": `date` in YYYY-MM-DD) finds logs from before the watch
+    /// start; the first one at or after it is the start, and the poll's
+    /// later pages leave out logs dated before it.
+    #[tokio::test]
+    async fn the_first_poll_starts_at_the_first_log_at_or_after_the_watch_start() {
+        let at = DateTime::parse_from_rfc3339("2026-12-01T10:00:30Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        let entry = |n: u32, date: &str| {
+            serde_json::json!({"log_id": format!("900{n:053}"), "date": date, "type": "sdu",
+                               "user_id": format!("auth0|u{n}")})
+        };
+        let api =
+            crate::crosscheck::fake::FakeApi::start(std::sync::Arc::new(move |target: &str| {
+                let q = crate::crosscheck::fake::query;
+                if let Some(from) = q(target, "from").first() {
+                    assert_eq!(from, &format!("900{:053}", 2));
+                    // A late log from before the watch start, then one after.
+                    let page = [
+                        entry(3, "2026-12-01T10:00:29.000Z"),
+                        entry(4, "2026-12-01T10:00:31.000Z"),
+                    ];
+                    return (200, serde_json::to_string(&page).unwrap());
+                }
+                assert_eq!(q(target, "q"), ["date:[2026-12-01 TO *]"]);
+                assert_eq!(q(target, "sort"), ["date:1"]);
+                let page = [
+                    entry(1, "2026-12-01T09:00:00.000Z"),
+                    entry(2, "2026-12-01T10:00:30.000Z"),
+                ];
+                (200, serde_json::to_string(&page).unwrap())
+            }))
+            .await;
+        let a = Auth0::new(
+            ApiClient::new("", std::time::Duration::from_secs(5)),
+            api.base.clone(),
+            Credentials::Token(bearer("tok").unwrap()),
+        );
+        let first = a.page(&LogPosition::Since(at)).await.unwrap();
+        let ids: Vec<&str> = first.events.iter().map(|e| e.event.id.as_str()).collect();
+        assert_eq!(ids, [format!("900{:053}", 2)]);
+        let next = first.next.clone().unwrap();
+        let second = a.page(&LogPosition::After(next)).await.unwrap();
+        let ids: Vec<String> = second.events.iter().map(|e| e.event.id.clone()).collect();
+        assert_eq!(ids, [format!("900{:053}", 4)]);
+        // No Link: the next page starts after the last log read.
+        assert_eq!(second.next, Some(format!("900{:053}", 4)));
     }
 
     #[test]

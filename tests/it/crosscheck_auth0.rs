@@ -13,7 +13,9 @@
 //!   by checkpoint `from`/`take` (logs newer than `from`, by `log_id`, a bare
 //!   array, a `Link: <…?from=…&take=…>; rel="next"`; nothing newer is `[]`
 //!   with the `next` URL the one asked), and by search (`q=date:[… TO *]`,
-//!   `sort=date:1`, `per_page`);
+//!   `date` a day, "Log Search Query Syntax",
+//!   auth0.com/docs/deploy-monitor/logs/log-search-query-syntax;
+//!   `sort=date:1`, `per_page`, `page`);
 //! - `GET /api/v2/logs/{id}` (auth0.com/docs/api/management/v2/logs/get-logs-by-id):
 //!   the log, or 404 "log not found" once retention dropped it;
 //! - a 429 with `X-RateLimit-Reset` (Unix seconds) and `Date`, no
@@ -255,7 +257,8 @@ fn respond(
         let reply = serde_json::to_string(&page).unwrap();
         return (200, vec![("Link".into(), link)], reply);
     }
-    // The first poll's search: the first log at or after `date:[X TO *]`.
+    // The first poll's search: the logs dated on or after the day of
+    // `date:[YYYY-MM-DD TO *]`, in date order, `per_page` from `page`.
     assert_eq!(query(target, "sort").as_deref(), Some("date:1"), "{target}");
     let q = query(target, "q").unwrap_or_default();
     let since = q
@@ -266,10 +269,15 @@ fn respond(
     let per_page: usize = query(target, "per_page")
         .and_then(|n| n.parse().ok())
         .unwrap_or(50);
+    assert_eq!(since.len(), 10, "a day: {q}");
+    let page_no: usize = query(target, "page")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
     let page: Vec<&serde_json::Value> = kept
         .iter()
         .copied()
         .filter(|l| l["date"].as_str().unwrap() >= since.as_str())
+        .skip(page_no * per_page)
         .take(per_page)
         .collect();
     (200, Vec::new(), serde_json::to_string(&page).unwrap())
