@@ -9,6 +9,11 @@ the provider APIs, answering in their documented shapes:
 - WorkOS `GET /events` (workos.com/docs/reference/events):
   `{"object": "list", "data": [...], "list_metadata": {"before", "after"}}`,
   `order=asc`, `limit` 1-100, `after` an event id, `range_start` ISO 8601.
+- Okta `GET /api/v1/logs` in polling mode (developer.okta.com/docs/
+  reference/api/system-log/, "Polling requests"): a JSON array of
+  LogEvents, `since` on the first request only, then the URL of the
+  `Link: <...>; rel="next"` header, sent on every answer; `limit` up to
+  1,000; `Authorization: SSWS <token>`.
 
 Every page is built once, before any timing, so the server's own cost is
 the copy of bytes to a socket. Cases, each printed as one line:
@@ -25,11 +30,16 @@ the copy of bytes to a socket. Cases, each printed as one line:
               looked up in the audit log and recorded as a finding
   workos      one WorkOS poll over N events, none received (each one a
               finding: the most a poll can record)
+  okta        (MODE=okta, alone) one Okta poll over N log events, 1 % of
+              them deactivations no Event Hook brought (findings), the rest
+              sign-ins; this org ignores the `filter` hushwatch sends, so
+              the poll reads all N: the cost without a filter (more than
+              32 types), the most a poll reads
 
 For each: wall time, requests the server answered, the binary's peak RSS
 (/usr/bin/time), and the SQLite file after it.
 
-    python3 bench/crosscheck.py BINARY WORKDIR [MEMBERS] [EVENTS]
+    python3 bench/crosscheck.py BINARY WORKDIR [MEMBERS] [EVENTS] [MODE]
 """
 
 import http.client
@@ -57,6 +67,9 @@ class Api:
         self.events = []
         self.event_pages = {}
         self.event_count = events
+        self.okta = []
+        self.okta_pages = {}
+        self.port = 0
 
     def set_memberships(self, pairs):
         self.memberships = pairs
@@ -78,6 +91,45 @@ class Api:
             for i in range(self.event_count)
         ]
         self.event_pages = {}
+
+    def fill_okta(self):
+        # Published in the second before now: after the watch start, older
+        # than grace = "0s". Every 100th a deactivation, the rest sign-ins.
+        start = datetime.now(timezone.utc) - timedelta(seconds=1)
+        step = timedelta(seconds=1) / max(self.event_count, 1)
+        self.okta = []
+        for i in range(self.event_count):
+            missed = i % 100 == 0
+            self.okta.append({
+                "uuid": f"okta-{i:08d}-0000-11ef-8000-000000000000",
+                "published": (start + step * i).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+                "eventType": "user.lifecycle.deactivate" if missed else "user.session.start",
+                "version": "0", "severity": "INFO",
+                "displayMessage": "Deactivate Okta user" if missed else "User login to Okta",
+                "actor": {"id": "00uadmin", "type": "User", "alternateId": "admin@example.com",
+                          "displayName": "Admin"},
+                "client": {"ipAddress": "203.0.113.5", "userAgent": {"browser": "CHROME", "os": "Mac OS X"}},
+                "outcome": {"result": "SUCCESS"},
+                "transaction": {"type": "WEB", "id": f"trs{i}"},
+                "target": [{"id": f"00u{i:08d}", "type": "User",
+                            "alternateId": f"user{i}@example.com", "displayName": f"User {i}"}],
+            })
+        self.okta_pages = {}
+
+    def okta_answer(self, query):
+        """(body, next link): `after` is this org's opaque index."""
+        limit = int(query.get("limit", ["100"])[0])
+        if "after" in query:
+            start = int(query["after"][0])
+        else:
+            since = query["since"][0]
+            start = sum(1 for e in self.okta if e["published"] < since)
+        key = (start, limit)
+        if key not in self.okta_pages:
+            end = min(start + limit, len(self.okta))
+            nxt = f"http://127.0.0.1:{self.port}/api/v1/logs?limit={limit}&sortOrder=ASCENDING&after={end}"
+            self.okta_pages[key] = (json.dumps(self.okta[start:end]).encode(), nxt)
+        return self.okta_pages[key]
 
     def answer(self, path, query):
         limit = int(query.get("limit", ["10"])[0])
@@ -137,14 +189,22 @@ def handler(api):
 
         def do_GET(self):
             u = urllib.parse.urlsplit(self.path)
+            link = None
             with api.lock:
                 api.requests += 1
-                body = api.answer(u.path, urllib.parse.parse_qs(u.query))
-            if self.headers.get("authorization") != f"Bearer {KEY}" or body is None:
+                if u.path == "/api/v1/logs":
+                    body, link = api.okta_answer(urllib.parse.parse_qs(u.query))
+                    scheme = "SSWS"
+                else:
+                    body = api.answer(u.path, urllib.parse.parse_qs(u.query))
+                    scheme = "Bearer"
+            if self.headers.get("authorization") != f"{scheme} {KEY}" or body is None:
                 body, status = b'{"errors":[{"message":"no"}]}', 404
             else:
                 status = 200
             self.send_response(status)
+            if link:
+                self.send_header("link", f'<{link}>; rel="next"')
             self.send_header("content-type", "application/json")
             self.send_header("content-length", str(len(body)))
             self.send_header("connection", "close")
@@ -213,9 +273,11 @@ def main():
     binary, work = sys.argv[1], sys.argv[2]
     members = int(sys.argv[3]) if len(sys.argv) > 3 else 100_000
     events = int(sys.argv[4]) if len(sys.argv) > 4 else 10_000
+    mode = sys.argv[5] if len(sys.argv) > 5 else "all"
     api = Api(members, events)
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler(api))
     port = server.server_address[1]
+    api.port = port
     threading.Thread(target=server.serve_forever, daemon=True).start()
     config = os.path.join(work, "hushwatch.toml")
     with open(config, "w") as f:
@@ -247,8 +309,37 @@ provider = "workos"
 api_url = "http://127.0.0.1:{port}"
 api_key = "{KEY}"
 grace = "0s"
+
+[streams.okta]
+calendar = "always"
+silence_threshold = "1h"
+notify = []
+[streams.okta.ingest]
+provider = "okta"
+authorization = "okta-bench-hook-value"
+[streams.okta.crosscheck]
+provider = "okta"
+api_url = "http://127.0.0.1:{port}"
+api_key = "{KEY}"
+grace = "0s"
 """)
     db = os.path.join(work, "data", "hushwatch.sqlite3")
+
+    if mode == "okta":
+        # A first poll over an empty log starts the watch and keeps the
+        # empty page's next link; the log then fills with N events.
+        api.okta_answer({"limit": ["1000"], "since": ["0"]})
+        empty = run(binary, config, "okta", [], api, db)
+        print(f"empty     {empty[1]} request(s), store {empty[3] / 1048576:.2f} MiB")
+        time.sleep(1.2)
+        api.fill_okta()
+        for i in range(0, events + 1, 1000):
+            api.okta_answer({"limit": ["1000"], "after": [str(i)]})
+        wall, requests, rss, size, report = run(binary, config, "okta", [], api, db)
+        print(f"okta      {wall:.2f} s, {requests} requests, peak RSS {rss / 1024:.1f} MiB, "
+              f"store {size / 1048576:.1f} MiB, findings {len(report['findings'])}")
+        server.shutdown()
+        return
 
     paths = listing_paths(api)
     api.prebuild(paths)

@@ -4,21 +4,22 @@
 # one with 1% of memberships gone (and its --dry-run), and one WorkOS poll
 # over EVENTS events, each through the release binary against a local
 # server answering in the providers' documented shapes, with a floor
-# (fetch and parse only) in the same run. See bench/crosscheck.py.
+# (fetch and parse only) in the same run. MODE=okta runs one Okta System
+# Log poll over EVENTS log events instead. See bench/crosscheck.py.
 #
 #   bench/crosscheck.sh                     # MEMBERS=100000 EVENTS=10000
 #   MEMBERS=10000 bench/crosscheck.sh
-#   bench/crosscheck.sh auth0               # one Auth0 poll over LOGS=10000 logs
-#                                           # (bench/crosscheck_auth0.py)
+#   MODE=okta bench/crosscheck.sh           # EVENTS=10000
+#   MODE=auth0 bench/crosscheck.sh          # LOGS=10000 (bench/crosscheck_auth0.py)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --locked --bin hushwatch >&2
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); load: $(cut -d' ' -f1-3 /proc/loadavg)"
-if [ "${1:-}" = auth0 ]; then
+if [ "${MODE:-${1:-}}" = auth0 ]; then
   python3 bench/crosscheck_auth0.py "$PWD/target/release/hushwatch" "$work" "${LOGS:-10000}"
 else
-  python3 bench/crosscheck.py "$PWD/target/release/hushwatch" "$work" "${MEMBERS:-100000}" "${EVENTS:-10000}"
+  python3 bench/crosscheck.py "$PWD/target/release/hushwatch" "$work" "${MEMBERS:-100000}" "${EVENTS:-10000}" "${MODE:-all}"
 fi
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

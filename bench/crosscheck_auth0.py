@@ -1,5 +1,5 @@
 """Auth0 cross-check poll benchmark (issue #48; run by hand through
-`bench/crosscheck.sh auth0`, not part of the test suite). One Python process
+`MODE=auth0 bench/crosscheck.sh`, not part of the test suite). One Python process
 plays an Auth0 tenant, answering in its documented shapes:
 
 - `POST /oauth/token` (client credentials; Auth0, "Get Management API

@@ -58,6 +58,9 @@ pub const KEYS: &[&str] = &[
 pub const DEFAULT_EVERY: TimeDelta = TimeDelta::minutes(15);
 /// `grace` when unset: webhooks are retried for a few minutes at first.
 pub const DEFAULT_GRACE: TimeDelta = TimeDelta::minutes(10);
+/// Okta: an `every` below this may exceed the smallest plan's 20 requests
+/// a minute on `/api/v1/logs` when a poll makes its 10 (a warning).
+pub const OKTA_MIN_QUIET_EVERY: TimeDelta = TimeDelta::seconds(30);
 /// Shortest `every`: one request a second is still a gentle client.
 pub const MIN_EVERY: TimeDelta = TimeDelta::seconds(1);
 
@@ -111,7 +114,16 @@ pub(super) fn read(
             );
             String::new()
         }
-        None => provider.map_or_else(String::new, |p| p.default_api_url().to_owned()),
+        None => {
+            // Every Okta org has its own host: no default to fall back on.
+            if provider == Some(Provider::Okta) {
+                r.error(
+                    &join(&key_path, "api_url"),
+                    "is required for provider = \"okta\": your org's URL, e.g. \"https://YOUR-ORG.okta.com\"",
+                );
+            }
+            provider.map_or_else(String::new, |p| p.default_api_url().to_owned())
+        }
     };
 
     let (api_key, client_id, client_secret) = if provider == Some(Provider::Auth0) {
@@ -144,6 +156,12 @@ pub(super) fn read(
         .unwrap_or(DEFAULT_EVERY);
     if every < MIN_EVERY {
         r.error(&join(&key_path, "every"), "must be at least 1s");
+    } else if provider == Some(Provider::Okta) && every < OKTA_MIN_QUIET_EVERY {
+        r.warnings.push(format!(
+            "{key_path}.every is under {}s: an Okta poll makes up to {} requests, and Okta's smallest plan allows 20 a minute on /api/v1/logs (a 429 is waited out or fails the poll)",
+            OKTA_MIN_QUIET_EVERY.num_seconds(),
+            crate::domain::crosscheck::OKTA_MAX_REQUESTS_PER_POLL
+        ));
     }
     let grace = r
         .opt_duration(&key_path, table, "grace")
@@ -185,6 +203,11 @@ pub(super) fn read(
         listed
     } else if provider == Some(Provider::Workos) {
         crate::domain::crosscheck::WORKOS_DEFAULT_TYPES
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect()
+    } else if provider == Some(Provider::Okta) {
+        crate::domain::crosscheck::OKTA_DEFAULT_TYPES
             .iter()
             .map(|s| (*s).to_owned())
             .collect()
@@ -315,6 +338,7 @@ fn check_ingest(r: &mut Reader<'_>, key_path: &str, provider: Provider, ingest: 
     let wanted = match provider {
         Provider::Clerk => "standard",
         Provider::Workos => "workos",
+        Provider::Okta => "okta",
         Provider::Auth0 => "auth0",
     };
     if ingest.name() != wanted {
@@ -325,6 +349,10 @@ fn check_ingest(r: &mut Reader<'_>, key_path: &str, provider: Provider, ingest: 
             ),
             Provider::Workos => format!(
                 "provider = \"workos\" needs ingest.provider = \"workos\" (the event ids are joined with its webhooks), found {:?}",
+                ingest.name()
+            ),
+            Provider::Okta => format!(
+                "provider = \"okta\" needs ingest.provider = \"okta\" (each LogEvent's uuid is joined with its Event Hooks), found {:?}",
                 ingest.name()
             ),
             Provider::Auth0 => format!(
@@ -441,6 +469,63 @@ kind = "log"
         assert!(!format!("{c:?}").contains(KEY), "Debug redacts the key");
     }
 
+    const OKTA_INGEST: &str = "provider = \"okta\"\nauthorization = \"okta-hook-value\"";
+
+    #[test]
+    fn okta_needs_its_org_url_an_okta_stream_and_defaults_its_types() {
+        let c = ok(&config(
+            OKTA_INGEST,
+            "provider = \"okta\"\napi_key = \"00abc_ssws_token\"\napi_url = \"https://example.okta.com/\"",
+            "",
+        ));
+        let x = c.streams["identity"].crosscheck.as_ref().unwrap();
+        assert_eq!(x.provider, Provider::Okta);
+        assert_eq!(x.api_url, "https://example.okta.com");
+        assert_eq!(x.every, TimeDelta::minutes(15));
+        assert_eq!(
+            x.types,
+            crate::domain::crosscheck::OKTA_DEFAULT_TYPES
+                .iter()
+                .map(|s| (*s).to_owned())
+                .collect::<Vec<_>>()
+        );
+        let p = "streams.identity.crosscheck";
+        let errs = errors(&config(
+            OKTA_INGEST,
+            "provider = \"okta\"\napi_key = \"k\"",
+            "",
+        ));
+        assert!(
+            errs.iter().any(
+                |e| e.starts_with(&format!("{p}.api_url: is required for provider = \"okta\""))
+            ),
+            "{errs:?}"
+        );
+        let errs = errors(&config(
+            WORKOS_INGEST,
+            "provider = \"okta\"\napi_key = \"k\"\napi_url = \"https://example.okta.com\"",
+            "",
+        ));
+        assert!(
+            errs.iter().any(|e| e.starts_with(&format!(
+                "{p}.provider: provider = \"okta\" needs ingest.provider = \"okta\""
+            ))),
+            "{errs:?}"
+        );
+        let c = ok(&config(
+            OKTA_INGEST,
+            "provider = \"okta\"\napi_key = \"k\"\napi_url = \"https://example.okta.com\"\nevery = \"5s\"",
+            "",
+        ));
+        assert!(
+            c.warnings
+                .iter()
+                .any(|w| w.contains("crosscheck.every is under 30s")),
+            "{:?}",
+            c.warnings
+        );
+    }
+
     #[test]
     fn workos_reads_every_key_and_defaults_its_types() {
         let c = ok(&config(
@@ -517,7 +602,7 @@ kind = "log"
             (
                 CLERK_INGEST,
                 "provider = \"google\"\napi_key = \"k\"",
-                format!("{p}.provider: unknown provider \"google\" (known: clerk, workos"),
+                format!("{p}.provider: unknown provider \"google\" (known: clerk, workos, okta"),
             ),
             (
                 CLERK_INGEST,

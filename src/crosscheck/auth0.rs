@@ -366,6 +366,7 @@ fn parse_logs_ordered(
                 event_type: log.kind,
                 created_at,
                 subject,
+                organization: None,
             },
             body,
         });

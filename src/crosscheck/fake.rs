@@ -8,6 +8,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 pub(crate) type Answer = Arc<dyn Fn(&str) -> (u16, String) + Send + Sync>;
+/// An answer with extra response headers (Okta's `Link`).
+pub(crate) type HeadedAnswer =
+    Arc<dyn Fn(&str) -> (u16, Vec<(String, String)>, String) + Send + Sync>;
 
 pub(crate) struct FakeApi {
     /// `http://127.0.0.1:PORT`.
@@ -17,6 +20,14 @@ pub(crate) struct FakeApi {
 
 impl FakeApi {
     pub(crate) async fn start(answer: Answer) -> FakeApi {
+        FakeApi::start_with_headers(Arc::new(move |target: &str| {
+            let (status, body) = answer(target);
+            (status, Vec::new(), body)
+        }))
+        .await
+    }
+
+    pub(crate) async fn start_with_headers(answer: HeadedAnswer) -> FakeApi {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let requests = Arc::new(AtomicUsize::new(0));
@@ -37,9 +48,13 @@ impl FakeApi {
                     counted.fetch_add(1, Ordering::SeqCst);
                     let text = String::from_utf8_lossy(&head);
                     let target = text.split(' ').nth(1).unwrap_or("/").to_owned();
-                    let (status, body) = answer(&target);
+                    let (status, headers, body) = answer(&target);
+                    let extra: String = headers
+                        .iter()
+                        .map(|(k, v)| format!("{k}: {v}\r\n"))
+                        .collect();
                     let reply = format!(
-                        "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n{extra}\r\n{body}",
                         body.len()
                     );
                     let _ = sock.write_all(reply.as_bytes()).await;

@@ -1,5 +1,5 @@
 //! The one HTTP exchange the cross-check makes: a `GET` with the stream's
-//! Bearer key, bounded in time (one deadline around the request and the
+//! key (`Bearer`, or Okta's `SSWS` scheme), bounded in time (one deadline around the request and the
 //! whole body, so a slow drip ends like a hang) and in size (the body is
 //! read through `http_body_util::Limited`, so a huge page costs at most
 //! [`MAX_RESPONSE`] of memory), classified into a [`PollError`] when it is
@@ -31,13 +31,16 @@ pub const MAX_THROTTLED: u32 = 5;
 
 pub struct ApiClient {
     inner: hyper_util::client::legacy::Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
-    /// `Bearer <key>`, marked sensitive so hyper never prints it.
+    /// `Bearer <key>` (or `SSWS <key>`), marked sensitive so hyper never
+    /// prints it.
     authorization: HeaderValue,
     /// One request, body included.
     timeout: Duration,
+    /// Largest body read ([`MAX_RESPONSE`] unless [`ApiClient::max_response`]).
+    max_response: usize,
 }
 
-/// A 2xx answer: its body (at most [`MAX_RESPONSE`]) and its headers (for
+/// A 2xx answer: its body (at most the client's cap) and its headers (for
 /// a `Link` to the next page).
 #[derive(Debug)]
 pub struct Answer {
@@ -58,6 +61,14 @@ impl ApiClient {
     /// so the header value cannot fail; if it somehow does, every request
     /// fails as refused rather than going out without a key.
     pub fn new(key: &str, timeout: Duration) -> ApiClient {
+        ApiClient::with_scheme("Bearer", key, timeout)
+    }
+
+    /// [`ApiClient::new`] with another `Authorization` scheme: Okta's API
+    /// tokens go as `Authorization: SSWS <token>`
+    /// (developer.okta.com/docs/guides/create-an-api-token/, "Use the API
+    /// token").
+    pub fn with_scheme(scheme: &str, key: &str, timeout: Duration) -> ApiClient {
         let mut http = HttpConnector::new();
         http.enforce_http(false);
         http.set_connect_timeout(Some(timeout));
@@ -67,19 +78,40 @@ impl ApiClient {
             .enable_http1()
             .wrap_connector(http);
         let inner = hyper_util::client::legacy::Client::builder(TokioExecutor::new()).build(https);
+        let mut authorization = HeaderValue::from_str(&format!("{scheme} {key}"))
+            .unwrap_or_else(|_| HeaderValue::from_static(""));
+        authorization.set_sensitive(true);
         ApiClient {
             inner,
-            authorization: bearer(key).unwrap_or_else(|| HeaderValue::from_static("")),
+            authorization,
             timeout,
+            max_response: MAX_RESPONSE,
         }
+    }
+
+    /// Reads bodies up to `bytes` instead of [`MAX_RESPONSE`]: Okta's pages
+    /// of 1,000 whole `LogEvent`s (a few KiB each) can pass 4 MiB.
+    pub fn max_response(mut self, bytes: usize) -> ApiClient {
+        self.max_response = bytes;
+        self
     }
 
     /// `GET url`, waiting out 429s (each `Retry-After` up to
     /// [`MAX_RETRY_AFTER`], at most [`MAX_THROTTLED`] in a row). Returns the
     /// 2xx body; `what` names the request in errors (`GET /users`).
     pub async fn get(&self, url: &str, what: &str) -> Result<Bytes, PollError> {
+        self.get_with_headers(url, what).await.map(|(_, body)| body)
+    }
+
+    /// [`ApiClient::get`], with the answer's headers (Okta's `Link`).
+    pub async fn get_with_headers(
+        &self,
+        url: &str,
+        what: &str,
+    ) -> Result<(HeaderMap, Bytes), PollError> {
         let auth = self.authorization.clone();
-        Ok(self.get_with(url, what, &auth).await?.body)
+        let answer = self.get_with(url, what, &auth).await?;
+        Ok((answer.headers, answer.body))
     }
 
     /// `GET url` with this `Authorization` value (a token obtained at run
@@ -170,14 +202,13 @@ impl ApiClient {
                 200..=299 => {}
                 401 | 403 => return Err(PollError::Refused { status }),
                 429 => {
-                    return Err(PollError::RateLimited {
-                        retry_after: retry_after(resp.headers()),
-                    });
+                    let retry_after = retry_after(resp.headers());
+                    return Err(PollError::RateLimited { retry_after });
                 }
                 _ => return Err(PollError::Failed(format!("{what} answered HTTP {status}"))),
             }
             let (parts, body) = resp.into_parts();
-            match Limited::new(body, MAX_RESPONSE).collect().await {
+            match Limited::new(body, self.max_response).collect().await {
                 Ok(body) => Ok(Answer {
                     body: body.to_bytes(),
                     headers: parts.headers,
@@ -185,7 +216,7 @@ impl ApiClient {
                 Err(e) if e.is::<http_body_util::LengthLimitError>() => {
                     Err(PollError::Failed(format!(
                         "{what}: the answer is larger than {} MiB",
-                        MAX_RESPONSE >> 20
+                        self.max_response >> 20
                     )))
                 }
                 Err(_) => Err(PollError::Failed(format!(
@@ -211,26 +242,33 @@ pub fn bearer(token: &str) -> Option<HeaderValue> {
     Some(value)
 }
 
-/// How long a 429 asks to wait: `Retry-After` in seconds, else
-/// `X-RateLimit-Reset` (Unix seconds, as Auth0 sends it: "a UTC epoch
-/// timestamp indicating when the limit will reset", Auth0's rate limit
-/// policy, auth0.com/docs/troubleshoot/customer-support/operational-policies/rate-limit-policy)
-/// less the answer's own `Date`, so no local clock is read and a skewed
-/// one does not matter.
+/// How long a 429 asks to wait: `Retry-After` in seconds, else the epoch
+/// second the limit resets less the answer's own `Date`, so the wait is
+/// the server's and no local clock is read; a reset already past is a 1 s
+/// wait. The reset comes as Okta's `X-Rate-Limit-Reset`
+/// (developer.okta.com/docs/reference/rl-best-practices/, "Check your rate
+/// limits with Okta's rate limit headers") or Auth0's `X-RateLimit-Reset`
+/// ("a UTC epoch timestamp indicating when the limit will reset", Auth0's
+/// rate limit policy,
+/// auth0.com/docs/troubleshoot/customer-support/operational-policies/rate-limit-policy).
+/// `None`: neither is readable.
 fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let text = |name| {
+    let text = |name: &str| {
         headers
             .get(name)
-            .and_then(|v: &HeaderValue| v.to_str().ok())
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
     };
-    if let Some(secs) = text(RETRY_AFTER).and_then(|v| v.trim().parse::<u64>().ok()) {
+    if let Some(secs) = text(RETRY_AFTER.as_str()).and_then(|v| v.parse::<u64>().ok()) {
         return Some(Duration::from_secs(secs));
     }
-    let reset = text(hyper::header::HeaderName::from_static("x-ratelimit-reset"))
-        .and_then(|v| v.trim().parse::<i64>().ok())?;
-    let date = text(DATE).and_then(|v| chrono::DateTime::parse_from_rfc2822(v).ok())?;
-    let secs = reset.saturating_sub(date.timestamp()).max(0);
-    Some(Duration::from_secs(secs as u64))
+    let reset = text("x-rate-limit-reset")
+        .or_else(|| text("x-ratelimit-reset"))?
+        .parse::<i64>()
+        .ok()?;
+    let now = chrono::DateTime::parse_from_rfc2822(text(DATE.as_str())?).ok()?;
+    let wait = reset.saturating_sub(now.timestamp()).max(1);
+    Some(Duration::from_secs(u64::try_from(wait).ok()?))
 }
 
 fn connect_error(e: &hyper_util::client::legacy::Error) -> &'static str {
@@ -431,13 +469,62 @@ mod tests {
                 ("date", "Fri, 04 Dec 2026 08:00:00 GMT"),
                 ("x-ratelimit-reset", "1"),
             ])),
-            Some(Duration::ZERO)
+            Some(Duration::from_secs(1))
         );
         assert_eq!(
             retry_after(&headers(&[("x-ratelimit-reset", "1796371203")])),
             None
         );
         assert_eq!(retry_after(&headers(&[])), None);
+    }
+
+    #[tokio::test]
+    async fn okta_s_ssws_scheme_and_its_rate_limit_reset_header_are_honoured() {
+        let (url, heads) = serve(vec![ok("[]")]).await;
+        ApiClient::with_scheme("SSWS", KEY, Duration::from_secs(2))
+            .get(&url, "GET /api/v1/logs")
+            .await
+            .unwrap();
+        let head = heads.lock().unwrap()[0].clone();
+        assert!(
+            head.contains(&format!("authorization: SSWS {KEY}\r\n")),
+            "{head}"
+        );
+        // Okta's 429 (developer.okta.com/docs/reference/rl-best-practices/):
+        // no Retry-After, `X-Rate-Limit-Reset` one second after `Date`.
+        let throttle = Reply::Raw(
+            "HTTP/1.1 429 Too Many Requests\r\ndate: Fri, 04 Dec 2026 08:00:00 GMT\r\nx-rate-limit-limit: 20\r\nx-rate-limit-remaining: 0\r\nx-rate-limit-reset: 1796371201\r\ncontent-length: 0\r\n\r\n",
+        );
+        let (url, heads) = serve(vec![throttle, ok("[]")]).await;
+        let started = std::time::Instant::now();
+        client().get(&url, "GET /api/v1/logs").await.unwrap();
+        assert!(started.elapsed() >= Duration::from_secs(1));
+        assert_eq!(heads.lock().unwrap().len(), 2);
+        // A reset an hour away is not waited for: the poll ends rate limited.
+        let long = Reply::Raw(
+            "HTTP/1.1 429 Too Many Requests\r\ndate: Fri, 04 Dec 2026 08:00:00 GMT\r\nx-rate-limit-reset: 1796374800\r\ncontent-length: 0\r\n\r\n",
+        );
+        let (url, _) = serve(vec![long]).await;
+        let e = client().get(&url, "GET /api/v1/logs").await.unwrap_err();
+        assert_eq!(
+            e,
+            PollError::RateLimited {
+                retry_after: Some(Duration::from_secs(3600))
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn a_client_with_a_larger_cap_reads_past_4_mib_and_stops_at_its_own() {
+        let (url, _) = serve(vec![Reply::Huge(MAX_RESPONSE + 1)]).await;
+        let big = client().max_response(8 * 1024 * 1024);
+        assert_eq!(
+            big.get(&url, "GET /api/v1/logs").await.unwrap().len(),
+            MAX_RESPONSE + 1
+        );
+        let (url, _) = serve(vec![Reply::Huge(8 * 1024 * 1024 + 1)]).await;
+        let e = big.get(&url, "GET /api/v1/logs").await.unwrap_err();
+        assert!(e.to_string().contains("larger than 8 MiB"), "{e}");
     }
 
     #[tokio::test]

@@ -23,6 +23,7 @@ pub mod clerk;
 pub(crate) mod fake;
 pub mod http;
 pub mod oauth;
+pub mod okta;
 pub mod workos;
 
 use crate::config::crosscheck::CrosscheckConfig;
@@ -115,6 +116,29 @@ pub trait EventLog: Send + Sync {
     async fn page(&self, from: &LogPosition) -> Result<LogPage, PollError>;
     /// How far back the provider keeps its log.
     fn retention(&self) -> chrono::TimeDelta;
+
+    /// The cursor to keep once the events of the page read at `asked` are
+    /// decided through the event `decided` (`None`: none of them), and
+    /// whether that was the `whole_page` (an empty one too); `next` is the
+    /// page's [`LogPage::next`]. `None` keeps the cursor as it was. By
+    /// default the decided event's id (WorkOS's `after`); Okta keeps links.
+    fn cursor_after(
+        &self,
+        _asked: &LogPosition,
+        _next: Option<&str>,
+        decided: Option<&str>,
+        _whole_page: bool,
+    ) -> Option<String> {
+        decided.map(str::to_owned)
+    }
+
+    /// Requests one poll makes at most. Reaching it ends the poll where it
+    /// is (the next one goes on from the kept cursor); the default,
+    /// [`MAX_PAGES`], fails the poll instead: for a cursor-per-id log that
+    /// many pages means a cursor that never ends.
+    fn max_requests(&self) -> usize {
+        MAX_PAGES
+    }
 }
 
 /// One listed entry and the provider's id for it (a Clerk membership id).
@@ -158,6 +182,12 @@ pub fn source(config: &CrosscheckConfig) -> Source {
             client,
             config.api_url.clone(),
             config.types.clone(),
+        ))),
+        Provider::Okta => Source::EventLog(Box::new(okta::Okta::new(
+            http::ApiClient::with_scheme("SSWS", config.api_key.expose(), REQUEST_TIMEOUT)
+                .max_response(okta::MAX_RESPONSE),
+            config.api_url.clone(),
+            &config.types,
         ))),
         Provider::Auth0 => Source::EventLog(Box::new(auth0::Auth0::new(
             client,

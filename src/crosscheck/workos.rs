@@ -135,6 +135,7 @@ fn parse_page(body: &[u8], from: &LogPosition) -> Result<LogPage, PollError> {
         events.push(LogEntry {
             event: LoggedEvent {
                 subject: subject(&body),
+                organization: None,
                 id: event.id,
                 event_type: event.event,
                 created_at,

@@ -25,17 +25,24 @@ use std::cmp::Ordering;
 pub enum Provider {
     Clerk,
     Workos,
+    Okta,
     Auth0,
 }
 
 impl Provider {
-    pub const ALL: [Provider; 3] = [Provider::Clerk, Provider::Workos, Provider::Auth0];
+    pub const ALL: [Provider; 4] = [
+        Provider::Clerk,
+        Provider::Workos,
+        Provider::Okta,
+        Provider::Auth0,
+    ];
 
     /// The config value (`provider = "clerk"`).
     pub fn name(self) -> &'static str {
         match self {
             Provider::Clerk => "clerk",
             Provider::Workos => "workos",
+            Provider::Okta => "okta",
             Provider::Auth0 => "auth0",
         }
     }
@@ -49,6 +56,7 @@ impl Provider {
         match self {
             Provider::Clerk => "Clerk",
             Provider::Workos => "WorkOS",
+            Provider::Okta => "Okta",
             Provider::Auth0 => "Auth0",
         }
     }
@@ -61,6 +69,9 @@ impl Provider {
         match self {
             Provider::Clerk => "https://api.clerk.com/v1",
             Provider::Workos => "https://api.workos.com",
+            // Every Okta org has its own host (`https://YOUR-ORG.okta.com`):
+            // there is no default, `api_url` is required.
+            Provider::Okta => "",
             Provider::Auth0 => "",
         }
     }
@@ -83,6 +94,46 @@ pub const WORKOS_DEFAULT_TYPES: &[&str] = &[
     "organization_membership.created",
     "connection.activated",
 ];
+
+/// Okta System Log event types checked when `types` is unset: the
+/// revocations of a user's access (deactivated, suspended, removed from an
+/// app or a group) and their grant counterparts, as named in Okta's Event
+/// Types catalogue (developer.okta.com/docs/reference/api/event-types/).
+pub const OKTA_DEFAULT_TYPES: &[&str] = &[
+    "user.lifecycle.deactivate",
+    "user.lifecycle.suspend",
+    "application.user_membership.remove",
+    "group.user_membership.remove",
+    "user.lifecycle.activate",
+    "user.lifecycle.unsuspend",
+    "application.user_membership.add",
+    "group.user_membership.add",
+];
+
+/// Requests one Okta poll makes at most. Okta's smallest plan allows 20 a
+/// minute on `/api/v1/logs`, shared with every other reader of the log (a
+/// SIEM, say): ten leave half of it. A longer backlog (more than 10,000
+/// events at 1,000 a page) is read over several polls from the kept link.
+pub const OKTA_MAX_REQUESTS_PER_POLL: usize = 10;
+
+/// Which way an Okta event type moves access, for the types this module
+/// knows (the defaults above and the other lifecycle steps); `None` for
+/// the rest, which the caller classifies as any other provider's.
+pub fn okta_direction(event_type: &str) -> Option<Direction> {
+    match event_type {
+        "user.lifecycle.deactivate"
+        | "user.lifecycle.suspend"
+        | "user.lifecycle.delete.initiated"
+        | "application.user_membership.remove"
+        | "group.user_membership.remove" => Some(Direction::Revoke),
+        "user.lifecycle.activate"
+        | "user.lifecycle.reactivate"
+        | "user.lifecycle.unsuspend"
+        | "application.user_membership.add"
+        | "group.user_membership.add" => Some(Direction::Grant),
+        _ => None,
+    }
+}
 
 /// Which way a missed change moved access: the `direction` label of
 /// `hushwatch_crosscheck_missed_total` and the page's severity (a missed
@@ -143,6 +194,9 @@ pub struct LoggedEvent {
     pub created_at: DateTime<Utc>,
     /// The user the event is about, or else the object (from the payload).
     pub subject: Option<String>,
+    /// Okta: the group or app a membership event is about (`group
+    /// Engineering (00g…)`), named on the page beside the user.
+    pub organization: Option<String>,
 }
 
 /// What one pass over a page of the event log decided.
@@ -182,8 +236,9 @@ pub fn join_event_log(
     )
 }
 
-/// [`join_event_log`] for any event-log provider: the findings' keys are
-/// `<provider>:<id>` (`auth0:<log_id>`), so two providers' ids never meet.
+/// [`join_event_log`] for any provider with an event log: finding keys are
+/// `<provider name>:<event id>` (`workos:event_…`, `okta:<uuid>`), so two
+/// providers' ids never share a key.
 pub fn join_provider_log(
     provider: Provider,
     page: &[LoggedEvent],
@@ -205,7 +260,7 @@ pub fn join_provider_log(
                 direction: direction_of(&event.event_type),
                 event_type: event.event_type.clone(),
                 subject: event.subject.clone().unwrap_or_else(|| event.id.clone()),
-                organization: None,
+                organization: event.organization.clone(),
                 provider_id: Some(event.id.clone()),
                 when: When::At(event.created_at),
             });
@@ -680,6 +735,18 @@ pub fn describe(provider: Provider, f: &Finding) -> String {
         (_, _, Provider::Clerk) => {
             format!("{name} now lists user {} (added {when})", f.subject)
         }
+        (_, Some(target), Provider::Okta) => format!(
+            "{name} logged {} {} for user {} in {target} {when}",
+            f.event_type,
+            f.provider_id.as_deref().unwrap_or("(no id)"),
+            f.subject
+        ),
+        (_, None, Provider::Okta) => format!(
+            "{name} logged {} {} for {} {when}",
+            f.event_type,
+            f.provider_id.as_deref().unwrap_or("(no id)"),
+            f.subject
+        ),
         (_, _, Provider::Workos) => format!(
             "{name} logged {} {} for {} {when}",
             f.event_type,
@@ -864,74 +931,40 @@ mod tests {
     }
 
     #[test]
-    fn a_lost_checkpoint_pages_critical_at_once_and_says_how_to_restart() {
-        let every = TimeDelta::minutes(15);
-        let reason = format!("{CHECKPOINT_LOST}Auth0 no longer keeps log 900123");
-        let lost = PollFacts {
-            last_success_at: Some(t(30)),
-            failures: 1,
-            last_error: Some(reason.clone()),
-            last_refused: false,
-        };
-        assert_eq!(
-            poll_health(&lost, Provider::Auth0, every, t(0), t(31)),
-            PollHealth::Failing {
-                critical: true,
-                reason: reason.clone()
-            }
+    fn the_okta_join_keys_findings_by_uuid_and_directs_each_default_type() {
+        // The first four revoke, the last four are their grant counterparts.
+        for (i, ty) in OKTA_DEFAULT_TYPES.iter().enumerate() {
+            let want = if i < 4 {
+                Direction::Revoke
+            } else {
+                Direction::Grant
+            };
+            assert_eq!(okta_direction(ty), Some(want), "{ty}");
+        }
+        assert_eq!(okta_direction("user.session.start"), None);
+        let mut e = logged("uuid-9", "group.user_membership.remove", t(0));
+        e.subject = Some("00u9".into());
+        e.organization = Some("group Engineering (00g1)".into());
+        let types: Vec<String> = OKTA_DEFAULT_TYPES.iter().map(|s| (*s).to_owned()).collect();
+        let out = join_provider_log(
+            Provider::Okta,
+            &[e],
+            &types,
+            TimeDelta::minutes(10),
+            t(20),
+            &|_| false,
+            &|ty| okta_direction(ty).unwrap_or(Direction::Other),
         );
-        let text = failing_text(Provider::Auth0, "login", "/etc/hw.toml", &reason);
-        assert!(text.contains("no longer keeps log 900123"), "{text}");
+        assert_eq!(out.findings.len(), 1);
+        let f = &out.findings[0];
+        assert_eq!(f.key, "okta:uuid-9");
+        assert_eq!(f.direction, Direction::Revoke);
+        assert_eq!(f.organization.as_deref(), Some("group Engineering (00g1)"));
+        let text = describe(Provider::Okta, f);
         assert!(
-            text.contains("`hushwatch crosscheck --config /etc/hw.toml --stream login --restart`"),
+            text.starts_with("Okta logged group.user_membership.remove uuid-9 for user 00u9 in group Engineering (00g1) at "),
             "{text}"
         );
-        assert!(!text.contains("api_key"), "{text}");
-    }
-
-    #[test]
-    fn auth0_codes_and_sapi_requests_have_their_direction() {
-        assert_eq!(auth0_direction("sdu"), Some(Direction::Revoke));
-        assert_eq!(auth0_direction("limit_wc"), Some(Direction::Revoke));
-        assert_eq!(auth0_direction("ss"), Some(Direction::Grant));
-        assert_eq!(auth0_direction("sapi"), None);
-        let req = |method: &str, path: &str, blocked| SapiRequest {
-            method: method.into(),
-            path: path.into(),
-            blocked,
-        };
-        let u = Some("auth0|u1".to_owned());
-        for (r, want) in [
-            (
-                req("delete", "/api/v2/users/auth0|u1", None),
-                Some((Direction::Revoke, u.clone())),
-            ),
-            (
-                req("patch", "/api/v2/users/auth0|u1", Some(true)),
-                Some((Direction::Revoke, u.clone())),
-            ),
-            (
-                req("PATCH", "/api/v2/users/auth0|u1", Some(false)),
-                Some((Direction::Grant, u.clone())),
-            ),
-            (req("patch", "/api/v2/users/auth0|u1", None), None),
-            (
-                req("post", "/api/v2/users", None),
-                Some((Direction::Grant, None)),
-            ),
-            (
-                req("delete", "/api/v2/users/auth0|u1/roles", None),
-                Some((Direction::Revoke, u.clone())),
-            ),
-            (
-                req("delete", "/api/v2/organizations/org_1/members", None),
-                Some((Direction::Revoke, None)),
-            ),
-            (req("patch", "/api/v2/clients/cli_1", None), None),
-            (req("delete", "/api/v2/connections/con_1", None), None),
-        ] {
-            assert_eq!(auth0_sapi_direction(&r), want, "{r:?}");
-        }
     }
 
     #[test]
@@ -939,7 +972,7 @@ mod tests {
         for p in Provider::ALL {
             assert_eq!(Provider::parse(p.name()), Some(p));
         }
-        assert_eq!(Provider::parse("okta"), None);
+        assert_eq!(Provider::parse("google"), None);
     }
 
     #[test]
@@ -1082,6 +1115,7 @@ mod tests {
 
     fn logged(id: &str, ty: &str, at: DateTime<Utc>) -> LoggedEvent {
         LoggedEvent {
+            organization: None,
             id: id.into(),
             event_type: ty.into(),
             created_at: at,
@@ -1162,5 +1196,76 @@ mod tests {
             "Clerk no longer lists user_0 in org_9 (gone between 2027-01-15 08:00 UTC and 08:15 UTC); \
              no organizationMembership.deleted webhook saying so reached hushwatch, so the app was probably never told."
         );
+    }
+
+    #[test]
+    fn a_lost_checkpoint_pages_critical_at_once_and_says_how_to_restart() {
+        let every = TimeDelta::minutes(15);
+        let reason = format!("{CHECKPOINT_LOST}Auth0 no longer keeps log 900123");
+        let lost = PollFacts {
+            last_success_at: Some(t(30)),
+            failures: 1,
+            last_error: Some(reason.clone()),
+            last_refused: false,
+        };
+        assert_eq!(
+            poll_health(&lost, Provider::Auth0, every, t(0), t(31)),
+            PollHealth::Failing {
+                critical: true,
+                reason: reason.clone()
+            }
+        );
+        let text = failing_text(Provider::Auth0, "login", "/etc/hw.toml", &reason);
+        assert!(text.contains("no longer keeps log 900123"), "{text}");
+        assert!(
+            text.contains("`hushwatch crosscheck --config /etc/hw.toml --stream login --restart`"),
+            "{text}"
+        );
+        assert!(!text.contains("api_key"), "{text}");
+    }
+
+    #[test]
+    fn auth0_codes_and_sapi_requests_have_their_direction() {
+        assert_eq!(auth0_direction("sdu"), Some(Direction::Revoke));
+        assert_eq!(auth0_direction("limit_wc"), Some(Direction::Revoke));
+        assert_eq!(auth0_direction("ss"), Some(Direction::Grant));
+        assert_eq!(auth0_direction("sapi"), None);
+        let req = |method: &str, path: &str, blocked| SapiRequest {
+            method: method.into(),
+            path: path.into(),
+            blocked,
+        };
+        let u = Some("auth0|u1".to_owned());
+        for (r, want) in [
+            (
+                req("delete", "/api/v2/users/auth0|u1", None),
+                Some((Direction::Revoke, u.clone())),
+            ),
+            (
+                req("patch", "/api/v2/users/auth0|u1", Some(true)),
+                Some((Direction::Revoke, u.clone())),
+            ),
+            (
+                req("PATCH", "/api/v2/users/auth0|u1", Some(false)),
+                Some((Direction::Grant, u.clone())),
+            ),
+            (req("patch", "/api/v2/users/auth0|u1", None), None),
+            (
+                req("post", "/api/v2/users", None),
+                Some((Direction::Grant, None)),
+            ),
+            (
+                req("delete", "/api/v2/users/auth0|u1/roles", None),
+                Some((Direction::Revoke, u.clone())),
+            ),
+            (
+                req("delete", "/api/v2/organizations/org_1/members", None),
+                Some((Direction::Revoke, None)),
+            ),
+            (req("patch", "/api/v2/clients/cli_1", None), None),
+            (req("delete", "/api/v2/connections/con_1", None), None),
+        ] {
+            assert_eq!(auth0_sapi_direction(&r), want, "{r:?}");
+        }
     }
 }

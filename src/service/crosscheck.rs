@@ -245,8 +245,8 @@ async fn poll(
     result
 }
 
-/// An event-log finding's direction: Auth0's codes by the domain's table
-/// first, then (every provider) the audit classifier.
+/// An event-log finding's direction: Okta's and Auth0's types by the
+/// domain's tables first, then (every provider) the audit classifier.
 fn log_direction(
     provider: crate::domain::crosscheck::Provider,
     classifier: &Classifier,
@@ -255,6 +255,10 @@ fn log_direction(
     match provider {
         crate::domain::crosscheck::Provider::Auth0 => {
             crate::domain::crosscheck::auth0_direction(event_type)
+                .unwrap_or_else(|| direction(classifier, event_type))
+        }
+        crate::domain::crosscheck::Provider::Okta => {
+            crate::domain::crosscheck::okta_direction(event_type)
                 .unwrap_or_else(|| direction(classifier, event_type))
         }
         _ => direction(classifier, event_type),
@@ -320,7 +324,8 @@ async fn poll_log(
     let mut findings = Vec::new();
     let mut bodies = BTreeMap::new();
     let mut ended = false;
-    for _ in 0..MAX_PAGES {
+    let max_requests = log.max_requests().min(MAX_PAGES);
+    for _ in 0..max_requests {
         let page = log.page(&position).await.map_err(PollFailure::Provider)?;
         let ids: Vec<String> = page.events.iter().map(|e| e.event.id.clone()).collect();
         let seen = store
@@ -359,13 +364,22 @@ async fn poll_log(
             }
         }
         findings.extend(out.findings);
-        if let Some(decided) = out.decided_through {
-            cursor = Some(decided);
+        let whole_page = !out.reached_undecided
+            && out.decided_through.as_deref() == ids.last().map(String::as_str);
+        if let Some(kept) = log.cursor_after(
+            &position,
+            page.next.as_deref(),
+            out.decided_through.as_deref(),
+            whole_page,
+        ) {
+            cursor = Some(kept);
         }
         // A log full of missed events (a stream whose webhooks never
         // arrived) is read over several polls, from the cursor, rather
         // than held whole: findings and their bodies stay bounded.
-        if out.reached_undecided || findings.len() >= MAX_LOG_FINDINGS {
+        // An empty page is the end of the log for now (Okta's polling mode
+        // links on from it forever).
+        if out.reached_undecided || findings.len() >= MAX_LOG_FINDINGS || ids.is_empty() {
             ended = true;
             break;
         }
@@ -377,7 +391,10 @@ async fn poll_log(
             }
         }
     }
-    if !ended {
+    // A provider that caps its requests per poll (Okta) goes on from the
+    // kept cursor next poll; for the others this many pages is a cursor
+    // that never ends.
+    if !ended && max_requests == MAX_PAGES {
         return Err(PollFailure::Provider(PollError::Failed(format!(
             "GET /events: more than {MAX_PAGES} pages in one poll (an endless cursor?)"
         ))));
@@ -957,8 +974,8 @@ pub(super) async fn heal_after_poll(
                 body: None,
             })
             .collect(),
-        // An event log (WorkOS): the logged bodies stored with the
-        // findings.
+        // An event log (WorkOS, Okta): the logged bodies stored with
+        // the findings.
         _ => {
             let config = app.config();
             let sealer = &config.store.sealer;
@@ -1203,7 +1220,7 @@ mod tests {
         let api = FakeApi::start(answer).await;
         let url = match provider {
             Provider::Clerk => format!("{}/v1", api.base),
-            Provider::Workos | Provider::Auth0 => api.base.clone(),
+            Provider::Workos | Provider::Okta | Provider::Auth0 => api.base.clone(),
         };
         let mut config = config(provider, &url);
         if provider == Provider::Auth0 {
@@ -1760,6 +1777,274 @@ mod tests {
             .await
             .unwrap());
     }
+
+    // ------------------------------------------------------------ Okta
+
+    /// The local System Log: events (uuid, eventType, published, user,
+    /// group), oldest first; pages of `page` events; the next link is
+    /// `<base>/api/v1/logs?after=<n>` (n = events read), present on every
+    /// answer, an empty one too, as Okta's polling mode sends it
+    /// (developer.okta.com/docs/reference/api/system-log/, "Polling
+    /// requests"). `hostile` links elsewhere instead.
+    /// (uuid, eventType, published, user, group)
+    type OktaEvent = (String, String, DateTime<Utc>, String, Option<String>);
+
+    #[derive(Default)]
+    struct OktaLog {
+        events: Vec<OktaEvent>,
+        page: usize,
+        status: Option<u16>,
+        hostile: bool,
+        asked: Vec<String>,
+    }
+
+    fn okta_api(
+        log: Arc<Mutex<OktaLog>>,
+        base: Arc<std::sync::OnceLock<String>>,
+    ) -> crate::crosscheck::fake::HeadedAnswer {
+        Arc::new(move |target: &str| {
+            let mut log = log.lock().unwrap();
+            log.asked.push(target.to_owned());
+            if let Some(status) = log.status {
+                return (
+                    status,
+                    Vec::new(),
+                    r#"{"errorCode":"E0000011","errorSummary":"Invalid token provided"}"#.into(),
+                );
+            }
+            assert!(target.starts_with("/api/v1/logs?"), "{target}");
+            let start = match query(target, "after").first() {
+                Some(n) => n.parse::<usize>().unwrap(),
+                None => {
+                    assert_eq!(query(target, "sortOrder"), ["ASCENDING"]);
+                    assert!(query(target, "until").is_empty());
+                    let since = DateTime::parse_from_rfc3339(&query(target, "since")[0]).unwrap();
+                    log.events.iter().take_while(|e| e.2 < since).count()
+                }
+            };
+            let end = (start + log.page.max(1)).min(log.events.len());
+            let page: Vec<serde_json::Value> = log.events[start.min(end)..end]
+                .iter()
+                .map(|(uuid, ty, at, user, group)| {
+                    let mut target = vec![serde_json::json!({"id": user, "type": "User", "alternateId": format!("{user}@example.com")})];
+                    if let Some(g) = group {
+                        target.push(serde_json::json!({"id": g, "type": "UserGroup", "displayName": "Engineering"}));
+                    }
+                    serde_json::json!({
+                        "uuid": uuid, "eventType": ty, "version": "0", "severity": "INFO",
+                        "published": at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                        "outcome": {"result": "SUCCESS"}, "target": target,
+                    })
+                })
+                .collect();
+            let host = if log.hostile {
+                "http://127.0.0.1:9".to_owned()
+            } else {
+                base.get().unwrap().clone()
+            };
+            let next = format!("{host}/api/v1/logs?after={end}&limit=1000&sortOrder=ASCENDING");
+            (
+                200,
+                vec![("link".into(), format!("<{next}>; rel=\"next\""))],
+                serde_json::Value::from(page).to_string(),
+            )
+        })
+    }
+
+    async fn okta_rig(log: Arc<Mutex<OktaLog>>) -> Rig {
+        let db = TestDb::sqlite();
+        let clock = Arc::new(ManualClock::new(t0()));
+        let store = db.open_with_clock(clock.clone()).await;
+        let base = Arc::new(std::sync::OnceLock::new());
+        let api = FakeApi::start_with_headers(okta_api(log, base.clone())).await;
+        base.set(api.base.clone()).unwrap();
+        let mut config = config(Provider::Okta, &api.base);
+        config.types = crate::domain::crosscheck::OKTA_DEFAULT_TYPES
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+        let source = crate::crosscheck::source(&config);
+        Rig {
+            sealer: Sealer::new(Vec::new()),
+            store,
+            clock,
+            source,
+            config,
+            api,
+            _db: db,
+        }
+    }
+
+    async fn okta_cursor(r: &Rig) -> Option<String> {
+        r.store
+            .crosscheck_state("identity".into())
+            .await
+            .unwrap()
+            .and_then(|row| row.log_cursor)
+    }
+
+    #[tokio::test]
+    async fn okta_follows_only_next_links_pages_a_never_hooked_event_and_keeps_the_link_of_an_empty_page(
+    ) {
+        let t = |m: i64| t0() + TimeDelta::minutes(m);
+        let ev = |uuid: &str, ty: &str, at, user: &str, group: Option<&str>| {
+            (
+                uuid.to_owned(),
+                ty.to_owned(),
+                at,
+                user.to_owned(),
+                group.map(str::to_owned),
+            )
+        };
+        let log = Arc::new(Mutex::new(OktaLog {
+            events: vec![
+                ev("uuid-1", "user.lifecycle.deactivate", t(0), "00u1", None),
+                ev(
+                    "uuid-2",
+                    "group.user_membership.remove",
+                    t(1),
+                    "00u2",
+                    Some("00g1"),
+                ),
+                ev("uuid-x", "user.session.start", t(2), "00u3", None),
+                ev(
+                    "uuid-3",
+                    "group.user_membership.add",
+                    t(25),
+                    "00u4",
+                    Some("00g1"),
+                ),
+            ],
+            page: 4,
+            ..OktaLog::default()
+        }));
+        let r = okta_rig(log.clone()).await;
+        // uuid-1's Event Hook arrived (recorded under its uuid, as
+        // ingest::providers::okta does); uuid-2's never did.
+        webhook(
+            &r.store,
+            "uuid-1",
+            "user.lifecycle.deactivate",
+            "00u1",
+            None,
+            t(0),
+        )
+        .await;
+        r.clock.set(t(30));
+        let first = r.poll().await.unwrap();
+        let keys: Vec<&str> = first.findings.iter().map(|f| f.key.as_str()).collect();
+        assert_eq!(keys, ["okta:uuid-2"]);
+        let f = &first.findings[0];
+        assert_eq!(f.direction, Direction::Revoke);
+        assert_eq!(f.subject, "00u2");
+        assert_eq!(f.organization.as_deref(), Some("group Engineering (00g1)"));
+        let text = crate::domain::crosscheck::describe(Provider::Okta, f);
+        assert!(
+            text.contains("Okta logged group.user_membership.remove uuid-2 for user 00u2 in group Engineering (00g1)"),
+            "{text}"
+        );
+        // The logged LogEvent, for a heal.
+        let body: serde_json::Value = serde_json::from_slice(&first.bodies["okta:uuid-2"]).unwrap();
+        assert_eq!(body["uuid"], "uuid-2");
+        // The first page ended inside its grace window: the kept position is
+        // that page's link and the last decided uuid.
+        let kept = okta_cursor(&r).await.unwrap();
+        assert!(
+            kept.contains("/api/v1/logs?since=") && kept.ends_with(" uuid-x"),
+            "{kept}"
+        );
+
+        r.clock.set(t(40));
+        let second = r.poll().await.unwrap();
+        let keys: Vec<&str> = second.findings.iter().map(|f| f.key.as_str()).collect();
+        assert_eq!(keys, ["okta:uuid-3"]);
+        assert_eq!(second.findings[0].direction, Direction::Grant);
+        // Read to the empty page; its next link is the cursor.
+        let kept = okta_cursor(&r).await.unwrap();
+        assert!(
+            kept.ends_with("/api/v1/logs?after=4&limit=1000&sortOrder=ASCENDING"),
+            "{kept}"
+        );
+
+        // Caught up: the log links on forever; each poll asks once.
+        for m in [50, 60, 70] {
+            let before = r.api.requests();
+            r.clock.set(t(m));
+            let again = r.poll().await.unwrap();
+            assert!(again.findings.is_empty() && again.new_keys.is_empty());
+            assert_eq!(r.api.requests(), before + 1);
+        }
+        let asked = log.lock().unwrap().asked.clone();
+        assert_eq!(
+            asked.iter().filter(|a| a.contains("since=")).count(),
+            2,
+            "since once, and the page re-read from its kept position: {asked:?}"
+        );
+        assert!(asked.iter().all(|a| query(a, "until").is_empty()));
+    }
+
+    #[tokio::test]
+    async fn okta_reads_a_long_log_over_several_polls_at_most_ten_requests_each() {
+        let t = |m: i64| t0() + TimeDelta::minutes(m);
+        let events = (0..25)
+            .map(|i| {
+                (
+                    format!("uuid-{i}"),
+                    "user.session.start".to_owned(),
+                    t(0),
+                    "00u".to_owned(),
+                    None,
+                )
+            })
+            .collect();
+        let log = Arc::new(Mutex::new(OktaLog {
+            events,
+            page: 2,
+            ..OktaLog::default()
+        }));
+        let r = okta_rig(log).await;
+        r.clock.set(t(30));
+        r.poll().await.unwrap();
+        assert_eq!(r.api.requests(), 10);
+        assert!(okta_cursor(&r).await.unwrap().contains("after=20&"));
+        r.poll().await.unwrap();
+        // 2 more pages (5 events, the last page short), then the empty page.
+        assert_eq!(r.api.requests(), 14);
+        assert!(okta_cursor(&r).await.unwrap().contains("after=25&"));
+    }
+
+    #[tokio::test]
+    async fn okta_refuses_a_next_link_off_the_origin_and_a_refused_token_without_moving_the_cursor()
+    {
+        let t = |m: i64| t0() + TimeDelta::minutes(m);
+        let log = Arc::new(Mutex::new(OktaLog {
+            events: vec![(
+                "uuid-1".into(),
+                "user.lifecycle.suspend".into(),
+                t(0),
+                "00u1".into(),
+                None,
+            )],
+            page: 5,
+            hostile: true,
+            ..OktaLog::default()
+        }));
+        let r = okta_rig(log.clone()).await;
+        r.clock.set(t(30));
+        let e = r.poll().await.unwrap_err();
+        assert!(e.to_string().contains("leaves api_url's origin"), "{e}");
+        assert_eq!(r.api.requests(), 1, "the hostile link is never requested");
+        assert_eq!(okta_cursor(&r).await, None);
+        log.lock().unwrap().status = Some(401);
+        let e = r.poll().await.unwrap_err();
+        assert!(
+            matches!(e, PollFailure::Provider(PollError::Refused { status: 401 })),
+            "{e}"
+        );
+        assert!(!e.to_string().contains(KEY));
+        assert_eq!(okta_cursor(&r).await, None);
+    }
+
     /// The fake Auth0 log: (log_id, type, date, extra fields), in log_id
     /// order; `gone`: log ids the tenant no longer keeps.
     type Auth0Log = Arc<Mutex<(Vec<serde_json::Value>, Vec<String>)>>;

@@ -9,9 +9,18 @@
 //!   Its id shares the webhook channel's dedup ids (`store::ops::
 //!   dedup_channel`), so the real webhook arriving late, a second heal or a
 //!   second replica's heal is a duplicate: the app sees the event once.
-//! - **Auth0** (issue #48): the same, with the logged entry as the Log
-//!   Stream record `{"log_id", "data": {…}}` under its `log_id` (the Log
-//!   Stream's dedup id), forwarded with `Hushwatch-Origin: crosscheck`.
+//! - **Okta**: the logged `LogEvent` (as the System Log returned it, byte
+//!   for byte) is wrapped in an Event Hook envelope ([`okta_body`]), the
+//!   body Okta would have posted, recorded under the event's own `uuid`
+//!   (the id the hook would have carried, so a late hook is a duplicate),
+//!   channel `crosscheck`, and forwarded with `Hushwatch-Origin:
+//!   crosscheck` and the stream's `Authorization` value. The envelope is
+//!   hushwatch's, not a hook Okta sent, so it does not move the silence
+//!   clock: a stream whose hooks stopped stays silent.
+//! - **Auth0** (issue #48): the logged entry as the Log Stream record
+//!   `{"log_id", "data": {…}}`, under its `log_id` (the Log Stream's dedup
+//!   id), forwarded with `Hushwatch-Origin: crosscheck` and the stream's
+//!   `Authorization` value; like Okta's, it does not move the silence clock.
 //! - **Clerk** keeps no event log, so a revocation is built from the
 //!   finding ([`clerk_body`]): `organizationMembership.deleted` with the
 //!   membership as `data`, or `user.deleted`. It carries a `webhook-id`
@@ -30,7 +39,7 @@ use super::app::App;
 use crate::config::forward::{ForwardClock, ForwardConfig};
 use crate::config::StreamConfig;
 use crate::domain::crosscheck::{Direction, Finding, Provider, When};
-use crate::ingest::providers::{auth0, workos};
+use crate::ingest::providers::{auth0, okta, workos};
 use crate::store::forward::ForwardBody;
 use crate::store::{NewEvent, StoreError};
 use chrono::{DateTime, Utc};
@@ -146,10 +155,43 @@ fn healing_event(
                     None,
                 )
             }
+            Provider::Okta => {
+                let logged = item
+                    .body
+                    .as_ref()
+                    .ok_or("the logged event's body is not at hand")?;
+                let uuid = f
+                    .provider_id
+                    .as_deref()
+                    .ok_or("the finding has no Okta uuid")?;
+                let body = okta_body(&stream.name, uuid, logged)
+                    .ok_or("the logged event is not a JSON object")?;
+                let parsed = okta::parse(&body)
+                    .map_err(|_| "the envelope does not read as an Okta event hook")?;
+                let event = parsed
+                    .events
+                    .into_iter()
+                    .next()
+                    .ok_or("the envelope is empty")?;
+                if event.delivery_id.as_deref() != Some(uuid) || event.event_type == "unknown" {
+                    return Err("the logged event's uuid or type is not the finding's");
+                }
+                (
+                    uuid.to_owned(),
+                    event.event_type,
+                    event.event_time,
+                    event.subject_ids,
+                    body,
+                    false,
+                    Some(CHANNEL.to_owned()),
+                )
+            }
             Provider::Auth0 => {
                 // The Log Stream record (`{"log_id", "data"}`) the stream
                 // should have received, recorded under its own log_id so
-                // the real record arriving late is a duplicate.
+                // the real record arriving late is a duplicate. hushwatch
+                // wrapped it, so, as for Okta, it does not move the
+                // silence clock: a paused Log Stream stays silent.
                 let body = item
                     .body
                     .as_ref()
@@ -162,17 +204,16 @@ fn healing_event(
                     .next()
                     .ok_or("the logged event is empty")?;
                 let id = event.delivery_id.clone().unwrap_or_default();
-                if f.provider_id.as_deref() != Some(id.as_str()) {
-                    return Err("the logged event's id is not the finding's");
+                if f.provider_id.as_deref() != Some(id.as_str()) || event.event_type == "unknown" {
+                    return Err("the logged event's id or type is not the finding's");
                 }
-                let feeds = stream.event_filter.feeds_clock(&event.event_type);
                 (
                     id,
                     event.event_type,
                     event.event_time,
                     event.subject_ids,
                     body.clone(),
-                    feeds,
+                    false,
                     Some(CHANNEL.to_owned()),
                 )
             }
@@ -255,6 +296,58 @@ pub fn clerk_delivery_id(stream: &str, key: &str) -> String {
     format!("msg_crosscheck_{hex}")
 }
 
+/// The Event Hook Okta would have posted for one logged event: the
+/// envelope of an Okta event hook delivery (developer.okta.com/docs/concepts/event-hooks/,
+/// "Sample event delivery payload": `eventType: "com.okta.event_hook"`,
+/// `eventTypeVersion`, `cloudEventsVersion`, `source`, `eventId`,
+/// `eventTime`, `contentType`, `data.events[]`) around the `LogEvent`
+/// bytes as the System Log returned them. `eventId` is derived from the
+/// stream and the uuid and `eventTime` is the event's `published`, so a
+/// heal built again (a restart, another replica) is the same body. `None`
+/// when `logged` is not a JSON object.
+pub fn okta_body(stream: &str, uuid: &str, logged: &[u8]) -> Option<Vec<u8>> {
+    let raw: Box<serde_json::value::RawValue> = serde_json::from_slice(logged).ok()?;
+    if !raw.get().trim_start().starts_with('{') {
+        return None;
+    }
+    #[derive(serde::Deserialize)]
+    struct Published {
+        published: Option<String>,
+    }
+    let published = serde_json::from_str::<Published>(raw.get())
+        .ok()
+        .and_then(|p| p.published);
+    let digest = Sha256::new()
+        .chain_update(b"hushwatch-heal-okta\0")
+        .chain_update(stream)
+        .chain_update([0u8])
+        .chain_update(uuid)
+        .finalize();
+    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+    // UUID-shaped, as Okta's own eventIds are.
+    let event_id = format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    );
+    let head = serde_json::json!({
+        "eventType": "com.okta.event_hook",
+        "eventTypeVersion": "1.0",
+        "cloudEventsVersion": "0.1",
+        "source": "hushwatch-crosscheck",
+        "eventId": event_id,
+        "eventTime": published,
+        "contentType": "application/json",
+    })
+    .to_string();
+    // `head` is an object serde_json wrote: splice `data` in before its `}`.
+    let head = head.strip_suffix('}')?;
+    Some(format!(r#"{head},"data":{{"events":[{}]}}}}"#, raw.get()).into_bytes())
+}
+
 /// A Clerk webhook body for a removal the listing showed: the shape of
 /// Clerk's `organizationMembership.deleted` (`data`: an
 /// `OrganizationMembership`) and `user.deleted` (`data`: a
@@ -306,6 +399,46 @@ mod tests {
             provider_id: org.map(|_| "orgmem_2".to_owned()),
             when: When::Between(t, t + chrono::TimeDelta::minutes(15)),
         }
+    }
+
+    #[test]
+    fn an_okta_finding_is_wrapped_in_an_event_hook_envelope_keeping_the_log_event_as_logged() {
+        // A LogEvent as the System Log returns it
+        // (developer.okta.com/docs/reference/api/system-log/, "LogEvent object").
+        let logged = br#"{"uuid": "uuid-7", "published": "2026-12-01T10:00:00.000Z", "eventType": "user.lifecycle.deactivate", "outcome": {"result": "SUCCESS"}, "target": [{"id": "00u7", "type": "User"}]}"#;
+        let body = okta_body("identity", "uuid-7", logged).unwrap();
+        assert_eq!(
+            okta_body("identity", "uuid-7", logged).unwrap(),
+            body,
+            "stable"
+        );
+        let text = std::str::from_utf8(&body).unwrap();
+        assert!(
+            text.contains(std::str::from_utf8(logged).unwrap()),
+            "{text}"
+        );
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["eventType"], "com.okta.event_hook");
+        assert_eq!(v["eventTypeVersion"], "1.0");
+        assert_eq!(v["contentType"], "application/json");
+        assert_eq!(v["eventTime"], "2026-12-01T10:00:00.000Z");
+        assert_eq!(v["eventId"].as_str().unwrap().len(), 36);
+        assert_ne!(
+            okta_body("other", "uuid-7", logged).unwrap(),
+            body,
+            "the eventId is per stream"
+        );
+        // What the stream's own Okta parser reads from it: the one event.
+        let delivery = okta::parse(&body).unwrap();
+        assert_eq!(delivery.events.len(), 1);
+        assert_eq!(delivery.events[0].delivery_id.as_deref(), Some("uuid-7"));
+        assert_eq!(delivery.events[0].event_type, "user.lifecycle.deactivate");
+        assert_eq!(
+            delivery.events[0].subject_ids,
+            vec![("user_id".to_owned(), "00u7".to_owned())]
+        );
+        assert_eq!(okta_body("identity", "uuid-7", b"[1]"), None);
+        assert_eq!(okta_body("identity", "uuid-7", b"not json"), None);
     }
 
     #[test]

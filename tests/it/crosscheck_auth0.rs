@@ -371,11 +371,20 @@ fn wait_polls(server: &Sidecar, outcome: &str, n: f64) -> f64 {
     })
 }
 
-/// The pages of `kind`: (status, severity, summary).
+/// The pages of `kind`: (status, severity, summary), each once. The
+/// outbox delivers at least once: a page sent just before a kill -9 and
+/// not yet recorded as sent goes again after the restart under the same
+/// `page_key` (the notifier's idempotency key), which a receiver
+/// deduplicates on, as this one does.
 fn pages_of(hook: &Receiver, kind: &str) -> Vec<(String, String, String)> {
+    let mut seen = std::collections::HashSet::new();
     hook.delivered_json()
         .into_iter()
         .filter(|p| p["alert"]["kind"] == kind)
+        .filter(|p| {
+            let key = p["alert"]["details"]["page_key"].as_str().unwrap_or("");
+            key.is_empty() || seen.insert(format!("{key}/{}", p["status"]))
+        })
         .map(|p| {
             (
                 p["status"].as_str().unwrap_or("").to_owned(),

@@ -139,12 +139,16 @@ async fn terminated_connections_fail_the_running_call_then_reconnect() {
     wait_for_lock_waiter(&db).await;
     assert!(db.terminate_connections().await >= 2);
     let during = blocked.await.unwrap();
-    assert!(during.is_err(), "no false success: {during:?}");
     // The pool drops the dead connections and opens new ones by itself.
+    // No false success: an error stored nothing. A termination is a
+    // signal the waiting backend handles at its next interrupt check, so
+    // under load it may take the lock the killed holder released and
+    // commit first; then the answer is a success and the event is stored.
+    let stored = store.event_count("s".into()).await.unwrap();
     assert_eq!(
-        store.event_count("s".into()).await.unwrap(),
-        1,
-        "`during` not stored"
+        stored,
+        if during.is_ok() { 2 } else { 1 },
+        "stored exactly when answered ok: {during:?}"
     );
     let retry = store
         .record_events(vec![event("s", Some("during"), "x", 3_000)])
@@ -152,8 +156,12 @@ async fn terminated_connections_fail_the_running_call_then_reconnect() {
         .unwrap();
     assert_eq!(
         retry,
-        [EventOutcome::Accepted],
-        "the sender's retry is stored"
+        [if during.is_ok() {
+            EventOutcome::Duplicate
+        } else {
+            EventOutcome::Accepted
+        }],
+        "the sender's retry is stored once"
     );
     drop(lock);
     store.close().await.unwrap();
