@@ -59,6 +59,11 @@ pub enum Command {
         /// moved, no snapshot kept, no finding recorded)
         #[arg(long)]
         dry_run: bool,
+        /// Forget the event-log checkpoint first, then poll from the watch
+        /// start (at most the provider's retention back): for a checkpoint
+        /// the provider no longer keeps (Auth0)
+        #[arg(long, conflicts_with = "dry_run")]
+        restart: bool,
     },
     /// Run the sidecar.
     Serve {
@@ -346,7 +351,8 @@ pub fn run(cli: Cli) -> ExitCode {
             stream,
             format,
             dry_run,
-        } => commands::crosscheck::run(&config, &stream, &format, dry_run),
+            restart,
+        } => commands::crosscheck::run(&config, &stream, &format, dry_run, restart),
         Command::Serve { config } => commands::serve::run(&config),
         Command::Sign {
             secret_env,

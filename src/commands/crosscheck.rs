@@ -4,7 +4,9 @@
 //! a scheduled poll runs: the cursor, snapshot and findings it stores are
 //! the stream's own, so a finding printed here is not reported again.
 //! `--dry-run` runs the same poll through `poll_dry_run`, which stores and
-//! pages nothing. Prints the findings (text table or one JSON document);
+//! pages nothing; `--restart` first forgets the event-log checkpoint (a
+//! checkpoint the provider no longer keeps fails every poll until then).
+//! Prints the findings (text table or one JSON document);
 //! exit 0 when the poll found nothing, 1 when it found something or failed,
 //! 2 on a config error.
 
@@ -20,7 +22,13 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-pub fn run(config_path: &Path, stream: &str, format: &str, dry_run: bool) -> ExitCode {
+pub fn run(
+    config_path: &Path,
+    stream: &str,
+    format: &str,
+    dry_run: bool,
+    restart: bool,
+) -> ExitCode {
     let json = match format {
         "text" => false,
         "json" => true,
@@ -78,6 +86,24 @@ pub fn run(config_path: &Path, stream: &str, format: &str, dry_run: bool) -> Exi
             let watch_started_at = rows
                 .first()
                 .map_or_else(|| clock.now(), |r| r.watch_started_at);
+            if restart {
+                // The operator has dealt with the window the provider no
+                // longer keeps; the poll below starts from the oldest log
+                // it still has (at most the watch start).
+                let row = store
+                    .crosscheck_state(stream.to_owned())
+                    .await
+                    .map_err(|e| format!("storage: {e}"))?;
+                store
+                    .crosscheck_finish_poll(
+                        stream.to_owned(),
+                        row,
+                        crate::store::crosscheck::PollEnd::Restart,
+                    )
+                    .await
+                    .map_err(|e| format!("storage: {e}"))?;
+                eprintln!("{stream}: the cross-check checkpoint is cleared; polling from the watch start (at most the provider's retention back)");
+            }
             let source = crate::service::crosscheck::source(&crosscheck);
             macro_rules! poll {
                 ($f:ident) => {

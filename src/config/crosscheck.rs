@@ -29,9 +29,15 @@ pub struct CrosscheckConfig {
     pub grace: TimeDelta,
     /// Relay streams only: deliver what was missed to the app.
     pub heal: bool,
-    /// WorkOS only: the event types checked (never empty for WorkOS; empty
-    /// for Clerk, whose changes are read from state listings).
+    /// WorkOS and Auth0: the event types checked (never empty for them;
+    /// empty for Clerk, whose changes are read from state listings).
     pub types: Vec<String>,
+    /// Auth0 without `api_key`: the Machine-to-Machine application whose
+    /// client-credentials token (`POST <api_url>/oauth/token`) reads the
+    /// logs. Exactly one of `api_key` and this pair is set for Auth0.
+    pub client_id: Option<String>,
+    /// Its secret; never logged or shown.
+    pub client_secret: Option<SecretString>,
     /// Entra only: the app registration that signs in to Microsoft Graph
     /// (`api_key` is empty then).
     pub entra: Option<EntraCredentials>,
@@ -65,7 +71,9 @@ pub const KEYS: &[&str] = &[
 ];
 
 /// The keys only `provider = "entra"` takes.
-const ENTRA_KEYS: &[&str] = &["tenant_id", "client_id", "client_secret", "token_url"];
+/// Keys only an Entra table takes (`client_id` and `client_secret` are
+/// Auth0's too).
+const ENTRA_ONLY_KEYS: &[&str] = &["tenant_id", "token_url"];
 
 /// `every` when unset. Clerk's listing of 100,000 members costs ~400
 /// requests, so a poll every 15 minutes stays far below its rate limit.
@@ -124,6 +132,13 @@ pub(super) fn read(
                 String::new()
             }
         },
+        None if provider == Some(Provider::Auth0) => {
+            r.error(
+                &join(&key_path, "api_url"),
+                "is required for provider = \"auth0\": your tenant's domain, e.g. \"https://YOUR-TENANT.auth0.com\"",
+            );
+            String::new()
+        }
         None => {
             // Every Okta org has its own host: no default to fall back on.
             if provider == Some(Provider::Okta) {
@@ -137,28 +152,37 @@ pub(super) fn read(
     };
 
     let entra = provider == Some(Provider::Entra);
-    let listed_key = if entra {
-        r.opt_string(&key_path, table, "api_key")
-    } else {
-        r.req_string(&key_path, table, "api_key")
-    };
-    let api_key = match listed_key {
-        Some(_) if entra => {
+    let (api_key, client_id, client_secret) = if provider == Some(Provider::Auth0) {
+        auth0_credentials(r, &key_path, table)
+    } else if entra {
+        if table.contains_key("api_key") {
             r.error(
                 &join(&key_path, "api_key"),
                 "is not used by provider = \"entra\": it signs in with client_id and client_secret",
             );
-            String::new()
         }
-        Some(key) => {
-            let key_field = join(&key_path, "api_key");
-            let key = r.trim_secret(&key_field, key);
-            if let Err(reason) = api_key(&key) {
-                r.error(&key_field, reason);
+        (String::new(), None, None)
+    } else {
+        for key in ["client_id", "client_secret"] {
+            if table.contains_key(key) {
+                r.error(
+                    &join(&key_path, key),
+                    "applies to provider = \"auth0\" or \"entra\" only (this provider takes api_key)",
+                );
             }
-            key
         }
-        None => String::new(),
+        let key = match r.req_string(&key_path, table, "api_key") {
+            Some(key) => {
+                let key_field = join(&key_path, "api_key");
+                let key = r.trim_secret(&key_field, key);
+                if let Err(reason) = api_key(&key) {
+                    r.error(&key_field, reason);
+                }
+                key
+            }
+            None => String::new(),
+        };
+        (key, None, None)
     };
 
     let mut every = r
@@ -205,13 +229,13 @@ pub(super) fn read(
         if provider == Some(Provider::Clerk) {
             r.error(
                 &join(&key_path, "types"),
-                "applies to provider = \"workos\" only (Clerk is checked by listing users and memberships)",
+                "applies to provider = \"workos\", \"okta\" or \"auth0\" only (Clerk is checked by listing users and memberships)",
             );
         }
         if provider == Some(Provider::Entra) {
             r.error(
                 &join(&key_path, "types"),
-                "applies to provider = \"workos\" only (Entra is checked by delta queries over users and groups)",
+                "applies to provider = \"workos\", \"okta\" or \"auth0\" only (Entra is checked by delta queries over users and groups)",
             );
         }
         for (i, ty) in listed.iter().enumerate() {
@@ -239,6 +263,11 @@ pub(super) fn read(
             .iter()
             .map(|s| (*s).to_owned())
             .collect()
+    } else if provider == Some(Provider::Auth0) {
+        crate::domain::crosscheck::AUTH0_DEFAULT_TYPES
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect()
     } else {
         Vec::new()
     };
@@ -246,7 +275,7 @@ pub(super) fn read(
     let entra = if entra {
         read_entra(r, &key_path, table)
     } else {
-        for key in ENTRA_KEYS {
+        for key in ENTRA_ONLY_KEYS {
             if table.contains_key(*key) {
                 r.error(
                     &join(&key_path, key),
@@ -266,6 +295,8 @@ pub(super) fn read(
         heal,
         types,
         entra,
+        client_id,
+        client_secret,
     })
 }
 
@@ -334,6 +365,76 @@ fn graph_id(value: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Auth0's credentials: `api_key` (a Management API token, sent as
+/// Bearer) or `client_id` + `client_secret` (a Machine-to-Machine
+/// application; hushwatch asks `/oauth/token` for the token), exactly one
+/// of the two. No reason quotes a value.
+fn auth0_credentials(
+    r: &mut Reader<'_>,
+    key_path: &str,
+    table: &Table,
+) -> (String, Option<String>, Option<SecretString>) {
+    let key = r.opt_string(key_path, table, "api_key").map(|key| {
+        let field = join(key_path, "api_key");
+        let key = r.trim_secret(&field, key);
+        if let Err(reason) = api_key(&key) {
+            r.error(&field, reason);
+        }
+        key
+    });
+    let id = r.opt_string(key_path, table, "client_id").map(|id| {
+        let field = join(key_path, "client_id");
+        let id = id.trim().to_owned();
+        if let Err(reason) = form_value(&id) {
+            r.error(&field, reason);
+        }
+        id
+    });
+    let secret = r
+        .opt_string(key_path, table, "client_secret")
+        .map(|secret| {
+            let field = join(key_path, "client_secret");
+            let secret = r.trim_secret(&field, secret);
+            if let Err(reason) = form_value(&secret) {
+                r.error(&field, reason);
+            }
+            secret
+        });
+    match (&key, &id, &secret) {
+        (Some(_), None, None) | (None, Some(_), Some(_)) => {}
+        (Some(_), _, _) => r.error(
+            &join(key_path, "api_key"),
+            "set either api_key (a Management API token) or client_id and client_secret (a Machine-to-Machine application), not both",
+        ),
+        (None, Some(_), None) => r.error(
+            &join(key_path, "client_secret"),
+            "is required with client_id (e.g. \"${AUTH0_CLIENT_SECRET}\")",
+        ),
+        (None, None, Some(_)) => r.error(
+            &join(key_path, "client_id"),
+            "is required with client_secret",
+        ),
+        (None, None, None) => r.error(
+            &join(key_path, "api_key"),
+            "provider = \"auth0\" needs api_key (a Management API token with read:logs) or client_id and client_secret (a Machine-to-Machine application authorized for the Management API with read:logs)",
+        ),
+    }
+    (key.unwrap_or_default(), id, secret.map(SecretString::new))
+}
+
+/// A client id or secret sent in the token request's form: not empty and
+/// printable, so what is sent is what was configured. The reason never
+/// quotes the value.
+pub fn form_value(value: &str) -> Result<(), String> {
+    if value.is_empty() {
+        return Err("is empty".into());
+    }
+    if !value.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err("must be printable ASCII without spaces".into());
+    }
+    Ok(())
+}
+
 /// Clerk's changes are explained by the webhooks the audit log recorded
 /// (`service::crosscheck` reads `subject_entries`): with `[audit] enabled =
 /// false` nothing could explain a change, and every one would be reported
@@ -372,6 +473,7 @@ fn check_ingest(r: &mut Reader<'_>, key_path: &str, provider: Provider, ingest: 
         Provider::Workos => "workos",
         Provider::Okta => "okta",
         Provider::Entra => "entra",
+        Provider::Auth0 => "auth0",
     };
     if ingest.name() != wanted {
         let reason = match provider {
@@ -389,6 +491,10 @@ fn check_ingest(r: &mut Reader<'_>, key_path: &str, provider: Provider, ingest: 
             ),
             Provider::Entra => format!(
                 "provider = \"entra\" needs ingest.provider = \"entra\" (each change is explained by the change notifications it received), found {:?}",
+                ingest.name()
+            ),
+            Provider::Auth0 => format!(
+                "provider = \"auth0\" needs ingest.provider = \"auth0\" (the log ids are joined with its Log Stream's records), found {:?}",
                 ingest.name()
             ),
         };
@@ -619,7 +725,7 @@ kind = "log"
             (
                 CLERK_INGEST,
                 "provider = \"clerk\"\napi_key = \"k\"\ntypes = [\"user.deleted\"]",
-                format!("{p}.types: applies to provider = \"workos\" only"),
+                format!("{p}.types: applies to provider = \"workos\", \"okta\" or \"auth0\" only"),
             ),
             (
                 CLERK_INGEST,
@@ -657,6 +763,16 @@ kind = "log"
         match name {
             "ENTRA_CLIENT_SECRET" => Some(format!("{ENTRA_SECRET}\n")),
             other => env(other),
+        }
+    }
+
+    const AUTH0_INGEST: &str = "provider = \"auth0\"\nauthorization = \"Bearer stream-token\"";
+    const M2M_SECRET: &str = "m2m_Secret_9f2c_never_shown";
+
+    fn auth0_env(name: &str) -> Option<String> {
+        match name {
+            "AUTH0_CLIENT_SECRET" => Some(format!("{M2M_SECRET}\n")),
+            _ => env(name),
         }
     }
 
@@ -742,7 +858,7 @@ kind = "log"
             (
                 CLERK_INGEST,
                 "provider = \"clerk\"\napi_key = \"k\"\nclient_id = \"c1\"".to_owned(),
-                format!("{p}.client_id: applies to provider = \"entra\" only"),
+                format!("{p}.client_id: applies to provider = \"auth0\" or \"entra\" only"),
             ),
         ] {
             let errs = errors(&config(ingest, &table, ""));
@@ -761,6 +877,88 @@ kind = "log"
             )),
             "{errs:?}"
         );
+    }
+
+    #[test]
+    fn auth0_takes_a_token_or_client_credentials_and_defaults_its_codes() {
+        let text = config(
+            AUTH0_INGEST,
+            "provider = \"auth0\"\napi_url = \"https://acme.eu.auth0.com/\"\nclient_id = \"cid_1\"\nclient_secret = \"${AUTH0_CLIENT_SECRET}\"",
+            "",
+        );
+        let c = parse(&text, Path::new("/etc/hw"), &auth0_env).unwrap_or_else(|e| panic!("{e}"));
+        let x = c.streams["identity"].crosscheck.as_ref().unwrap();
+        assert_eq!(x.provider, Provider::Auth0);
+        assert_eq!(x.api_url, "https://acme.eu.auth0.com");
+        assert_eq!(x.client_id.as_deref(), Some("cid_1"));
+        assert_eq!(x.client_secret.as_ref().unwrap().expose(), M2M_SECRET);
+        assert!(x.api_key.expose().is_empty());
+        assert!(x.types.iter().any(|t| t == "sdu") && x.types.iter().any(|t| t == "sapi"));
+        assert!(!format!("{c:?}").contains(M2M_SECRET));
+        assert!(c.warnings.iter().all(|w| !w.contains(M2M_SECRET)));
+
+        let c = ok(&config(
+            AUTH0_INGEST,
+            "provider = \"auth0\"\napi_url = \"https://acme.auth0.com\"\napi_key = \"${CLERK_SECRET_KEY}\"",
+            "",
+        ));
+        let x = c.streams["identity"].crosscheck.as_ref().unwrap();
+        assert_eq!(x.api_key.expose(), KEY);
+        assert!(x.client_id.is_none() && x.client_secret.is_none());
+    }
+
+    #[test]
+    fn auth0_refuses_both_or_neither_credential_a_half_pair_a_missing_api_url_and_another_ingest() {
+        let p = "streams.identity.crosscheck";
+        let url = "api_url = \"https://acme.auth0.com\"";
+        for (ingest, table, want) in [
+            (
+                AUTH0_INGEST,
+                format!("provider = \"auth0\"\n{url}"),
+                format!("{p}.api_key: provider = \"auth0\" needs api_key"),
+            ),
+            (
+                AUTH0_INGEST,
+                format!("provider = \"auth0\"\n{url}\napi_key = \"k\"\nclient_id = \"c\"\nclient_secret = \"s\""),
+                format!("{p}.api_key: set either api_key"),
+            ),
+            (
+                AUTH0_INGEST,
+                format!("provider = \"auth0\"\n{url}\nclient_id = \"c\""),
+                format!("{p}.client_secret: is required with client_id"),
+            ),
+            (
+                AUTH0_INGEST,
+                format!("provider = \"auth0\"\n{url}\nclient_secret = \"s\""),
+                format!("{p}.client_id: is required with client_secret"),
+            ),
+            (
+                AUTH0_INGEST,
+                format!("provider = \"auth0\"\n{url}\nclient_id = \"c\"\nclient_secret = \"${{EMPTY}}\""),
+                format!("{p}.client_secret: is empty"),
+            ),
+            (
+                AUTH0_INGEST,
+                "provider = \"auth0\"\napi_key = \"k\"".to_owned(),
+                format!("{p}.api_url: is required for provider = \"auth0\""),
+            ),
+            (
+                CLERK_INGEST,
+                format!("provider = \"auth0\"\n{url}\napi_key = \"k\""),
+                format!("{p}.provider: provider = \"auth0\" needs ingest.provider = \"auth0\""),
+            ),
+            (
+                CLERK_INGEST,
+                "provider = \"clerk\"\napi_key = \"k\"\nclient_id = \"c\"".to_owned(),
+                format!("{p}.client_id: applies to provider = \"auth0\" or \"entra\" only"),
+            ),
+        ] {
+            let errs = errors(&config(ingest, &table, ""));
+            assert!(
+                errs.iter().any(|e| e.starts_with(&want)),
+                "{table}: want {want:?}, got {errs:?}"
+            );
+        }
     }
 
     #[test]

@@ -82,6 +82,14 @@ pub struct ApiClient {
     max_response: usize,
 }
 
+/// A 2xx answer with its headers (a `Link` to the next page): what
+/// [`ApiClient::get_with`] and [`ApiClient::post_form`] return.
+#[derive(Debug)]
+pub struct Fetched {
+    pub body: Bytes,
+    pub headers: HeaderMap,
+}
+
 impl ApiClient {
     /// `key` was checked by `config::crosscheck::api_key` (printable ASCII),
     /// so the header value cannot fail; if it somehow does, every request
@@ -152,6 +160,44 @@ impl ApiClient {
         self.send_with_headers(req, what)
             .await
             .map(|(_, answer)| answer)
+    }
+
+    /// `GET url` with this `Authorization` value (a token obtained at run
+    /// time, `oauth::ClientCredentials`) instead of the key, with the
+    /// answer's headers. 429s are waited out as in [`ApiClient::get`].
+    pub async fn get_with(
+        &self,
+        url: &str,
+        what: &str,
+        authorization: &HeaderValue,
+    ) -> Result<Fetched, PollError> {
+        let req = Outgoing {
+            url,
+            authorization: Some(authorization),
+            form: None,
+            read_errors: &[],
+        };
+        fetched(self.send_with_headers(&req, what).await?, what)
+    }
+
+    /// `POST url` with a form body and no `Authorization` (the credentials
+    /// are in the form: an OAuth token request). 429s are waited out too.
+    pub async fn post_form(
+        &self,
+        url: &str,
+        what: &str,
+        form: &[(&str, &str)],
+    ) -> Result<Fetched, PollError> {
+        let body = url::form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(form)
+            .finish();
+        let req = Outgoing {
+            url,
+            authorization: None,
+            form: Some(body),
+            read_errors: &[],
+        };
+        fetched(self.send_with_headers(&req, what).await?, what)
     }
 
     async fn send_with_headers(
@@ -254,12 +300,23 @@ impl ApiClient {
     }
 }
 
-/// How long a 429 asks to wait: `Retry-After` in seconds, else Okta's
-/// `X-Rate-Limit-Reset` (the epoch second the limit resets,
-/// developer.okta.com/docs/reference/rl-best-practices/, "Check your rate
-/// limits with Okta's rate limit headers") less the answer's own `Date`,
-/// so the wait is the server's and no local clock is read; a reset already
-/// past is a 1 s wait. `None`: neither header is readable.
+/// [`bearer`], or `None` when the token cannot be a header value (for a
+/// caller that reports that itself rather than sending an empty value).
+pub fn checked_bearer(token: &str) -> Option<HeaderValue> {
+    let value = bearer(token);
+    (!value.is_empty()).then_some(value)
+}
+
+/// How long a 429 asks to wait: `Retry-After` in seconds, else the epoch
+/// second the limit resets less the answer's own `Date`, so the wait is
+/// the server's and no local clock is read; a reset already past is a 1 s
+/// wait. The reset comes as Okta's `X-Rate-Limit-Reset`
+/// (developer.okta.com/docs/reference/rl-best-practices/, "Check your rate
+/// limits with Okta's rate limit headers") or Auth0's `X-RateLimit-Reset`
+/// ("a UTC epoch timestamp indicating when the limit will reset", Auth0's
+/// rate limit policy,
+/// auth0.com/docs/troubleshoot/customer-support/operational-policies/rate-limit-policy).
+/// `None`: neither is readable.
 fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     let text = |name: &str| {
         headers
@@ -270,10 +327,23 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     if let Some(secs) = text(RETRY_AFTER.as_str()).and_then(|v| v.parse::<u64>().ok()) {
         return Some(Duration::from_secs(secs));
     }
-    let reset = text("x-rate-limit-reset")?.parse::<i64>().ok()?;
+    let reset = text("x-rate-limit-reset")
+        .or_else(|| text("x-ratelimit-reset"))?
+        .parse::<i64>()
+        .ok()?;
     let now = chrono::DateTime::parse_from_rfc2822(text(DATE.as_str())?).ok()?;
     let wait = reset.saturating_sub(now.timestamp()).max(1);
     Some(Duration::from_secs(u64::try_from(wait).ok()?))
+}
+
+/// A 2xx as [`Fetched`]; any status a caller did not ask to read fails.
+fn fetched((headers, answer): (HeaderMap, Answer), what: &str) -> Result<Fetched, PollError> {
+    match answer {
+        Answer::Ok(body) => Ok(Fetched { body, headers }),
+        Answer::Status { status, .. } => {
+            Err(PollError::Failed(format!("{what} answered HTTP {status}")))
+        }
+    }
 }
 
 fn connect_error(e: &hyper_util::client::legacy::Error) -> &'static str {
@@ -443,6 +513,44 @@ mod tests {
             }
         );
         assert_eq!(e.outcome(), "rate_limited");
+    }
+
+    #[test]
+    fn a_429_waits_for_retry_after_else_for_x_ratelimit_reset_against_the_answer_s_date() {
+        let headers = |pairs: &[(&'static str, &'static str)]| {
+            let mut h = HeaderMap::new();
+            for (k, v) in pairs {
+                h.insert(*k, HeaderValue::from_static(v));
+            }
+            h
+        };
+        assert_eq!(
+            retry_after(&headers(&[
+                ("retry-after", "7"),
+                ("x-ratelimit-reset", "1")
+            ])),
+            Some(Duration::from_secs(7))
+        );
+        // Auth0: a Unix time, read against the server's own Date.
+        assert_eq!(
+            retry_after(&headers(&[
+                ("date", "Fri, 04 Dec 2026 08:00:00 GMT"),
+                ("x-ratelimit-reset", "1796371203"),
+            ])),
+            Some(Duration::from_secs(3))
+        );
+        assert_eq!(
+            retry_after(&headers(&[
+                ("date", "Fri, 04 Dec 2026 08:00:00 GMT"),
+                ("x-ratelimit-reset", "1"),
+            ])),
+            Some(Duration::from_secs(1))
+        );
+        assert_eq!(
+            retry_after(&headers(&[("x-ratelimit-reset", "1796371203")])),
+            None
+        );
+        assert_eq!(retry_after(&headers(&[])), None);
     }
 
     #[tokio::test]

@@ -19,11 +19,13 @@
 //! the poll with a [`PollError`]; none becomes an empty answer, which
 //! would read as "everything was removed".
 
+pub mod auth0;
 pub mod clerk;
 pub mod entra;
 #[cfg(test)]
 pub(crate) mod fake;
 pub mod http;
+pub mod oauth;
 pub mod okta;
 pub mod workos;
 
@@ -241,6 +243,11 @@ pub fn source(config: &CrosscheckConfig) -> Source {
             &config.types,
         ))),
         Provider::Entra => Source::Delta(Box::new(entra::Entra::new(config, REQUEST_TIMEOUT))),
+        Provider::Auth0 => Source::EventLog(Box::new(auth0::Auth0::new(
+            client,
+            config.api_url.clone(),
+            auth0::Auth0::credentials(config),
+        ))),
     }
 }
 

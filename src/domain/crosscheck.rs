@@ -27,14 +27,16 @@ pub enum Provider {
     Workos,
     Okta,
     Entra,
+    Auth0,
 }
 
 impl Provider {
-    pub const ALL: [Provider; 4] = [
+    pub const ALL: [Provider; 5] = [
         Provider::Clerk,
         Provider::Workos,
         Provider::Okta,
         Provider::Entra,
+        Provider::Auth0,
     ];
 
     /// The config value (`provider = "clerk"`).
@@ -44,6 +46,7 @@ impl Provider {
             Provider::Workos => "workos",
             Provider::Okta => "okta",
             Provider::Entra => "entra",
+            Provider::Auth0 => "auth0",
         }
     }
 
@@ -58,12 +61,14 @@ impl Provider {
             Provider::Workos => "WorkOS",
             Provider::Okta => "Okta",
             Provider::Entra => "Entra ID",
+            Provider::Auth0 => "Auth0",
         }
     }
 
     /// `api_url` when unset: Clerk's Backend API root (its OpenAPI
     /// `servers` entry, clerk/openapi-specs bapi/2025-11-10.yml) and
-    /// WorkOS's API host (workos.com/docs/reference).
+    /// WorkOS's API host (workos.com/docs/reference). Auth0 has none: each
+    /// tenant has its own domain, so `api_url` is required (empty here).
     pub fn default_api_url(self) -> &'static str {
         match self {
             Provider::Clerk => "https://api.clerk.com/v1",
@@ -73,6 +78,7 @@ impl Provider {
             Provider::Okta => "",
             // Microsoft Graph's v1.0 root (learn.microsoft.com/graph/use-the-api).
             Provider::Entra => "https://graph.microsoft.com/v1.0",
+            Provider::Auth0 => "",
         }
     }
 }
@@ -268,6 +274,87 @@ pub fn join_provider_log(
         out.decided_through = Some(event.id.clone());
     }
     out
+}
+
+// ----------------------------------------------------------------- Auth0
+
+/// Auth0 log type codes checked when `types` is unset (Auth0, "Log Event
+/// Type Codes", auth0.com/docs/deploy-monitor/logs/log-event-type-codes):
+/// `sdu` "Success User Deletion" (and `du` "Deleted User", its older name),
+/// `limit_wc` "Blocked Account", `sapi` "Success API Operation" (user
+/// deletes, blocks and their undoing through the Management API; see
+/// [`auth0_sapi_direction`]), and the grant counterpart `ss` "Success
+/// Signup".
+pub const AUTH0_DEFAULT_TYPES: &[&str] = &["sdu", "du", "limit_wc", "sapi", "ss"];
+
+/// What a checked Auth0 code means, for the page text.
+pub fn auth0_code_meaning(code: &str) -> &'static str {
+    match code {
+        "sdu" | "du" => "user deleted",
+        "limit_wc" => "account blocked after too many failed logins",
+        "sapi" => "Management API operation",
+        "ss" => "user signed up",
+        _ => "logged event",
+    }
+}
+
+/// Which way an Auth0 log entry of a checked code moved access, when the
+/// code alone tells: `None` for `sapi` (read its request with
+/// [`auth0_sapi_direction`]) and for codes not listed here (the audit
+/// classifier decides those, as for any provider).
+pub fn auth0_direction(code: &str) -> Option<Direction> {
+    match code {
+        "sdu" | "du" | "limit_wc" => Some(Direction::Revoke),
+        "ss" => Some(Direction::Grant),
+        _ => None,
+    }
+}
+
+/// The request a `sapi` entry logged ("Successful API Operation. Only
+/// emitted by the Management API on POST, DELETE, PATCH, and PUT",
+/// auth0.com/docs/tenant-logs/management-success/sapi): its method, its
+/// path (`/api/v2/users/auth0|123`, percent-decoded) and, for a user
+/// update, the `blocked` value it set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SapiRequest {
+    pub method: String,
+    pub path: String,
+    pub blocked: Option<bool>,
+}
+
+/// The access a `sapi` request changed, and the user it changed it for:
+/// `DELETE /api/v2/users/{id}` (a user deleted) and `PATCH` with
+/// `"blocked": true` are revocations; `PATCH` with `"blocked": false` and
+/// `POST /api/v2/users` (the user's id is not in the path then) are
+/// grants; removing a user's roles or organization memberships
+/// (`DELETE /api/v2/users/{id}/roles`, `DELETE
+/// /api/v2/organizations/{org}/members`) revokes. Anything else (a client,
+/// a connection, a user's metadata) is not about a user's access: `None`,
+/// not checked.
+pub fn auth0_sapi_direction(req: &SapiRequest) -> Option<(Direction, Option<String>)> {
+    let method = req.method.to_ascii_uppercase();
+    let path = req.path.split('?').next().unwrap_or_default();
+    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let user = |i: usize| {
+        parts
+            .get(i)
+            .filter(|u| !u.is_empty())
+            .map(|u| (*u).to_owned())
+    };
+    match (method.as_str(), parts.as_slice()) {
+        ("DELETE", ["api", "v2", "users", _]) => Some((Direction::Revoke, user(3))),
+        ("PATCH", ["api", "v2", "users", _]) => match req.blocked {
+            Some(true) => Some((Direction::Revoke, user(3))),
+            Some(false) => Some((Direction::Grant, user(3))),
+            None => None,
+        },
+        ("POST", ["api", "v2", "users"]) => Some((Direction::Grant, None)),
+        ("DELETE", ["api", "v2", "users", _, "roles"]) => Some((Direction::Revoke, user(3))),
+        ("POST", ["api", "v2", "users", _, "roles"]) => Some((Direction::Grant, user(3))),
+        ("DELETE", ["api", "v2", "organizations", _, "members"]) => Some((Direction::Revoke, None)),
+        ("POST", ["api", "v2", "organizations", _, "members"]) => Some((Direction::Grant, None)),
+        _ => None,
+    }
 }
 
 // ----------------------------------------------------------------- Clerk
@@ -557,6 +644,17 @@ pub fn poll_health(
             .clone()
             .unwrap_or_else(|| "no poll has finished".to_owned())
     };
+    // No later poll can succeed until someone acts: page at once.
+    if let Some(error) = facts
+        .last_error
+        .as_deref()
+        .filter(|e| facts.failures > 0 && e.starts_with(CHECKPOINT_LOST))
+    {
+        return PollHealth::Failing {
+            critical: true,
+            reason: error.to_owned(),
+        };
+    }
     if facts.failures > 0 && facts.last_refused {
         return PollHealth::Failing {
             critical: true,
@@ -662,6 +760,13 @@ pub fn describe(provider: Provider, f: &Finding) -> String {
             f.provider_id.as_deref().unwrap_or("(no id)"),
             f.subject
         ),
+        (_, _, Provider::Auth0) => format!(
+            "{name} logged {} ({}) {} for user {} {when}",
+            f.event_type,
+            auth0_code_meaning(&f.event_type),
+            f.provider_id.as_deref().unwrap_or("(no id)"),
+            f.subject
+        ),
     };
     format!(
         "{what}; no {} webhook saying so reached hushwatch, so the app was probably never told.",
@@ -705,12 +810,28 @@ pub fn page_text(
     text
 }
 
+/// How a poll's error starts when the provider no longer keeps the
+/// event-log checkpoint (Auth0's retention dropped it): [`poll_health`]
+/// pages it critical at once and [`failing_text`] says how to go on.
+pub const CHECKPOINT_LOST: &str = "the checkpoint is gone: ";
+
 /// The body of a `crosscheck_failing` page: why, and what to do.
 pub fn failing_text(provider: Provider, stream: &str, config_path: &str, reason: &str) -> String {
     let credential = match provider {
         Provider::Entra => "client_id and client_secret",
+        Provider::Auth0 => "api_key (or client_id and client_secret)",
         _ => "api_key",
     };
+    if reason.starts_with(CHECKPOINT_LOST) {
+        return format!(
+            "The cross-check of stream {stream} cannot go on reading the {} log: {reason}. Until it does, nothing compares what {} did with the events that arrived. What to do: make sure the app removed every access revoked since the last successful poll (run its reconciliation); then start the log again from the oldest entry {} still keeps: `hushwatch crosscheck --config {} --stream {} --restart`. This resolves on the next successful poll.",
+            provider.title(),
+            provider.title(),
+            provider.title(),
+            crate::domain::forward::shell_word(config_path),
+            crate::domain::forward::shell_word(stream),
+        );
+    }
     format!(
         "The cross-check of stream {stream} cannot read the {} API: {reason}. Until it can, nothing compares what {} did with the webhooks that arrived. What to do: check the {credential} in [streams.{stream}.crosscheck] (its value and scopes) and {}'s status page; then poll once by hand: `hushwatch crosscheck --config {} --stream {}`. This resolves on the next successful poll.",
         provider.title(),
@@ -1087,5 +1208,76 @@ mod tests {
             "Clerk no longer lists user_0 in org_9 (gone between 2027-01-15 08:00 UTC and 08:15 UTC); \
              no organizationMembership.deleted webhook saying so reached hushwatch, so the app was probably never told."
         );
+    }
+
+    #[test]
+    fn a_lost_checkpoint_pages_critical_at_once_and_says_how_to_restart() {
+        let every = TimeDelta::minutes(15);
+        let reason = format!("{CHECKPOINT_LOST}Auth0 no longer keeps log 900123");
+        let lost = PollFacts {
+            last_success_at: Some(t(30)),
+            failures: 1,
+            last_error: Some(reason.clone()),
+            last_refused: false,
+        };
+        assert_eq!(
+            poll_health(&lost, Provider::Auth0, every, t(0), t(31)),
+            PollHealth::Failing {
+                critical: true,
+                reason: reason.clone()
+            }
+        );
+        let text = failing_text(Provider::Auth0, "login", "/etc/hw.toml", &reason);
+        assert!(text.contains("no longer keeps log 900123"), "{text}");
+        assert!(
+            text.contains("`hushwatch crosscheck --config /etc/hw.toml --stream login --restart`"),
+            "{text}"
+        );
+        assert!(!text.contains("api_key"), "{text}");
+    }
+
+    #[test]
+    fn auth0_codes_and_sapi_requests_have_their_direction() {
+        assert_eq!(auth0_direction("sdu"), Some(Direction::Revoke));
+        assert_eq!(auth0_direction("limit_wc"), Some(Direction::Revoke));
+        assert_eq!(auth0_direction("ss"), Some(Direction::Grant));
+        assert_eq!(auth0_direction("sapi"), None);
+        let req = |method: &str, path: &str, blocked| SapiRequest {
+            method: method.into(),
+            path: path.into(),
+            blocked,
+        };
+        let u = Some("auth0|u1".to_owned());
+        for (r, want) in [
+            (
+                req("delete", "/api/v2/users/auth0|u1", None),
+                Some((Direction::Revoke, u.clone())),
+            ),
+            (
+                req("patch", "/api/v2/users/auth0|u1", Some(true)),
+                Some((Direction::Revoke, u.clone())),
+            ),
+            (
+                req("PATCH", "/api/v2/users/auth0|u1", Some(false)),
+                Some((Direction::Grant, u.clone())),
+            ),
+            (req("patch", "/api/v2/users/auth0|u1", None), None),
+            (
+                req("post", "/api/v2/users", None),
+                Some((Direction::Grant, None)),
+            ),
+            (
+                req("delete", "/api/v2/users/auth0|u1/roles", None),
+                Some((Direction::Revoke, u.clone())),
+            ),
+            (
+                req("delete", "/api/v2/organizations/org_1/members", None),
+                Some((Direction::Revoke, None)),
+            ),
+            (req("patch", "/api/v2/clients/cli_1", None), None),
+            (req("delete", "/api/v2/connections/con_1", None), None),
+        ] {
+            assert_eq!(auth0_sapi_direction(&r), want, "{r:?}");
+        }
     }
 }

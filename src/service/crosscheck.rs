@@ -258,6 +258,53 @@ async fn poll(
     result
 }
 
+/// An event-log finding's direction: Okta's and Auth0's types by the
+/// domain's tables first, then (every provider) the audit classifier.
+fn log_direction(
+    provider: crate::domain::crosscheck::Provider,
+    classifier: &Classifier,
+    event_type: &str,
+) -> Direction {
+    match provider {
+        crate::domain::crosscheck::Provider::Auth0 => {
+            crate::domain::crosscheck::auth0_direction(event_type)
+                .unwrap_or_else(|| direction(classifier, event_type))
+        }
+        crate::domain::crosscheck::Provider::Okta => {
+            crate::domain::crosscheck::okta_direction(event_type)
+                .unwrap_or_else(|| direction(classifier, event_type))
+        }
+        _ => direction(classifier, event_type),
+    }
+}
+
+/// Auth0 `sapi` findings take their direction from the request they
+/// logged (`domain::crosscheck::auth0_sapi_direction`); one whose request
+/// changed no user's access (a client, a connection, metadata) is not a
+/// finding at all.
+fn auth0_sapi_findings(findings: &mut Vec<Finding>, bodies: &HashMap<String, Vec<u8>>) {
+    findings.retain_mut(|f| {
+        if f.event_type != "sapi" {
+            return true;
+        }
+        let request = f
+            .provider_id
+            .as_ref()
+            .and_then(|id| bodies.get(id))
+            .and_then(|b| crate::crosscheck::auth0::sapi_request_of(b));
+        match request
+            .as_ref()
+            .and_then(crate::domain::crosscheck::auth0_sapi_direction)
+        {
+            Some((direction, _)) => {
+                f.direction = direction;
+                true
+            }
+            None => false,
+        }
+    });
+}
+
 fn direction(classifier: &Classifier, event_type: &str) -> Direction {
     match classifier.classify(event_type) {
         Access::Revoke => Direction::Revoke,
@@ -312,19 +359,18 @@ async fn poll_log(
                 e.event
             })
             .collect();
-        let out = join_provider_log(
+        let mut out = join_provider_log(
             config.provider,
             &logged,
             &config.types,
             config.grace,
             now,
             &|id| received.contains(id),
-            &|ty| {
-                crate::domain::crosscheck::okta_direction(ty)
-                    .filter(|_| config.provider == crate::domain::crosscheck::Provider::Okta)
-                    .unwrap_or_else(|| direction(classifier, ty))
-            },
+            &|ty| log_direction(config.provider, classifier, ty),
         );
+        if config.provider == crate::domain::crosscheck::Provider::Auth0 {
+            auth0_sapi_findings(&mut out.findings, &page_bodies);
+        }
         for f in &out.findings {
             if let Some(body) = f.provider_id.as_ref().and_then(|id| page_bodies.remove(id)) {
                 bodies.insert(f.key.clone(), body);
@@ -1103,6 +1149,8 @@ mod tests {
                 .map(|s| (*s).to_owned())
                 .collect(),
             entra: None,
+            client_id: None,
+            client_secret: None,
         }
     }
 
@@ -1215,10 +1263,16 @@ mod tests {
         let api = FakeApi::start(answer).await;
         let url = match provider {
             Provider::Clerk => format!("{}/v1", api.base),
-            Provider::Workos | Provider::Okta => api.base.clone(),
+            Provider::Workos | Provider::Okta | Provider::Auth0 => api.base.clone(),
             Provider::Entra => format!("{}/v1.0", api.base),
         };
-        let config = config(provider, &url);
+        let mut config = config(provider, &url);
+        if provider == Provider::Auth0 {
+            config.types = crate::domain::crosscheck::AUTH0_DEFAULT_TYPES
+                .iter()
+                .map(|s| (*s).to_owned())
+                .collect();
+        }
         let source = crate::crosscheck::source(&config);
         Rig {
             sealer: Sealer::new(Vec::new()),
@@ -2033,5 +2087,194 @@ mod tests {
         );
         assert!(!e.to_string().contains(KEY));
         assert_eq!(okta_cursor(&r).await, None);
+    }
+
+    /// The fake Auth0 log: (log_id, type, date, extra fields), in log_id
+    /// order; `gone`: log ids the tenant no longer keeps.
+    type Auth0Log = Arc<Mutex<(Vec<serde_json::Value>, Vec<String>)>>;
+
+    /// Auth0's `GET /api/v2/logs` as "Retrieve Log Events Using the
+    /// Management API" (auth0.com/docs/deploy-monitor/logs/retrieve-log-events-using-mgmt-api)
+    /// describes it: a bare array; by checkpoint `from`/`take` (logs newer
+    /// than `from`), or the first poll's search (`q=date:[… TO *]`,
+    /// `sort=date:1`, `per_page`); `GET /api/v2/logs/{id}` 404 for a log
+    /// no longer kept. (This fake sends no `Link`; the integration tests'
+    /// server does.)
+    fn auth0_api(log: Auth0Log) -> Answer {
+        Arc::new(move |target: &str| {
+            let (all, gone) = &*log.lock().unwrap();
+            if let Some(id) = target
+                .strip_prefix("/api/v2/logs/")
+                .map(|rest| rest.split('?').next().unwrap_or_default().to_owned())
+            {
+                if gone.contains(&id) {
+                    return (
+                        404,
+                        r#"{"statusCode":404,"error":"Not Found","message":"log not found"}"#
+                            .into(),
+                    );
+                }
+                return match all.iter().find(|l| l["log_id"] == id.as_str()) {
+                    Some(l) => (200, l.to_string()),
+                    None => (404, "{}".into()),
+                };
+            }
+            if !target.starts_with("/api/v2/logs?") {
+                return (404, "{}".into());
+            }
+            let page: Vec<serde_json::Value> = if let Some(from) = query(target, "from").first() {
+                let take: usize = query(target, "take")[0].parse().unwrap();
+                all.iter()
+                    .filter(|l| l["log_id"].as_str().unwrap() > from.as_str())
+                    .take(take)
+                    .cloned()
+                    .collect()
+            } else {
+                assert_eq!(query(target, "sort"), ["date:1"]);
+                let q = &query(target, "q")[0];
+                let since = q
+                    .trim_start_matches("date:[")
+                    .split(' ')
+                    .next()
+                    .unwrap()
+                    .to_owned();
+                all.iter()
+                    .filter(|l| l["date"].as_str().unwrap() >= since.as_str())
+                    .take(1)
+                    .cloned()
+                    .collect()
+            };
+            (200, serde_json::Value::from(page).to_string())
+        })
+    }
+
+    fn auth0_log(
+        n: u32,
+        ty: &str,
+        at: DateTime<Utc>,
+        extra: serde_json::Value,
+    ) -> serde_json::Value {
+        let mut log = serde_json::json!({
+            "log_id": format!("9002026120110{n:041}"),
+            "date": at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            "type": ty, "description": "", "client_id": "cli_1", "ip": "203.0.113.9",
+            "user_id": format!("auth0|u{n}"), "user_name": format!("user{n}@example.com"),
+        });
+        for (k, v) in extra.as_object().unwrap() {
+            log[k] = v.clone();
+        }
+        log
+    }
+
+    #[tokio::test]
+    async fn auth0_pages_a_checked_log_the_stream_never_received_reads_sapi_requests_and_fails_on_a_dropped_checkpoint(
+    ) {
+        let t = |m: i64| t0() + TimeDelta::minutes(m);
+        let block = |path: &str, blocked: Option<bool>| {
+            let mut request = serde_json::json!({"method": "patch", "path": path, "body": {}});
+            if let Some(b) = blocked {
+                request["body"]["blocked"] = serde_json::Value::from(b);
+            }
+            serde_json::json!({"user_id": "", "user_name": "", "details": {"request": request}})
+        };
+        let log: Auth0Log = Arc::new(Mutex::new((
+            vec![
+                auth0_log(1, "sdu", t(0), serde_json::json!({})),
+                auth0_log(2, "sdu", t(1), serde_json::json!({})),
+                auth0_log(3, "s", t(2), serde_json::json!({})),
+                auth0_log(
+                    4,
+                    "sapi",
+                    t(3),
+                    block("/api/v2/users/auth0%7Cu9", Some(true)),
+                ),
+                auth0_log(5, "sapi", t(4), block("/api/v2/clients/cli_2", None)),
+                auth0_log(6, "ss", t(25), serde_json::json!({})),
+            ],
+            Vec::new(),
+        )));
+        let r = rig(Provider::Auth0, auth0_api(log.clone())).await;
+        let delivered = log.lock().unwrap().0[0]["log_id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let mut e = event("identity", Some(&delivered), "sdu", t(0).timestamp_millis());
+        e.channel = "webhook";
+        r.store.record_events(vec![e]).await.unwrap();
+        r.clock.set(t(30));
+        let first = r.poll().await.unwrap();
+        let found: Vec<(&str, Direction, &str)> = first
+            .findings
+            .iter()
+            .map(|f| (f.event_type.as_str(), f.direction, f.subject.as_str()))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                ("sdu", Direction::Revoke, "auth0|u2"),
+                ("sapi", Direction::Revoke, "auth0|u9"),
+            ],
+            "{first:?}"
+        );
+        assert!(first.findings[0].key.starts_with("auth0:900"));
+        let record: serde_json::Value =
+            serde_json::from_slice(&first.bodies[&first.findings[0].key]).unwrap();
+        assert_eq!(record["data"]["type"], "sdu");
+        assert_eq!(
+            record["log_id"],
+            first.findings[0].provider_id.clone().unwrap()
+        );
+        let text = crate::domain::crosscheck::describe(Provider::Auth0, &first.findings[0]);
+        assert!(
+            text.contains("for user auth0|u2") && text.contains("user deleted"),
+            "{text}"
+        );
+        // The `ss` is within its grace: the checkpoint stops before it.
+        let row = r
+            .store
+            .crosscheck_state("identity".into())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            row.log_cursor.as_deref(),
+            log.lock().unwrap().0[4]["log_id"].as_str()
+        );
+
+        r.clock.set(t(40));
+        let second = r.poll().await.unwrap();
+        assert_eq!(second.findings.len(), 1);
+        assert_eq!(second.findings[0].direction, Direction::Grant);
+
+        // The tenant's retention drops the checkpoint: the poll fails and
+        // says so, and nothing moves.
+        let cursor = r
+            .store
+            .crosscheck_state("identity".into())
+            .await
+            .unwrap()
+            .unwrap()
+            .log_cursor
+            .unwrap();
+        log.lock().unwrap().1.push(cursor.clone());
+        r.clock.set(t(55));
+        let Err(PollFailure::Provider(e)) = r.poll().await else {
+            panic!("a dropped checkpoint fails the poll");
+        };
+        assert!(
+            e.to_string()
+                .contains(&format!("no longer keeps log {cursor}")),
+            "{e}"
+        );
+        let row = r
+            .store
+            .crosscheck_state("identity".into())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (row.log_cursor.as_deref(), row.failures),
+            (Some(cursor.as_str()), 1)
+        );
     }
 }

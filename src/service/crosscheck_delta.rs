@@ -622,6 +622,8 @@ mod tests {
                 client_secret: SecretString::new(SECRET.into()),
                 token_url: format!("{}/token", api.base),
             }),
+            client_id: None,
+            client_secret: None,
         };
         let source = crate::crosscheck::source(&config);
         Rig {

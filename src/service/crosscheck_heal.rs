@@ -17,6 +17,10 @@
 //!   crosscheck` and the stream's `Authorization` value. The envelope is
 //!   hushwatch's, not a hook Okta sent, so it does not move the silence
 //!   clock: a stream whose hooks stopped stays silent.
+//! - **Auth0** (issue #48): the logged entry as the Log Stream record
+//!   `{"log_id", "data": {…}}`, under its `log_id` (the Log Stream's dedup
+//!   id), forwarded with `Hushwatch-Origin: crosscheck` and the stream's
+//!   `Authorization` value; like Okta's, it does not move the silence clock.
 //! - **Clerk** keeps no event log, so a revocation is built from the
 //!   finding ([`clerk_body`]): `organizationMembership.deleted` with the
 //!   membership as `data`, or `user.deleted`. It carries a `webhook-id`
@@ -35,7 +39,7 @@ use super::app::App;
 use crate::config::forward::{ForwardClock, ForwardConfig};
 use crate::config::StreamConfig;
 use crate::domain::crosscheck::{Direction, Finding, Provider, When};
-use crate::ingest::providers::{okta, workos};
+use crate::ingest::providers::{auth0, okta, workos};
 use crate::store::forward::ForwardBody;
 use crate::store::{NewEvent, StoreError};
 use chrono::{DateTime, Utc};
@@ -183,6 +187,37 @@ fn healing_event(
                 )
             }
             Provider::Entra => return Err("Entra streams do not relay; a finding stays a page"),
+            Provider::Auth0 => {
+                // The Log Stream record (`{"log_id", "data"}`) the stream
+                // should have received, recorded under its own log_id so
+                // the real record arriving late is a duplicate. hushwatch
+                // wrapped it, so, as for Okta, it does not move the
+                // silence clock: a paused Log Stream stays silent.
+                let body = item
+                    .body
+                    .as_ref()
+                    .ok_or("the logged event's body is not at hand")?;
+                let parsed = auth0::parse(body)
+                    .map_err(|_| "the logged event does not read as an Auth0 log record")?;
+                let event = parsed
+                    .events
+                    .into_iter()
+                    .next()
+                    .ok_or("the logged event is empty")?;
+                let id = event.delivery_id.clone().unwrap_or_default();
+                if f.provider_id.as_deref() != Some(id.as_str()) || event.event_type == "unknown" {
+                    return Err("the logged event's id or type is not the finding's");
+                }
+                (
+                    id,
+                    event.event_type,
+                    event.event_time,
+                    event.subject_ids,
+                    body.clone(),
+                    false,
+                    Some(CHANNEL.to_owned()),
+                )
+            }
             Provider::Clerk => {
                 if f.direction != Direction::Revoke {
                     return Err("a missed grant is never made up; it stays a page");

@@ -73,6 +73,18 @@ pub fn assess(stream: &str, facts: &Facts<'_>, now: DateTime<Utc>) -> Crosscheck
     let config = shell_word(facts.config_path);
     let s = shell_word(stream);
     let command = match state {
+        // A checkpoint the provider no longer keeps fails every poll,
+        // dry runs included, until it is restarted.
+        "failing"
+            if facts.failing.as_ref().is_some_and(|f| {
+                f.reason
+                    .starts_with(crate::domain::crosscheck::CHECKPOINT_LOST)
+            }) =>
+        {
+            Some(format!(
+                "hushwatch crosscheck --config {config} --stream {s} --restart"
+            ))
+        }
         "failing" => Some(format!(
             "hushwatch crosscheck --config {config} --stream {s} --dry-run"
         )),

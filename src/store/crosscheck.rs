@@ -152,6 +152,12 @@ pub enum PollEnd {
         /// The provider refused the key (401/403).
         refused: bool,
     },
+    /// An operator's `hushwatch crosscheck --restart` (issue #48): the
+    /// event-log checkpoint is forgotten, so the next poll starts again
+    /// from the watch start (at most the provider's retention back); used
+    /// when the provider no longer keeps the checkpoint. Failures and the
+    /// last error stay until a poll succeeds.
+    Restart,
 }
 
 /// One finding as stored, with its state.
@@ -879,6 +885,13 @@ pub(super) async fn finish_poll<D: Db>(
                 )
                 .await?;
             }
+        }
+        PollEnd::Restart => {
+            db.exec(
+                "UPDATE crosscheck_state SET log_cursor = NULL WHERE stream = $1",
+                &[&stream],
+            )
+            .await?;
         }
         PollEnd::Failure { error, refused } => {
             db.exec(

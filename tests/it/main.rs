@@ -15,6 +15,7 @@ mod audit;
 mod cli;
 mod crash;
 mod crosscheck;
+mod crosscheck_auth0;
 mod crosscheck_entra;
 mod crosscheck_heal;
 mod crosscheck_okta;

@@ -209,6 +209,21 @@ async fn a_poll_commits_once_and_a_concurrent_one_is_refused(db: TestDb) {
         (0, None, Some("event_3"))
     );
     assert!(!row.last_refused, "a success clears it");
+    // An operator's restart forgets the checkpoint and nothing else.
+    let before = first.crosscheck_state(s.clone()).await.unwrap();
+    assert!(first
+        .crosscheck_finish_poll(s.clone(), before.clone(), PollEnd::Restart)
+        .await
+        .unwrap());
+    let row = first.crosscheck_state(s.clone()).await.unwrap().unwrap();
+    assert_eq!(row.log_cursor, None);
+    assert_eq!(
+        (row.last_success_at, row.generation),
+        (
+            before.as_ref().unwrap().last_success_at,
+            before.unwrap().generation
+        )
+    );
     first.close().await.unwrap();
     second.close().await.unwrap();
 }
