@@ -66,6 +66,13 @@ pub const RETENTION: TimeDelta = TimeDelta::days(30);
 const SEARCH_PAGES: usize = 10;
 /// Longest `log_id` accepted (Auth0's are 56 digits).
 const MAX_ID_LEN: usize = 256;
+/// A client-credentials token is renewed this long before it expires:
+/// Auth0's Management API tokens live 24 hours by default and a poll is
+/// a few requests, so a minute covers the poll while asking as rarely as
+/// the monthly Machine-to-Machine token quota wants. A token that lapses
+/// during long 429 waits anyway is refused with a 401 and asked for again
+/// once ([`Auth0::get`]).
+pub const RENEW_BEFORE: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// How the requests are authorized.
 pub enum Credentials {
@@ -152,6 +159,7 @@ impl Auth0 {
                     id.clone(),
                     secret.clone(),
                     vec![("audience".into(), format!("{}/api/v2/", config.api_url))],
+                    RENEW_BEFORE,
                 ))
             }
             _ => Credentials::Token(

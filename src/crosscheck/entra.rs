@@ -10,7 +10,8 @@
 //!   `scope=https://graph.microsoft.com/.default`,
 //!   `grant_type=client_credentials`; the answer is `{"token_type":
 //!   "Bearer", "expires_in": <seconds>, "access_token"}`; an error is
-//!   `400`/`401` `{"error": "invalid_client", …}`.
+//!   `400`/`401` `{"error": "invalid_client", …}`. Asked, cached and
+//!   classified by [`super::oauth`], the client Auth0 uses too.
 //! - **Delta** (`api-reference/v1.0/api/user-delta.md`,
 //!   `api-reference/v1.0/api/group-delta.md`,
 //!   `concepts/delta-query-overview.md`): the first request of a round
@@ -32,21 +33,17 @@
 //! the bearer token to another host. The token and the client secret never
 //! appear in an error.
 
-use super::http::{bearer, Answer, ApiClient, Outgoing};
+use super::http::{Answer, ApiClient, Outgoing};
+use super::oauth::ClientCredentials;
 use super::{parse_json, DeltaAnswer, DeltaFeed, DeltaNext, DeltaPage, PollError};
 use crate::config::crosscheck::CrosscheckConfig;
 use crate::config::secret::SecretString;
 use crate::domain::crosscheck_entra::DeltaChange;
 use async_trait::async_trait;
-use hyper::header::HeaderValue;
 use serde::de::IgnoredAny;
 use serde::Deserialize;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::OnceLock;
 use std::time::Duration;
-use tokio::sync::Mutex;
-use tokio::time::Instant;
 
 /// The scope of an app-only Graph token.
 pub const SCOPE: &str = "https://graph.microsoft.com/.default";
@@ -59,59 +56,19 @@ pub const MAX_PAGE_OBJECTS: usize = 1_000;
 /// Longest link kept (a skip or delta token is a few hundred characters).
 pub const MAX_LINK: usize = 8 * 1024;
 /// A token is renewed this long before Graph says it expires, so no
-/// request goes out with a token about to lapse.
+/// request goes out with a token about to lapse: a request may wait out
+/// `http::MAX_THROTTLED` 429s of up to a minute each after taking its
+/// token, and Entra's 60–90 minute tokens leave room for that margin.
 pub const RENEW_BEFORE: Duration = Duration::from_secs(5 * 60);
-/// Longest token lifetime believed (Entra issues 60–90 minutes).
-const MAX_TOKEN_LIFETIME: Duration = Duration::from_secs(24 * 3600);
-/// Longest access token taken (a JWT of a few KiB).
-const MAX_TOKEN_LEN: usize = 16 * 1024;
 
 pub struct Entra {
     client: ApiClient,
     api_url: String,
-    token_url: String,
-    client_id: String,
-    client_secret: SecretString,
-    /// Where this sign-in's token is cached ([`token_cache`]).
-    cache_key: [u8; 32],
-    sign_in: Mutex<()>,
+    /// The client-credentials token, cached for the process
+    /// ([`super::oauth`]).
+    credentials: ClientCredentials,
+    /// Graph requests (token requests are counted by `credentials`).
     requests: AtomicUsize,
-}
-
-/// Tokens by sign-in: a digest of (token_url, client_id, client_secret),
-/// so a changed secret (a reload) signs in afresh and the digest, not the
-/// secret, is what stays in memory as a key.
-///
-/// Kept for the process, not per [`Entra`]: the scheduler builds a source
-/// for every poll, and a token is good for an hour of them.
-fn token_cache() -> std::sync::MutexGuard<'static, HashMap<[u8; 32], Token>> {
-    static TOKENS: OnceLock<std::sync::Mutex<HashMap<[u8; 32], Token>>> = OnceLock::new();
-    TOKENS
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-}
-
-fn cached_token(key: &[u8; 32], now: Instant) -> Option<HeaderValue> {
-    token_cache()
-        .get(key)
-        .filter(|t| now < t.renew_at)
-        .map(|t| t.authorization.clone())
-}
-
-fn cache_key(token_url: &str, client_id: &str, secret: &str) -> [u8; 32] {
-    use sha2::Digest;
-    let mut h = sha2::Sha256::new();
-    for part in [token_url, client_id, secret] {
-        h.update((part.len() as u64).to_be_bytes());
-        h.update(part.as_bytes());
-    }
-    h.finalize().into()
-}
-
-struct Token {
-    authorization: HeaderValue,
-    renew_at: Instant,
 }
 
 impl Entra {
@@ -134,62 +91,15 @@ impl Entra {
         Entra {
             client: ApiClient::new("", timeout),
             api_url: config.api_url.clone(),
-            cache_key: cache_key(&token_url, &client_id, client_secret.expose()),
-            token_url,
-            client_id,
-            client_secret,
-            sign_in: Mutex::new(()),
+            credentials: ClientCredentials::new(
+                token_url,
+                client_id,
+                client_secret,
+                vec![("scope".into(), SCOPE.into())],
+                RENEW_BEFORE,
+            ),
             requests: AtomicUsize::new(0),
         }
-    }
-
-    /// The cached token, or a new one when none is cached or it is due for
-    /// renewal. One sign-in at a time per feed (`sign_in` lock), so polls
-    /// never race to the token endpoint.
-    async fn token(&self) -> Result<HeaderValue, PollError> {
-        let _one = self.sign_in.lock().await;
-        if let Some(authorization) = cached_token(&self.cache_key, Instant::now()) {
-            return Ok(authorization);
-        }
-        let fresh = self.sign_in().await?;
-        let authorization = fresh.authorization.clone();
-        token_cache().insert(self.cache_key, fresh);
-        Ok(authorization)
-    }
-
-    fn forget_token(&self) {
-        token_cache().remove(&self.cache_key);
-    }
-
-    async fn sign_in(&self) -> Result<Token, PollError> {
-        const WHAT: &str = "POST token_url";
-        if self.client_id.is_empty() || self.client_secret.expose().is_empty() {
-            return Err(PollError::Refused { status: 0 });
-        }
-        let form = url::form_urlencoded::Serializer::new(String::new())
-            .append_pair("client_id", &self.client_id)
-            .append_pair("client_secret", self.client_secret.expose())
-            .append_pair("scope", SCOPE)
-            .append_pair("grant_type", "client_credentials")
-            .finish();
-        self.requests.fetch_add(1, Ordering::Relaxed);
-        let answer = self
-            .client
-            .send(
-                &Outgoing {
-                    url: &self.token_url,
-                    authorization: None,
-                    form: Some(form),
-                    read_errors: &[400],
-                },
-                WHAT,
-            )
-            .await?;
-        let body = match answer {
-            Answer::Ok(body) => body,
-            Answer::Status { status, body } => return Err(token_error(status, &body)),
-        };
-        parse_token(&body, Instant::now())
     }
 
     /// One GET of `url` with the token; a `401` drops the cached token and
@@ -198,7 +108,7 @@ impl Entra {
     async fn get(&self, url: &str, what: &str) -> Result<Answer, PollError> {
         let mut retried = false;
         loop {
-            let authorization = self.token().await?;
+            let authorization = self.credentials.authorization(&self.client).await?;
             self.requests.fetch_add(1, Ordering::Relaxed);
             let answer = self
                 .client
@@ -215,7 +125,7 @@ impl Entra {
             match answer {
                 Err(PollError::Refused { status: 401 }) if !retried => {
                     retried = true;
-                    self.forget_token();
+                    self.credentials.forget().await;
                 }
                 other => return other,
             }
@@ -269,84 +179,11 @@ impl DeltaFeed for Entra {
     }
 
     fn requests(&self) -> usize {
-        self.requests.load(Ordering::Relaxed)
+        self.requests.load(Ordering::Relaxed) + self.credentials.requests()
     }
 }
 
 // ---------------------------------------------------------------- parsing
-
-#[derive(Deserialize)]
-struct TokenAnswer {
-    token_type: String,
-    expires_in: Seconds,
-    access_token: String,
-}
-
-/// `expires_in` is a number in v2.0 answers; older endpoints sent a string.
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum Seconds {
-    Number(u64),
-    Text(String),
-}
-
-fn parse_token(body: &[u8], now: Instant) -> Result<Token, PollError> {
-    const WHAT: &str = "POST token_url";
-    let answer: TokenAnswer = parse_json(body, WHAT)?;
-    if !answer.token_type.eq_ignore_ascii_case("bearer") {
-        return Err(PollError::Failed(format!(
-            "{WHAT}: token_type is not Bearer"
-        )));
-    }
-    let seconds = match answer.expires_in {
-        Seconds::Number(n) => Some(n),
-        Seconds::Text(t) => t.trim().parse().ok(),
-    }
-    .ok_or_else(|| PollError::Failed(format!("{WHAT}: expires_in is not a number")))?;
-    let lifetime = Duration::from_secs(seconds).min(MAX_TOKEN_LIFETIME);
-    let token = answer.access_token;
-    if token.is_empty()
-        || token.len() > MAX_TOKEN_LEN
-        || !token.bytes().all(|b| b.is_ascii_graphic())
-    {
-        // Never quoted: it is a credential.
-        return Err(PollError::Failed(format!(
-            "{WHAT}: access_token is not a printable token of at most {MAX_TOKEN_LEN} characters"
-        )));
-    }
-    Ok(Token {
-        authorization: bearer(&token),
-        // A lifetime shorter than the margin renews at every request
-        // rather than never.
-        renew_at: now + lifetime.saturating_sub(RENEW_BEFORE),
-    })
-}
-
-/// A token endpoint's refusal: a wrong or expired secret, an unknown
-/// client or tenant is the key refused (`crosscheck_failing` critical at
-/// once); anything else a failed poll. Only the error code is kept: the
-/// description is the provider's text.
-fn token_error(status: u16, body: &[u8]) -> PollError {
-    #[derive(Deserialize)]
-    struct OAuthError {
-        error: String,
-    }
-    match serde_json::from_slice::<OAuthError>(body) {
-        Ok(e)
-            if matches!(
-                e.error.as_str(),
-                "invalid_client" | "unauthorized_client" | "invalid_grant" | "invalid_request"
-            ) =>
-        {
-            PollError::Refused { status }
-        }
-        Ok(e) => PollError::Failed(format!(
-            "POST token_url answered HTTP {status} ({})",
-            short(&e.error)
-        )),
-        Err(_) => PollError::Failed(format!("POST token_url answered HTTP {status}")),
-    }
-}
 
 /// Graph's error code (`{"error": {"code", "message"}}`), if the body has one.
 fn graph_error_code(body: &[u8]) -> Option<String> {
@@ -592,33 +429,6 @@ mod tests {
                 "{broken}"
             );
         }
-    }
-
-    #[test]
-    fn a_token_answer_is_read_and_renewed_before_it_expires_and_errors_never_quote_it() {
-        // The example answer of the client-credentials flow page.
-        let body = r#"{"token_type": "Bearer", "expires_in": 3599, "ext_expires_in": 3599,
-                       "access_token": "eyJ0eXAiOiJKV1QiLCJhbGciOiJSUzI1NiIsIng1dCI6Ik1uQ19WWmNBVGZNNXBP"}"#;
-        let now = Instant::now();
-        let t = parse_token(body.as_bytes(), now).unwrap();
-        assert_eq!(t.renew_at, now + Duration::from_secs(3599) - RENEW_BEFORE);
-        assert!(t.authorization.is_sensitive());
-        let text = r#"{"token_type": "Bearer", "expires_in": "3599", "access_token": "abc"}"#;
-        assert!(parse_token(text.as_bytes(), now).is_ok());
-        let bad =
-            r#"{"token_type": "Bearer", "expires_in": 3599, "access_token": "a b\nc-secret"}"#;
-        let e = parse_token(bad.as_bytes(), now).err().unwrap();
-        assert!(!e.to_string().contains("secret"), "{e}");
-        // invalid_client (a wrong secret) is the key refused.
-        let refused = token_error(
-            401,
-            br#"{"error": "invalid_client", "error_description": "AADSTS7000215: Invalid client secret provided."}"#,
-        );
-        assert_eq!(refused, PollError::Refused { status: 401 });
-        assert_eq!(
-            token_error(400, br#"{"error": "temporarily_unavailable"}"#).outcome(),
-            "error"
-        );
     }
 
     #[test]
