@@ -87,6 +87,10 @@ impl Core {
     pub(super) fn note_storage(&self, result: &Result<impl Sized, StoreError>) {
         match result {
             Ok(_) => self.storage_ok.store(true, Ordering::Relaxed),
+            // The store answered; it refused this one write by design.
+            Err(e @ StoreError::Gone(_)) => {
+                tracing::warn!(error = %e, "write refused; the sender's retry settles it");
+            }
             Err(e) => {
                 self.storage_ok.store(false, Ordering::Relaxed);
                 self.metrics.storage_errors.inc();

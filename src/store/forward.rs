@@ -827,7 +827,7 @@ async fn templated_stream_stands<D: Db>(db: &D, stream: &str) -> Result<(), Stor
         .await?;
     match found {
         Some(_) => Ok(()),
-        None => Err(StoreError::Sql(format!(
+        None => Err(StoreError::Gone(format!(
             "templated stream {stream} was deleted while this event was being stored; the sender's retry creates it again"
         ))),
     }

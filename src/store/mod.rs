@@ -78,6 +78,10 @@ pub enum StoreError {
     Sql(String),
     /// The writer thread has shut down (after `close` or a crash).
     Closed,
+    /// Refused by design, not a storage fault: what the write was about
+    /// is gone (a templated stream deleted while its event was stored).
+    /// Nothing was written; the sender's retry settles it.
+    Gone(String),
 }
 
 impl fmt::Display for StoreError {
@@ -91,6 +95,7 @@ impl fmt::Display for StoreError {
             ),
             StoreError::Sql(msg) => write!(f, "storage write failed: {msg}"),
             StoreError::Closed => write!(f, "storage is closed"),
+            StoreError::Gone(msg) => write!(f, "not stored: {msg}"),
         }
     }
 }
