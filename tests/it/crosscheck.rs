@@ -281,7 +281,7 @@ fn answer(conn: TcpStream, state: &Mutex<ApiState>) {
     let _ = conn.flush();
 }
 
-fn query(target: &str, key: &str) -> Option<String> {
+pub(crate) fn query(target: &str, key: &str) -> Option<String> {
     let (_, q) = target.split_once('?')?;
     url::form_urlencoded::parse(q.as_bytes())
         .find(|(k, _)| k == key)
@@ -410,7 +410,7 @@ fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
 }
 
 /// Waits until `n` more polls with `outcome` than `from` ended.
-fn wait_polls(server: &Sidecar, outcome: &str, n: f64) -> f64 {
+pub(crate) fn wait_polls(server: &Sidecar, outcome: &str, n: f64) -> f64 {
     let from = polls_or_zero(server.addr, outcome);
     wait_until(&format!("{n} more {outcome} polls"), || {
         let now = polls_or_zero(server.addr, outcome);
@@ -418,7 +418,7 @@ fn wait_polls(server: &Sidecar, outcome: &str, n: f64) -> f64 {
     })
 }
 
-fn polls_or_zero(addr: SocketAddr, outcome: &str) -> f64 {
+pub(crate) fn polls_or_zero(addr: SocketAddr, outcome: &str) -> f64 {
     let series =
         format!("hushwatch_crosscheck_polls_total{{outcome=\"{outcome}\",stream=\"identity\"}}");
     get(addr, "/metrics")
@@ -455,7 +455,7 @@ pub(crate) fn pages_of(hook: &Receiver, kind: &str) -> Vec<(String, String, Stri
         .collect()
 }
 
-fn wait_pages_of(
+pub(crate) fn wait_pages_of(
     hook: &Receiver,
     kind: &str,
     status: &str,

@@ -28,6 +28,7 @@
 //! ("Custom log streams", auth0.com/docs/customize/log-streams/custom-log-streams).
 
 use crate::common::{get, request, wait_until, Sidecar, Workdir};
+use crate::crosscheck::{pages_of, polls_or_zero, query, wait_pages_of, wait_polls};
 use crate::support::Receiver;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -137,13 +138,6 @@ fn serve(conn: TcpStream, base: SocketAddr, tenant: &Mutex<Tenant>) {
     }
     let _ = write!(conn, "{head}\r\n{reply}");
     let _ = conn.flush();
-}
-
-fn query(target: &str, key: &str) -> Option<String> {
-    let (_, q) = target.split_once('?')?;
-    url::form_urlencoded::parse(q.as_bytes())
-        .find(|(k, _)| k == key)
-        .map(|(_, v)| v.into_owned())
 }
 
 fn unauthorized() -> (u16, Vec<(String, String)>, String) {
@@ -350,66 +344,6 @@ fn stream_record(addr: SocketAddr, log: &serde_json::Value) {
     assert_eq!(reply.status, 200, "{}", reply.body);
 }
 
-fn polls(addr: SocketAddr, outcome: &str) -> f64 {
-    let series =
-        format!("hushwatch_crosscheck_polls_total{{outcome=\"{outcome}\",stream=\"identity\"}}");
-    get(addr, "/metrics")
-        .body
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix(series.as_str())
-                .and_then(|r| r.trim().parse().ok())
-        })
-        .unwrap_or(0.0)
-}
-
-fn wait_polls(server: &Sidecar, outcome: &str, n: f64) -> f64 {
-    let from = polls(server.addr, outcome);
-    wait_until(&format!("{n} more {outcome} polls"), || {
-        let now = polls(server.addr, outcome);
-        (now >= from + n).then_some(now)
-    })
-}
-
-/// The pages of `kind`: (status, severity, summary), each once. The
-/// outbox delivers at least once: a page sent just before a kill -9 and
-/// not yet recorded as sent goes again after the restart under the same
-/// `page_key` (the notifier's idempotency key), which a receiver
-/// deduplicates on, as this one does.
-fn pages_of(hook: &Receiver, kind: &str) -> Vec<(String, String, String)> {
-    let mut seen = std::collections::HashSet::new();
-    hook.delivered_json()
-        .into_iter()
-        .filter(|p| p["alert"]["kind"] == kind)
-        .filter(|p| {
-            let key = p["alert"]["details"]["page_key"].as_str().unwrap_or("");
-            key.is_empty() || seen.insert(format!("{key}/{}", p["status"]))
-        })
-        .map(|p| {
-            (
-                p["status"].as_str().unwrap_or("").to_owned(),
-                p["alert"]["severity"].as_str().unwrap_or("").to_owned(),
-                p["alert"]["summary"].as_str().unwrap_or("").to_owned(),
-            )
-        })
-        .collect()
-}
-
-fn wait_pages_of(
-    hook: &Receiver,
-    kind: &str,
-    status: &str,
-    n: usize,
-) -> Vec<(String, String, String)> {
-    wait_until(&format!("{n} {status} {kind} page(s)"), || {
-        let got: Vec<_> = pages_of(hook, kind)
-            .into_iter()
-            .filter(|p| p.0 == status)
-            .collect();
-        (got.len() >= n).then_some(got)
-    })
-}
-
 /// No secret of the config, nor a token the tenant issued, anywhere a
 /// person or a scraper looks.
 fn assert_no_secret(server: &Sidecar, hook: &Receiver, api: &Auth0Api) {
@@ -504,7 +438,7 @@ fn serve_pages_a_log_the_stream_never_delivered_critical_with_its_user_and_not_t
             .2
             .as_deref()
             .is_some_and(|a| a.starts_with("Bearer eyJ.it_token_"))));
-    assert_eq!(polls(server.addr, "refused"), 0.0);
+    assert_eq!(polls_or_zero(server.addr, "refused"), 0.0);
     assert_no_secret(&server, &hook, &api);
 }
 
@@ -522,7 +456,7 @@ fn a_refused_token_pages_critical_at_once_and_a_429_is_waited_out() {
     api.with(|t| t.throttle = 1);
     let server = Sidecar::start(&work.config_path());
     wait_polls(&server, "ok", 1.0);
-    assert_eq!(polls(server.addr, "rate_limited"), 0.0);
+    assert_eq!(polls_or_zero(server.addr, "rate_limited"), 0.0);
     let answered_429 = api
         .requests()
         .iter()
@@ -592,7 +526,7 @@ fn a_checkpoint_the_retention_dropped_pages_critical_saying_so_and_restart_goes_
     assert!(command.ends_with("--stream identity --restart"), "{status}");
     // Never a silent restart: the checkpoint stays, every poll fails.
     wait_polls(&server, "error", 2.0);
-    assert_eq!(polls(server.addr, "ok"), 0.0);
+    assert_eq!(polls_or_zero(server.addr, "ok"), 0.0);
     assert!(pages_of(&hook, "provider_missed").is_empty());
     drop(server);
 
@@ -672,7 +606,11 @@ fn three_replicas_on_postgresql_page_each_auth0_finding_once() {
         .map(|_| Some(Sidecar::start(&work.config_path())))
         .collect();
     let total_polls = |replicas: &[Option<Sidecar>]| -> f64 {
-        replicas.iter().flatten().map(|r| polls(r.addr, "ok")).sum()
+        replicas
+            .iter()
+            .flatten()
+            .map(|r| polls_or_zero(r.addr, "ok"))
+            .sum()
     };
     wait_until("a first poll", || {
         (total_polls(&replicas) >= 1.0).then_some(())

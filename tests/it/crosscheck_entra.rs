@@ -23,6 +23,7 @@
 //! Every wait is on a condition (polls counted in /metrics, pages received).
 
 use crate::common::{get, metric, request, wait_until, Sidecar, Workdir};
+use crate::crosscheck::{pages_of, polls_or_zero, query, wait_pages_of, wait_polls};
 use crate::support::{run_cli, Receiver};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -149,13 +150,6 @@ fn serve(conn: TcpStream, addr: SocketAddr, dir: &Mutex<Directory>) {
         reply.len()
     );
     let _ = conn.flush();
-}
-
-fn query(target: &str, key: &str) -> Option<String> {
-    let (_, q) = target.split_once('?')?;
-    url::form_urlencoded::parse(q.as_bytes())
-        .find(|(k, _)| k == key)
-        .map(|(_, v)| v.into_owned())
 }
 
 fn respond(
@@ -373,58 +367,6 @@ fn notify(addr: SocketAddr, change: &str, resource: &str, id: &str) {
         reply.status,
         reply.body
     );
-}
-
-/// Waits until `n` more polls with `outcome` than now ended.
-fn wait_polls(server: &Sidecar, outcome: &str, n: f64) -> f64 {
-    let from = polls(server.addr, outcome);
-    wait_until(&format!("{n} more {outcome} polls"), || {
-        let now = polls(server.addr, outcome);
-        (now >= from + n).then_some(now)
-    })
-}
-
-fn polls(addr: SocketAddr, outcome: &str) -> f64 {
-    let series =
-        format!("hushwatch_crosscheck_polls_total{{outcome=\"{outcome}\",stream=\"identity\"}}");
-    get(addr, "/metrics")
-        .body
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix(series.as_str())
-                .and_then(|r| r.trim().parse().ok())
-        })
-        .unwrap_or(0.0)
-}
-
-/// The pages of `kind` received: (status, severity, summary).
-fn pages_of(hook: &Receiver, kind: &str) -> Vec<(String, String, String)> {
-    hook.delivered_json()
-        .into_iter()
-        .filter(|p| p["alert"]["kind"] == kind)
-        .map(|p| {
-            (
-                p["status"].as_str().unwrap_or("").to_owned(),
-                p["alert"]["severity"].as_str().unwrap_or("").to_owned(),
-                p["alert"]["summary"].as_str().unwrap_or("").to_owned(),
-            )
-        })
-        .collect()
-}
-
-fn wait_pages_of(
-    hook: &Receiver,
-    kind: &str,
-    status: &str,
-    n: usize,
-) -> Vec<(String, String, String)> {
-    wait_until(&format!("{n} {status} {kind} page(s)"), || {
-        let got: Vec<_> = pages_of(hook, kind)
-            .into_iter()
-            .filter(|p| p.0 == status)
-            .collect();
-        (got.len() >= n).then_some(got)
-    })
 }
 
 /// Neither secret the sidecar holds shows anywhere a person or a scraper
@@ -695,7 +637,11 @@ fn three_replicas_on_postgresql_poll_entra_once_and_page_each_finding_once() {
         .map(|_| Some(Sidecar::start(&work.config_path())))
         .collect();
     let total_polls = |replicas: &[Option<Sidecar>]| -> f64 {
-        replicas.iter().flatten().map(|r| polls(r.addr, "ok")).sum()
+        replicas
+            .iter()
+            .flatten()
+            .map(|r| polls_or_zero(r.addr, "ok"))
+            .sum()
     };
     wait_until("the baseline poll", || {
         (total_polls(&replicas) >= 1.0).then_some(())
@@ -714,7 +660,7 @@ fn three_replicas_on_postgresql_poll_entra_once_and_page_each_finding_once() {
         (leading.len() == 1).then(|| leading[0])
     });
     let polling: Vec<usize> = (0..3)
-        .filter(|i| polls(replicas[*i].as_ref().unwrap().addr, "ok") > 0.0)
+        .filter(|i| polls_or_zero(replicas[*i].as_ref().unwrap().addr, "ok") > 0.0)
         .collect();
     assert_eq!(polling, [leader], "only the leader polls");
     // The leader is killed; another takes over from the stored links and
@@ -761,7 +707,7 @@ fn a_reauthorization_required_notice_polls_at_once_whatever_every_says() {
     // The first poll, counted from zero: with `every = "1h"` there is no
     // second one to wait for.
     wait_until("the first poll", || {
-        (polls(server.addr, "ok") >= 1.0).then_some(())
+        (polls_or_zero(server.addr, "ok") >= 1.0).then_some(())
     });
     graph.with(|d| d.change("users", "u1", "", "deleted"));
     // Graph's lifecycle notice (api-reference/v1.0/resources/changenotification.md,
@@ -788,7 +734,7 @@ fn a_reauthorization_required_notice_polls_at_once_whatever_every_says() {
         reply.body
     );
     wait_until("a poll after the notice", || {
-        (polls(server.addr, "ok") >= 2.0).then_some(())
+        (polls_or_zero(server.addr, "ok") >= 2.0).then_some(())
     });
     graph.with(|d| {
         assert!(

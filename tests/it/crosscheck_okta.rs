@@ -24,7 +24,7 @@
 //! `/metrics` and `/v1/status`.
 
 use crate::common::{get, metric, request, wait_for, Sidecar, Workdir};
-use crate::crosscheck::pages_of;
+use crate::crosscheck::{pages_of, polls_or_zero, query};
 use crate::support::{Answer, Received, Receiver};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
@@ -275,13 +275,6 @@ impl OktaApi {
     }
 }
 
-fn query(target: &str, key: &str) -> Option<String> {
-    let (_, q) = target.split_once('?')?;
-    url::form_urlencoded::parse(q.as_bytes())
-        .find(|(k, _)| k == key)
-        .map(|(_, v)| v.into_owned())
-}
-
 fn okta_answer(conn: TcpStream, addr: SocketAddr, state: &Mutex<OktaState>) {
     let mut reader = BufReader::new(conn.try_clone().unwrap());
     let mut line = String::new();
@@ -438,17 +431,10 @@ backoff_initial = "1s"
     )
 }
 
-fn polls(addr: SocketAddr, outcome: &str) -> f64 {
-    metric(
-        addr,
-        &format!("hushwatch_crosscheck_polls_total{{outcome=\"{outcome}\",stream=\"identity\"}}"),
-    )
-}
-
 fn wait_polls(server: &Sidecar, outcome: &str, n: f64) {
-    let from = polls(server.addr, outcome);
+    let from = polls_or_zero(server.addr, outcome);
     wait_for(LIMIT, &format!("{n} more {outcome} polls"), || {
-        (polls(server.addr, outcome) >= from + n).then_some(())
+        (polls_or_zero(server.addr, outcome) >= from + n).then_some(())
     });
 }
 
@@ -609,7 +595,7 @@ fn serve_pages_a_refused_okta_token_critical_and_waits_out_a_429_s_rate_limit_re
         "{asked:?}"
     );
     assert_eq!(
-        polls(server.addr, "rate_limited"),
+        polls_or_zero(server.addr, "rate_limited"),
         0.0,
         "waited out, not failed"
     );
@@ -707,7 +693,11 @@ fn three_replicas_on_postgresql_poll_okta_once_go_on_from_the_kept_link_and_page
         .map(|_| Some(Sidecar::start(&work.config_path())))
         .collect();
     let total_polls = |replicas: &[Option<Sidecar>]| -> f64 {
-        replicas.iter().flatten().map(|r| polls(r.addr, "ok")).sum()
+        replicas
+            .iter()
+            .flatten()
+            .map(|r| polls_or_zero(r.addr, "ok"))
+            .sum()
     };
     wait_for(LIMIT, "a first poll", || {
         (total_polls(&replicas) >= 1.0).then_some(())
@@ -727,7 +717,7 @@ fn three_replicas_on_postgresql_poll_okta_once_go_on_from_the_kept_link_and_page
         (leading.len() == 1).then(|| leading[0])
     });
     let polling: Vec<usize> = (0..3)
-        .filter(|i| polls(replicas[*i].as_ref().unwrap().addr, "ok") > 0.0)
+        .filter(|i| polls_or_zero(replicas[*i].as_ref().unwrap().addr, "ok") > 0.0)
         .collect();
     assert_eq!(polling, [leader], "only the leader polls");
     // One more poll (the page recorded as sent), then the leader is killed;
