@@ -39,7 +39,7 @@ pub async fn webhook(
     let Some(intake) = provider.intake() else {
         return misrouted();
     };
-    match intake.handshake(&parts) {
+    match intake.handshake(&Head(&parts)) {
         Ok(Some(token)) => {
             if let Err(e) = body::read(&parts, incoming, body_deadline).await {
                 return reject_body(app, stream, e);
@@ -54,17 +54,17 @@ pub async fn webhook(
     if !intake.has_credentials() {
         return not_configured(app, stream, intake.spec().credential_key);
     }
-    if let Err(e) = intake.check_head(&parts, now) {
+    if let Err(e) = intake.check_head(&Head(&parts), now) {
         return reject_rejection(app, stream, &e);
     }
     let body = match body::read(&parts, incoming, body_deadline).await {
         Ok(b) => b,
         Err(e) => return reject_body(app, stream, e),
     };
-    if let Err(e) = intake.check_body(&parts, now, &body) {
+    if let Err(e) = intake.check_body(&Head(&parts), now, &body) {
         return reject_rejection(app, stream, &e);
     }
-    let mut delivery = match intake.parse(&parts, &body) {
+    let mut delivery = match intake.parse(&Head(&parts), &body) {
         Ok(delivery) => delivery,
         // Okta and Auth0 batch many events per request, and a record that cannot be read
         // already becomes its own `unknown` event inside the parser. What is left here is
@@ -181,7 +181,7 @@ pub async fn verification(app: &dyn Api, stream: &StreamConfig, req: Request<Inc
         .ingest
         .provider
         .intake()
-        .and_then(|intake| intake.verification(&parts));
+        .and_then(|intake| intake.verification(&Head(&parts)));
     match answer {
         None => reply::error(StatusCode::METHOD_NOT_ALLOWED, "use POST"),
         Some(Ok(body)) => reply::text(StatusCode::OK, "application/json", body),
@@ -189,14 +189,17 @@ pub async fn verification(app: &dyn Api, stream: &StreamConfig, req: Request<Inc
     }
 }
 
-/// What the providers see of a request before its body.
-impl RequestHead for Parts {
+/// What the providers see of a request before its body (a local type:
+/// `RequestHead` is hushwatch-core's and `Parts` is hyper's).
+struct Head<'a>(&'a Parts);
+
+impl RequestHead for Head<'_> {
     fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).and_then(|v| v.to_str().ok())
+        self.0.headers.get(name).and_then(|v| v.to_str().ok())
     }
 
     fn query(&self) -> Option<&str> {
-        self.uri.query()
+        self.0.uri.query()
     }
 }
 
