@@ -12,6 +12,7 @@ WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY benches ./benches
 COPY src ./src
+COPY crates ./crates
 RUN cargo build --release --locked --bin hushwatch \
  && install -D -m 0755 target/release/hushwatch /out/usr/local/bin/hushwatch \
  && install -d -m 0750 -o 65532 -g 65532 /out/var/lib/hushwatch
