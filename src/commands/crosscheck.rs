@@ -146,7 +146,7 @@ pub fn run(
         let app = crate::service::app::App::new(config.clone(), store, clock.clone())
             .await
             .map_err(|e| format!("storage: {e}"))?;
-        let healed = crate::service::crosscheck_heal::heal(&app, stream, &heal_items(&report))
+        let healed = crate::service::crosscheck_heal::heal(&app, &app, stream, &heal_items(&report))
             .await
             .map_err(|e| format!("storage (heal): {e}"));
         let _ = app.store().close().await;

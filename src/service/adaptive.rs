@@ -10,7 +10,8 @@
 //! effective thresholds are recomputed only when the sketch changes (load,
 //! flush, a day leaving the 28-day window), never per scrape or per event.
 
-use super::app::App;
+use super::core::Core;
+use super::replicas::Lead;
 use crate::config::Config;
 use crate::domain::adaptive::{
     days_known, effective_threshold, Effective, EXPORTED_QUANTILES, WINDOW_DAYS,
@@ -49,7 +50,7 @@ pub struct Learning {
     learned: RwLock<HashMap<String, StreamLearning>>,
     /// One flush at a time: a flush that returns has every gap recorded
     /// before it started in the window (none still in another's hands).
-    flushing: tokio::sync::Mutex<()>,
+    pub(super) flushing: tokio::sync::Mutex<()>,
 }
 
 #[derive(Default)]
@@ -112,11 +113,11 @@ impl Learning {
 
     /// Takes the pending gaps as store deltas (put back with `restore` if
     /// the write fails).
-    fn take_pending(&self) -> BTreeMap<(String, NaiveDate), GapSketch> {
+    pub(super) fn take_pending(&self) -> BTreeMap<(String, NaiveDate), GapSketch> {
         std::mem::take(&mut *lock(&self.pending))
     }
 
-    fn restore(&self, taken: BTreeMap<(String, NaiveDate), GapSketch>) {
+    pub(super) fn restore(&self, taken: BTreeMap<(String, NaiveDate), GapSketch>) {
         let mut pending = lock(&self.pending);
         for (key, sketch) in taken {
             pending.entry(key).or_default().merge(&sketch);
@@ -126,7 +127,7 @@ impl Learning {
     /// After a successful flush: the written gaps join the window, and the
     /// streams they touch (every stream on a new day) are recomputed.
     /// Returns the streams whose effective threshold changed.
-    fn absorb(
+    pub(super) fn absorb(
         &self,
         config: &Config,
         written: BTreeMap<(String, NaiveDate), GapSketch>,
@@ -266,93 +267,51 @@ pub fn threshold_json(effective: &Effective) -> serde_json::Value {
     })
 }
 
-impl App {
-    /// The effective threshold of `stream` and where it came from.
-    pub fn effective_of(&self, stream: &crate::config::StreamConfig) -> Effective {
-        self.learning()
-            .of(&stream.name)
-            .map_or(Effective::configured(stream.policy.threshold), |l| {
-                l.effective
-            })
-    }
-
-    /// Loads the persisted 28-day window (start, reload).
-    pub(super) async fn load_learned(&self) -> Result<(), StoreError> {
-        let config = self.config();
-        if !config.streams.values().any(|s| s.adaptive.is_some()) {
-            self.learning()
-                .load(&config, Vec::new(), self.clock.now().date_naive());
-            return Ok(());
-        }
-        let today = self.clock.now().date_naive();
-        let stored = self.store.gap_counts(window_start(today)).await?;
-        self.learning().load(&config, stored, today);
-        Ok(())
-    }
-
-    /// Writes the pending gaps (additive) and recomputes what they touch;
-    /// the timer re-plans the streams whose threshold moved.
-    pub async fn flush_learned(&self) -> Result<(), StoreError> {
-        let _one = self.learning().flushing.lock().await;
-        let pending = self.learning().take_pending();
-        let deltas: Vec<GapCount> = pending
-            .iter()
-            .flat_map(|((stream, day), sketch)| {
-                sketch.to_pairs().into_iter().map(|(bucket, n)| GapCount {
-                    stream: stream.clone(),
-                    day: *day,
-                    bucket,
-                    count: i64::try_from(n).unwrap_or(i64::MAX),
-                })
-            })
-            .collect();
-        if deltas.is_empty() {
-            // Nothing learned: no transaction.
-        } else if let Err(e) = self.store.add_gap_counts(deltas).await {
-            self.learning().restore(pending);
-            return Err(e);
-        }
-        let config = self.config();
-        let changed = self
-            .learning()
-            .absorb(&config, pending, self.clock.now().date_naive());
-        self.thresholds_changed(&changed);
-        Ok(())
-    }
+/// What the learning task asks of the streams (`App`, which owns the
+/// schedule the learned thresholds move): write what was learned and
+/// re-plan the streams it changed.
+#[async_trait::async_trait]
+pub trait Learner: Send + Sync {
+    async fn flush_learned(&self) -> Result<(), StoreError>;
 }
 
 /// Flushes every `FLUSH_EVERY` and once more at shutdown; the leader also
 /// drops days that left the window.
-pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
+pub async fn run(
+    core: Arc<Core>,
+    learner: Arc<dyn Learner>,
+    lead: Lead,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let mut pruned_on = None;
     loop {
-        let wake = app.clock.now() + FLUSH_EVERY;
+        let wake = core.clock.now() + FLUSH_EVERY;
         tokio::select! {
-            _ = app.clock.sleep_until(wake) => {}
+            _ = core.clock.sleep_until(wake) => {}
             _ = shutdown.changed() => break,
         }
-        if let Err(e) = app.flush_learned().await {
+        if let Err(e) = learner.flush_learned().await {
             tracing::error!(error = %e, "learned gaps could not be written; retrying in a minute");
         }
         // Days leave the window once a day: prune when the day changed.
-        let today = app.clock.now().date_naive();
-        if pruned_on != Some(today) && prune(&app).await {
+        let today = core.clock.now().date_naive();
+        if pruned_on != Some(today) && prune(&core, &lead).await {
             pruned_on = Some(today);
         }
     }
-    if let Err(e) = app.flush_learned().await {
+    if let Err(e) = learner.flush_learned().await {
         tracing::error!(error = %e, "learned gaps could not be written at shutdown");
     }
 }
 
 /// Leader-only housekeeping: days older than the window go. True when
 /// done (a follower tries again later: it may be the leader by then).
-async fn prune(app: &App) -> bool {
-    if super::replicas::housekeeping_term(app).await.is_none() {
+async fn prune(core: &Core, lead: &Lead) -> bool {
+    if lead.housekeeping_term().await.is_none() {
         return false;
     }
-    let start = window_start(app.clock.now().date_naive());
-    match app.store.prune_gap_counts(start).await {
+    let start = window_start(core.clock.now().date_naive());
+    match core.store.prune_gap_counts(start).await {
         Ok(n) => {
             if n > 0 {
                 tracing::debug!(removed = n, "pruned learned gaps older than 28 days");

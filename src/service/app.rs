@@ -2,10 +2,15 @@
 //! every stream's silence, status. HTTP handlers and the timer task call
 //! into this; it calls the pure domain and the store.
 
+use super::adaptive::{window_start, Learner};
 use super::core::Core;
+use super::crosscheck_heal::Ingest;
 use super::delivery::Delivery;
+use super::feed::Mirror;
+use super::replicas::Lead;
 use super::silences::Operator;
 use super::svix::Svix;
+use super::timer::Evaluate;
 use super::timer::{Due, Schedule};
 use super::watchdog::Watchdog;
 use crate::clock::Clock;
@@ -15,6 +20,7 @@ use crate::domain::alert::{next_transition, Transition as DomainTransition};
 use crate::domain::duration::format_duration;
 use crate::domain::silence::{evaluate, Evaluation, SilencePolicy};
 use crate::http::api::Created;
+use crate::store::gaps::GapCount;
 use crate::store::subscriptions::SubscriptionUpdate;
 use crate::store::{AlertState, EventOutcome, NewEvent, Store, StoreError, StreamRow, Transition};
 use crate::store::{TemplatedOutcome, TransitionOutcome};
@@ -44,10 +50,10 @@ pub struct App {
     replicas: std::sync::OnceLock<Arc<super::replicas::Replicas>>,
     /// What was learned of adaptive streams' gaps ("quieter than usual").
     learning: super::adaptive::Learning,
-    svix: Svix,
-    operator: Operator,
+    svix: Arc<Svix>,
+    operator: Arc<Operator>,
     delivery: Delivery,
-    watchdog: Watchdog,
+    watchdog: Arc<Watchdog>,
 }
 
 /// `app.store`, `app.config()`, `app.note_storage(…)`: the shared handles.
@@ -78,10 +84,10 @@ impl App {
             stream_set: tokio::sync::Mutex::new(()),
             replicas: std::sync::OnceLock::new(),
             learning: super::adaptive::Learning::default(),
-            svix: Svix::new(Arc::clone(&core)),
-            operator: Operator::new(Arc::clone(&core)),
+            svix: Arc::new(Svix::new(Arc::clone(&core))),
+            operator: Arc::new(Operator::new(Arc::clone(&core))),
             delivery: Delivery::new(Arc::clone(&core)),
-            watchdog: Watchdog::new(Arc::clone(&core)),
+            watchdog: Arc::new(Watchdog::new(Arc::clone(&core))),
             core,
         };
         app.watch_configured().await?;
@@ -98,11 +104,16 @@ impl App {
         &self.core
     }
 
-    pub fn svix(&self) -> &Svix {
+    /// The shared handles, for a task's own handle.
+    pub(super) fn core_handle(&self) -> Arc<Core> {
+        Arc::clone(&self.core)
+    }
+
+    pub fn svix(&self) -> &Arc<Svix> {
         &self.svix
     }
 
-    pub fn operator(&self) -> &Operator {
+    pub fn operator(&self) -> &Arc<Operator> {
         &self.operator
     }
 
@@ -110,7 +121,7 @@ impl App {
         &self.delivery
     }
 
-    pub fn watchdog(&self) -> &Watchdog {
+    pub fn watchdog(&self) -> &Arc<Watchdog> {
         &self.watchdog
     }
 
@@ -320,7 +331,7 @@ impl App {
         // `[store] encryption_key`: subject ids are stored veiled
         // (`store::veil`), so every row and page text the store derives
         // from them carries the token; readers reveal it.
-        super::stale_grants::veil_subjects(self.config().store.sealer.veil(), &mut events);
+        crate::store::revocations::veil_subjects(self.config().store.sealer.veil(), &mut events);
         let result = self
             .store
             .record_delivery_rows(events, update, self.clock.now())
@@ -672,6 +683,12 @@ impl App {
         let _ = self.replicas.set(replicas);
     }
 
+    /// What the housekeeping tasks ask of the replicas (always leader when
+    /// this `App` was built without them).
+    pub(super) fn lead(&self) -> Lead {
+        Lead::of(self.replicas().cloned())
+    }
+
     pub fn replicas(&self) -> Option<&Arc<super::replicas::Replicas>> {
         self.replicas.get()
     }
@@ -939,6 +956,97 @@ async fn with_templated(store: &Store, mut config: Config) -> Result<Config, Sto
         }
     }
     Ok(config)
+}
+
+/// "Quieter than usual" (`service::adaptive`): the learned thresholds
+/// this `App` evaluates with.
+impl App {
+    /// The effective threshold of `stream` and where it came from.
+    pub fn effective_of(&self, stream: &crate::config::StreamConfig) -> Effective {
+        self.learning()
+            .of(&stream.name)
+            .map_or(Effective::configured(stream.policy.threshold), |l| {
+                l.effective
+            })
+    }
+
+    /// Loads the persisted 28-day window (start, reload).
+    pub(super) async fn load_learned(&self) -> Result<(), StoreError> {
+        let config = self.config();
+        if !config.streams.values().any(|s| s.adaptive.is_some()) {
+            self.learning()
+                .load(&config, Vec::new(), self.clock.now().date_naive());
+            return Ok(());
+        }
+        let today = self.clock.now().date_naive();
+        let stored = self.store.gap_counts(window_start(today)).await?;
+        self.learning().load(&config, stored, today);
+        Ok(())
+    }
+
+    /// Writes the pending gaps (additive) and recomputes what they touch;
+    /// the timer re-plans the streams whose threshold moved.
+    pub async fn flush_learned(&self) -> Result<(), StoreError> {
+        let _one = self.learning().flushing.lock().await;
+        let pending = self.learning().take_pending();
+        let deltas: Vec<GapCount> = pending
+            .iter()
+            .flat_map(|((stream, day), sketch)| {
+                sketch.to_pairs().into_iter().map(|(bucket, n)| GapCount {
+                    stream: stream.clone(),
+                    day: *day,
+                    bucket,
+                    count: i64::try_from(n).unwrap_or(i64::MAX),
+                })
+            })
+            .collect();
+        if deltas.is_empty() {
+            // Nothing learned: no transaction.
+        } else if let Err(e) = self.store.add_gap_counts(deltas).await {
+            self.learning().restore(pending);
+            return Err(e);
+        }
+        let config = self.config();
+        let changed = self
+            .learning()
+            .absorb(&config, pending, self.clock.now().date_naive());
+        self.thresholds_changed(&changed);
+        Ok(())
+    }
+}
+
+/// The capabilities `App` lends the tasks (`service::start` hands each
+/// task a handle with only what it needs; these parts are the stream
+/// mirror's own).
+#[async_trait::async_trait]
+impl Evaluate for App {
+    async fn evaluate_due(&self) -> Result<Option<DateTime<Utc>>, StoreError> {
+        App::evaluate_due(self).await
+    }
+}
+
+impl Mirror for App {
+    fn absorb_stored(&self, rows: Vec<StreamRow>) {
+        App::absorb_stored(self, rows)
+    }
+
+    fn stream_rows(&self) -> Vec<StreamRow> {
+        App::stream_rows(self)
+    }
+}
+
+#[async_trait::async_trait]
+impl Learner for App {
+    async fn flush_learned(&self) -> Result<(), StoreError> {
+        App::flush_learned(self).await
+    }
+}
+
+#[async_trait::async_trait]
+impl Ingest for App {
+    async fn ingest(&self, events: Vec<NewEvent>) -> Result<Vec<EventOutcome>, StoreError> {
+        App::ingest(self, events).await
+    }
 }
 
 #[cfg(test)]

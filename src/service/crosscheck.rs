@@ -25,7 +25,10 @@
 //! (`provider_missed` for findings no page named yet, `crosscheck_failing`
 //! from `domain::crosscheck::poll_health`) and the metrics.
 
-use super::app::App;
+use super::core::Core;
+use super::crosscheck_heal::Ingest;
+use super::feed::Mirror;
+use super::replicas::Lead;
 use crate::audit::classify::{Access, Classifier};
 use crate::clock::Clock;
 use crate::config::crosscheck::CrosscheckConfig;
@@ -41,7 +44,6 @@ use crate::store::veil::Veil;
 use crate::store::{Store, StoreError};
 use chrono::{DateTime, TimeDelta, Utc};
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -61,48 +63,7 @@ pub const MAX_LOG_FINDINGS: usize = 1_000;
 /// Audit entries read per subject when explaining a change.
 const EXPLAIN_LOOKUP: i64 = 200;
 
-/// What one poll found.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PollReport {
-    /// Every finding decided by this poll.
-    pub findings: Vec<Finding>,
-    /// Their keys that no earlier poll (here or on another replica)
-    /// recorded: the ones to page.
-    pub new_keys: Vec<String>,
-    /// Clerk: this poll was the baseline (nothing compared).
-    pub baseline: bool,
-    /// Clerk: unexplained changes waiting for a later poll.
-    pub pending: usize,
-    /// False when another poll committed first (its answer stands).
-    pub committed: bool,
-    /// WorkOS: the logged event body (`LogEntry::body`, byte for byte what
-    /// its webhook carries) of each finding of this poll, by finding key,
-    /// so a heal can deliver it. Only findings' bodies are kept.
-    pub bodies: BTreeMap<String, Vec<u8>>,
-}
-
-#[derive(Debug)]
-pub enum PollFailure {
-    /// The provider's answer; recorded as a failed poll.
-    Provider(PollError),
-    /// The store; nothing of this poll's end was committed.
-    Store(StoreError),
-}
-
-impl fmt::Display for PollFailure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            PollFailure::Provider(e) => write!(f, "{e}"),
-            PollFailure::Store(e) => write!(f, "storage: {e}"),
-        }
-    }
-}
-
-impl From<StoreError> for PollFailure {
-    fn from(e: StoreError) -> Self {
-        PollFailure::Store(e)
-    }
-}
+pub use super::crosscheck_report::{revealed, PollFailure, PollReport};
 
 /// The provider source for a stream's `[crosscheck]` table.
 pub fn source(config: &CrosscheckConfig) -> Source {
@@ -689,18 +650,6 @@ fn veiled(veil: &Veil, f: &Finding) -> Finding {
     }
 }
 
-/// A stored finding as a person reads it (its key stays as stored).
-pub fn revealed(veil: &Veil, f: &Finding) -> Finding {
-    Finding {
-        subject: veil.reveal(&f.subject).into_owned(),
-        organization: f
-            .organization
-            .as_deref()
-            .map(|o| veil.reveal(o).into_owned()),
-        ..f.clone()
-    }
-}
-
 /// The webhooks the stream received in the change's window about its user
 /// or organization, read from the audit log (`subject_entries`). With
 /// `[store] encryption_key` the log and the snapshot name subjects by
@@ -781,10 +730,29 @@ struct Slot {
 /// and a poll that panics is logged, never taken further. The config is
 /// read afresh every tick, so a reload adds, changes or stops a stream's
 /// polls without restarting anything.
-pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
+/// What the cross-check needs: the shared handles (`Deref`), the ingest
+/// path a heal takes, and whether this replica leads (polls are the
+/// leader's).
+pub struct CrosscheckTask {
+    pub core: Arc<Core>,
+    pub intake: Arc<dyn Ingest>,
+    /// The stream rows (when each stream's watch started).
+    pub mirror: Arc<dyn Mirror>,
+    pub lead: Lead,
+}
+
+impl std::ops::Deref for CrosscheckTask {
+    type Target = Core;
+
+    fn deref(&self) -> &Core {
+        &self.core
+    }
+}
+
+pub async fn run(task: Arc<CrosscheckTask>, mut shutdown: watch::Receiver<bool>) {
     let mut slots: HashMap<String, Slot> = HashMap::new();
     loop {
-        tick(&app, &mut slots).await;
+        tick(&task, &mut slots).await;
         tokio::select! {
             _ = tokio::time::sleep(TICK) => {}
             _ = shutdown.changed() => break,
@@ -797,8 +765,8 @@ pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
     }
 }
 
-async fn tick(app: &Arc<App>, slots: &mut HashMap<String, Slot>) {
-    let config = app.config();
+async fn tick(task: &Arc<CrosscheckTask>, slots: &mut HashMap<String, Slot>) {
+    let config = task.config();
     slots.retain(|name, slot| {
         let keep = config
             .streams
@@ -813,9 +781,9 @@ async fn tick(app: &Arc<App>, slots: &mut HashMap<String, Slot>) {
     });
     for s in config.streams.values().filter(|s| s.crosscheck.is_some()) {
         // Zeros from the start on every replica, not gaps.
-        app.metrics.crosscheck.declare(&s.name);
+        task.metrics.crosscheck.declare(&s.name);
     }
-    let now = app.clock.now();
+    let now = task.clock.now();
     for (name, slot) in slots.iter_mut() {
         // A reload that shortened `every` brings the next poll forward.
         let every = config
@@ -838,7 +806,7 @@ async fn tick(app: &Arc<App>, slots: &mut HashMap<String, Slot>) {
             .is_some_and(|c| c.provider == crate::domain::crosscheck::Provider::Entra)
     }) {
         let slot = slots.entry(s.name.clone()).or_default();
-        match super::crosscheck_delta::reauthorization_after(&app.store, &s.name, slot.reauth_seen)
+        match super::crosscheck_delta::reauthorization_after(&task.store, &s.name, slot.reauth_seen)
             .await
         {
             Ok(Some(at)) => {
@@ -867,7 +835,7 @@ async fn tick(app: &Arc<App>, slots: &mut HashMap<String, Slot>) {
         })
         .map(|s| s.name.clone())
         .collect();
-    if due.is_empty() || super::replicas::housekeeping_term(app).await.is_none() {
+    if due.is_empty() || task.lead.housekeeping_term().await.is_none() {
         return;
     }
     for name in due {
@@ -889,41 +857,42 @@ async fn tick(app: &Arc<App>, slots: &mut HashMap<String, Slot>) {
         }
         slot.due = Some(now + every);
         slot.every = Some(every);
-        let app = Arc::clone(app);
+        let task = Arc::clone(task);
         slot.running = Some(tokio::spawn(async move {
-            poll_and_page(&app, &name).await;
+            poll_and_page(&task, &name).await;
         }));
     }
 }
 
 /// One scheduled poll of `stream`, then its pages and metrics. Errors are
 /// logged (never the key: no error text here can carry it).
-pub async fn poll_and_page(app: &App, stream: &str) {
-    let config = app.config();
+pub async fn poll_and_page(task: &CrosscheckTask, stream: &str) {
+    let config = task.config();
     let Some(settings) = config.streams.get(stream) else {
         return;
     };
     let Some(cc) = settings.crosscheck.as_deref() else {
         return;
     };
-    let watch_started_at = app
+    let watch_started_at = task
+        .mirror
         .stream_rows()
         .into_iter()
         .find(|r| r.name == stream)
-        .map_or_else(|| app.clock.now(), |r| r.watch_started_at);
+        .map_or_else(|| task.clock.now(), |r| r.watch_started_at);
     let source = source(cc);
     let deadline = poll_deadline(cc.every);
     let polled = tokio::time::timeout(
         deadline,
         poll_once(
-            &app.store,
+            &task.store,
             stream,
             cc,
             &source,
             &config.audit.classifier,
             &config.store.sealer,
             watch_started_at,
-            &*app.clock,
+            &*task.clock,
         ),
     )
     .await;
@@ -953,14 +922,14 @@ pub async fn poll_and_page(app: &App, stream: &str) {
                 )
             );
             tracing::warn!(stream, provider = cc.provider.name(), error = %error, "cross-check poll failed");
-            if let Err(e) = record_timeout(app, stream, error).await {
+            if let Err(e) = record_timeout(task, stream, error).await {
                 tracing::error!(stream, error = %e, "cross-check poll: storage error recording its deadline");
             }
             Some("error")
         }
     };
     if let Some(outcome) = outcome {
-        app.metrics
+        task.metrics
             .crosscheck
             .polls
             .with_label_values(&[stream, outcome])
@@ -973,7 +942,7 @@ pub async fn poll_and_page(app: &App, stream: &str) {
             .iter()
             .filter(|f| new.contains(f.key.as_str()))
         {
-            app.metrics
+            task.metrics
                 .crosscheck
                 .missed
                 .with_label_values(&[stream, f.direction.as_str()])
@@ -981,11 +950,11 @@ pub async fn poll_and_page(app: &App, stream: &str) {
         }
     }
     if cc.heal {
-        if let Err(e) = heal_after_poll(app, stream, cc).await {
+        if let Err(e) = heal_after_poll(task, task.intake.as_ref(), stream, cc).await {
             tracing::error!(stream, error = %e, "cross-check heal: storage error; the findings stay open and are healed after the next poll");
         }
     }
-    if let Err(e) = page(app, &config, stream, cc, watch_started_at).await {
+    if let Err(e) = page(task, &config, stream, cc, watch_started_at).await {
         tracing::error!(stream, error = %e, "cross-check pages: storage error; tried again after the next poll");
     }
 }
@@ -996,7 +965,8 @@ pub async fn poll_and_page(app: &App, stream: &str) {
 /// findings go with the logged bodies stored beside them; Clerk's are
 /// built from the stored finding.
 pub(super) async fn heal_after_poll(
-    app: &App,
+    core: &Core,
+    intake: &dyn Ingest,
     stream: &str,
     cc: &CrosscheckConfig,
 ) -> Result<(), StoreError> {
@@ -1004,7 +974,7 @@ pub(super) async fn heal_after_poll(
     let items: Vec<HealItem> = match cc.provider {
         // Entra streams do not relay (issue #48): nothing to deliver.
         crate::domain::crosscheck::Provider::Entra => Vec::new(),
-        crate::domain::crosscheck::Provider::Clerk => app
+        crate::domain::crosscheck::Provider::Clerk => core
             .store
             .crosscheck_findings(stream.to_owned(), true, HEAL_AT_MOST)
             .await?
@@ -1018,10 +988,10 @@ pub(super) async fn heal_after_poll(
         // An event log (WorkOS, Okta): the logged bodies stored with
         // the findings.
         _ => {
-            let config = app.config();
+            let config = core.config();
             let sealer = &config.store.sealer;
             let mut items = Vec::new();
-            for (stored, sealed) in app
+            for (stored, sealed) in core
                 .store
                 .crosscheck_open_logged(stream.to_owned(), HEAL_AT_MOST)
                 .await?
@@ -1043,7 +1013,7 @@ pub(super) async fn heal_after_poll(
         }
     };
     if !items.is_empty() {
-        heal(app, stream, &items).await?;
+        heal(core, intake, stream, &items).await?;
     }
     Ok(())
 }
@@ -1053,9 +1023,13 @@ pub(super) async fn heal_after_poll(
 const HEAL_AT_MOST: i64 = 1_000;
 
 /// A poll cut off by its deadline counts as a failed poll.
-async fn record_timeout(app: &App, stream: &str, error: String) -> Result<(), StoreError> {
-    let row = app.store.crosscheck_state(stream.to_owned()).await?;
-    app.store
+async fn record_timeout(
+    task: &CrosscheckTask,
+    stream: &str,
+    error: String,
+) -> Result<(), StoreError> {
+    let row = task.store.crosscheck_state(stream.to_owned()).await?;
+    task.store
         .crosscheck_finish_poll(
             stream.to_owned(),
             row,
@@ -1073,7 +1047,7 @@ async fn record_timeout(app: &App, stream: &str, error: String) -> Result<(), St
 /// the `crosscheck_failing` alert from [`poll_health`]; resolves pages
 /// whose findings are all settled. Also sets the last-success gauge.
 async fn page(
-    app: &App,
+    task: &CrosscheckTask,
     config: &Config,
     stream: &str,
     cc: &CrosscheckConfig,
@@ -1086,14 +1060,14 @@ async fn page(
         config_path: super::forward::config_path(config),
         notifiers: settings.map(|s| s.notify.clone()).unwrap_or_default(),
     };
-    let now = app.clock.now();
-    let row = app
+    let now = task.clock.now();
+    let row = task
         .store
         .crosscheck_state(stream.to_owned())
         .await?
         .unwrap_or_default();
     if let Some(at) = row.last_success_at {
-        app.metrics
+        task.metrics
             .crosscheck
             .last_success
             .with_label_values(&[stream])
@@ -1101,19 +1075,19 @@ async fn page(
     }
     let health = poll_health(&row.facts(), cc.provider, cc.every, watch_started_at, now);
     let health = super::crosscheck_delta::with_resync_warning(cc, &row, health);
-    let mut queued = app
+    let mut queued = task
         .store
         .crosscheck_set_failing(target.clone(), health, now)
         .await?;
-    let (_, total) = app.store.crosscheck_page_missed(target, now).await?;
+    let (_, total) = task.store.crosscheck_page_missed(target, now).await?;
     queued |= total > 0;
-    queued |= app
+    queued |= task
         .store
         .crosscheck_resolve_settled(stream.to_owned(), now)
         .await?
         > 0;
     if queued {
-        app.outbox_wake.notify_one();
+        task.outbox_wake.notify_one();
     }
     Ok(())
 }

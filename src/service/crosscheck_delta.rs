@@ -27,7 +27,7 @@
 //!   [`MAX_DELTA_CHANGES`] and keeps that page's next link: the next poll
 //!   goes on from it, as the WorkOS poll goes on from its cursor.
 
-use super::crosscheck::{revealed, PollFailure, PollReport};
+use super::crosscheck_report::{revealed, PollFailure, PollReport};
 use crate::config::crosscheck::CrosscheckConfig;
 use crate::crosscheck::{DeltaAnswer, DeltaFeed, DeltaNext, PollError, MAX_PAGES};
 use crate::domain::crosscheck::{Change, Entry, Finding, Pending, PollHealth, Verdict};

@@ -35,13 +35,13 @@
 //! the same id, which the store answers as a duplicate, so the app sees
 //! one event and the finding is marked on the retry.
 
-use super::app::App;
+use super::core::Core;
 use crate::config::forward::{ForwardClock, ForwardConfig};
 use crate::config::StreamConfig;
 use crate::domain::crosscheck::{Direction, Finding, Provider, When};
 use crate::ingest::providers::{auth0, okta, workos};
 use crate::store::forward::ForwardBody;
-use crate::store::{NewEvent, StoreError};
+use crate::store::{EventOutcome, NewEvent, StoreError};
 use chrono::{DateTime, Utc};
 use sha2::{Digest, Sha256};
 
@@ -57,6 +57,14 @@ pub struct HealItem {
     pub body: Option<Vec<u8>>,
 }
 
+/// The path a healed event takes into the store: the one every webhook
+/// takes (`App::ingest`: stored, audited, its forward row queued, the
+/// stream's clock moved), so the app receives it exactly as a delivery.
+#[async_trait::async_trait]
+pub trait Ingest: Send + Sync {
+    async fn ingest(&self, events: Vec<NewEvent>) -> Result<Vec<EventOutcome>, StoreError>;
+}
+
 /// Heals `items` on `stream` when its `[crosscheck]` has `heal = true` and
 /// it relays; returns the keys marked healed by this call. A finding that
 /// cannot be healed (a Clerk grant, a WorkOS finding without its body, a
@@ -65,8 +73,13 @@ pub struct HealItem {
 /// error stops the heal; what was healed before it stays healed, and the
 /// rest stays open and is healed after the next poll (a WorkOS finding
 /// from the logged body stored beside it).
-pub async fn heal(app: &App, stream: &str, items: &[HealItem]) -> Result<Vec<String>, StoreError> {
-    let config = app.config();
+pub async fn heal(
+    core: &Core,
+    intake: &dyn Ingest,
+    stream: &str,
+    items: &[HealItem],
+) -> Result<Vec<String>, StoreError> {
+    let config = core.config();
     let Some(settings) = config.streams.get(stream) else {
         return Ok(Vec::new());
     };
@@ -84,7 +97,7 @@ pub async fn heal(app: &App, stream: &str, items: &[HealItem]) -> Result<Vec<Str
             forward,
             crosscheck.provider,
             item,
-            app.clock.now(),
+            core.clock.now(),
         ) {
             Ok(e) => e,
             Err(reason) => {
@@ -97,13 +110,13 @@ pub async fn heal(app: &App, stream: &str, items: &[HealItem]) -> Result<Vec<Str
         // Accepted or a duplicate (healed before a crash, or the webhook
         // came after all): either way the app has it, or will, once.
         let delivery_id = event.delivery_id.clone().unwrap_or_default();
-        app.ingest(vec![event]).await?;
-        if app
+        intake.ingest(vec![event]).await?;
+        if core
             .store
             .crosscheck_settle_finding(stream.to_owned(), item.finding.key.clone(), true)
             .await?
         {
-            app.metrics
+            core.metrics
                 .crosscheck
                 .healed
                 .with_label_values(&[stream])
@@ -388,6 +401,7 @@ pub fn clerk_body(f: &Finding, user: &str, organization: Option<&str>) -> Option
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::service::app::App;
 
     fn finding(event_type: &str, org: Option<&str>, direction: Direction) -> Finding {
         let t = DateTime::from_timestamp(1_800_000_000, 0).unwrap();
@@ -612,12 +626,15 @@ mod tests {
             },
         ];
         assert_eq!(
-            heal(&app, "identity", &items).await.unwrap(),
+            heal(&app, &app, "identity", &items).await.unwrap(),
             std::slice::from_ref(&f.key)
         );
         // Again (a crash before the settle, a second replica): the same id
         // is a duplicate, nothing more is queued or counted.
-        assert!(heal(&app, "identity", &items).await.unwrap().is_empty());
+        assert!(heal(&app, &app, "identity", &items)
+            .await
+            .unwrap()
+            .is_empty());
         let queued = claims(&app).await;
         assert_eq!(queued.len(), 1, "{queued:?}");
         let c = &queued[0];
@@ -688,7 +705,7 @@ mod tests {
             finding: f.clone(),
             body: None,
         };
-        assert!(heal(&app, "identity", &[bodiless])
+        assert!(heal(&app, &app, "identity", &[bodiless])
             .await
             .unwrap()
             .is_empty());
@@ -699,9 +716,12 @@ mod tests {
             },
             body: Some(body.to_vec()),
         };
-        assert!(heal(&app, "identity", &[other]).await.unwrap().is_empty());
+        assert!(heal(&app, &app, "identity", &[other])
+            .await
+            .unwrap()
+            .is_empty());
         assert_eq!(
-            heal(&app, "identity", &[item]).await.unwrap(),
+            heal(&app, &app, "identity", &[item]).await.unwrap(),
             std::slice::from_ref(&f.key)
         );
         let queued = claims(&app).await;
@@ -771,7 +791,7 @@ mod tests {
             .crosscheck_record_logged("identity".into(), vec![(forged.clone(), moved)], t)
             .await
             .unwrap();
-        super::super::crosscheck::heal_after_poll(&app, "identity", &cc)
+        super::super::crosscheck::heal_after_poll(&app, &app, "identity", &cc)
             .await
             .unwrap();
         let queued = claims(&app).await;
@@ -789,7 +809,7 @@ mod tests {
             ["workos:event_01FORGED"],
             "healed once; the one whose body is not its own stays open"
         );
-        super::super::crosscheck::heal_after_poll(&app, "identity", &cc)
+        super::super::crosscheck::heal_after_poll(&app, &app, "identity", &cc)
             .await
             .unwrap();
         assert!(claims(&app).await.is_empty(), "nothing healed twice");
@@ -825,7 +845,10 @@ mod tests {
             finding: f.clone(),
             body: None,
         };
-        assert_eq!(heal(&app, "identity", &[item]).await.unwrap().len(), 1);
+        assert_eq!(
+            heal(&app, &app, "identity", &[item]).await.unwrap().len(),
+            1
+        );
         let queued = claims(&app).await;
         let body = config
             .store

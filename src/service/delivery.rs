@@ -19,8 +19,9 @@
 //!   business time of the stream's calendar), once per episode and step.
 //! - Alertmanager alerts are re-posted every `REPOST_EVERY` while firing.
 
-use super::app::App;
 use super::core::Core;
+use super::replicas::Lead;
+use super::silences::Operator;
 use crate::config::{Config, NotifierConfig, NotifierKind};
 use crate::notify::{alertmanager, retry, Outcome, Page, Sender};
 use crate::store::{AlertState, Attempt, OutboxRow, OutboxSummary, PageKind, StoreError};
@@ -34,7 +35,24 @@ use tokio::task::JoinSet;
 /// Pause after a failed store call before trying again.
 const STORE_RETRY: chrono::TimeDelta = chrono::TimeDelta::seconds(5);
 
-pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
+/// What the delivery worker needs: the shared handles (`Deref`), the
+/// operator's held pages to release when due, and whether this replica
+/// leads (reminders, escalations and re-posts are the leader's).
+pub struct DeliveryTask {
+    pub core: Arc<Core>,
+    pub operator: Arc<Operator>,
+    pub lead: Lead,
+}
+
+impl std::ops::Deref for DeliveryTask {
+    type Target = Core;
+
+    fn deref(&self) -> &Core {
+        &self.core
+    }
+}
+
+pub async fn run(task: Arc<DeliveryTask>, mut shutdown: watch::Receiver<bool>) {
     let worker = Arc::new(Worker::new());
     // Every attempt (and Alertmanager re-post) runs as its own task, so a
     // receiver that hangs until its timeout holds up only its own
@@ -45,21 +63,21 @@ pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
         if *shutdown.borrow() {
             break;
         }
-        let next = match worker.round(&app, &mut attempts).await {
+        let next = match worker.round(&task, &mut attempts).await {
             Ok(next) => next,
             Err(e) => {
                 tracing::error!(error = %e, "outbox delivery could not read or update the outbox; retrying");
-                Some(app.clock.now() + STORE_RETRY)
+                Some(task.clock.now() + STORE_RETRY)
             }
         };
         let sleep = async {
             match next {
-                Some(t) => app.clock.sleep_until(t).await,
+                Some(t) => task.clock.sleep_until(t).await,
                 None => std::future::pending().await,
             }
         };
         tokio::select! {
-            _ = app.outbox_wake.notified() => {}
+            _ = task.outbox_wake.notified() => {}
             _ = sleep => {}
             // An attempt finished: its queue may have a next page.
             Some(_) = attempts.join_next(), if !attempts.is_empty() => {}
@@ -99,24 +117,24 @@ impl Worker {
     /// page (or reminder, or re-post) is due.
     async fn round(
         self: &Arc<Self>,
-        app: &Arc<App>,
+        task: &Arc<DeliveryTask>,
         attempts: &mut JoinSet<()>,
     ) -> Result<Option<DateTime<Utc>>, StoreError> {
-        let config = app.config();
-        let held_due = app.operator().release_held_pages().await?;
-        let extras_due = queue_extras(app, &config).await?;
+        let config = task.config();
+        let held_due = task.operator.release_held_pages().await?;
+        let extras_due = queue_extras(task, &config).await?;
         // Several replicas: attempt only pages claimed here (before the
         // snapshot, so every claimed row is in it).
-        let claimed = super::replicas::claim_due(app, &config).await?;
-        let now = app.clock.now();
+        let claimed = task.lead.claim_due(&task.store, &config).await?;
+        let now = task.clock.now();
         // Pages in flight before the snapshot is read may finish (and be
         // marked delivered) while it is read, so the snapshot can show them
         // pending after they left `in_flight`: attempting them again would
         // send a delivered page twice. They wait for the next round, which
         // their task's end wakes.
         let busy_before = lock(&self.in_flight).clone();
-        let pending = app.store.pending_outbox().await?;
-        set_pending_gauges(app, &config, &pending);
+        let pending = task.store.pending_outbox().await?;
+        set_pending_gauges(task, &config, &pending);
         let heads = heads(&pending);
         let mut next: Option<DateTime<Utc>> = None;
         for row in heads {
@@ -156,11 +174,11 @@ impl Worker {
                         },
                     };
                     lock(&self.in_flight).insert(row.id);
-                    let (worker, app) = (Arc::clone(self), Arc::clone(app));
+                    let (worker, task) = (Arc::clone(self), Arc::clone(task));
                     let (config, notifier, row) =
                         (Arc::clone(&config), notifier.clone(), row.clone());
                     attempts.spawn(async move {
-                        if let Err(e) = worker.attempt(&app, &config, &notifier, &row, token).await {
+                        if let Err(e) = worker.attempt(&task, &config, &notifier, &row, token).await {
                             tracing::error!(error = %e, page = %row.page_key, "could not record a delivery attempt; the page stays pending and is sent again under the same key");
                         }
                         lock(&worker.in_flight).remove(&row.id);
@@ -169,7 +187,7 @@ impl Worker {
             }
         }
         for t in [
-            self.repost_alertmanager(app, &config, attempts).await?,
+            self.repost_alertmanager(task, &config, attempts).await?,
             extras_due,
             held_due,
         ]
@@ -183,7 +201,7 @@ impl Worker {
 
     async fn attempt(
         &self,
-        app: &App,
+        task: &DeliveryTask,
         config: &Config,
         notifier: &NotifierConfig,
         row: &OutboxRow,
@@ -194,18 +212,18 @@ impl Worker {
         // included; the links of earlier sends stay valid (issue #30). None
         // for a `log` line (issue #44: logs are not the person paged).
         if crate::notify::carries_ack_links(&notifier.kind) {
-            page.ack_url = mint_ack_link(app, config, row).await;
+            page.ack_url = mint_ack_link(task, config, row).await;
         }
-        let started = app.clock.now();
+        let started = task.clock.now();
         let outcome = self.sender.send(notifier, &page, started).await;
-        let now = app.clock.now();
+        let now = task.clock.now();
         let name = row.notifier.as_str();
         let attempts = row.attempts.saturating_add(1);
         let first = row.first_attempt_at.unwrap_or(started);
         let (attempt, label) = match outcome {
             Outcome::Delivered => {
                 let latency = (now - row.at).num_milliseconds().max(0) as f64 / 1000.0;
-                app.metrics
+                task.metrics
                     .notification_latency
                     .with_label_values(&[name])
                     .observe(latency);
@@ -257,20 +275,20 @@ impl Worker {
                 )
             }
         };
-        app.metrics
+        task.metrics
             .notifications
             .with_label_values(&[name, label])
             .inc();
         // The attempt, the shared consecutive-failure count and any fallback
         // page it reaches commit together (issue #19).
-        super::fallback::record(app, config, row, token, attempt, now).await
+        super::fallback::record(&task.core, config, row, token, attempt, now).await
     }
 
     /// Re-posts firing alerts to Alertmanagers before their
     /// `resolve_timeout` runs out; returns when the next re-post is due.
     async fn repost_alertmanager(
         self: &Arc<Self>,
-        app: &Arc<App>,
+        task: &Arc<DeliveryTask>,
         config: &Arc<Config>,
         tasks: &mut JoinSet<()>,
     ) -> Result<Option<DateTime<Utc>>, StoreError> {
@@ -282,11 +300,11 @@ impl Worker {
             return Ok(None);
         }
         // Re-posting is housekeeping: one replica (the leader) does it.
-        if super::replicas::housekeeping_term(app).await.is_none() {
-            return Ok(Some(app.clock.now() + chrono::TimeDelta::seconds(2)));
+        if task.lead.housekeeping_term().await.is_none() {
+            return Ok(Some(task.clock.now() + chrono::TimeDelta::seconds(2)));
         }
-        let active = app.store.active_firing_pages().await?;
-        let now = app.clock.now();
+        let active = task.store.active_firing_pages().await?;
+        let now = task.clock.now();
         let mut next: Option<DateTime<Utc>> = None;
         let mut seen = BTreeSet::new();
         for row in active {
@@ -311,10 +329,10 @@ impl Worker {
             let t = now + alertmanager::REPOST_EVERY;
             next = Some(next.map_or(t, |n| n.min(t)));
             let (worker, config, notifier) = (Arc::clone(self), Arc::clone(config), n.clone());
-            let app = Arc::clone(app);
+            let task = Arc::clone(task);
             tasks.spawn(async move {
                 let mut page = Page::from_row(&row, &config);
-                page.ack_url = mint_ack_link(&app, &config, &row).await;
+                page.ack_url = mint_ack_link(&task, &config, &row).await;
                 let outcome = worker.sender.send(&notifier, &page, now).await;
                 if outcome != Outcome::Delivered {
                     tracing::warn!(notifier = %row.notifier, stream = %row.stream, outcome = ?outcome, "re-posting a firing alert to Alertmanager failed; trying again at the next re-post");
@@ -337,7 +355,10 @@ impl Worker {
 /// the alert started firing) and returns when the next one is due. Queuing
 /// is idempotent per episode and step, so calling this often is harmless,
 /// and after a restart only the latest missed reminder is sent.
-async fn queue_extras(app: &App, config: &Config) -> Result<Option<DateTime<Utc>>, StoreError> {
+async fn queue_extras(
+    task: &DeliveryTask,
+    config: &Config,
+) -> Result<Option<DateTime<Utc>>, StoreError> {
     let wanted = config
         .streams
         .values()
@@ -345,10 +366,10 @@ async fn queue_extras(app: &App, config: &Config) -> Result<Option<DateTime<Utc>
     if !wanted {
         return Ok(None);
     }
-    let now = app.clock.now();
+    let now = task.clock.now();
     // Scheduling reminders and escalations is housekeeping: the leader's
     // alone. Others look again in a while, in case they become leader.
-    if super::replicas::housekeeping_term(app).await.is_none() {
+    if task.lead.housekeeping_term().await.is_none() {
         return Ok(Some(now + chrono::TimeDelta::seconds(2)));
     }
     let mut next: Option<DateTime<Utc>> = None;
@@ -357,7 +378,7 @@ async fn queue_extras(app: &App, config: &Config) -> Result<Option<DateTime<Utc>
             next = Some(next.map_or(t, |n: DateTime<Utc>| n.min(t)));
         }
     };
-    for row in app.store.streams().await? {
+    for row in task.store.streams().await? {
         let (Some(stream), Some(started)) = (config.streams.get(&row.name), row.firing_since)
         else {
             continue;
@@ -371,7 +392,7 @@ async fn queue_extras(app: &App, config: &Config) -> Result<Option<DateTime<Utc>
             let n = elapsed.num_milliseconds() / every.num_milliseconds().max(1);
             if n >= 1 && !stream.notify.is_empty() {
                 let due = calendar.fires_at(started, every * n as i32).unwrap_or(now);
-                app.store
+                task.store
                     .enqueue_extra(
                         stream.name.clone(),
                         PageKind::Reminder,
@@ -387,7 +408,7 @@ async fn queue_extras(app: &App, config: &Config) -> Result<Option<DateTime<Utc>
         for (i, step) in stream.escalate.iter().enumerate() {
             if elapsed >= step.after {
                 let due = calendar.fires_at(started, step.after).unwrap_or(now);
-                app.store
+                task.store
                     .enqueue_extra(
                         stream.name.clone(),
                         PageKind::Escalation,
@@ -413,7 +434,7 @@ async fn queue_extras(app: &App, config: &Config) -> Result<Option<DateTime<Utc>
 /// that ended meanwhile (its resolve follows), and when the code cannot be
 /// stored: the page then goes out without a link rather than not at all.
 /// The code itself is never logged.
-async fn mint_ack_link(app: &App, config: &Config, row: &OutboxRow) -> Option<String> {
+async fn mint_ack_link(task: &DeliveryTask, config: &Config, row: &OutboxRow) -> Option<String> {
     let base = config.server.public_url.as_ref()?;
     let started = row.started_at?;
     if row.state != AlertState::Firing || row.alert_kind != crate::notify::ALERT_KIND {
@@ -424,7 +445,7 @@ async fn mint_ack_link(app: &App, config: &Config, row: &OutboxRow) -> Option<St
         return None;
     };
     let ttl = config.server.ack_link_ttl;
-    match app
+    match task
         .store
         .mint_ack_code(code.sha256, row.stream.clone(), started, ttl)
         .await
@@ -462,10 +483,10 @@ fn heads(pending: &[OutboxRow]) -> Vec<&OutboxRow> {
         .collect()
 }
 
-fn set_pending_gauges(app: &App, config: &Config, pending: &[OutboxRow]) {
+fn set_pending_gauges(task: &DeliveryTask, config: &Config, pending: &[OutboxRow]) {
     for n in config.notifiers.keys() {
         let count = pending.iter().filter(|p| &p.notifier == n).count();
-        app.metrics
+        task.metrics
             .outbox_pending
             .with_label_values(&[n.as_str()])
             .set(i64::try_from(count).unwrap_or(i64::MAX));

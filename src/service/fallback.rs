@@ -12,7 +12,7 @@
 //! Pages *to* a fallback never climb a ladder themselves (a fallback whose
 //! own target fails is logged, not chained further).
 
-use super::app::App;
+use super::core::Core;
 use crate::config::Config;
 use crate::store::ladder::{LadderRule, LadderUpdate};
 use crate::store::{Attempt, OutboxRow, StoreError};
@@ -25,7 +25,7 @@ pub const FALLBACK_KIND: &str = crate::notify::kind::AlertKind::Fallback.as_str(
 /// counts it on the notifier's ladder, and wakes the outbox when that
 /// queued a fallback page.
 pub(super) async fn record(
-    app: &App,
+    core: &Core,
     config: &Config,
     row: &OutboxRow,
     token: Option<i64>,
@@ -57,7 +57,7 @@ pub(super) async fn record(
         page_created_at: row.created_at,
         at: now,
     };
-    let outcome = app
+    let outcome = core
         .store
         .settle_counted(row.id, token, attempt, update)
         .await?;
@@ -65,7 +65,7 @@ pub(super) async fn record(
         tracing::warn!(page = %row.page_key, "delivery claim lapsed before the attempt ended; another replica owns this page now and its attempt is recorded instead");
         return Ok(());
     }
-    app.metrics
+    core.metrics
         .watchdog
         .consecutive_failures
         .with_label_values(&[row.notifier.as_str()])
@@ -77,20 +77,20 @@ pub(super) async fn record(
             .get(&row.notifier)
             .map(|l| &l.notify);
         tracing::warn!(notifier = %row.notifier, fallback = ?notify, "{reason}");
-        app.outbox_wake.notify_one();
+        core.outbox_wake.notify_one();
     }
     Ok(())
 }
 
 /// Copies the shared counts into `hushwatch_notifier_consecutive_failures`,
 /// so every replica shows what the others recorded too.
-pub(super) async fn refresh_gauges(app: &App, config: &Config) {
-    let Ok(counts) = app.store.notifier_failures().await else {
+pub(super) async fn refresh_gauges(core: &Core, config: &Config) {
+    let Ok(counts) = core.store.notifier_failures().await else {
         return;
     };
     for (notifier, failures) in counts {
         if config.notifiers.contains_key(&notifier) {
-            app.metrics
+            core.metrics
                 .watchdog
                 .consecutive_failures
                 .with_label_values(&[notifier.as_str()])

@@ -21,7 +21,21 @@ use std::time::Duration;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::watch;
 
-use super::app::App;
+use crate::store::{Store, StreamRow};
+
+/// Who keeps the stream rows this replica evaluates from (`App`'s read
+/// cache): the feed hands it every row it re-read.
+pub trait Mirror: Send + Sync {
+    fn absorb_stored(&self, rows: Vec<StreamRow>);
+    /// The rows as the mirror holds them now.
+    fn stream_rows(&self) -> Vec<StreamRow>;
+}
+
+/// The feed task's handle: the store it re-reads and the mirror it feeds.
+pub struct Feed {
+    pub store: Store,
+    pub mirror: Arc<dyn Mirror>,
+}
 
 /// Longest time between two re-reads.
 pub const EVERY: Duration = Duration::from_millis(500);
@@ -31,8 +45,9 @@ pub const EVERY: Duration = Duration::from_millis(500);
 /// the database.
 const MIN_GAP: Duration = Duration::from_millis(100);
 
-pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
-    let mut changes = app.store.changes();
+pub async fn run(feed: Feed, mut shutdown: watch::Receiver<bool>) {
+    let Feed { store, mirror } = feed;
+    let mut changes = store.changes();
     let mut cursor = None;
     loop {
         tokio::select! {
@@ -40,7 +55,7 @@ pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
             got = changes.recv() => {
                 if matches!(got, Err(RecvError::Closed)) {
                     // The store closed: only the periodic re-read is left.
-                    changes = app.store.changes();
+                    changes = store.changes();
                     cursor = None;
                     tokio::time::sleep(EVERY).await;
                 }
@@ -49,10 +64,10 @@ pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
             }
             _ = shutdown.changed() => return,
         }
-        match app.store.streams_changed(cursor).await {
+        match store.streams_changed(cursor).await {
             Ok((rows, next)) => {
                 cursor = next;
-                app.absorb_stored(rows);
+                mirror.absorb_stored(rows);
             }
             // The outage shows in /readyz and on ingest; the next round
             // retries, reading every row, so it catches up after the outage.

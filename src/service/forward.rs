@@ -38,7 +38,8 @@
 //!   revocation is checked once a second; past it, a critical
 //!   `forward_revocation_overdue` page, once per episode.
 
-use super::app::App;
+use super::core::Core;
+use super::feed::Mirror;
 use crate::config::forward::{ForwardConfig, ForwardKeys, DEFAULT_CONCURRENCY};
 use crate::config::Config;
 use crate::domain::forward::Hold;
@@ -239,7 +240,25 @@ impl InFlight {
     }
 }
 
-pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
+/// What the relay forwarder needs: the shared handles (`Deref`), the
+/// stream mirror a delivery settles into (a relay-mode stream's clock
+/// moves when the app accepts), and this replica's id for its claims.
+pub struct ForwardTask {
+    pub core: Arc<Core>,
+    pub mirror: Arc<dyn Mirror>,
+    /// "local" for a sidecar of one process.
+    pub replica: String,
+}
+
+impl std::ops::Deref for ForwardTask {
+    type Target = Core;
+
+    fn deref(&self) -> &Core {
+        &self.core
+    }
+}
+
+pub async fn run(task: Arc<ForwardTask>, mut shutdown: watch::Receiver<bool>) {
     // One keep-alive pool for every app URL (hyper keys it by scheme, host
     // and port), as large as the most that can be in flight.
     let client = Arc::new(Client::keep_alive(MAX_IN_FLIGHT));
@@ -252,14 +271,12 @@ pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
     let mut swept: Option<DateTime<Utc>> = None;
     let mut claim_gate = Box::pin(tokio::time::sleep(std::time::Duration::ZERO));
     let mut overdue_before = std::collections::BTreeSet::new();
-    let replica = app
-        .replicas()
-        .map_or_else(|| "local".to_string(), |r| r.me().to_string());
+    let replica = task.replica.clone();
     // One process owns a SQLite file: every lease in it is a dead
     // predecessor's (kill -9), so its forwards go out now rather than
     // after the lease (timeout + 30 s). Replicas on PostgreSQL keep theirs.
-    if app.store.engine() == "sqlite" {
-        if let Err(e) = app.store.release_forward_leases().await {
+    if task.store.engine() == "sqlite" {
+        if let Err(e) = task.store.release_forward_leases().await {
             tracing::error!(error = %e, "relay: could not release the previous process's leases; they end on their own");
         }
     }
@@ -279,12 +296,12 @@ pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
         if *shutdown.borrow() {
             break;
         }
-        let config = app.config();
+        let config = task.config();
         let forwarding = config.streams.values().any(|s| s.forward.is_some());
         if aligned.as_ref().is_none_or(|h| !Arc::ptr_eq(h, &config)) {
-            match app
+            match task
                 .store
-                .align_forwards(alignment(&config, app.store.now()))
+                .align_forwards(alignment(&config, task.store.now()))
                 .await
             {
                 Ok(a) => {
@@ -297,7 +314,7 @@ pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
                         );
                     }
                     aligned = Some(Arc::clone(&config));
-                    app.outbox_wake.notify_one();
+                    task.outbox_wake.notify_one();
                 }
                 Err(e) => {
                     tracing::error!(error = %e, "relay: could not apply the config to the stored events; retrying")
@@ -311,11 +328,11 @@ pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
             claim_gate.as_mut().await;
             let claim_started = std::time::Instant::now();
             let lease = lease(&config);
-            match app
+            match task
                 .store
                 .claim_forwards(
                     replica.clone(),
-                    app.store.now(),
+                    task.store.now(),
                     lease,
                     in_flight.room(&config, free),
                 )
@@ -325,9 +342,9 @@ pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
                     next = due;
                     for claim in claims {
                         let slot = in_flight.take(&claim.stream, claim.body.bytes.len());
-                        let app = Arc::clone(&app);
+                        let task = Arc::clone(&task);
                         let client = Arc::clone(&client);
-                        attempts.spawn(async move { attempt(&app, &client, claim, slot).await });
+                        attempts.spawn(async move { attempt(&task, &client, claim, slot).await });
                     }
                 }
                 Err(e) => {
@@ -339,20 +356,20 @@ pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
             claim_gate.set(tokio::time::sleep(spacing));
         }
         // At most once a second: a status read scans the open rows.
-        let now = app.clock.now();
+        let now = task.clock.now();
         if refreshed.is_none_or(|t| now - t >= TimeDelta::seconds(1) || now < t) {
-            let rows = app.store.forward_status().await.ok();
+            let rows = task.store.forward_status().await.ok();
             stored_pending = rows.as_ref().is_none_or(|rows| {
                 rows.iter()
                     .any(|r| r.pending > 0 || r.held > 0 || r.oldest_revocation_at.is_some())
             });
             if let Some(rows) = &rows {
-                refresh_gauges(&app, &config, rows);
+                refresh_gauges(&task, &config, rows);
                 let sweep = swept.is_none_or(|t| now - t >= ESCALATION_SWEEP || now < t);
                 if sweep {
                     swept = Some(now);
                 }
-                escalate(&app, &config, rows, sweep, &mut overdue_before).await;
+                escalate(&task, &config, rows, sweep, &mut overdue_before).await;
             }
             refreshed = Some(now);
         }
@@ -372,7 +389,7 @@ pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
             match next {
                 Some(t) => {
                     tokio::select! {
-                        _ = app.clock.sleep_until(t) => {}
+                        _ = task.clock.sleep_until(t) => {}
                         _ = poll => {}
                     }
                 }
@@ -380,7 +397,7 @@ pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
             }
         };
         tokio::select! {
-            _ = app.forward_wake.notified() => {}
+            _ = task.forward_wake.notified() => {}
             _ = wait => {}
             Some(_) = attempts.join_next(), if !attempts.is_empty() => {}
             _ = shutdown.changed() => break,
@@ -482,8 +499,8 @@ pub fn headers(
 /// settle waits for the store's writer, which under heavy ingest takes
 /// longer than the delivery itself, and counting it would let the writer,
 /// not the app, set how many deliveries are in flight.
-async fn attempt(app: &App, client: &Client, claim: ForwardClaim, slot: Slot) {
-    let config = app.config();
+async fn attempt(task: &ForwardTask, client: &Client, claim: ForwardClaim, slot: Slot) {
+    let config = task.config();
     let forward = config
         .streams
         .get(&claim.stream)
@@ -500,7 +517,7 @@ async fn attempt(app: &App, client: &Client, claim: ForwardClaim, slot: Slot) {
         ),
         Some(f) => (
             policy(&config, &claim.stream, Some(f)),
-            send(app, client, &config, f, &claim).await,
+            send(task, client, &config, f, &claim).await,
         ),
     };
     drop(slot);
@@ -509,7 +526,7 @@ async fn attempt(app: &App, client: &Client, claim: ForwardClaim, slot: Slot) {
         ForwardAttempt::Failed { .. } => "failed",
         ForwardAttempt::Held(_) => "held",
     };
-    let at = app.store.now();
+    let at = task.store.now();
     let received_at = claim.received_at;
     let stream = claim.stream.clone();
     match &result {
@@ -521,7 +538,7 @@ async fn attempt(app: &App, client: &Client, claim: ForwardClaim, slot: Slot) {
         }
         ForwardAttempt::Delivered { .. } => {}
     }
-    let settled = app
+    let settled = task
         .store
         .settle_forward(ForwardSettle {
             claim,
@@ -530,10 +547,10 @@ async fn attempt(app: &App, client: &Client, claim: ForwardClaim, slot: Slot) {
             policy,
         })
         .await;
-    app.note_storage(&settled);
+    task.note_storage(&settled);
     match settled {
         Ok(s) if s.settled => {
-            let m = &app.metrics.forward;
+            let m = &task.metrics.forward;
             m.attempts.with_label_values(&[&stream, outcome]).inc();
             if s.dead {
                 m.attempts
@@ -545,9 +562,9 @@ async fn attempt(app: &App, client: &Client, claim: ForwardClaim, slot: Slot) {
                     .observe((at - received_at).num_milliseconds().max(0) as f64 / 1000.0);
             }
             if let Some(row) = s.moved {
-                app.absorb_stored(vec![row]);
+                task.mirror.absorb_stored(vec![row]);
             }
-            app.outbox_wake.notify_one();
+            task.outbox_wake.notify_one();
         }
         Ok(_) => {
             tracing::info!(stream = %stream, "relay: another replica took this forward over; its outcome was not recorded here")
@@ -559,7 +576,7 @@ async fn attempt(app: &App, client: &Client, claim: ForwardClaim, slot: Slot) {
 }
 
 async fn send(
-    app: &App,
+    task: &ForwardTask,
     client: &Client,
     config: &Config,
     f: &ForwardConfig,
@@ -577,7 +594,7 @@ async fn send(
         Err(OpenError::Corrupt) => return ForwardAttempt::Held(Hold::Corrupt),
         Err(OpenError::Plaintext) => return ForwardAttempt::Held(Hold::Plaintext),
     };
-    let now = app.clock.now();
+    let now = task.clock.now();
     let headers = headers(f, claim, now, &body);
     tracing::info!(stream = %claim.stream, delivery_id = %claim.delivery_id, attempt = claim.attempts, "relay: sending an event to the app");
     let (outcome, status) = client
@@ -601,13 +618,13 @@ async fn send(
 /// it is checked now; the rest only on a `sweep` (to resolve), so a quiet
 /// relay costs no store call per stream per second.
 async fn escalate(
-    app: &App,
+    task: &ForwardTask,
     config: &Config,
     rows: &[crate::store::forward::ForwardStatus],
     sweep: bool,
     overdue_before: &mut std::collections::BTreeSet<String>,
 ) {
-    let now = app.store.now();
+    let now = task.store.now();
     for (name, s) in &config.streams {
         let row = rows.iter().find(|r| &r.stream == name);
         if s.forward.is_none() && row.is_none() {
@@ -641,8 +658,8 @@ async fn escalate(
             notifiers: s.notify.clone(),
             config_path: config_path(config),
         };
-        match app.store.escalate_forwards(e).await {
-            Ok(Some(_)) => app.outbox_wake.notify_one(),
+        match task.store.escalate_forwards(e).await {
+            Ok(Some(_)) => task.outbox_wake.notify_one(),
             Ok(None) => {}
             Err(e) => {
                 tracing::error!(stream = %name, error = %e, "relay: could not check the age of undelivered revocations; retrying")
@@ -655,9 +672,13 @@ async fn escalate(
 /// configured stream that forwards or still has stored relay state (one
 /// whose `[forward]` was removed keeps its series while its rows wait).
 /// Names outside the config get none: labels stay bounded by the config.
-fn refresh_gauges(app: &App, config: &Config, rows: &[crate::store::forward::ForwardStatus]) {
-    let now = app.clock.now();
-    let m = &app.metrics.forward;
+fn refresh_gauges(
+    task: &ForwardTask,
+    config: &Config,
+    rows: &[crate::store::forward::ForwardStatus],
+) {
+    let now = task.clock.now();
+    let m = &task.metrics.forward;
     for (name, stream) in &config.streams {
         let row = rows.iter().find(|r| &r.stream == name);
         if stream.forward.is_none() && row.is_none() {

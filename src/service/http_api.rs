@@ -100,11 +100,15 @@ fn store_refresh(app: &Arc<App>) -> watch::Receiver<Option<bool>> {
         }
     }
     let (done, running) = watch::channel(None);
-    let task = Arc::clone(app);
+    // The task holds only what it refreshes, not the `App`.
+    let (svix, operator, streams) = (
+        Arc::clone(app.svix()),
+        Arc::clone(app.operator()),
+        app.stream_names(),
+    );
     tokio::spawn(async move {
-        let svix = task.svix().refresh_metrics().await;
-        let streams = task.stream_names();
-        let operator = task.operator().refresh_metrics(&streams).await;
+        let svix = svix.refresh_metrics().await;
+        let operator = operator.refresh_metrics(&streams).await;
         let _ = done.send(Some(svix && operator));
     });
     *slot = Some(running.clone());

@@ -8,6 +8,7 @@ mod core;
 pub mod crosscheck;
 pub mod crosscheck_delta;
 pub mod crosscheck_heal;
+pub mod crosscheck_report;
 pub mod delivery;
 mod fallback;
 mod feed;
@@ -51,8 +52,20 @@ pub struct Running {
     pub app: Arc<App>,
     replicas: Arc<replicas::Replicas>,
     shutdown: watch::Sender<bool>,
-    tasks: Vec<JoinHandle<()>>,
+    /// Each background task, by name (a shutdown that has to stop one says which).
+    tasks: Vec<(&'static str, JoinHandle<()>)>,
 }
+
+/// How long a shutdown may take in all, from SIGTERM to the store closed:
+/// the chart's `terminationGracePeriodSeconds` (30 s) minus a margin, so
+/// the kubelet's SIGKILL never lands while the store is being closed.
+/// Every part of a shutdown fits inside it: the HTTP drain
+/// (`http::DRAIN_TIMEOUT`), each task's last work (a final audit checkpoint,
+/// the learned gaps), leaving the leadership and closing the store.
+pub const SHUTDOWN_WITHIN: std::time::Duration = std::time::Duration::from_secs(25);
+/// The end of `SHUTDOWN_WITHIN` kept for leaving the leadership and closing
+/// the store, however long the tasks took.
+const CLOSE_RESERVE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Opens the store, restores every clock and starts serving on `listener`
 /// (and on `[server] admin_listen`, bound here, when configured).
@@ -84,7 +97,8 @@ pub async fn start(
             .await
             .map_err(StartError::store)?,
     );
-    let replicas = replicas::join(&app).await?;
+    let replicas = replicas::join(app.core()).await;
+    app.set_replicas(Arc::clone(&replicas));
     let addr = listener
         .local_addr()
         .map_err(|e| StartError(format!("listener: {e}")))?;
@@ -101,32 +115,133 @@ pub async fn start(
     } else {
         Routes::All
     };
+    // Each task gets a handle with what it needs, not the whole `App`:
+    // the shared handles (`Core`), its own concern's state, and the
+    // capabilities of the stream mirror it uses (`App` implements them).
+    let core = app.core_handle();
+    let lead = app.lead();
+    let replica_id = replicas.shared().then(|| replicas.id().to_owned());
     let mut tasks = vec![
-        tokio::spawn(crate::http::serve(
-            listener,
-            Arc::clone(&app) as Arc<dyn Api>,
-            main_routes,
-            rx.clone(),
-        )),
-        tokio::spawn(timer::run(Arc::clone(&app), rx.clone())),
-        tokio::spawn(delivery::run(Arc::clone(&app), rx.clone())),
-        tokio::spawn(forward::run(Arc::clone(&app), rx.clone())),
-        tokio::spawn(maintenance::run(Arc::clone(&app), rx.clone())),
-        tokio::spawn(svix::regroup_loop(Arc::clone(&app), rx.clone())),
-        tokio::spawn(subscriptions::run(Arc::clone(&app), rx.clone())),
-        tokio::spawn(watchdog::run(Arc::clone(&app), rx.clone())),
-        tokio::spawn(reconcile::run(Arc::clone(&app), rx.clone())),
-        tokio::spawn(adaptive::run(Arc::clone(&app), rx.clone())),
-        tokio::spawn(crosscheck::run(Arc::clone(&app), rx.clone())),
+        (
+            "http",
+            tokio::spawn(crate::http::serve(
+                listener,
+                Arc::clone(&app) as Arc<dyn Api>,
+                main_routes,
+                rx.clone(),
+            )),
+        ),
+        (
+            "timer",
+            tokio::spawn(timer::run(
+                Arc::clone(&core),
+                Arc::clone(&app) as Arc<dyn timer::Evaluate>,
+                rx.clone(),
+            )),
+        ),
+        (
+            "delivery",
+            tokio::spawn(delivery::run(
+                Arc::new(delivery::DeliveryTask {
+                    core: Arc::clone(&core),
+                    operator: Arc::clone(app.operator()),
+                    lead: lead.clone(),
+                }),
+                rx.clone(),
+            )),
+        ),
+        (
+            "forward",
+            tokio::spawn(forward::run(
+                Arc::new(forward::ForwardTask {
+                    core: Arc::clone(&core),
+                    mirror: Arc::clone(&app) as Arc<dyn feed::Mirror>,
+                    replica: replicas.me().to_owned(),
+                }),
+                rx.clone(),
+            )),
+        ),
+        (
+            "maintenance",
+            tokio::spawn(maintenance::run(
+                Arc::clone(&core),
+                lead.clone(),
+                rx.clone(),
+            )),
+        ),
+        (
+            "svix",
+            tokio::spawn(svix::regroup_loop(
+                Arc::clone(app.svix()),
+                lead.clone(),
+                rx.clone(),
+            )),
+        ),
+        (
+            "subscriptions",
+            tokio::spawn(subscriptions::run(Arc::clone(&core), rx.clone())),
+        ),
+        (
+            "watchdog",
+            tokio::spawn(watchdog::run(
+                Arc::new(watchdog::WatchdogTask {
+                    core: Arc::clone(&core),
+                    watchdog: Arc::clone(app.watchdog()),
+                    health: Arc::clone(&app) as Arc<dyn Api>,
+                    lead: lead.clone(),
+                    replica: replica_id,
+                }),
+                rx.clone(),
+            )),
+        ),
+        (
+            "reconcile",
+            tokio::spawn(reconcile::run(
+                Arc::clone(&core),
+                Arc::clone(&app) as Arc<dyn feed::Mirror>,
+                rx.clone(),
+            )),
+        ),
+        (
+            "adaptive",
+            tokio::spawn(adaptive::run(
+                Arc::clone(&core),
+                Arc::clone(&app) as Arc<dyn adaptive::Learner>,
+                lead.clone(),
+                rx.clone(),
+            )),
+        ),
+        (
+            "crosscheck",
+            tokio::spawn(crosscheck::run(
+                Arc::new(crosscheck::CrosscheckTask {
+                    core: Arc::clone(&core),
+                    intake: Arc::clone(&app) as Arc<dyn crosscheck_heal::Ingest>,
+                    mirror: Arc::clone(&app) as Arc<dyn feed::Mirror>,
+                    lead,
+                }),
+                rx.clone(),
+            )),
+        ),
     ];
-    tasks.extend(replicas::spawn(&app, &replicas, &rx));
+    tasks.extend(replicas::spawn(
+        &replicas,
+        feed::Feed {
+            store: core.store().clone(),
+            mirror: Arc::clone(&app) as Arc<dyn feed::Mirror>,
+        },
+        &rx,
+    ));
     if let Some(admin) = admin {
-        tasks.push(tokio::spawn(crate::http::serve(
-            admin,
-            Arc::clone(&app) as Arc<dyn Api>,
-            Routes::Admin,
-            rx,
-        )));
+        tasks.push((
+            "admin http",
+            tokio::spawn(crate::http::serve(
+                admin,
+                Arc::clone(&app) as Arc<dyn Api>,
+                Routes::Admin,
+                rx,
+            )),
+        ));
     }
     Ok(Running {
         addr,
@@ -139,16 +254,38 @@ pub async fn start(
 }
 
 impl Running {
-    /// Stops accepting, lets in-flight requests finish, then closes the store.
+    /// Stops accepting, lets in-flight requests and each task's last work
+    /// finish, then closes the store: all within `SHUTDOWN_WITHIN`. A task
+    /// still running when its share is spent is stopped where it is and
+    /// named in the log; what it had not finished stays in the store
+    /// (a page not marked sent, a forward under its lease) and goes out
+    /// after the restart under the same key, as after a crash.
     pub async fn shutdown(self) {
+        let deadline = tokio::time::Instant::now() + SHUTDOWN_WITHIN;
         let _ = self.shutdown.send(true);
-        for task in self.tasks {
-            let _ = task.await;
+        let tasks_by = deadline - CLOSE_RESERVE;
+        for (name, mut task) in self.tasks {
+            if tokio::time::timeout_at(tasks_by, &mut task).await.is_err() {
+                task.abort();
+                tracing::warn!(
+                    task = name,
+                    within_seconds = SHUTDOWN_WITHIN.as_secs(),
+                    "shutdown: task still running at its bound; stopped (its unfinished work stays stored and is retried after the restart)"
+                );
+            }
         }
-        // After the last checkpoint, so the lease covered it.
-        self.replicas.leadership.resign().await;
-        if let Err(e) = self.app.store.clone().close().await {
-            tracing::error!(error = %e, "closing the store failed");
+        let close = async {
+            // After the last checkpoint, so the lease covered it.
+            self.replicas.leadership.resign().await;
+            if let Err(e) = self.app.store.clone().close().await {
+                tracing::error!(error = %e, "closing the store failed");
+            }
+        };
+        if tokio::time::timeout_at(deadline, close).await.is_err() {
+            tracing::error!(
+                within_seconds = SHUTDOWN_WITHIN.as_secs(),
+                "shutdown: the store did not close within the bound; exiting (committed work is durable, the rest is retried after the restart)"
+            );
         }
     }
 }
@@ -184,7 +321,11 @@ pub fn run_blocking(config_path: &Path, config: Config) -> ExitCode {
             return ExitCode::from(crate::exit::EXIT_FAILURE);
         }
     };
-    match runtime.block_on(serve(config_path, config)) {
+    let served = runtime.block_on(serve(config_path, config));
+    // Whatever a bounded shutdown stopped waiting for (a request past the
+    // drain, a blocking store call) must not hold the exit either.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(ServeError::Start(e)) => {
             tracing::error!("{e}");

@@ -6,6 +6,8 @@
 //! and resolves on the next report. Wall-clock time throughout.
 
 use super::app::App;
+use super::core::Core;
+use super::feed::Mirror;
 use crate::audit::classify::Access;
 use crate::config::{Config, StreamConfig};
 use crate::domain::reconcile::newer_by;
@@ -322,21 +324,21 @@ fn svix_trouble(r: &SvixEndpointRow, zone: Tz) -> Option<String> {
     ))
 }
 
-pub async fn run(app: Arc<App>, shutdown: watch::Receiver<bool>) {
+pub async fn run(core: Arc<Core>, mirror: Arc<dyn Mirror>, shutdown: watch::Receiver<bool>) {
     super::wake::plan(
-        &*app.clock,
-        &app.reconcile_changed,
+        &*core.clock,
+        &core.reconcile_changed,
         RETRY,
         "reconciliation watch: storage error",
         shutdown,
-        || check(&app),
+        || check(&core, mirror.as_ref()),
     )
     .await;
 }
 
 /// Records every due transition; returns the next deadline.
-async fn check(app: &App) -> Result<Option<DateTime<Utc>>, StoreError> {
-    let config = app.config();
+async fn check(core: &Core, mirror: &dyn Mirror) -> Result<Option<DateTime<Utc>>, StoreError> {
+    let config = core.config();
     if config.streams.values().all(|s| s.reconcile.is_none()) {
         return Ok(None);
     }
@@ -344,15 +346,15 @@ async fn check(app: &App) -> Result<Option<DateTime<Utc>>, StoreError> {
     // reads then only moves its deadline later than `now`. Read after them,
     // `now` could pass a deadline that report had already moved, and page
     // "missing" for a reconciliation that had just run.
-    let now = app.clock.now();
-    let rows: HashMap<String, ReconcileRow> = app
+    let now = core.clock.now();
+    let rows: HashMap<String, ReconcileRow> = core
         .store
         .reconcile_states()
         .await?
         .into_iter()
         .map(|r| (r.stream.clone(), r))
         .collect();
-    let watched: HashMap<String, DateTime<Utc>> = app
+    let watched: HashMap<String, DateTime<Utc>> = mirror
         .stream_rows()
         .into_iter()
         .map(|r| (r.name, r.watch_started_at))
@@ -365,7 +367,7 @@ async fn check(app: &App) -> Result<Option<DateTime<Utc>>, StoreError> {
         let row = rows.get(&stream.name);
         let last = row.and_then(|r| r.last_report_at);
         if let Some(last) = last {
-            app.metrics
+            core.metrics
                 .reconciliation_last
                 .with_label_values(&[stream.name.as_str()])
                 .set(last.timestamp_millis() as f64 / 1000.0);
@@ -374,7 +376,7 @@ async fn check(app: &App) -> Result<Option<DateTime<Utc>>, StoreError> {
             continue;
         };
         let due = since + reconcile.deadline();
-        app.metrics
+        core.metrics
             .reconciliation_deadline
             .with_label_values(&[stream.name.as_str()])
             .set(due.timestamp_millis() as f64 / 1000.0);
@@ -413,7 +415,7 @@ async fn check(app: &App) -> Result<Option<DateTime<Utc>>, StoreError> {
             );
             (AlertState::Ok, reason)
         };
-        let result = app
+        let result = core
             .store
             .reconcile_transition(ReconcileTransition {
                 stream: stream.name.clone(),
@@ -423,9 +425,9 @@ async fn check(app: &App) -> Result<Option<DateTime<Utc>>, StoreError> {
                 at: now,
             })
             .await;
-        app.note_storage(&result);
+        core.note_storage(&result);
         if result? {
-            app.outbox_wake.notify_one();
+            core.outbox_wake.notify_one();
         }
     }
     Ok(next)

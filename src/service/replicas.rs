@@ -28,6 +28,7 @@ use prometheus::IntGauge;
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
+use super::core::Core;
 use super::leader::Leadership;
 use crate::metrics::Metrics;
 use crate::store::replica::ReplicaRow;
@@ -210,84 +211,109 @@ fn identity() -> String {
     format!("{host}-{}-{random:06x}", std::process::id())
 }
 
-/// The term under which this replica may run housekeeping right now, after
-/// the fencing check; `None` on every replica but the leader. An `App`
-/// built without replicas (one process) always may.
-pub async fn housekeeping_term(app: &super::app::App) -> Option<i64> {
-    match app.replicas() {
-        None => Some(1),
-        Some(r) => r.leadership.confirm().await,
+/// What a task needs of the replicas: may it run housekeeping now, and
+/// which due pages may it attempt. Cloned into each task that asks; `None`
+/// inside is a sidecar of one process built without replicas (an `App` in
+/// a unit test), which always may.
+#[derive(Clone, Default)]
+pub struct Lead(Option<Arc<Replicas>>);
+
+impl Lead {
+    pub fn of(replicas: Option<Arc<Replicas>>) -> Lead {
+        Lead(replicas)
+    }
+
+    /// The term under which this replica may run housekeeping right now,
+    /// after the fencing check; `None` on every replica but the leader.
+    pub async fn housekeeping_term(&self) -> Option<i64> {
+        match &self.0 {
+            None => Some(1),
+            Some(r) => r.leadership.confirm().await,
+        }
+    }
+
+    /// This replica's leadership, when it is one of several.
+    pub fn leadership(&self) -> Option<&Arc<Leadership>> {
+        self.0.as_ref().map(|r| &r.leadership)
+    }
+
+    /// Claims the due pages this replica may attempt now (see
+    /// `Store::claim_outbox`): page id → fencing token. `None` on a store of
+    /// one process (SQLite), where the delivery worker's own in-flight set is
+    /// enough and attempts are recorded directly.
+    pub(super) async fn claim_due(
+        &self,
+        store: &Store,
+        config: &crate::config::Config,
+    ) -> Result<Option<std::collections::BTreeMap<i64, i64>>, StoreError> {
+        let Some(replicas) = self.0.as_ref().filter(|r| !r.solo) else {
+            return Ok(None);
+        };
+        let slowest = config
+            .notifiers
+            .values()
+            .filter_map(|n| n.policy.timeout.to_std().ok())
+            .max()
+            .unwrap_or_default();
+        let lease = chrono::TimeDelta::from_std(replicas.claim_lease(slowest)).unwrap_or_default();
+        let claims = store
+            .claim_outbox(replicas.me.clone(), lease, CLAIM_BATCH)
+            .await?;
+        Ok(Some(
+            claims.into_iter().map(|c| (c.row.id, c.token)).collect(),
+        ))
     }
 }
 
-/// Makes this process a replica of `app`'s store: one heartbeat and one
+/// Makes this process a replica of the store: one heartbeat and one
 /// election round before serving, so `/v1/status` and `hushwatch_leader`
 /// are right from the first request.
-pub(super) async fn join(app: &Arc<super::app::App>) -> Result<Arc<Replicas>, super::StartError> {
-    let config = app.config();
+pub(super) async fn join(core: &Core) -> Arc<Replicas> {
+    let config = core.config();
     let shared = config.store.postgres.as_ref();
     let lease = shared.map_or(crate::config::store::DEFAULT_LEADER_LEASE, |pg| {
         pg.leader_lease
     });
     let replicas = Arc::new(Replicas::new(
-        app.store.clone(),
-        Arc::clone(&app.clock),
+        core.store.clone(),
+        Arc::clone(&core.clock),
         lease,
         shared.is_none(),
-        &app.metrics,
-        app.clock.now(),
+        &core.metrics,
+        core.clock.now(),
     ));
     replicas.beat().await;
     replicas.leadership.campaign().await;
-    tracing::info!(replica = %replicas.id(), engine = app.store.engine(), leader = replicas.leadership.term().is_some(), "replica joined");
-    app.set_replicas(Arc::clone(&replicas));
-    Ok(replicas)
+    tracing::info!(replica = %replicas.id(), engine = core.store.engine(), leader = replicas.leadership.term().is_some(), "replica joined");
+    replicas
 }
 
 /// The heartbeat, election and (on a shared store) change-feed tasks.
 pub(super) fn spawn(
-    app: &Arc<super::app::App>,
     replicas: &Arc<Replicas>,
+    feed: super::feed::Feed,
     shutdown: &watch::Receiver<bool>,
-) -> Vec<tokio::task::JoinHandle<()>> {
+) -> Vec<(&'static str, tokio::task::JoinHandle<()>)> {
     if replicas.solo {
         return Vec::new();
     }
     vec![
-        tokio::spawn(run(Arc::clone(replicas), shutdown.clone())),
-        tokio::spawn(super::leader::run(
-            Arc::clone(&replicas.leadership),
-            shutdown.clone(),
-        )),
-        tokio::spawn(super::feed::run(Arc::clone(app), shutdown.clone())),
+        (
+            "heartbeat",
+            tokio::spawn(run(Arc::clone(replicas), shutdown.clone())),
+        ),
+        (
+            "leader",
+            tokio::spawn(super::leader::run(
+                Arc::clone(&replicas.leadership),
+                shutdown.clone(),
+            )),
+        ),
+        (
+            "feed",
+            tokio::spawn(super::feed::run(feed, shutdown.clone())),
+        ),
     ]
-}
-
-/// Claims the due pages this replica may attempt now (see
-/// `Store::claim_outbox`): page id → fencing token. `None` on a store of
-/// one process (SQLite), where the delivery worker's own in-flight set is
-/// enough and attempts are recorded directly.
-pub(super) async fn claim_due(
-    app: &super::app::App,
-    config: &crate::config::Config,
-) -> Result<Option<std::collections::BTreeMap<i64, i64>>, StoreError> {
-    let Some(replicas) = app.replicas().filter(|r| !r.solo) else {
-        return Ok(None);
-    };
-    let slowest = config
-        .notifiers
-        .values()
-        .filter_map(|n| n.policy.timeout.to_std().ok())
-        .max()
-        .unwrap_or_default();
-    let lease = chrono::TimeDelta::from_std(replicas.claim_lease(slowest)).unwrap_or_default();
-    let claims = app
-        .store
-        .claim_outbox(replicas.me.clone(), lease, CLAIM_BATCH)
-        .await?;
-    Ok(Some(
-        claims.into_iter().map(|c| (c.row.id, c.token)).collect(),
-    ))
 }
 
 /// Pages claimed per delivery round at most.

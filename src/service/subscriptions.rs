@@ -4,7 +4,7 @@
 //! subscription renewed. The decision is `domain::subscription`; this task only wakes at the
 //! right instants and records transitions.
 
-use super::app::App;
+use super::core::Core;
 use crate::config::Config;
 use crate::domain::subscription::{Concern, SubscriptionFacts};
 use crate::store::subscriptions::{SubscriptionRow, SubscriptionTransition};
@@ -22,14 +22,14 @@ pub const EXPIRING: &str = crate::notify::kind::AlertKind::SubscriptionExpiring.
 pub const REAUTHORIZATION_REQUIRED: &str =
     crate::notify::kind::AlertKind::SubscriptionReauthorizationRequired.as_str();
 
-pub async fn run(app: Arc<App>, shutdown: watch::Receiver<bool>) {
+pub async fn run(core: Arc<Core>, shutdown: watch::Receiver<bool>) {
     super::wake::plan(
-        &*app.clock,
-        &app.subscriptions_changed,
+        &*core.clock,
+        &core.subscriptions_changed,
         RETRY,
         "subscription watch: storage error",
         shutdown,
-        || check(&app),
+        || check(&core),
     )
     .await;
 }
@@ -51,21 +51,21 @@ fn facts(row: &SubscriptionRow, warning: TimeDelta) -> SubscriptionFacts {
 
 /// Records every due transition; returns when to look again (the earliest instant a quiet
 /// subscription starts warning).
-async fn check(app: &App) -> Result<Option<DateTime<Utc>>, StoreError> {
+async fn check(core: &Core) -> Result<Option<DateTime<Utc>>, StoreError> {
     // The time is read before the rows, as in `reconcile::check`: a renewal
     // stored between the two reads then cannot look overdue.
-    let now = app.clock.now();
-    let rows = app.store.subscriptions().await?;
-    let config = app.config();
+    let now = core.clock.now();
+    let rows = core.store.subscriptions().await?;
+    let config = core.config();
     let mut next: Option<DateTime<Utc>> = None;
     // Rebuilt from the rows each time, so evicted or unconfigured subscriptions leave no
     // stale series behind (the label sets stay bounded by the rows).
-    app.metrics.subscription_expires.reset();
+    core.metrics.subscription_expires.reset();
     for row in &rows {
         let Some(warning) = warning_of(&config, &row.stream) else {
             continue;
         };
-        app.metrics
+        core.metrics
             .subscription_expires
             .with_label_values(&[row.stream.as_str(), row.subscription.as_str()])
             .set(row.expires_at.timestamp() as f64);
@@ -77,20 +77,20 @@ async fn check(app: &App) -> Result<Option<DateTime<Utc>>, StoreError> {
         }
         let moved = match (&row.state, concern) {
             (AlertState::Ok, Some(concern)) => {
-                record(app, &config, row, AlertState::Firing, Some(concern), now).await?
+                record(core, &config, row, AlertState::Firing, Some(concern), now).await?
             }
             (AlertState::Firing, None) => {
-                record(app, &config, row, AlertState::Ok, None, now).await?
+                record(core, &config, row, AlertState::Ok, None, now).await?
             }
             _ => false,
         };
         if moved {
-            app.outbox_wake.notify_one();
+            core.outbox_wake.notify_one();
         }
     }
     // Published last, after every transition of this pass is committed: "evaluated up to
     // `now`" then means exactly that.
-    app.metrics
+    core.metrics
         .subscriptions_evaluated
         .set(now.timestamp_millis() as f64 / 1000.0);
     Ok(next)
@@ -132,7 +132,7 @@ fn reason(
 }
 
 async fn record(
-    app: &App,
+    core: &Core,
     config: &Config,
     row: &SubscriptionRow,
     to: AlertState,
@@ -146,7 +146,7 @@ async fn record(
         .unwrap_or_default();
     let kind = concern.map(kind_of);
     let text = reason(row, &to, concern, now);
-    let result = app
+    let result = core
         .store
         .subscription_transition(SubscriptionTransition {
             stream: row.stream.clone(),
@@ -158,6 +158,6 @@ async fn record(
             at: now,
         })
         .await;
-    app.note_storage(&result);
+    core.note_storage(&result);
     result
 }

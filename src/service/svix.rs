@@ -1,8 +1,8 @@
 //! The sidecar's side of Svix operational webhooks: applying them, the
 //! grouping timer for bursts of exhausted messages, status and metrics.
 
-use super::app::App;
 use super::core::Core;
+use super::replicas::Lead;
 use crate::config::SvixConfig;
 use crate::domain::svix::DisableTrigger;
 use crate::ingest::svix_ops::OpEvent;
@@ -256,9 +256,10 @@ impl Svix {
 /// Every `group_window`: lost messages joined with their redelivery, and
 /// one updated page per endpoint whose burst of exhausted messages grew
 /// since its last page.
-pub async fn regroup_loop(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
+pub async fn regroup_loop(svix: Arc<Svix>, lead: Lead, mut shutdown: watch::Receiver<bool>) {
+    let core = &svix.core;
     loop {
-        let config = app.config();
+        let config = core.config();
         let window = config.svix.values().map(|s| s.group_window).min();
         let Some(window) = window else {
             // No Svix sources: wait for shutdown (a reload restarts nothing
@@ -267,31 +268,34 @@ pub async fn regroup_loop(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
             return;
         };
         tokio::select! {
-            _ = app.clock.sleep_until(app.clock.now() + window) => {}
+            _ = core.clock.sleep_until(core.clock.now() + window) => {}
             _ = shutdown.changed() => return,
         }
         // The grouping timer is housekeeping: the leader's alone.
-        if super::replicas::housekeeping_term(&app).await.is_none() {
+        if lead.housekeeping_term().await.is_none() {
             continue;
         }
         // Every endpoint with lost messages, not only those whose count
         // grew: `svix_regroup` first joins lost messages with redeliveries
         // accepted since (in its transaction, so on every replica and
         // after a restart alike), then pages a grown count.
-        let Ok(rows) = app.store.svix_endpoints().await else {
+        let Ok(rows) = core.store.svix_endpoints().await else {
             continue;
         };
-        for svix in config.svix.values() {
+        for source in config.svix.values() {
             let with_lost = rows
                 .iter()
-                .filter(|r| r.source == svix.name && !r.lost.is_empty())
+                .filter(|r| r.source == source.name && !r.lost.is_empty())
                 .map(|r| (r.endpoint_id.clone(), r.endpoint_uid.clone()));
             for (id, uid) in with_lost {
-                let apply =
-                    app.svix()
-                        .apply(svix, OpEvent::Other, "regroup", Some((&id, uid.as_deref())));
-                match app.store.svix_regroup(apply, id).await {
-                    Ok(pages) => app.svix().announce(&pages),
+                let apply = svix.apply(
+                    source,
+                    OpEvent::Other,
+                    "regroup",
+                    Some((&id, uid.as_deref())),
+                );
+                match core.store.svix_regroup(apply, id).await {
+                    Ok(pages) => svix.announce(&pages),
                     Err(e) => {
                         tracing::error!(error = %e, "could not queue the grouped exhausted page")
                     }

@@ -10,7 +10,8 @@
 //! its last arrival, its calendar and its policy, which change only by an
 //! event (that stream alone) or a reload (every stream).
 
-use super::app::App;
+use super::core::Core;
+use crate::store::StoreError;
 use chrono::{DateTime, Utc};
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -20,14 +21,22 @@ use tokio::sync::watch;
 /// Pause after a failed state write before evaluating again.
 const STORAGE_RETRY: Duration = Duration::from_secs(1);
 
-pub async fn run(app: Arc<App>, shutdown: watch::Receiver<bool>) {
+/// What the timer asks of the streams it watches (`App`, which keeps their
+/// rows and the [`Schedule`]): evaluate the due ones, record what fires
+/// or resolves, and say when to look next.
+#[async_trait::async_trait]
+pub trait Evaluate: Send + Sync {
+    async fn evaluate_due(&self) -> Result<Option<DateTime<Utc>>, StoreError>;
+}
+
+pub async fn run(core: Arc<Core>, streams: Arc<dyn Evaluate>, shutdown: watch::Receiver<bool>) {
     super::wake::plan(
-        &*app.clock,
-        &app.replan,
+        &*core.clock,
+        &core.replan,
         STORAGE_RETRY,
         "silence evaluation could not record a transition",
         shutdown,
-        || app.evaluate_due(),
+        || streams.evaluate_due(),
     )
     .await;
 }

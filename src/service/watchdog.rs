@@ -11,10 +11,11 @@
 //! design: it is sent exactly when the shared store cannot be trusted to
 //! decide anything.
 
-use super::app::App;
 use super::core::Core;
+use super::replicas::Lead;
 use crate::config::watchdog::{HeartbeatConfig, HeartbeatMethod};
 use crate::config::Config;
+use crate::http::api::Api;
 use crate::notify::{self, Outcome, Page, Sender};
 use crate::store::PageKind;
 use chrono::{DateTime, SecondsFormat, TimeDelta, Utc};
@@ -95,31 +96,55 @@ impl Watchdog {
     }
 }
 
-pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
+/// What the watchdog needs: the shared handles (`Deref`), its own state,
+/// the readiness check `/readyz` runs (through the routes' `Api`), and this
+/// replica's leadership (a follower without a leader is degraded).
+pub struct WatchdogTask {
+    pub core: Arc<Core>,
+    pub watchdog: Arc<Watchdog>,
+    pub health: Arc<dyn Api>,
+    pub lead: Lead,
+    /// This replica's id when it shares the store with others.
+    pub replica: Option<String>,
+}
+
+impl std::ops::Deref for WatchdogTask {
+    type Target = Core;
+
+    fn deref(&self) -> &Core {
+        &self.core
+    }
+}
+
+pub async fn run(task: Arc<WatchdogTask>, mut shutdown: watch::Receiver<bool>) {
     let sender = Arc::new(Sender::new());
     let http = crate::notify::http::Client::new();
     loop {
         if *shutdown.borrow() {
             break;
         }
-        let next = tick(&app, &sender, &http).await;
+        let next = tick(&task, &sender, &http).await;
         tokio::select! {
-            _ = app.clock.sleep_until(next) => {}
+            _ = task.clock.sleep_until(next) => {}
             _ = shutdown.changed() => break,
         }
     }
 }
 
 /// One check: returns when the next one is due.
-async fn tick(app: &Arc<App>, sender: &Arc<Sender>, http: &notify::http::Client) -> DateTime<Utc> {
-    let config = app.config();
-    let storage = crate::http::storage_health(app.as_ref()).await;
-    let now = app.clock.now();
-    let watchdog = app.watchdog();
-    app.core().set_storage_ok(storage.is_ok());
-    store_alarm(app, &config, sender, storage.as_ref().err(), now);
+async fn tick(
+    task: &Arc<WatchdogTask>,
+    sender: &Arc<Sender>,
+    http: &notify::http::Client,
+) -> DateTime<Utc> {
+    let config = task.config();
+    let storage = crate::http::storage_health(task.health.as_ref()).await;
+    let now = task.clock.now();
+    let watchdog = &task.watchdog;
+    task.core.set_storage_ok(storage.is_ok());
+    store_alarm(task, &config, sender, storage.as_ref().err(), now);
     if storage.is_ok() {
-        super::fallback::refresh_gauges(app, &config).await;
+        super::fallback::refresh_gauges(&task.core, &config).await;
     }
     let failed = watchdog.failed_pages(&config);
     let heartbeat = config.watchdog.heartbeat.as_ref();
@@ -132,10 +157,10 @@ async fn tick(app: &Arc<App>, sender: &Arc<Sender>, http: &notify::http::Client)
         if s.failed_seen.is_some_and(|seen| failed > seen) {
             reasons.push("a page failed permanently in the last interval".to_string());
         }
-        if app.metrics.reload_successful.get() == 0 {
+        if task.metrics.reload_successful.get() == 0 {
             reasons.push("the last config reload failed".to_string());
         }
-        if let Some(l) = app.replicas().map(|r| &r.leadership) {
+        if let Some(l) = task.lead.leadership() {
             if l.leaderless_for().is_some() {
                 reasons.push(format!(
                     "no leader for longer than a lease ({}): no replica holds the leader lease",
@@ -152,13 +177,13 @@ async fn tick(app: &Arc<App>, sender: &Arc<Sender>, http: &notify::http::Client)
         }
         (reasons, due)
     };
-    app.metrics
+    task.metrics
         .watchdog
         .degraded
         .set(i64::from(!reasons.is_empty()));
     if let (Some(h), true) = (heartbeat, ping_due) {
         let outcome = ping(http, h, &reasons, now).await;
-        app.metrics
+        task.metrics
             .watchdog
             .heartbeat
             .with_label_values(&[outcome])
@@ -186,7 +211,7 @@ async fn tick(app: &Arc<App>, sender: &Arc<Sender>, http: &notify::http::Client)
     // forward, like the clock it follows.
     if s.checked.is_none_or(|t| t <= now) {
         s.checked = Some(now);
-        app.metrics
+        task.metrics
             .watchdog
             .checked
             .set(now.timestamp_millis() as f64 / 1000.0);
@@ -229,7 +254,7 @@ async fn ping(
 /// Pages `emergency_notify` directly once the store has failed for
 /// `store_alarm_after`, again at most hourly, and once when it recovers.
 fn store_alarm(
-    app: &Arc<App>,
+    task: &Arc<WatchdogTask>,
     config: &Arc<Config>,
     sender: &Arc<Sender>,
     failure: Option<&String>,
@@ -237,12 +262,8 @@ fn store_alarm(
 ) {
     let w = &config.watchdog;
     // Each replica pages on its own (see the module doc): say which one.
-    let replica = app
-        .replicas()
-        .filter(|r| r.shared())
-        .map(|r| r.id().to_owned());
-    let replica = replica.as_deref();
-    let mut s = app.watchdog().lock();
+    let replica = task.replica.as_deref();
+    let mut s = task.watchdog.lock();
     let page = match (failure, s.store_failing_since) {
         (Some(e), None) => {
             tracing::error!(error = %e, "storage check failed: hushwatch cannot write its state");
@@ -271,7 +292,7 @@ fn store_alarm(
     };
     drop(s);
     let Some(page) = page else { return };
-    app.metrics.watchdog.emergency_pages.inc();
+    task.metrics.watchdog.emergency_pages.inc();
     for name in &w.emergency_notify {
         let Some(notifier) = config.notifiers.get(name).cloned() else {
             continue;

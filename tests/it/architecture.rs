@@ -590,6 +590,158 @@ fn the_core_crate_depends_on_no_runtime_http_database_or_tls() {
     );
 }
 
+/// The files of `src/service/` (each task, `App`, the wiring in `mod.rs`)
+/// import each other without a loop: each task takes a handle with what it
+/// needs (its own state, `Core`, and the stream mirror's capabilities as
+/// traits `App` implements), so no task file needs `App`'s file and `App`'s
+/// file needs none that needs it back. An edge is `super::X` in a task file
+/// (`X` a sibling file, or `mod.rs` for an item declared there) or `X::…`
+/// in `mod.rs`; test code does not count.
+#[test]
+fn the_service_files_import_each_other_without_a_cycle() {
+    let dir = Crate::Root.src().join("service");
+    let mut files = Vec::new();
+    rust_files(&dir, &mut files);
+    let names: BTreeSet<String> = files
+        .iter()
+        .map(|f| f.file_stem().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert!(names.contains("app") && names.len() >= 10, "{names:?}");
+    let mut graph = Graph::new();
+    for file in &files {
+        let name = file.file_stem().unwrap().to_string_lossy().into_owned();
+        let ast = syn::parse_file(&std::fs::read_to_string(file).unwrap()).unwrap();
+        let mut edges = SiblingUses {
+            from_mod_rs: name == "mod",
+            siblings: &names,
+            file: repo_relative(file),
+            found: BTreeMap::new(),
+        };
+        edges.visit_file(&ast);
+        let from = graph.entry(name.clone()).or_default();
+        for (to, at) in edges.found {
+            if to != name {
+                from.entry(to).or_insert(at);
+            }
+        }
+    }
+    // The graph must have its known edges, or this would pass on nothing.
+    assert!(
+        graph.get("mod").is_some_and(|e| e.contains_key("app"))
+            && graph
+                .get("delivery")
+                .is_some_and(|e| e.contains_key("core")),
+        "{graph:#?}"
+    );
+    let found = cycles(&graph);
+    assert!(
+        found.is_empty(),
+        "import cycles between the files of src/service/ (each arrow names the first use):\n{}",
+        found.join("\n")
+    );
+}
+
+/// The sibling files one file of `src/service/` names.
+struct SiblingUses<'a> {
+    from_mod_rs: bool,
+    siblings: &'a BTreeSet<String>,
+    file: String,
+    found: BTreeMap<String, String>,
+}
+
+impl SiblingUses<'_> {
+    fn record(&mut self, segments: &[String], line: usize) {
+        let target = match segments {
+            [first, ..] if self.from_mod_rs && self.siblings.contains(first) => Some(first.clone()),
+            [s, name, ..] if s == "super" && !self.from_mod_rs => {
+                Some(if self.siblings.contains(name) {
+                    name.clone()
+                } else {
+                    // An item of `mod.rs` itself.
+                    "mod".to_string()
+                })
+            }
+            [c, s, name, ..] if c == "crate" && s == "service" && self.siblings.contains(name) => {
+                Some(name.clone())
+            }
+            _ => None,
+        };
+        if let Some(t) = target {
+            self.found
+                .entry(t)
+                .or_insert_with(|| format!("{}:{line}", self.file));
+        }
+    }
+
+    fn use_tree(&mut self, prefix: &mut Vec<String>, tree: &syn::UseTree) {
+        match tree {
+            syn::UseTree::Path(p) => {
+                prefix.push(p.ident.to_string());
+                self.use_tree(prefix, &p.tree);
+                prefix.pop();
+            }
+            syn::UseTree::Name(n) => {
+                let mut full = prefix.clone();
+                full.push(n.ident.to_string());
+                self.record(&full, n.ident.span().start().line);
+            }
+            syn::UseTree::Rename(r) => {
+                let mut full = prefix.clone();
+                full.push(r.ident.to_string());
+                self.record(&full, r.ident.span().start().line);
+            }
+            syn::UseTree::Glob(g) => {
+                self.record(&prefix.clone(), g.star_token.spans[0].start().line)
+            }
+            syn::UseTree::Group(g) => {
+                for item in &g.items {
+                    self.use_tree(prefix, item);
+                }
+            }
+        }
+    }
+}
+
+impl<'ast> Visit<'ast> for SiblingUses<'_> {
+    fn visit_item(&mut self, item: &'ast syn::Item) {
+        if !is_test_only(item_attrs(item)) {
+            syn::visit::visit_item(self, item);
+        }
+    }
+
+    fn visit_item_use(&mut self, item: &'ast syn::ItemUse) {
+        self.use_tree(&mut Vec::new(), &item.tree);
+    }
+
+    fn visit_path(&mut self, path: &'ast syn::Path) {
+        if path.leading_colon.is_none() {
+            let segments: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
+            let line = path
+                .segments
+                .first()
+                .map_or(0, |s| s.ident.span().start().line);
+            self.record(&segments, line);
+        }
+        syn::visit::visit_path(self, path);
+    }
+
+    fn visit_macro(&mut self, mac: &'ast syn::Macro) {
+        let trees: Vec<TokenTree> = mac.tokens.clone().into_iter().collect();
+        for (i, tree) in trees.iter().enumerate() {
+            if let TokenTree::Ident(id) = tree {
+                let colons = trees[i + 1..]
+                    .iter()
+                    .take(2)
+                    .all(|t| matches!(t, TokenTree::Punct(p) if p.as_char() == ':'));
+                if let (true, Some(TokenTree::Ident(name))) = (colons, trees.get(i + 3)) {
+                    self.record(&[id.to_string(), name.to_string()], id.span().start().line);
+                }
+            }
+        }
+        syn::visit::visit_macro(self, mac);
+    }
+}
+
 #[test]
 fn the_cycle_finder_names_the_loop() {
     let mut graph = Graph::new();

@@ -48,6 +48,7 @@ mod replicas;
 mod scale;
 mod schema_upgrade;
 mod sign;
+mod shutdown;
 mod silences;
 mod status_cli;
 mod status_page;

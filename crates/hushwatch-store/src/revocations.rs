@@ -254,6 +254,51 @@ pub(super) async fn stale_recorded_at<D: Db>(
     row.map(|(at,)| stored_time(at)).transpose()
 }
 
+/// Replaces each event's subject ids, and the subject and organization of
+/// its access note, by their veiled form; a grant also gets the forms
+/// earlier revocations may be stored under. Unchanged without a key.
+pub fn veil_subjects(veil: &crate::veil::Veil, events: &mut [crate::NewEvent]) {
+    if !veil.is_on() {
+        return;
+    }
+    for e in events {
+        for (_, v) in e.subject_ids.iter_mut() {
+            *v = veil.hide(v);
+        }
+        match &mut e.access {
+            None => {}
+            Some(AccessNote::Revoke {
+                subject,
+                organization,
+            }) => {
+                *subject = veil.hide(subject);
+                *organization = organization.as_deref().map(|o| veil.hide(o));
+            }
+            Some(AccessNote::Grant {
+                subject,
+                organization,
+                earlier,
+                ..
+            }) => {
+                // forms() is [plaintext, token under each key]; the newest
+                // key's token is the one stored now, the rest are earlier.
+                let subjects = veil.forms(subject);
+                let orgs: Vec<Option<String>> = match organization.as_deref() {
+                    Some(o) => veil.forms(o).into_iter().map(Some).collect(),
+                    None => vec![None; subjects.len()],
+                };
+                *subject = veil.hide(subject);
+                *organization = organization.as_deref().map(|o| veil.hide(o));
+                *earlier = subjects
+                    .into_iter()
+                    .zip(orgs)
+                    .filter(|(s, _)| s != subject)
+                    .collect();
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
