@@ -31,7 +31,9 @@ use std::sync::{Arc, Mutex};
 /// The running sidecar: the shared `Core` (reached through `Deref`), the
 /// stream read cache and the timer's schedule, and one type per concern
 /// (`Svix`, `Operator`, `Delivery`). No field is public: routes reach it
-/// through `http::Api`, the service's tasks through the concern they run.
+/// through `http::Api`; the background tasks never hold it, only the
+/// capabilities of it they use (`timer::Evaluate`, `feed::Mirror`,
+/// `adaptive::Learner`, `crosscheck_heal::Ingest`, implemented below).
 pub struct App {
     core: Arc<Core>,
     /// Read cache of the store's stream rows. The store is the truth and the

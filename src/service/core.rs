@@ -1,8 +1,8 @@
 //! What every concern of the running sidecar shares: the config in force,
 //! the store, the metrics, the clock, the wake-ups between tasks, and
 //! whether storage is healthy. Each concern (`App`'s stream cache,
-//! `Svix`, `Operator`, `Delivery`) holds an `Arc<Core>`; `service/mod.rs`
-//! wires them together.
+//! `Svix`, `Operator`, `Delivery`, `Watchdog`) and each background task's
+//! handle holds an `Arc<Core>`; `service::start` wires them together.
 
 use crate::clock::Clock;
 use crate::config::Config;
