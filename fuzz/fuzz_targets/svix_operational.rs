@@ -3,5 +3,5 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let _ = hushwatch::ingest::svix_ops::parse_operational(data);
+    let _ = hushwatch::ingest::fuzz::parse_operational(data);
 });

@@ -3,5 +3,5 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let _ = hushwatch::ingest::payload::webhook_facts(data);
+    let _ = hushwatch::ingest::fuzz::webhook_facts(data);
 });

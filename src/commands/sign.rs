@@ -114,7 +114,7 @@ mod tests {
             SignedHeaders::find(|name| lines.iter().find(|(n, _)| *n == name).map(|(_, v)| *v))
                 .unwrap();
         let verifier = Verifier::new(vec![key]);
-        assert_eq!(verifier.verify(&found, body, 1_764_000_000), Ok(()));
+        assert!(verifier.verify(&found, body, 1_764_000_000).is_ok());
         // Another body does not verify under these headers.
         assert!(verifier.verify(&found, b"{}", 1_764_000_000).is_err());
     }

@@ -450,14 +450,14 @@ webhook_secret = " wos_plain_secret "
         )
     };
     let intake = entra.intake().unwrap();
-    assert!(intake.parse(&NoHead, notification("cs").as_bytes()).is_ok());
-    assert_eq!(
-        intake
-            .parse(&NoHead, notification("other").as_bytes())
-            .unwrap_err()
-            .status(),
-        401
-    );
+    let now = chrono::DateTime::UNIX_EPOCH;
+    let read = |body: &str| {
+        let checked = intake.check_head(&NoHead, now)?;
+        let verified = intake.check_body(checked, &NoHead, now, body.as_bytes())?;
+        intake.parse(&NoHead, verified)
+    };
+    assert!(read(&notification("cs")).is_ok());
+    assert_eq!(read(&notification("other")).unwrap_err().status(), 401);
     let c = parse_ok(&format!(
         "{PROVIDER_STREAM}provider = \"google\"\nchannel_token = \"t\"\nexpiry_warning = \"30m\"\n"
     ));

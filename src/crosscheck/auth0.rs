@@ -521,7 +521,10 @@ mod tests {
         assert_eq!(record["log_id"], logs[0].event.id.as_str());
         assert_eq!(record["data"]["type"], "sdu");
         // What a Log Stream delivery of it would read as.
-        let delivery = crate::ingest::providers::auth0::parse(&logs[0].body).unwrap();
+        let delivery = crate::ingest::providers::auth0::parse(
+            crate::ingest::verified::Verified::fetched_from_provider_api(&logs[0].body),
+        )
+        .unwrap();
         assert_eq!(
             delivery.events[0].delivery_id.as_deref(),
             Some(logs[0].event.id.as_str())

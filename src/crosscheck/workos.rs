@@ -160,7 +160,11 @@ fn parse_page(body: &[u8], from: &LogPosition) -> Result<LogPage, PollError> {
 /// The user the event is about (as the webhook parser reads it), else the
 /// first subject it names.
 fn subject(body: &[u8]) -> Option<String> {
-    let delivery = crate::ingest::providers::workos::parse(body).ok()?;
+    let delivery = crate::ingest::providers::workos::parse(
+        // Listed by WorkOS's Events API over TLS with the stream's API key.
+        crate::ingest::verified::Verified::fetched_from_provider_api(body),
+    )
+    .ok()?;
     let ids = &delivery.events.first()?.subject_ids;
     ids.iter()
         .find(|(kind, _)| kind == "user_id")

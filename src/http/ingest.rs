@@ -64,13 +64,14 @@ pub async fn webhook(
         Ok(b) => b,
         Err(e) => return reject_body(app, stream, e),
     };
-    if let Err(e) = verifier.verify(&headers, &body, now) {
-        return reject_verify(app, stream, e);
-    }
+    let verified = match verifier.verify(&headers, &body, now) {
+        Ok(v) => v,
+        Err(e) => return reject_verify(app, stream, e),
+    };
     let delivery_id = headers.id.to_string();
     // The sender proved who it is, so even an unparseable body is an
     // arrival: refusing it would make Svix retry and eventually disable us.
-    let facts = webhook_facts(&body).ok();
+    let facts = webhook_facts(verified).ok();
     let event_type = facts
         .as_ref()
         .and_then(|f| f.event_type.clone())

@@ -54,17 +54,19 @@ pub async fn webhook(
     if !intake.has_credentials() {
         return not_configured(app, stream, intake.spec().credential_key);
     }
-    if let Err(e) = intake.check_head(&Head(&parts), now) {
-        return reject_rejection(app, stream, &e);
-    }
+    let checked = match intake.check_head(&Head(&parts), now) {
+        Ok(checked) => checked,
+        Err(e) => return reject_rejection(app, stream, &e),
+    };
     let body = match body::read(&parts, incoming, body_deadline).await {
         Ok(b) => b,
         Err(e) => return reject_body(app, stream, e),
     };
-    if let Err(e) = intake.check_body(&Head(&parts), now, &body) {
-        return reject_rejection(app, stream, &e);
-    }
-    let mut delivery = match intake.parse(&Head(&parts), &body) {
+    let verified = match intake.check_body(checked, &Head(&parts), now, &body) {
+        Ok(verified) => verified,
+        Err(e) => return reject_rejection(app, stream, &e),
+    };
+    let mut delivery = match intake.parse(&Head(&parts), verified) {
         Ok(delivery) => delivery,
         // Okta and Auth0 batch many events per request, and a record that cannot be read
         // already becomes its own `unknown` event inside the parser. What is left here is
@@ -132,7 +134,7 @@ pub async fn webhook(
     let split = stream
         .forward
         .as_ref()
-        .and_then(|_| intake.relay_bodies(&body))
+        .and_then(|_| intake.relay_bodies(verified))
         .filter(|bodies| {
             let agrees = bodies.len() == delivery.events.len();
             if !agrees {

@@ -93,19 +93,20 @@ pub async fn operational(
         Ok(b) => b,
         Err(e) => return reject_body(app, svix, e),
     };
-    if let Err(e) = svix.verifier.verify(&headers, &body, now) {
-        return reject_verify(app, svix, e);
-    }
+    let verified = match svix.verifier.verify(&headers, &body, now) {
+        Ok(v) => v,
+        Err(e) => return reject_verify(app, svix, e),
+    };
     let delivery_id = headers.id.to_string();
     // Verified senders are never refused: an unreadable body is recorded
     // as `other` (refusing would make Svix retry and then disable us).
-    let (event_type, event) = match parse_operational(&body) {
+    let (event_type, event) = match parse_operational(verified) {
         Ok(m) => (m.event_type, m.event),
         Err(e) => {
             // serde's message can quote part of the body, so it is escaped.
             let reason = e.to_string();
             tracing::warn!(source = %svix.name, reason = %Escaped(&reason), "operational webhook not understood; recorded as other");
-            let t = serde_json::from_slice::<Value>(&body)
+            let t = serde_json::from_slice::<Value>(verified.bytes())
                 .ok()
                 .and_then(|v| v["type"].as_str().map(str::to_string));
             (t.unwrap_or_else(|| "unknown".into()), OpEvent::Other)

@@ -40,6 +40,7 @@ use crate::config::forward::{ForwardClock, ForwardConfig};
 use crate::config::StreamConfig;
 use crate::domain::crosscheck::{Direction, Finding, Provider, When};
 use crate::ingest::providers::{auth0, okta, workos};
+use crate::ingest::verified::Verified;
 use crate::store::forward::ForwardBody;
 use crate::store::{EventOutcome, NewEvent, StoreError};
 use chrono::{DateTime, Utc};
@@ -146,7 +147,9 @@ fn healing_event(
                     .body
                     .as_ref()
                     .ok_or("the logged event's body is not at hand")?;
-                let parsed = workos::parse(body)
+                // The provider's own API listed this event (over TLS, with the
+                // stream's credentials): that is what vouches for it here.
+                let parsed = workos::parse(Verified::fetched_from_provider_api(body))
                     .map_err(|_| "the logged event does not read as a WorkOS event")?;
                 let event = parsed
                     .events
@@ -179,7 +182,8 @@ fn healing_event(
                     .ok_or("the finding has no Okta uuid")?;
                 let body = okta_body(&stream.name, uuid, logged)
                     .ok_or("the logged event is not a JSON object")?;
-                let parsed = okta::parse(&body)
+                // Okta's System Log API listed the event; hushwatch wrapped it.
+                let parsed = okta::parse(Verified::fetched_from_provider_api(&body))
                     .map_err(|_| "the envelope does not read as an Okta event hook")?;
                 let event = parsed
                     .events
@@ -210,7 +214,8 @@ fn healing_event(
                     .body
                     .as_ref()
                     .ok_or("the logged event's body is not at hand")?;
-                let parsed = auth0::parse(body)
+                // Auth0's Management API listed the record.
+                let parsed = auth0::parse(Verified::fetched_from_provider_api(body))
                     .map_err(|_| "the logged event does not read as an Auth0 log record")?;
                 let event = parsed
                     .events
@@ -444,7 +449,7 @@ mod tests {
             "the eventId is per stream"
         );
         // What the stream's own Okta parser reads from it: the one event.
-        let delivery = okta::parse(&body).unwrap();
+        let delivery = okta::parse(Verified::fetched_from_provider_api(&body)).unwrap();
         assert_eq!(delivery.events.len(), 1);
         assert_eq!(delivery.events[0].delivery_id.as_deref(), Some("uuid-7"));
         assert_eq!(delivery.events[0].event_type, "user.lifecycle.deactivate");
@@ -473,7 +478,11 @@ mod tests {
         assert_eq!(body["data"]["organization"]["id"], "org_9");
         assert_eq!(body["data"]["public_user_data"]["user_id"], "user_2");
         // What hushwatch reads of it is what it would read of Clerk's own.
-        let facts = crate::ingest::payload::webhook_facts(body.to_string().as_bytes()).unwrap();
+        let text = body.to_string();
+        let facts = crate::ingest::payload::webhook_facts(Verified::fetched_from_provider_api(
+            text.as_bytes(),
+        ))
+        .unwrap();
         assert_eq!(
             facts.event_type.as_deref(),
             Some("organizationMembership.deleted")

@@ -9,9 +9,9 @@ use chrono::NaiveDate;
 use hushwatch::domain::duration::{format_duration, parse_duration};
 use hushwatch::domain::ics::parse_ics_bytes;
 use hushwatch::domain::weekly::WeeklyHours;
-use hushwatch::ingest::payload::{app_reports, webhook_facts, MAX_APP_REPORTS};
+use hushwatch::ingest::fuzz::{parse_operational, webhook_facts};
+use hushwatch::ingest::payload::{app_reports, MAX_APP_REPORTS};
 use hushwatch::ingest::signature::{sign, SecretKey, SignedHeaders, Verifier};
-use hushwatch::ingest::svix_ops::parse_operational;
 use std::path::Path;
 
 const NOW: i64 = 1_764_460_800;

@@ -15,6 +15,7 @@ use std::fmt;
 use chrono::{DateTime, Utc};
 
 use crate::ingest::providers::lenient::{lenient_record, List, Scalar};
+use crate::ingest::verified::Verified;
 
 /// Most subject-id pairs reported for one webhook.
 pub const MAX_SUBJECT_IDS: usize = 16;
@@ -96,8 +97,8 @@ lenient_record!(IdRef { "id" => id: Scalar });
 ///
 /// Absent or `null` fields give `None`, because providers use `null` for "not set"; a field
 /// that is present with the wrong type or an unparseable value is an error.
-pub fn webhook_facts(body: &[u8]) -> Result<WebhookFacts, PayloadError> {
-    let root: WebhookBody = parse_json(body)?;
+pub fn webhook_facts(body: Verified<'_>) -> Result<WebhookFacts, PayloadError> {
+    let root: WebhookBody = parse_json(body.bytes())?;
     if !root.is_object {
         return Err(PayloadError::NotObject);
     }
@@ -348,6 +349,11 @@ fn parse_rfc3339(text: &str, field: &str) -> Result<DateTime<Utc>, PayloadError>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The reader over a body the tests vouch for (a signature is `signature`'s concern).
+    fn webhook_facts(body: &[u8]) -> Result<WebhookFacts, PayloadError> {
+        super::webhook_facts(Verified::proved(body))
+    }
 
     fn instant(rfc3339: &str) -> DateTime<Utc> {
         DateTime::parse_from_rfc3339(rfc3339)

@@ -17,6 +17,8 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use subtle::ConstantTimeEq;
 
+use super::verified::Verified;
+
 type HmacSha256 = Hmac<Sha256>;
 
 /// Maximum distance, in either direction, between the signed timestamp and our clock.
@@ -189,12 +191,12 @@ impl Verifier {
     /// Verifies one delivery. `body` must be the raw bytes as received: re-serialized JSON
     /// does not verify. The timestamp is checked before any MAC work so that replayed old
     /// deliveries are refused cheaply.
-    pub fn verify(
+    pub fn verify<'b>(
         &self,
         headers: &SignedHeaders<'_>,
-        body: &[u8],
+        body: &'b [u8],
         now_unix: i64,
-    ) -> Result<(), VerifyError> {
+    ) -> Result<Verified<'b>, VerifyError> {
         check_timestamp(headers, now_unix)?;
 
         // One MAC per key, however many entries the header holds.
@@ -208,7 +210,7 @@ impl Verifier {
             .filter_map(decode_mac)
             .any(|candidate| expected.iter().any(|mac| bool::from(mac.ct_eq(&candidate))));
         if matched {
-            Ok(())
+            Ok(Verified::proved(body))
         } else {
             Err(VerifyError::NoMatchingSignature)
         }
@@ -433,7 +435,9 @@ mod tests {
             &vector.signature,
         );
         let headers = SignedHeaders::find(lookup_in(&pairs))?;
-        verifier.verify(&headers, vector.payload.as_bytes(), vector.verify_at)
+        verifier
+            .verify(&headers, vector.payload.as_bytes(), vector.verify_at)
+            .map(|_| ())
     }
 
     #[test]
@@ -542,7 +546,10 @@ mod tests {
             let pairs = header_pairs(prefix, ID_A, "1614265330", SIG_A);
             let headers = SignedHeaders::find(lookup_in(&pairs)).unwrap();
             assert_eq!(headers, headers_a(SIG_A));
-            assert_eq!(verifier_a().verify(&headers, BODY_A, TS_A), Ok(()));
+            assert_eq!(
+                verifier_a().verify(&headers, BODY_A, TS_A).map(|_| ()),
+                Ok(())
+            );
         }
     }
 
@@ -562,7 +569,10 @@ mod tests {
             ("WebHook-Signature".to_owned(), SIG_A.to_owned()),
         ];
         let headers = SignedHeaders::find(lookup_in(&pairs)).unwrap();
-        assert_eq!(verifier_a().verify(&headers, BODY_A, TS_A), Ok(()));
+        assert_eq!(
+            verifier_a().verify(&headers, BODY_A, TS_A).map(|_| ()),
+            Ok(())
+        );
     }
 
     #[test]
@@ -571,19 +581,27 @@ mod tests {
             SecretKey::parse(SECRET_B).unwrap(),
             SecretKey::parse(SECRET_A).unwrap(),
         ]);
-        assert_eq!(verifier.verify(&headers_a(SIG_A), BODY_A, TS_A), Ok(()));
+        assert_eq!(
+            verifier.verify(&headers_a(SIG_A), BODY_A, TS_A).map(|_| ()),
+            Ok(())
+        );
 
         // The sender signing with old and new keys side by side also passes.
         let new_key = SecretKey::parse(SECRET_B).unwrap();
         let both = format!("{} {SIG_A}", sign(&new_key, ID_A, TS_A, BODY_A));
-        assert_eq!(verifier_a().verify(&headers_a(&both), BODY_A, TS_A), Ok(()));
+        assert_eq!(
+            verifier_a()
+                .verify(&headers_a(&both), BODY_A, TS_A)
+                .map(|_| ()),
+            Ok(())
+        );
     }
 
     #[test]
     fn verifier_without_keys_rejects() {
         let verifier = Verifier::new(Vec::new());
         assert_eq!(
-            verifier.verify(&headers_a(SIG_A), BODY_A, TS_A),
+            verifier.verify(&headers_a(SIG_A), BODY_A, TS_A).map(|_| ()),
             Err(VerifyError::NoMatchingSignature)
         );
     }
@@ -592,14 +610,20 @@ mod tests {
     fn tolerance_is_inclusive_at_300_seconds_both_ways() {
         let verifier = verifier_a();
         let headers = headers_a(SIG_A);
-        assert_eq!(verifier.verify(&headers, BODY_A, TS_A + 300), Ok(()));
-        assert_eq!(verifier.verify(&headers, BODY_A, TS_A - 300), Ok(()));
         assert_eq!(
-            verifier.verify(&headers, BODY_A, TS_A + 301),
+            verifier.verify(&headers, BODY_A, TS_A + 300).map(|_| ()),
+            Ok(())
+        );
+        assert_eq!(
+            verifier.verify(&headers, BODY_A, TS_A - 300).map(|_| ()),
+            Ok(())
+        );
+        assert_eq!(
+            verifier.verify(&headers, BODY_A, TS_A + 301).map(|_| ()),
             Err(VerifyError::StaleTimestamp { skew_seconds: 301 })
         );
         assert_eq!(
-            verifier.verify(&headers, BODY_A, TS_A - 301),
+            verifier.verify(&headers, BODY_A, TS_A - 301).map(|_| ()),
             Err(VerifyError::FutureTimestamp { skew_seconds: 301 })
         );
     }
@@ -608,7 +632,9 @@ mod tests {
     fn timestamp_is_checked_before_the_signature() {
         let headers = headers_a("v1,wrong");
         assert_eq!(
-            verifier_a().verify(&headers, BODY_A, TS_A + 1000),
+            verifier_a()
+                .verify(&headers, BODY_A, TS_A + 1000)
+                .map(|_| ()),
             Err(VerifyError::StaleTimestamp { skew_seconds: 1000 })
         );
     }
@@ -621,7 +647,7 @@ mod tests {
             signature: SIG_A,
         };
         assert_eq!(
-            verifier_a().verify(&headers, BODY_A, i64::MIN),
+            verifier_a().verify(&headers, BODY_A, i64::MIN).map(|_| ()),
             Err(VerifyError::FutureTimestamp {
                 skew_seconds: i64::MAX
             })
@@ -653,7 +679,10 @@ mod tests {
                 timestamp,
                 signature: &signature,
             };
-            let err = verifier_a().verify(&headers, BODY_A, TS_A).unwrap_err();
+            let err = verifier_a()
+                .verify(&headers, BODY_A, TS_A)
+                .map(|_| ())
+                .unwrap_err();
             assert_eq!(err, VerifyError::BadTimestamp, "{timestamp:?}");
             assert_eq!(err.status(), 400);
         }
@@ -678,11 +707,15 @@ mod tests {
 
         let verifier = verifier_a();
         assert_eq!(
-            verifier.verify(&headers_a(&junk_only), BODY_A, TS_A),
+            verifier
+                .verify(&headers_a(&junk_only), BODY_A, TS_A)
+                .map(|_| ()),
             Err(VerifyError::NoMatchingSignature)
         );
         assert_eq!(
-            verifier.verify(&headers_a(&with_good), BODY_A, TS_A),
+            verifier
+                .verify(&headers_a(&with_good), BODY_A, TS_A)
+                .map(|_| ()),
             Ok(())
         );
     }
@@ -692,7 +725,9 @@ mod tests {
         let other = "v1,AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
         for list in [format!("{SIG_A}, {other}"), format!("{other}, {SIG_A}")] {
             assert_eq!(
-                verifier_a().verify(&headers_a(&list), BODY_A, TS_A),
+                verifier_a()
+                    .verify(&headers_a(&list), BODY_A, TS_A)
+                    .map(|_| ()),
                 Ok(()),
                 "{list}"
             );
@@ -700,7 +735,9 @@ mod tests {
         // The comma ends an entry; it never joins two tags into one.
         let glued = format!("{SIG_A},{other}");
         assert_eq!(
-            verifier_a().verify(&headers_a(&glued), BODY_A, TS_A),
+            verifier_a()
+                .verify(&headers_a(&glued), BODY_A, TS_A)
+                .map(|_| ()),
             Err(VerifyError::NoMatchingSignature)
         );
     }
@@ -722,7 +759,9 @@ mod tests {
             "v1,,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=",
         ] {
             assert_eq!(
-                verifier_a().verify(&headers_a(signature), BODY_A, TS_A),
+                verifier_a()
+                    .verify(&headers_a(signature), BODY_A, TS_A)
+                    .map(|_| ()),
                 Err(VerifyError::NoMatchingSignature),
                 "{signature:?}"
             );
@@ -774,6 +813,7 @@ mod tests {
                 BODY_A,
                 TS_A,
             )
+            .map(|_| ())
             .unwrap_err();
         let message = err.to_string();
         assert!(!message.contains("AAAA"), "{message}");

@@ -8,6 +8,7 @@
 //! size can be two orders of magnitude above the body's.
 
 use super::payload::PayloadError;
+use super::verified::Verified;
 use crate::ingest::providers::lenient::{lenient_record, Scalar};
 use chrono::{DateTime, Utc};
 
@@ -162,9 +163,9 @@ fn attempt(data: &OpData) -> Result<AttemptRef, PayloadError> {
 
 /// Parses a verified operational-webhook body. A known type with missing
 /// required fields is an error (the caller records it as `Other` and logs).
-pub fn parse_operational(body: &[u8]) -> Result<OpMessage, PayloadError> {
+pub fn parse_operational(body: Verified<'_>) -> Result<OpMessage, PayloadError> {
     let root: OpBody =
-        serde_json::from_slice(body).map_err(|e| PayloadError::NotJson(e.to_string()))?;
+        serde_json::from_slice(body.bytes()).map_err(|e| PayloadError::NotJson(e.to_string()))?;
     if !root.is_object {
         return Err(PayloadError::NotObject);
     }
@@ -221,7 +222,9 @@ mod tests {
     use super::*;
 
     fn parse(text: &str) -> OpEvent {
-        parse_operational(text.as_bytes()).unwrap().event
+        parse_operational(Verified::proved(text.as_bytes()))
+            .unwrap()
+            .event
     }
 
     #[test]
@@ -274,7 +277,10 @@ mod tests {
             parse(r#"{"type":"message.attempt.log","data":[]}"#),
             OpEvent::Other
         );
-        assert!(parse_operational(br#"{"type":"endpoint.disabled","data":{}}"#).is_err());
-        assert!(parse_operational(b"[]").is_err());
+        assert!(parse_operational(Verified::proved(
+            br#"{"type":"endpoint.disabled","data":{}}"#
+        ))
+        .is_err());
+        assert!(parse_operational(Verified::proved(b"[]")).is_err());
     }
 }

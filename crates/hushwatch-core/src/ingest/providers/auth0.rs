@@ -11,6 +11,7 @@
 use super::lenient::{lenient_record, List, Scalar};
 use super::{bad_request, optional_instant, parse_json, push_subject, text};
 use super::{unknown_record, Delivery, ProviderEvent, Rejection, MAX_BATCH};
+use crate::ingest::verified::{HeadChecked, Verified};
 
 pub use super::okta::authorize;
 
@@ -30,7 +31,8 @@ lenient_record!(LogData {
 /// `data.type`, a `data.date` that is not an RFC 3339 string, a JSON Lines line that is
 /// not JSON) is recorded as its own `unknown` event keeping its `log_id` when it has one,
 /// so every other record of the batch, revocations included, is recorded normally.
-pub fn parse(body: &[u8]) -> Result<Delivery, Rejection> {
+pub fn parse(body: Verified<'_>) -> Result<Delivery, Rejection> {
+    let body = body.bytes();
     let text = std::str::from_utf8(body).map_err(|_| bad_request("body is not UTF-8"))?;
     let too_many = || bad_request(format!("body has more than {MAX_BATCH} log records"));
     let records: Vec<Option<Record>> = if text.trim_start().starts_with('[') {
@@ -72,8 +74,8 @@ pub fn parse(body: &[u8]) -> Result<Delivery, Rejection> {
 /// each forwarded record is its own queue entry under its own `log_id` and the app never
 /// receives a batch once per record. `None` (forward the body as it came) for one record,
 /// or a body [`parse`] would refuse.
-pub fn relay_bodies(body: &[u8]) -> Option<Vec<Vec<u8>>> {
-    let text = std::str::from_utf8(body).ok()?;
+pub fn relay_bodies(body: Verified<'_>) -> Option<Vec<Vec<u8>>> {
+    let text = std::str::from_utf8(body.bytes()).ok()?;
     let bodies: Vec<Vec<u8>> = if text.trim_start().starts_with('[') {
         let records: Vec<Box<serde_json::value::RawValue>> = serde_json::from_str(text).ok()?;
         records
@@ -146,15 +148,32 @@ impl super::Provider for Auth0 {
         &self,
         head: &dyn super::RequestHead,
         _now: chrono::DateTime<chrono::Utc>,
-    ) -> Result<(), Rejection> {
+    ) -> Result<HeadChecked, Rejection> {
         super::okta::authorize(&self.authorization, head.header("authorization"))
+            .map(|()| HeadChecked::passed())
     }
 
-    fn parse(&self, _head: &dyn super::RequestHead, body: &[u8]) -> Result<Delivery, Rejection> {
+    /// Auth0 signs nothing: the `Authorization` header checked on the head vouches for the
+    /// body that came with it.
+    fn check_body<'b>(
+        &self,
+        checked: HeadChecked,
+        _head: &dyn super::RequestHead,
+        _now: chrono::DateTime<chrono::Utc>,
+        body: &'b [u8],
+    ) -> Result<Verified<'b>, Rejection> {
+        Ok(Verified::by_head(checked, body))
+    }
+
+    fn parse(
+        &self,
+        _head: &dyn super::RequestHead,
+        body: Verified<'_>,
+    ) -> Result<Delivery, Rejection> {
         parse(body)
     }
 
-    fn relay_bodies(&self, body: &[u8]) -> Option<Vec<Vec<u8>>> {
+    fn relay_bodies(&self, body: Verified<'_>) -> Option<Vec<Vec<u8>>> {
         relay_bodies(body)
     }
 }
@@ -162,6 +181,16 @@ impl super::Provider for Auth0 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The reader over a body the tests vouch for (the credential checks have their own
+    /// tests).
+    fn parse(body: &[u8]) -> Result<Delivery, Rejection> {
+        super::parse(Verified::proved(body))
+    }
+
+    fn relay_bodies(body: &[u8]) -> Option<Vec<Vec<u8>>> {
+        super::relay_bodies(Verified::proved(body))
+    }
 
     const DELETED: &str = r#"{"log_id":"90020261201100000000000000000000000000000000000001","data":{"date":"2026-12-01T10:00:00.000Z","type":"sdu","description":"User deleted","client_id":"cli_1","user_id":"auth0|u1"}}"#;
     const LOGIN: &str = r#"{"log_id":"90020261201100000000000000000000000000000000000002","data":{"date":"2026-12-01T10:00:01.000Z","type":"s","user_id":"auth0|u2"}}"#;

@@ -22,6 +22,7 @@ use chrono::{DateTime, Utc};
 use super::lenient::{lenient_record, List, Scalar};
 use super::{bad_request, matches_any, push_subject, text};
 use super::{Delivery, LifecycleNotice, ProviderEvent, Rejection, SubscriptionExpiry, MAX_BATCH};
+use crate::ingest::verified::{HeadChecked, Unverified, Verified};
 
 /// Longest `clientState` Graph accepts when subscribing.
 pub const MAX_CLIENT_STATE_LEN: usize = 128;
@@ -83,11 +84,15 @@ lenient_record!(ResourceData { "id" => id: Scalar });
 /// everything else is skipped without being built) and the credential is checked before
 /// any field is judged. Until then every failure, including a body that is not JSON or
 /// not a collection, is 401: the sender has not proved who it is, and a 400 would tell a
-/// prober that its shape, not its credential, was wrong.
-pub fn parse(body: &[u8], client_states: &[impl AsRef<str>]) -> Result<Delivery, Rejection> {
+/// prober that its shape, not its credential, was wrong. That is why it takes an
+/// [`Unverified`] body: it is the one reader that authenticates as it reads.
+pub fn parse(
+    body: Unverified<'_>,
+    client_states: &[impl AsRef<str>],
+) -> Result<Delivery, Rejection> {
     const UNPROVEN: Rejection =
         Rejection::Unauthorized("no notification carried the configured clientState");
-    let root: Collection = serde_json::from_slice(body).map_err(|_| UNPROVEN)?;
+    let root: Collection = serde_json::from_slice(body.0).map_err(|_| UNPROVEN)?;
     let matching: Vec<(usize, &Notification)> = root
         .value
         .items
@@ -234,17 +239,37 @@ impl super::Provider for Entra {
         validation_token(head.query())
     }
 
-    /// Nothing in the head: the `clientState` is inside the body, checked by `parse`.
+    /// Nothing in the head: the `clientState` is inside the body, checked by `check_body`.
     fn check_head(
         &self,
         _head: &dyn super::RequestHead,
         _now: DateTime<Utc>,
-    ) -> Result<(), Rejection> {
-        Ok(())
+    ) -> Result<HeadChecked, Rejection> {
+        Ok(HeadChecked::passed())
     }
 
-    fn parse(&self, _head: &dyn super::RequestHead, body: &[u8]) -> Result<Delivery, Rejection> {
-        parse(body, &self.client_state)
+    /// The body is its own credential: it is verified when [`parse`] finds a notification
+    /// carrying a configured `clientState` (and refused, 401, when none does). `parse`
+    /// reads it again afterwards, keeping only the matching notifications; the body is
+    /// under the shared size cap, and a second read of a Graph batch is cheaper than a
+    /// type that lets a reader skip the proof.
+    fn check_body<'b>(
+        &self,
+        _checked: HeadChecked,
+        _head: &dyn super::RequestHead,
+        _now: DateTime<Utc>,
+        body: &'b [u8],
+    ) -> Result<Verified<'b>, Rejection> {
+        parse(Unverified(body), &self.client_state)?;
+        Ok(Verified::proved(body))
+    }
+
+    fn parse(
+        &self,
+        _head: &dyn super::RequestHead,
+        body: Verified<'_>,
+    ) -> Result<Delivery, Rejection> {
+        parse(Unverified(body.bytes()), &self.client_state)
     }
 
     fn max_lifetime(&self) -> Option<chrono::TimeDelta> {
@@ -255,6 +280,10 @@ impl super::Provider for Entra {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn parse(body: &[u8], client_states: &[&str]) -> Result<Delivery, Rejection> {
+        super::parse(Unverified(body), client_states)
+    }
 
     /// Shaped like the basic notification examples in the Graph docs (ids invented).
     const NOTIFICATION: &str = r##"{"value":[

@@ -15,6 +15,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 use super::lenient::{lenient_record, Scalar};
 use super::{bad_request, bounded, matches_any, parse_json};
 use super::{Delivery, ProviderEvent, Rejection, SubscriptionExpiry};
+use crate::ingest::verified::{HeadChecked, Verified};
 
 /// The longest a channel can live, so the longest ahead an `X-Goog-Channel-Expiration`
 /// can genuinely be. Google's push channels take a requested `expiration` that each API
@@ -57,7 +58,8 @@ pub fn authorize(expected: &[impl AsRef<str>], headers: &PushHeaders<'_>) -> Res
 
 /// Reads an authorized message. `sync` is recorded but does not feed the clock: it proves
 /// the channel was made, not that identity events flow.
-pub fn parse(headers: &PushHeaders<'_>, body: &[u8]) -> Result<Delivery, Rejection> {
+pub fn parse(headers: &PushHeaders<'_>, body: Verified<'_>) -> Result<Delivery, Rejection> {
+    let body = body.bytes();
     let channel = headers
         .channel_id
         .and_then(bounded)
@@ -151,11 +153,27 @@ impl super::Provider for Google {
         &self,
         head: &dyn super::RequestHead,
         _now: DateTime<Utc>,
-    ) -> Result<(), Rejection> {
-        authorize(&self.channel_token, &PushHeaders::of(head))
+    ) -> Result<HeadChecked, Rejection> {
+        authorize(&self.channel_token, &PushHeaders::of(head)).map(|()| HeadChecked::passed())
     }
 
-    fn parse(&self, head: &dyn super::RequestHead, body: &[u8]) -> Result<Delivery, Rejection> {
+    /// Google signs nothing: the channel token checked on the head vouches for the body
+    /// that came with it.
+    fn check_body<'b>(
+        &self,
+        checked: HeadChecked,
+        _head: &dyn super::RequestHead,
+        _now: DateTime<Utc>,
+        body: &'b [u8],
+    ) -> Result<Verified<'b>, Rejection> {
+        Ok(Verified::by_head(checked, body))
+    }
+
+    fn parse(
+        &self,
+        head: &dyn super::RequestHead,
+        body: Verified<'_>,
+    ) -> Result<Delivery, Rejection> {
         parse(&PushHeaders::of(head), body)
     }
 
@@ -167,6 +185,11 @@ impl super::Provider for Google {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The reader over a body the tests vouch for (the token check has its own tests).
+    fn parse(headers: &PushHeaders<'_>, body: &[u8]) -> Result<Delivery, Rejection> {
+        super::parse(headers, Verified::proved(body))
+    }
 
     fn headers<'a>(state: &'a str, number: &'a str) -> PushHeaders<'a> {
         PushHeaders {

@@ -8,7 +8,10 @@
 //! does I/O or reads a clock: the HTTP adapter passes the instant in.
 //!
 //! The order is always the same: authenticate from the head (and, for HMACs, the raw
-//! body) first, parse second, so an unauthenticated body never reaches a JSON parser.
+//! body) first, parse second, so an unauthenticated body never reaches a JSON parser:
+//! every parser takes a [`Verified`] body, which only the checks mint (see
+//! `ingest::verified`). Entra's reader is the exception by design and by type: its
+//! credential is inside the body, so it takes an [`Unverified`] one.
 //!
 //! Adding a provider touches its new module here (its [`Spec`] and its [`Provider`]) and
 //! [`ALL`] in this file; `audit::classify` only if it brings event types not yet listed
@@ -29,6 +32,8 @@ use std::sync::Arc;
 use chrono::{DateTime, TimeDelta, Utc};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
+
+use crate::ingest::verified::{HeadChecked, Unverified, Verified};
 
 /// Every provider's description, in the order `check` lists them (after `standard`, which
 /// is the Standard Webhooks path and lives in `ingest::signature`). A provider is one module
@@ -88,10 +93,12 @@ pub trait RequestHead {
 ///    credential (Entra's `validationToken`), before anything else;
 /// 2. [`has_credentials`](Provider::has_credentials), then
 ///    [`check_head`](Provider::check_head): the credential, before a body byte is read;
+///    it returns the [`HeadChecked`] the next step needs;
 /// 3. the body is read under the shared cap and deadline, then
-///    [`check_body`](Provider::check_body) (an HMAC over the raw body);
-/// 4. [`parse`](Provider::parse), which for providers that authenticate inside the body
-///    (Entra's `clientState`) is also the credential check.
+///    [`check_body`](Provider::check_body) turns it into a [`Verified`] body (an HMAC over
+///    the raw body, a credential inside it, or the head's proof);
+/// 4. [`parse`](Provider::parse) and [`relay_bodies`](Provider::relay_bodies), which take
+///    only that [`Verified`] body, so the order is the compiler's, not a convention.
 pub trait Provider: Send + Sync {
     fn spec(&self) -> &'static Spec;
 
@@ -111,22 +118,28 @@ pub trait Provider: Send + Sync {
     }
 
     /// The credential check that needs only the head.
-    fn check_head(&self, head: &dyn RequestHead, now: DateTime<Utc>) -> Result<(), Rejection>;
-
-    /// The credential check over the raw body (an HMAC), after [`Provider::check_head`]
-    /// passed with the same `head` and `now`.
-    fn check_body(
+    fn check_head(
         &self,
-        _head: &dyn RequestHead,
-        _now: DateTime<Utc>,
-        _body: &[u8],
-    ) -> Result<(), Rejection> {
-        Ok(())
-    }
+        head: &dyn RequestHead,
+        now: DateTime<Utc>,
+    ) -> Result<HeadChecked, Rejection>;
+
+    /// The credential check over the raw body, after [`Provider::check_head`] passed with
+    /// the same `head` and `now`: the body as [`Verified`], or why not. Every provider says
+    /// how (no default), so a new one cannot inherit a pass it did not earn: an HMAC over
+    /// the body (WorkOS), the `clientState` inside it (Entra), or, for providers that
+    /// authenticate by a header alone (Okta, Auth0, Google), the head's proof.
+    fn check_body<'b>(
+        &self,
+        checked: HeadChecked,
+        head: &dyn RequestHead,
+        now: DateTime<Utc>,
+        body: &'b [u8],
+    ) -> Result<Verified<'b>, Rejection>;
 
     /// Reads an authenticated delivery. An error is a refusal unless
     /// [`Provider::unreadable_is_one_event`] says otherwise.
-    fn parse(&self, head: &dyn RequestHead, body: &[u8]) -> Result<Delivery, Rejection>;
+    fn parse(&self, head: &dyn RequestHead, body: Verified<'_>) -> Result<Delivery, Rejection>;
 
     /// True when an authenticated body that cannot be read is still one arrival, recorded as
     /// one `unknown` event (a provider that sends one event per request and proved the body
@@ -151,7 +164,7 @@ pub trait Provider: Send + Sync {
     /// [`Provider::parse`]'s order, for providers that batch (Okta, Auth0), so a batch is
     /// not sent to the app once per event in it. `None`: every event forwards the body as
     /// it came (one event per request, or a batch of one).
-    fn relay_bodies(&self, _body: &[u8]) -> Option<Vec<Vec<u8>>> {
+    fn relay_bodies(&self, _body: Verified<'_>) -> Option<Vec<Vec<u8>>> {
         None
     }
 }
@@ -381,13 +394,16 @@ pub fn fuzz_one(data: &[u8]) {
             let _ = workos::verify(&parsed, &[key], body);
         }
     }
+    // The fuzzer reaches the readers past the credential checks on purpose: what they do
+    // with hostile bytes is the property, whoever vouched for them.
+    let body = Verified::proved(body);
     let _ = okta::challenge_response(header);
     let _ = entra::validation_token(Some(header));
     for parsed in [
         workos::parse(body),
         okta::parse(body),
         auth0::parse(body),
-        entra::parse(body, &["secretClientValue", "cs"]),
+        entra::parse(Unverified(body.bytes()), &["secretClientValue", "cs"]),
         google::parse(
             &google::PushHeaders {
                 channel_id: Some("c"),

@@ -13,6 +13,7 @@
 use super::lenient::{lenient_record, List, Scalar};
 use super::{bad_request, matches_any, optional_instant, parse_json, push_subject, text};
 use super::{unknown_record, Delivery, ProviderEvent, Rejection, MAX_BATCH};
+use crate::ingest::verified::{HeadChecked, Verified};
 
 /// The header carrying Okta's one-time verification challenge.
 pub const CHALLENGE_HEADER: &str = "x-okta-verification-challenge";
@@ -68,8 +69,8 @@ const MAX_TARGETS: usize = 64;
 /// event (no `uuid`, no `eventType`, an unreadable `published`, not an object) is recorded
 /// as its own `unknown` event keeping its `uuid` when it has one, so every other event of
 /// the batch, revocations included, is recorded normally.
-pub fn parse(body: &[u8]) -> Result<Delivery, Rejection> {
-    let root: Hook = parse_json(body)?;
+pub fn parse(body: Verified<'_>) -> Result<Delivery, Rejection> {
+    let root: Hook = parse_json(body.bytes())?;
     let events = &root.data.events;
     if !events.is_array {
         return Err(bad_request("field `data.events` must be an array"));
@@ -92,9 +93,9 @@ pub fn parse(body: &[u8]) -> Result<Delivery, Rejection> {
 /// field and every other `data` field byte for byte) with `data.events` holding just that
 /// LogEvent byte for byte; an app that reads Okta's batches reads a batch of one. `None`
 /// (forward the body as it came) for a batch of one, or a body [`parse`] would refuse.
-pub fn relay_bodies(body: &[u8]) -> Option<Vec<Vec<u8>>> {
+pub fn relay_bodies(body: Verified<'_>) -> Option<Vec<Vec<u8>>> {
     type Fields = std::collections::BTreeMap<String, Box<serde_json::value::RawValue>>;
-    let mut top: Fields = serde_json::from_slice(body).ok()?;
+    let mut top: Fields = serde_json::from_slice(body.bytes()).ok()?;
     let mut data: Fields = serde_json::from_str(top.get("data")?.get()).ok()?;
     let events: Vec<Box<serde_json::value::RawValue>> =
         serde_json::from_str(data.get("events")?.get()).ok()?;
@@ -182,15 +183,31 @@ impl super::Provider for Okta {
         &self,
         head: &dyn super::RequestHead,
         _now: chrono::DateTime<chrono::Utc>,
-    ) -> Result<(), Rejection> {
-        authorize(&self.authorization, head.header("authorization"))
+    ) -> Result<HeadChecked, Rejection> {
+        authorize(&self.authorization, head.header("authorization")).map(|()| HeadChecked::passed())
     }
 
-    fn parse(&self, _head: &dyn super::RequestHead, body: &[u8]) -> Result<Delivery, Rejection> {
+    /// Okta signs nothing: the `Authorization` header checked on the head vouches for the
+    /// body that came with it.
+    fn check_body<'b>(
+        &self,
+        checked: HeadChecked,
+        _head: &dyn super::RequestHead,
+        _now: chrono::DateTime<chrono::Utc>,
+        body: &'b [u8],
+    ) -> Result<Verified<'b>, Rejection> {
+        Ok(Verified::by_head(checked, body))
+    }
+
+    fn parse(
+        &self,
+        _head: &dyn super::RequestHead,
+        body: Verified<'_>,
+    ) -> Result<Delivery, Rejection> {
         parse(body)
     }
 
-    fn relay_bodies(&self, body: &[u8]) -> Option<Vec<Vec<u8>>> {
+    fn relay_bodies(&self, body: Verified<'_>) -> Option<Vec<Vec<u8>>> {
         relay_bodies(body)
     }
 }
@@ -198,6 +215,16 @@ impl super::Provider for Okta {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The reader over a body the tests vouch for (the credential checks have their own
+    /// tests).
+    fn parse(body: &[u8]) -> Result<Delivery, Rejection> {
+        super::parse(Verified::proved(body))
+    }
+
+    fn relay_bodies(body: &[u8]) -> Option<Vec<Vec<u8>>> {
+        super::relay_bodies(Verified::proved(body))
+    }
 
     /// Shaped like the example delivery on Okta's event hooks page (ids invented).
     const BATCH: &str = r#"{

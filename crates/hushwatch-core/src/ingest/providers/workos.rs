@@ -14,6 +14,7 @@ use subtle::ConstantTimeEq;
 use super::lenient::{lenient_record, Scalar};
 use super::{bad_request, optional_instant, parse_json, push_subject, text, Rejection};
 use super::{Delivery, ProviderEvent};
+use crate::ingest::verified::{HeadChecked, Verified};
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -155,11 +156,11 @@ fn seconds(ms: i64) -> String {
 }
 
 /// Verifies the MAC over the raw body against any of the keys (several allow rotation).
-pub fn verify(
+pub fn verify<'b>(
     header: &SignatureHeader<'_>,
     keys: &[WorkosKey],
-    body: &[u8],
-) -> Result<(), Rejection> {
+    body: &'b [u8],
+) -> Result<Verified<'b>, Rejection> {
     let expected: Vec<[u8; 32]> = keys
         .iter()
         .map(|k| k.mac_of(header.timestamp, body))
@@ -177,7 +178,7 @@ pub fn verify(
         }
     }
     if bool::from(matched) {
-        Ok(())
+        Ok(Verified::proved(body))
     } else {
         Err(Rejection::Unauthorized("no WorkOS signature matched"))
     }
@@ -210,8 +211,8 @@ lenient_record!(EventData {
 });
 
 /// Reads a verified body: `id` → delivery id, `event` → type, `created_at` → event time.
-pub fn parse(body: &[u8]) -> Result<Delivery, Rejection> {
-    let root: Event = parse_json(body)?;
+pub fn parse(body: Verified<'_>) -> Result<Delivery, Rejection> {
+    let root: Event = parse_json(body.bytes())?;
     if !root.is_object {
         return Err(bad_request("body must be a JSON object"));
     }
@@ -294,16 +295,18 @@ impl super::Provider for Workos {
         &self,
         head: &dyn super::RequestHead,
         now: DateTime<Utc>,
-    ) -> Result<(), Rejection> {
-        check_header(head.header(SIGNATURE_HEADER), now).map(|_| ())
+    ) -> Result<HeadChecked, Rejection> {
+        check_header(head.header(SIGNATURE_HEADER), now).map(|_| HeadChecked::passed())
     }
 
-    fn check_body(
+    /// The HMAC over the body: the only proof that mints [`Verified`] here.
+    fn check_body<'b>(
         &self,
+        _checked: HeadChecked,
         head: &dyn super::RequestHead,
         now: DateTime<Utc>,
-        body: &[u8],
-    ) -> Result<(), Rejection> {
+        body: &'b [u8],
+    ) -> Result<Verified<'b>, Rejection> {
         // The header is read again rather than carried from `check_head`: the same text and
         // the same `now` give the same answer, and the trait stays one shape for every
         // provider.
@@ -314,7 +317,11 @@ impl super::Provider for Workos {
         )
     }
 
-    fn parse(&self, _head: &dyn super::RequestHead, body: &[u8]) -> Result<Delivery, Rejection> {
+    fn parse(
+        &self,
+        _head: &dyn super::RequestHead,
+        body: Verified<'_>,
+    ) -> Result<Delivery, Rejection> {
         parse(body)
     }
 
@@ -333,6 +340,12 @@ impl super::Provider for Workos {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The reader over a body the tests vouch for (the credential checks have their own
+    /// tests).
+    fn parse(body: &[u8]) -> Result<Delivery, Rejection> {
+        super::parse(Verified::proved(body))
+    }
 
     /// The worked example in the project's wire-format reference, checked there against the
     /// WorkOS Python SDK's verification logic.
