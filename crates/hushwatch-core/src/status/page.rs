@@ -1,7 +1,13 @@
 //! The HTML status page (`GET /`): one self-contained document, no script,
 //! no external resource; it reloads itself every 10 s with a meta refresh.
-//! Every string that came from config or from events (event types arrive in
-//! request bodies) goes through `esc`.
+//!
+//! Built with maud's `html!`, which escapes every `(expr)` by construction:
+//! text that came from config or from events (event types arrive in request
+//! bodies) cannot be spliced in unescaped, because the only way to bypass
+//! escaping is a `PreEscaped` that would stand out (there is one, for the
+//! stylesheet constant). Text from config or events goes through [`Shown`],
+//! which also drops the control and bidi/format characters `hushwatch
+//! status` drops.
 
 use super::format::{displayable, human_duration, short, utc, zoned, zoned_and_utc};
 use super::model::{ReconciliationStatus, StatusDoc, StreamStatus, SvixEndpoint, AUTHOR_CHARS};
@@ -10,6 +16,7 @@ use super::timeline::Timeline;
 use base64::Engine;
 use chrono::{DateTime, DurationRound, TimeDelta, Timelike, Utc};
 use chrono_tz::Tz;
+use maud::{html, Markup, PreEscaped, Render, DOCTYPE};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -65,22 +72,32 @@ pub fn content_security_policy() -> String {
     )
 }
 
-/// HTML-escapes text for element content and quoted attribute values, and
-/// drops the control and bidi/format characters `hushwatch status` drops
-/// (`format::hidden`): escaping alone would leave a U+202E from an event
-/// type reordering the text around it.
-pub fn esc(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars().filter(|&c| !super::format::hidden(c)) {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
+/// Text from config or from events, rendered as maud escapes text (for
+/// element content and double-quoted attribute values) without the control
+/// and bidi/format characters `hushwatch status` drops (`format::hidden`):
+/// escaping alone would leave a U+202E from an event type reordering the
+/// text around it.
+pub struct Shown<T>(pub T);
+
+impl<T: AsRef<str>> Render for Shown<T> {
+    fn render_to(&self, buffer: &mut String) {
+        let mut escaper = maud::Escaper::new(buffer);
+        for c in self
+            .0
+            .as_ref()
+            .chars()
+            .filter(|&c| !super::format::hidden(c))
+        {
+            let _ = escaper.write_char(c);
         }
     }
+}
+
+/// `text` as [`Shown`] renders it, for the few HTML bodies built outside
+/// this page (the acknowledge link's pages).
+pub fn esc(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    Shown(text).render_to(&mut out);
     out
 }
 
@@ -123,41 +140,56 @@ pub fn render(doc: &StatusDoc, timelines: &BTreeMap<String, Timeline>) -> String
     } else {
         format!("{} · hushwatch", heads.join(", "))
     };
-    let mut h = String::with_capacity(16 * 1024);
-    let _ = write!(
-        h,
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\
-         <meta http-equiv=\"refresh\" content=\"{REFRESH_SECONDS}\">\
-         <meta name=\"referrer\" content=\"no-referrer\">\
-         <title>{}</title><style>{CSS}</style></head><body>",
-        esc(&title)
-    );
-    h.push_str("<header><h1>hushwatch status</h1>");
-    summary(&mut h, doc, firing);
-    let _ = write!(
-        h,
-        "<p class=\"note\">As of <time datetime=\"{}\">{}</time>. This page reloads every {REFRESH_SECONDS} s.</p></header><main>",
-        now.to_rfc3339(),
-        esc(&now.format("%a %Y-%m-%d %H:%M:%S UTC").to_string())
-    );
-    streams_table(&mut h, doc);
-    timelines_section(&mut h, doc, timelines);
-    reconciliation_section(&mut h, doc);
-    relay_section(&mut h, doc);
-    svix_section(&mut h, doc);
-    operator_section(&mut h, doc);
-    notifications_section(&mut h, doc);
-    audit_section(&mut h, doc);
-    replicas_section(&mut h, doc);
-    h.push_str("</main></body></html>\n");
+    let page = html! {
+        (DOCTYPE) "\n"
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width,initial-scale=1";
+                meta http-equiv="refresh" content=(REFRESH_SECONDS);
+                meta name="referrer" content="no-referrer";
+                title { (Shown(&title)) }
+                // The page's own constant stylesheet, pinned by its hash in
+                // the Content-Security-Policy: escaping it would change the
+                // bytes the hash is taken over (and nothing in it comes from
+                // config or events).
+                style { (PreEscaped(CSS)) }
+            }
+            body {
+                header {
+                    h1 { "hushwatch status" }
+                    (summary(doc, firing))
+                    p class="note" {
+                        "As of "
+                        time datetime=(now.to_rfc3339()) {
+                            (Shown(now.format("%a %Y-%m-%d %H:%M:%S UTC").to_string()))
+                        }
+                        ". This page reloads every " (REFRESH_SECONDS) " s."
+                    }
+                }
+                main {
+                    (streams_table(doc))
+                    (timelines_section(doc, timelines))
+                    (reconciliation_section(doc))
+                    (relay_section(doc))
+                    (svix_section(doc))
+                    (operator_section(doc))
+                    (notifications_section(doc))
+                    (audit_section(doc))
+                    (replicas_section(doc))
+                }
+            }
+        }
+    };
+    let mut h = page.into_string();
+    h.push('\n');
     h
 }
 
 /// Firing streams the banner names; the rest are counted.
 const BANNER_NAMES: usize = 5;
 
-fn summary(h: &mut String, doc: &StatusDoc, firing: usize) {
+fn summary(doc: &StatusDoc, firing: usize) -> Markup {
     let total = doc.streams.len();
     let svix_alerts = doc
         .svix
@@ -265,21 +297,22 @@ fn summary(h: &mut String, doc: &StatusDoc, firing: usize) {
     if !doc.storage_ok {
         parts.push("storage is failing: events are refused".to_string());
     }
-    let bad = !doc.all_ok();
-    let _ = write!(
-        h,
-        "<p class=\"summary{}\" id=\"summary\" role=\"status\">{}</p>",
-        if bad { " bad" } else { "" },
-        esc(&parts.join(" · "))
-    );
-    how_to_fix_relays(h, doc);
-    how_to_fix_crosschecks(h, doc);
-    how_to_acknowledge(h, doc);
+    let class = if doc.all_ok() {
+        "summary"
+    } else {
+        "summary bad"
+    };
+    html! {
+        p class=(class) id="summary" role="status" { (Shown(parts.join(" · "))) }
+        (how_to_fix_relays(doc))
+        (how_to_fix_crosschecks(doc))
+        (how_to_acknowledge(doc))
+    }
 }
 
 /// What to do for each cross-check that is not OK (the first few), right
 /// under the banner: in words, and the command `/v1/status` gives.
-fn how_to_fix_crosschecks(h: &mut String, doc: &StatusDoc) {
+fn how_to_fix_crosschecks(doc: &StatusDoc) -> Markup {
     let bad: Vec<_> = doc
         .streams
         .iter()
@@ -287,32 +320,33 @@ fn how_to_fix_crosschecks(h: &mut String, doc: &StatusDoc) {
         .take(BANNER_NAMES)
         .collect();
     if bad.is_empty() {
-        return;
+        return html! {};
     }
-    h.push_str("<div class=\"howto\" id=\"how-to-crosscheck\"><ul>");
-    for (s, c) in bad {
-        let _ = write!(
-            h,
-            "<li><strong>{}</strong>: {}{}{}</li>",
-            esc(&s.name),
-            esc(&c.state_words()),
-            c.what_to_do()
-                .map_or_else(String::new, |w| format!(": {}", esc(&w))),
-            c.command.as_deref().map_or_else(String::new, |cmd| format!(
-                "; run <code class=\"long\">{}</code>",
-                esc(cmd)
-            )),
-        );
+    html! {
+        div class="howto" id="how-to-crosscheck" {
+            ul {
+                @for (s, c) in bad {
+                    li {
+                        strong { (Shown(&s.name)) }
+                        ": " (Shown(c.state_words()))
+                        @if let Some(w) = c.what_to_do() { ": " (Shown(w)) }
+                        @if let Some(cmd) = &c.command {
+                            "; run " code class="long" { (Shown(cmd)) }
+                        }
+                    }
+                }
+            }
+            p class="note" {
+                "What each state means: the runbook's " code { "provider_missed" } " and "
+                code { "crosscheck_failing" } " sections."
+            }
+        }
     }
-    h.push_str(
-        "</ul><p class=\"note\">What each state means: the runbook's <code>provider_missed</code> and \
-         <code>crosscheck_failing</code> sections.</p></div>",
-    );
 }
 
 /// What to run for each relay that is not OK (the first few), right under
 /// the banner: the command `/v1/status` gives, exactly as printed.
-fn how_to_fix_relays(h: &mut String, doc: &StatusDoc) {
+fn how_to_fix_relays(doc: &StatusDoc) -> Markup {
     let bad: Vec<_> = doc
         .streams
         .iter()
@@ -320,49 +354,60 @@ fn how_to_fix_relays(h: &mut String, doc: &StatusDoc) {
         .take(BANNER_NAMES)
         .collect();
     if bad.is_empty() {
-        return;
+        return html! {};
     }
     // One line per stream, so several relays and the stream rows below
     // still fit the first screen.
-    h.push_str("<div class=\"howto\" id=\"how-to-relay\"><ul>");
-    for (s, r) in bad {
-        let _ = write!(
-            h,
-            "<li><strong>{}</strong>: {}{}</li>",
-            esc(&s.name),
-            esc(r.state_words()),
-            r.command.as_deref().map_or_else(String::new, |c| format!(
-                "; run <code class=\"long\">{}</code>",
-                esc(c)
-            )),
-        );
+    html! {
+        div class="howto" id="how-to-relay" {
+            ul {
+                @for (s, r) in bad {
+                    li {
+                        strong { (Shown(&s.name)) }
+                        ": " (Shown(r.state_words()))
+                        @if let Some(c) = &r.command {
+                            "; run " code class="long" { (Shown(c)) }
+                        }
+                    }
+                }
+            }
+            p class="note" {
+                "Needs the admin token in " code { "$HUSHWATCH_ADMIN_TOKEN" } "; add " code { "--config" }
+                " or " code { "--url" } " to reach the admin listener. What each state means: the runbook's relay sections."
+            }
+        }
     }
-    h.push_str(
-        "</ul><p class=\"note\">Needs the admin token in <code>$HUSHWATCH_ADMIN_TOKEN</code>; add <code>--config</code> or \
-         <code>--url</code> to reach the admin listener. What each state means: the runbook's relay sections.</p></div>",
-    );
 }
 
 /// How to tell the others "I am on it", shown while a firing stream has
 /// no acknowledgement: the CLI command and the API route, for the first
 /// such stream (`hushwatch ack`, `POST /v1/streams/{stream}/acknowledge`,
 /// both behind `[server] admin_token`).
-fn how_to_acknowledge(h: &mut String, doc: &StatusDoc) {
+fn how_to_acknowledge(doc: &StatusDoc) -> Markup {
     let Some(s) = doc.streams.iter().find(|s| s.firing() && s.ack().is_none()) else {
-        return;
+        return html! {};
     };
-    let _ = write!(
-        h,
-        "<div class=\"howto\" id=\"how-to-ack\"><p>Taking this on? Acknowledge it, so nobody else starts on it too \
-         (this also stops the episode's reminders and escalations):</p>\
-         <pre><code class=\"long\">hushwatch ack --stream {} --comment \"looking into it\"</code></pre>\
-         <p class=\"note\">Needs the admin token in <code>$HUSHWATCH_ADMIN_TOKEN</code>; add <code>--config</code> or \
-         <code>--url</code> to reach the admin listener. Over HTTP: <code class=\"long\">POST /v1/streams/{}/acknowledge</code> \
-         with the admin token as a Bearer token and a body like \
-         <code class=\"long\">{{\"created_by\": \"you\", \"comment\": \"looking into it\"}}</code>.</p></div>",
-        esc(&shell_word(&s.name)),
-        esc(&path_segment(&s.name)),
-    );
+    html! {
+        div class="howto" id="how-to-ack" {
+            p {
+                "Taking this on? Acknowledge it, so nobody else starts on it too \
+                 (this also stops the episode's reminders and escalations):"
+            }
+            pre {
+                code class="long" {
+                    "hushwatch ack --stream " (Shown(shell_word(&s.name))) " --comment \"looking into it\""
+                }
+            }
+            p class="note" {
+                "Needs the admin token in " code { "$HUSHWATCH_ADMIN_TOKEN" } "; add " code { "--config" }
+                " or " code { "--url" } " to reach the admin listener. Over HTTP: "
+                code class="long" { "POST /v1/streams/" (Shown(path_segment(&s.name))) "/acknowledge" }
+                " with the admin token as a Bearer token and a body like "
+                code class="long" { "{\"created_by\": \"you\", \"comment\": \"looking into it\"}" }
+                "."
+            }
+        }
+    }
 }
 
 /// `name` percent-encoded for a URL path segment.
@@ -381,140 +426,98 @@ fn path_segment(name: &str) -> String {
 /// A short identifier (an event type, an id) stays whole: it never wraps
 /// mid-word (`user.dele`/`ted`); a long one may wrap anywhere rather than
 /// widen the page past a phone's screen.
-fn ident(text: &str) -> String {
-    ident_in("code", text)
+fn ident(text: &str) -> Markup {
+    ident_in(IdentTag::Code, text)
 }
 
-/// [`ident`] in a `tag` element (a stream name keeps the row's own font).
-fn ident_in(tag: &str, text: &str) -> String {
-    let class = if displayable(text).chars().count() <= IDENT_CHARS {
-        "ident"
-    } else {
-        "long"
-    };
+/// The element an identifier is shown in: `code`, or a `span` (a stream
+/// name keeps the row's own font).
+#[derive(Clone, Copy)]
+enum IdentTag {
+    Code,
+    Span,
+}
+
+/// [`ident`] in a `code` or a `span` element.
+fn ident_in(tag: IdentTag, text: &str) -> Markup {
+    let long = displayable(text).chars().count() > IDENT_CHARS;
+    let class = if long { "long" } else { "ident" };
     // A long event type may wrap, at its dots first (a break after
-    // `organizationMembership.` reads better than one mid-word); escaping
-    // adds no dots. A short one never wraps, so needs none.
-    let mut shown = esc(text);
-    if class == "long" {
-        shown = shown.replace('.', ".<wbr>");
+    // `organizationMembership.` reads better than one mid-word). A short
+    // one never wraps, so needs none.
+    let shown = html! {
+        @if long {
+            @for (i, part) in text.split('.').enumerate() {
+                @if i > 0 { "." wbr; }
+                (Shown(part))
+            }
+        } @else {
+            (Shown(text))
+        }
+    };
+    match tag {
+        IdentTag::Code => html! { code class=(class) { (shown) } },
+        IdentTag::Span => html! { span class=(class) { (shown) } },
     }
-    format!("<{tag} class=\"{class}\">{shown}</{tag}>")
 }
 
 /// Longest identifier kept on one line: 28 monospace characters fit a
 /// 390 px phone's stacked row.
 const IDENT_CHARS: usize = 28;
 
-fn streams_table(h: &mut String, doc: &StatusDoc) {
-    h.push_str("<section aria-labelledby=\"streams-h\"><h2 id=\"streams-h\">Streams</h2>");
-    if doc.streams.is_empty() {
-        h.push_str("<p>No streams are configured.</p></section>");
-        return;
+fn streams_table(doc: &StatusDoc) -> Markup {
+    html! {
+        section aria-labelledby="streams-h" {
+            h2 id="streams-h" { "Streams" }
+            @if doc.streams.is_empty() {
+                p { "No streams are configured." }
+            } @else {
+                table class="stack" id="streams" {
+                    caption class="note" {
+                        "Silence is counted in business time of each stream's calendar; times are shown in that calendar's zone and in UTC."
+                    }
+                    thead {
+                        tr {
+                            th scope="col" { "Stream" }
+                            th scope="col" { "State" }
+                            th scope="col" { "Business silence" }
+                            th scope="col" { "Business clock" }
+                            th scope="col" { "Last event" }
+                            th scope="col" { "Watching since" }
+                        }
+                    }
+                    tbody {
+                        @for s in &doc.streams {
+                            (stream_row(s, doc.now))
+                        }
+                    }
+                }
+            }
+        }
     }
-    h.push_str(
-        "<table class=\"stack\" id=\"streams\"><caption class=\"note\">Silence is counted in business time of each stream's calendar; times are shown in that calendar's zone and in UTC.</caption>\
-         <thead><tr><th scope=\"col\">Stream</th><th scope=\"col\">State</th><th scope=\"col\">Business silence</th>\
-         <th scope=\"col\">Business clock</th><th scope=\"col\">Last event</th><th scope=\"col\">Watching since</th></tr></thead><tbody>",
-    );
-    for s in &doc.streams {
-        stream_row(h, s, doc.now);
-    }
-    h.push_str("</tbody></table></section>");
 }
 
-fn stream_row(h: &mut String, s: &StreamStatus, now: DateTime<Utc>) {
+fn stream_row(s: &StreamStatus, now: DateTime<Utc>) -> Markup {
     let tz = s.tz();
     let state = if s.firing() { "firing" } else { "ok" };
-    let _ = write!(
-        h,
-        "<tr id=\"stream-{}\" data-state=\"{state}\"{} data-acknowledged=\"{}\" data-silenced=\"{}\"><th scope=\"row\">{}<br><span class=\"muted\">calendar {}</span></th>",
-        id_of(&s.name),
-        s.relay
-            .as_ref()
-            .map(|r| format!(" data-relay=\"{}\"", esc(&r.state)))
-            .unwrap_or_default(),
-        s.ack().is_some(),
-        s.silenced.is_some(),
-        ident_in("span", &s.name),
-        esc(&s.calendar)
-    );
     // State: words and colour, never colour alone.
     let state_text = match (s.firing(), s.firing_since) {
         (true, Some(t)) => format!("FIRING since {}", zoned_and_utc(t, tz, now)),
         (true, None) => "FIRING".to_string(),
         (false, _) => "OK".to_string(),
     };
-    let _ = write!(
-        h,
-        "<td data-label=\"State\" class=\"state\"><span class=\"badge {state}\">{}</span>",
-        esc(&state_text)
-    );
-    // A relay that pages, in words (issue #44); the line below the row
-    // says why and what to run.
-    if let Some(r) = s.relay.as_ref().filter(|r| !r.ok()) {
-        let _ = write!(
-            h,
-            " <span class=\"badge firing\">RELAY {}</span>",
-            esc(&r.state.replace('_', " ").to_uppercase())
-        );
-    }
-    if let Some(c) = s.crosscheck.as_ref().filter(|c| !c.ok()) {
-        let _ = write!(
-            h,
-            " <span class=\"badge firing\">CROSS-CHECK {}</span>",
-            esc(&c.state.replace('_', " ").to_uppercase())
-        );
-    }
-    // Who is on it: badges in words, then the facts (issue #27).
-    if s.ack().is_some() {
-        h.push_str(" <span class=\"badge acked\">ACKNOWLEDGED</span>");
-    }
-    if let Some(x) = &s.silenced {
-        let label = if x.quiet_page {
-            "SILENCED"
-        } else {
-            "PAGES PARTLY SILENCED"
-        };
-        let _ = write!(h, " <span class=\"badge silenced\">{label}</span>");
-    }
-    let who = s.who_is_on_it(now);
-    if !who.is_empty() {
-        h.push_str("<div class=\"who\"><ul>");
-        for line in who {
-            let _ = write!(h, "<li>{}</li>", esc(&line));
-        }
-        h.push_str("</ul></div>");
-    }
-    h.push_str("</td>");
     // Business silence against the threshold.
     let fraction = s.fraction();
-    let class = if fraction >= 1.0 {
-        "over"
+    let bar_class = if fraction >= 1.0 {
+        "fill over"
     } else if fraction >= 0.75 {
-        "near"
+        "fill near"
     } else {
-        ""
+        "fill "
     };
     let silence = TimeDelta::seconds(s.business_silence_seconds);
     let threshold = TimeDelta::seconds(s.threshold_seconds);
-    let words = silence_words(s, now);
-    let _ = write!(
-        h,
-        "<td data-label=\"Business silence\" class=\"silence\">\
-         <svg class=\"bar\" role=\"img\" aria-label=\"{pct:.0}% of the {thr} threshold\" data-fraction=\"{fraction:.4}\">\
-         <title>{sil} of {thr} business time</title>\
-         <rect class=\"track\" width=\"100%\" height=\"100%\" rx=\"3\"></rect>\
-         <rect class=\"fill {class}\" width=\"{pct:.2}%\" height=\"100%\" rx=\"3\"></rect></svg>\
-         <span class=\"words\">{}</span>{}</td>",
-        esc(&words),
-        s.learned_note()
-            .map(|n| format!("<span class=\"learned\">{}</span>", esc(&n)))
-            .unwrap_or_default(),
-        pct = fraction * 100.0,
-        sil = esc(&human_duration(silence)),
-        thr = esc(&human_duration(threshold)),
-    );
+    let pct = fraction * 100.0;
     // Whether the business clock runs now.
     let clock = if s.in_business_hours {
         "running (in business hours)".to_string()
@@ -526,77 +529,100 @@ fn stream_row(h: &mut String, s: &StreamStatus, now: DateTime<Utc>) {
     } else {
         "paused (no business hours ahead)".to_string()
     };
-    let _ = write!(
-        h,
-        "<td data-label=\"Business clock\" class=\"clock\">{}</td>",
-        esc(&clock)
-    );
-    // Last event: type, arrival in both zones, lag.
-    h.push_str("<td data-label=\"Last event\" class=\"last\">");
-    match s.last_event_at {
-        Some(at) => {
-            let _ = write!(
-                h,
-                "{}<br>{}<br><span class=\"muted\">{} ago</span>",
-                ident(s.last_event_type.as_deref().unwrap_or("?")),
-                esc(&zoned_and_utc(at, tz, now)),
-                esc(&human_duration(now - at))
-            );
-            if let Some(lag) = s.newest_event_time.map(|e| at - e) {
-                if lag >= TimeDelta::zero() {
-                    let _ = write!(
-                        h,
-                        "<span class=\"muted\"> · lag {}</span>",
-                        esc(&human_duration(lag))
-                    );
-                }
-            }
-        }
-        None => h.push_str("nothing received yet"),
-    }
-    h.push_str("</td>");
     let since = s
         .watching_since
         .map_or_else(|| "unknown".to_string(), |t| zoned_and_utc(t, tz, now));
-    let _ = write!(
-        h,
-        "<td data-label=\"Watching since\" class=\"since\">{}</td></tr>",
-        esc(&since)
-    );
-    // The relay's line spans the row's width, right under it: on the first
-    // screen, with what waits, the next attempt and the command to run.
-    if let Some(r) = &s.relay {
-        let _ = write!(
-            h,
-            "<tr class=\"relayline{}\" id=\"relay-{}\" data-relay=\"{}\"><td colspan=\"6\" data-label=\"Relay\">{}</td></tr>",
-            if r.ok() { "" } else { " bad" },
-            id_of(&s.name),
-            esc(&r.state),
-            relay_line_html(&r.line(tz, now)),
-        );
-    }
-    // The cross-check's line, the same way (issue #45).
-    if let Some(c) = &s.crosscheck {
-        let _ = write!(
-            h,
-            "<tr class=\"relayline{}\" id=\"crosscheck-{}\" data-crosscheck=\"{}\"><td colspan=\"6\" data-label=\"Cross-check\">{}</td></tr>",
-            if c.ok() { "" } else { " bad" },
-            id_of(&s.name),
-            esc(&c.state),
-            relay_line_html(&c.line(tz, now)),
-        );
+    html! {
+        tr id=(format_args!("stream-{}", id_of(&s.name))) data-state=(state)
+            data-relay=[s.relay.as_ref().map(|r| Shown(&r.state))]
+            data-acknowledged=(s.ack().is_some()) data-silenced=(s.silenced.is_some()) {
+            th scope="row" {
+                (ident_in(IdentTag::Span, &s.name)) br;
+                span class="muted" { "calendar " (Shown(&s.calendar)) }
+            }
+            td data-label="State" class="state" {
+                span class=(format_args!("badge {state}")) { (Shown(&state_text)) }
+                // A relay that pages, in words (issue #44); the line below
+                // the row says why and what to run.
+                @if let Some(r) = s.relay.as_ref().filter(|r| !r.ok()) {
+                    " " span class="badge firing" { "RELAY " (Shown(r.state.replace('_', " ").to_uppercase())) }
+                }
+                @if let Some(c) = s.crosscheck.as_ref().filter(|c| !c.ok()) {
+                    " " span class="badge firing" { "CROSS-CHECK " (Shown(c.state.replace('_', " ").to_uppercase())) }
+                }
+                // Who is on it: badges in words, then the facts (issue #27).
+                @if s.ack().is_some() {
+                    " " span class="badge acked" { "ACKNOWLEDGED" }
+                }
+                @if let Some(x) = &s.silenced {
+                    " " span class="badge silenced" {
+                        @if x.quiet_page { "SILENCED" } @else { "PAGES PARTLY SILENCED" }
+                    }
+                }
+                @let who = s.who_is_on_it(now);
+                @if !who.is_empty() {
+                    div class="who" {
+                        ul {
+                            @for line in &who { li { (Shown(line)) } }
+                        }
+                    }
+                }
+            }
+            td data-label="Business silence" class="silence" {
+                svg class="bar" role="img"
+                    aria-label=(Shown(format!("{pct:.0}% of the {} threshold", human_duration(threshold))))
+                    data-fraction=(format_args!("{fraction:.4}")) {
+                    title { (Shown(human_duration(silence))) " of " (Shown(human_duration(threshold))) " business time" }
+                    rect class="track" width="100%" height="100%" rx="3" {}
+                    rect class=(bar_class) width=(format_args!("{pct:.2}%")) height="100%" rx="3" {}
+                }
+                span class="words" { (Shown(silence_words(s, now))) }
+                @if let Some(n) = s.learned_note() {
+                    span class="learned" { (Shown(n)) }
+                }
+            }
+            td data-label="Business clock" class="clock" { (Shown(&clock)) }
+            // Last event: type, arrival in both zones, lag.
+            td data-label="Last event" class="last" {
+                @match s.last_event_at {
+                    Some(at) => {
+                        (ident(s.last_event_type.as_deref().unwrap_or("?"))) br;
+                        (Shown(zoned_and_utc(at, tz, now))) br;
+                        span class="muted" { (Shown(human_duration(now - at))) " ago" }
+                        @if let Some(lag) = s.newest_event_time.map(|e| at - e).filter(|lag| *lag >= TimeDelta::zero()) {
+                            span class="muted" { " · lag " (Shown(human_duration(lag))) }
+                        }
+                    }
+                    None => "nothing received yet",
+                }
+            }
+            td data-label="Watching since" class="since" { (Shown(&since)) }
+        }
+        // The relay's line spans the row's width, right under it: on the
+        // first screen, with what waits, the next attempt and the command.
+        @if let Some(r) = &s.relay {
+            tr class=(if r.ok() { "relayline" } else { "relayline bad" })
+                id=(format_args!("relay-{}", id_of(&s.name))) data-relay=(Shown(&r.state)) {
+                td colspan="6" data-label="Relay" { (relay_line_html(&r.line(tz, now))) }
+            }
+        }
+        // The cross-check's line, the same way (issue #45).
+        @if let Some(c) = &s.crosscheck {
+            tr class=(if c.ok() { "relayline" } else { "relayline bad" })
+                id=(format_args!("crosscheck-{}", id_of(&s.name))) data-crosscheck=(Shown(&c.state)) {
+                td colspan="6" data-label="Cross-check" { (relay_line_html(&c.line(tz, now))) }
+            }
+        }
     }
 }
 
 /// The relay line with its command (the part in backticks) as code.
-fn relay_line_html(line: &str) -> String {
+fn relay_line_html(line: &str) -> Markup {
     match line.rsplit_once(" (`") {
-        Some((words, rest)) => format!(
-            "{} (<code class=\"long\">{}</code>)",
-            esc(words),
-            esc(rest.trim_end_matches(')').trim_end_matches('`'))
-        ),
-        None => esc(line),
+        Some((words, rest)) => html! {
+            (Shown(words)) " (" code class="long" { (Shown(rest.trim_end_matches(')').trim_end_matches('`'))) } ")"
+        },
+        None => html! { (Shown(line)) },
     }
 }
 
@@ -625,31 +651,31 @@ pub fn silence_words(s: &StreamStatus, now: DateTime<Utc>) -> String {
     }
 }
 
-fn timelines_section(h: &mut String, doc: &StatusDoc, timelines: &BTreeMap<String, Timeline>) {
+fn timelines_section(doc: &StatusDoc, timelines: &BTreeMap<String, Timeline>) -> Markup {
     if timelines.is_empty() {
-        return;
-    }
-    h.push_str(
-        "<section aria-labelledby=\"timeline-h\"><h2 id=\"timeline-h\">Last 7 days</h2>\
-         <p class=\"note\">Shaded: business hours. Each line: an arrival. Red diamond: silence reached the threshold.</p>",
-    );
-    for s in &doc.streams {
-        if let Some(t) = timelines.get(&s.name) {
-            timeline_svg(h, &s.name, s.tz(), t);
-        }
+        return html! {};
     }
     let missing = doc
         .streams
         .iter()
         .filter(|s| !timelines.contains_key(&s.name))
         .count();
-    if missing > 0 {
-        let _ = write!(
-            h,
-            "<p class=\"note\">{missing} more stream(s) are listed above without a timeline.</p>"
-        );
+    html! {
+        section aria-labelledby="timeline-h" {
+            h2 id="timeline-h" { "Last 7 days" }
+            p class="note" {
+                "Shaded: business hours. Each line: an arrival. Red diamond: silence reached the threshold."
+            }
+            @for s in &doc.streams {
+                @if let Some(t) = timelines.get(&s.name) {
+                    (timeline_svg(&s.name, s.tz(), t))
+                }
+            }
+            @if missing > 0 {
+                p class="note" { (missing) " more stream(s) are listed above without a timeline." }
+            }
+        }
     }
-    h.push_str("</section>");
 }
 
 const TL_WIDTH: f64 = 1000.0;
@@ -675,7 +701,7 @@ enum Grid {
     Hours(u32),
 }
 
-fn timeline_svg(h: &mut String, name: &str, tz: Tz, t: &Timeline) {
+fn timeline_svg(name: &str, tz: Tz, t: &Timeline) -> Markup {
     let id = id_of(name);
     let desc = format!(
         "{} business-hour window(s) shaded, {} arrival(s){}, threshold crossed {} time(s){}. \
@@ -693,73 +719,41 @@ fn timeline_svg(h: &mut String, name: &str, tz: Tz, t: &Timeline) {
             .map(|c| format!(", last at {}", zoned(*c, tz, t.end)))
             .unwrap_or_default(),
     );
-    let _ = write!(
-        h,
-        "<figure><figcaption>{}</figcaption><div class=\"scroll\"><svg class=\"timeline\" id=\"timeline-{id}\" role=\"img\" \
-         viewBox=\"{} 0 {} {TL_VIEW_HEIGHT}\" aria-labelledby=\"tl-{id}-t tl-{id}-d\" data-arrivals=\"{}\" data-crossings=\"{}\">\
-         <title id=\"tl-{id}-t\">{} over the last 7 days</title><desc id=\"tl-{id}-d\">{}</desc>",
-        esc(name),
-        -TL_PAD,
-        TL_WIDTH + 2.0 * TL_PAD,
-        t.arrivals.len(),
-        t.crossings.len(),
-        esc(name),
-        esc(&desc),
-    );
-    strip(h, tz, t, t.start, TL_WEEK_TOP, Grid::Days);
     let zoom_from = (t.end - TimeDelta::hours(TL_ZOOM_HOURS)).max(t.start);
-    let _ = write!(
-        h,
-        // Right-aligned: a phone shows the right (newest) end of the picture.
-        "<text class=\"strip\" x=\"{TL_WIDTH}\" y=\"{:.1}\" text-anchor=\"end\">Last {TL_ZOOM_HOURS} hours</text>",
-        TL_ZOOM_TOP - 6.0
-    );
-    strip(h, tz, t, zoom_from, TL_ZOOM_TOP, Grid::Hours(3));
-    h.push_str("</svg></div></figure>");
+    html! {
+        figure {
+            figcaption { (Shown(name)) }
+            div class="scroll" {
+                svg class="timeline" id=(format_args!("timeline-{id}")) role="img"
+                    viewBox=(format_args!("{} 0 {} {TL_VIEW_HEIGHT}", -TL_PAD, TL_WIDTH + 2.0 * TL_PAD))
+                    aria-labelledby=(format_args!("tl-{id}-t tl-{id}-d"))
+                    data-arrivals=(t.arrivals.len()) data-crossings=(t.crossings.len()) {
+                    title id=(format_args!("tl-{id}-t")) { (Shown(name)) " over the last 7 days" }
+                    desc id=(format_args!("tl-{id}-d")) { (Shown(&desc)) }
+                    (strip(tz, t, t.start, TL_WEEK_TOP, Grid::Days))
+                    // Right-aligned: a phone shows the right (newest) end of the picture.
+                    text class="strip" x=(TL_WIDTH) y=(format_args!("{:.1}", TL_ZOOM_TOP - 6.0)) text-anchor="end" {
+                        "Last " (TL_ZOOM_HOURS) " hours"
+                    }
+                    (strip(tz, t, zoom_from, TL_ZOOM_TOP, Grid::Hours(3)))
+                }
+            }
+        }
+    }
 }
 
 /// One strip of the timeline: `[from, t.end]` drawn across the full width
 /// at `top`, with business windows, the unwatched part, gridlines, the
 /// arrivals (each at least 2 px wide whatever the scale: CSS
 /// `vector-effect: non-scaling-stroke`) and a diamond per threshold crossing.
-fn strip(h: &mut String, tz: Tz, t: &Timeline, from: DateTime<Utc>, top: f64, grid: Grid) {
+fn strip(tz: Tz, t: &Timeline, from: DateTime<Utc>, top: f64, grid: Grid) -> Markup {
     let span = (t.end - from).num_milliseconds().max(1) as f64;
     let x = |at: DateTime<Utc>| {
         ((at - from).num_milliseconds() as f64 / span * TL_WIDTH).clamp(0.0, TL_WIDTH)
     };
     let inside = |at: &DateTime<Utc>| *at >= from && *at <= t.end;
-    let _ = write!(
-        h,
-        "<rect class=\"bg\" x=\"0\" y=\"{top}\" width=\"{TL_WIDTH}\" height=\"{TL_HEIGHT}\"></rect>"
-    );
-    for w in t.windows.iter().filter(|w| w.end > from) {
-        let (a, b) = (x(w.start.max(from)), x(w.end));
-        let _ = write!(
-            h,
-            "<rect class=\"biz\" x=\"{a:.1}\" y=\"{top}\" width=\"{:.1}\" height=\"{TL_HEIGHT}\"></rect>",
-            (b - a).max(0.5)
-        );
-    }
-    // Before watching began nothing was counted: faded.
-    if t.watched_from > from {
-        let _ = write!(
-            h,
-            "<rect class=\"unwatched\" x=\"0\" y=\"{top}\" width=\"{:.1}\" height=\"{TL_HEIGHT}\"><title>not watched yet</title></rect>",
-            x(t.watched_from)
-        );
-    }
-    let label_y = top + TL_HEIGHT + 14.0;
-    let mark = |h: &mut String, at: DateTime<Utc>, label: String| {
-        let mx = x(at);
-        let _ = write!(
-            h,
-            "<line class=\"day\" x1=\"{mx:.1}\" x2=\"{mx:.1}\" y1=\"{top}\" y2=\"{:.1}\"></line>\
-             <text x=\"{:.1}\" y=\"{label_y:.1}\">{}</text>",
-            top + TL_HEIGHT + 4.0,
-            mx + 2.0,
-            esc(&label)
-        );
-    };
+    // Gridlines: where, and their label.
+    let mut marks: Vec<(DateTime<Utc>, String)> = Vec::new();
     match grid {
         Grid::Days => {
             // Local midnights, labelled with the weekday.
@@ -779,7 +773,7 @@ fn strip(h: &mut String, tz: Tz, t: &Timeline, from: DateTime<Utc>, top: f64, gr
                 if midnight >= t.end {
                     break;
                 }
-                mark(h, midnight, day.format("%a %d").to_string());
+                marks.push((midnight, day.format("%a %d").to_string()));
                 day = day.succ_opt().unwrap_or(day);
             }
         }
@@ -806,261 +800,331 @@ fn strip(h: &mut String, tz: Tz, t: &Timeline, from: DateTime<Utc>, top: f64, gr
                 } else {
                     local.format("%H:%M").to_string()
                 };
-                mark(h, at, label);
+                marks.push((at, label));
             }
-            let _ = write!(
-                h,
-                "<line class=\"now\" x1=\"{TL_WIDTH}\" x2=\"{TL_WIDTH}\" y1=\"{top}\" y2=\"{:.1}\"></line>\
-                 <text x=\"{TL_WIDTH}\" y=\"{label_y:.1}\" text-anchor=\"end\">now</text>",
-                top + TL_HEIGHT + 4.0,
-            );
         }
     }
     // All ticks in one path (~15 bytes each instead of ~90 as <line>s):
-    // 100 streams x 500 arrivals stay well under a megabyte.
-    let mut ticks = t.arrivals.iter().filter(|a| inside(a)).peekable();
-    if ticks.peek().is_some() {
-        h.push_str("<path class=\"tick\" d=\"");
-        for a in ticks {
-            let _ = write!(h, "M{:.1} {}v{}", x(*a), top + 6.0, TL_HEIGHT - 6.0);
-        }
-        h.push_str("\"></path>");
+    // 100 streams x 500 arrivals stay well under a megabyte. Only numbers
+    // go in it.
+    let mut ticks = String::new();
+    for a in t.arrivals.iter().filter(|a| inside(a)) {
+        let _ = write!(ticks, "M{:.1} {}v{}", x(*a), top + 6.0, TL_HEIGHT - 6.0);
     }
+    let label_y = top + TL_HEIGHT + 14.0;
+    let line_end = top + TL_HEIGHT + 4.0;
     // Diamonds on the track's middle line, whole even at either end
     // (TL_PAD leaves room for their half-width).
     let mid = top + TL_HEIGHT / 2.0;
-    for c in t.crossings.iter().filter(|c| inside(c)) {
-        let _ = write!(
-            h,
-            "<path class=\"cross\" d=\"M{:.1} {:.1} l{d} {d} l-{d} {d} l-{d} -{d} z\"><title>threshold reached {}</title></path>",
-            x(*c),
-            mid - TL_DIAMOND,
-            esc(&format!("{} · {}", zoned(*c, tz, t.end), utc(*c, t.end))),
-            d = TL_DIAMOND,
-        );
+    let d = TL_DIAMOND;
+    html! {
+        rect class="bg" x="0" y=(top) width=(TL_WIDTH) height=(TL_HEIGHT) {}
+        @for w in t.windows.iter().filter(|w| w.end > from) {
+            @let (a, b) = (x(w.start.max(from)), x(w.end));
+            rect class="biz" x=(format_args!("{a:.1}")) y=(top)
+                width=(format_args!("{:.1}", (b - a).max(0.5))) height=(TL_HEIGHT) {}
+        }
+        // Before watching began nothing was counted: faded.
+        @if t.watched_from > from {
+            rect class="unwatched" x="0" y=(top) width=(format_args!("{:.1}", x(t.watched_from)))
+                height=(TL_HEIGHT) { title { "not watched yet" } }
+        }
+        @for (at, label) in &marks {
+            @let mx = x(*at);
+            line class="day" x1=(format_args!("{mx:.1}")) x2=(format_args!("{mx:.1}")) y1=(top)
+                y2=(format_args!("{line_end:.1}")) {}
+            text x=(format_args!("{:.1}", mx + 2.0)) y=(format_args!("{label_y:.1}")) { (Shown(label)) }
+        }
+        @if let Grid::Hours(_) = grid {
+            line class="now" x1=(TL_WIDTH) x2=(TL_WIDTH) y1=(top) y2=(format_args!("{line_end:.1}")) {}
+            text x=(TL_WIDTH) y=(format_args!("{label_y:.1}")) text-anchor="end" { "now" }
+        }
+        @if !ticks.is_empty() {
+            path class="tick" d=(ticks) {}
+        }
+        @for c in t.crossings.iter().filter(|c| inside(c)) {
+            path class="cross"
+                d=(format_args!("M{:.1} {:.1} l{d} {d} l-{d} {d} l-{d} -{d} z", x(*c), mid - d)) {
+                title { "threshold reached " (Shown(format!("{} · {}", zoned(*c, tz, t.end), utc(*c, t.end)))) }
+            }
+        }
     }
 }
 
 /// Silences and acknowledgements: why a firing stream may not be paging.
-fn operator_section(h: &mut String, doc: &StatusDoc) {
-    let Some(op) = &doc.operator else { return };
-    let time = |t: DateTime<Utc>| esc(&t.format("%Y-%m-%d %H:%M UTC").to_string());
-    h.push_str(
-        "<section aria-labelledby=\"op-h\"><h2 id=\"op-h\">Silences and acknowledgements</h2>",
-    );
-    if let Some(e) = &op.error {
-        let _ = write!(
-            h,
-            "<p class=\"summary bad\" id=\"operator-error\">{}: whether anyone acknowledged or silenced a stream is unknown.</p>",
-            esc(e)
-        );
-    }
-    if !op.silences.is_empty() {
-        h.push_str(
-            "<table class=\"stack\" id=\"silences\"><thead><tr><th scope=\"col\">Silence</th><th scope=\"col\">Streams</th>\
-             <th scope=\"col\">From</th><th scope=\"col\">Until</th><th scope=\"col\">By</th><th scope=\"col\">Why</th></tr></thead><tbody>",
-        );
-        for s in &op.silences {
-            let mut covers = s.streams.join(", ");
-            if !s.kinds.is_empty() && s.kinds != ["*"] {
-                let _ = write!(covers, " (pages: {})", s.kinds.join(", "));
+fn operator_section(doc: &StatusDoc) -> Markup {
+    let Some(op) = &doc.operator else {
+        return html! {};
+    };
+    let time = |t: DateTime<Utc>| Shown(t.format("%Y-%m-%d %H:%M UTC").to_string());
+    html! {
+        section aria-labelledby="op-h" {
+            h2 id="op-h" { "Silences and acknowledgements" }
+            @if let Some(e) = &op.error {
+                p class="summary bad" id="operator-error" {
+                    (Shown(e)) ": whether anyone acknowledged or silenced a stream is unknown."
+                }
             }
-            let _ = write!(
-                h,
-                "<tr><td data-label=\"Silence\">#{}{}</td><td data-label=\"Streams\">{}</td><td data-label=\"From\">{}</td>\
-                 <td data-label=\"Until\">{}</td><td data-label=\"By\">{}</td><td data-label=\"Why\">{}</td></tr>",
-                s.id,
-                if s.active { " (active)" } else { " (planned)" },
-                esc(&covers),
-                time(s.starts_at),
-                time(s.ends_at),
-                esc(&s.created_by),
-                esc(&s.comment)
-            );
+            @if !op.silences.is_empty() {
+                table class="stack" id="silences" {
+                    thead {
+                        tr {
+                            th scope="col" { "Silence" }
+                            th scope="col" { "Streams" }
+                            th scope="col" { "From" }
+                            th scope="col" { "Until" }
+                            th scope="col" { "By" }
+                            th scope="col" { "Why" }
+                        }
+                    }
+                    tbody {
+                        @for s in &op.silences {
+                            @let covers = if !s.kinds.is_empty() && s.kinds != ["*"] {
+                                format!("{} (pages: {})", s.streams.join(", "), s.kinds.join(", "))
+                            } else {
+                                s.streams.join(", ")
+                            };
+                            tr {
+                                td data-label="Silence" {
+                                    "#" (s.id) @if s.active { " (active)" } @else { " (planned)" }
+                                }
+                                td data-label="Streams" { (Shown(&covers)) }
+                                td data-label="From" { (time(s.starts_at)) }
+                                td data-label="Until" { (time(s.ends_at)) }
+                                td data-label="By" { (Shown(&s.created_by)) }
+                                td data-label="Why" { (Shown(&s.comment)) }
+                            }
+                        }
+                    }
+                }
+            }
+            @if !op.acknowledgements.is_empty() {
+                table class="stack" id="acks" {
+                    thead {
+                        tr {
+                            th scope="col" { "Acknowledged stream" }
+                            th scope="col" { "At" }
+                            th scope="col" { "By" }
+                            th scope="col" { "Why" }
+                        }
+                    }
+                    tbody {
+                        @for a in &op.acknowledgements {
+                            tr {
+                                td data-label="Acknowledged stream" { (Shown(&a.stream)) }
+                                td data-label="At" { (time(a.created_at)) }
+                                td data-label="By" { (Shown(&a.created_by)) }
+                                td data-label="Why" { (Shown(&a.comment)) }
+                            }
+                        }
+                    }
+                }
+            }
         }
-        h.push_str("</tbody></table>");
     }
-    if !op.acknowledgements.is_empty() {
-        h.push_str(
-            "<table class=\"stack\" id=\"acks\"><thead><tr><th scope=\"col\">Acknowledged stream</th>\
-             <th scope=\"col\">At</th><th scope=\"col\">By</th><th scope=\"col\">Why</th></tr></thead><tbody>",
-        );
-        for a in &op.acknowledgements {
-            let _ = write!(
-                h,
-                "<tr><td data-label=\"Acknowledged stream\">{}</td><td data-label=\"At\">{}</td>\
-                 <td data-label=\"By\">{}</td><td data-label=\"Why\">{}</td></tr>",
-                esc(&a.stream),
-                time(a.created_at),
-                esc(&a.created_by),
-                esc(&a.comment)
-            );
-        }
-        h.push_str("</tbody></table>");
-    }
-    h.push_str("</section>");
 }
 
 /// One row per stream with `[streams.X.reconcile]`: is the job running,
 /// its latest report and what that report found (times in the stream's zone).
-fn reconciliation_section(h: &mut String, doc: &StatusDoc) {
+fn reconciliation_section(doc: &StatusDoc) -> Markup {
     let rows: Vec<(&StreamStatus, &ReconciliationStatus)> = doc
         .streams
         .iter()
         .filter_map(|s| s.reconciliation.as_ref().map(|r| (s, r)))
         .collect();
     if rows.is_empty() {
-        return;
+        return html! {};
     }
-    h.push_str(
-        "<section aria-labelledby=\"reconcile-h\"><h2 id=\"reconcile-h\">Reconciliation</h2>\
-         <table class=\"stack\" id=\"reconciliation\"><thead><tr><th scope=\"col\">Stream</th>\
-         <th scope=\"col\">State</th><th scope=\"col\">Last report</th><th scope=\"col\">Next due</th>\
-         <th scope=\"col\">Last drift</th></tr></thead><tbody>",
-    );
-    for (s, r) in rows {
-        let tz = s.tz();
-        let at = |t: Option<DateTime<Utc>>| {
-            t.map_or_else(|| "none".to_string(), |t| zoned_and_utc(t, tz, doc.now))
-        };
-        let (badge, state) = match (&r.error, r.missing_since) {
-            (Some(e), _) => ("firing", e.clone()),
-            (None, Some(since)) => (
-                "firing",
-                format!("MISSING since {}", zoned_and_utc(since, tz, doc.now)),
-            ),
-            (None, None) => (
-                "ok",
-                format!(
-                    "OK (every {}, grace {})",
-                    human_duration(TimeDelta::seconds(r.every_seconds)),
-                    human_duration(TimeDelta::seconds(r.grace_seconds))
-                ),
-            ),
-        };
-        // Like delivery ids, report ids stay off the page (`/v1/status` has them).
-        let last = match r.last_finished_at {
-            Some(t) => format!("finished {}", zoned_and_utc(t, tz, doc.now)),
-            None => "none yet".to_string(),
-        };
-        let drift = r.last_drift.as_ref().map_or_else(
-            || "-".to_string(),
-            |d| {
-                let parts: Vec<String> = d.iter().map(|(k, n)| format!("{n} {k}")).collect();
-                if parts.is_empty() {
-                    "none".to_string()
-                } else {
-                    parts.join(", ")
+    html! {
+        section aria-labelledby="reconcile-h" {
+            h2 id="reconcile-h" { "Reconciliation" }
+            table class="stack" id="reconciliation" {
+                thead {
+                    tr {
+                        th scope="col" { "Stream" }
+                        th scope="col" { "State" }
+                        th scope="col" { "Last report" }
+                        th scope="col" { "Next due" }
+                        th scope="col" { "Last drift" }
+                    }
                 }
-            },
-        );
-        let _ = write!(
-            h,
-            "<tr data-state=\"{}\"><th scope=\"row\">{}</th><td data-label=\"State\"><span class=\"badge {badge}\">{}</span></td>\
-             <td data-label=\"Last report\">{}</td><td data-label=\"Next due\">{}</td><td data-label=\"Last drift\">{}</td></tr>",
-            if r.missing_since.is_some() { "missing" } else { "ok" },
-            esc(&s.name),
-            esc(&state),
-            esc(&last),
-            esc(&at(r.due_at)),
-            esc(&drift),
-        );
+                tbody {
+                    @for (s, r) in rows {
+                        (reconciliation_row(doc, s, r))
+                    }
+                }
+            }
+        }
     }
-    h.push_str("</tbody></table></section>");
+}
+
+fn reconciliation_row(doc: &StatusDoc, s: &StreamStatus, r: &ReconciliationStatus) -> Markup {
+    let tz = s.tz();
+    let at = |t: Option<DateTime<Utc>>| {
+        t.map_or_else(|| "none".to_string(), |t| zoned_and_utc(t, tz, doc.now))
+    };
+    let (badge, state) = match (&r.error, r.missing_since) {
+        (Some(e), _) => ("firing", e.clone()),
+        (None, Some(since)) => (
+            "firing",
+            format!("MISSING since {}", zoned_and_utc(since, tz, doc.now)),
+        ),
+        (None, None) => (
+            "ok",
+            format!(
+                "OK (every {}, grace {})",
+                human_duration(TimeDelta::seconds(r.every_seconds)),
+                human_duration(TimeDelta::seconds(r.grace_seconds))
+            ),
+        ),
+    };
+    // Like delivery ids, report ids stay off the page (`/v1/status` has them).
+    let last = match r.last_finished_at {
+        Some(t) => format!("finished {}", zoned_and_utc(t, tz, doc.now)),
+        None => "none yet".to_string(),
+    };
+    let drift = r.last_drift.as_ref().map_or_else(
+        || "-".to_string(),
+        |d| {
+            let parts: Vec<String> = d.iter().map(|(k, n)| format!("{n} {k}")).collect();
+            if parts.is_empty() {
+                "none".to_string()
+            } else {
+                parts.join(", ")
+            }
+        },
+    );
+    html! {
+        tr data-state=(if r.missing_since.is_some() { "missing" } else { "ok" }) {
+            th scope="row" { (Shown(&s.name)) }
+            td data-label="State" { span class=(format_args!("badge {badge}")) { (Shown(&state)) } }
+            td data-label="Last report" { (Shown(&last)) }
+            td data-label="Next due" { (Shown(at(r.due_at))) }
+            td data-label="Last drift" { (Shown(&drift)) }
+        }
+    }
 }
 
 /// One row per stream with `[streams.X.forward]`, or with relay rows stored
 /// before its `[forward]` was removed: what is waiting for the app, how it
 /// is failing, and what was given up (times in the stream's zone).
-fn relay_section(h: &mut String, doc: &StatusDoc) {
+fn relay_section(doc: &StatusDoc) -> Markup {
     let rows: Vec<(&StreamStatus, &crate::status::model::ForwardStatus)> = doc
         .streams
         .iter()
         .filter_map(|s| s.forward.as_ref().map(|f| (s, f)))
         .collect();
     if rows.is_empty() {
-        return;
+        return html! {};
     }
-    h.push_str(
-        "<section aria-labelledby=\"relay-h\"><h2 id=\"relay-h\">Relay to the app</h2>\
-         <table class=\"stack\" id=\"relay\"><thead><tr><th scope=\"col\">Stream</th>\
-         <th scope=\"col\">App</th><th scope=\"col\">Pending</th><th scope=\"col\">Failures</th>\
-         <th scope=\"col\">Dead letters</th><th scope=\"col\">Last delivered</th></tr></thead><tbody>",
-    );
-    for (s, f) in rows {
-        let tz = s.tz();
-        let at = |t: Option<DateTime<Utc>>| {
-            t.map_or_else(|| "none".to_string(), |t| zoned_and_utc(t, tz, doc.now))
-        };
-        let pending = match (f.pending, f.oldest_pending_at) {
-            (0, _) | (_, None) => "0".to_string(),
-            (n, Some(t)) => format!("{n} (oldest received {})", zoned_and_utc(t, tz, doc.now)),
-        };
-        let failures = match (&f.error, f.consecutive_failures) {
-            (Some(e), _) => e.clone(),
-            (None, 0) => "0".to_string(),
-            (None, n) => format!(
-                "{n} in a row since {}: {}",
-                at(f.failing_since),
-                f.last_error.as_deref().unwrap_or("failed")
-            ),
-        };
-        let alerting = match &s.relay {
-            Some(r) => !r.ok(),
-            None => f.alerting(),
-        };
-        let badge = if alerting { "firing" } else { "ok" };
-        let app = if f.configured {
-            format!("{}{}", f.app, if f.ordered { " (ordered)" } else { "" })
-        } else {
-            "none: [forward] removed; stored events wait for it".to_string()
-        };
-        let _ = write!(
-            h,
-            "<tr data-state=\"{badge}\"><th scope=\"row\">{}</th><td data-label=\"App\">{}</td>\
-             <td data-label=\"Pending\">{}</td><td data-label=\"Failures\"><span class=\"badge {badge}\">{}</span></td>\
-             <td data-label=\"Dead letters\">{}</td><td data-label=\"Last delivered\">{}</td></tr>",
-            esc(&s.name),
-            esc(&app),
-            esc(&pending),
-            esc(&short(&failures, 300)),
-            f.dead_letters,
-            esc(&at(f.last_delivered_at)),
-        );
+    html! {
+        section aria-labelledby="relay-h" {
+            h2 id="relay-h" { "Relay to the app" }
+            table class="stack" id="relay" {
+                thead {
+                    tr {
+                        th scope="col" { "Stream" }
+                        th scope="col" { "App" }
+                        th scope="col" { "Pending" }
+                        th scope="col" { "Failures" }
+                        th scope="col" { "Dead letters" }
+                        th scope="col" { "Last delivered" }
+                    }
+                }
+                tbody {
+                    @for (s, f) in rows {
+                        (relay_row(doc, s, f))
+                    }
+                }
+            }
+        }
     }
-    h.push_str("</tbody></table></section>");
 }
 
-fn svix_section(h: &mut String, doc: &StatusDoc) {
-    let Some(svix) = &doc.svix else { return };
-    h.push_str("<section aria-labelledby=\"svix-h\"><h2 id=\"svix-h\">Svix endpoints</h2>");
-    if let Some(e) = &svix.error {
-        let _ = write!(h, "<p class=\"summary bad\">{}</p></section>", esc(e));
-        return;
+fn relay_row(doc: &StatusDoc, s: &StreamStatus, f: &crate::status::model::ForwardStatus) -> Markup {
+    let tz = s.tz();
+    let at = |t: Option<DateTime<Utc>>| {
+        t.map_or_else(|| "none".to_string(), |t| zoned_and_utc(t, tz, doc.now))
+    };
+    let pending = match (f.pending, f.oldest_pending_at) {
+        (0, _) | (_, None) => "0".to_string(),
+        (n, Some(t)) => format!("{n} (oldest received {})", zoned_and_utc(t, tz, doc.now)),
+    };
+    let failures = match (&f.error, f.consecutive_failures) {
+        (Some(e), _) => e.clone(),
+        (None, 0) => "0".to_string(),
+        (None, n) => format!(
+            "{n} in a row since {}: {}",
+            at(f.failing_since),
+            f.last_error.as_deref().unwrap_or("failed")
+        ),
+    };
+    let alerting = match &s.relay {
+        Some(r) => !r.ok(),
+        None => f.alerting(),
+    };
+    let badge = if alerting { "firing" } else { "ok" };
+    let app = if f.configured {
+        format!("{}{}", f.app, if f.ordered { " (ordered)" } else { "" })
+    } else {
+        "none: [forward] removed; stored events wait for it".to_string()
+    };
+    html! {
+        tr data-state=(badge) {
+            th scope="row" { (Shown(&s.name)) }
+            td data-label="App" { (Shown(&app)) }
+            td data-label="Pending" { (Shown(&pending)) }
+            td data-label="Failures" {
+                span class=(format_args!("badge {badge}")) { (Shown(short(&failures, 300))) }
+            }
+            td data-label="Dead letters" { (f.dead_letters) }
+            td data-label="Last delivered" { (Shown(at(f.last_delivered_at))) }
+        }
     }
-    for source in &svix.grouped_sources {
-        let _ = write!(
-            h,
-            "<p class=\"summary bad\">Svix source {} has more than {} endpoints; further endpoints are grouped as <code>other</code>.</p>",
-            esc(source),
-            svix.max_endpoints_per_source
-        );
-    }
-    if svix.endpoints.is_empty() {
-        h.push_str("<p>No operational webhook has named an endpoint yet.</p></section>");
-        return;
-    }
-    h.push_str(
-        "<table class=\"stack\" id=\"svix\"><thead><tr><th scope=\"col\">Endpoint</th><th scope=\"col\">Source</th>\
-         <th scope=\"col\">Feeds stream</th><th scope=\"col\">State</th><th scope=\"col\">Lost messages</th></tr></thead><tbody>",
-    );
-    for e in &svix.endpoints {
-        svix_row(h, e, doc.now);
-    }
-    h.push_str("</tbody></table></section>");
 }
 
-fn svix_row(h: &mut String, e: &SvixEndpoint, now: DateTime<Utc>) {
+fn svix_section(doc: &StatusDoc) -> Markup {
+    let Some(svix) = &doc.svix else {
+        return html! {};
+    };
+    html! {
+        section aria-labelledby="svix-h" {
+            h2 id="svix-h" { "Svix endpoints" }
+            @if let Some(e) = &svix.error {
+                p class="summary bad" { (Shown(e)) }
+            } @else {
+                @for source in &svix.grouped_sources {
+                    p class="summary bad" {
+                        "Svix source " (Shown(source)) " has more than " (svix.max_endpoints_per_source)
+                        " endpoints; further endpoints are grouped as " code { "other" } "."
+                    }
+                }
+                @if svix.endpoints.is_empty() {
+                    p { "No operational webhook has named an endpoint yet." }
+                } @else {
+                    table class="stack" id="svix" {
+                        thead {
+                            tr {
+                                th scope="col" { "Endpoint" }
+                                th scope="col" { "Source" }
+                                th scope="col" { "Feeds stream" }
+                                th scope="col" { "State" }
+                                th scope="col" { "Lost messages" }
+                            }
+                        }
+                        tbody {
+                            @for e in &svix.endpoints {
+                                (svix_row(e, doc.now))
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn svix_row(e: &SvixEndpoint, now: DateTime<Utc>) -> Markup {
     let badge = match e.state.as_str() {
         "ok" => "ok",
         "failing" => "warn",
@@ -1077,26 +1141,24 @@ fn svix_row(h: &mut String, e: &SvixEndpoint, now: DateTime<Utc>) {
         let _ = write!(state, ", {} message(s) failing", e.failing_messages);
     }
     svix_recovered_unmapped(&mut state, e);
-    let lost = if e.lost_messages.is_empty() {
-        "none".to_string()
-    } else {
-        e.lost_messages
-            .iter()
-            .map(|m| format!("<code>{}</code>", esc(&m.msg_id)))
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
-    let _ = write!(
-        h,
-        "<tr data-state=\"{}\"><th scope=\"row\"><code>{}</code></th><td data-label=\"Source\">{}</td>\
-         <td data-label=\"Feeds stream\">{}</td><td data-label=\"State\"><span class=\"badge {badge}\">{}</span></td>\
-         <td data-label=\"Lost messages\">{lost}</td></tr>",
-        esc(&e.state),
-        esc(e.endpoint_uid.as_deref().unwrap_or(&e.endpoint_id)),
-        esc(&e.source),
-        esc(e.stream.as_deref().unwrap_or("")),
-        esc(&state),
-    );
+    html! {
+        tr data-state=(Shown(&e.state)) {
+            th scope="row" { code { (Shown(e.endpoint_uid.as_deref().unwrap_or(&e.endpoint_id))) } }
+            td data-label="Source" { (Shown(&e.source)) }
+            td data-label="Feeds stream" { (Shown(e.stream.as_deref().unwrap_or(""))) }
+            td data-label="State" { span class=(format_args!("badge {badge}")) { (Shown(&state)) } }
+            td data-label="Lost messages" {
+                @if e.lost_messages.is_empty() {
+                    "none"
+                } @else {
+                    @for (i, m) in e.lost_messages.iter().enumerate() {
+                        @if i > 0 { " " }
+                        code { (Shown(&m.msg_id)) }
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// Issue 31: lost messages recovered by their redelivery, and an endpoint
@@ -1114,137 +1176,149 @@ fn svix_recovered_unmapped(state: &mut String, e: &SvixEndpoint) {
     }
 }
 
-fn notifications_section(h: &mut String, doc: &StatusDoc) {
-    let Some(n) = &doc.notifications else { return };
-    h.push_str("<section aria-labelledby=\"notify-h\"><h2 id=\"notify-h\">Notifications</h2>");
-    if let Some(e) = &n.error {
-        let _ = write!(
-            h,
-            "<p class=\"summary bad\">Outbox unreadable: {}</p></section>",
-            esc(e)
-        );
-        return;
-    }
-    h.push_str(
-        "<table class=\"stack\" id=\"notifiers\"><thead><tr><th scope=\"col\">Notifier</th><th scope=\"col\">Kind</th>\
-         <th scope=\"col\">Pending</th><th scope=\"col\">Delivered</th><th scope=\"col\">Failed</th><th scope=\"col\">Last error</th></tr></thead><tbody>",
-    );
-    for (name, c) in &n.notifiers {
-        let last = n
-            .recent_failures
-            .iter()
-            .filter(|f| &f.notifier == name)
-            .max_by_key(|f| f.at);
-        let last = last.map_or_else(
-            || "none".to_string(),
-            |f| {
-                format!(
-                    "{} ({} page for {}, {} attempt(s), {})",
-                    f.error.as_deref().unwrap_or("no reason recorded"),
-                    f.status,
-                    f.stream.as_deref().unwrap_or("?"),
-                    f.attempts,
-                    utc(f.at, doc.now)
-                )
-            },
-        );
-        let _ = write!(
-            h,
-            "<tr data-failed=\"{}\"><th scope=\"row\">{}</th><td data-label=\"Kind\">{}</td><td data-label=\"Pending\">{}</td>\
-             <td data-label=\"Delivered\">{}</td><td data-label=\"Failed\">{}{}</td><td data-label=\"Last error\">{}</td></tr>",
-            c.failed,
-            esc(name),
-            esc(&c.kind),
-            c.pending,
-            c.delivered,
-            c.failed,
-            if c.failed > 0 {
-                " <span class=\"badge firing\">FAILED</span>"
-            } else {
-                ""
-            },
-            esc(&last),
-        );
-    }
-    h.push_str("</tbody></table></section>");
-}
-
-fn audit_section(h: &mut String, doc: &StatusDoc) {
-    let Some(a) = &doc.audit else { return };
-    h.push_str(
-        "<section aria-labelledby=\"audit-h\"><h2 id=\"audit-h\">Audit log</h2><p id=\"audit\">",
-    );
-    if let Some(e) = &a.error {
-        let _ = write!(h, "{}", esc(e));
-    } else if !a.enabled && a.head_seq == 0 {
-        h.push_str("The audit log is off.");
-    } else {
-        let short: String = a.head_hash.chars().take(16).collect();
-        let _ = write!(
-            h,
-            "Head: entry #{} (hash <code>{}…</code>). ",
-            a.head_seq,
-            esc(&short)
-        );
-        match &a.last_checkpoint {
-            Some(c) => {
-                let _ = write!(
-                    h,
-                    "Last checkpoint: entry #{} at {} ({}).",
-                    c.seq,
-                    esc(&utc(c.at, doc.now)),
-                    if c.signed { "signed" } else { "unsigned" }
-                );
+fn notifications_section(doc: &StatusDoc) -> Markup {
+    let Some(n) = &doc.notifications else {
+        return html! {};
+    };
+    html! {
+        section aria-labelledby="notify-h" {
+            h2 id="notify-h" { "Notifications" }
+            @if let Some(e) = &n.error {
+                p class="summary bad" { "Outbox unreadable: " (Shown(e)) }
+            } @else {
+                table class="stack" id="notifiers" {
+                    thead {
+                        tr {
+                            th scope="col" { "Notifier" }
+                            th scope="col" { "Kind" }
+                            th scope="col" { "Pending" }
+                            th scope="col" { "Delivered" }
+                            th scope="col" { "Failed" }
+                            th scope="col" { "Last error" }
+                        }
+                    }
+                    tbody {
+                        @for (name, c) in &n.notifiers {
+                            @let last = n
+                                .recent_failures
+                                .iter()
+                                .filter(|f| &f.notifier == name)
+                                .max_by_key(|f| f.at)
+                                .map_or_else(
+                                    || "none".to_string(),
+                                    |f| {
+                                        format!(
+                                            "{} ({} page for {}, {} attempt(s), {})",
+                                            f.error.as_deref().unwrap_or("no reason recorded"),
+                                            f.status,
+                                            f.stream.as_deref().unwrap_or("?"),
+                                            f.attempts,
+                                            utc(f.at, doc.now)
+                                        )
+                                    },
+                                );
+                            tr data-failed=(c.failed) {
+                                th scope="row" { (Shown(name)) }
+                                td data-label="Kind" { (Shown(&c.kind)) }
+                                td data-label="Pending" { (c.pending) }
+                                td data-label="Delivered" { (c.delivered) }
+                                td data-label="Failed" {
+                                    (c.failed)
+                                    @if c.failed > 0 { " " span class="badge firing" { "FAILED" } }
+                                }
+                                td data-label="Last error" { (Shown(&last)) }
+                            }
+                        }
+                    }
+                }
             }
-            None => h.push_str("No checkpoint yet."),
         }
     }
-    h.push_str("</p></section>");
+}
+
+fn audit_section(doc: &StatusDoc) -> Markup {
+    let Some(a) = &doc.audit else {
+        return html! {};
+    };
+    html! {
+        section aria-labelledby="audit-h" {
+            h2 id="audit-h" { "Audit log" }
+            p id="audit" {
+                @if let Some(e) = &a.error {
+                    (Shown(e))
+                } @else if !a.enabled && a.head_seq == 0 {
+                    "The audit log is off."
+                } @else {
+                    @let short: String = a.head_hash.chars().take(16).collect();
+                    "Head: entry #" (a.head_seq) " (hash " code { (Shown(&short)) "…" } "). "
+                    @match &a.last_checkpoint {
+                        Some(c) => {
+                            "Last checkpoint: entry #" (c.seq) " at " (Shown(utc(c.at, doc.now))) " ("
+                            @if c.signed { "signed" } @else { "unsigned" }
+                            ")."
+                        }
+                        None => "No checkpoint yet.",
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// Only on a shared database: one SQLite process has nothing to show.
-fn replicas_section(h: &mut String, doc: &StatusDoc) {
+fn replicas_section(doc: &StatusDoc) -> Markup {
     let Some(r) = doc.replicas.as_ref().filter(|r| r.shared) else {
-        return;
+        return html! {};
     };
-    h.push_str("<section aria-labelledby=\"replicas-h\"><h2 id=\"replicas-h\">Replicas</h2><p id=\"leader\">");
-    match r
-        .leader
-        .as_ref()
-        .and_then(|l| Some((l.replica.as_ref()?, l)))
-    {
-        Some((who, l)) => {
-            let _ = write!(h, "Leader: <code>{}</code>, term {}", esc(who), l.term);
-            if let Some(until) = l.lease_until {
-                let _ = write!(h, ", lease until {}", esc(&utc(until, doc.now)));
+    let when = |t: Option<DateTime<Utc>>| t.map_or_else(|| "—".to_owned(), |t| utc(t, doc.now));
+    html! {
+        section aria-labelledby="replicas-h" {
+            h2 id="replicas-h" { "Replicas" }
+            p id="leader" {
+                @match r.leader.as_ref().and_then(|l| Some((l.replica.as_ref()?, l))) {
+                    Some((who, l)) => {
+                        "Leader: " code { (Shown(who)) } ", term " (l.term)
+                        @if let Some(until) = l.lease_until {
+                            ", lease until " (Shown(utc(until, doc.now)))
+                        }
+                        "."
+                    }
+                    None => "No leader right now (the lease is being taken over).",
+                }
+                " This page was served by " code { (Shown(&r.this)) } "."
             }
-            h.push('.');
+            table {
+                thead {
+                    tr {
+                        th scope="col" { "replica" }
+                        th scope="col" { "started" }
+                        th scope="col" { "last heartbeat" }
+                        th scope="col" { "role" }
+                    }
+                }
+                tbody {
+                    @for replica in &r.replicas {
+                        tr {
+                            td { code { (Shown(&replica.id)) } }
+                            td { (Shown(when(replica.started_at))) }
+                            td { (Shown(when(replica.last_seen))) }
+                            td { @if replica.leader { "leader" } @else { "replica" } }
+                        }
+                    }
+                }
+            }
         }
-        None => h.push_str("No leader right now (the lease is being taken over)."),
     }
-    let _ = write!(
-        h,
-        " This page was served by <code>{}</code>.</p>",
-        esc(&r.this)
-    );
-    h.push_str("<table><thead><tr><th scope=\"col\">replica</th><th scope=\"col\">started</th><th scope=\"col\">last heartbeat</th><th scope=\"col\">role</th></tr></thead><tbody>");
-    for replica in &r.replicas {
-        let when = |t: Option<DateTime<Utc>>| t.map_or_else(|| "—".to_owned(), |t| utc(t, doc.now));
-        let _ = write!(
-            h,
-            "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            esc(&replica.id),
-            esc(&when(replica.started_at)),
-            esc(&when(replica.last_seen)),
-            if replica.leader { "leader" } else { "replica" }
-        );
-    }
-    h.push_str("</tbody></table></section>");
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The identifier's HTML, to compare with the text expected.
+    fn ident(text: &str) -> String {
+        super::ident(text).into_string()
+    }
 
     #[test]
     fn replicas_show_only_on_a_shared_database_escaped() {
@@ -1625,7 +1699,7 @@ mod tests {
         assert!(html.contains("CROSS-CHECK FINDINGS</span>"), "{html}");
         assert!(
             html.contains("cross-check: 2 missed revocations (Clerk): user_&lt;b&gt;2 in org_9, user_7 in org_9; last poll 09:10 \
-             (<code class=\"long\">hushwatch audit subject --config /etc/hushwatch/hushwatch.toml --format text &#39;user_&lt;b&gt;2&#39;</code>)"),
+             (<code class=\"long\">hushwatch audit subject --config /etc/hushwatch/hushwatch.toml --format text 'user_&lt;b&gt;2'</code>)"),
             "{html}"
         );
         assert!(
