@@ -35,6 +35,7 @@ pub mod forward_admin;
 pub mod gaps;
 pub mod idempotency;
 pub mod ladder;
+mod migrate;
 mod migrations;
 mod ops;
 mod outbox;

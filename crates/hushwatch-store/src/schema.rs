@@ -18,7 +18,9 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
-use super::migrations::{self, Engine, Step};
+use super::db::{ready, Db};
+use super::migrate::{self, MigrationTx, Migrator, SchemaDb};
+use super::migrations::Engine;
 use super::StoreError;
 
 /// How long a statement waits for a lock held by another connection (a
@@ -156,8 +158,9 @@ pub(super) const DEDUP_PER_CHANNEL: &str = "
 
 /// The positional counter (`user_version`) of a file with every step this
 /// binary knows.
+#[cfg(test)]
 pub(super) fn binary_version() -> u32 {
-    migrations::binary_version(Engine::Sqlite)
+    crate::migrations::binary_version(Engine::Sqlite)
 }
 
 /// Opens `path` ready for the writer: checked, configured, migrated.
@@ -169,21 +172,14 @@ pub(super) fn open(path: &Path) -> Result<Connection, StoreError> {
     // newer binary is left exactly as it was: a newer positional binary
     // (or a named one with more steps) raised `user_version`; a different
     // branch's binary may have recorded a step this one does not know.
-    let file_version = user_version(&conn).map_err(open_err)?;
-    if file_version > binary_version() {
-        return Err(StoreError::TooNew {
-            file: file_version,
-            binary: binary_version(),
-        });
-    }
-    let unknown = migrations::unknown(&recorded(&conn).map_err(open_err)?.unwrap_or_default());
-    if !unknown.is_empty() {
-        return Err(migrations::unknown_error(&unknown));
-    }
+    ready(migrate::refuse_foreign(&conn)).map_err(|e| match e {
+        StoreError::Sql(msg) => StoreError::Open(msg),
+        refusal => refusal,
+    })?;
     configure(&conn)?;
     register_functions(&conn)?;
     let mut conn = conn;
-    migrate(&mut conn)?;
+    ready(migrate::run(&mut conn))?;
     Ok(conn)
 }
 fn create_parent_dir(path: &Path) -> Result<(), StoreError> {
@@ -255,109 +251,74 @@ fn set_and_verify(conn: &Connection, pragma: &str, value: i64) -> Result<(), Sto
     Ok(())
 }
 
-/// The step names the file records, or `None` before names (no table).
-fn recorded(conn: &Connection) -> rusqlite::Result<Option<Vec<String>>> {
-    let has_table: bool = conn.query_row(
-        "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations')",
-        [],
-        |r| r.get(0),
-    )?;
-    if !has_table {
-        return Ok(None);
-    }
-    let mut stmt = conn.prepare("SELECT name FROM schema_migrations")?;
-    let names = stmt
-        .query_map([], |r| r.get(0))?
-        .collect::<rusqlite::Result<Vec<String>>>()?;
-    Ok(Some(names))
-}
+/// SQLite's side of the runner (`store::migrate`): the counter is
+/// `PRAGMA user_version`, and an IMMEDIATE transaction takes the file's
+/// write lock at BEGIN, so two processes opening one file take turns.
+impl SchemaDb for Connection {
+    const ENGINE: Engine = Engine::Sqlite;
+    const NOW_MS: &'static str = "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)";
 
-/// The time a step is recorded as applied, in epoch ms, from SQLite's own
-/// clock: it is bookkeeping for operators, never read by a decision, so it
-/// does not go through the store's `Clock`.
-const NOW_MS: &str = "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)";
-
-fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
-    adopt(conn)?;
-    let recorded = recorded(conn).map_err(open_err)?.unwrap_or_default();
-    for step in migrations::pending(&recorded) {
-        apply_step(conn, step)?;
+    async fn positional(&self) -> Result<u32, StoreError> {
+        Ok(user_version(self)?)
     }
-    Ok(())
-}
 
-/// Creates `schema_migrations` if the file has none, recording the steps
-/// its positional `user_version` stood for (none for a new file) without
-/// running them. Under an IMMEDIATE transaction, re-checked inside, so two
-/// processes opening one file adopt it once.
-fn adopt(conn: &mut Connection) -> Result<(), StoreError> {
-    let fail = |e: rusqlite::Error| StoreError::Migration(format!("recording applied steps: {e}"));
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(fail)?;
-    if recorded(&tx).map_err(fail)?.is_some() {
-        return Ok(());
+    async fn set_positional(&self, version: u32) -> Result<(), StoreError> {
+        Ok(self.pragma_update(None, "user_version", version)?)
     }
-    let version = user_version(&tx).map_err(fail)?;
-    let names = migrations::positional_names(Engine::Sqlite, version).ok_or_else(|| {
-        // Unreachable after the `TooNew` check in `open`, kept as a refusal.
-        StoreError::TooNew {
-            file: version,
-            binary: binary_version(),
-        }
-    })?;
-    tx.execute_batch(
-        "CREATE TABLE schema_migrations (
+
+    async fn records_names(&self) -> Result<bool, StoreError> {
+        let (has_table,): (bool,) = self
+            .one(
+                "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations')",
+                &[],
+            )
+            .await?;
+        Ok(has_table)
+    }
+
+    async fn create_records(&self) -> Result<(), StoreError> {
+        self.batch(
+            "CREATE TABLE schema_migrations (
             name       TEXT PRIMARY KEY NOT NULL,
             applied_at INTEGER NOT NULL
         );",
-    )
-    .map_err(fail)?;
-    for name in names {
-        tx.execute(
-            &format!("INSERT INTO schema_migrations (name, applied_at) VALUES (?1, {NOW_MS})"),
-            [name],
         )
-        .map_err(fail)?;
+        .await
     }
-    tx.commit().map_err(fail)
+
+    async fn batch(&self, sql: &str) -> Result<(), StoreError> {
+        Ok(self.execute_batch(sql)?)
+    }
 }
 
-/// Applies `step` unless the file already records it (re-read inside the
-/// write transaction, so racing openers apply it once), with its record
-/// and the positional counter, in one transaction.
-fn apply_step(conn: &mut Connection, step: &Step) -> Result<(), StoreError> {
-    let fail = |e: rusqlite::Error| StoreError::Migration(format!("step {}: {e}", step.name));
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(fail)?;
-    let mut recorded = recorded(&tx).map_err(fail)?.unwrap_or_default();
-    if recorded.iter().any(|r| r == step.name) {
-        return Ok(());
+impl Migrator for Connection {
+    type Tx<'a> = rusqlite::Transaction<'a>;
+
+    async fn begin(&mut self) -> Result<Self::Tx<'_>, StoreError> {
+        Ok(self.transaction_with_behavior(TransactionBehavior::Immediate)?)
     }
-    if let Some(sql) = step.sql(Engine::Sqlite) {
-        tx.execute_batch(sql).map_err(fail)?;
+}
+
+impl MigrationTx for rusqlite::Transaction<'_> {
+    type Db = Connection;
+
+    fn db(&self) -> &Connection {
+        self
     }
-    tx.execute(
-        &format!("INSERT INTO schema_migrations (name, applied_at) VALUES (?1, {NOW_MS})"),
-        [step.name],
-    )
-    .map_err(fail)?;
-    recorded.push(step.name.to_owned());
-    let version = migrations::positional_version(Engine::Sqlite, &recorded);
-    tx.pragma_update(None, "user_version", version)
-        .map_err(fail)?;
-    tx.commit().map_err(fail)
+
+    async fn commit(self) -> Result<(), StoreError> {
+        Ok(rusqlite::Transaction::commit(self)?)
+    }
 }
 
 /// The SQLite SQL of positional versions 1..=17 in order, for tests that
 /// build a file as a binary from before names left it.
 #[cfg(test)]
 pub(super) fn positional_sql() -> Vec<&'static str> {
-    migrations::SQLITE_POSITIONAL
+    crate::migrations::SQLITE_POSITIONAL
         .iter()
         .map(|name| {
-            migrations::STEPS
+            crate::migrations::STEPS
                 .iter()
                 .find(|s| s.name == *name)
                 .and_then(|s| s.sqlite)
@@ -369,6 +330,7 @@ pub(super) fn positional_sql() -> Vec<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::migrations;
 
     /// The state file the last positional binary wrote (user_version 17;
     /// see tests/it/schema_upgrade.rs for the same through the real binary).
@@ -453,12 +415,12 @@ mod tests {
         {
             let mut conn = Connection::open(&path).unwrap();
             register_functions(&conn).unwrap();
-            adopt(&mut conn).unwrap();
+            ready(migrate::adopt(&mut conn)).unwrap();
             for step in migrations::STEPS
                 .iter()
                 .take_while(|s| s.name != "0022_forward_subjects_held")
             {
-                apply_step(&mut conn, step).unwrap();
+                ready(migrate::apply_step(&mut conn, step)).unwrap();
             }
             conn.execute_batch(
                 "INSERT INTO forwards (stream, queue, delivery_id, event_type, subject,
@@ -541,12 +503,12 @@ mod tests {
         {
             let mut conn = Connection::open(&path).unwrap();
             register_functions(&conn).unwrap();
-            adopt(&mut conn).unwrap();
+            ready(migrate::adopt(&mut conn)).unwrap();
             for step in migrations::STEPS
                 .iter()
                 .take_while(|s| s.name != "0026_forward_webhook_id_index")
             {
-                apply_step(&mut conn, step).unwrap();
+                ready(migrate::apply_step(&mut conn, step)).unwrap();
             }
             conn.execute_batch(
                 "INSERT INTO forwards (stream, queue, delivery_id, event_type, received_at,

@@ -19,10 +19,12 @@
 //! same SQL decisions carry over. Additions: `audit_head` holds the chain
 //! head in one row that every append locks; `streams.changed_xid`.
 
-use deadpool_postgres::Client;
+use deadpool_postgres::{Client, Transaction};
 
 use super::pg_err;
-use crate::migrations::{self, Engine, Step};
+use crate::db::Db;
+use crate::migrate::{self, MigrationTx, Migrator, SchemaDb};
+use crate::migrations::Engine;
 use crate::StoreError;
 
 /// Arbitrary constant identifying hushwatch's migration lock ("hushwatc").
@@ -225,76 +227,51 @@ pub(crate) const STREAM_CHANGES: &str = super::ops::STREAM_CHANGES_MIGRATION;
 
 /// The positional counter (`schema_version`) of a database with every
 /// step this binary knows.
+#[cfg(test)]
 pub(super) fn binary_version() -> i32 {
-    i32::try_from(migrations::binary_version(Engine::Postgres)).unwrap_or(i32::MAX)
+    i32::try_from(crate::migrations::binary_version(Engine::Postgres)).unwrap_or(i32::MAX)
 }
 
-fn fail(e: tokio_postgres::Error) -> StoreError {
-    StoreError::Migration(pg_err(e).to_string())
-}
+/// PostgreSQL's side of the runner (`store::migrate`): the counter is
+/// the `schema_version` row; and every migration transaction first takes
+/// `pg_advisory_xact_lock(MIGRATION_LOCK)`.
+impl SchemaDb for Transaction<'_> {
+    const ENGINE: Engine = Engine::Postgres;
+    const NOW_MS: &'static str = "(extract(epoch FROM clock_timestamp()) * 1000)::BIGINT";
 
-/// The time a step is recorded as applied, in epoch ms, from the server's
-/// clock: bookkeeping for operators, never read by a decision, so it does
-/// not go through the store's `Clock`.
-const RECORD: &str = "INSERT INTO schema_migrations (name, applied_at)
-     VALUES ($1, (extract(epoch FROM clock_timestamp()) * 1000)::BIGINT)";
-
-/// Brings the database up to every step of `migrations::STEPS`, or refuses
-/// one written by a newer or different hushwatch (leaving it untouched).
-pub(super) async fn migrate(client: &mut Client) -> Result<(), StoreError> {
-    let recorded = adopt(client).await?;
-    for step in migrations::pending(&recorded) {
-        apply_step(client, step).await?;
+    async fn positional(&self) -> Result<u32, StoreError> {
+        let (versioned,): (bool,) = self
+            .one("SELECT to_regclass('schema_version') IS NOT NULL", &[])
+            .await?;
+        if !versioned {
+            return Ok(0);
+        }
+        let (version,): (i32,) = self
+            .one("SELECT version FROM schema_version WHERE id = 1", &[])
+            .await?;
+        Ok(u32::try_from(version).unwrap_or(0))
     }
-    Ok(())
-}
 
-/// Under the lock: refuses a database this binary must not touch, else
-/// makes sure `schema_migrations` and `schema_version` exist, recording
-/// the steps a positional `schema_version` stood for (none for a new
-/// database) without running them. Returns the recorded names.
-async fn adopt(client: &mut Client) -> Result<Vec<String>, StoreError> {
-    let tx = client.transaction().await.map_err(fail)?;
-    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
-        .await
-        .map_err(fail)?;
-    let tables = tx
-        .query_one(
-            "SELECT to_regclass('schema_migrations') IS NOT NULL,
-                    to_regclass('schema_version') IS NOT NULL",
-            &[],
+    async fn set_positional(&self, version: u32) -> Result<(), StoreError> {
+        let version = i32::try_from(version).unwrap_or(i32::MAX);
+        self.exec(
+            "UPDATE schema_version SET version = $1 WHERE id = 1",
+            &[&version],
         )
         .await
-        .map_err(fail)?;
-    let (named, versioned): (bool, bool) = (tables.get(0), tables.get(1));
-    let version: i32 = if versioned {
-        tx.query_one("SELECT version FROM schema_version WHERE id = 1", &[])
-            .await
-            .map_err(fail)?
-            .get(0)
-    } else {
-        0
-    };
-    let too_new = || StoreError::TooNew {
-        file: u32::try_from(version).unwrap_or(u32::MAX),
-        binary: u32::try_from(binary_version()).unwrap_or(u32::MAX),
-    };
-    if version > binary_version() {
-        return Err(too_new());
+        .map(drop)
     }
-    if named {
-        let recorded = names(&tx).await?;
-        let unknown = migrations::unknown(&recorded);
-        if !unknown.is_empty() {
-            return Err(migrations::unknown_error(&unknown));
-        }
-        return Ok(recorded);
+
+    async fn records_names(&self) -> Result<bool, StoreError> {
+        let (named,): (bool,) = self
+            .one("SELECT to_regclass('schema_migrations') IS NOT NULL", &[])
+            .await?;
+        Ok(named)
     }
-    let adopted =
-        migrations::positional_names(Engine::Postgres, u32::try_from(version).unwrap_or(u32::MAX))
-            .ok_or_else(too_new)?;
-    tx.batch_execute(
-        "CREATE TABLE schema_migrations (
+
+    async fn create_records(&self) -> Result<(), StoreError> {
+        self.batch(
+            "CREATE TABLE schema_migrations (
             name       TEXT PRIMARY KEY,
             applied_at BIGINT NOT NULL
         );
@@ -303,59 +280,52 @@ async fn adopt(client: &mut Client) -> Result<Vec<String>, StoreError> {
             version INTEGER NOT NULL
         );
         INSERT INTO schema_version (id, version) VALUES (1, 0) ON CONFLICT (id) DO NOTHING;",
-    )
-    .await
-    .map_err(fail)?;
-    for name in &adopted {
-        tx.execute(RECORD, &[name]).await.map_err(fail)?;
+        )
+        .await
     }
-    tx.commit().await.map_err(fail)?;
-    Ok(adopted.into_iter().map(str::to_owned).collect())
+
+    async fn batch(&self, sql: &str) -> Result<(), StoreError> {
+        self.batch_execute(sql).await.map_err(pg_err)
+    }
 }
 
-async fn names(tx: &deadpool_postgres::Transaction<'_>) -> Result<Vec<String>, StoreError> {
-    Ok(tx
-        .query("SELECT name FROM schema_migrations", &[])
-        .await
-        .map_err(fail)?
-        .iter()
-        .map(|r| r.get(0))
-        .collect())
+impl Migrator for Client {
+    type Tx<'a> = Transaction<'a>;
+
+    /// A transaction holding the migration lock: several replicas
+    /// starting at once take turns, and the lock ends with the
+    /// transaction, so it never outlives a crashed migrator.
+    async fn begin(&mut self) -> Result<Transaction<'_>, StoreError> {
+        let tx = self.transaction().await.map_err(pg_err)?;
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+            .await
+            .map_err(pg_err)?;
+        Ok(tx)
+    }
 }
 
-/// Applies `step` with its record and the positional counter in one
-/// transaction, under the lock, unless another replica recorded it first.
-async fn apply_step(client: &mut Client, step: &Step) -> Result<(), StoreError> {
-    let step_fail = |e: tokio_postgres::Error| {
-        StoreError::Migration(format!("step {}: {}", step.name, pg_err(e)))
-    };
-    let tx = client.transaction().await.map_err(fail)?;
-    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
-        .await
-        .map_err(fail)?;
-    let mut recorded = names(&tx).await?;
-    if recorded.iter().any(|r| r == step.name) {
-        return Ok(());
+impl<'a> MigrationTx for Transaction<'a> {
+    type Db = Transaction<'a>;
+
+    fn db(&self) -> &Transaction<'a> {
+        self
     }
-    if let Some(sql) = step.sql(Engine::Postgres) {
-        tx.batch_execute(sql).await.map_err(step_fail)?;
+
+    async fn commit(self) -> Result<(), StoreError> {
+        Transaction::commit(self).await.map_err(pg_err)
     }
-    tx.execute(RECORD, &[&step.name]).await.map_err(step_fail)?;
-    recorded.push(step.name.to_owned());
-    let version = i32::try_from(migrations::positional_version(Engine::Postgres, &recorded))
-        .unwrap_or(i32::MAX);
-    tx.execute(
-        "UPDATE schema_version SET version = $1 WHERE id = 1",
-        &[&version],
-    )
-    .await
-    .map_err(step_fail)?;
-    tx.commit().await.map_err(fail)
+}
+
+/// Brings the database up to every step of `migrations::STEPS`, or refuses
+/// one written by a newer or different hushwatch (leaving it untouched).
+pub(super) async fn migrate(client: &mut Client) -> Result<(), StoreError> {
+    migrate::run(client).await
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::migrations;
     use crate::testdb::PgTestDb;
 
     /// The database the last positional binary wrote (schema_version 9), as
@@ -448,9 +418,9 @@ mod tests {
     ) -> deadpool_postgres::Object {
         let pool = super::super::pool(&db.settings(), 1).unwrap();
         let mut client = pool.get().await.unwrap();
-        adopt(&mut client).await.unwrap();
+        migrate::adopt(&mut client).await.unwrap();
         for step in migrations::STEPS.iter().take_while(|s| s.name != before) {
-            apply_step(&mut client, step).await.unwrap();
+            migrate::apply_step(&mut client, step).await.unwrap();
         }
         client.batch_execute(rows).await.unwrap();
         migrate(&mut client).await.unwrap();
