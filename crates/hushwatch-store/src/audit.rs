@@ -64,15 +64,7 @@ pub struct AuditReader {
 
 enum Reader {
     Sqlite(Connection),
-    Postgres(Box<PgReader>),
-}
-
-/// The commands are synchronous: a small runtime of their own, and one
-/// connection (the pool is kept so the connection outlives it).
-struct PgReader {
-    runtime: tokio::runtime::Runtime,
-    _pool: deadpool_postgres::Pool,
-    client: deadpool_postgres::Object,
+    Postgres(Box<super::pg::PgReader>),
 }
 
 /// Runs one read written over [`Db`] on the reader's engine.
@@ -81,8 +73,8 @@ macro_rules! on_reader {
         match &$reader.inner {
             Reader::Sqlite($db) => super::db::ready($read),
             Reader::Postgres(pg) => {
-                let $db = &pg.client;
-                pg.runtime.block_on($read)
+                let $db = pg.db();
+                pg.block_on($read)
             }
         }
     };
@@ -214,30 +206,8 @@ impl AuditReader {
     }
 
     pub(crate) fn open_postgres(settings: &super::pg::Settings) -> Result<AuditReader, StoreError> {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| StoreError::Open(format!("cannot start a runtime: {e}")))?;
-        let pool = super::pg::pool(settings, 1)?;
-        let client = runtime
-            .block_on(pool.get())
-            .map_err(|e| StoreError::Open(super::pg::pool_err(e).to_string()))?;
-        // A read-only snapshot takes no row locks, so the bound every pooled
-        // session has on idling inside a transaction (which exists to free
-        // a frozen writer's locks) is lifted for it alone: an export piped
-        // into a slow reader may pause between pages.
-        runtime
-            .block_on(client.batch_execute(
-                "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;
-                 SET LOCAL idle_in_transaction_session_timeout = 0",
-            ))
-            .map_err(|e| StoreError::Open(super::pg::pg_err(e).to_string()))?;
         Ok(AuditReader {
-            inner: Reader::Postgres(Box::new(PgReader {
-                runtime,
-                _pool: pool,
-                client,
-            })),
+            inner: Reader::Postgres(Box::new(super::pg::PgReader::open(settings)?)),
         })
     }
 

@@ -2,8 +2,9 @@
 //! that reads and writes rows is written once, as an `async fn` generic
 //! over [`Db`], and each backend runs it in its own transaction.
 //!
-//! - **PostgreSQL** implements [`Db`] on its pooled transaction; the
-//!   operation is awaited like any other query.
+//! - **PostgreSQL** implements [`Db`] (and [`Cells`] on its rows) on its
+//!   pooled transaction, in `store::pg::sql`; the operation is awaited
+//!   like any other query.
 //! - **SQLite** implements it on the writer thread's `Connection`. Every
 //!   call there finishes synchronously, so the future is complete the first
 //!   time it is polled: [`ready`] polls it once on the writer thread, with
@@ -24,22 +25,22 @@ use std::task::{Context, Poll, Waker};
 
 use chrono::{DateTime, Utc};
 
-use super::pg::pg_err;
+use super::pg;
 use super::StoreError;
 
 /// A statement argument both drivers can bind. The argument types are
 /// PostgreSQL's (which checks them against the column: `i64` for BIGINT,
 /// `bool` for BOOLEAN); SQLite binds the same values into its affinities.
-pub(crate) trait Arg: rusqlite::ToSql + tokio_postgres::types::ToSql + Sync {
+pub(crate) trait Arg: rusqlite::ToSql + pg::ToSql + Sync {
     fn lite(&self) -> &dyn rusqlite::ToSql;
-    fn pg(&self) -> &(dyn tokio_postgres::types::ToSql + Sync);
+    fn pg(&self) -> &(dyn pg::ToSql + Sync);
 }
 
-impl<T: rusqlite::ToSql + tokio_postgres::types::ToSql + Sync> Arg for T {
+impl<T: rusqlite::ToSql + pg::ToSql + Sync> Arg for T {
     fn lite(&self) -> &dyn rusqlite::ToSql {
         self
     }
-    fn pg(&self) -> &(dyn tokio_postgres::types::ToSql + Sync) {
+    fn pg(&self) -> &(dyn pg::ToSql + Sync) {
         self
     }
 }
@@ -47,11 +48,8 @@ impl<T: rusqlite::ToSql + tokio_postgres::types::ToSql + Sync> Arg for T {
 pub(crate) type Args<'a> = &'a [&'a dyn Arg];
 
 /// A column value both drivers can read.
-pub(crate) trait Cell:
-    rusqlite::types::FromSql + for<'a> tokio_postgres::types::FromSql<'a>
-{
-}
-impl<T: rusqlite::types::FromSql + for<'a> tokio_postgres::types::FromSql<'a>> Cell for T {}
+pub(crate) trait Cell: rusqlite::types::FromSql + for<'a> pg::FromSql<'a> {}
+impl<T: rusqlite::types::FromSql + for<'a> pg::FromSql<'a>> Cell for T {}
 
 /// A row of either engine, read by column index; a type mismatch is a
 /// storage error, not a panic.
@@ -72,12 +70,6 @@ pub(crate) trait Cells {
 impl Cells for rusqlite::Row<'_> {
     fn cell<T: Cell>(&self, idx: usize) -> Result<T, StoreError> {
         Ok(self.get(idx)?)
-    }
-}
-
-impl Cells for tokio_postgres::Row {
-    fn cell<T: Cell>(&self, idx: usize) -> Result<T, StoreError> {
-        self.try_get(idx).map_err(pg_err)
     }
 }
 

@@ -56,6 +56,8 @@ mod writer;
 
 #[cfg(test)]
 mod conformance;
+#[cfg(test)]
+mod driver_names;
 #[cfg(any(test, feature = "test-support"))]
 pub mod testdb;
 #[cfg(test)]

@@ -13,6 +13,7 @@
 
 use super::db::Db;
 use super::ops::{delivery_hash, millis, opt_time, KeyedAlert};
+use super::pg::TextArray;
 use super::{audit, core, outbox};
 use super::{AlertState, EventOutcome, NewEvent, StoreError, Transition};
 use chrono::{DateTime, Utc};
@@ -730,36 +731,6 @@ pub(super) async fn acknowledge<D: Db>(
         after.lost,
         pages,
     ))
-}
-
-/// An array parameter (`= ANY($1)`): PostgreSQL's alone, so only its
-/// branch of [`any_seen`] binds one; SQLite refuses it rather than bind
-/// something else.
-#[derive(Debug)]
-struct TextArray<'a>(&'a [String]);
-
-impl tokio_postgres::types::ToSql for TextArray<'_> {
-    fn to_sql(
-        &self,
-        ty: &tokio_postgres::types::Type,
-        out: &mut bytes::BytesMut,
-    ) -> Result<tokio_postgres::types::IsNull, Box<dyn std::error::Error + Sync + Send>> {
-        self.0.to_sql(ty, out)
-    }
-
-    fn accepts(ty: &tokio_postgres::types::Type) -> bool {
-        <&[String] as tokio_postgres::types::ToSql>::accepts(ty)
-    }
-
-    tokio_postgres::types::to_sql_checked!();
-}
-
-impl rusqlite::ToSql for TextArray<'_> {
-    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
-        Err(rusqlite::Error::ToSqlConversionFailure(
-            "an array parameter on SQLite".into(),
-        ))
-    }
 }
 
 /// Whether any of `hashes` is in `seen_deliveries` (no lock taken).

@@ -154,7 +154,7 @@ impl PgTestDb {
         static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let name = format!("hw_test_{}_{n}", std::process::id());
-        match admin_exec(&admin_url, &format!("CREATE DATABASE {name}")).await {
+        match super::pg::admin::exec(&admin_url, &format!("CREATE DATABASE {name}")).await {
             Ok(()) => {}
             Err(e) if !pg_required() => {
                 skip_notice(&format!(
@@ -180,7 +180,7 @@ impl PgTestDb {
     /// Refuses (or allows again) new connections to this database: the
     /// database is unreachable for hushwatch, as in an outage.
     pub(crate) async fn set_allow_connections(&self, allow: bool) {
-        admin_exec(
+        super::pg::admin::exec(
             &self.admin_url,
             &format!(
                 "ALTER DATABASE {} WITH ALLOW_CONNECTIONS {allow}",
@@ -193,47 +193,8 @@ impl PgTestDb {
 
     /// Ends every connection to this database (a server-side fault).
     pub(crate) async fn terminate_connections(&self) -> u64 {
-        let (client, conn) =
-            tokio_postgres::connect(&plain(&self.admin_url), tokio_postgres::NoTls)
-                .await
-                .expect("admin connection");
-        tokio::spawn(conn);
-        let rows = client
-            .query(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-                 WHERE datname = $1 AND pid <> pg_backend_pid()",
-                &[&self.name],
-            )
-            .await
-            .expect("terminate");
-        rows.len() as u64
+        super::pg::admin::terminate_connections(&self.admin_url, &self.name).await
     }
-}
-
-/// The admin URL without hushwatch-only parameters, for tokio-postgres.
-fn plain(url: &str) -> String {
-    let mut u = url::Url::parse(url).expect("admin URL");
-    let kept: Vec<(String, String)> = u
-        .query_pairs()
-        .filter(|(k, _)| k != "sslmode" && k != "sslrootcert")
-        .map(|(k, v)| (k.into_owned(), v.into_owned()))
-        .collect();
-    u.set_query(None);
-    if !kept.is_empty() {
-        u.query_pairs_mut().extend_pairs(kept);
-    }
-    u.to_string()
-}
-
-async fn admin_exec(admin_url: &str, sql: &str) -> Result<(), String> {
-    let (client, conn) = tokio_postgres::connect(&plain(admin_url), tokio_postgres::NoTls)
-        .await
-        .map_err(|e| e.to_string())?;
-    let task = tokio::spawn(conn);
-    let done = client.batch_execute(sql).await.map_err(|e| e.to_string());
-    drop(client);
-    let _ = task.await;
-    done
 }
 
 impl Drop for PgTestDb {
@@ -247,7 +208,7 @@ impl Drop for PgTestDb {
                 .enable_all()
                 .build()
                 .map_err(|e| e.to_string())?
-                .block_on(admin_exec(&admin, &sql))
+                .block_on(super::pg::admin::exec(&admin, &sql))
         })
         .join();
         if let Ok(Err(e)) = dropped {

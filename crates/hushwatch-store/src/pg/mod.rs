@@ -10,12 +10,16 @@
 //! caller's back: a failed commit may or may not have happened, and only
 //! the sender's retry (deduplicated) can settle that.
 
+#[cfg(any(test, feature = "test-support"))]
+pub(crate) mod admin;
+mod array;
 mod batch;
 mod bulk;
 pub mod clock;
 pub mod migrate;
 mod ops;
 pub mod reach;
+mod reader;
 mod replica;
 pub(crate) mod schema;
 pub mod settings;
@@ -36,7 +40,12 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 use super::backend::prelude::*;
 use super::backend::{operations, Backend, Operations, StoreResult};
 use crate::clock::Clock;
+pub(crate) use array::TextArray;
+pub(crate) use reader::PgReader;
 pub use settings::Settings;
+/// The driver's parameter and column traits, for `store::db`'s `Arg` and
+/// `Cell`, which both drivers must implement.
+pub(crate) use tokio_postgres::types::{FromSql, ToSql};
 
 /// The LISTEN/NOTIFY channel an arrival is announced on (`store::core`).
 pub(crate) fn replica_channel() -> &'static str {

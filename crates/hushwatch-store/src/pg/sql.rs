@@ -7,7 +7,7 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
 use super::pg_err;
-use crate::db::{Args, Columns, Db};
+use crate::db::{Args, Cell, Cells, Columns, Db};
 use crate::StoreError;
 
 pub(super) type Tx<'a> = deadpool_postgres::Transaction<'a>;
@@ -42,6 +42,12 @@ pub(super) fn get<'a, T: tokio_postgres::types::FromSql<'a>>(
 
 pub(super) fn opt_ms(t: Option<DateTime<Utc>>) -> Option<i64> {
     t.map(crate::ops::millis)
+}
+
+impl Cells for Row {
+    fn cell<T: Cell>(&self, idx: usize) -> Result<T, StoreError> {
+        self.try_get(idx).map_err(pg_err)
+    }
 }
 
 /// PostgreSQL runs `store::db` operations in the pooled transaction, and
