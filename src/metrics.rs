@@ -233,9 +233,9 @@ impl Metrics {
         let notifications = IntCounterVec::new(
             Opts::new(
                 "hushwatch_notifications_total",
-                "Delivery attempts by notifier and outcome (delivered, retry, failed).",
+                "Delivery attempts by notifier, outcome (delivered, retry, failed) and, for those not delivered, reason (timeout, connect, status_4xx, status_5xx, refused, ambiguous).",
             ),
-            &["notifier", "outcome"],
+            &["notifier", "outcome", "reason"],
         )
         .unwrap_or_else(|e| unreachable_metric("hushwatch_notifications_total", e));
         register(&r, "notifications", Box::new(notifications.clone()));
@@ -392,8 +392,20 @@ impl Metrics {
         }
         for notifier in notifiers {
             self.outbox_pending.with_label_values(&[*notifier]);
+            // Every series an attempt can count, so `increase()` sees the
+            // first of each (a series born at 1 reads as no increase):
+            // delivered, and retry/failed by each reason. Bounded:
+            // 1 + 2 × 6 per notifier.
             for outcome in NOTIFY_OUTCOMES {
-                self.notifications.with_label_values(&[*notifier, outcome]);
+                if outcome == "delivered" {
+                    self.notifications
+                        .with_label_values(&[*notifier, outcome, ""]);
+                    continue;
+                }
+                for cause in crate::domain::notify_cause::Cause::ALL {
+                    self.notifications
+                        .with_label_values(&[*notifier, outcome, cause.label()]);
+                }
             }
             self.notification_latency.with_label_values(&[*notifier]);
         }
@@ -1134,7 +1146,8 @@ mod tests {
         for line in [
             "hushwatch_in_business_hours{calendar=\"tokyo\"} 0",
             "hushwatch_outbox_pending{notifier=\"oncall\"} 0",
-            "hushwatch_notifications_total{notifier=\"oncall\",outcome=\"failed\"} 0",
+            "hushwatch_notifications_total{notifier=\"oncall\",outcome=\"failed\",reason=\"status_5xx\"} 0",
+            "hushwatch_notifications_total{notifier=\"oncall\",outcome=\"delivered\",reason=\"\"} 0",
             "hushwatch_notification_latency_seconds_count{notifier=\"oncall\"} 0",
             "hushwatch_storage_errors_total 0",
         ] {

@@ -47,7 +47,7 @@ pub fn run(config_path: &Path, notifier: &str) -> ExitCode {
             eprintln!("notify-test: {what}: NOT delivered (would be retried): {reason}");
             ExitCode::from(EXIT_FAILURE)
         }
-        Outcome::Permanent { reason } => {
+        Outcome::Permanent { reason, .. } => {
             eprintln!("notify-test: {what}: NOT delivered (permanent failure): {reason}");
             ExitCode::from(EXIT_FAILURE)
         }

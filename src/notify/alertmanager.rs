@@ -9,7 +9,7 @@ use super::payload::{
     ack_link, local_and_utc, operator_hint, resolve_summary, rfc, runbook_url, test_prefix, ID_MAX,
     TEXT_MAX,
 };
-use super::{http::Client, text, Attempt, Kind, Outcome, Page};
+use super::{http::Client, text, Attempt, Cause, Kind, Outcome, Page};
 use crate::config::AlertmanagerConfig;
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -59,9 +59,10 @@ pub async fn send(
         .find(|o| matches!(o, Outcome::Retry { .. }))
         .or(results.first())
         .cloned()
-        .unwrap_or(Outcome::Permanent {
-            reason: "no Alertmanager urls configured".to_string(),
-        })
+        .unwrap_or(Outcome::permanent(
+            Cause::Refused,
+            "no Alertmanager urls configured",
+        ))
 }
 
 /// Runs the futures concurrently and returns their outputs in order.
@@ -98,7 +99,7 @@ async fn futures_join_all<F: std::future::Future<Output = Outcome>>(
     })
     .await;
     for r in results {
-        out.push(r.unwrap_or(Outcome::retry("lost result", false)));
+        out.push(r.unwrap_or(Outcome::retry(Cause::Ambiguous, "lost result", false)));
     }
     out
 }

@@ -14,7 +14,7 @@ use super::payload::{
     ack_link, endpoint_fact, hint_label, local_and_utc, minutes_text, operator_hint, runbook_url,
     test_prefix, ACK_LINK_NOTE, ID_MAX, TEXT_MAX,
 };
-use super::{redact_url, text, Attempt, Kind, Outcome, Page};
+use super::{redact_url, text, Attempt, Cause, Kind, Outcome, Page};
 use crate::config::notifiers::smtp_transport;
 use crate::config::EmailConfig;
 use crate::domain::duration::format_duration;
@@ -85,22 +85,39 @@ pub async fn send(config: &EmailConfig, page: &Page, timeout: Duration) -> Outco
     let shown = redact_url(config.smtp_url.expose());
     let message = match build_message(config, page) {
         Ok(m) => m,
-        Err(reason) => return Outcome::Permanent { reason },
+        Err(reason) => return Outcome::permanent(Cause::Refused, reason),
     };
     let transport = match smtp_transport(&config.smtp_settings(), timeout) {
         Ok(t) => t,
-        Err(reason) => return Outcome::Permanent { reason },
+        Err(reason) => return Outcome::permanent(Cause::Refused, reason),
     };
     match tokio::time::timeout(timeout.saturating_mul(3), transport.send(message)).await {
         Err(_) => Outcome::retry(
+            Cause::Timeout,
             format!("{shown} did not finish the SMTP exchange in time (retrying with the same Message-ID)"),
             true,
         ),
         Ok(Ok(_)) => Outcome::Delivered,
-        Ok(Err(e)) if e.is_permanent() => Outcome::Permanent {
-            reason: format!("{shown} refused the message: {e}"),
-        },
-        Ok(Err(e)) => Outcome::retry(format!("{shown}: {e}"), !e.is_transient()),
+        Ok(Err(e)) if e.is_permanent() => {
+            Outcome::permanent(Cause::Refused, format!("{shown} refused the message: {e}"))
+        }
+        Ok(Err(e)) => Outcome::retry(smtp_cause(&e), format!("{shown}: {e}"), !e.is_transient()),
+    }
+}
+
+/// The `reason` label of an SMTP failure that is retried: a 4xx reply is
+/// the server refusing for now; a timeout or a failed TLS handshake is
+/// named as such; any other error (the connection dropped mid-exchange)
+/// may have left the message with the server.
+fn smtp_cause(e: &lettre::transport::smtp::Error) -> Cause {
+    if e.is_transient() {
+        Cause::Refused
+    } else if e.is_timeout() {
+        Cause::Timeout
+    } else if e.is_tls() {
+        Cause::Connect
+    } else {
+        Cause::Ambiguous
     }
 }
 

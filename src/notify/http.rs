@@ -11,7 +11,7 @@
 //! There an ambiguous attempt is retried under the same `webhook-id`
 //! anyway, and hyper never returns a connection that failed to the pool.
 
-use super::{redact_url, retry, Outcome};
+use super::{redact_url, retry, Cause, Outcome};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::header::{HeaderName, HeaderValue, CONTENT_TYPE, USER_AGENT};
@@ -115,9 +115,7 @@ impl Client {
             Ok(t) => t,
             Err(reason) => {
                 return (
-                    Outcome::Permanent {
-                        reason: format!("{shown}: URL {reason}"),
-                    },
+                    Outcome::permanent(Cause::Refused, format!("{shown}: URL {reason}")),
                     None,
                 )
             }
@@ -139,9 +137,10 @@ impl Client {
                 HeaderValue::from_str(value),
             ) else {
                 return (
-                    Outcome::Permanent {
-                        reason: format!("invalid header {name} for {shown}"),
-                    },
+                    Outcome::permanent(
+                        Cause::Refused,
+                        format!("invalid header {name} for {shown}"),
+                    ),
                     None,
                 );
             };
@@ -151,9 +150,7 @@ impl Client {
             Ok(r) => r,
             Err(_) => {
                 return (
-                    Outcome::Permanent {
-                        reason: format!("invalid URL for {shown}"),
-                    },
+                    Outcome::permanent(Cause::Refused, format!("invalid URL for {shown}")),
                     None,
                 )
             }
@@ -196,6 +193,7 @@ impl Client {
         };
         match answered {
             Err(_) => (Outcome::retry(
+                Cause::Timeout,
                 format!(
                     "{shown} did not answer within {}s (it may have received the page; retrying under the same key)",
                     timeout.as_secs()
@@ -210,12 +208,18 @@ impl Client {
                 } else {
                     "connection closed before a response (it may have received the page; retrying under the same key)"
                 };
-                (Outcome::retry(format!("{shown}: {what}"), ambiguous), None)
+                let cause = if ambiguous {
+                    Cause::Ambiguous
+                } else {
+                    Cause::Connect
+                };
+                (Outcome::retry(cause, format!("{shown}: {what}"), ambiguous), None)
             }
             Ok(Ok((status, retry_after, text))) => {
                 let outcome = match retry::classify_status(status, retry_after.as_deref(), &shown) {
-                    Outcome::Permanent { reason } if !text.trim().is_empty() => {
+                    Outcome::Permanent { cause, reason } if !text.trim().is_empty() => {
                         Outcome::Permanent {
+                            cause,
                             reason: format!("{reason}: {}", snippet(&text)),
                         }
                     }

@@ -5,7 +5,7 @@
 use super::payload::{
     full_summary, local_and_utc, minutes_text, operator_hint, rfc, runbook_url, ID_MAX,
 };
-use super::{text, Attempt, Kind, Outcome, Page};
+use super::{text, Attempt, Cause, Kind, Outcome, Page};
 use crate::config::LogConfig;
 use crate::domain::duration::format_duration;
 use chrono::{DateTime, Utc};
@@ -21,7 +21,7 @@ pub fn send(page: &Page, now: DateTime<Utc>) -> Outcome {
     let mut out = std::io::stdout().lock();
     match writeln!(out, "{text}").and_then(|()| out.flush()) {
         Ok(()) => Outcome::Delivered,
-        Err(e) => Outcome::retry(format!("cannot write to stdout: {e}"), false),
+        Err(e) => Outcome::retry(Cause::Refused, format!("cannot write to stdout: {e}"), false),
     }
 }
 

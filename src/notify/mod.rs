@@ -189,20 +189,41 @@ pub enum Outcome {
     /// 5xx, 429, timeout, connection failure. `ambiguous`: the receiver may
     /// have got it (the retry reuses the same key so it can collapse it).
     Retry {
+        cause: Cause,
         reason: String,
         retry_after: Option<Duration>,
         ambiguous: bool,
     },
     /// Other 4xx, SMTP 5xx, invalid configuration: retrying cannot help.
-    Permanent { reason: String },
+    Permanent { cause: Cause, reason: String },
 }
 
+pub use crate::domain::notify_cause::Cause;
+
 impl Outcome {
-    pub fn retry(reason: impl Into<String>, ambiguous: bool) -> Outcome {
+    pub fn retry(cause: Cause, reason: impl Into<String>, ambiguous: bool) -> Outcome {
         Outcome::Retry {
+            cause,
             reason: reason.into(),
             retry_after: None,
             ambiguous,
+        }
+    }
+
+    pub fn permanent(cause: Cause, reason: impl Into<String>) -> Outcome {
+        Outcome::Permanent {
+            cause,
+            reason: reason.into(),
+        }
+    }
+
+    /// The `reason` label: empty for a delivered page (a label with an
+    /// empty value is the same series as one without it, so
+    /// `{outcome="delivered"}` reads as it did before the label).
+    pub fn cause_label(&self) -> &'static str {
+        match self {
+            Outcome::Delivered => "",
+            Outcome::Retry { cause, .. } | Outcome::Permanent { cause, .. } => cause.label(),
         }
     }
 
@@ -220,15 +241,18 @@ impl Outcome {
         match self {
             Outcome::Delivered => Outcome::Delivered,
             Outcome::Retry {
+                cause,
                 reason,
                 retry_after,
                 ambiguous,
             } => Outcome::Retry {
+                cause,
                 reason: scrub(&reason, secrets),
                 retry_after,
                 ambiguous,
             },
-            Outcome::Permanent { reason } => Outcome::Permanent {
+            Outcome::Permanent { cause, reason } => Outcome::Permanent {
+                cause,
                 reason: scrub(&reason, secrets),
             },
         }

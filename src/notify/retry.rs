@@ -2,7 +2,7 @@
 //! the classification of HTTP answers (what is worth retrying is here too,
 //! so every HTTP notifier agrees).
 
-use super::Outcome;
+use super::{Cause, Outcome};
 use crate::config::DeliveryPolicy;
 use chrono::{DateTime, TimeDelta, Utc};
 use sha2::{Digest, Sha256};
@@ -54,6 +54,7 @@ pub fn classify_status(status: u16, retry_after: Option<&str>, what: &str) -> Ou
     match status {
         200..=299 => Outcome::Delivered,
         408 | 425 | 429 | 500..=599 => Outcome::Retry {
+            cause: Cause::of_status(status),
             reason: format!("{what} answered HTTP {status}"),
             retry_after: if matches!(status, 429 | 503) {
                 retry_after.and_then(parse_retry_after)
@@ -63,6 +64,7 @@ pub fn classify_status(status: u16, retry_after: Option<&str>, what: &str) -> Ou
             ambiguous: false,
         },
         _ => Outcome::Permanent {
+            cause: Cause::of_status(status),
             reason: format!("{what} answered HTTP {status}; not retrying"),
         },
     }

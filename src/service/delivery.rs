@@ -220,6 +220,7 @@ impl Worker {
         let name = row.notifier.as_str();
         let attempts = row.attempts.saturating_add(1);
         let first = row.first_attempt_at.unwrap_or(started);
+        let cause = outcome.cause_label();
         let (attempt, label) = match outcome {
             Outcome::Delivered => {
                 let latency = (now - row.at).num_milliseconds().max(0) as f64 / 1000.0;
@@ -238,6 +239,7 @@ impl Worker {
                 reason,
                 retry_after,
                 ambiguous,
+                ..
             } if !retry::gave_up(&notifier.policy, first, now) => {
                 let next = retry::next_attempt(
                     &notifier.policy,
@@ -264,7 +266,7 @@ impl Worker {
                 log_failed(name, row, &error);
                 (Attempt::Failed { at: now, error }, "failed")
             }
-            Outcome::Permanent { reason } => {
+            Outcome::Permanent { reason, .. } => {
                 log_failed(name, row, &reason);
                 (
                     Attempt::Failed {
@@ -277,7 +279,7 @@ impl Worker {
         };
         task.metrics
             .notifications
-            .with_label_values(&[name, label])
+            .with_label_values(&[name, label, cause])
             .inc();
         // The attempt, the shared consecutive-failure count and any fallback
         // page it reaches commit together (issue #19).

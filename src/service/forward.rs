@@ -604,7 +604,7 @@ async fn send(
         Outcome::Delivered => ForwardAttempt::Delivered {
             status: status.unwrap_or(200),
         },
-        Outcome::Retry { reason, .. } | Outcome::Permanent { reason } => ForwardAttempt::Failed {
+        Outcome::Retry { reason, .. } | Outcome::Permanent { reason, .. } => ForwardAttempt::Failed {
             error: reason,
             status,
         },

@@ -359,3 +359,69 @@ fn a_hanging_receiver_holds_up_neither_other_notifiers_nor_ingest() {
     assert_eq!(got[1].json()["status"], "resolved");
     assert!(slow.delivered().is_empty());
 }
+
+/// `hushwatch_notifications_total` says why an attempt failed, from a
+/// closed set: a receiver answering 503 counts under `status_5xx`, a port
+/// nobody listens on under `connect` (through the real binary's /metrics).
+#[test]
+fn failed_attempts_count_under_a_bounded_reason_on_metrics() {
+    let five = Receiver::start(vec![Answer::Status(503); 50]);
+    let gone = ClosedPort::new();
+    let work = Workdir::new(&format!(
+        r#"[server]
+listen = "127.0.0.1:0"
+data_dir = "data"
+
+[streams.identity]
+calendar = "always"
+silence_threshold = "2s"
+notify = ["five", "gone"]
+[streams.identity.ingest]
+token = "{TOKEN}"
+
+[notifiers.five]
+kind = "webhook"
+url = "{}"
+timeout = "2s"
+backoff_initial = "1s"
+backoff_max = "2s"
+
+[notifiers.gone]
+kind = "webhook"
+url = "http://127.0.0.1:{}/hook"
+timeout = "2s"
+backoff_initial = "1s"
+backoff_max = "2s"
+"#,
+        five.url("/hook"),
+        gone.port()
+    ));
+    let s = Sidecar::start(&work.config_path());
+    let counted = |series: &str| metric(s.addr, series);
+    // Declared before any attempt, so increase() sees the first failure.
+    assert_eq!(
+        counted(r#"hushwatch_notifications_total{notifier="gone",outcome="failed",reason="connect"}"#),
+        0.0
+    );
+    wait_until("a 503 counted as status_5xx and a refused connection as connect", || {
+        (counted(r#"hushwatch_notifications_total{notifier="five",outcome="retry",reason="status_5xx"}"#)
+            >= 1.0
+            && counted(r#"hushwatch_notifications_total{notifier="gone",outcome="retry",reason="connect"}"#)
+                >= 1.0)
+            .then_some(())
+    });
+    let text = get(s.addr, "/metrics").body;
+    let reasons: std::collections::BTreeSet<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("hushwatch_notifications_total{"))
+        .filter_map(|l| l.split("reason=\"").nth(1)?.split('"').next())
+        .collect();
+    assert!(
+        reasons.iter().all(|r| [
+            "", "timeout", "connect", "status_4xx", "status_5xx", "refused", "ambiguous"
+        ]
+        .contains(r)),
+        "{reasons:?}"
+    );
+    assert!(s.stop().success());
+}

@@ -21,6 +21,7 @@ pub mod gap_sketch;
 pub mod holidays;
 pub mod ics;
 pub mod mute;
+pub mod notify_cause;
 pub mod reconcile;
 pub mod silence;
 pub mod subscription;
