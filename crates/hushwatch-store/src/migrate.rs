@@ -176,3 +176,68 @@ fn failed(doing: &str, e: StoreError) -> StoreError {
         other => other,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Creates a table, then fails: neither the table, nor the record, nor
+    /// the counter may stay.
+    const BROKEN: &str = "CREATE TABLE half_done (a BIGINT);
+        INSERT INTO no_such_table (a) VALUES (1);";
+
+    /// The recorded names and the counter, read in a transaction of the runner.
+    async fn state(conn: &mut impl Migrator) -> (Vec<String>, u32) {
+        let tx = conn.begin().await.unwrap();
+        let mut recorded = names(tx.db()).await.unwrap();
+        recorded.sort();
+        (recorded, tx.db().positional().await.unwrap())
+    }
+
+    /// The same on either engine: a fully migrated database, a step that
+    /// fails half way, and the database is left at its last good step.
+    async fn a_failing_step_leaves_the_last_good_step(conn: &mut impl Migrator) {
+        run(conn).await.unwrap();
+        let before = state(conn).await;
+        assert_eq!(before.0.len(), migrations::STEPS.len());
+        let broken = Step {
+            name: "9999_broken",
+            sqlite: Some(BROKEN),
+            postgres: Some(BROKEN),
+        };
+        let err = apply_step(conn, &broken).await.expect_err("the step fails");
+        assert!(
+            matches!(&err, StoreError::Migration(m) if m.starts_with("step 9999_broken: ")),
+            "{err:?}"
+        );
+        assert_eq!(state(conn).await, before);
+        let tx = conn.begin().await.unwrap();
+        let half: Result<(i64,), _> = tx.db().one("SELECT count(*) FROM half_done", &[]).await;
+        assert!(half.is_err(), "the step's table was rolled back");
+        drop(tx);
+        // And the database still opens as it was.
+        run(conn).await.unwrap();
+        assert_eq!(state(conn).await, before);
+    }
+
+    #[test]
+    fn sqlite_a_failing_step_leaves_the_last_good_step() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut conn = crate::schema::open(&dir.path().join("hushwatch.sqlite3")).unwrap();
+        crate::db::ready(async {
+            a_failing_step_leaves_the_last_good_step(&mut conn).await;
+            Ok(())
+        })
+        .unwrap();
+    }
+
+    #[tokio::test]
+    async fn postgres_a_failing_step_leaves_the_last_good_step() {
+        let Some(db) = crate::testdb::PgTestDb::create().await else {
+            return;
+        };
+        let pool = crate::pg::pool(&db.settings(), 1).unwrap();
+        let mut client = pool.get().await.unwrap();
+        a_failing_step_leaves_the_last_good_step(&mut client).await;
+    }
+}

@@ -5,8 +5,9 @@
 //! has nothing to do). A database records every step it has by NAME in
 //! `schema_migrations(name, applied_at)`; opening it applies, in list
 //! order, every step whose name is not recorded, each in its own
-//! transaction together with its record (`store::schema` for SQLite,
-//! `store::pg::schema` for PostgreSQL, which also holds an advisory lock).
+//! transaction together with its record: one runner for both engines,
+//! `store::migrate`, with each engine's hooks in `store::schema` (SQLite)
+//! and `store::pg::schema` (PostgreSQL, which also holds an advisory lock).
 //!
 //! Adding a step = appending one entry to [`STEPS`]. Never rename, edit or
 //! reorder a step that has shipped: the name is what a database remembers.

@@ -1,5 +1,6 @@
 //! Opening the SQLite file: connection settings, and bringing its schema
-//! up to date with the named steps of [`super::migrations::STEPS`].
+//! up to date with the named steps of [`super::migrations::STEPS`] through
+//! the one runner (`store::migrate`), whose SQLite hooks are here.
 //!
 //! Each step whose name is not in the file's `schema_migrations` table runs
 //! in its own IMMEDIATE transaction together with its record, so a crash

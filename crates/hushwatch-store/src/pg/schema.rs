@@ -1,5 +1,6 @@
 //! PostgreSQL's side of the named schema steps (`store::migrations`):
-//! the PostgreSQL-only step texts, and applying the steps.
+//! the PostgreSQL-only step texts, and the hooks of the one runner
+//! (`store::migrate`).
 //!
 //! Every step whose name is not in `schema_migrations` runs in its own
 //! transaction with its record, and each such transaction first takes
@@ -249,7 +250,8 @@ impl SchemaDb for Transaction<'_> {
         let (version,): (i32,) = self
             .one("SELECT version FROM schema_version WHERE id = 1", &[])
             .await?;
-        Ok(u32::try_from(version).unwrap_or(0))
+        // A negative counter is no version this binary wrote: refused as too new.
+        Ok(u32::try_from(version).unwrap_or(u32::MAX))
     }
 
     async fn set_positional(&self, version: u32) -> Result<(), StoreError> {
