@@ -71,7 +71,7 @@ pub fn test_page(config: &Config, notifier: &str, now: DateTime<Utc>) -> Page {
     Page {
         key: format!("hw-test-{hex}"),
         alert_id: format!("test-{hex}"),
-        alert_kind: crate::notify::ALERT_KIND.to_string(),
+        alert_kind: crate::domain::alert_kind::AlertKind::Silence,
         stream: stream.map_or_else(|| "notify-test".to_string(), |s| s.name.clone()),
         firing: true,
         kind: PageKind::Page,

@@ -131,7 +131,7 @@ pub fn alerts(page: &Page) -> Value {
             "alertname": alertname(page),
             "stream": label(&page.stream),
             "severity": label(&page.severity),
-            "kind": label(&page.alert_kind),
+            "kind": label(page.alert_kind.as_str()),
         },
         "annotations": {
             "summary": text::bounded(&line, AM_SUMMARY_MAX, IN_DESCRIPTION),
@@ -149,7 +149,7 @@ pub fn alerts(page: &Page) -> Value {
         alert["labels"]["endpoint_id"] = json!(label(endpoint));
         // HushwatchNotificationsFailing (the rule this page shares its
         // name with) is per `notifier`.
-        if page.alert_kind == AlertKind::Fallback.as_str() {
+        if page.alert_kind == AlertKind::Fallback {
             alert["labels"]["notifier"] = json!(label(endpoint));
         }
     }
@@ -176,12 +176,9 @@ pub fn alerts(page: &Page) -> Value {
 /// rule's name where a rule watches the same condition, so both paths
 /// group, inhibit and silence together.
 pub fn alertname(page: &Page) -> &'static str {
-    match AlertKind::parse(&page.alert_kind) {
-        Some(kind) => kind.alertname(),
-        // Svix pages queued before schema v8 did not record which alert
-        // (`alert_kind` = `svix`).
-        None => "IdentityWebhookAlert",
-    }
+    // Svix pages queued before schema v8 (`SvixUnrecorded`) did not
+    // record which alert: the catch-all `IdentityWebhookAlert`.
+    page.alert_kind.alertname()
 }
 
 fn description(page: &Page) -> String {

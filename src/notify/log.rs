@@ -21,7 +21,11 @@ pub fn send(page: &Page, now: DateTime<Utc>) -> Outcome {
     let mut out = std::io::stdout().lock();
     match writeln!(out, "{text}").and_then(|()| out.flush()) {
         Ok(()) => Outcome::Delivered,
-        Err(e) => Outcome::retry(Cause::Refused, format!("cannot write to stdout: {e}"), false),
+        Err(e) => Outcome::retry(
+            Cause::Refused,
+            format!("cannot write to stdout: {e}"),
+            false,
+        ),
     }
 }
 
@@ -40,7 +44,7 @@ pub fn json_line(page: &Page, sent_at: DateTime<Utc>) -> Value {
         "alert_id": page.alert_id,
         "status": if page.firing { "firing" } else { "resolved" },
         "kind": page.kind.as_str(),
-        "alert_kind": page.alert_kind,
+        "alert_kind": page.alert_kind.as_str(),
         "severity": page.severity,
         "stream": page.stream,
         "at": rfc(page.at),

@@ -25,6 +25,7 @@ pub mod text;
 pub mod webhook;
 
 use crate::config::{Config, NotifierConfig, NotifierKind};
+use crate::domain::alert_kind::AlertKind;
 use crate::domain::duration::format_duration;
 use crate::store::{AlertState, OutboxRow, PageKind};
 use chrono::{DateTime, TimeDelta, Utc};
@@ -41,7 +42,7 @@ pub struct Page {
     pub alert_id: String,
     /// `silence` (the stream went quiet) or a Svix alert such as
     /// `svix_endpoint_disabled` (see `alertname`).
-    pub alert_kind: String,
+    pub alert_kind: AlertKind,
     pub stream: String,
     pub firing: bool,
     pub kind: PageKind,
@@ -88,8 +89,6 @@ pub struct Page {
 
 /// Severity of every silence page (no per-stream setting yet).
 pub const SEVERITY: &str = "critical";
-/// The `kind` of silence alerts (Alertmanager label, webhook `alert.kind`).
-pub const ALERT_KIND: &str = crate::domain::alert_kind::AlertKind::Silence.as_str();
 
 /// The calendar a page about `stream` describes: name, zone and weekly
 /// lines (the built-in 24x7 UTC calendar when the stream has none).
@@ -116,7 +115,7 @@ impl Page {
         let stream = config.streams.get(&row.stream);
         let (calendar, timezone, business_hours) = calendar_facts(config, stream);
         let firing = row.state == AlertState::Firing;
-        let silence = row.alert_kind == ALERT_KIND;
+        let silence = row.alert_kind == AlertKind::Silence;
         let resumed_at = row.resumed_at.filter(|_| silence && !firing);
         let business_silence = match (resumed_at, row.silent_since, stream) {
             (Some(end), Some(start), Some(s)) => {
@@ -127,7 +126,7 @@ impl Page {
         let mut page = Page {
             key: row.page_key.clone(),
             alert_id: row.alert_id.clone(),
-            alert_kind: row.alert_kind.clone(),
+            alert_kind: row.alert_kind,
             stream: row.stream.clone(),
             firing,
             kind: row.kind,
@@ -173,7 +172,7 @@ impl Page {
 
     /// Whether this page is about the stream's silence (else e.g. Svix).
     pub fn is_silence(&self) -> bool {
-        self.alert_kind == ALERT_KIND
+        self.alert_kind == AlertKind::Silence
     }
 
     pub fn threshold_text(&self) -> String {

@@ -72,7 +72,7 @@ pub fn event(config: &PagerDutyConfig, page: &Page) -> Value {
             "timestamp": rfc(page.started_at),
             "component": text::bounded_id(&page.stream, ID_MAX),
             "group": "hushwatch",
-            "class": page.alert_kind,
+            "class": page.alert_kind.as_str(),
             "custom_details": details,
         },
     });

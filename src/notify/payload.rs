@@ -116,7 +116,7 @@ pub fn operator_hint(page: &Page) -> Option<String> {
     }
     // Pages about hushwatch itself (fallback ladder, store) cannot be
     // silenced: a hint would suggest a command the API refuses.
-    if AlertKind::parse(&page.alert_kind).is_some_and(|k| !k.silenceable()) {
+    if !page.alert_kind.silenceable() {
         return None;
     }
     // `--config` finds the admin listener and its address the way the
@@ -124,7 +124,7 @@ pub fn operator_hint(page: &Page) -> Option<String> {
     // the environment.
     let cfg = &page.config_path;
     let token = "token in $HUSHWATCH_ADMIN_TOKEN";
-    Some(if page.alert_kind == AlertKind::ProviderMissed.as_str() {
+    Some(if page.alert_kind == AlertKind::ProviderMissed {
         // Acknowledging the stream marks the page's findings handled,
         // which resolves it (issue #45).
         format!(
@@ -150,10 +150,8 @@ pub fn operator_hint(page: &Page) -> Option<String> {
 /// the id is empty). Pre-v8 `svix` rows are Svix pages.
 pub(super) fn endpoint_fact(page: &Page) -> Option<(&'static str, &str, Option<&str>)> {
     let endpoint = page.endpoint_id.as_deref().filter(|e| !e.is_empty())?;
-    let (label, svix) = match AlertKind::parse(&page.alert_kind) {
-        Some(kind) => (kind.endpoint_label()?, kind.is_svix()),
-        None => ("Endpoint", true),
-    };
+    let kind = page.alert_kind;
+    let (label, svix) = (kind.endpoint_label()?, kind.is_svix());
     Some((label, endpoint, page.source.as_deref().filter(|_| svix)))
 }
 
@@ -169,7 +167,7 @@ pub fn ack_link(page: &Page) -> Option<&str> {
 /// The runbook section of the page's kind ("what it means, what to check,
 /// what to run"): on every page, firing or resolved, test pages included.
 pub fn runbook_url(page: &Page) -> String {
-    page.runbook_base.section(&page.alert_kind)
+    page.runbook_base.section(page.alert_kind.as_str())
 }
 
 /// What a page says beside its acknowledge link.
@@ -177,7 +175,7 @@ pub const ACK_LINK_NOTE: &str = "opens a confirmation page; works until the aler
 
 /// The label in front of [`operator_hint`] in text pages.
 pub(super) fn hint_label(page: &Page) -> &'static str {
-    if page.is_silence() || page.alert_kind == AlertKind::ProviderMissed.as_str() {
+    if page.is_silence() || page.alert_kind == AlertKind::ProviderMissed {
         "To acknowledge"
     } else {
         "To silence"

@@ -60,7 +60,7 @@ pub fn body(page: &Page, sent_at: DateTime<Utc>) -> Value {
         "status": if page.firing { "firing" } else { "resolved" },
         "alert": {
             "id": page.alert_id,
-            "kind": page.alert_kind,
+            "kind": page.alert_kind.as_str(),
             "stream": page.stream,
             "severity": page.severity,
             "started_at": rfc(page.started_at),

@@ -439,7 +439,9 @@ async fn queue_extras(
 async fn mint_ack_link(task: &DeliveryTask, config: &Config, row: &OutboxRow) -> Option<String> {
     let base = config.server.public_url.as_ref()?;
     let started = row.started_at?;
-    if row.state != AlertState::Firing || row.alert_kind != crate::notify::ALERT_KIND {
+    if row.state != AlertState::Firing
+        || row.alert_kind != crate::domain::alert_kind::AlertKind::Silence
+    {
         return None;
     }
     let Some(code) = crate::store::ack_codes::new_code() else {

@@ -18,9 +18,6 @@ use crate::store::ladder::{LadderRule, LadderUpdate};
 use crate::store::{Attempt, OutboxRow, StoreError};
 use chrono::{DateTime, Utc};
 
-/// The `alert_kind` of fallback pages (set by `store::ops::fallback_alert`).
-pub const FALLBACK_KIND: &str = crate::notify::kind::AlertKind::Fallback.as_str();
-
 /// Records `attempt` of `row` (under claim `token` on a shared store),
 /// counts it on the notifier's ladder, and wakes the outbox when that
 /// queued a fallback page.
@@ -36,7 +33,8 @@ pub(super) async fn record(
         Attempt::Retry { error, .. } | Attempt::Failed { error, .. } => Some(error.clone()),
         Attempt::Delivered { .. } => None,
     };
-    let is_fallback = row.alert_kind == FALLBACK_KIND;
+    // Fallback pages are queued by `store::ops::fallback_alert`.
+    let is_fallback = row.alert_kind == crate::domain::alert_kind::AlertKind::Fallback;
     if let (true, Some(e)) = (is_fallback, &error) {
         tracing::error!(notifier = %row.notifier, error = %e, "a fallback page could not be delivered; fallbacks are not chained further");
     }

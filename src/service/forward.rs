@@ -604,10 +604,12 @@ async fn send(
         Outcome::Delivered => ForwardAttempt::Delivered {
             status: status.unwrap_or(200),
         },
-        Outcome::Retry { reason, .. } | Outcome::Permanent { reason, .. } => ForwardAttempt::Failed {
-            error: reason,
-            status,
-        },
+        Outcome::Retry { reason, .. } | Outcome::Permanent { reason, .. } => {
+            ForwardAttempt::Failed {
+                error: reason,
+                status,
+            }
+        }
     }
 }
 

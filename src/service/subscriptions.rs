@@ -6,6 +6,7 @@
 
 use super::core::Core;
 use crate::config::Config;
+use crate::domain::alert_kind::AlertKind;
 use crate::domain::subscription::{Concern, SubscriptionFacts};
 use crate::store::subscriptions::{SubscriptionRow, SubscriptionTransition};
 use crate::store::{AlertState, StoreError};
@@ -16,11 +17,6 @@ use tokio::sync::watch;
 
 /// After a storage error, look again this soon.
 const RETRY: Duration = Duration::from_secs(5);
-
-/// Alert kinds, as stored with the page and shown to people.
-pub const EXPIRING: &str = crate::notify::kind::AlertKind::SubscriptionExpiring.as_str();
-pub const REAUTHORIZATION_REQUIRED: &str =
-    crate::notify::kind::AlertKind::SubscriptionReauthorizationRequired.as_str();
 
 pub async fn run(core: Arc<Core>, shutdown: watch::Receiver<bool>) {
     super::wake::plan(
@@ -96,10 +92,10 @@ async fn check(core: &Core) -> Result<Option<DateTime<Utc>>, StoreError> {
     Ok(next)
 }
 
-fn kind_of(concern: Concern) -> &'static str {
+fn kind_of(concern: Concern) -> AlertKind {
     match concern {
-        Concern::Expiring => EXPIRING,
-        Concern::ReauthorizationRequired => REAUTHORIZATION_REQUIRED,
+        Concern::Expiring => AlertKind::SubscriptionExpiring,
+        Concern::ReauthorizationRequired => AlertKind::SubscriptionReauthorizationRequired,
     }
 }
 

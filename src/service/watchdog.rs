@@ -337,7 +337,7 @@ fn emergency_page(
     Page {
         key: format!("{id}-{}", now.timestamp_millis()),
         alert_id: id,
-        alert_kind: notify::kind::AlertKind::Storage.as_str().to_string(),
+        alert_kind: notify::kind::AlertKind::Storage,
         stream: "hushwatch".to_string(),
         firing,
         kind: PageKind::Page,

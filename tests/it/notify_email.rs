@@ -154,7 +154,7 @@ fn sample_page(key: &str) -> Page {
     Page {
         key: key.into(),
         alert_id: "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0".into(),
-        alert_kind: "silence".into(),
+        alert_kind: hushwatch::domain::alert_kind::AlertKind::Silence,
         stream: "identity".into(),
         firing: true,
         kind: hushwatch::store::PageKind::Page,

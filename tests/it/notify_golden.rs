@@ -16,7 +16,7 @@ fn firing() -> Page {
     Page {
         key: "hw-5b1c0e8e-2f7a-4d3c-9a41-0d6e3f2b7c19".into(),
         alert_id: "9c2b7f1e-04d8-4e61-b3a5-7f0c2d9e8a14".into(),
-        alert_kind: "silence".into(),
+        alert_kind: AlertKind::Silence,
         stream: "identity".into(),
         firing: true,
         kind: PageKind::Page,
@@ -176,7 +176,7 @@ fn log_lines() {
 
 fn svix_disabled(severity: &str, summary: &str) -> Page {
     Page {
-        alert_kind: "svix_endpoint_disabled".into(),
+        alert_kind: AlertKind::SvixEndpointDisabled,
         summary: summary.into(),
         severity: severity.into(),
         silent_since: None,
@@ -300,7 +300,7 @@ fn every_kind_has_the_alertname_the_rules_and_readme_know() {
     assert!(rules.contains("sum by (job, instance, notifier)"));
     // Pre-v8 Svix rows keep the catch-all name.
     let old = Page {
-        alert_kind: "svix".into(),
+        alert_kind: AlertKind::SvixUnrecorded,
         ..firing()
     };
     assert_eq!(payload::alertname(&old), "IdentityWebhookAlert");
@@ -327,7 +327,7 @@ fn page_of(kind: AlertKind) -> Page {
             Some("clerk"),
             Some("ep_1"),
         ),
-        AlertKind::SvixEndpointDeleted => (
+        AlertKind::SvixEndpointDeleted | AlertKind::SvixUnrecorded => (
             "Svix endpoint ep_1 (clerk, feeds stream identity) was deleted.",
             Some("clerk"),
             Some("ep_1"),
@@ -406,7 +406,7 @@ fn page_of(kind: AlertKind) -> Page {
         ),
     };
     Page {
-        alert_kind: kind.as_str().into(),
+        alert_kind: kind,
         summary: summary.into(),
         severity: "critical".into(),
         silent_since: None,
@@ -474,7 +474,7 @@ const HOSTILE: &str = "<!channel> <https://evil.example/login|Click to re-authen
 
 fn hostile() -> Page {
     Page {
-        alert_kind: AlertKind::ReconciliationRevokeMissed.as_str().into(),
+        alert_kind: AlertKind::ReconciliationRevokeMissed,
         summary: format!(
             "reconciliation {HOSTILE} of stream identity found 1 revocation(s) that were missed: no revocation for {HOSTILE} was ever received"
         ),
@@ -530,7 +530,7 @@ fn hostile_fields_are_escaped_for_every_medium() {
     // The HTML part (a hostile summary on a stream page with a link): the
     // only element with an href is hushwatch's own link.
     let html = payload::email_html_body(&Page {
-        alert_kind: "silence".into(),
+        alert_kind: AlertKind::Silence,
         ..page.clone()
     })
     .expect("html part");

@@ -62,7 +62,11 @@ fn a_hanging_silence_page_does_not_hold_back_a_svix_page() {
     // The receiver answers before hushwatch records the delivery, so wait for
     // the record rather than asserting it at once.
     wait_until("only the silence page to stay pending", || {
-        let pending: Vec<String> = s.pending().iter().map(|r| r.alert_kind.clone()).collect();
+        let pending: Vec<String> = s
+            .pending()
+            .iter()
+            .map(|r| r.alert_kind.as_str().to_string())
+            .collect();
         (pending == ["silence"]).then_some(())
     });
     s.stop();
@@ -87,7 +91,11 @@ fn a_failing_silence_page_does_not_hold_back_a_svix_page() {
     });
     assert_eq!(kinds(&delivered), ["svix_endpoint_disabled"]);
     wait_until("only the silence page to stay pending", || {
-        let pending: Vec<String> = s.pending().iter().map(|r| r.alert_kind.clone()).collect();
+        let pending: Vec<String> = s
+            .pending()
+            .iter()
+            .map(|r| r.alert_kind.as_str().to_string())
+            .collect();
         (pending == ["silence"]).then_some(())
     });
     // Its own queue still delivers it once the retry is due.

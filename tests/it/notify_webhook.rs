@@ -400,16 +400,21 @@ backoff_max = "2s"
     let counted = |series: &str| metric(s.addr, series);
     // Declared before any attempt, so increase() sees the first failure.
     assert_eq!(
-        counted(r#"hushwatch_notifications_total{notifier="gone",outcome="failed",reason="connect"}"#),
+        counted(
+            r#"hushwatch_notifications_total{notifier="gone",outcome="failed",reason="connect"}"#
+        ),
         0.0
     );
-    wait_until("a 503 counted as status_5xx and a refused connection as connect", || {
-        (counted(r#"hushwatch_notifications_total{notifier="five",outcome="retry",reason="status_5xx"}"#)
+    wait_until(
+        "a 503 counted as status_5xx and a refused connection as connect",
+        || {
+            (counted(r#"hushwatch_notifications_total{notifier="five",outcome="retry",reason="status_5xx"}"#)
             >= 1.0
             && counted(r#"hushwatch_notifications_total{notifier="gone",outcome="retry",reason="connect"}"#)
                 >= 1.0)
             .then_some(())
-    });
+        },
+    );
     let text = get(s.addr, "/metrics").body;
     let reasons: std::collections::BTreeSet<&str> = text
         .lines()
@@ -418,7 +423,13 @@ backoff_max = "2s"
         .collect();
     assert!(
         reasons.iter().all(|r| [
-            "", "timeout", "connect", "status_4xx", "status_5xx", "refused", "ambiguous"
+            "",
+            "timeout",
+            "connect",
+            "status_4xx",
+            "status_5xx",
+            "refused",
+            "ambiguous"
         ]
         .contains(r)),
         "{reasons:?}"

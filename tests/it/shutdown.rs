@@ -33,7 +33,8 @@ fn assert_within_the_bound(status: std::process::ExitStatus, took: Duration, s: 
 }
 
 #[test]
-fn sigterm_with_a_page_stuck_in_its_notifier_exits_within_the_bound_and_the_page_goes_out_after_restart() {
+fn sigterm_with_a_page_stuck_in_its_notifier_exits_within_the_bound_and_the_page_goes_out_after_restart(
+) {
     // The first attempt hangs (30 s, silent); every later one is answered 200.
     let recv = Receiver::start(vec![Answer::Hang]);
     let work = Workdir::new(&format!(
@@ -73,7 +74,8 @@ timeout = "120s"
 }
 
 #[test]
-fn sigterm_with_a_forward_stuck_in_the_app_exits_within_the_bound_and_the_event_is_forwarded_after_restart() {
+fn sigterm_with_a_forward_stuck_in_the_app_exits_within_the_bound_and_the_event_is_forwarded_after_restart(
+) {
     // The app: the first forward hangs, every later one is answered 200.
     let app = Receiver::start(vec![Answer::Hang]);
     let work = Workdir::new(&format!(
@@ -100,7 +102,14 @@ kind = "log"
     ));
     let mut first = Sidecar::start(&work.config_path());
     let body = r#"{"type":"user.deleted","data":{"id":"user_1"}}"#;
-    let reply = post_webhook(first.addr, "identity", SECRET, "msg_stuck", now_unix(), body);
+    let reply = post_webhook(
+        first.addr,
+        "identity",
+        SECRET,
+        "msg_stuck",
+        now_unix(),
+        body,
+    );
     assert_eq!(reply.status, 200, "{}", reply.body);
     wait_until("the forward to reach the stuck app", || {
         app.received().into_iter().next()

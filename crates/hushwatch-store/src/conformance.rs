@@ -100,7 +100,7 @@ async fn fallback_pages_share_one_alert_per_notifier_with_their_own_keys(db: Tes
     let rows = store.pending_outbox().await.unwrap();
     assert_eq!(rows.len(), 3, "{rows:?}");
     assert!(rows.iter().all(|r| r.notifier == "backup"
-        && r.alert_kind == "hushwatch_fallback"
+        && r.alert_kind.as_str() == "hushwatch_fallback"
         && r.alert_id == rows[0].alert_id
         && r.endpoint_id.as_deref() == Some("hook")));
     let keys: std::collections::BTreeSet<_> = rows.iter().map(|r| &r.page_key).collect();
@@ -136,7 +136,7 @@ fn retry(ms: i64) -> Attempt {
 async fn fallback_pages(store: &Store) -> Vec<OutboxRow> {
     let rows = store.pending_outbox().await.unwrap();
     rows.into_iter()
-        .filter(|r| r.alert_kind == "hushwatch_fallback")
+        .filter(|r| r.alert_kind.as_str() == "hushwatch_fallback")
         .collect()
 }
 

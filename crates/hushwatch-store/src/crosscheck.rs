@@ -574,13 +574,9 @@ pub struct PageTarget {
     pub notifiers: Vec<String>,
 }
 
-const MISSED_KIND: &str = hushwatch_core::domain::alert_kind::AlertKind::ProviderMissed.as_str();
-const FAILING_KIND: &str =
-    hushwatch_core::domain::alert_kind::AlertKind::CrosscheckFailing.as_str();
-
 fn missed_alert<'a>(key: &'a str, severity: &'a str, stream: &'a str) -> KeyedAlert<'a> {
     KeyedAlert {
-        kind: MISSED_KIND,
+        kind: hushwatch_core::domain::alert_kind::AlertKind::ProviderMissed,
         family: "crosscheck-missed",
         key,
         severity,
@@ -591,7 +587,7 @@ fn missed_alert<'a>(key: &'a str, severity: &'a str, stream: &'a str) -> KeyedAl
 
 fn failing_alert<'a>(stream: &'a str, severity: &'a str) -> KeyedAlert<'a> {
     KeyedAlert {
-        kind: FAILING_KIND,
+        kind: hushwatch_core::domain::alert_kind::AlertKind::CrosscheckFailing,
         family: "crosscheck-failing",
         key: stream,
         severity,

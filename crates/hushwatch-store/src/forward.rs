@@ -344,7 +344,7 @@ pub struct ForwardSettled {
 /// pages.
 pub(super) fn failing_alert(stream: &str, severity: Severity) -> KeyedAlert<'_> {
     KeyedAlert {
-        kind: AlertKind::ForwardFailing.as_str(),
+        kind: AlertKind::ForwardFailing,
         family: "forward",
         key: stream,
         severity: severity.as_str(),
@@ -355,7 +355,7 @@ pub(super) fn failing_alert(stream: &str, severity: Severity) -> KeyedAlert<'_> 
 
 pub(super) fn held_alert(stream: &str) -> KeyedAlert<'_> {
     KeyedAlert {
-        kind: AlertKind::ForwardHeld.as_str(),
+        kind: AlertKind::ForwardHeld,
         family: "forward-held",
         key: stream,
         severity: Severity::Critical.as_str(),
@@ -366,7 +366,7 @@ pub(super) fn held_alert(stream: &str) -> KeyedAlert<'_> {
 
 pub(super) fn revocation_alert(stream: &str) -> KeyedAlert<'_> {
     KeyedAlert {
-        kind: AlertKind::ForwardRevocationOverdue.as_str(),
+        kind: AlertKind::ForwardRevocationOverdue,
         family: "forward-revocation",
         key: stream,
         severity: Severity::Critical.as_str(),
@@ -377,7 +377,7 @@ pub(super) fn revocation_alert(stream: &str) -> KeyedAlert<'_> {
 
 pub(super) fn dead_letter_alert(stream: &str) -> KeyedAlert<'_> {
     KeyedAlert {
-        kind: AlertKind::ForwardDeadLetter.as_str(),
+        kind: AlertKind::ForwardDeadLetter,
         family: "forward-dead-letter",
         key: stream,
         severity: Severity::Critical.as_str(),

@@ -281,7 +281,7 @@ pub struct OutboxRow {
     /// alert (`svix_endpoint_disabled`, `svix_messages_exhausted`,
     /// `svix_endpoint_failing`, `svix_endpoint_deleted`; `svix` on rows
     /// written before schema v8).
-    pub alert_kind: String,
+    pub alert_kind: hushwatch_core::domain::alert_kind::AlertKind,
     /// `critical` or `warning`, decided when the page was queued.
     pub severity: String,
     /// For Svix pages: the `[svix.NAME]` source and endpoint id.

@@ -3,6 +3,7 @@
 //! the keyed alerts of pages that are not about a stream's silence.
 
 use chrono::{DateTime, Utc};
+use hushwatch_core::domain::alert_kind::AlertKind;
 use sha2::{Digest, Sha256};
 
 use hushwatch_core::audit::chain::to_hex;
@@ -114,8 +115,8 @@ pub(super) fn legacy_delivery_hash(stream: &str, id: &str) -> String {
 /// What a page that is not about a stream's silence (e.g. a Svix
 /// endpoint alert) is about.
 pub(super) struct KeyedAlert<'a> {
-    /// The `kind` label, e.g. `svix_endpoint_disabled`.
-    pub kind: &'a str,
+    /// What the page is about (stored as its `as_str`, e.g. `svix_endpoint_disabled`).
+    pub kind: AlertKind,
     /// Where the alert comes from (`svix`): with `key`, what the alert id
     /// is derived from (unchanged since before `kind` was stored).
     pub family: &'a str,
@@ -131,7 +132,7 @@ pub(super) struct KeyedAlert<'a> {
 /// The keyed alert of a fallback-ladder page about notifier `about`.
 pub(super) fn fallback_alert(about: &str) -> KeyedAlert<'_> {
     KeyedAlert {
-        kind: hushwatch_core::domain::alert_kind::AlertKind::Fallback.as_str(),
+        kind: AlertKind::Fallback,
         family: "fallback",
         key: about,
         severity: "critical",

@@ -6,6 +6,7 @@
 //! (`store::silences`).
 
 use chrono::{DateTime, Utc};
+use hushwatch_core::domain::alert_kind::AlertKind;
 
 use super::core::{alert_state, salt, state_str, stream_row_locked};
 use super::db::{Cells, Columns, Db};
@@ -58,7 +59,15 @@ impl Columns for OutboxRow {
             first_attempt_at: r.opt_time(12)?,
             next_attempt_at: r.opt_time(13)?,
             last_error: r.cell(14)?,
-            alert_kind: r.cell(16)?,
+            alert_kind: {
+                let stored: String = r.cell(16)?;
+                // Every kind any hushwatch stored parses (`svix` included):
+                // anything else is a row altered at rest, named, not read
+                // as some other kind.
+                AlertKind::parse(&stored).ok_or_else(|| {
+                    StoreError::Sql(format!("outbox row {id}: unknown alert_kind {stored:?}"))
+                })?
+            },
             severity: r.cell(17)?,
             source: r.cell(18)?,
             endpoint_id: r.cell(19)?,
@@ -189,7 +198,7 @@ pub(super) async fn insert_keyed_page<D: Db>(
             &t.reason,
             &millis(created_at),
             &alert_id,
-            &alert.kind,
+            &alert.kind.as_str(),
             &fired_with
                 .as_ref()
                 .map_or(alert.severity, |(s,)| s.as_str()),

@@ -14,6 +14,7 @@
 //! `store::db::Db`: it reads rows, calls the decision and writes its outcome.
 
 use chrono::{DateTime, Utc};
+use hushwatch_core::domain::alert_kind::AlertKind;
 
 use super::db::Db;
 use super::ops::millis;
@@ -38,12 +39,6 @@ pub(super) const MIGRATION: &str = "CREATE TABLE reconciliations (
         last_report_at BIGINT,
         alert_state    TEXT NOT NULL DEFAULT 'ok' CHECK (alert_state IN ('ok', 'firing'))
     );";
-
-/// Alert kinds (see `domain::mute::PAGE_KINDS`).
-pub const MISSING_KIND: &str =
-    hushwatch_core::domain::alert_kind::AlertKind::ReconciliationMissing.as_str();
-pub const REVOKE_MISSED_KIND: &str =
-    hushwatch_core::domain::alert_kind::AlertKind::ReconciliationRevokeMissed.as_str();
 
 /// One finding of a report, as sent (subject ids only).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -132,9 +127,6 @@ pub struct StaleGrant {
     pub page: Transition,
 }
 
-pub const STALE_GRANT_KIND: &str =
-    hushwatch_core::domain::alert_kind::AlertKind::StaleGrant.as_str();
-
 /// Migration step: stale grants, once per (stream, delivery id).
 pub(super) const STALE_GRANTS_MIGRATION: &str = "CREATE TABLE stale_grants (
         stream           TEXT NOT NULL,
@@ -148,7 +140,7 @@ pub(super) const STALE_GRANTS_MIGRATION: &str = "CREATE TABLE stale_grants (
 
 fn stale_alert(key: &str) -> super::ops::KeyedAlert<'_> {
     super::ops::KeyedAlert {
-        kind: STALE_GRANT_KIND,
+        kind: AlertKind::StaleGrant,
         family: "stale-grant",
         key,
         severity: "warning",
@@ -182,7 +174,7 @@ fn revoke_alert_key(stream: &str, id: &str) -> String {
 
 fn revoke_alert<'a>(key: &'a str, id: &'a str) -> super::ops::KeyedAlert<'a> {
     super::ops::KeyedAlert {
-        kind: REVOKE_MISSED_KIND,
+        kind: AlertKind::ReconciliationRevokeMissed,
         family: "reconciliation-report",
         key,
         severity: "critical",
@@ -193,7 +185,7 @@ fn revoke_alert<'a>(key: &'a str, id: &'a str) -> super::ops::KeyedAlert<'a> {
 
 fn missing_alert(stream: &str) -> super::ops::KeyedAlert<'_> {
     super::ops::KeyedAlert {
-        kind: MISSING_KIND,
+        kind: AlertKind::ReconciliationMissing,
         family: "reconciliation-missing",
         key: stream,
         severity: "warning",

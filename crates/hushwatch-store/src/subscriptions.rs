@@ -9,6 +9,7 @@
 //! outcome are written once over `store::db::Db`.
 
 use chrono::{DateTime, Utc};
+use hushwatch_core::domain::alert_kind::AlertKind;
 
 use super::db::Db;
 use super::ops::{millis, KeyedAlert};
@@ -75,7 +76,7 @@ pub struct SubscriptionTransition {
     pub to: AlertState,
     /// The alert kind while firing (`subscription_expiring`, …); `None` on a resolve, which
     /// keeps the kind it fired with.
-    pub kind: Option<&'static str>,
+    pub kind: Option<AlertKind>,
     pub reason: String,
     pub notifiers: Vec<String>,
     pub at: DateTime<Utc>,
@@ -91,7 +92,7 @@ pub struct SubscriptionTransition {
 pub(super) struct Move {
     /// The alert kind of its pages (`domain::subscription::page_kind`; the
     /// kind it fired with is kept as the row's `concern`).
-    pub kind: String,
+    pub kind: AlertKind,
     /// The row's new `concern`: the kind while firing, none once resolved.
     pub concern: Option<String>,
     /// The page, keyed by stream and subscription so its firing and
@@ -104,7 +105,7 @@ pub(super) struct Move {
 impl Move {
     pub(super) fn alert(&self) -> KeyedAlert<'_> {
         KeyedAlert {
-            kind: &self.kind,
+            kind: self.kind,
             family: "subscription",
             key: &self.key,
             severity: "warning",
@@ -126,9 +127,9 @@ pub(super) fn transition_move(
     if state == t.to {
         return None;
     }
-    let kind = page_kind(t.kind, fired_kind);
+    let kind = page_kind(t.kind, fired_kind.as_deref());
     Some(Move {
-        concern: t.kind.map(|_| kind.clone()),
+        concern: t.kind.map(|_| kind.as_str().to_owned()),
         kind,
         page: Transition {
             stream: t.stream.clone(),
@@ -302,7 +303,7 @@ mod tests {
     //! them through both).
     use super::*;
 
-    fn t(to: AlertState, kind: Option<&'static str>) -> SubscriptionTransition {
+    fn t(to: AlertState, kind: Option<AlertKind>) -> SubscriptionTransition {
         SubscriptionTransition {
             stream: "entra".into(),
             subscription: "sub-1".into(),
@@ -316,7 +317,7 @@ mod tests {
 
     #[test]
     fn a_transition_moves_only_an_existing_row_that_is_elsewhere() {
-        let firing = t(AlertState::Firing, Some("subscription_expiring"));
+        let firing = t(AlertState::Firing, Some(AlertKind::SubscriptionExpiring));
         assert_eq!(transition_move(None, &firing), None, "no row");
         assert_eq!(
             transition_move(Some((AlertState::Firing, None)), &firing),
@@ -324,7 +325,7 @@ mod tests {
             "already there"
         );
         let m = transition_move(Some((AlertState::Ok, None)), &firing).unwrap();
-        assert_eq!(m.kind, "subscription_expiring");
+        assert_eq!(m.kind, AlertKind::SubscriptionExpiring);
         assert_eq!(m.concern.as_deref(), Some("subscription_expiring"));
         assert_eq!(m.page.to, AlertState::Firing);
         let alert = m.alert();
@@ -339,11 +340,12 @@ mod tests {
         let ok = t(AlertState::Ok, None);
         let fired = Some("subscription_reauthorization_required".to_string());
         let m = transition_move(Some((AlertState::Firing, fired.clone())), &ok).unwrap();
-        assert_eq!(Some(m.kind), fired);
+        assert_eq!(Some(m.kind.as_str().to_string()), fired);
         assert_eq!(m.concern, None, "cleared once resolved");
         let m = transition_move(Some((AlertState::Firing, None)), &ok).unwrap();
         assert_eq!(
-            m.kind, "subscription_expiring",
+            m.kind,
+            AlertKind::SubscriptionExpiring,
             "kind not kept: the expiring alert"
         );
     }

@@ -409,7 +409,7 @@ fn page_transition(a: &SvixApply, plan: &PagePlan) -> Transition {
 
 fn keyed_alert<'a>(a: &'a SvixApply, plan: &'a PagePlan) -> KeyedAlert<'a> {
     KeyedAlert {
-        kind: plan.page.alert.as_str(),
+        kind: plan.page.alert.kind(),
         family: "svix",
         key: &plan.key,
         severity: plan.page.severity.as_str(),

@@ -44,6 +44,11 @@ pub enum AlertKind {
     /// The direct emergency page about the store (`service::watchdog`),
     /// sent without the outbox.
     Storage,
+    /// A Svix page queued before schema v8, which stored `svix` without
+    /// saying which Svix alert: it still goes out (as Alertmanager's
+    /// catch-all `IdentityWebhookAlert`), but no new page is of this kind,
+    /// so it is not in [`AlertKind::ALL`] and no silence can name it.
+    SvixUnrecorded,
 }
 
 impl AlertKind {
@@ -93,13 +98,17 @@ impl AlertKind {
             AlertKind::CrosscheckFailing => "crosscheck_failing",
             AlertKind::Fallback => "hushwatch_fallback",
             AlertKind::Storage => "hushwatch_storage",
+            AlertKind::SvixUnrecorded => "svix",
         }
     }
 
-    /// The kind stored as `s`; `None` for `svix` (pre-v8 outbox rows did
-    /// not record which Svix alert) and anything unknown.
+    /// The kind stored as `s` (`svix`: a pre-v8 Svix page); `None` for
+    /// anything else, which no hushwatch ever stored.
     pub fn parse(s: &str) -> Option<AlertKind> {
-        AlertKind::ALL.into_iter().find(|k| k.as_str() == s)
+        AlertKind::ALL
+            .into_iter()
+            .chain([AlertKind::SvixUnrecorded])
+            .find(|k| k.as_str() == s)
     }
 
     /// The Alertmanager `alertname`: the shipped rule's name where one
@@ -135,6 +144,7 @@ impl AlertKind {
             // fallback page carries too).
             AlertKind::Fallback => "HushwatchNotificationsFailing",
             AlertKind::Storage => "HushwatchStoreDown",
+            AlertKind::SvixUnrecorded => "IdentityWebhookAlert",
         }
     }
 
@@ -150,7 +160,8 @@ impl AlertKind {
             | AlertKind::SvixEndpointDeleted
             | AlertKind::SubscriptionReauthorizationRequired
             | AlertKind::ForwardHeld
-            | AlertKind::ForwardRevocationOverdue => false,
+            | AlertKind::ForwardRevocationOverdue
+            | AlertKind::SvixUnrecorded => false,
             AlertKind::Silence
             | AlertKind::SvixEndpointDisabled
             | AlertKind::SvixMessagesExhausted
@@ -175,7 +186,8 @@ impl AlertKind {
             AlertKind::SvixEndpointDisabled
             | AlertKind::SvixMessagesExhausted
             | AlertKind::SvixEndpointFailing
-            | AlertKind::SvixEndpointDeleted => Some("Endpoint"),
+            | AlertKind::SvixEndpointDeleted
+            | AlertKind::SvixUnrecorded => Some("Endpoint"),
             AlertKind::SubscriptionExpiring | AlertKind::SubscriptionReauthorizationRequired => {
                 Some("Subscription")
             }
@@ -203,6 +215,7 @@ impl AlertKind {
                 | AlertKind::SvixMessagesExhausted
                 | AlertKind::SvixEndpointFailing
                 | AlertKind::SvixEndpointDeleted
+                | AlertKind::SvixUnrecorded
         )
     }
 
@@ -212,7 +225,8 @@ impl AlertKind {
     /// noticed at all.
     pub const fn silenceable(self) -> bool {
         match self {
-            AlertKind::Fallback | AlertKind::Storage => false,
+            // A pre-v8 Svix page: no silence can name `svix`.
+            AlertKind::Fallback | AlertKind::Storage | AlertKind::SvixUnrecorded => false,
             AlertKind::Silence
             | AlertKind::SvixEndpointDisabled
             | AlertKind::SvixMessagesExhausted
@@ -230,6 +244,13 @@ impl AlertKind {
             | AlertKind::ProviderMissed
             | AlertKind::CrosscheckFailing => true,
         }
+    }
+}
+
+/// The stored form, as pages and logs show it.
+impl std::fmt::Display for AlertKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -261,26 +282,9 @@ mod tests {
         for k in AlertKind::ALL {
             assert_eq!(AlertKind::parse(k.as_str()), Some(k));
         }
-        assert_eq!(AlertKind::parse("svix"), None);
-    }
-
-    /// The string lists elsewhere name exactly these kinds.
-    #[test]
-    fn the_other_kind_lists_agree() {
-        let silenceable: Vec<&str> = AlertKind::ALL
-            .into_iter()
-            .filter(|k| k.silenceable())
-            .map(AlertKind::as_str)
-            .collect();
-        assert_eq!(crate::domain::mute::PAGE_KINDS, silenceable.as_slice());
-        use crate::domain::svix::SvixAlert;
-        for a in [
-            SvixAlert::EndpointDisabled,
-            SvixAlert::MessagesExhausted,
-            SvixAlert::EndpointFailing,
-            SvixAlert::EndpointDeleted,
-        ] {
-            assert!(AlertKind::parse(a.as_str()).is_some_and(AlertKind::is_svix));
-        }
+        // A pre-v8 Svix page reads back as such; nothing else unknown does.
+        assert_eq!(AlertKind::parse("svix"), Some(AlertKind::SvixUnrecorded));
+        assert!(!AlertKind::ALL.contains(&AlertKind::SvixUnrecorded));
+        assert_eq!(AlertKind::parse("svix_endpoint"), None);
     }
 }

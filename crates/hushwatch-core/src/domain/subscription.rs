@@ -61,11 +61,13 @@ pub fn over_cap(mut rows: Vec<(String, i64, i64)>, cap: i64) -> Vec<String> {
 /// The alert kind of a subscription warning's pages: while firing, its own (`firing`);
 /// on a resolve (`firing` None), the kind it fired with (`fired`, kept with the row),
 /// else the expiring alert.
-pub fn page_kind(firing: Option<&str>, fired: Option<String>) -> String {
-    match (firing, fired) {
-        (Some(kind), _) => kind.to_owned(),
+pub fn page_kind(firing: Option<AlertKind>, fired: Option<&str>) -> AlertKind {
+    match (firing, fired.and_then(AlertKind::parse)) {
+        (Some(kind), _) => kind,
         (None, Some(kind)) => kind,
-        (None, None) => AlertKind::SubscriptionExpiring.as_str().to_owned(),
+        // No kind kept (a row from before kinds were kept): the expiring
+        // alert, the one kind such a row could have fired with.
+        (None, None) => AlertKind::SubscriptionExpiring,
     }
 }
 
@@ -190,15 +192,18 @@ mod tests {
 
     #[test]
     fn a_resolve_keeps_the_kind_it_fired_with() {
-        let fired = Some("subscription_reauthorization_required".to_string());
+        let fired = Some("subscription_reauthorization_required");
         assert_eq!(
-            page_kind(Some("subscription_expiring"), fired.clone()),
-            "subscription_expiring"
+            page_kind(Some(AlertKind::SubscriptionExpiring), fired),
+            AlertKind::SubscriptionExpiring
         );
-        assert_eq!(Some(page_kind(None, fired.clone())), fired);
+        assert_eq!(
+            page_kind(None, fired),
+            AlertKind::SubscriptionReauthorizationRequired
+        );
         assert_eq!(
             page_kind(None, None),
-            "subscription_expiring",
+            AlertKind::SubscriptionExpiring,
             "kind not kept: the expiring alert"
         );
     }

@@ -72,8 +72,8 @@ pub enum SvixAlert {
 }
 
 impl SvixAlert {
-    /// The page's `alert_kind`.
-    pub fn as_str(self) -> &'static str {
+    /// The page's kind.
+    pub fn kind(self) -> super::alert_kind::AlertKind {
         use super::alert_kind::AlertKind;
         match self {
             SvixAlert::EndpointDisabled => AlertKind::SvixEndpointDisabled,
@@ -81,7 +81,11 @@ impl SvixAlert {
             SvixAlert::EndpointFailing => AlertKind::SvixEndpointFailing,
             SvixAlert::EndpointDeleted => AlertKind::SvixEndpointDeleted,
         }
-        .as_str()
+    }
+
+    /// The page's `alert_kind` as stored and shown.
+    pub fn as_str(self) -> &'static str {
+        self.kind().as_str()
     }
 }
 

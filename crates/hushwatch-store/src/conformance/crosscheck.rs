@@ -342,7 +342,7 @@ async fn pages_of(store: &super::super::Store, kind: &str) -> Vec<(String, Strin
         .await
         .unwrap()
         .into_iter()
-        .filter(|r| r.alert_kind == kind)
+        .filter(|r| r.alert_kind.as_str() == kind)
         .map(|r| {
             let state = match r.state {
                 super::super::AlertState::Firing => "firing",

@@ -132,10 +132,10 @@ async fn forward_pages(store: &Store) -> Vec<(String, String, String)> {
         .await
         .unwrap()
         .into_iter()
-        .filter(|r| r.alert_kind.starts_with("forward_"))
+        .filter(|r| r.alert_kind.as_str().starts_with("forward_"))
         .map(|r| {
             (
-                r.alert_kind,
+                r.alert_kind.as_str().to_string(),
                 if r.state == super::super::AlertState::Firing {
                     "firing".to_string()
                 } else {
@@ -511,7 +511,7 @@ async fn held_events_leave_their_queue_page_and_are_released_when_the_cause_is_g
         .await
         .unwrap()
         .into_iter()
-        .find(|r| r.alert_kind == "forward_held")
+        .find(|r| r.alert_kind.as_str() == "forward_held")
         .unwrap()
         .reason;
     assert!(
@@ -630,7 +630,7 @@ async fn per_subject_order_holds_back_only_the_failing_subject_and_keeps_the_run
         .await
         .unwrap()
         .into_iter()
-        .find(|r| r.alert_kind == "forward_failing")
+        .find(|r| r.alert_kind.as_str() == "forward_failing")
         .unwrap()
         .reason;
     assert!(fire.contains("1 subject(s) are blocked"), "{fire}");
@@ -976,7 +976,9 @@ async fn held_pages(store: &Store) -> Vec<String> {
         .await
         .unwrap()
         .into_iter()
-        .filter(|r| r.alert_kind == "forward_held" && r.state == super::super::AlertState::Firing)
+        .filter(|r| {
+            r.alert_kind.as_str() == "forward_held" && r.state == super::super::AlertState::Firing
+        })
         .map(|r| r.reason)
         .collect()
 }

@@ -158,7 +158,7 @@ async fn dead_letter_pages(store: &Store) -> Vec<AlertState> {
         .await
         .unwrap()
         .into_iter()
-        .filter(|r| r.alert_kind == "forward_dead_letter")
+        .filter(|r| r.alert_kind.as_str() == "forward_dead_letter")
         .map(|r| r.state)
         .collect()
 }

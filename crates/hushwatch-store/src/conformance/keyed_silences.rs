@@ -29,8 +29,7 @@ fn silence(kinds: &[&str], from_ms: i64, until_ms: i64) -> NewSilence {
 }
 
 fn warning(to: AlertState, ms: i64) -> SubscriptionTransition {
-    let kind = (to == AlertState::Firing)
-        .then_some(AlertKind::SubscriptionReauthorizationRequired.as_str());
+    let kind = (to == AlertState::Firing).then_some(AlertKind::SubscriptionReauthorizationRequired);
     SubscriptionTransition {
         stream: "s".into(),
         subscription: "sub_a".into(),

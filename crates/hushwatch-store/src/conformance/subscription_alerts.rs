@@ -141,7 +141,7 @@ fn alert(to: AlertState, kind: Option<AlertKind>, ms: i64) -> SubscriptionTransi
         stream: "s".into(),
         subscription: "sub_a".into(),
         to,
-        kind: kind.map(AlertKind::as_str),
+        kind,
         reason: format!("at {ms}"),
         notifiers: names(&["pager", "chat"]),
         at: at(ms),
@@ -229,7 +229,10 @@ async fn a_subscription_alert_moves_by_compare_and_set_and_resolves_under_its_ki
     assert_eq!(notifiers, ["chat", "pager"]);
     for row in &fired {
         assert_eq!(row.state, AlertState::Firing);
-        assert_eq!(row.alert_kind, "subscription_reauthorization_required");
+        assert_eq!(
+            row.alert_kind.as_str(),
+            "subscription_reauthorization_required"
+        );
         assert_eq!(row.severity, "warning");
         assert_eq!(row.endpoint_id.as_deref(), Some("sub_a"));
         assert_eq!((row.at, row.reason.as_str()), (at(3_000), "at 3000"));
@@ -253,7 +256,10 @@ async fn a_subscription_alert_moves_by_compare_and_set_and_resolves_under_its_ki
     let resolved: Vec<&OutboxRow> = all.iter().filter(|r| r.state == AlertState::Ok).collect();
     assert_eq!(resolved.len(), 2, "{all:?}");
     for row in resolved {
-        assert_eq!(row.alert_kind, "subscription_reauthorization_required");
+        assert_eq!(
+            row.alert_kind.as_str(),
+            "subscription_reauthorization_required"
+        );
         assert_eq!(row.alert_id, fired[0].alert_id);
         assert_eq!(row.at, at(5_000));
     }

@@ -72,7 +72,7 @@ fn kinds(pages: &[SvixPage]) -> Vec<(&str, SvixAlert, bool)> {
 async fn svix_outbox(store: &Store) -> Vec<OutboxRow> {
     let rows = store.pending_outbox().await.unwrap();
     rows.into_iter()
-        .filter(|r| r.alert_kind.starts_with("svix_"))
+        .filter(|r| r.alert_kind.as_str().starts_with("svix_"))
         .collect()
 }
 
