@@ -73,8 +73,8 @@ pub async fn webhook(
         // a body that cannot be split into records at all (not JSON, not a batch, more
         // than MAX_BATCH records): it is refused whole, never recorded as one anonymous
         // event, which would lose every revocation in it and accept a redelivery again.
-        // (Entra and Google authenticate or read their headers inside `parse`, so any
-        // failure there is a refusal too.) What the sender then does:
+        // (Entra checks its clientState again and Google reads its headers inside `parse`,
+        // so any failure there is a refusal too.) What the sender then does:
         // - Auth0 log streams retry a failed delivery up to three times, then show the
         //   error in the stream's Health view and restart delivery of errored logs until
         //   the problem is resolved (https://auth0.com/docs/customize/log-streams,
