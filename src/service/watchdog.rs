@@ -80,17 +80,19 @@ impl Watchdog {
         self.lock().checked
     }
 
-    /// Pages that failed for good, over the configured notifiers.
+    /// Pages that failed for good, over the configured notifiers and
+    /// every reason.
     fn failed_pages(&self, config: &Config) -> u64 {
+        let notifications = &self.core.metrics.notifications;
         config
             .notifiers
             .keys()
-            .map(|n| {
-                self.core
-                    .metrics
-                    .notifications
-                    .with_label_values(&[n.as_str(), "failed"])
-                    .get()
+            .flat_map(|n| {
+                crate::domain::notify_cause::Cause::ALL.map(|cause| {
+                    notifications
+                        .with_label_values(&[n.as_str(), "failed", cause.label()])
+                        .get()
+                })
             })
             .sum()
     }

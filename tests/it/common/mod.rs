@@ -282,15 +282,59 @@ pub fn stream_status(addr: SocketAddr, stream: &str) -> serde_json::Value {
 
 /// A metric sample's value from `/metrics` text, e.g.
 /// `hushwatch_events_total{outcome="accepted",stream="identity"}`.
+///
+/// Like a PromQL selector, the labels given need not be all of a series'
+/// labels: every series of that name carrying them is summed, e.g.
+/// `{notifier="hook",outcome="failed"}` over each `reason`.
 pub fn metric(addr: SocketAddr, series: &str) -> f64 {
     let text = get(addr, "/metrics").body;
-    text.lines()
-        .find_map(|l| {
-            l.strip_prefix(series)
-                .and_then(|rest| rest.strip_prefix(' '))
-        })
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no series {series} in:\n{text}"))
+    sample_sum(&text, series).unwrap_or_else(|| panic!("no series {series} in:\n{text}"))
+}
+
+/// `name{k="v",…}` → (name, pairs); label values are simple in tests, and
+/// quotes inside them are escaped as the exposition format does.
+fn selector_parts(series: &str) -> (&str, Vec<(String, String)>) {
+    let Some((name, rest)) = series.split_once('{') else {
+        return (series, Vec::new());
+    };
+    let body = rest.strip_suffix('}').unwrap_or(rest);
+    let mut pairs = Vec::new();
+    let mut chars = body.chars().peekable();
+    while chars.peek().is_some() {
+        let key: String = chars.by_ref().take_while(|c| *c != '=').collect();
+        let _ = chars.next(); // opening quote
+        let mut value = String::new();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' => value.extend(chars.next()),
+                '"' => break,
+                c => value.push(c),
+            }
+        }
+        let _ = chars.next_if_eq(&',');
+        pairs.push((key.trim().to_string(), value));
+    }
+    (name, pairs)
+}
+
+/// The sum of every sample of `selector`'s metric whose labels include the
+/// selector's; `None` when none does.
+pub fn sample_sum(text: &str, selector: &str) -> Option<f64> {
+    let (name, wanted) = selector_parts(selector);
+    let mut found = None;
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let Some((series, value)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        let (line_name, labels) = selector_parts(series);
+        if line_name != name || !wanted.iter().all(|w| labels.contains(w)) {
+            continue;
+        }
+        if let Ok(v) = value.trim().parse::<f64>() {
+            *found.get_or_insert(0.0) += v;
+        }
+    }
+    found
 }
 
 /// A scratch directory holding `hushwatch.toml` and the data dir.
@@ -604,9 +648,7 @@ impl InProcess {
         while let Some(chunk) = page.next_chunk() {
             text.push_str(&chunk);
         }
-        text.lines()
-            .find_map(|l| l.strip_prefix(series).and_then(|v| v.trim().parse().ok()))
-            .unwrap_or_else(|| panic!("no series {series} in\n{text}"))
+        sample_sum(&text, series).unwrap_or_else(|| panic!("no series {series} in\n{text}"))
     }
 
     /// Advances the clock a step at a time until `check` holds (each step
