@@ -294,6 +294,8 @@ pub fn metric(addr: SocketAddr, series: &str) -> f64 {
 /// `name{k="v",…}` → (name, pairs); label values are simple in tests, and
 /// quotes inside them are escaped as the exposition format does.
 fn selector_parts(series: &str) -> (&str, Vec<(String, String)>) {
+    // "name " (a bare name written with the space that ends it) is the name.
+    let series = series.trim();
     let Some((name, rest)) = series.split_once('{') else {
         return (series, Vec::new());
     };
