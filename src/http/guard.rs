@@ -8,8 +8,8 @@ use super::body::{self, BodyError};
 use super::log_field::Escaped;
 use super::reply::{self, Reply};
 use crate::config::StreamConfig;
+use crate::ingest::bearer::TokenChecked;
 use crate::ingest::signature::{check_timestamp, SignedHeaders, VerifyError};
-use crate::ingest::verified::HeadChecked;
 use hyper::body::Incoming;
 use hyper::header::AUTHORIZATION;
 use hyper::http::request::Parts;
@@ -47,7 +47,7 @@ pub(super) fn body_failure(e: BodyError) -> (StatusCode, &'static str, &'static 
     }
 }
 
-fn check_bearer(stream: &StreamConfig, parts: &Parts) -> Result<HeadChecked, &'static str> {
+fn check_bearer(stream: &StreamConfig, parts: &Parts) -> Result<TokenChecked, &'static str> {
     if stream.ingest.tokens.is_empty() {
         return Err("app reports are not configured for this stream (set ingest.token)");
     }
@@ -58,7 +58,7 @@ fn check_bearer(stream: &StreamConfig, parts: &Parts) -> Result<HeadChecked, &'s
 /// route keeps: a declared size over the cap (413) before the token (401),
 /// and only then the body, under the cap and the body deadline (413, 408,
 /// 400). Each refusal is counted and logged against `stream`. The token's
-/// proof comes back with the body: `HeadChecked::vouch` makes the
+/// proof comes back with the body: `TokenChecked::vouch` makes the
 /// `Verified` body the report readers take.
 pub(super) async fn bearer_then_body(
     app: &dyn Api,
@@ -66,7 +66,7 @@ pub(super) async fn bearer_then_body(
     parts: &Parts,
     body: Incoming,
     deadline: Instant,
-) -> Result<(HeadChecked, Vec<u8>), Reply> {
+) -> Result<(TokenChecked, Vec<u8>), Reply> {
     if body::declared_too_large(parts) {
         return Err(reject_body(app, stream, BodyError::TooLarge));
     }
@@ -101,7 +101,7 @@ pub(super) fn bearer_matches(
 fn bearer(
     parts: &Parts,
     tokens: &[crate::config::secret::SecretString],
-) -> Result<HeadChecked, &'static str> {
+) -> Result<TokenChecked, &'static str> {
     let header = parts
         .headers
         .get(AUTHORIZATION)

@@ -1,8 +1,11 @@
 //! The app's own reports (`POST /v1/events/{stream}`, reconciliation
 //! reports) authenticate with `Authorization: Bearer <token>` rather than a
 //! signature. The check is here, beside the signature checks, so that it
-//! too hands back the proof their readers take: a [`HeadChecked`] that
-//! vouches for the one body read after it ([`HeadChecked::vouch`]).
+//! too hands back the proof their readers take: a [`TokenChecked`] that
+//! vouches for the one body read after it ([`TokenChecked::vouch`]). It is
+//! its own type, not a provider's `HeadChecked`: a provider whose body
+//! carries its own proof (WorkOS's HMAC) must not have that check skipped
+//! by vouching from the head.
 //!
 //! Tokens are compared as SHA-256 digests in constant time, each configured
 //! token every time (no early exit), so neither the length nor the prefix
@@ -11,14 +14,27 @@
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use super::verified::HeadChecked;
+use super::verified::Verified;
+
+/// A request whose bearer token matched; consumed by [`TokenChecked::vouch`].
+#[derive(Debug)]
+pub struct TokenChecked {
+    _private: (),
+}
+
+impl TokenChecked {
+    /// The body read after the token matched: the app sent it.
+    pub fn vouch(self, body: &[u8]) -> Verified<'_> {
+        Verified::proved(body)
+    }
+}
 
 /// Checks an `Authorization` header value against every configured token.
 /// The refusal is a fixed sentence (never the token presented).
 pub fn check<'t>(
     authorization: Option<&str>,
     tokens: impl IntoIterator<Item = &'t str>,
-) -> Result<HeadChecked, &'static str> {
+) -> Result<TokenChecked, &'static str> {
     let presented = authorization
         .and_then(|v| v.strip_prefix("Bearer "))
         .ok_or("missing \"Authorization: Bearer <token>\" header")?;
@@ -28,7 +44,7 @@ pub fn check<'t>(
         bool::from(ours.ct_eq(&theirs)) | acc
     });
     if matched {
-        Ok(HeadChecked::passed())
+        Ok(TokenChecked { _private: () })
     } else {
         Err("token does not match")
     }

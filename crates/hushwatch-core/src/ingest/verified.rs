@@ -7,7 +7,8 @@
 //! handed out by a check that passed:
 //! - [`Verifier::verify`](crate::ingest::signature::Verifier::verify): a Standard Webhooks or
 //!   Svix signature over the body;
-//! - [`HeadChecked::vouch`] after [`bearer::check`](crate::ingest::bearer::check): the app's
+//! - [`TokenChecked::vouch`](crate::ingest::bearer::TokenChecked::vouch) after
+//!   [`bearer::check`](crate::ingest::bearer::check): the app's
 //!   own reports ([`crate::ingest::payload::app_reports`], [`crate::ingest::reconcile::parse`]),
 //!   whose bearer token is checked before their body is read;
 //! - [`Provider::check_body`](crate::ingest::providers::Provider::check_body): an HMAC over
@@ -117,13 +118,6 @@ pub struct HeadChecked {
 impl HeadChecked {
     pub(in crate::ingest) fn passed() -> HeadChecked {
         HeadChecked { _private: () }
-    }
-
-    /// The body read after a head check that authenticates the sender by
-    /// itself (the app's bearer token, `ingest::bearer`): consumed, so one
-    /// check vouches for one body.
-    pub fn vouch(self, body: &[u8]) -> Verified<'_> {
-        Verified::by_head(self, body)
     }
 }
 
