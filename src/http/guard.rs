@@ -8,6 +8,7 @@ use super::body::{self, BodyError};
 use super::log_field::Escaped;
 use super::reply::{self, Reply};
 use crate::config::StreamConfig;
+use crate::ingest::bearer::TokenChecked;
 use crate::ingest::signature::{check_timestamp, SignedHeaders, VerifyError};
 use hyper::body::Incoming;
 use hyper::header::AUTHORIZATION;
@@ -46,39 +47,45 @@ pub(super) fn body_failure(e: BodyError) -> (StatusCode, &'static str, &'static 
     }
 }
 
-fn check_bearer(stream: &StreamConfig, parts: &Parts) -> Result<(), &'static str> {
+fn check_bearer(stream: &StreamConfig, parts: &Parts) -> Result<TokenChecked, &'static str> {
     if stream.ingest.tokens.is_empty() {
         return Err("app reports are not configured for this stream (set ingest.token)");
     }
-    bearer_matches(parts, &stream.ingest.tokens)
+    bearer(parts, &stream.ingest.tokens)
 }
 
 /// A bearer-token route's request up to its body, in the order every
 /// route keeps: a declared size over the cap (413) before the token (401),
 /// and only then the body, under the cap and the body deadline (413, 408,
-/// 400). Each refusal is counted and logged against `stream`.
+/// 400). Each refusal is counted and logged against `stream`. The token's
+/// proof comes back with the body: `TokenChecked::vouch` makes the
+/// `Verified` body the report readers take.
 pub(super) async fn bearer_then_body(
     app: &dyn Api,
     stream: &StreamConfig,
     parts: &Parts,
     body: Incoming,
     deadline: Instant,
-) -> Result<Vec<u8>, Reply> {
+) -> Result<(TokenChecked, Vec<u8>), Reply> {
     if body::declared_too_large(parts) {
         return Err(reject_body(app, stream, BodyError::TooLarge));
     }
-    if let Err(reason) = check_bearer(stream, parts) {
-        return Err(reject(
-            app,
-            stream,
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            reason,
-        ));
-    }
-    body::read(parts, body, deadline)
+    let checked = match check_bearer(stream, parts) {
+        Ok(checked) => checked,
+        Err(reason) => {
+            return Err(reject(
+                app,
+                stream,
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                reason,
+            ))
+        }
+    };
+    let body = body::read(parts, body, deadline)
         .await
-        .map_err(|e| reject_body(app, stream, e))
+        .map_err(|e| reject_body(app, stream, e))?;
+    Ok((checked, body))
 }
 
 /// Checks `Authorization: Bearer` against every token (no early exit, so
@@ -87,20 +94,19 @@ pub(super) fn bearer_matches(
     parts: &Parts,
     tokens: &[crate::config::secret::SecretString],
 ) -> Result<(), &'static str> {
-    let presented = parts
+    bearer(parts, tokens).map(|_| ())
+}
+
+/// `ingest::bearer::check` on the request's `Authorization` header.
+fn bearer(
+    parts: &Parts,
+    tokens: &[crate::config::secret::SecretString],
+) -> Result<TokenChecked, &'static str> {
+    let header = parts
         .headers
         .get(AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .ok_or("missing \"Authorization: Bearer <token>\" header")?;
-    let matched = tokens
-        .iter()
-        .fold(false, |acc, t| t.matches(presented.trim()) | acc);
-    if matched {
-        Ok(())
-    } else {
-        Err("token does not match")
-    }
+        .and_then(|v| v.to_str().ok());
+    crate::ingest::bearer::check(header, tokens.iter().map(|t| t.expose()))
 }
 
 pub(super) fn reject_body(app: &dyn Api, stream: &StreamConfig, e: BodyError) -> Reply {

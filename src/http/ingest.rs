@@ -167,11 +167,11 @@ pub async fn app_report(
     };
     let stream = stream.as_ref();
     let (parts, body) = req.into_parts();
-    let body = match bearer_then_body(app, stream, &parts, body, body_deadline).await {
+    let (checked, body) = match bearer_then_body(app, stream, &parts, body, body_deadline).await {
         Ok(b) => b,
         Err(refused) => return refused,
     };
-    let reports = match app_reports(&body) {
+    let reports = match app_reports(checked.vouch(&body)) {
         Ok(r) => r,
         Err(e) => {
             return reject(

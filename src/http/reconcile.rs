@@ -26,11 +26,11 @@ pub async fn report(
         return unknown_stream(stream_name);
     };
     let (parts, body) = req.into_parts();
-    let body = match bearer_then_body(app, stream, &parts, body, body_deadline).await {
+    let (checked, body) = match bearer_then_body(app, stream, &parts, body, body_deadline).await {
         Ok(b) => b,
         Err(refused) => return refused,
     };
-    let report = match reconcile::parse(&body) {
+    let report = match reconcile::parse(checked.vouch(&body)) {
         Ok(r) => r,
         Err(reason) => return reject(app, stream, StatusCode::BAD_REQUEST, "error", &reason),
     };

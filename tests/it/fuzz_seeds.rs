@@ -9,8 +9,8 @@ use chrono::NaiveDate;
 use hushwatch::domain::duration::{format_duration, parse_duration};
 use hushwatch::domain::ics::parse_ics_bytes;
 use hushwatch::domain::weekly::WeeklyHours;
-use hushwatch::ingest::fuzz::{parse_operational, webhook_facts};
-use hushwatch::ingest::payload::{app_reports, MAX_APP_REPORTS};
+use hushwatch::ingest::fuzz::{app_reports, parse_operational, webhook_facts};
+use hushwatch::ingest::payload::MAX_APP_REPORTS;
 use hushwatch::ingest::signature::{sign, SecretKey, SignedHeaders, Verifier};
 use std::path::Path;
 

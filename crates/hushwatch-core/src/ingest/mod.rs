@@ -1,6 +1,7 @@
 //! Turning raw requests into trusted facts: signature verification (before
 //! any parsing) and payload extraction. Pure: no I/O, no clock reads.
 
+pub mod bearer;
 pub mod payload;
 pub mod providers;
 pub mod reconcile;
@@ -24,5 +25,9 @@ pub mod fuzz {
 
     pub fn parse_operational(data: &[u8]) -> Result<OpMessage, PayloadError> {
         super::svix_ops::parse_operational(Verified::proved(data))
+    }
+
+    pub fn app_reports(data: &[u8]) -> Result<Vec<super::payload::AppReport>, PayloadError> {
+        super::payload::app_reports(Verified::proved(data))
     }
 }

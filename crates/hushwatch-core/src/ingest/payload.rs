@@ -249,8 +249,8 @@ impl<'de> serde::Deserialize<'de> for Reports {
 /// must not be blank; `id` and `occurred_at` are optional (`null` counts as absent);
 /// unknown fields are ignored so the app can send more than we read. Errors inside an
 /// array name the item, e.g. `[3].occurred_at`.
-pub fn app_reports(body: &[u8]) -> Result<Vec<AppReport>, PayloadError> {
-    match parse_json(body)? {
+pub fn app_reports(body: Verified<'_>) -> Result<Vec<AppReport>, PayloadError> {
+    match parse_json(body.bytes())? {
         Reports::One(item) => Ok(vec![app_report(&item, "")?]),
         Reports::Many(list) => {
             if list.items.is_empty() {
@@ -353,6 +353,11 @@ mod tests {
     /// The reader over a body the tests vouch for (a signature is `signature`'s concern).
     fn webhook_facts(body: &[u8]) -> Result<WebhookFacts, PayloadError> {
         super::webhook_facts(Verified::proved(body))
+    }
+
+    /// The same for the app's reports (the token is `bearer`'s concern).
+    fn app_reports(body: &[u8]) -> Result<Vec<AppReport>, PayloadError> {
+        super::app_reports(Verified::proved(body))
     }
 
     fn instant(rfc3339: &str) -> DateTime<Utc> {

@@ -1,11 +1,16 @@
 //! Proof, in the type, that a body's sender was authenticated.
 //!
-//! Every reader of a webhook body ([`crate::ingest::payload::webhook_facts`],
+//! Every reader of a request body ([`crate::ingest::payload::webhook_facts`],
+//! [`crate::ingest::payload::app_reports`], [`crate::ingest::reconcile::parse`],
 //! [`crate::ingest::svix_ops::parse_operational`], each provider's `parse` and
 //! `relay_bodies`) takes a [`Verified`] rather than `&[u8]`, and a [`Verified`] is only
 //! handed out by a check that passed:
 //! - [`Verifier::verify`](crate::ingest::signature::Verifier::verify): a Standard Webhooks or
 //!   Svix signature over the body;
+//! - [`TokenChecked::vouch`](crate::ingest::bearer::TokenChecked::vouch) after
+//!   [`bearer::check`](crate::ingest::bearer::check): the app's
+//!   own reports ([`crate::ingest::payload::app_reports`], [`crate::ingest::reconcile::parse`]),
+//!   whose bearer token is checked before their body is read;
 //! - [`Provider::check_body`](crate::ingest::providers::Provider::check_body): an HMAC over
 //!   the body (WorkOS), a `clientState` inside it (Entra), or, for providers that
 //!   authenticate by a header alone (Okta's and Auth0's `Authorization`, Google's channel
