@@ -157,54 +157,6 @@ impl Uses<'_> {
                 .or_insert_with(|| format!("{}:{line}", self.file));
         }
     }
-
-    fn use_tree(&mut self, prefix: &mut Vec<String>, tree: &syn::UseTree) {
-        match tree {
-            syn::UseTree::Path(p) => {
-                prefix.push(p.ident.to_string());
-                self.use_tree(prefix, &p.tree);
-                prefix.pop();
-            }
-            syn::UseTree::Name(n) => self.use_leaf(prefix, &n.ident),
-            syn::UseTree::Rename(r) => self.use_leaf(prefix, &r.ident),
-            syn::UseTree::Glob(g) => {
-                self.record(&prefix.clone(), g.star_token.spans[0].start().line)
-            }
-            syn::UseTree::Group(g) => {
-                for item in &g.items {
-                    self.use_tree(prefix, item);
-                }
-            }
-        }
-    }
-
-    fn use_leaf(&mut self, prefix: &[String], ident: &syn::Ident) {
-        let mut full = prefix.to_vec();
-        full.push(ident.to_string());
-        self.record(&full, ident.span().start().line);
-    }
-
-    /// Macro bodies are tokens, not syntax: looks for `crate :: NAME`.
-    fn tokens(&mut self, tokens: TokenStream) {
-        let trees: Vec<TokenTree> = tokens.into_iter().collect();
-        for (i, tree) in trees.iter().enumerate() {
-            match tree {
-                TokenTree::Group(g) => self.tokens(g.stream()),
-                TokenTree::Ident(id)
-                    if id == "crate" || id == "hushwatch_core" || id == "hushwatch_store" =>
-                {
-                    let colons = trees[i + 1..]
-                        .iter()
-                        .take(2)
-                        .all(|t| matches!(t, TokenTree::Punct(p) if p.as_char() == ':'));
-                    if let (true, Some(TokenTree::Ident(name))) = (colons, trees.get(i + 3)) {
-                        self.record(&[id.to_string(), name.to_string()], id.span().start().line);
-                    }
-                }
-                _ => {}
-            }
-        }
-    }
 }
 
 /// `#[cfg(test)]` (also inside `all(...)`/`any(...)`).
@@ -230,7 +182,89 @@ fn item_attrs(item: &syn::Item) -> &[syn::Attribute] {
     }
 }
 
-impl<'ast> Visit<'ast> for Uses<'_> {
+/// What a walk over one file's code reports each path to: `Uses` (the
+/// top-level modules a file names) and `SiblingUses` (the files of
+/// `src/service/` it names) share the walk and differ only here.
+trait Record {
+    /// A path as written (`crate::x::y` → `[crate, x, y]`) and its line.
+    fn record(&mut self, segments: &[String], line: usize);
+    /// Whether `IDENT :: NAME` in a macro body (tokens, not syntax) is a
+    /// path worth recording.
+    fn macro_head(&self, ident: &str) -> bool;
+    /// An inline `mod NAME { … }` is entered and left.
+    fn enter_mod(&mut self, _name: String) {}
+    fn leave_mod(&mut self) {}
+}
+
+impl Record for Uses<'_> {
+    fn record(&mut self, segments: &[String], line: usize) {
+        Uses::record(self, segments, line)
+    }
+
+    fn macro_head(&self, ident: &str) -> bool {
+        matches!(ident, "crate" | "hushwatch_core" | "hushwatch_store")
+    }
+
+    fn enter_mod(&mut self, name: String) {
+        self.module.push(name);
+    }
+
+    fn leave_mod(&mut self) {
+        self.module.pop();
+    }
+}
+
+/// Walks a file's code (not its comments, not `#[cfg(test)]` items): every
+/// `use` tree, every path, and `IDENT :: NAME` in macro bodies.
+struct Walk<'r, R: Record>(&'r mut R);
+
+impl<R: Record> Walk<'_, R> {
+    fn use_tree(&mut self, prefix: &mut Vec<String>, tree: &syn::UseTree) {
+        match tree {
+            syn::UseTree::Path(p) => {
+                prefix.push(p.ident.to_string());
+                self.use_tree(prefix, &p.tree);
+                prefix.pop();
+            }
+            syn::UseTree::Name(n) => self.use_leaf(prefix, &n.ident),
+            syn::UseTree::Rename(r) => self.use_leaf(prefix, &r.ident),
+            syn::UseTree::Glob(g) => self.0.record(prefix, g.star_token.spans[0].start().line),
+            syn::UseTree::Group(g) => {
+                for item in &g.items {
+                    self.use_tree(prefix, item);
+                }
+            }
+        }
+    }
+
+    fn use_leaf(&mut self, prefix: &[String], ident: &syn::Ident) {
+        let mut full = prefix.to_vec();
+        full.push(ident.to_string());
+        self.0.record(&full, ident.span().start().line);
+    }
+
+    fn tokens(&mut self, tokens: TokenStream) {
+        let trees: Vec<TokenTree> = tokens.into_iter().collect();
+        for (i, tree) in trees.iter().enumerate() {
+            match tree {
+                TokenTree::Group(g) => self.tokens(g.stream()),
+                TokenTree::Ident(id) if self.0.macro_head(&id.to_string()) => {
+                    let colons = trees[i + 1..]
+                        .iter()
+                        .take(2)
+                        .all(|t| matches!(t, TokenTree::Punct(p) if p.as_char() == ':'));
+                    if let (true, Some(TokenTree::Ident(name))) = (colons, trees.get(i + 3)) {
+                        self.0
+                            .record(&[id.to_string(), name.to_string()], id.span().start().line);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+impl<'ast, R: Record> Visit<'ast> for Walk<'_, R> {
     fn visit_item(&mut self, item: &'ast syn::Item) {
         if !is_test_only(item_attrs(item)) {
             syn::visit::visit_item(self, item);
@@ -248,7 +282,7 @@ impl<'ast> Visit<'ast> for Uses<'_> {
                 .segments
                 .first()
                 .map_or(0, |s| s.ident.span().start().line);
-            self.record(&segments, line);
+            self.0.record(&segments, line);
         }
         syn::visit::visit_path(self, path);
     }
@@ -259,9 +293,9 @@ impl<'ast> Visit<'ast> for Uses<'_> {
     }
 
     fn visit_item_mod(&mut self, item: &'ast syn::ItemMod) {
-        self.module.push(item.ident.to_string());
+        self.0.enter_mod(item.ident.to_string());
         syn::visit::visit_item_mod(self, item);
-        self.module.pop();
+        self.0.leave_mod();
     }
 }
 
@@ -379,7 +413,7 @@ fn analyse() -> Analysis {
             io: Vec::new(),
             store_handle: Vec::new(),
         };
-        uses.visit_file(ast);
+        Walk(&mut uses).visit_file(ast);
         io.entry(module[0].clone()).or_default().extend(uses.io);
         handles
             .entry(module[0].clone())
@@ -617,7 +651,7 @@ fn the_service_files_import_each_other_without_a_cycle() {
             file: repo_relative(file),
             found: BTreeMap::new(),
         };
-        edges.visit_file(&ast);
+        Walk(&mut edges).visit_file(&ast);
         let from = graph.entry(name.clone()).or_default();
         for (to, at) in edges.found {
             if to != name {
@@ -672,73 +706,17 @@ impl SiblingUses<'_> {
                 .or_insert_with(|| format!("{}:{line}", self.file));
         }
     }
-
-    fn use_tree(&mut self, prefix: &mut Vec<String>, tree: &syn::UseTree) {
-        match tree {
-            syn::UseTree::Path(p) => {
-                prefix.push(p.ident.to_string());
-                self.use_tree(prefix, &p.tree);
-                prefix.pop();
-            }
-            syn::UseTree::Name(n) => {
-                let mut full = prefix.clone();
-                full.push(n.ident.to_string());
-                self.record(&full, n.ident.span().start().line);
-            }
-            syn::UseTree::Rename(r) => {
-                let mut full = prefix.clone();
-                full.push(r.ident.to_string());
-                self.record(&full, r.ident.span().start().line);
-            }
-            syn::UseTree::Glob(g) => {
-                self.record(&prefix.clone(), g.star_token.spans[0].start().line)
-            }
-            syn::UseTree::Group(g) => {
-                for item in &g.items {
-                    self.use_tree(prefix, item);
-                }
-            }
-        }
-    }
 }
 
-impl<'ast> Visit<'ast> for SiblingUses<'_> {
-    fn visit_item(&mut self, item: &'ast syn::Item) {
-        if !is_test_only(item_attrs(item)) {
-            syn::visit::visit_item(self, item);
-        }
+impl Record for SiblingUses<'_> {
+    fn record(&mut self, segments: &[String], line: usize) {
+        SiblingUses::record(self, segments, line)
     }
 
-    fn visit_item_use(&mut self, item: &'ast syn::ItemUse) {
-        self.use_tree(&mut Vec::new(), &item.tree);
-    }
-
-    fn visit_path(&mut self, path: &'ast syn::Path) {
-        if path.leading_colon.is_none() {
-            let segments: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
-            let line = path
-                .segments
-                .first()
-                .map_or(0, |s| s.ident.span().start().line);
-            self.record(&segments, line);
-        }
-        syn::visit::visit_path(self, path);
-    }
-
-    fn visit_macro(&mut self, mac: &'ast syn::Macro) {
-        let trees: Vec<TokenTree> = mac.tokens.clone().into_iter().collect();
-        for (i, tree) in trees.iter().enumerate() {
-            if let TokenTree::Ident(id) = tree {
-                let colons = trees[i + 1..]
-                    .iter()
-                    .take(2)
-                    .all(|t| matches!(t, TokenTree::Punct(p) if p.as_char() == ':'));
-                if let (true, Some(TokenTree::Ident(name))) = (colons, trees.get(i + 3)) {
-                    self.record(&[id.to_string(), name.to_string()], id.span().start().line);
-                }
-            }
-        }
-        syn::visit::visit_macro(self, mac);
+    /// In `mod.rs` a sibling is named bare (`app::App`), so any identifier
+    /// may start a path.
+    fn macro_head(&self, _ident: &str) -> bool {
+        true
     }
 }
 
