@@ -86,6 +86,9 @@ pub struct Metrics {
     /// many scrapes wait on a stall.
     pub refresh_in_flight: Mutex<Option<tokio::sync::watch::Receiver<Option<bool>>>>,
     pub outbox_pending: IntGaugeVec,
+    /// `hushwatch_outbox_unreadable`: stored pages the outbox worker's last
+    /// round could not read (`store::Unreadable`), each held back alone.
+    pub outbox_unreadable: IntGauge,
     pub notifications: IntCounterVec,
     pub notification_latency: HistogramVec,
     pub svix_disabled: IntGaugeVec,
@@ -220,6 +223,12 @@ impl Metrics {
         )
         .unwrap_or_else(|e| unreachable_metric("store_queue_depth", e));
         register(&r, "store_queue_depth", Box::new(store_queue_depth.clone()));
+        let outbox_unreadable = IntGauge::new(
+            "hushwatch_outbox_unreadable",
+            "Stored pages (outbox rows, held pages) this binary cannot read: each is held back alone while every other page goes out.",
+        )
+        .unwrap_or_else(|e| unreachable_metric("outbox_unreadable", e));
+        register(&r, "outbox_unreadable", Box::new(outbox_unreadable.clone()));
         let templated_streams_refused = IntCounter::new(
             "hushwatch_templated_streams_refused_total",
             "Templated streams not created because max_streams exist (answered 429).",
@@ -377,6 +386,7 @@ impl Metrics {
             store_read_timeouts,
             metrics_stale,
             store_queue_depth,
+            outbox_unreadable,
             refresh_in_flight: Mutex::new(None),
             registry: r,
         }

@@ -8,9 +8,9 @@ use crate::clock::Clock;
 use crate::config::Config;
 use crate::http::api::Unavailable;
 use crate::metrics::Metrics;
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreError, Unreadable};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use tokio::sync::Notify;
 
 /// Upper bound on a route's wait for the store; past it the route answers
@@ -34,6 +34,9 @@ pub struct Core {
     pub(super) reconcile_changed: Notify,
     /// False after a failed write, until a write succeeds again.
     storage_ok: AtomicBool,
+    /// The stored pages the outbox worker's last round could not read:
+    /// each is held back alone; the watchdog reports and pages them.
+    unreadable: Mutex<Vec<Unreadable>>,
 }
 
 impl Core {
@@ -49,6 +52,7 @@ impl Core {
             subscriptions_changed: Notify::new(),
             reconcile_changed: Notify::new(),
             storage_ok: AtomicBool::new(true),
+            unreadable: Mutex::new(Vec::new()),
         }
     }
 
@@ -76,6 +80,27 @@ impl Core {
 
     pub fn storage_ok(&self) -> bool {
         self.storage_ok.load(Ordering::Relaxed)
+    }
+
+    /// The stored pages the last outbox round could not read (empty: none).
+    pub fn unreadable(&self) -> Vec<Unreadable> {
+        self.unreadable
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Publishes what an outbox round could not read (`hushwatch_outbox_unreadable`
+    /// and the watchdog's reason), logging only rows newly met.
+    pub(super) fn set_unreadable(&self, rows: Vec<Unreadable>) {
+        let mut held = self.unreadable.lock().unwrap_or_else(|p| p.into_inner());
+        for row in rows.iter().filter(|r| !held.contains(r)) {
+            tracing::error!(row = %row.what, why = %row.why, "a stored page cannot be read by this binary; it is held back alone and every other page goes out");
+        }
+        self.metrics
+            .outbox_unreadable
+            .set(i64::try_from(rows.len()).unwrap_or(i64::MAX));
+        *held = rows;
     }
 
     /// The watchdog's own storage check (it writes nothing the caller

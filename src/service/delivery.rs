@@ -24,7 +24,9 @@ use super::replicas::Lead;
 use super::silences::Operator;
 use crate::config::{Config, NotifierConfig, NotifierKind};
 use crate::notify::{alertmanager, retry, Outcome, Page, Sender};
-use crate::store::{AlertState, Attempt, OutboxRow, OutboxSummary, PageKind, StoreError};
+use crate::store::{
+    AlertState, Attempt, OutboxRow, OutboxSummary, PageKind, Readable, StoreError, Unreadable,
+};
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -34,6 +36,9 @@ use tokio::task::JoinSet;
 
 /// Pause after a failed store call before trying again.
 const STORE_RETRY: chrono::TimeDelta = chrono::TimeDelta::seconds(5);
+/// While a stored page cannot be read, how often the outbox is read again
+/// to see whether it is still there.
+const UNREADABLE_RECHECK: chrono::TimeDelta = chrono::TimeDelta::seconds(5);
 
 /// What the delivery worker needs: the shared handles (`Deref`), the
 /// operator's held pages to release when due, and whether this replica
@@ -121,7 +126,7 @@ impl Worker {
         attempts: &mut JoinSet<()>,
     ) -> Result<Option<DateTime<Utc>>, StoreError> {
         let config = task.config();
-        let held_due = task.operator.release_held_pages().await?;
+        let (held_due, mut unreadable) = task.operator.release_held_pages().await?;
         let extras_due = queue_extras(task, &config).await?;
         // Several replicas: attempt only pages claimed here (before the
         // snapshot, so every claimed row is in it).
@@ -133,9 +138,13 @@ impl Worker {
         // send a delivered page twice. They wait for the next round, which
         // their task's end wakes.
         let busy_before = lock(&self.in_flight).clone();
-        let pending = task.store.pending_outbox().await?;
+        let Readable {
+            rows: pending,
+            unreadable: unread_pending,
+        } = task.store.pending_outbox().await?;
+        unreadable.extend(unread_pending);
         set_pending_gauges(task, &config, &pending);
-        let heads = heads(&pending);
+        let heads = heads(&pending, &unreadable);
         let mut next: Option<DateTime<Utc>> = None;
         for row in heads {
             let Some(notifier) = config.notifiers.get(&row.notifier) else {
@@ -186,13 +195,18 @@ impl Worker {
                 }
             }
         }
-        for t in [
-            self.repost_alertmanager(task, &config, attempts).await?,
-            extras_due,
-            held_due,
-        ]
-        .into_iter()
-        .flatten()
+        let reposts_due = self
+            .repost_alertmanager(task, &config, attempts, &mut unreadable)
+            .await?;
+        // One bad row never blocks the rest: the rows this round could not
+        // read were left out above; the watchdog names and pages them.
+        // Looked at again soon while any is held, so a row another replica
+        // sent, or an operator removed, stops paging without a wake-up.
+        let recheck = (!unreadable.is_empty()).then(|| now + UNREADABLE_RECHECK);
+        task.core.set_unreadable(unreadable);
+        for t in [reposts_due, extras_due, held_due, recheck]
+            .into_iter()
+            .flatten()
         {
             next = Some(next.map_or(t, |n| n.min(t)));
         }
@@ -293,6 +307,7 @@ impl Worker {
         task: &Arc<DeliveryTask>,
         config: &Arc<Config>,
         tasks: &mut JoinSet<()>,
+        unreadable: &mut Vec<Unreadable>,
     ) -> Result<Option<DateTime<Utc>>, StoreError> {
         let has_am = config
             .notifiers
@@ -305,7 +320,11 @@ impl Worker {
         if task.lead.housekeeping_term().await.is_none() {
             return Ok(Some(task.clock.now() + chrono::TimeDelta::seconds(2)));
         }
-        let active = task.store.active_firing_pages().await?;
+        let Readable {
+            rows: active,
+            unreadable: unread_active,
+        } = task.store.active_firing_pages().await?;
+        unreadable.extend(unread_active);
         let now = task.clock.now();
         let mut next: Option<DateTime<Utc>> = None;
         let mut seen = BTreeSet::new();
@@ -479,11 +498,27 @@ fn log_failed(notifier: &str, row: &OutboxRow, error: &str) {
 /// (even on the same stream) do not wait for it. Reminders and
 /// escalations share their episode's alert id, so they queue behind its
 /// firing page.
-fn heads(pending: &[OutboxRow]) -> Vec<&OutboxRow> {
+///
+/// A page behind one this binary cannot read (`unreadable`) in its queue
+/// is no head: it keeps waiting, as on a shared store, where the claim
+/// query sees every row. A page ahead of it still goes.
+fn heads<'a>(pending: &'a [OutboxRow], unreadable: &[Unreadable]) -> Vec<&'a OutboxRow> {
+    let mut blocked: BTreeMap<(&str, &str), i64> = BTreeMap::new();
+    for place in unreadable.iter().filter_map(|u| u.queue.as_ref()) {
+        let first = blocked
+            .entry((place.alert_id.as_str(), place.notifier.as_str()))
+            .or_insert(place.id);
+        *first = (*first).min(place.id);
+    }
     let mut seen = BTreeSet::new();
     pending
         .iter()
         .filter(|r| seen.insert((r.alert_id.as_str(), r.notifier.as_str())))
+        .filter(|r| {
+            blocked
+                .get(&(r.alert_id.as_str(), r.notifier.as_str()))
+                .is_none_or(|first| r.id < *first)
+        })
         .collect()
 }
 
@@ -556,5 +591,66 @@ impl Delivery {
             "failed_total": failed_total,
             "recent_failures": failed,
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::heads;
+    use crate::domain::alert_kind::AlertKind;
+    use crate::store::{AlertState, OutboxRow, PageKind, QueuePlace, Unreadable};
+
+    fn row(id: i64, alert: &str) -> OutboxRow {
+        let at = chrono::DateTime::UNIX_EPOCH;
+        OutboxRow {
+            id,
+            page_key: format!("k{id}"),
+            stream: "a".into(),
+            notifier: "hook".into(),
+            state: AlertState::Firing,
+            at,
+            reason: String::new(),
+            created_at: at,
+            kind: PageKind::Page,
+            alert_id: alert.into(),
+            started_at: None,
+            silent_since: None,
+            attempts: 0,
+            first_attempt_at: None,
+            next_attempt_at: None,
+            last_error: None,
+            alert_kind: AlertKind::Silence,
+            severity: "critical".into(),
+            source: None,
+            endpoint_id: None,
+            resumed_at: None,
+        }
+    }
+
+    fn unreadable(id: i64, alert: &str) -> Unreadable {
+        Unreadable {
+            what: format!("outbox row {id}"),
+            why: "unknown alert_kind \"x\"".into(),
+            queue: Some(QueuePlace {
+                id,
+                alert_id: alert.into(),
+                notifier: "hook".into(),
+            }),
+        }
+    }
+
+    /// Queue order holds around a page this binary cannot read: what is
+    /// behind it waits, what is ahead of it goes, other queues go.
+    #[test]
+    fn an_unreadable_page_holds_back_only_what_queues_behind_it() {
+        let pending = [row(1, "x"), row(3, "x"), row(4, "y"), row(6, "z")];
+        let blocked = [unreadable(2, "x"), unreadable(5, "y")];
+        let ids: Vec<i64> = heads(&pending, &blocked).iter().map(|r| r.id).collect();
+        assert_eq!(ids, [1, 4, 6]);
+        let ids: Vec<i64> = heads(&pending[1..], &blocked)
+            .iter()
+            .map(|r| r.id)
+            .collect();
+        assert_eq!(ids, [4, 6], "3 waits behind unreadable 2");
     }
 }

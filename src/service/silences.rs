@@ -6,7 +6,7 @@
 
 use super::core::Core;
 use crate::store::silences::PAGE_KINDS;
-use crate::store::StoreError;
+use crate::store::{StoreError, Unreadable};
 use chrono::{DateTime, Utc};
 use std::sync::Arc;
 
@@ -23,17 +23,24 @@ impl Operator {
     }
 
     /// Queues held firing pages whose silence is over; returns when the
-    /// next silence ends (the next moment a held page may be released).
-    pub(super) async fn release_held_pages(&self) -> Result<Option<DateTime<Utc>>, StoreError> {
+    /// next silence ends (the next moment a held page may be released),
+    /// and the held pages this binary cannot read (they stay held).
+    pub(super) async fn release_held_pages(
+        &self,
+    ) -> Result<(Option<DateTime<Utc>>, Vec<Unreadable>), StoreError> {
         // Read before the release: a silence that ends while the release
         // runs must still be a wake-up instant, or its held page would
         // wait for an unrelated wake-up.
         let before = self.core.clock.now();
-        if self.core.store.release_held().await? > 0 {
+        let released = self.core.store.release_held().await?;
+        if released.paged > 0 {
             tracing::info!("a silence ended while its alert still fires: paging it now");
         }
         let silences = self.core.store.silences(before).await?;
-        Ok(silences.iter().map(|s| s.ends_at).min())
+        Ok((
+            silences.iter().map(|s| s.ends_at).min(),
+            released.unreadable,
+        ))
     }
 
     /// Sets the per-stream silence and acknowledgement gauges from the

@@ -41,15 +41,72 @@ struct State {
     next_ping: Option<DateTime<Utc>>,
     /// Outcome of the last ping, to log only changes.
     last_ping: Option<&'static str>,
-    /// Since when the storage check fails.
-    store_failing_since: Option<DateTime<Utc>>,
-    /// Last emergency page of the ongoing outage.
-    emergency_sent: Option<DateTime<Utc>>,
+    /// The storage check failing.
+    store: Alarm,
+    /// Stored pages this binary cannot read (`Core::unreadable`).
+    unreadable: Alarm,
     /// The clock reading of the last finished check (`/v1/status`'s
     /// `watchdog_checked_at`): every ping and emergency page due by then
     /// has been decided (an emergency page may still be on its way; it is
     /// counted in `hushwatch_emergency_pages_total` when decided).
     checked: Option<DateTime<Utc>>,
+}
+
+/// A condition the watchdog pages `emergency_notify` about directly: since
+/// when it holds, and when it was last paged.
+#[derive(Default)]
+struct Alarm {
+    since: Option<DateTime<Utc>>,
+    sent: Option<DateTime<Utc>>,
+}
+
+/// What one check decides for an [`Alarm`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum AlarmStep {
+    Quiet,
+    /// The condition began (logged, not paged yet).
+    Began,
+    /// Page it: held for `after` since `since` (again at most hourly).
+    Fire {
+        since: DateTime<Utc>,
+    },
+    /// It ended after a page went out: one resolve.
+    Resolve {
+        since: DateTime<Utc>,
+    },
+    /// It ended before anything was paged.
+    Ended {
+        since: DateTime<Utc>,
+    },
+}
+
+impl Alarm {
+    fn step(&mut self, holds: bool, after: TimeDelta, now: DateTime<Utc>) -> AlarmStep {
+        match (holds, self.since) {
+            (true, None) => {
+                self.since = Some(now);
+                AlarmStep::Began
+            }
+            (true, Some(since)) => {
+                let due =
+                    now - since >= after && self.sent.is_none_or(|t| now - t >= EMERGENCY_REPEAT);
+                if due {
+                    self.sent = Some(now);
+                    AlarmStep::Fire { since }
+                } else {
+                    AlarmStep::Quiet
+                }
+            }
+            (false, Some(since)) => {
+                self.since = None;
+                match self.sent.take() {
+                    Some(_) => AlarmStep::Resolve { since },
+                    None => AlarmStep::Ended { since },
+                }
+            }
+            (false, None) => AlarmStep::Quiet,
+        }
+    }
 }
 
 /// The watchdog's state-facing side (`/v1/status`'s `degraded`).
@@ -145,6 +202,8 @@ async fn tick(
     let watchdog = &task.watchdog;
     task.core.set_storage_ok(storage.is_ok());
     store_alarm(task, &config, sender, storage.as_ref().err(), now);
+    let unreadable = task.core.unreadable();
+    unreadable_alarm(task, &config, sender, &unreadable, now);
     if storage.is_ok() {
         super::fallback::refresh_gauges(&task.core, &config).await;
     }
@@ -155,6 +214,12 @@ async fn tick(
         let mut reasons = Vec::new();
         if let Err(e) = &storage {
             reasons.push(format!("storage failing: {e}"));
+        }
+        if !unreadable.is_empty() {
+            reasons.push(format!(
+                "stored pages this binary cannot read, each held back while every other page goes out: {}",
+                name_unreadable(&unreadable)
+            ));
         }
         if s.failed_seen.is_some_and(|seen| failed > seen) {
             reasons.push("a page failed permanently in the last interval".to_string());
@@ -262,45 +327,133 @@ fn store_alarm(
     failure: Option<&String>,
     now: DateTime<Utc>,
 ) {
-    let w = &config.watchdog;
     // Each replica pages on its own (see the module doc): say which one.
-    let replica = task.replica.as_deref();
-    let mut s = task.watchdog.lock();
-    let page = match (failure, s.store_failing_since) {
-        (Some(e), None) => {
+    let from = from(task.replica.as_deref());
+    let step =
+        task.watchdog
+            .lock()
+            .store
+            .step(failure.is_some(), config.watchdog.store_alarm_after, now);
+    let at = |t: DateTime<Utc>| t.to_rfc3339_opts(SecondsFormat::Secs, true);
+    let page = match (step, failure) {
+        (AlarmStep::Began, Some(e)) => {
             tracing::error!(error = %e, "storage check failed: hushwatch cannot write its state");
-            s.store_failing_since = Some(now);
             None
         }
-        (Some(e), Some(since)) => {
-            let due = now - since >= w.store_alarm_after
-                && s.emergency_sent.is_none_or(|t| now - t >= EMERGENCY_REPEAT);
-            if due {
-                s.emergency_sent = Some(now);
-                tracing::error!(error = %e, since = %since, "STORAGE BROKEN: hushwatch cannot write its state; the outbox cannot be trusted; paging server.emergency_notify directly");
-                Some(emergency_page(config, since, now, Some(e), replica))
-            } else {
-                None
-            }
+        (AlarmStep::Fire { since }, Some(e)) => {
+            tracing::error!(error = %e, since = %since, "STORAGE BROKEN: hushwatch cannot write its state; the outbox cannot be trusted; paging server.emergency_notify directly");
+            let summary = format!(
+                "hushwatch{from} cannot write its state since {}: {e}; pages in its outbox may not go out",
+                at(since)
+            );
+            Some(emergency_page(
+                config,
+                "hushwatch-store",
+                since,
+                now,
+                summary,
+                true,
+            ))
         }
-        (None, Some(since)) => {
-            s.store_failing_since = None;
+        (AlarmStep::Resolve { since } | AlarmStep::Ended { since }, _) => {
             tracing::info!(since = %since, "storage recovered: hushwatch can write its state again");
-            s.emergency_sent
-                .take()
-                .map(|_| emergency_page(config, since, now, None, replica))
+            matches!(step, AlarmStep::Resolve { .. }).then(|| {
+                let summary = format!(
+                    "hushwatch{from} storage recovered (it failed from {})",
+                    at(since)
+                );
+                emergency_page(config, "hushwatch-store", since, now, summary, false)
+            })
         }
-        (None, None) => None,
+        _ => None,
     };
-    drop(s);
+    send_emergency(task, config, sender, page, now);
+}
+
+/// Stored pages named at most in a reason or page (the count is exact).
+const UNREADABLE_NAMED: usize = 3;
+
+/// "outbox row 12: unknown alert_kind \"x\"; …, and 4 more".
+fn name_unreadable(rows: &[crate::store::Unreadable]) -> String {
+    let mut named = rows
+        .iter()
+        .take(UNREADABLE_NAMED)
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ");
+    if rows.len() > UNREADABLE_NAMED {
+        named.push_str(&format!(", and {} more", rows.len() - UNREADABLE_NAMED));
+    }
+    named
+}
+
+/// Pages `emergency_notify` directly once stored pages have been
+/// unreadable for `store_alarm_after` (a rollout's newer replica sends
+/// them well within that), again at most hourly, and once when none is
+/// left. Directly, not through the outbox: the outbox is what cannot be
+/// read.
+fn unreadable_alarm(
+    task: &Arc<WatchdogTask>,
+    config: &Arc<Config>,
+    sender: &Arc<Sender>,
+    rows: &[crate::store::Unreadable],
+    now: DateTime<Utc>,
+) {
+    let from = from(task.replica.as_deref());
+    let step = task.watchdog.lock().unreadable.step(
+        !rows.is_empty(),
+        config.watchdog.store_alarm_after,
+        now,
+    );
+    let at = |t: DateTime<Utc>| t.to_rfc3339_opts(SecondsFormat::Secs, true);
+    let page = match step {
+        AlarmStep::Fire { since } => {
+            tracing::error!(rows = %name_unreadable(rows), since = %since, "stored pages cannot be read by this binary; paging server.emergency_notify directly");
+            let summary = format!(
+                "hushwatch{from} cannot read {} stored page(s) since {}: {}. Each is held back; every other page goes out. If a replica runs an older version than the one that queued them, finish the rollout; otherwise the rows were altered at rest (runbook: hushwatch_storage)",
+                rows.len(),
+                at(since),
+                name_unreadable(rows)
+            );
+            Some((since, summary, true))
+        }
+        AlarmStep::Resolve { since } => {
+            tracing::info!(since = %since, "every stored page reads again");
+            let summary = format!(
+                "hushwatch{from} reads every stored page again (some could not be read from {})",
+                at(since)
+            );
+            Some((since, summary, false))
+        }
+        _ => None,
+    };
+    let page = page.map(|(since, summary, firing)| {
+        emergency_page(config, "hushwatch-outbox", since, now, summary, firing)
+    });
+    send_emergency(task, config, sender, page, now);
+}
+
+/// " (replica X)" when this replica shares the store with others.
+fn from(replica: Option<&str>) -> String {
+    replica.map_or_else(String::new, |r| format!(" (replica {r})"))
+}
+
+/// Sends an emergency page to each `emergency_notify` notifier, each on
+/// its own task: a slow notifier must not delay the heartbeat.
+fn send_emergency(
+    task: &Arc<WatchdogTask>,
+    config: &Arc<Config>,
+    sender: &Arc<Sender>,
+    page: Option<Page>,
+    now: DateTime<Utc>,
+) {
     let Some(page) = page else { return };
     task.metrics.watchdog.emergency_pages.inc();
-    for name in &w.emergency_notify {
+    for name in &config.watchdog.emergency_notify {
         let Some(notifier) = config.notifiers.get(name).cloned() else {
             continue;
         };
         let (sender, page, name) = (Arc::clone(sender), page.clone(), name.clone());
-        // Its own task: a slow notifier must not delay the heartbeat.
         tokio::spawn(async move {
             match sender.send(&notifier, &page, now).await {
                 Outcome::Delivered => {
@@ -314,27 +467,17 @@ fn store_alarm(
     }
 }
 
-/// The direct page about the store: firing while broken, resolved once.
+/// A direct page about the store (`family`: what about it), one alert per
+/// episode from `since`: firing while it holds, resolved once.
 fn emergency_page(
     config: &Config,
+    family: &str,
     since: DateTime<Utc>,
     now: DateTime<Utc>,
-    error: Option<&String>,
-    replica: Option<&str>,
+    summary: String,
+    firing: bool,
 ) -> Page {
-    let id = format!("hushwatch-store-{}", since.timestamp_millis());
-    let firing = error.is_some();
-    let from = replica.map_or_else(String::new, |r| format!(" (replica {r})"));
-    let summary = match error {
-        Some(e) => format!(
-            "hushwatch{from} cannot write its state since {}: {e}; pages in its outbox may not go out",
-            since.to_rfc3339_opts(SecondsFormat::Secs, true)
-        ),
-        None => format!(
-            "hushwatch{from} storage recovered (it failed from {})",
-            since.to_rfc3339_opts(SecondsFormat::Secs, true)
-        ),
-    };
+    let id = format!("{family}-{}", since.timestamp_millis());
     let (calendar, timezone, business_hours) = notify::calendar_facts(config, None);
     Page {
         key: format!("{id}-{}", now.timestamp_millis()),
@@ -363,5 +506,38 @@ fn emergency_page(
         runbook_base: config.server.runbook_base_url.clone(),
         config_path: config.path_for_commands(),
         relay_delivered: false,
+    }
+}
+
+#[cfg(test)]
+mod alarm_tests {
+    use super::{Alarm, AlarmStep};
+    use chrono::{DateTime, TimeDelta, Utc};
+
+    fn t(mins: i64) -> DateTime<Utc> {
+        DateTime::UNIX_EPOCH + TimeDelta::minutes(mins)
+    }
+
+    /// Paged once the condition has held for `after`, again at most
+    /// hourly, resolved once; one that ends before `after` pages nothing.
+    #[test]
+    fn an_alarm_fires_after_its_delay_repeats_hourly_and_resolves_once() {
+        let after = TimeDelta::minutes(1);
+        let mut a = Alarm::default();
+        assert_eq!(a.step(true, after, t(0)), AlarmStep::Began);
+        assert_eq!(a.step(true, after, t(0)), AlarmStep::Quiet);
+        assert_eq!(a.step(true, after, t(1)), AlarmStep::Fire { since: t(0) });
+        assert_eq!(a.step(true, after, t(30)), AlarmStep::Quiet);
+        assert_eq!(a.step(true, after, t(61)), AlarmStep::Fire { since: t(0) });
+        assert_eq!(
+            a.step(false, after, t(62)),
+            AlarmStep::Resolve { since: t(0) }
+        );
+        assert_eq!(a.step(false, after, t(63)), AlarmStep::Quiet);
+        assert_eq!(a.step(true, after, t(70)), AlarmStep::Began);
+        assert_eq!(
+            a.step(false, after, t(70)),
+            AlarmStep::Ended { since: t(70) }
+        );
     }
 }

@@ -231,7 +231,11 @@ impl Bare {
 
     /// Pages in the outbox, as (state, at).
     fn pages(&self) -> Vec<(String, chrono::DateTime<chrono::Utc>)> {
-        let rows = self.rt.block_on(self.app.store().pending_outbox()).unwrap();
+        let rows = self
+            .rt
+            .block_on(self.app.store().pending_outbox())
+            .unwrap()
+            .rows;
         rows.iter()
             .map(|r| (format!("{:?}", r.state), r.at))
             .collect()

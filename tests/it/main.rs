@@ -38,6 +38,7 @@ mod notify_pagerduty_slack;
 mod notify_queues;
 mod notify_reminders;
 mod notify_webhook;
+mod outbox_unreadable;
 mod page_commands;
 mod providers;
 mod readme;

@@ -79,7 +79,7 @@ fn release_held(s: &InProcess) -> usize {
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
-    rt.block_on(s.app().store().release_held()).unwrap()
+    rt.block_on(s.app().store().release_held()).unwrap().paged
 }
 
 /// The stored provider subscriptions.

@@ -135,8 +135,9 @@ macro_rules! operations {
                 = |clock_now| crate::core::record_transition_if_silent(&t, silent_since, clock_now);
             /// All stream rows, ordered by name.
             fn streams() -> Vec<StreamRow> = crate::core::streams();
-            /// Outbox rows not yet marked done, oldest first.
-            fn pending_outbox() -> Vec<OutboxRow> = crate::outbox::pending_outbox();
+            /// Outbox rows not yet marked done, oldest first, and those of them
+            /// this binary cannot read.
+            fn pending_outbox() -> Readable<OutboxRow> = crate::outbox::pending_outbox();
             /// Marks an outbox row delivered. Idempotent: a row already done keeps
             /// its first done time, and an unknown id is a no-op.
             #[cfg(any(test, feature = "test-support"))]
@@ -166,7 +167,7 @@ macro_rules! operations {
             /// and the 20 newest failed pages.
             fn outbox_summary() -> OutboxSummary = crate::outbox::outbox_summary(20);
             /// Delivered firing pages of alerts still firing (for re-posting).
-            fn active_firing_pages() -> Vec<OutboxRow> = crate::outbox::active_firing_pages();
+            fn active_firing_pages() -> Readable<OutboxRow> = crate::outbox::active_firing_pages();
             /// Delete seen_deliveries older than `before` (callers pass now - 7
             /// days); returns rows deleted.
             fn prune_seen(before: DateTime<Utc>) -> usize = crate::core::prune_seen(before);
@@ -309,8 +310,9 @@ macro_rules! operations {
             fn current_acks() -> Vec<AckRow>
                 = crate::silences::current_acks();
             /// Queues the firing pages that silences held and that may go out now;
-            /// returns how many alerts (stream episodes or keyed alerts) were paged.
-            fn release_held() -> usize
+            /// returns how many alerts (stream episodes or keyed alerts) were paged,
+            /// and the held pages this binary cannot read (they stay held).
+            fn release_held() -> Released
                 = |clock_now| crate::silences::release_held(clock_now);
             /// Claims up to `limit` due outbox rows for `replica`, leased for
             /// `lease` from now on the store's clock (see `store::replica`).
@@ -510,8 +512,8 @@ pub(super) mod prelude {
     };
     pub(crate) use super::super::svix::{SvixApply, SvixEndpointRow, SvixPage};
     pub(crate) use super::super::{
-        Attempt, EventOutcome, NewEvent, OutboxRow, OutboxSummary, PageKind, StoreError, StreamRow,
-        TemplatedOutcome, Transition, TransitionOutcome,
+        Attempt, EventOutcome, NewEvent, OutboxRow, OutboxSummary, PageKind, Readable, Released,
+        StoreError, StreamRow, TemplatedOutcome, Transition, TransitionOutcome,
     };
     pub(crate) use chrono::{DateTime, TimeDelta, Utc};
     pub(crate) use hushwatch_core::audit::checkpoint::Checkpoint;

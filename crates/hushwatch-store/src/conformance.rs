@@ -97,7 +97,7 @@ async fn fallback_pages_share_one_alert_per_notifier_with_their_own_keys(db: Tes
         t.reason = format!("step at {ms}");
         store.queue_fallback_pages(t, "hook".into()).await.unwrap();
     }
-    let rows = store.pending_outbox().await.unwrap();
+    let rows = store.pending_outbox().await.unwrap().rows;
     assert_eq!(rows.len(), 3, "{rows:?}");
     assert!(rows.iter().all(|r| r.notifier == "backup"
         && r.alert_kind.as_str() == "hushwatch_fallback"
@@ -134,7 +134,7 @@ fn retry(ms: i64) -> Attempt {
 
 /// The pending fallback pages (to `backup`), oldest first.
 async fn fallback_pages(store: &Store) -> Vec<OutboxRow> {
-    let rows = store.pending_outbox().await.unwrap();
+    let rows = store.pending_outbox().await.unwrap().rows;
     rows.into_iter()
         .filter(|r| r.alert_kind.as_str() == "hushwatch_fallback")
         .collect()
@@ -149,7 +149,7 @@ async fn the_ladder_count_is_shared_by_handles_and_each_step_is_queued_once(db: 
     store.watch_streams(names(&["a"]), at(0)).await.unwrap();
     let fire = transition(AlertState::Firing, 1_000, &["hook"]);
     assert!(store.record_transition(fire).await.unwrap());
-    let page = store.pending_outbox().await.unwrap().remove(0);
+    let page = store.pending_outbox().await.unwrap().rows.remove(0);
     let mut attempts = tokio::task::JoinSet::new();
     for i in 0..25i64 {
         let handle = if i % 2 == 0 { &store } else { &other }.clone();
@@ -207,7 +207,7 @@ async fn the_ladder_recovers_once_and_its_count_survives_reopen(db: TestDb) {
     store.watch_streams(names(&["a"]), at(0)).await.unwrap();
     let fire = transition(AlertState::Firing, 1_000, &["hook", "other"]);
     assert!(store.record_transition(fire).await.unwrap());
-    let rows = store.pending_outbox().await.unwrap();
+    let rows = store.pending_outbox().await.unwrap().rows;
     let (hook, other) = (rows[0].clone(), rows[1].clone());
     for i in 0..2 {
         let u = ladder_update(Some("503"), 2_000 + i);
@@ -256,6 +256,7 @@ async fn the_ladder_recovers_once_and_its_count_survives_reopen(db: TestDb) {
         .pending_outbox()
         .await
         .unwrap()
+        .rows
         .into_iter()
         .find(|r| r.notifier == "hook" && r.state == AlertState::Ok)
         .unwrap();
@@ -592,13 +593,13 @@ async fn events_streams_and_outbox_survive_reopen(db: TestDb) {
     };
     assert!(store.record_transition(firing).await.unwrap());
     let rows_before = store.streams().await.unwrap();
-    let outbox_before = store.pending_outbox().await.unwrap();
+    let outbox_before = store.pending_outbox().await.unwrap().rows;
     store.close().await.unwrap();
 
     let store = db.open().await;
     assert_eq!(store.event_count("a".into()).await.unwrap(), 1);
     assert_eq!(store.streams().await.unwrap(), rows_before);
-    assert_eq!(store.pending_outbox().await.unwrap(), outbox_before);
+    assert_eq!(store.pending_outbox().await.unwrap().rows, outbox_before);
     assert_eq!(outbox_before.len(), 1);
     // Dedup memory is durable too: a redelivery after restart is caught.
     let again = store.record_events(vec![e]).await.unwrap();
@@ -611,12 +612,12 @@ async fn transitions_are_idempotent_and_fan_out_to_the_outbox(db: TestDb) {
     store.watch_streams(names(&["a"]), at(0)).await.unwrap();
     let to_ok = transition(AlertState::Ok, 500, &["slack"]);
     assert!(!store.record_transition(to_ok).await.unwrap());
-    assert!(store.pending_outbox().await.unwrap().is_empty());
+    assert!(store.pending_outbox().await.unwrap().rows.is_empty());
 
     let fire = transition(AlertState::Firing, 1_000, &["slack", "pager"]);
     assert!(store.record_transition(fire.clone()).await.unwrap());
     assert!(!store.record_transition(fire).await.unwrap());
-    let pending = store.pending_outbox().await.unwrap();
+    let pending = store.pending_outbox().await.unwrap().rows;
     let notifiers: Vec<&str> = pending.iter().map(|r| r.notifier.as_str()).collect();
     assert_eq!(notifiers, ["slack", "pager"]);
     assert!(pending.iter().all(|r| r.state == AlertState::Firing));
@@ -631,12 +632,12 @@ async fn transitions_are_idempotent_and_fan_out_to_the_outbox(db: TestDb) {
     assert_eq!(row.alert_state, AlertState::Ok);
     assert_eq!(row.firing_since, Some(at(1_000)));
     assert_eq!(row.cleared_at, Some(at(3_000)));
-    assert_eq!(store.pending_outbox().await.unwrap().len(), 4);
+    assert_eq!(store.pending_outbox().await.unwrap().rows.len(), 4);
 
     let first_id = pending[0].id;
     store.mark_outbox_done(first_id, at(4_000)).await.unwrap();
     store.mark_outbox_done(first_id, at(4_001)).await.unwrap();
-    let left = store.pending_outbox().await.unwrap();
+    let left = store.pending_outbox().await.unwrap().rows;
     assert_eq!(left.len(), 3);
     assert!(left.iter().all(|r| r.id != first_id));
     store.close().await.unwrap();
@@ -648,7 +649,7 @@ async fn transition_for_unknown_stream_is_an_error(db: TestDb) {
         .record_transition(transition(AlertState::Firing, 1, &["x"]))
         .await;
     assert!(matches!(result, Err(StoreError::Sql(_))), "{result:?}");
-    assert!(store.pending_outbox().await.unwrap().is_empty());
+    assert!(store.pending_outbox().await.unwrap().rows.is_empty());
     store.close().await.unwrap();
 }
 
@@ -694,7 +695,7 @@ async fn a_silence_resolve_row_says_where_the_silence_began_and_what_ended_it(db
         .unwrap();
     let resolve = transition(AlertState::Ok, 4_001_000, &["pager"]);
     assert!(store.record_transition(resolve).await.unwrap());
-    let rows = store.pending_outbox().await.unwrap();
+    let rows = store.pending_outbox().await.unwrap().rows;
     let facts: Vec<_> = rows
         .iter()
         .map(|r| {
@@ -807,7 +808,7 @@ async fn a_fire_evaluated_before_a_newer_arrival_is_withdrawn(db: TestDb) {
         panic!("expected Stale, got {outcome:?}");
     };
     assert_eq!(row.last_arrival_at, Some(at(1_000)));
-    assert!(store.pending_outbox().await.unwrap().is_empty());
+    assert!(store.pending_outbox().await.unwrap().rows.is_empty());
     assert_eq!(stream(&store, "a").await.alert_state, AlertState::Ok);
     // Evaluated from the stored arrival, the same fire commits.
     let outcome = store
@@ -817,7 +818,7 @@ async fn a_fire_evaluated_before_a_newer_arrival_is_withdrawn(db: TestDb) {
     assert_eq!(outcome, TransitionOutcome::Recorded);
     let again = store.record_transition_if_silent(fire, at(1_000)).await;
     assert_eq!(again.unwrap(), TransitionOutcome::Unchanged);
-    assert_eq!(store.pending_outbox().await.unwrap().len(), 1);
+    assert_eq!(store.pending_outbox().await.unwrap().rows.len(), 1);
     store.close().await.unwrap();
 }
 
@@ -845,7 +846,7 @@ async fn concurrent_fires_of_one_episode_record_one_transition(db: TestDb) {
         recorded += usize::from(f.await.unwrap() == TransitionOutcome::Recorded);
     }
     assert_eq!(recorded, 1);
-    assert_eq!(store.pending_outbox().await.unwrap().len(), 2);
+    assert_eq!(store.pending_outbox().await.unwrap().rows.len(), 2);
     let resolves: Vec<_> = (0..4)
         .map(|i| {
             let s = if i % 2 == 0 {
@@ -864,7 +865,7 @@ async fn concurrent_fires_of_one_episode_record_one_transition(db: TestDb) {
         recorded += usize::from(r.await.unwrap() == TransitionOutcome::Recorded);
     }
     assert_eq!(recorded, 1);
-    let pages = store.pending_outbox().await.unwrap();
+    let pages = store.pending_outbox().await.unwrap().rows;
     assert_eq!(pages.len(), 4);
     assert!(pages.iter().all(|p| p.alert_id == pages[0].alert_id));
     other.close().await.unwrap();
@@ -883,7 +884,7 @@ async fn the_store_stamps_pages_with_its_clock(db: TestDb) {
         .record_transition(transition(AlertState::Firing, 5_000, &["pager"]))
         .await
         .unwrap());
-    let rows = store.pending_outbox().await.unwrap();
+    let rows = store.pending_outbox().await.unwrap().rows;
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0].created_at, then);
     // The same clock moved is the store's clock moved.
@@ -1038,7 +1039,7 @@ async fn reminders_are_queued_once_per_step_and_notifier(db: TestDb) {
         .await
         .unwrap();
     assert_eq!(step2, 1);
-    let rows = store.pending_outbox().await.unwrap();
+    let rows = store.pending_outbox().await.unwrap().rows;
     assert_eq!(rows.len(), 4);
     assert!(rows.iter().all(|r| r.alert_id == rows[0].alert_id));
     assert_eq!(rows[1].kind, PageKind::Reminder);
@@ -1050,6 +1051,7 @@ async fn reminders_are_queued_once_per_step_and_notifier(db: TestDb) {
         .pending_outbox()
         .await
         .unwrap()
+        .rows
         .into_iter()
         .filter(|r| r.state == AlertState::Ok)
         .map(|r| r.notifier)
@@ -1063,7 +1065,7 @@ async fn attempts_settle_rows_and_feed_the_summary(db: TestDb) {
     store.watch_streams(names(&["a"]), at(0)).await.unwrap();
     let fire = transition(AlertState::Firing, 5_000, &["p", "q", "r"]);
     assert!(store.record_transition(fire).await.unwrap());
-    let rows = store.pending_outbox().await.unwrap();
+    let rows = store.pending_outbox().await.unwrap().rows;
     let (p, q, r) = (rows[0].id, rows[1].id, rows[2].id);
     let keys: std::collections::BTreeSet<_> = rows.iter().map(|r| r.page_key.clone()).collect();
     assert_eq!(keys.len(), 3, "one key per page");
@@ -1087,7 +1089,7 @@ async fn attempts_settle_rows_and_feed_the_summary(db: TestDb) {
         .record_attempt(p, Attempt::Delivered { at: at(9_999) })
         .await
         .unwrap();
-    let pending = store.pending_outbox().await.unwrap();
+    let pending = store.pending_outbox().await.unwrap().rows;
     assert_eq!(pending.len(), 1);
     let q_row = &pending[0];
     assert_eq!((q_row.id, q_row.attempts), (q, 1));
@@ -1113,14 +1115,14 @@ async fn delivered_firing_pages_are_active_until_resolved(db: TestDb) {
     store.watch_streams(names(&["a"]), at(0)).await.unwrap();
     let fire = transition(AlertState::Firing, 5_000, &["am"]);
     assert!(store.record_transition(fire).await.unwrap());
-    assert!(store.active_firing_pages().await.unwrap().is_empty());
-    let id = store.pending_outbox().await.unwrap()[0].id;
+    assert!(store.active_firing_pages().await.unwrap().rows.is_empty());
+    let id = store.pending_outbox().await.unwrap().rows[0].id;
     store.mark_outbox_done(id, at(5_100)).await.unwrap();
-    let active = store.active_firing_pages().await.unwrap();
+    let active = store.active_firing_pages().await.unwrap().rows;
     assert_eq!(active.iter().map(|r| r.id).collect::<Vec<_>>(), [id]);
     let resolve = transition(AlertState::Ok, 6_000, &["am"]);
     assert!(store.record_transition(resolve).await.unwrap());
-    assert!(store.active_firing_pages().await.unwrap().is_empty());
+    assert!(store.active_firing_pages().await.unwrap().rows.is_empty());
     store.close().await.unwrap();
 }
 
@@ -1251,7 +1253,7 @@ async fn an_expired_claim_is_retried_under_the_same_key_and_the_old_holder_is_fe
         .settle_claim(first.row.id, first.token, stale)
         .await
         .unwrap());
-    let row = store.pending_outbox().await.unwrap();
+    let row = store.pending_outbox().await.unwrap().rows;
     assert!(row.iter().any(|r| r.id == first.row.id && r.attempts == 0));
     let done = Attempt::Delivered { at: at(40_002) };
     assert!(other
@@ -1267,6 +1269,7 @@ async fn an_expired_claim_is_retried_under_the_same_key_and_the_old_holder_is_fe
         .pending_outbox()
         .await
         .unwrap()
+        .rows
         .iter()
         .all(|r| r.id != first.row.id));
     other.close().await.unwrap();
@@ -1429,18 +1432,29 @@ async fn a_silence_holds_the_firing_page_until_it_ends(db: TestDb) {
     let fire = transition(AlertState::Firing, 5_000, &["p"]);
     assert!(store.record_transition(fire).await.unwrap());
     assert_eq!(stream(&store, "a").await.alert_state, AlertState::Firing);
-    assert!(store.pending_outbox().await.unwrap().is_empty(), "held");
+    assert!(
+        store.pending_outbox().await.unwrap().rows.is_empty(),
+        "held"
+    );
     clock.set(at(9_999));
-    assert_eq!(store.release_held().await.unwrap(), 0, "still silenced");
+    assert_eq!(
+        store.release_held().await.unwrap().paged,
+        0,
+        "still silenced"
+    );
     clock.set(at(10_000));
-    assert_eq!(store.release_held().await.unwrap(), 1);
-    let pages = store.pending_outbox().await.unwrap();
+    assert_eq!(store.release_held().await.unwrap().paged, 1);
+    let pages = store.pending_outbox().await.unwrap().rows;
     assert_eq!(pages.len(), 1);
     assert_eq!(
         (pages[0].state.clone(), pages[0].at),
         (AlertState::Firing, at(10_000))
     );
-    assert_eq!(store.release_held().await.unwrap(), 0, "released once");
+    assert_eq!(
+        store.release_held().await.unwrap().paged,
+        0,
+        "released once"
+    );
     let listed = store.silences(at(0)).await.unwrap();
     assert_eq!(listed.len(), 1);
     assert!(listed[0].matches("a", "silence"));
@@ -1464,9 +1478,9 @@ async fn the_resolve_of_a_held_firing_page_is_dropped(db: TestDb) {
         .await
         .unwrap());
     clock.set(at(20_000));
-    assert_eq!(store.release_held().await.unwrap(), 0);
+    assert_eq!(store.release_held().await.unwrap().paged, 0);
     assert!(
-        store.pending_outbox().await.unwrap().is_empty(),
+        store.pending_outbox().await.unwrap().rows.is_empty(),
         "nobody was told it fired"
     );
     store.close().await.unwrap();
@@ -1654,3 +1668,7 @@ mod crosscheck;
 /// The cross-check's read views for status, audit and dry runs
 /// (`store::crosscheck_view`, issue #45).
 mod crosscheck_view;
+
+/// Stored pages this binary cannot read (a kind from a newer version, a
+/// row altered at rest): each holds back only itself.
+mod unreadable;

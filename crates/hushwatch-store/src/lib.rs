@@ -292,6 +292,77 @@ pub struct OutboxRow {
     pub resumed_at: Option<DateTime<Utc>>,
 }
 
+/// A stored row hushwatch cannot read (a kind it does not know: written by
+/// a newer binary, or altered at rest). It is never read as something
+/// else and never blocks the rows beside it: the read that met it goes on
+/// and names it here, and the service holds it, pages and reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unreadable {
+    /// Which row: `outbox row 12`, `held page of alert …`.
+    pub what: String,
+    /// Why it does not read, without the store's error prefix.
+    pub why: String,
+    /// For an outbox page: where it stands in its (alert, notifier) queue.
+    /// The pages behind it in that queue wait for it (their order holds);
+    /// no other queue does.
+    pub queue: Option<QueuePlace>,
+}
+
+/// An outbox row's place: its id (queues go in id order) and its queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueuePlace {
+    pub id: i64,
+    pub alert_id: String,
+    pub notifier: String,
+}
+
+impl Unreadable {
+    pub(crate) fn new(what: String, e: &StoreError) -> Unreadable {
+        let why = match e {
+            StoreError::Sql(m) => m.clone(),
+            other => other.to_string(),
+        };
+        Unreadable {
+            what,
+            why,
+            queue: None,
+        }
+    }
+}
+
+impl fmt::Display for Unreadable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.what, self.why)
+    }
+}
+
+/// The rows of a read that reads row by row: those that parsed, and those
+/// that did not ([`Unreadable`]), which the caller must report.
+#[derive(Debug, Clone, PartialEq)]
+#[must_use = "unreadable rows must be reported, not dropped"]
+pub struct Readable<T> {
+    pub rows: Vec<T>,
+    pub unreadable: Vec<Unreadable>,
+}
+
+impl<T> Default for Readable<T> {
+    fn default() -> Self {
+        Readable {
+            rows: Vec::new(),
+            unreadable: Vec::new(),
+        }
+    }
+}
+
+/// What releasing held pages did: how many alerts it paged, and the held
+/// pages it cannot read (they stay held).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[must_use = "unreadable rows must be reported, not dropped"]
+pub struct Released {
+    pub paged: usize,
+    pub unreadable: Vec<Unreadable>,
+}
+
 /// Outcome of one delivery attempt, as persisted.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Attempt {

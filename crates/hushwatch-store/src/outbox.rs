@@ -11,15 +11,79 @@ use hushwatch_core::domain::alert_kind::AlertKind;
 use super::core::{alert_state, salt, state_str, stream_row_locked};
 use super::db::{Cells, Columns, Db};
 use super::ops::{alert_id_for, count, hex32, millis, page_key_for, uuid_like, KeyedAlert};
-use super::{AlertState, Attempt, OutboxRow, OutboxSummary, PageKind, StoreError, Transition};
+use super::{
+    AlertState, Attempt, OutboxRow, OutboxSummary, PageKind, QueuePlace, Readable, StoreError,
+    Transition, Unreadable,
+};
 
 pub(super) fn page_kind(s: &str) -> Result<PageKind, StoreError> {
     match s {
         "page" => Ok(PageKind::Page),
         "reminder" => Ok(PageKind::Reminder),
         "escalation" => Ok(PageKind::Escalation),
-        other => Err(StoreError::Sql(format!("unknown page kind {other:?}"))),
+        other => Err(unknown("page_kind", other)),
     }
+}
+
+/// A stored `alert_kind`. Every kind any hushwatch stored parses (`svix`
+/// included); anything else was written by a newer binary or altered at
+/// rest, and is named, never read as some other kind.
+pub(super) fn alert_kind(s: &str) -> Result<AlertKind, StoreError> {
+    AlertKind::parse(s).ok_or_else(|| unknown("alert_kind", s))
+}
+
+/// Longest stored value an error quotes: the value is whatever the row
+/// holds, and the error reaches logs and pages.
+const QUOTED: usize = 64;
+
+fn unknown(column: &str, value: &str) -> StoreError {
+    let mut quoted: String = value.chars().take(QUOTED).collect();
+    if quoted.len() < value.len() {
+        quoted.push('…');
+    }
+    StoreError::Sql(format!("unknown {column} {quoted:?}"))
+}
+
+/// An outbox row read on its own: the row, or (when this binary cannot
+/// read it) its id, its queue and why, so that a read over many rows never
+/// fails as a whole because of one.
+pub(super) struct OutboxRead(pub(super) Result<OutboxRow, Unreadable>);
+
+/// [`OUTBOX_COLUMNS`], in order.
+impl Columns for OutboxRead {
+    fn read(r: &impl Cells) -> Result<Self, StoreError> {
+        let e = match OutboxRow::read(r) {
+            Ok(row) => return Ok(OutboxRead(Ok(row))),
+            Err(e) => e,
+        };
+        // The id is an INTEGER PRIMARY KEY: a row whose id does not read is
+        // no row of this schema, and fails the read.
+        let id: i64 = r.cell(0)?;
+        let mut unreadable = Unreadable::new(format!("outbox row {id}"), &e);
+        // Plain text columns, which read whatever the row holds.
+        if let (Ok(Some(alert_id)), Ok(notifier)) =
+            (r.cell::<Option<String>>(8), r.cell::<String>(2))
+        {
+            unreadable.queue = Some(QueuePlace {
+                id,
+                alert_id,
+                notifier,
+            });
+        }
+        Ok(OutboxRead(Err(unreadable)))
+    }
+}
+
+/// Splits rows read one by one into those read and those named.
+pub(super) fn outbox_rows(read: Vec<OutboxRead>) -> Readable<OutboxRow> {
+    let mut out = Readable::default();
+    for OutboxRead(row) in read {
+        match row {
+            Ok(row) => out.rows.push(row),
+            Err(unreadable) => out.unreadable.push(unreadable),
+        }
+    }
+    out
 }
 
 pub(super) const OUTBOX_COLUMNS: &str = "o.id, o.stream, o.notifier, o.alert_state, o.at, \
@@ -59,15 +123,7 @@ impl Columns for OutboxRow {
             first_attempt_at: r.opt_time(12)?,
             next_attempt_at: r.opt_time(13)?,
             last_error: r.cell(14)?,
-            alert_kind: {
-                let stored: String = r.cell(16)?;
-                // Every kind any hushwatch stored parses (`svix` included):
-                // anything else is a row altered at rest, named, not read
-                // as some other kind.
-                AlertKind::parse(&stored).ok_or_else(|| {
-                    StoreError::Sql(format!("outbox row {id}: unknown alert_kind {stored:?}"))
-                })?
-            },
+            alert_kind: alert_kind(&r.cell::<String>(16)?)?,
             severity: r.cell(17)?,
             source: r.cell(18)?,
             endpoint_id: r.cell(19)?,
@@ -380,7 +436,9 @@ pub(super) async fn outbox_summary<D: Db>(
         }
     }
     let limit = i64::try_from(failed_limit).unwrap_or(i64::MAX);
-    summary.recent_failures = db
+    // A failed page that no longer reads is left out of the list (it is
+    // done: nothing waits on it) but stays in the counts above.
+    let failures: Vec<OutboxRead> = db
         .rows(
             &format!(
                 "SELECT {OUTBOX_COLUMNS} FROM outbox o WHERE o.outcome = 'failed'
@@ -389,6 +447,10 @@ pub(super) async fn outbox_summary<D: Db>(
             &[&limit],
         )
         .await?;
+    summary.recent_failures = failures
+        .into_iter()
+        .filter_map(|OutboxRead(r)| r.ok())
+        .collect();
     Ok(summary)
 }
 
@@ -402,10 +464,13 @@ pub(super) async fn outbox_summary<D: Db>(
 ///   a delivered firing page, i.e. nothing resolved it since. A deleted
 ///   endpoint is a one-shot notice that never resolves, so it is not
 ///   re-posted; nor are pre-v8 rows (`svix`), whose alert is unknown.
-pub(super) async fn active_firing_pages<D: Db>(db: &D) -> Result<Vec<OutboxRow>, StoreError> {
-    db.rows(
-        &format!(
-            "SELECT {OUTBOX_COLUMNS} FROM outbox o JOIN streams s ON s.name = o.stream
+///
+/// A row this binary cannot read is named in `unreadable`, not re-posted.
+pub(super) async fn active_firing_pages<D: Db>(db: &D) -> Result<Readable<OutboxRow>, StoreError> {
+    let read = db
+        .rows(
+            &format!(
+                "SELECT {OUTBOX_COLUMNS} FROM outbox o JOIN streams s ON s.name = o.stream
          WHERE s.alert_state = 'firing' AND o.alert_state = 'firing'
            AND o.alert_kind = 'silence'
            AND o.outcome = 'delivered' AND o.started_at = s.firing_since
@@ -420,16 +485,23 @@ pub(super) async fn active_firing_pages<D: Db>(db: &D) -> Result<Vec<OutboxRow>,
                        WHERE o2.alert_id = o.alert_id AND o2.notifier = o.notifier
                          AND o2.page_kind = 'page')
          ORDER BY 1"
-        ),
-        &[],
-    )
-    .await
+            ),
+            &[],
+        )
+        .await?;
+    Ok(outbox_rows(read))
 }
 
-pub(super) async fn pending_outbox<D: Db>(db: &D) -> Result<Vec<OutboxRow>, StoreError> {
-    db.rows(
-        &format!("SELECT {OUTBOX_COLUMNS} FROM outbox o WHERE o.status = 'pending' ORDER BY o.id"),
-        &[],
-    )
-    .await
+/// The pending pages, oldest first; one this binary cannot read is named
+/// in `unreadable` and stays pending (a newer replica may send it).
+pub(super) async fn pending_outbox<D: Db>(db: &D) -> Result<Readable<OutboxRow>, StoreError> {
+    let read = db
+        .rows(
+            &format!(
+                "SELECT {OUTBOX_COLUMNS} FROM outbox o WHERE o.status = 'pending' ORDER BY o.id"
+            ),
+            &[],
+        )
+        .await?;
+    Ok(outbox_rows(read))
 }

@@ -30,7 +30,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 
 use super::db::Db;
 use super::ops::millis;
-use super::outbox::OUTBOX_COLUMNS;
+use super::outbox::{OutboxRead, OUTBOX_COLUMNS};
 use super::{stored_time, Attempt, OutboxRow, StoreError};
 
 /// Schema step (SQLite): claim columns on the outbox, the leader row and
@@ -228,7 +228,13 @@ pub(super) async fn claim_outbox<D: Db>(
     claimed.sort_unstable();
     let mut out = Vec::with_capacity(claimed.len());
     for (id, token) in claimed {
-        let row: OutboxRow = db.one(&READ_CLAIMED, &[&id]).await?;
+        let OutboxRead(row) = db.one(&READ_CLAIMED, &[&id]).await?;
+        // A row this binary cannot read is let go at once, for a replica
+        // that can (a newer one, mid-rollout); the pending read names it.
+        let Ok(row) = row else {
+            db.exec(sql::UNCLAIM, &[&id]).await?;
+            continue;
+        };
         out.push(Claim {
             row,
             token,

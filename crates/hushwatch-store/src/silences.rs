@@ -25,9 +25,8 @@
 use super::db::Db;
 use super::ops::{millis, time, KeyedAlert};
 use super::{audit, core, outbox};
-use super::{AlertState, NewEvent, StoreError, Transition};
+use super::{AlertState, NewEvent, Released, StoreError, Transition, Unreadable};
 use chrono::{DateTime, Utc};
-use hushwatch_core::domain::alert_kind::AlertKind;
 use hushwatch_core::domain::mute::{
     covers, expiry, has_room, maintenance_plan, on_transition, release, Note, OnTransition,
     Release, Window,
@@ -407,15 +406,27 @@ type HeldKeyed = (
 );
 
 /// Queues the held keyed pages whose silence is over (the alert has not
-/// resolved since, or its row would be gone; [`release`]). Returns how
-/// many alerts were paged.
-async fn release_held_keyed<D: Db>(db: &D, now: DateTime<Utc>) -> Result<usize, StoreError> {
+/// resolved since, or its row would be gone; [`release`]). A held page of
+/// a kind this binary does not know stays held and is named in
+/// `unreadable`, so it never holds back the others.
+async fn release_held_keyed<D: Db>(
+    db: &D,
+    now: DateTime<Utc>,
+    released: &mut Released,
+) -> Result<(), StoreError> {
     let held: Vec<HeldKeyed> = db.rows(&D::locked(sql::HELD_KEYED), &[]).await?;
-    let mut paged = 0;
     for (alert_id, stream, kind, family, key, severity, source, endpoint_id, reason, notifiers) in
         held
     {
-        let silenced = silenced(db, &stream, &kind, now).await?;
+        let kind = match outbox::alert_kind(&kind) {
+            Ok(kind) => kind,
+            Err(e) => {
+                let what = format!("held page of alert {alert_id}");
+                released.unreadable.push(Unreadable::new(what, &e));
+                continue;
+            }
+        };
+        let silenced = silenced(db, &stream, kind.as_str(), now).await?;
         // A templated stream removed meanwhile takes its held pages with it.
         let current = !silenced && exists(db, sql::STREAM_EXISTS, &stream).await?;
         let decision = release(silenced, current);
@@ -434,11 +445,7 @@ async fn release_held_keyed<D: Db>(db: &D, now: DateTime<Utc>) -> Result<usize, 
             notifiers: list(&notifiers),
         };
         let alert = KeyedAlert {
-            kind: AlertKind::parse(&kind).ok_or_else(|| {
-                StoreError::Sql(format!(
-                    "held page of alert {alert_id}: unknown alert_kind {kind:?}"
-                ))
-            })?,
+            kind,
             family: &family,
             key: &key,
             severity: &severity,
@@ -448,20 +455,25 @@ async fn release_held_keyed<D: Db>(db: &D, now: DateTime<Utc>) -> Result<usize, 
         for notifier in &t.notifiers {
             outbox::insert_keyed_page(db, &t, notifier, now, &alert).await?;
         }
-        paged += 1;
+        released.paged += 1;
     }
-    Ok(paged)
+    Ok(())
 }
 
 /// Every held page whose silence is over, in one transaction: the
-/// streams' held pages, then the keyed ones. How many were paged.
-pub(super) async fn release_held<D: Db>(db: &D, now: DateTime<Utc>) -> Result<usize, StoreError> {
+/// streams' held pages, then the keyed ones: how many were paged, and
+/// the held pages that cannot be read.
+pub(super) async fn release_held<D: Db>(
+    db: &D,
+    now: DateTime<Utc>,
+) -> Result<Released, StoreError> {
     let streams: Vec<(String,)> = db.rows(sql::HELD_STREAMS, &[]).await?;
-    let mut paged = 0;
+    let mut released = Released::default();
     for (stream,) in streams {
-        paged += usize::from(release_held_stream(db, &stream, now).await?);
+        released.paged += usize::from(release_held_stream(db, &stream, now).await?);
     }
-    Ok(paged + release_held_keyed(db, now).await?)
+    release_held_keyed(db, now, &mut released).await?;
+    Ok(released)
 }
 
 /// True while the stream's firing page is held by a silence.

@@ -95,6 +95,22 @@ impl TestDb {
 }
 
 impl TestDb {
+    /// Runs `sql` on the database behind hushwatch's back, on a connection
+    /// of its own: a row altered at rest, or written by a newer binary.
+    pub(crate) async fn alter_at_rest(&self, sql: &str) {
+        match self {
+            TestDb::Sqlite { path, .. } => {
+                let conn = rusqlite::Connection::open(path).expect("open the file");
+                conn.busy_timeout(std::time::Duration::from_secs(10))
+                    .expect("busy timeout");
+                conn.execute_batch(sql).expect("alter at rest");
+            }
+            TestDb::Postgres(db) => super::pg::admin::exec(&db.url, sql)
+                .await
+                .expect("alter at rest"),
+        }
+    }
+
     /// A second handle on the same database, as another replica would
     /// have. SQLite allows one writer per file, so there it is a clone of
     /// `first` (one process, several callers).

@@ -608,7 +608,7 @@ async fn v5_outbox_rows_read_as_critical_pages_after_the_v8_migration() {
         .unwrap();
     }
     let store = open(&path);
-    let rows = store.pending_outbox().await.unwrap();
+    let rows = store.pending_outbox().await.unwrap().rows;
     let facts: Vec<_> = rows
         .iter()
         .map(|r| {
@@ -643,7 +643,7 @@ async fn the_store_stamps_pages_and_probes_with_its_clock() {
         .record_transition(transition(AlertState::Firing, 5_000, &["pager"]))
         .await
         .unwrap());
-    let rows = store.pending_outbox().await.unwrap();
+    let rows = store.pending_outbox().await.unwrap().rows;
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0].created_at, then);
     clock.advance(chrono::TimeDelta::seconds(7));
@@ -806,8 +806,8 @@ async fn outbox_reads_with_100k_delivered_pages() {
     let rounds = 20;
     let mut active = 0;
     for _ in 0..rounds {
-        active = store.active_firing_pages().await.unwrap().len();
-        store.pending_outbox().await.unwrap();
+        active = store.active_firing_pages().await.unwrap().rows.len();
+        let _ = store.pending_outbox().await.unwrap();
     }
     println!(
         "100000 delivered pages: active_firing_pages + pending_outbox {:.2?} per round ({active} active)",

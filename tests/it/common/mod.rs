@@ -633,7 +633,9 @@ impl InProcess {
     }
 
     pub fn pending(&self) -> Vec<hushwatch::store::OutboxRow> {
-        self.block_on(self.app().store().pending_outbox()).unwrap()
+        self.block_on(self.app().store().pending_outbox())
+            .unwrap()
+            .rows
     }
 
     pub fn notifications(&self) -> serde_json::Value {

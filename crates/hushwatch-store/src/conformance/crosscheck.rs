@@ -341,6 +341,7 @@ async fn pages_of(store: &super::super::Store, kind: &str) -> Vec<(String, Strin
         .pending_outbox()
         .await
         .unwrap()
+        .rows
         .into_iter()
         .filter(|r| r.alert_kind.as_str() == kind)
         .map(|r| {

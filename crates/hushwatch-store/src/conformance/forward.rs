@@ -131,6 +131,7 @@ async fn forward_pages(store: &Store) -> Vec<(String, String, String)> {
         .pending_outbox()
         .await
         .unwrap()
+        .rows
         .into_iter()
         .filter(|r| r.alert_kind.as_str().starts_with("forward_"))
         .map(|r| {
@@ -510,6 +511,7 @@ async fn held_events_leave_their_queue_page_and_are_released_when_the_cause_is_g
         .pending_outbox()
         .await
         .unwrap()
+        .rows
         .into_iter()
         .find(|r| r.alert_kind.as_str() == "forward_held")
         .unwrap()
@@ -629,6 +631,7 @@ async fn per_subject_order_holds_back_only_the_failing_subject_and_keeps_the_run
         .pending_outbox()
         .await
         .unwrap()
+        .rows
         .into_iter()
         .find(|r| r.alert_kind.as_str() == "forward_failing")
         .unwrap()
@@ -975,6 +978,7 @@ async fn held_pages(store: &Store) -> Vec<String> {
         .pending_outbox()
         .await
         .unwrap()
+        .rows
         .into_iter()
         .filter(|r| {
             r.alert_kind.as_str() == "forward_held" && r.state == super::super::AlertState::Firing

@@ -157,6 +157,7 @@ async fn dead_letter_pages(store: &Store) -> Vec<AlertState> {
         .pending_outbox()
         .await
         .unwrap()
+        .rows
         .into_iter()
         .filter(|r| r.alert_kind.as_str() == "forward_dead_letter")
         .map(|r| r.state)

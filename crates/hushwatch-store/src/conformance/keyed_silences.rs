@@ -15,6 +15,7 @@ use hushwatch_core::ingest::providers::SubscriptionExpiry;
 backend_matrix!(
     a_keyed_alert_is_held_by_a_silence_of_its_kind_and_paged_once_when_it_ends,
     the_resolve_of_a_held_keyed_alert_is_dropped,
+    a_held_page_of_an_unknown_kind_stays_held_and_the_others_are_paged,
 );
 
 fn silence(kinds: &[&str], from_ms: i64, until_ms: i64) -> NewSilence {
@@ -76,13 +77,24 @@ async fn a_keyed_alert_is_held_by_a_silence_of_its_kind_and_paged_once_when_it_e
     assert!(held.await.unwrap().is_some());
     let fire = store.subscription_transition(warning(AlertState::Firing, 3_000));
     assert!(fire.await.unwrap(), "the alert's state moves");
-    assert!(store.pending_outbox().await.unwrap().is_empty(), "held");
+    assert!(
+        store.pending_outbox().await.unwrap().rows.is_empty(),
+        "held"
+    );
 
     clock.set(at(9_999));
-    assert_eq!(store.release_held().await.unwrap(), 0, "still silenced");
+    assert_eq!(
+        store.release_held().await.unwrap().paged,
+        0,
+        "still silenced"
+    );
     clock.set(at(10_000));
-    assert_eq!(store.release_held().await.unwrap(), 1, "one alert paged");
-    let pages = store.pending_outbox().await.unwrap();
+    assert_eq!(
+        store.release_held().await.unwrap().paged,
+        1,
+        "one alert paged"
+    );
+    let pages = store.pending_outbox().await.unwrap().rows;
     let mut got: Vec<(&str, AlertState, DateTime<Utc>, &str)> = pages
         .iter()
         .map(|r| {
@@ -103,12 +115,16 @@ async fn a_keyed_alert_is_held_by_a_silence_of_its_kind_and_paged_once_when_it_e
             ("pager", AlertState::Firing, at(10_000), kind),
         ]
     );
-    assert_eq!(store.release_held().await.unwrap(), 0, "released once");
+    assert_eq!(
+        store.release_held().await.unwrap().paged,
+        0,
+        "released once"
+    );
 
     // Its receivers were told it fired: the resolve is paged.
     let resolve = store.subscription_transition(warning(AlertState::Ok, 11_000));
     assert!(resolve.await.unwrap());
-    let pages = store.pending_outbox().await.unwrap();
+    let pages = store.pending_outbox().await.unwrap().rows;
     assert_eq!(
         pages.iter().filter(|r| r.state == AlertState::Ok).count(),
         2
@@ -125,10 +141,65 @@ async fn the_resolve_of_a_held_keyed_alert_is_dropped(db: TestDb) {
     let resolve = store.subscription_transition(warning(AlertState::Ok, 4_000));
     assert!(resolve.await.unwrap(), "the alert's state moves");
     clock.set(at(20_000));
-    assert_eq!(store.release_held().await.unwrap(), 0, "nothing left held");
+    assert_eq!(
+        store.release_held().await.unwrap().paged,
+        0,
+        "nothing left held"
+    );
     assert!(
-        store.pending_outbox().await.unwrap().is_empty(),
+        store.pending_outbox().await.unwrap().rows.is_empty(),
         "nobody was told it fired"
+    );
+    store.close().await.unwrap();
+}
+
+/// A held keyed page whose kind this binary does not know (queued by a
+/// newer version, or altered at rest) stays held and is named; the
+/// stream's own held page is paged when the silence ends, as usual.
+async fn a_held_page_of_an_unknown_kind_stays_held_and_the_others_are_paged(db: TestDb) {
+    let (store, clock) = open(&db, 1_000).await;
+    let all = store.add_silence(silence(&["*"], 0, 10_000), 10, false);
+    assert!(all.await.unwrap().is_some());
+    let fire = store.subscription_transition(warning(AlertState::Firing, 3_000));
+    assert!(fire.await.unwrap());
+    let quiet = Transition {
+        stream: "s".into(),
+        to: AlertState::Firing,
+        at: at(4_000),
+        reason: "quiet".into(),
+        notifiers: names(&["pager"]),
+    };
+    assert!(store.record_transition(quiet).await.unwrap());
+    assert!(
+        store.pending_outbox().await.unwrap().rows.is_empty(),
+        "both held"
+    );
+    db.alter_at_rest("UPDATE silence_held_keyed SET kind = 'from_a_newer_version';")
+        .await;
+
+    clock.set(at(10_000));
+    let released = store.release_held().await.unwrap();
+    assert_eq!(released.paged, 1, "the stream's page");
+    assert_eq!(released.unreadable.len(), 1);
+    assert!(
+        released.unreadable[0]
+            .what
+            .starts_with("held page of alert "),
+        "{:?}",
+        released.unreadable
+    );
+    assert_eq!(
+        released.unreadable[0].why,
+        "unknown alert_kind \"from_a_newer_version\""
+    );
+    let pages = store.pending_outbox().await.unwrap().rows;
+    assert_eq!(pages.len(), 1);
+    assert_eq!(pages[0].alert_kind, AlertKind::Silence);
+    let again = store.release_held().await.unwrap();
+    assert_eq!(
+        (again.paged, again.unreadable.len()),
+        (0, 1),
+        "still held, still named"
     );
     store.close().await.unwrap();
 }

@@ -87,7 +87,7 @@ async fn a_revoke_missed_page_is_queued_with_a_new_report_only(db: TestDb) {
         .record_reconciliation(report("r1", true))
         .await
         .unwrap());
-    let pending = store.pending_outbox().await.unwrap();
+    let pending = store.pending_outbox().await.unwrap().rows;
     assert_eq!(pending.len(), 1, "{pending:?}");
     assert_eq!(pending[0].reason, "missed user_1");
     assert!(store
@@ -95,7 +95,7 @@ async fn a_revoke_missed_page_is_queued_with_a_new_report_only(db: TestDb) {
         .await
         .unwrap());
     assert_eq!(
-        store.pending_outbox().await.unwrap().len(),
+        store.pending_outbox().await.unwrap().rows.len(),
         2,
         "one per report"
     );
@@ -121,13 +121,13 @@ async fn the_missing_reconciliation_alert_moves_by_compare_and_set(db: TestDb) {
         .reconcile_transition(t(AlertState::Firing))
         .await
         .unwrap());
-    assert_eq!(store.pending_outbox().await.unwrap().len(), 2);
+    assert_eq!(store.pending_outbox().await.unwrap().rows.len(), 2);
     assert_eq!(
         store.reconcile_states().await.unwrap()[0].state,
         AlertState::Firing
     );
     assert!(store.reconcile_transition(t(AlertState::Ok)).await.unwrap());
-    assert_eq!(store.pending_outbox().await.unwrap().len(), 4);
+    assert_eq!(store.pending_outbox().await.unwrap().rows.len(), 4);
     // The alert made the row without a report: the first report sets it.
     assert_eq!(
         store.reconcile_states().await.unwrap()[0].last_report_at,
@@ -217,7 +217,7 @@ async fn a_stale_grant_is_recorded_and_paged_once(db: TestDb) {
     };
     assert!(store.record_stale_grant(g.clone()).await.unwrap());
     assert!(!store.record_stale_grant(g).await.unwrap());
-    let pending = store.pending_outbox().await.unwrap();
+    let pending = store.pending_outbox().await.unwrap().rows;
     assert_eq!(pending.len(), 1);
     assert_eq!(pending[0].reason, "stale");
     store.close().await.unwrap();

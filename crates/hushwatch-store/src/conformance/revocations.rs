@@ -90,7 +90,7 @@ async fn a_grant_older_than_an_indexed_revocation_is_recorded_and_paged_with_it(
         .unwrap();
     assert_eq!(outcomes, vec![EventOutcome::Accepted; 2]);
     assert_eq!(recorded("g1").await.unwrap(), Some(at(3_000)));
-    let pending = store.pending_outbox().await.unwrap();
+    let pending = store.pending_outbox().await.unwrap().rows;
     assert_eq!(pending.len(), 1);
     let reason = &pending[0].reason;
     assert!(reason.contains("a grant for user_1 arrived after its revocation"));
@@ -122,7 +122,7 @@ async fn a_grant_older_than_an_indexed_revocation_is_recorded_and_paged_with_it(
         .unwrap();
     assert_eq!(again, vec![EventOutcome::Duplicate]);
     assert_eq!(recorded("g4").await.unwrap(), Some(at(6_000)));
-    assert_eq!(store.pending_outbox().await.unwrap().len(), 2);
+    assert_eq!(store.pending_outbox().await.unwrap().rows.len(), 2);
     store.close().await.unwrap();
 }
 
@@ -200,7 +200,7 @@ async fn a_grant_is_checked_against_revocations_stored_under_its_earlier_forms(d
     assert_eq!(recorded("g3").await.unwrap(), Some(at(4_000)));
     // The page names the grant's subject as stored now (the veiled form,
     // which `Page::from_row` reveals).
-    let pending = store.pending_outbox().await.unwrap();
+    let pending = store.pending_outbox().await.unwrap().rows;
     assert_eq!(pending.len(), 1);
     assert!(
         pending[0].reason.contains("a grant for user_new arrived"),

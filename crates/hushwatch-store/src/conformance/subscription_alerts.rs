@@ -204,7 +204,7 @@ async fn a_subscription_alert_moves_by_compare_and_set_and_resolves_under_its_ki
         .subscription_transition(alert(AlertState::Ok, None, 2_000))
         .await
         .unwrap());
-    assert!(store.pending_outbox().await.unwrap().is_empty());
+    assert!(store.pending_outbox().await.unwrap().rows.is_empty());
 
     assert!(store
         .subscription_transition(alert(AlertState::Firing, reauth, 3_000))
@@ -223,7 +223,7 @@ async fn a_subscription_alert_moves_by_compare_and_set_and_resolves_under_its_ki
         rows[0].concern.as_deref(),
         Some("subscription_reauthorization_required")
     );
-    let fired = store.pending_outbox().await.unwrap();
+    let fired = store.pending_outbox().await.unwrap().rows;
     let mut notifiers: Vec<&str> = fired.iter().map(|r| r.notifier.as_str()).collect();
     notifiers.sort_unstable();
     assert_eq!(notifiers, ["chat", "pager"]);
@@ -252,7 +252,7 @@ async fn a_subscription_alert_moves_by_compare_and_set_and_resolves_under_its_ki
         (rows[0].state.clone(), rows[0].concern.clone()),
         (AlertState::Ok, None)
     );
-    let all = store.pending_outbox().await.unwrap();
+    let all = store.pending_outbox().await.unwrap().rows;
     let resolved: Vec<&OutboxRow> = all.iter().filter(|r| r.state == AlertState::Ok).collect();
     assert_eq!(resolved.len(), 2, "{all:?}");
     for row in resolved {
@@ -267,7 +267,7 @@ async fn a_subscription_alert_moves_by_compare_and_set_and_resolves_under_its_ki
         .subscription_transition(alert(AlertState::Ok, None, 6_000))
         .await
         .unwrap());
-    assert_eq!(store.pending_outbox().await.unwrap().len(), 4);
+    assert_eq!(store.pending_outbox().await.unwrap().rows.len(), 4);
     store.close().await.unwrap();
 }
 

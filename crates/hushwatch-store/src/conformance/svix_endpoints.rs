@@ -70,7 +70,7 @@ fn kinds(pages: &[SvixPage]) -> Vec<(&str, SvixAlert, bool)> {
 
 /// The pending Svix pages to `pager`, oldest first.
 async fn svix_outbox(store: &Store) -> Vec<OutboxRow> {
-    let rows = store.pending_outbox().await.unwrap();
+    let rows = store.pending_outbox().await.unwrap().rows;
     rows.into_iter()
         .filter(|r| r.alert_kind.as_str().starts_with("svix_"))
         .collect()
