@@ -466,6 +466,20 @@ fn ident_in(tag: IdentTag, text: &str) -> Markup {
 /// 390 px phone's stacked row.
 const IDENT_CHARS: usize = 28;
 
+/// A table's header row: one column heading per name (each row's cells
+/// repeat it as `data-label`, which the stacked phone layout shows).
+fn column_heads(names: &[&str]) -> Markup {
+    html! {
+        thead {
+            tr {
+                @for name in names {
+                    th scope="col" { (name) }
+                }
+            }
+        }
+    }
+}
+
 fn streams_table(doc: &StatusDoc) -> Markup {
     html! {
         section aria-labelledby="streams-h" {
@@ -477,16 +491,7 @@ fn streams_table(doc: &StatusDoc) -> Markup {
                     caption class="note" {
                         "Silence is counted in business time of each stream's calendar; times are shown in that calendar's zone and in UTC."
                     }
-                    thead {
-                        tr {
-                            th scope="col" { "Stream" }
-                            th scope="col" { "State" }
-                            th scope="col" { "Business silence" }
-                            th scope="col" { "Business clock" }
-                            th scope="col" { "Last event" }
-                            th scope="col" { "Watching since" }
-                        }
-                    }
+                    (column_heads(&["Stream", "State", "Business silence", "Business clock", "Last event", "Watching since"]))
                     tbody {
                         @for s in &doc.streams {
                             (stream_row(s, doc.now))
@@ -872,16 +877,7 @@ fn operator_section(doc: &StatusDoc) -> Markup {
             }
             @if !op.silences.is_empty() {
                 table class="stack" id="silences" {
-                    thead {
-                        tr {
-                            th scope="col" { "Silence" }
-                            th scope="col" { "Streams" }
-                            th scope="col" { "From" }
-                            th scope="col" { "Until" }
-                            th scope="col" { "By" }
-                            th scope="col" { "Why" }
-                        }
-                    }
+                    (column_heads(&["Silence", "Streams", "From", "Until", "By", "Why"]))
                     tbody {
                         @for s in &op.silences {
                             @let covers = if !s.kinds.is_empty() && s.kinds != ["*"] {
@@ -905,14 +901,7 @@ fn operator_section(doc: &StatusDoc) -> Markup {
             }
             @if !op.acknowledgements.is_empty() {
                 table class="stack" id="acks" {
-                    thead {
-                        tr {
-                            th scope="col" { "Acknowledged stream" }
-                            th scope="col" { "At" }
-                            th scope="col" { "By" }
-                            th scope="col" { "Why" }
-                        }
-                    }
+                    (column_heads(&["Acknowledged stream", "At", "By", "Why"]))
                     tbody {
                         @for a in &op.acknowledgements {
                             tr {
@@ -944,15 +933,7 @@ fn reconciliation_section(doc: &StatusDoc) -> Markup {
         section aria-labelledby="reconcile-h" {
             h2 id="reconcile-h" { "Reconciliation" }
             table class="stack" id="reconciliation" {
-                thead {
-                    tr {
-                        th scope="col" { "Stream" }
-                        th scope="col" { "State" }
-                        th scope="col" { "Last report" }
-                        th scope="col" { "Next due" }
-                        th scope="col" { "Last drift" }
-                    }
-                }
+                (column_heads(&["Stream", "State", "Last report", "Next due", "Last drift"]))
                 tbody {
                     @for (s, r) in rows {
                         (reconciliation_row(doc, s, r))
@@ -1026,16 +1007,7 @@ fn relay_section(doc: &StatusDoc) -> Markup {
         section aria-labelledby="relay-h" {
             h2 id="relay-h" { "Relay to the app" }
             table class="stack" id="relay" {
-                thead {
-                    tr {
-                        th scope="col" { "Stream" }
-                        th scope="col" { "App" }
-                        th scope="col" { "Pending" }
-                        th scope="col" { "Failures" }
-                        th scope="col" { "Dead letters" }
-                        th scope="col" { "Last delivered" }
-                    }
-                }
+                (column_heads(&["Stream", "App", "Pending", "Failures", "Dead letters", "Last delivered"]))
                 tbody {
                     @for (s, f) in rows {
                         (relay_row(doc, s, f))
@@ -1108,15 +1080,7 @@ fn svix_section(doc: &StatusDoc) -> Markup {
                     p { "No operational webhook has named an endpoint yet." }
                 } @else {
                     table class="stack" id="svix" {
-                        thead {
-                            tr {
-                                th scope="col" { "Endpoint" }
-                                th scope="col" { "Source" }
-                                th scope="col" { "Feeds stream" }
-                                th scope="col" { "State" }
-                                th scope="col" { "Lost messages" }
-                            }
-                        }
+                        (column_heads(&["Endpoint", "Source", "Feeds stream", "State", "Lost messages"]))
                         tbody {
                             @for e in &svix.endpoints {
                                 (svix_row(e, doc.now))
@@ -1192,16 +1156,7 @@ fn notifications_section(doc: &StatusDoc) -> Markup {
                 p class="summary bad" { "Outbox unreadable: " (Shown(e)) }
             } @else {
                 table class="stack" id="notifiers" {
-                    thead {
-                        tr {
-                            th scope="col" { "Notifier" }
-                            th scope="col" { "Kind" }
-                            th scope="col" { "Pending" }
-                            th scope="col" { "Delivered" }
-                            th scope="col" { "Failed" }
-                            th scope="col" { "Last error" }
-                        }
-                    }
+                    (column_heads(&["Notifier", "Kind", "Pending", "Delivered", "Failed", "Last error"]))
                     tbody {
                         @for (name, c) in &n.notifiers {
                             @let last = n
@@ -1293,14 +1248,7 @@ fn replicas_section(doc: &StatusDoc) -> Markup {
                 " This page was served by " code { (Shown(&r.this)) } "."
             }
             table {
-                thead {
-                    tr {
-                        th scope="col" { "replica" }
-                        th scope="col" { "started" }
-                        th scope="col" { "last heartbeat" }
-                        th scope="col" { "role" }
-                    }
-                }
+                (column_heads(&["replica", "started", "last heartbeat", "role"]))
                 tbody {
                     @for replica in &r.replicas {
                         tr {
