@@ -334,7 +334,6 @@ fn store_alarm(
             .lock()
             .store
             .step(failure.is_some(), config.watchdog.store_alarm_after, now);
-    let at = |t: DateTime<Utc>| t.to_rfc3339_opts(SecondsFormat::Secs, true);
     let page = match (step, failure) {
         (AlarmStep::Began, Some(e)) => {
             tracing::error!(error = %e, "storage check failed: hushwatch cannot write its state");
@@ -344,30 +343,25 @@ fn store_alarm(
             tracing::error!(error = %e, since = %since, "STORAGE BROKEN: hushwatch cannot write its state; the outbox cannot be trusted; paging server.emergency_notify directly");
             let summary = format!(
                 "hushwatch{from} cannot write its state since {}: {e}; pages in its outbox may not go out",
-                at(since)
+                secs(since)
             );
-            Some(emergency_page(
-                config,
-                "hushwatch-store",
-                since,
-                now,
-                summary,
-                true,
-            ))
+            Some((since, summary, true))
         }
-        (AlarmStep::Resolve { since } | AlarmStep::Ended { since }, _) => {
+        (AlarmStep::Resolve { since }, _) => {
             tracing::info!(since = %since, "storage recovered: hushwatch can write its state again");
-            matches!(step, AlarmStep::Resolve { .. }).then(|| {
-                let summary = format!(
-                    "hushwatch{from} storage recovered (it failed from {})",
-                    at(since)
-                );
-                emergency_page(config, "hushwatch-store", since, now, summary, false)
-            })
+            let summary = format!(
+                "hushwatch{from} storage recovered (it failed from {})",
+                secs(since)
+            );
+            Some((since, summary, false))
+        }
+        (AlarmStep::Ended { since }, _) => {
+            tracing::info!(since = %since, "storage recovered: hushwatch can write its state again");
+            None
         }
         _ => None,
     };
-    send_emergency(task, config, sender, page, now);
+    send_emergency(task, config, sender, "hushwatch-store", page, now);
 }
 
 /// Stored pages named at most in a reason or page (the count is exact).
@@ -405,14 +399,13 @@ fn unreadable_alarm(
         config.watchdog.store_alarm_after,
         now,
     );
-    let at = |t: DateTime<Utc>| t.to_rfc3339_opts(SecondsFormat::Secs, true);
     let page = match step {
         AlarmStep::Fire { since } => {
             tracing::error!(rows = %name_unreadable(rows), since = %since, "stored pages cannot be read by this binary; paging server.emergency_notify directly");
             let summary = format!(
                 "hushwatch{from} cannot read {} stored page(s) since {}: {}. Each is held back; every other page goes out. If a replica runs an older version than the one that queued them, finish the rollout; otherwise the rows were altered at rest (runbook: hushwatch_storage)",
                 rows.len(),
-                at(since),
+                secs(since),
                 name_unreadable(rows)
             );
             Some((since, summary, true))
@@ -421,16 +414,18 @@ fn unreadable_alarm(
             tracing::info!(since = %since, "every stored page reads again");
             let summary = format!(
                 "hushwatch{from} reads every stored page again (some could not be read from {})",
-                at(since)
+                secs(since)
             );
             Some((since, summary, false))
         }
         _ => None,
     };
-    let page = page.map(|(since, summary, firing)| {
-        emergency_page(config, "hushwatch-outbox", since, now, summary, firing)
-    });
-    send_emergency(task, config, sender, page, now);
+    send_emergency(task, config, sender, "hushwatch-outbox", page, now);
+}
+
+/// A time in an emergency page's summary.
+fn secs(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Secs, true)
 }
 
 /// " (replica X)" when this replica shares the store with others.
@@ -438,16 +433,22 @@ fn from(replica: Option<&str>) -> String {
     replica.map_or_else(String::new, |r| format!(" (replica {r})"))
 }
 
-/// Sends an emergency page to each `emergency_notify` notifier, each on
-/// its own task: a slow notifier must not delay the heartbeat.
+/// Sends the emergency page an alarm decided, if any (when its condition
+/// began, the summary, firing or resolved; `family` names the condition),
+/// to each `emergency_notify` notifier, each on its own task: a slow
+/// notifier must not delay the heartbeat.
 fn send_emergency(
     task: &Arc<WatchdogTask>,
     config: &Arc<Config>,
     sender: &Arc<Sender>,
-    page: Option<Page>,
+    family: &str,
+    decided: Option<(DateTime<Utc>, String, bool)>,
     now: DateTime<Utc>,
 ) {
-    let Some(page) = page else { return };
+    let Some((since, summary, firing)) = decided else {
+        return;
+    };
+    let page = emergency_page(config, family, since, now, summary, firing);
     task.metrics.watchdog.emergency_pages.inc();
     for name in &config.watchdog.emergency_notify {
         let Some(notifier) = config.notifiers.get(name).cloned() else {
